@@ -1,0 +1,156 @@
+# sandboxd: the one build file. Non-recursive; every folder's *.c files are found by wildcard,
+# so adding a source file needs no edit here. Outputs go to $(B) (build/ or build-san/).
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+SANITIZE ?= 0
+VERSION  := 0.1.0
+
+ifeq ($(SANITIZE),1)
+B := build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+B := build
+SANFLAGS :=
+endif
+
+CC      ?= cc
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+PKGS    := libuv libmicrohttpd libcurl jansson libseccomp libcap libnl-route-3.0 libnftables libarchive
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-unused-parameter -Wmissing-prototypes \
+           -Wstrict-prototypes -Wvla -Wimplicit-fallthrough -Wno-format-truncation
+HARDEN  := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection -fPIC
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=c17 -D_GNU_SOURCE -DSBX_VERSION=\"$(VERSION)\" $(WARN) $(HARDEN) $(SANFLAGS) \
+              $(CFLAGS) -I. -Iclient/include $(PKG_CFLAGS) -MMD -MP
+LDHARDEN := -pie -Wl,-z,relro,-z,now -Wl,--as-needed
+ALL_LDFLAGS := $(SANFLAGS) $(LDHARDEN) $(LDFLAGS)
+
+src = $(sort $(wildcard $(1)/*.c))
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+
+COMMON_OBJ   := $(call obj,$(call src,common))
+POLICY_OBJ   := $(call obj,$(call src,policy))
+SHIM_OBJ     := $(call obj,$(call src,shim))
+DAEMON_OBJ   := $(call obj,$(call src,sandboxd))
+LIBSBX_OBJ   := $(call obj,$(call src,client/lib) $(call src,client/grpo))
+CLI_OBJ      := $(call obj,$(call src,client/cli))
+TESTLIB_OBJ  := $(call obj,$(call src,tests/lib))
+
+LIBCOMMON := $(B)/libcommon.a
+LIBPOLICY := $(B)/libpolicy.a
+SHIM      := $(B)/sbx-shim
+DAEMON    := $(B)/sandboxd
+LIBSBX_A  := $(B)/libsbx.a
+LIBSBX_SO := $(B)/libsbx.so.0
+SBX       := $(B)/sbx
+
+# Shim/daemon: main.c is the entry point; everything else in the folder is a library that
+# tests may link (tests link the folder's objects minus main.o).
+SHIM_LIB_OBJ   := $(filter-out $(B)/obj/shim/main.o,$(SHIM_OBJ))
+DAEMON_LIB_OBJ := $(filter-out $(B)/obj/sandboxd/main.o,$(DAEMON_OBJ))
+
+BINS := $(SHIM) $(DAEMON) $(SBX) $(LIBSBX_A) $(LIBSBX_SO) $(B)/libsbx.pc
+
+all: $(BINS) tests-build
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo '  CC      $<')
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIBCOMMON): $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBPOLICY): $(POLICY_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHIM): $(SHIM_OBJ) $(LIBPOLICY) $(LIBCOMMON)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(DAEMON): $(DAEMON_OBJ) $(LIBPOLICY) $(LIBCOMMON)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# libsbx carries the common objects it uses inside it, so it installs as one library.
+$(LIBSBX_A): $(LIBSBX_OBJ) $(COMMON_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBSBX_SO): $(LIBSBX_OBJ) $(COMMON_OBJ)
+	$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,libsbx.so.0 -Wl,--version-script=client/lib/libsbx.map \
+	  -o $@ $^ $(PKG_LIBS) -lm
+	ln -sf libsbx.so.0 $(B)/libsbx.so
+
+$(SBX): $(CLI_OBJ) $(LIBSBX_A)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+$(B)/libsbx.pc: client/lib/libsbx.pc.in Makefile
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+# ---- tests: every tests/<suite>/test_*.c is one executable holding many cases ----
+TEST_SRCS := $(sort $(wildcard tests/*/test_*.c))
+TEST_BINS := $(patsubst %.c,$(B)/%,$(TEST_SRCS))
+TEST_LINK := $(TESTLIB_OBJ) $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
+
+$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJ) $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $< -Wl,--start-group $(TEST_LINK) -Wl,--end-group $(PKG_LIBS) -lm
+
+tests-build: $(TEST_BINS)
+
+# ---- the README's commands ----
+deps:
+	@./tests/deps.sh
+
+check: deps
+	$(MAKE) all
+	./tests/run --build $(B)
+
+demo: deps
+	$(MAKE) all
+	./tests/demo.sh $(B)
+
+# ---- install ----
+install: $(BINS)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/sandboxd $(DESTDIR)$(PREFIX)/lib \
+	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/sandboxd \
+	  $(DESTDIR)/lib/systemd/system
+	install -m755 $(DAEMON) $(SBX) $(DESTDIR)$(PREFIX)/bin/
+	install -m755 $(SHIM) $(DESTDIR)$(PREFIX)/libexec/sandboxd/
+	install -m644 $(LIBSBX_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m755 $(LIBSBX_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libsbx.so.0 $(DESTDIR)$(PREFIX)/lib/libsbx.so
+	install -m644 client/include/sbx.h $(DESTDIR)$(PREFIX)/include/
+	install -m644 $(B)/libsbx.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m644 policy/*.json $(DESTDIR)$(PREFIX)/share/sandboxd/
+	install -m644 systemd/*.service systemd/*.socket $(DESTDIR)/lib/systemd/system/
+
+# ---- static binaries for hosts that lack the shared libraries ----
+static:
+	$(MAKE) B=build-static LDHARDEN="-static-pie" \
+	  PKG_LIBS="$$(pkg-config --static --libs $(PKGS))" build-static/sandboxd build-static/sbx-shim build-static/sbx
+
+# ---- style ----
+C_FILES = $(shell find common policy shim sandboxd client tests bench -name '*.[ch]' -not -path '*/corpus*' 2>/dev/null)
+format:
+	clang-format -i $(C_FILES)
+format-check:
+	clang-format --dry-run --Werror $(C_FILES)
+
+bench: all
+	./bench/run.sh $(B)
+
+clean:
+	rm -rf build build-san build-static
+
+.PHONY: all deps check demo install static format format-check bench clean tests-build
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,182 @@
+/* libsbx: the public C API of sandboxd's client library.
+ *
+ * One naming scheme, sbx_<object>_<verb>. Every call that can fail returns an sbx_code and, when
+ * given one, fills an sbx_err with the code, the HTTP status and the API's message; the library
+ * never prints and never exits. Strings and buffers the library returns are malloc'd and owned
+ * by the caller (free() them) unless a comment says otherwise.
+ *
+ * Synchronous flow:   sbx_client_new -> sbx_sandbox_create -> sbx_sandbox_write_file ->
+ *                     sbx_sandbox_exec -> sbx_sandbox_read_file -> sbx_sandbox_terminate.
+ * Asynchronous flow:  sbx_async_new(client, uv_loop) then sbx_async_* with callbacks, for
+ *                     hundreds of sandboxes on one libuv loop.
+ *
+ * Endpoints: "unix:/run/sandboxd/sandboxd.sock" (the default), a bare socket path, or
+ * "http://host:port" (TCP, with a bearer token). Several endpoints separated by commas (or in
+ * SBX_HOST) make the client place each new sandbox on the one with the most free capacity. */
+#ifndef SBX_H
+#define SBX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SBX_DEFAULT_SOCKET "/run/sandboxd/sandboxd.sock"
+
+typedef enum sbx_code {
+    SBX_OK = 0,
+    SBX_E_INVALID,     /* bad argument, or the daemon answered 400 */
+    SBX_E_NOT_FOUND,   /* 404: no such sandbox or file */
+    SBX_E_CONFLICT,    /* 409: the sandbox is not in a state that allows this */
+    SBX_E_TOO_LARGE,   /* 413 */
+    SBX_E_UNAVAILABLE, /* 503: every node is full (retry later) */
+    SBX_E_CONNECT,     /* the daemon could not be reached */
+    SBX_E_AUTH,        /* 401/403 */
+    SBX_E_SERVER,      /* another 5xx */
+    SBX_E_PROTOCOL,    /* an answer the library could not understand */
+    SBX_E_NOMEM,
+    SBX_E_IO, /* a local file or stream failed */
+} sbx_code;
+
+typedef struct sbx_err {
+    sbx_code code;
+    long http_status;  /* 0 when no HTTP answer came */
+    char api_code[64]; /* the API's snake_case "code", e.g. "invalid_argument" */
+    char message[512];
+} sbx_err;
+
+const char *sbx_code_name(sbx_code code);
+
+/* ---- client ---- */
+typedef struct sbx_client sbx_client;
+
+/* hosts: NULL means $SBX_HOST, else the default socket. */
+sbx_code sbx_client_new(const char *hosts, sbx_client **ret, sbx_err *err);
+void sbx_client_free(sbx_client *client); /* accepts NULL */
+/* Bearer token for TCP endpoints (NULL means $SBX_TOKEN). */
+sbx_code sbx_client_set_token(sbx_client *client, const char *token);
+/* GET /v1/info of the first endpoint (or all, as a JSON array, when several). */
+sbx_code sbx_client_info(sbx_client *client, char **ret_json, sbx_err *err);
+/* GET /v1/sandboxes; label_filter "k=v" or NULL. Returns the JSON array. */
+sbx_code sbx_client_list(sbx_client *client, const char *label_filter, char **ret_json,
+                         sbx_err *err);
+
+/* ---- leases: sandboxes created under a lease die when it is not renewed ---- */
+sbx_code sbx_lease_create(sbx_client *client, uint64_t ttl_ms, char **ret_lease_id, sbx_err *err);
+sbx_code sbx_lease_renew(sbx_client *client, const char *lease_id, sbx_err *err);
+
+/* ---- sandboxes ---- */
+typedef struct sbx_sandbox sbx_sandbox;
+
+typedef struct sbx_create_opts {
+    const char *image;           /* NULL: the host image */
+    double cpu;                  /* vCPUs; 0: default (1) */
+    uint64_t memory;             /* bytes; 0: default (2Gi) */
+    uint64_t disk;               /* bytes; 0: default (1Gi) */
+    unsigned pids;               /* 0: default (256) */
+    const char *const *env;      /* NULL-terminated "K=V" list, or NULL */
+    const char *const *labels;   /* NULL-terminated "k=v" list, or NULL */
+    uint64_t idle_timeout_ms;    /* 0: default (5m) */
+    uint64_t timeout_ms;         /* 0: default (1h) */
+    double max_cost_usd;         /* 0: no cap */
+    const char *network;         /* NULL/"none", "open", or a JSON value: {"allow":[...]} */
+    const char *idempotency_key; /* NULL: none */
+    const char *lease_id;        /* NULL: none */
+} sbx_create_opts;
+
+void sbx_create_opts_init(sbx_create_opts *opts);
+
+sbx_code sbx_sandbox_create(sbx_client *client, const sbx_create_opts *opts, sbx_sandbox **ret,
+                            sbx_err *err);
+/* A handle on an existing sandbox (checked with GET). */
+sbx_code sbx_sandbox_open(sbx_client *client, const char *id, sbx_sandbox **ret, sbx_err *err);
+const char *sbx_sandbox_id(const sbx_sandbox *sb); /* owned by the handle */
+/* GET /v1/sandboxes/{id}: state, limits, usage, cost, end reason, as JSON. */
+sbx_code sbx_sandbox_inspect(sbx_sandbox *sb, char **ret_json, sbx_err *err);
+/* POST .../timeout: the sandbox now lives until timeout_ms from now. */
+sbx_code sbx_sandbox_set_timeout(sbx_sandbox *sb, uint64_t timeout_ms, sbx_err *err);
+sbx_code sbx_sandbox_write_file(sbx_sandbox *sb, const char *path, const void *data, size_t len,
+                                sbx_err *err);
+sbx_code sbx_sandbox_read_file(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
+                               sbx_err *err);
+/* PUT a tar archive to be unpacked into the directory at path / GET a directory as a tar. */
+sbx_code sbx_sandbox_put_archive(sbx_sandbox *sb, const char *path, const void *tar, size_t len,
+                                 sbx_err *err);
+sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
+                                 sbx_err *err);
+/* DELETE: idempotent. The handle stays valid (for its id) until sbx_sandbox_free. */
+sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err);
+void sbx_sandbox_free(sbx_sandbox *sb); /* accepts NULL; does not terminate */
+
+/* ---- commands ---- */
+enum sbx_stream { SBX_STREAM_STDOUT = 1, SBX_STREAM_STDERR = 2 };
+typedef void (*sbx_output_cb)(void *userdata, enum sbx_stream stream, const char *data, size_t len);
+
+typedef struct sbx_exec_opts {
+    const char *const *argv; /* NULL-terminated; with shell=1, argv[0] is a shell script */
+    int shell;
+    const char *const *env; /* NULL-terminated "K=V" list, or NULL */
+    const char *cwd;        /* NULL: /workspace */
+    const void *stdin_data; /* bytes fed to the command's stdin, or NULL */
+    size_t stdin_len;
+    uint64_t timeout_ms;     /* 0: no per-command timeout */
+    uint64_t max_output;     /* per stream byte cap kept in the result; 0: daemon default */
+    sbx_output_cb on_output; /* when set, output streams live (NDJSON) into this callback */
+    void *userdata;
+} sbx_exec_opts;
+
+typedef struct sbx_exec_result {
+    int exit_code;   /* -1 when killed by a signal */
+    int signal;      /* 0 when it exited */
+    char reason[32]; /* exited | signaled | command_timeout | oom_killed | ... */
+    double duration_s;
+    char *stdout_data; /* NUL-terminated; NULL when streamed to on_output */
+    size_t stdout_len;
+    char *stderr_data;
+    size_t stderr_len;
+    uint64_t stdout_bytes; /* bytes the command wrote, even past the cap */
+    uint64_t stderr_bytes;
+    int stdout_truncated;
+    int stderr_truncated;
+} sbx_exec_result;
+
+void sbx_exec_opts_init(sbx_exec_opts *opts);
+sbx_code sbx_sandbox_exec(sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_result *ret,
+                          sbx_err *err);
+void sbx_exec_result_free(sbx_exec_result *res); /* frees the buffers, accepts NULL */
+
+/* ---- asynchronous API on libuv ---- */
+struct uv_loop_s;
+typedef struct sbx_async sbx_async;
+
+typedef void (*sbx_create_cb)(void *userdata, sbx_sandbox *sb, const sbx_err *err);
+typedef void (*sbx_exec_cb)(void *userdata, const sbx_exec_result *res, const sbx_err *err);
+typedef void (*sbx_data_cb)(void *userdata, const void *data, size_t len, const sbx_err *err);
+typedef void (*sbx_done_cb)(void *userdata, const sbx_err *err);
+
+/* All callbacks run on loop. err is NULL on success. The result/data passed to a callback is
+ * only valid during the callback; a created sbx_sandbox is owned by the callee. */
+sbx_code sbx_async_new(sbx_client *client, struct uv_loop_s *loop, sbx_async **ret, sbx_err *err);
+/* Cancels what is in flight (their callbacks run with SBX_E_IO) and frees; accepts NULL. */
+void sbx_async_free(sbx_async *as);
+sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create_cb cb, void *ud);
+sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_cb cb,
+                        void *ud);
+sbx_code sbx_async_write_file(sbx_async *as, sbx_sandbox *sb, const char *path, const void *data,
+                              size_t len, sbx_done_cb cb, void *ud);
+sbx_code sbx_async_read_file(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
+                             void *ud);
+sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path, const void *tar,
+                               size_t len, sbx_done_cb cb, void *ud);
+sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
+                               void *ud);
+sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, void *ud);
+/* Requests in flight on this handle. */
+size_t sbx_async_pending(const sbx_async *as);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

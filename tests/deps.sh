@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package the build, the tests and the demo need. Idempotent and quiet
+# when everything is already there; needs root (it is what `make deps` runs).
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config git curl ca-certificates
+  libuv1-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libseccomp-dev libcap-dev
+  libnl-3-dev libnl-route-3-dev libnftables-dev libarchive-dev
+  iproute2 nftables procps psmisc util-linux kmod
+  python3 python3-torch python3-numpy
+  clang libclang-rt-14-dev clang-format valgrind
+  bubblewrap crun
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: missing packages: ${missing[*]}; run 'sudo make deps'" >&2
+  exit 1
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,26 @@
+# Shell test framework: a test script defines functions named test_*; `script --list` prints
+# "name timeout_s" for each, `script NAME` runs one. Source this file at the END of the script.
+# Helpers: fail MSG, skip MSG (exit 77, loud), assert_eq A B MSG, bin NAME (a built binary).
+
+SBX_BUILD_DIR=${SBX_BUILD_DIR:-build}
+SBX_SRC_DIR=${SBX_SRC_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP (prerequisite missing): $*" >&2; exit 77; }
+assert_eq() { [ "$1" == "$2" ] || fail "${3:-assert_eq}: expected '$2', got '$1'"; }
+bin() { echo "$SBX_BUILD_DIR/$1"; }
+require_root() { [ "$(id -u)" -eq 0 ] || skip "needs root"; }
+
+# Per-case timeouts: a script may set TEST_TIMEOUT_<name>=seconds (default 60).
+if [ "${1:-}" == "--list" ]; then
+  for f in $(declare -F | awk '{print $3}' | grep '^test_'); do
+    t="TEST_TIMEOUT_${f#test_}"
+    echo "${f#test_} ${!t:-60}"
+  done
+  exit 0
+elif [ -n "${1:-}" ]; then
+  set -euo pipefail
+  declare -F "test_$1" >/dev/null || { echo "no such test case: $1" >&2; exit 2; }
+  "test_$1"
+  exit 0
+fi

@@ -1,0 +1,113 @@
+/* The C test framework's main: `--list`, or run one named case (or all, each forked). */
+#include "tests/lib/test.h"
+
+#include "common/fdutil.h"
+
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_TESTS 512
+
+static struct {
+    const char *name;
+    test_fn fn;
+    int timeout_s;
+} tests[MAX_TESTS];
+static size_t n_tests;
+static char tmpdir[256];
+
+void test_register(const char *name, test_fn fn, int timeout_s) {
+    if (n_tests >= MAX_TESTS) {
+        fprintf(stderr, "too many tests\n");
+        exit(2);
+    }
+    tests[n_tests].name = name;
+    tests[n_tests].fn = fn;
+    tests[n_tests].timeout_s = timeout_s;
+    n_tests++;
+}
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+void test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "SKIP (prerequisite missing): ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(77);
+}
+
+const char *test_bin(const char *name) {
+    static char buf[4][512];
+    static int i;
+    const char *dir = getenv("SBX_BUILD_DIR");
+    char *b = buf[i++ % 4];
+    snprintf(b, sizeof(buf[0]), "%s/%s", dir ? dir : "build", name);
+    return b;
+}
+
+void test_require_root(void) {
+    if (geteuid() != 0)
+        test_skip("needs root for namespaces and cgroups");
+}
+
+static void tmpdir_cleanup(void) {
+    if (tmpdir[0])
+        rm_rf(tmpdir);
+}
+
+const char *test_tmpdir(void) {
+    if (!tmpdir[0]) {
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/sbx-test-XXXXXX");
+        if (!mkdtemp(tmpdir))
+            test_fail(__FILE__, __LINE__, "mkdtemp");
+        atexit(tmpdir_cleanup);
+    }
+    return tmpdir;
+}
+
+static int run_one(size_t i) {
+    tests[i].fn();
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < n_tests; i++)
+            printf("%s %d\n", tests[i].name, tests[i].timeout_s);
+        return 0;
+    }
+    if (argc == 2) {
+        for (size_t i = 0; i < n_tests; i++)
+            if (strcmp(tests[i].name, argv[1]) == 0)
+                return run_one(i);
+        fprintf(stderr, "no such test case: %s\n", argv[1]);
+        return 2;
+    }
+    int failed = 0;
+    for (size_t i = 0; i < n_tests; i++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm((unsigned)tests[i].timeout_s);
+            _exit(run_one(i));
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        printf("%s %s\n", ok ? "ok  " : "FAIL", tests[i].name);
+        failed += !ok;
+    }
+    return failed ? 1 : 0;
+}
