@@ -130,13 +130,12 @@ install: $(BINS)
 	ln -sf libsbx.so.0 $(DESTDIR)$(PREFIX)/lib/libsbx.so
 	install -m644 client/include/sbx.h $(DESTDIR)$(PREFIX)/include/
 	install -m644 $(B)/libsbx.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m644 policy/*.json $(DESTDIR)$(PREFIX)/share/sandboxd/
-	install -m644 systemd/*.service systemd/*.socket $(DESTDIR)/lib/systemd/system/
+	$(if $(wildcard policy/*.json),install -m644 $(wildcard policy/*.json) $(DESTDIR)$(PREFIX)/share/sandboxd/)
+	$(if $(wildcard systemd/*.service systemd/*.socket),install -m644 $(wildcard systemd/*.service systemd/*.socket) $(DESTDIR)/lib/systemd/system/)
 
-# ---- static binaries for hosts that lack the shared libraries ----
-static:
-	$(MAKE) B=build-static LDHARDEN="-static-pie" \
-	  PKG_LIBS="$$(pkg-config --static --libs $(PKGS))" build-static/sandboxd build-static/sbx-shim build-static/sbx
+# ---- a self-contained bundle for hosts that lack the shared libraries (see build-aux/bundle.sh) ----
+static: $(SHIM) $(DAEMON) $(SBX)
+	./build-aux/bundle.sh $(B) build-static
 
 # ---- style ----
 C_FILES = $(shell find common policy shim sandboxd client tests bench -name '*.[ch]' -not -path '*/corpus*' 2>/dev/null)
