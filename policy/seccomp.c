@@ -99,7 +99,9 @@ static int check_keys(json_t *obj, const char *const *allowed, const char *where
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
-        bool ok = strcmp(key, "comment") == 0 && json_is_string(v);
+        if (strcmp(key, "comment") == 0 && !json_is_string(v))
+            return error_set(err, -EINVAL, "%s.comment: expected a string", where);
+        bool ok = strcmp(key, "comment") == 0;
         for (size_t i = 0; !ok && allowed[i]; i++)
             ok = strcmp(key, allowed[i]) == 0;
         if (!ok)

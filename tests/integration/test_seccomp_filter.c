@@ -20,6 +20,7 @@
 #include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -31,7 +32,7 @@
 #ifndef SYS_clone3
 #define SYS_clone3 435
 #endif
-#define SYS_cachestat_nr 451 /* newer than libseccomp 2.5.4's table: must fall to the default */
+#define SYS_cachestat_nr 451 /* real since Linux 6.5, not in the allow-list */
 #define CHILD_SETUP_FAILED 250
 
 static void *bpf;
@@ -256,7 +257,7 @@ static int p_kcmp(void) { /* real, harmless, not in the allow-list */
     pid_t me = getpid();
     return err_of(syscall(SYS_kcmp, me, me, KCMP_VM, 0, 0));
 }
-static int p_cachestat(void) { /* real on Linux >= 6.5 but unknown to the profile */
+static int p_cachestat(void) {
     return err_of(syscall(SYS_cachestat_nr, -1, NULL, NULL, 0));
 }
 static int p_clone3(void) {
@@ -301,6 +302,29 @@ static int p_personality_rie(void) {
 TEST(personality_prctl) {
     CHECK_PROBE(p_personality_safe, 0);
     CHECK_PROBE(p_personality_rie, ENOSYS);
+}
+
+/* ptrace is allowed (gdb, strace): a traced grandchild stops and is continued. */
+static int p_ptrace(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
+            _exit(errno);
+        raise(SIGSTOP);
+        _exit(0);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return EIO;
+    if (!WIFSTOPPED(st)) /* PTRACE_TRACEME failed: pass its errno up */
+        return WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
+    if (ptrace(PTRACE_CONT, pid, NULL, NULL) < 0)
+        return errno;
+    return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : EIO;
+}
+
+TEST(ptrace_allowed) {
+    CHECK_PROBE(p_ptrace, 0);
 }
 
 /* ---- foreign ABIs ---- */

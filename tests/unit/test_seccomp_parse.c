@@ -123,6 +123,9 @@ TEST(rule_fields_and_conflicts) {
                           "\"arg\": []}]}",
                    "rules[0]: unknown field \"arg\"");
     check_rejected(HEADER "\"rules\": [\"read\"]}", "rules[0]: expected an object");
+    check_rejected(HEADER "\"rules\": [{\"names\": [\"read\"], \"action\": \"allow\", "
+                          "\"comment\": 1}]}",
+                   "rules[0].comment: expected a string");
     /* An unconditional rule would make libseccomp drop the conditional one silently. */
     check_rejected(HEADER "\"rules\": [{\"names\": [\"socket\"], \"action\": \"errno:EPERM\"}, "
                           "{\"names\": [\"socket\"], \"action\": \"allow\", \"args\": "
