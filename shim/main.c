@@ -4,6 +4,7 @@
  *   sbx-shim seccomp-compile IN.json OUT.bpf  compile a seccomp policy to a raw BPF program */
 #include "common/fdutil.h"
 #include "common/log.h"
+#include "shim/init.h"
 #include "shim/sandbox.h"
 #include "shim/server.h"
 
@@ -64,8 +65,8 @@ static int cmd_run(const char *arg) {
         return 1;
     }
     log_info("sandbox ready id=%s init_pid=%d", sb->spec->id, (int)sb->init_pid);
-    report(status, json_pack("{s:b, s:i, s:i}", "ok", 1, "init_pid", (int)sb->init_pid,
-                             "shim_pid", (int)getpid()));
+    report(status, json_pack("{s:b, s:i, s:i}", "ok", 1, "init_pid", (int)sb->init_pid, "shim_pid",
+                             (int)getpid()));
     r = shim_server_run(sb);
     shim_sandbox_free(sb);
     return r;
@@ -85,6 +86,8 @@ static int cmd_cleanup(const char *arg) {
 
 int main(int argc, char **argv) {
     ensure_stdio();
+    shim_init_title = argv[0];
+    shim_init_title_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]);
     log_setup("sbx-shim", LOG_LEVEL_INFO);
     if (argc == 2 && strcmp(argv[1], "--version") == 0) {
         printf("sbx-shim %s\n", SBX_VERSION);

@@ -92,14 +92,14 @@ static char *make_spec(shimdrv *d, const shimdrv_opts *o) {
     if (o && o->extra_env)
         json_array_append_new(env, json_string(o->extra_env));
     uint32_t base = 2000000u + (uint32_t)((getpid() * 16 + n_started) % 30000) * 65536u;
-    json_t *spec = json_pack(
-        "{s:s, s:o, s:f, s:I, s:I, s:I, s:I, s:s, s:o, s:{s:s}, s:s, s:{s:i, s:s}}", "id", d->id,
-        "image", image, "cpu", o && o->cpu > 0 ? o->cpu : 1.0, "memory",
-        (json_int_t)(o && o->memory ? o->memory : 512ull << 20), "disk",
-        (json_int_t)(o && o->disk ? o->disk : 256ull << 20), "pids",
-        (json_int_t)(o && o->pids ? o->pids : 256), "uid_base", (json_int_t)base, "hostname",
-        d->id, "env", env, "network", "mode", "none", "seccomp_bpf", bpf ? bpf : "/nonexistent",
-        "cgroup", "version", ver, "parent", parent);
+    json_t *spec =
+        json_pack("{s:s, s:o, s:f, s:I, s:I, s:I, s:I, s:s, s:o, s:{s:s}, s:s, s:{s:i, s:s}}", "id",
+                  d->id, "image", image, "cpu", o && o->cpu > 0 ? o->cpu : 1.0, "memory",
+                  (json_int_t)(o && o->memory ? o->memory : 512ull << 20), "disk",
+                  (json_int_t)(o && o->disk ? o->disk : 256ull << 20), "pids",
+                  (json_int_t)(o && o->pids ? o->pids : 256), "uid_base", (json_int_t)base,
+                  "hostname", d->id, "env", env, "network", "mode", "none", "seccomp_bpf",
+                  bpf ? bpf : "/nonexistent", "cgroup", "version", ver, "parent", parent);
     char *s = json_dumps(spec, JSON_INDENT(1));
     json_decref(spec);
     return s;
@@ -366,10 +366,11 @@ static void fill_result(shimdrv_result *res, json_t *ex) {
     snprintf(res->reason, sizeof(res->reason), "%s", reason ? reason : "?");
 }
 
-int shimdrv_exec(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o,
-                 shimdrv_result *res) {
+int shimdrv_exec_start(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o,
+                       shimdrv_pending *pe) {
     static int xid_counter;
-    memset(res, 0, sizeof(*res));
+    memset(pe, 0, sizeof(*pe));
+    pe->out = pe->err = -1;
     int in[2], out[2], er[2];
     if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0)
         return -errno;
@@ -381,8 +382,8 @@ int shimdrv_exec(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o
         json_array_append_new(av, json_string(argv[i]));
     char xs[32];
     snprintf(xs, sizeof(xs), "x%d", ++xid_counter);
-    json_t *xid = json_string(xs);
-    json_t *req = json_pack("{s:s, s:O, s:o, s:b}", "type", "exec", "xid", xid, "argv", av,
+    pe->xid = json_string(xs);
+    json_t *req = json_pack("{s:s, s:O, s:o, s:b}", "type", "exec", "xid", pe->xid, "argv", av,
                             "shell", o && o->shell);
     if (o && o->timeout_ms)
         json_object_set_new(req, "timeout_ms", json_integer((json_int_t)o->timeout_ms));
@@ -400,26 +401,45 @@ int shimdrv_exec(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o
     close(in[0]);
     close(out[1]);
     close(er[1]);
-    struct sink so = {.fd = out[0]}, se = {.fd = er[0]};
+    pe->out = out[0];
+    pe->err = er[0];
     fd_set_nonblock(out[0], 1);
     fd_set_nonblock(er[0], 1);
     if (r == 0 && strcmp(shimproto_type(reply), "started") != 0) {
-        res->start_errno = (int)json_integer_value(json_object_get(reply, "errno"));
-        snprintf(res->start_error, sizeof(res->start_error), "%s",
+        pe->start_errno = (int)json_integer_value(json_object_get(reply, "errno"));
+        snprintf(pe->start_error, sizeof(pe->start_error), "%s",
                  json_string_value(json_object_get(reply, "message")));
-        r = -(res->start_errno > 0 ? res->start_errno : EIO);
+        r = -(pe->start_errno > 0 ? pe->start_errno : EIO);
     }
-    json_decref(reply);
-    json_t *ex = NULL;
     if (r == 0)
-        r = collect(d, xid, &so, &se, &ex);
+        pe->pid = (int)json_integer_value(json_object_get(reply, "pid"));
+    json_decref(reply);
+    return r;
+}
+
+int shimdrv_exec_finish(shimdrv *d, shimdrv_pending *pe, shimdrv_result *res) {
+    memset(res, 0, sizeof(*res));
+    res->start_errno = pe->start_errno;
+    memcpy(res->start_error, pe->start_error, sizeof(res->start_error));
+    struct sink so = {.fd = pe->out}, se = {.fd = pe->err};
+    json_t *ex = NULL;
+    int r = pe->start_errno ? -pe->start_errno : collect(d, pe->xid, &so, &se, &ex);
     if (ex)
         fill_result(res, ex);
     json_decref(ex);
-    json_decref(xid);
+    json_decref(pe->xid);
+    pe->xid = NULL;
     res->out = sink_take(&so, &res->out_len);
     res->err = sink_take(&se, &res->err_len);
     return r;
+}
+
+int shimdrv_exec(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o,
+                 shimdrv_result *res) {
+    shimdrv_pending pe;
+    int r = shimdrv_exec_start(d, argv, o, &pe);
+    int r2 = shimdrv_exec_finish(d, &pe, res);
+    return r < 0 ? r : r2;
 }
 
 int shimdrv_sh(shimdrv *d, const char *cmd, shimdrv_result *res) {
@@ -488,4 +508,17 @@ int shimdrv_count_mounts(const char *needle) {
     for (char *p = s; (p = strstr(p, needle)); p++)
         n++;
     return n;
+}
+
+char *shimdrv_sh_out(shimdrv *d, const char *cmd, int *ret_code) {
+    shimdrv_result res;
+    int r = shimdrv_sh(d, cmd, &res);
+    if (r < 0 && res.start_error[0])
+        fprintf(stderr, "exec %s: %s\n", cmd, res.start_error);
+    if (res.err && res.err[0])
+        fprintf(stderr, "[%s] stderr: %s", cmd, res.err);
+    free(res.err);
+    if (ret_code)
+        *ret_code = r < 0 ? -1 : res.exit_code;
+    return res.out ? res.out : strdup("");
 }

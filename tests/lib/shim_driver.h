@@ -11,10 +11,10 @@
 #include <sys/types.h>
 
 typedef struct shimdrv_opts {
-    const char *image_dir; /* NULL: host image */
-    double cpu;            /* 0: 1.0 */
+    const char *image_dir;       /* NULL: host image */
+    double cpu;                  /* 0: 1.0 */
     uint64_t memory, disk, pids; /* 0: 512Mi, 256Mi, 256 */
-    const char *extra_env; /* one more "K=V" for the spec env, or NULL */
+    const char *extra_env;       /* one more "K=V" for the spec env, or NULL */
 } shimdrv_opts;
 
 typedef struct shimdrv {
@@ -58,6 +58,18 @@ int shimdrv_start(shimdrv *d, const shimdrv_opts *o);
 int shimdrv_start_spec(shimdrv *d, const char *spec_json);
 /* Send a request (seq added) and wait for its reply; events seen meanwhile are queued. */
 int shimdrv_request(shimdrv *d, json_t *req, json_t **ret_reply);
+typedef struct shimdrv_pending {
+    json_t *xid;
+    int out, err, pid;
+    int start_errno;
+    char start_error[512];
+} shimdrv_pending;
+
+/* Start argv without waiting for it (several may run at once). */
+int shimdrv_exec_start(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o,
+                       shimdrv_pending *pe);
+/* Collect the output and exit of a started command. */
+int shimdrv_exec_finish(shimdrv *d, shimdrv_pending *pe, shimdrv_result *res);
 /* Run argv; fills res (free with shimdrv_result_free). */
 int shimdrv_exec(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o,
                  shimdrv_result *res);
@@ -72,3 +84,6 @@ int shimdrv_shutdown(shimdrv *d);
 void shimdrv_destroy(shimdrv *d);
 /* Count mounts in /proc/self/mountinfo whose line contains needle. */
 int shimdrv_count_mounts(const char *needle);
+/* Run `sh -c cmd` and return its stdout (malloc'd); *ret_code gets the exit code (-1 when the
+ * command could not run). */
+char *shimdrv_sh_out(shimdrv *d, const char *cmd, int *ret_code);
