@@ -172,8 +172,7 @@ TEST(exec_errors) {
         policy_exec e = {0};
         sbx_error err = {0};
         json_t *j = J(cases[i].body);
-        CHECK_MSG(policy_limits_parse_exec(j, &e, &err) == -EINVAL, "accepted %s",
-                  cases[i].body);
+        CHECK_MSG(policy_limits_parse_exec(j, &e, &err) == -EINVAL, "accepted %s", cases[i].body);
         CHECK_MSG(strncmp(err.message, cases[i].field, strlen(cases[i].field)) == 0,
                   "%s: message \"%s\" does not start with %s", cases[i].body, err.message,
                   cases[i].field);
