@@ -267,6 +267,8 @@ static void write_done(uv_write_t *w, int status) {
 
 static void started_reply(void *ud, json_t *reply) {
     sd_exec *e = ud;
+    if (e->finished || !e->sb)
+        return;
     if (!reply || strcmp(shimproto_type(reply), "started") != 0) {
         sbx_error err = {0};
         if (reply)

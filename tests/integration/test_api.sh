@@ -23,7 +23,13 @@ cleanup() {
   for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
     [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
   done
+  local bad=0
+  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
+    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
+    bad=1
+  fi
   [ -n "$D" ] && rm -rf "$D"
+  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
 }
 
 # start_daemon [extra flags...]: a fresh daemon (or, with REUSE=1, on the same dirs)
