@@ -124,6 +124,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         } else {
             sb->idem_key = key ? strdup(key) : NULL;
             add_waiter(sb, req);
+            sd_state_save(sb); /* a restart while it starts must not lose it */
             log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
                      (unsigned long long)sb->spec.memory);
             if (d->n_starting < d->cfg.max_starting)
