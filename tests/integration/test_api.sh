@@ -174,6 +174,10 @@ test_exec_json() {
   run_cmd "$id" '{"argv":["sh","-c","head -c 100000 /dev/zero | tr \"\\\\0\" x"],"max_output":"1000"}'
   echo "$BODY" | jq -e '.stdout_bytes == 100000 and .stdout_truncated and (.stdout | length) == 1000' >/dev/null \
     || fail "truncation: $(echo "$BODY" | head -c 300)"
+  # truncation never splits a UTF-8 character into base64 output
+  run_cmd "$id" '{"argv":["cat"],"stdin_b64":"w6nDqcOpw6nDqcOp","max_output":5}'
+  echo "$BODY" | jq -e '.stdout == "éé" and .stdout_bytes == 12 and .stdout_truncated' >/dev/null \
+    || fail "utf-8 truncation: $BODY"
   run_cmd "$id" '{"argv":["echo $FOO; pwd; id -u"],"shell":true,"env":{"FOO":"bar"}}'
   echo "$BODY" | jq -e '.stdout == "bar\n/workspace\n1000\n"' >/dev/null || fail "shell/env/cwd/uid: $BODY"
   run_cmd "$id" '{"argv":["sleep","10"],"timeout":"500ms"}'
