@@ -5,6 +5,7 @@
 #include "common/timeutil.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #define RETRY_AFTER_S 5
 
@@ -68,6 +69,11 @@ void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *
     }
 }
 
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static bool lease_exists(sd_daemon *d, const char *id) {
     for (sd_lease *l = d->leases; l; l = l->next)
         if (strcmp(l->id, id) == 0)
@@ -109,6 +115,9 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     } else if (c.net_mode != POLICY_NET_NONE) {
         sd_reply_error(req, 400, "invalid_argument",
                        "network: only \"none\" is available on this node");
+    } else if (strcmp(c.image, "host") != 0 && !is_dir(c.image)) {
+        sd_reply_error(req, 400, "invalid_argument", "image: %s is not a directory on this node",
+                       c.image);
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
     } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes) {

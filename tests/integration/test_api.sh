@@ -114,6 +114,7 @@ test_bad_input() {
   req POST /v1/sandboxes -d '{"labels":{"k":5}}'; expect 400 '.message | startswith("labels")'
   req POST /v1/sandboxes -d '{"env":{"A=B":"x"}}'; expect 400 '.message | startswith("env")'
   req POST /v1/sandboxes -d '{"lease":"ls-0000"}'; expect 404 '.code == "not_found"'
+  req POST /v1/sandboxes -d "{\"image\":\"$D/no-such-image\"}"; expect 400 '.message | startswith("image")'
   # invalid UTF-8 inside a JSON string
   printf '{"labels":{"k":"\xff\xfe"}}' >"$D/bad.json"
   req POST /v1/sandboxes --data-binary @"$D/bad.json"; expect 400 '.code == "invalid_json"'
@@ -458,6 +459,20 @@ JSON
   if "$(bin sandboxd)" --config "$D/bad.json" --socket "$D/y.sock" >/dev/null 2>&1; then
     fail "accepted a bad config"
   fi
+}
+
+test_dir_image() {
+  start_daemon
+  local img="$D/img" lib=/usr/lib/x86_64-linux-gnu
+  [ -e /usr/lib64/ld-linux-x86-64.so.2 ] && [ -e $lib/libc.so.6 ] || skip "needs an x86-64 glibc host"
+  mkdir -p "$img/usr/bin" "$img$lib" "$img/usr/lib64"
+  ln -s usr/bin "$img/bin"; ln -s usr/lib "$img/lib"; ln -s usr/lib64 "$img/lib64"
+  cp /usr/bin/dash "$img/usr/bin/sh"; cp $lib/libc.so.6 "$img$lib/"
+  cp /usr/lib64/ld-linux-x86-64.so.2 "$img/usr/lib64/"
+  create "{\"image\":\"$img\"}"
+  echo "$BODY" | jq -e ".image == \"$img\"" >/dev/null || fail "image: $BODY"
+  run_cmd "$ID" '{"argv":["sh","-c","echo $((6*7)); test -e /usr/bin/python3 || echo own-image"]}'
+  echo "$BODY" | jq -e '.stdout == "42\nown-image\n"' >/dev/null || fail "$BODY"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
