@@ -104,7 +104,8 @@ json_t *policy_egress_nft_base(const policy_egress_host *h);
 /* Objects of one sandbox: its chains, counter, "last denied" sets and its map element. */
 json_t *policy_egress_nft_sandbox_add(const policy_egress_host *h, const policy_egress_sandbox *s,
                                       const policy_egress *pol);
-/* Removal of the same objects; succeeds whether or not they exist (idempotent). */
+/* Removal of the same objects. Apply only when the sandbox's chain exists: the add document
+ * is one transaction, so then all of them exist. */
 json_t *policy_egress_nft_sandbox_del(const policy_egress_host *h, const policy_egress_sandbox *s);
 /* The guard table loaded inside the sandbox's own netns (output hook, device `eth0`). */
 json_t *policy_egress_nft_guard(const policy_egress_host *h, const policy_egress_sandbox *s,

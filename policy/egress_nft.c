@@ -222,7 +222,7 @@ static json_t *last_set(const char *table, const char *name, int v, const policy
         s, "type",
         json_pack("[s,s,s]", v == 4 ? "ipv4_addr" : "ipv6_addr", "inet_proto", "inet_service"));
     json_object_set_new(s, "size", json_integer(h->last_denied_size ? h->last_denied_size : 32));
-    json_object_set_new(s, "flags", json_pack("[s,s]", "dynamic", "timeout"));
+    json_object_set_new(s, "flags", json_pack("[s]", "timeout"));
     json_object_set_new(s, "timeout",
                         json_integer(h->last_denied_timeout ? h->last_denied_timeout : 3600));
     return obj("add", "set", s);
@@ -351,7 +351,8 @@ json_t *policy_egress_nft_sandbox_add(const policy_egress_host *h, const policy_
     return doc(cmds);
 }
 
-/* Every object is added first (a no-op when it exists) so that the deletes cannot fail. */
+/* Plain deletes: the add document is one transaction, so either every object exists or none
+ * does; the caller checks that the chain exists first (sd_net_sandbox_teardown). */
 json_t *policy_egress_nft_sandbox_del(const policy_egress_host *h, const policy_egress_sandbox *s) {
     json_t *cmds = json_array();
     char deny[64], cnt[64], l4[64], l6[64];
@@ -359,20 +360,14 @@ json_t *policy_egress_nft_sandbox_del(const policy_egress_host *h, const policy_
     policy_egress_nft_counter_name(s, cnt, sizeof(cnt));
     policy_egress_nft_last_set_name(s, 4, l4, sizeof(l4));
     policy_egress_nft_last_set_name(s, 6, l6, sizeof(l6));
-    json_array_append_new(cmds, obj("add", "chain", chain_body(h->table, s->ifname)));
-    json_array_append_new(cmds, obj("add", "chain", chain_body(h->table, deny)));
-    json_array_append_new(cmds, map_elem(h, s, "add"));
     json_array_append_new(cmds, map_elem(h, s, "delete"));
     const char *chains[] = {s->ifname, deny};
     for (size_t i = 0; i < 2; i++) {
         json_array_append_new(cmds, obj("flush", "chain", chain_body(h->table, chains[i])));
         json_array_append_new(cmds, obj("delete", "chain", chain_body(h->table, chains[i])));
     }
-    json_array_append_new(cmds, last_set(h->table, l4, 4, h));
-    json_array_append_new(cmds, last_set(h->table, l6, 6, h));
     json_array_append_new(cmds, obj("delete", "set", chain_body(h->table, l4)));
     json_array_append_new(cmds, obj("delete", "set", chain_body(h->table, l6)));
-    json_array_append_new(cmds, obj("add", "counter", chain_body(h->table, cnt)));
     json_array_append_new(cmds, obj("delete", "counter", chain_body(h->table, cnt)));
     return doc(cmds);
 }

@@ -122,3 +122,13 @@ int sd_net_nft_read_denied(struct nft_ctx *ctx, const char *table, const policy_
     }
     return r;
 }
+
+bool sd_net_nft_exists(struct nft_ctx *ctx, const char *table, const char *chain) {
+    char cmd[160];
+    json_t *j = NULL;
+    snprintf(cmd, sizeof(cmd), "list chain inet %s %s", table, chain);
+    if (sd_net_nft_list(ctx, cmd, &j, NULL) < 0)
+        return false;
+    json_decref(j);
+    return true;
+}

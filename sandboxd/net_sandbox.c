@@ -108,9 +108,12 @@ int sd_net_sandbox_teardown(sd_net *n, sd_net_sandbox *s) {
         return 0;
     policy_egress_sandbox ps;
     sd_net_sandbox_facts(s, &ps);
-    json_t *doc = policy_egress_nft_sandbox_del(&n->host, &ps);
-    int r = sd_net_nft_apply(n->nft, doc, NULL);
-    json_decref(doc);
+    int r = 0;
+    if (sd_net_nft_exists(n->nft, n->table, s->ifname)) {
+        json_t *doc = policy_egress_nft_sandbox_del(&n->host, &ps);
+        r = sd_net_nft_apply(n->nft, doc, NULL);
+        json_decref(doc);
+    }
     int q = sd_net_link_delete(n->nl, s->ifname);
     if (q < 0 && q != -ENODEV && r >= 0)
         r = q;
