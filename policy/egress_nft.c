@@ -177,6 +177,16 @@ static void add_filter(json_t *cmds, const char *table, const char *chain, bool 
                                    json_pack("{s:[s,s]}", "set", "nd-neighbor-solicit",
                                              "nd-neighbor-advert")),
                              verdict("accept"))));
+    /* Link-scope multicast (MLD, IGMP, router solicitations) never leaves the link: dropped
+     * quietly rather than counted as a denied attempt. */
+    json_array_append_new(
+        cmds, rule(table, chain,
+                   json_pack("[o,o]", match("==", daddr(AF_INET6), cidr_str_json("ff02::/16")),
+                             verdict("drop"))));
+    json_array_append_new(
+        cmds, rule(table, chain,
+                   json_pack("[o,o]", match("==", daddr(AF_INET), cidr_str_json("224.0.0.0/24")),
+                             verdict("drop"))));
     if (host) {
         add_antispoof(cmds, table, s);
         json_array_append_new(cmds,
