@@ -1,6 +1,7 @@
 /* Sandbox endpoints: create (admission, queueing, Idempotency-Key), list, get, delete, timeout;
  * plus healthz, info and metrics. */
 #include "sandboxd/http.h"
+#include "sandboxd/net_daemon.h"
 
 #include "common/timeutil.h"
 
@@ -94,6 +95,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     if (!body)
         return;
     policy_create c = {0};
+    policy_egress *egress = NULL;
     sbx_error err = {0};
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     json_decref(body);
@@ -106,9 +108,9 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
     } else if (key && idempotent_replay(d, req, key)) {
-    } else if (c.net_mode != POLICY_NET_NONE) {
-        sd_reply_error(req, 400, "invalid_argument",
-                       "network: only \"none\" is available on this node");
+    } else if (sd_net_daemon_check(d, &c, &egress, &err) < 0) {
+        sd_metrics_create(d, "error", 0);
+        sd_reply_sbx_error(req, &err);
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
     } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes) {
@@ -123,6 +125,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
             sd_reply_error(req, 503, "node_full", "%s", err.message);
         } else {
             sb->idem_key = key ? strdup(key) : NULL;
+            sb->egress = TAKE_PTR(egress);
             add_waiter(sb, req);
             log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
                      (unsigned long long)sb->spec.memory);
@@ -132,6 +135,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
                 sb->queued = true;
         }
     }
+    policy_egress_free(egress);
     policy_create_done(&c);
 }
 
