@@ -165,6 +165,8 @@ static int load_file(sd_config *c, const char *path, bool required, sbx_error *e
         else
             c->defaults = json_incref(defs);
     }
+    if (r >= 0 && json_is_object(json_object_get(j, "network")))
+        c->network = json_incref(json_object_get(j, "network"));
     json_decref(j);
     return r;
 }
@@ -219,5 +221,6 @@ void sd_config_done(sd_config *c) {
     free(c->seccomp_profile);
     free(c->cgroup_parent);
     json_decref(c->defaults);
+    json_decref(c->network);
     *c = (sd_config){0};
 }

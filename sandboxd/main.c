@@ -7,6 +7,7 @@
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
 #include "sandboxd/http.h"
+#include "sandboxd/net_daemon.h"
 #include "sandboxd/shim_client.h"
 
 #include <libgen.h>
@@ -104,7 +105,9 @@ static int setup(sd_daemon *d, sbx_error *err) {
         return r;
     if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
         return r;
+    sd_net_daemon_init(d);
     sd_state_restore(d);
+    sd_net_daemon_restore(d);
     if ((r = sd_http_start(d, ufd, tfd, err)) < 0)
         return r;
     sd_timers_start(d);
