@@ -241,8 +241,7 @@ sbx_code sbx_client_info(sbx_client *c, char **ret_json, sbx_err *err) {
     return dump(arr, ret_json, err);
 }
 
-sbx_code sbx_client_list(sbx_client *c, const char *label_filter, char **ret_json,
-                         sbx_err *err) {
+sbx_code sbx_client_list(sbx_client *c, const char *label_filter, char **ret_json, sbx_err *err) {
     if (!c || !ret_json)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client or ret_json is NULL");
     _cleanup_free_ char *path = NULL;
@@ -303,8 +302,8 @@ sbx_code sbx_lease_renew(sbx_client *c, const char *lease_id, sbx_err *err) {
     char path[256];
     snprintf(path, sizeof(path), "/v1/leases/%s/renew", lease_id);
     sbxi_response r = {0};
-    sbx_code rc = sbxi_request(c, 0, "POST", path, "application/json", NULL, NULL, "{}", 2, &r,
-                               err);
+    sbx_code rc =
+        sbxi_request(c, 0, "POST", path, "application/json", NULL, NULL, "{}", 2, &r, err);
     free(r.body);
     return rc;
 }

@@ -88,8 +88,7 @@ static sbx_code err_from_api(const sbxi_response *r, sbx_err *err) {
             *nl = 0;
     }
     sbx_code code = sbxi_code_from_status(r->status, api_code);
-    if (code == SBX_E_UNAVAILABLE && r->retry_after > 0 &&
-        strlen(message) + 32 < sizeof(message))
+    if (code == SBX_E_UNAVAILABLE && r->retry_after > 0 && strlen(message) + 32 < sizeof(message))
         snprintf(message + strlen(message), sizeof(message) - strlen(message),
                  " (retry after %lds)", r->retry_after);
     return sbxi_err_set(err, code, r->status, api_code, "%s", message);

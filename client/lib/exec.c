@@ -197,8 +197,7 @@ static sbx_code fill_status(json_t *o, sbx_exec_result *r, sbx_err *err) {
     return SBX_OK;
 }
 
-sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret,
-                                sbx_err *err) {
+sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret, sbx_err *err) {
     json_t *o = json_loadb(body, len, JSON_ALLOW_NUL, NULL);
     sbx_exec_result r = {0};
     sbx_code rc = json_is_object(o) ? fill_status(o, &r, err)

@@ -17,9 +17,10 @@
  *
  * The callback runs exactly once per accepted request, never from inside the submitting call.
  * The body is copied, so it may be freed as soon as the call returns. The result (body included)
- * is valid only during the callback. Callbacks may submit new requests; they must not call
- * sbxi_http_async_free (defer it, e.g. with uv_idle or after uv_run returns). Not thread-safe:
- * use it from the loop's thread only. Functions return 0 or a negative errno. */
+ * is valid only during the callback. Callbacks may submit new requests, and may call
+ * sbxi_http_async_free (the engine is torn down once the callback returns). Cancelled requests
+ * are called back from inside sbxi_http_async_free. Not thread-safe: use it from the loop's
+ * thread only. Functions return 0 or a negative errno (-ESHUTDOWN once freeing started). */
 #pragma once
 
 #include <stddef.h>
@@ -30,21 +31,21 @@ struct sbxi_response;
 typedef struct sbxi_http_async sbxi_http_async;
 
 typedef struct sbxi_http_result {
-    long status;              /* HTTP status; 0 when no answer came (see error) */
-    const char *body;         /* NUL-terminated answer ("" when streamed to on_chunk) */
-    size_t len;               /* bytes in body */
-    const char *content_type; /* "" when absent */
-    long retry_after;         /* seconds from a Retry-After header, else 0 */
-    int curl_code;            /* CURLcode of the transfer, 0 when it completed */
-    const char *error;        /* "" when curl_code is 0; libcurl's message otherwise */
-    int cancelled;            /* 1 when sbxi_http_async_free cancelled the request */
+    long status;                        /* HTTP status; 0 when no answer came (see error) */
+    const char *body;                   /* NUL-terminated answer ("" when streamed to on_chunk) */
+    size_t len;                         /* bytes in body */
+    const char *content_type;           /* "" when absent */
+    long retry_after;                   /* seconds from a Retry-After header, else 0 */
+    int curl_code;                      /* CURLcode of the transfer, 0 when it completed */
+    const char *error;                  /* "" when curl_code is 0; libcurl's message otherwise */
+    int cancelled;                      /* 1 when sbxi_http_async_free cancelled the request */
     const struct sbxi_response *detail; /* libsbx-internal detail (errno for messages) */
 } sbxi_http_result;
 
 typedef void (*sbxi_http_cb)(void *ud, const sbxi_http_result *res);
 
 typedef struct sbxi_http_opts {
-    const char *unix_path; /* connect to this Unix socket instead of the URL's host */
+    const char *unix_path;    /* connect to this Unix socket instead of the URL's host */
     const char *bearer_token; /* adds Authorization: Bearer <token> */
     /* When set, the body of a 2xx answer is handed over as it arrives instead of collected. */
     void (*on_chunk)(void *chunk_ud, const char *data, size_t len);

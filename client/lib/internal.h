@@ -76,8 +76,7 @@ typedef struct sbxi_response {
 /* Set up an easy handle for one request; the response collects into resp. headers is owned by
  * the caller and must outlive the transfer. body is not copied. */
 void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *unix_path,
-                     struct curl_slist *headers, const void *body, size_t len,
-                     sbxi_response *resp);
+                     struct curl_slist *headers, const void *body, size_t len, sbxi_response *resp);
 /* Headers for a libsbx API request: JSON content type, bearer token, extras ("K: V"). */
 struct curl_slist *sbxi_api_headers(const sbx_client *c, const char *content_type,
                                     const char *accept, const char *extra);

@@ -40,8 +40,10 @@ sbx_code sbxi_sandbox_from_body(sbx_client *client, size_t ep, const char *body,
     const char *id = json_string_value(json_object_get(j, "id"));
     sbx_code rc = SBX_OK;
     if (!id_ok(id))
-        rc = sbxi_err_set(err, SBX_E_PROTOCOL, 201, "", "sandboxd at %s answered create without "
-                          "a valid id", client->eps[ep].display);
+        rc = sbxi_err_set(err, SBX_E_PROTOCOL, 201, "",
+                          "sandboxd at %s answered create without "
+                          "a valid id",
+                          client->eps[ep].display);
     else if (!(*ret = sbxi_sandbox_new(client, id, ep)))
         rc = sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     json_decref(j);
@@ -145,14 +147,14 @@ void sbx_sandbox_free(sbx_sandbox *sb) {
 }
 
 /* One request about a sandbox; the body is handed out (NUL-terminated) when ret is set. */
-static sbx_code sb_request(sbx_sandbox *sb, const char *method, const char *path,
-                           const char *ctype, const void *body, size_t len, char **ret,
-                           size_t *ret_len, char *ret_ctype, size_t ctype_len, sbx_err *err) {
+static sbx_code sb_request(sbx_sandbox *sb, const char *method, const char *path, const char *ctype,
+                           const void *body, size_t len, char **ret, size_t *ret_len,
+                           char *ret_ctype, size_t ctype_len, sbx_err *err) {
     if (!sb)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL");
     sbxi_response r = {0};
-    sbx_code rc = sbxi_request(sb->client, sb->ep, method, path, ctype, "*/*", NULL, body, len,
-                               &r, err);
+    sbx_code rc =
+        sbxi_request(sb->client, sb->ep, method, path, ctype, "*/*", NULL, body, len, &r, err);
     if (rc == SBX_OK && ret) {
         *ret = TAKE_PTR(r.body);
         if (ret_len)
@@ -186,8 +188,8 @@ sbx_code sbx_sandbox_set_timeout(sbx_sandbox *sb, uint64_t timeout_ms, sbx_err *
     snprintf(body, sizeof(body), "{\"timeout\":%.3f}", (double)timeout_ms / 1000.0);
     if (!path)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    return sb_request(sb, "POST", path, "application/json", body, strlen(body), NULL, NULL, NULL,
-                      0, err);
+    return sb_request(sb, "POST", path, "application/json", body, strlen(body), NULL, NULL, NULL, 0,
+                      err);
 }
 
 static sbx_code put_files(sbx_sandbox *sb, const char *path, const char *ctype, const void *data,
