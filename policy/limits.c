@@ -94,8 +94,8 @@ static int parse_string_map(json_t *v, const char *field, json_t **ret, sbx_erro
     json_t *val;
     json_object_foreach(v, k, val) {
         if (!*k || strchr(k, '=') || strlen(k) > MAX_KEY_LEN)
-            return error_set(err, -EINVAL,
-                             "%s: key \"%.64s\" must be 1-256 characters without '='", field, k);
+            return error_set(err, -EINVAL, "%s: key \"%.64s\" must be 1-256 characters without '='",
+                             field, k);
         if (!json_is_string(val))
             return error_set(err, -EINVAL, "%s.%.64s: must be a string", field, k);
         if (json_string_length(val) > MAX_VALUE_LEN)
@@ -138,8 +138,8 @@ static int parse_cpu(json_t *v, const policy_host *host, double *ret, sbx_error 
     return 0;
 }
 
-static int parse_size_range(json_t *v, const char *field, uint64_t def, uint64_t min,
-                            uint64_t max, uint64_t *ret, sbx_error *err) {
+static int parse_size_range(json_t *v, const char *field, uint64_t def, uint64_t min, uint64_t max,
+                            uint64_t *ret, sbx_error *err) {
     uint64_t b = def;
     if (v) {
         int r = policy_parse_size(v, field, &b, err);
@@ -254,12 +254,12 @@ json_t *policy_create_to_json(const policy_create *c) {
     json_t *net = c->net_mode == POLICY_NET_NONE   ? json_string("none")
                   : c->net_mode == POLICY_NET_OPEN ? json_string("open")
                                                    : json_pack("{s:O}", "allow", c->net_allow);
-    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:O,s:O,s:f,s:f,s:o,s:o,s:o}", "image", c->image,
-                     "cpu", c->cpu, "memory", (json_int_t)c->memory, "disk", (json_int_t)c->disk,
-                     "pids", (int)c->pids, "env", c->env, "labels", c->labels, "idle_timeout",
-                     c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0,
-                     "max_cost_usd", c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null(),
-                     "network", net, "lease", c->lease ? json_string(c->lease) : json_null());
+    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:O,s:O,s:f,s:f,s:o,s:o,s:o}", "image", c->image, "cpu",
+                     c->cpu, "memory", (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids",
+                     (int)c->pids, "env", c->env, "labels", c->labels, "idle_timeout",
+                     c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0, "max_cost_usd",
+                     c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null(), "network", net,
+                     "lease", c->lease ? json_string(c->lease) : json_null());
 }
 
 static int parse_argv(json_t *v, json_t **ret, sbx_error *err) {
@@ -353,6 +353,6 @@ int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, sbx_error *err) 
 int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, sbx_error *err) {
     if (body && !json_is_object(body))
         return error_set(err, -EINVAL, "body: must be a JSON object");
-    return parse_duration_range(pick(body, NULL, "ttl"), "ttl", 60000, 1000,
-                                POLICY_MAX_DURATION_MS, ret_ms, err);
+    return parse_duration_range(pick(body, NULL, "ttl"), "ttl", 60000, 1000, POLICY_MAX_DURATION_MS,
+                                ret_ms, err);
 }

@@ -194,9 +194,9 @@ static json_t *result_json(sd_exec *e, json_t *ev) {
     double dur = json_number_value(json_object_get(ev, "duration_ms")) / 1000.0;
     json_t *r = json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", code ? code : json_null(),
                           "signal", sig ? sig : json_null(), "reason",
-                          json_is_string(reason) ? json_string_value(reason) : "exited",
-                          "duration", dur, "stdout_bytes", (json_int_t)e->ob[0].bytes,
-                          "stderr_bytes", (json_int_t)e->ob[1].bytes);
+                          json_is_string(reason) ? json_string_value(reason) : "exited", "duration",
+                          dur, "stdout_bytes", (json_int_t)e->ob[0].bytes, "stderr_bytes",
+                          (json_int_t)e->ob[1].bytes);
     if (e->stream)
         return r;
     for (int i = 0; i < 2; i++) {
@@ -298,8 +298,8 @@ static void started_reply(void *ud, json_t *reply) {
 }
 
 static json_t *exec_env(sd_sandbox *sb, json_t *extra) {
-    json_t *env = json_pack("[sss]", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace",
-                            "LANG=C.UTF-8");
+    json_t *env =
+        json_pack("[sss]", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8");
     json_t *merged = json_deep_copy(sb->spec.env);
     json_object_update(merged, extra);
     const char *k;
@@ -329,8 +329,8 @@ static int exec_send(sd_exec *e, policy_exec *pe, sbx_error *err) {
         return error_set_errno(err, negative_errno(), "pipe");
     }
     json_t *msg = json_pack("{s:I,s:O,s:o,s:s,s:I,s:b}", "xid", (json_int_t)e->xid, "argv",
-                            pe->argv, "env", exec_env(e->sb, pe->env), "cwd", pe->cwd,
-                            "timeout_ms", (json_int_t)pe->timeout_ms, "shell", pe->shell);
+                            pe->argv, "env", exec_env(e->sb, pe->env), "cwd", pe->cwd, "timeout_ms",
+                            (json_int_t)pe->timeout_ms, "shell", pe->shell);
     int fds[3] = {in[0], out[1], errp[1]};
     int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
     safe_close(in[0]), safe_close(out[1]), safe_close(errp[1]);

@@ -196,8 +196,7 @@ void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     struct stat st;
     if (fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
         safe_close(fd);
-        sd_reply_error(req, 400, "invalid_argument", "path: %s is not a file or directory",
-                       path);
+        sd_reply_error(req, 400, "invalid_argument", "path: %s is not a file or directory", path);
         return;
     }
     if (S_ISDIR(st.st_mode)) {

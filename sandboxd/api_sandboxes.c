@@ -19,13 +19,12 @@ void sd_api_info(sd_daemon *d, sd_request *req) {
         running += sb->state == SD_RUNNING;
     unsigned free_slots = active < d->cfg.max_sandboxes ? d->cfg.max_sandboxes - active : 0;
     sd_reply_json(req, 200,
-                  json_pack("{s:s,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version",
-                            SBX_VERSION, "max_sandboxes", (int)d->cfg.max_sandboxes,
-                            "active_sandboxes", (int)running, "starting",
-                            (int)(active - running), "cpus", d->host.cpus, "memory_bytes",
-                            (json_int_t)d->host.memory_bytes, "free_slots", (int)free_slots,
-                            "cgroup_mode", d->cgroup_version == 2 ? "v2" : "v1", "price",
-                            "vcpu_hour_usd", d->cfg.price.vcpu_hour_usd, "gib_hour_usd",
+                  json_pack("{s:s,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version", SBX_VERSION,
+                            "max_sandboxes", (int)d->cfg.max_sandboxes, "active_sandboxes",
+                            (int)running, "starting", (int)(active - running), "cpus", d->host.cpus,
+                            "memory_bytes", (json_int_t)d->host.memory_bytes, "free_slots",
+                            (int)free_slots, "cgroup_mode", d->cgroup_version == 2 ? "v2" : "v1",
+                            "price", "vcpu_hour_usd", d->cfg.price.vcpu_hour_usd, "gib_hour_usd",
                             d->cfg.price.gib_hour_usd));
 }
 

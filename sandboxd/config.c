@@ -9,8 +9,21 @@
 
 #define DEFAULT_CONFIG "/etc/sandboxd/sandboxd.json"
 
-enum { OPT_CONFIG = 256, OPT_SOCKET, OPT_TCP, OPT_TOKEN, OPT_RUN_DIR, OPT_STATE_DIR, OPT_SHIM,
-       OPT_SECCOMP, OPT_CGROUP, OPT_MAX_SB, OPT_MAX_START, OPT_LOG, OPT_HELP };
+enum {
+    OPT_CONFIG = 256,
+    OPT_SOCKET,
+    OPT_TCP,
+    OPT_TOKEN,
+    OPT_RUN_DIR,
+    OPT_STATE_DIR,
+    OPT_SHIM,
+    OPT_SECCOMP,
+    OPT_CGROUP,
+    OPT_MAX_SB,
+    OPT_MAX_START,
+    OPT_LOG,
+    OPT_HELP
+};
 
 static const struct option options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
@@ -51,20 +64,36 @@ static int parse_uint(const char *s, const char *what, unsigned *ret, sbx_error 
 
 static int apply(sd_config *c, int opt, const char *v, sbx_error *err) {
     switch (opt) {
-    case OPT_SOCKET: set_str(&c->socket_path, v); return 0;
-    case OPT_TCP: set_str(&c->tcp, v); return 0;
-    case OPT_TOKEN: set_str(&c->token, v); return 0;
-    case OPT_RUN_DIR: set_str(&c->run_dir, v); return 0;
-    case OPT_STATE_DIR: set_str(&c->state_dir, v); return 0;
-    case OPT_SHIM: set_str(&c->shim_path, v); return 0;
-    case OPT_SECCOMP: set_str(&c->seccomp_profile, v); return 0;
+    case OPT_SOCKET:
+        set_str(&c->socket_path, v);
+        return 0;
+    case OPT_TCP:
+        set_str(&c->tcp, v);
+        return 0;
+    case OPT_TOKEN:
+        set_str(&c->token, v);
+        return 0;
+    case OPT_RUN_DIR:
+        set_str(&c->run_dir, v);
+        return 0;
+    case OPT_STATE_DIR:
+        set_str(&c->state_dir, v);
+        return 0;
+    case OPT_SHIM:
+        set_str(&c->shim_path, v);
+        return 0;
+    case OPT_SECCOMP:
+        set_str(&c->seccomp_profile, v);
+        return 0;
     case OPT_CGROUP:
         if (!*v || strstr(v, ".."))
             return error_set(err, -EINVAL, "cgroup-parent: invalid name \"%s\"", v);
         set_str(&c->cgroup_parent, v);
         return 0;
-    case OPT_MAX_SB: return parse_uint(v, "max-sandboxes", &c->max_sandboxes, err);
-    case OPT_MAX_START: return parse_uint(v, "max-starting", &c->max_starting, err);
+    case OPT_MAX_SB:
+        return parse_uint(v, "max-sandboxes", &c->max_sandboxes, err);
+    case OPT_MAX_START:
+        return parse_uint(v, "max-starting", &c->max_starting, err);
     case OPT_LOG:
         if (log_level_from_string(v, &c->log_level) < 0)
             return error_set(err, -EINVAL, "log-level: expected debug, info, warn or error");
@@ -95,17 +124,22 @@ static int load_file(sd_config *c, const char *path, bool required, sbx_error *e
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!j || !json_is_object(j)) {
         json_decref(j);
-        return error_set(err, -EINVAL, "config %s: %s (line %d)", path, j ? "not an object" : je.text,
-                         je.line);
+        return error_set(err, -EINVAL, "config %s: %s (line %d)", path,
+                         j ? "not an object" : je.text, je.line);
     }
     static const struct {
         const char *key;
         int opt;
-    } keys[] = {{"socket", OPT_SOCKET},       {"tcp", OPT_TCP},
-                {"token", OPT_TOKEN},         {"run_dir", OPT_RUN_DIR},
-                {"state_dir", OPT_STATE_DIR}, {"shim", OPT_SHIM},
-                {"seccomp_profile", OPT_SECCOMP}, {"cgroup_parent", OPT_CGROUP},
-                {"max_sandboxes", OPT_MAX_SB}, {"max_starting", OPT_MAX_START},
+    } keys[] = {{"socket", OPT_SOCKET},
+                {"tcp", OPT_TCP},
+                {"token", OPT_TOKEN},
+                {"run_dir", OPT_RUN_DIR},
+                {"state_dir", OPT_STATE_DIR},
+                {"shim", OPT_SHIM},
+                {"seccomp_profile", OPT_SECCOMP},
+                {"cgroup_parent", OPT_CGROUP},
+                {"max_sandboxes", OPT_MAX_SB},
+                {"max_starting", OPT_MAX_START},
                 {"log_level", OPT_LOG}};
     int r = 0;
     for (size_t i = 0; i < ARRAY_SIZE(keys) && r >= 0; i++) {

@@ -39,7 +39,7 @@ struct sd_sandbox {
     sd_state state;
     policy_create spec;
     int uid_slot;
-    char dir[PATH_MAX]; /* run-dir/sandboxes/<id> */
+    char dir[PATH_MAX];                                /* run-dir/sandboxes/<id> */
     uint64_t created_ms, last_activity_ms, expires_ms; /* wall clock (survives restarts) */
     uint64_t ended_ms, start_mono_us;
     char end_reason[32];
@@ -47,12 +47,12 @@ struct sd_sandbox {
     double end_cost;
     int init_pid, shim_pid;
     sd_shim *shim;
-    bool queued; /* waiting for a start slot */
-    bool hidden; /* ended over 10 minutes ago; kept only for its Idempotency-Key */
-    uv_pipe_t *start_pipe;    /* reading the shim's start-up line */
+    bool queued;           /* waiting for a start slot */
+    bool hidden;           /* ended over 10 minutes ago; kept only for its Idempotency-Key */
+    uv_pipe_t *start_pipe; /* reading the shim's start-up line */
     char start_line[1024];
     size_t start_len;
-    sd_request **waiters;     /* create requests waiting for the start */
+    sd_request **waiters; /* create requests waiting for the start */
     size_t n_waiters;
     char *idem_key;
     sd_exec *execs;

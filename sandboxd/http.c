@@ -105,8 +105,8 @@ static void set_response(sd_request *req, unsigned status, struct MHD_Response *
     if (!resp) {
         status = 500;
         static const char oom[] = "{\"message\":\"out of memory\",\"code\":\"internal\"}";
-        resp = MHD_create_response_from_buffer(sizeof(oom) - 1, (void *)oom,
-                                               MHD_RESPMEM_PERSISTENT);
+        resp =
+            MHD_create_response_from_buffer(sizeof(oom) - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
     }
     if (req->retry_after) {
         char s[16];
@@ -135,9 +135,8 @@ void sd_reply_json(sd_request *req, unsigned status, json_t *body) {
             s[n++] = '\n';
         }
     }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(n, s ? s : (void *)"", s ? MHD_RESPMEM_MUST_FREE
-                                                                 : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        n, s ? s : (void *)"", s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (r && s)
         MHD_add_response_header(r, "Content-Type", "application/json");
     set_response(req, status, r);
@@ -163,8 +162,7 @@ void sd_reply_sbx_error(sd_request *req, const sbx_error *err) {
         sd_reply_error(req, 500, "internal", "%s", err->message);
 }
 
-void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data,
-                   size_t len) {
+void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data, size_t len) {
     if (req->answered || req->closed) {
         free(data);
         return;
@@ -293,9 +291,8 @@ static enum MHD_Result queue_answer(sd_request *req) {
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
-                                 const char *method, const char *version,
-                                 const char *upload_data, size_t *upload_data_size,
-                                 void **con_cls) {
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
     http_inst *in = cls;
     sd_request *req = *con_cls;
     if (!req) {
@@ -357,12 +354,12 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, sbx_error *err) {
     in->http = d->http;
     in->tcp = tcp;
-    in->mhd = MHD_start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_cb,
-        in, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb, in,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SD_MAX_REQUESTS + 64),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger,
-        NULL, MHD_OPTION_END);
+    in->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+                               NULL, NULL, access_cb, in, MHD_OPTION_LISTEN_SOCKET, fd,
+                               MHD_OPTION_NOTIFY_COMPLETED, completed_cb, in,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SD_MAX_REQUESTS + 64),
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                               MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL, MHD_OPTION_END);
     if (!in->mhd)
         return error_set(err, -EIO, "libmicrohttpd failed to start on fd %d", fd);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(in->mhd, MHD_DAEMON_INFO_EPOLL_FD);

@@ -83,8 +83,8 @@ static void run_cleanup(sd_sandbox *sb) {
 
 static json_t *spec_json(sd_sandbox *sb) {
     sd_daemon *d = sb->d;
-    json_t *env = json_pack("[sss]", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace",
-                            "LANG=C.UTF-8");
+    json_t *env =
+        json_pack("[sss]", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8");
     const char *k;
     json_t *v;
     json_object_foreach(sb->spec.env, k, v) {
@@ -99,11 +99,10 @@ static json_t *spec_json(sd_sandbox *sb) {
                         : json_pack("{s:s,s:s}", "type", "dir", "path", sb->spec.image);
     json_t *spec = json_pack("{s:s,s:o,s:f,s:I,s:I,s:i,s:I,s:s,s:o,s:{s:s},s:{s:i,s:s}}", "id",
                              sb->id, "image", image, "cpu", sb->spec.cpu, "memory",
-                             (json_int_t)sb->spec.memory, "disk", (json_int_t)sb->spec.disk,
-                             "pids", (int)sb->spec.pids, "uid_base",
-                             (json_int_t)sd_uid_base(sb->uid_slot), "hostname", sb->id, "env",
-                             env, "network", "mode", "none", "cgroup", "version",
-                             d->cgroup_version, "parent", d->cgroup_parent);
+                             (json_int_t)sb->spec.memory, "disk", (json_int_t)sb->spec.disk, "pids",
+                             (int)sb->spec.pids, "uid_base", (json_int_t)sd_uid_base(sb->uid_slot),
+                             "hostname", sb->id, "env", env, "network", "mode", "none", "cgroup",
+                             "version", d->cgroup_version, "parent", d->cgroup_parent);
     if (spec && d->seccomp_bpf[0])
         json_object_set_new(spec, "seccomp_bpf", json_string(d->seccomp_bpf));
     return spec;
@@ -217,8 +216,7 @@ void sd_sandbox_start(sd_sandbox *sb) {
     json_decref(spec);
     int p[2] = {-1, -1};
     if (!dump || mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
-        file_write_atomic(spec_path, dump, strlen(dump), 0600) < 0 ||
-        pipe2(p, O_CLOEXEC) < 0) {
+        file_write_atomic(spec_path, dump, strlen(dump), 0600) < 0 || pipe2(p, O_CLOEXEC) < 0) {
         start_failed(sb, "cannot prepare the sandbox directory");
         return;
     }

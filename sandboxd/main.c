@@ -49,8 +49,9 @@ static int setup_seccomp(sd_daemon *d, sbx_error *err) {
     return 0;
 #else
     d->seccomp_bpf[0] = 0;
-    return error_set(err, -ENOSYS, "this build has no seccomp compiler (policy/seccomp.h); "
-                                   "sandboxes would run without seccomp, refusing");
+    return error_set(err, -ENOSYS,
+                     "this build has no seccomp compiler (policy/seccomp.h); "
+                     "sandboxes would run without seccomp, refusing");
 #endif
 }
 

@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const end_reasons[9] = {
-    "exited",    "signaled",   "command_timeout",       "oom_killed", "idle_timeout",
-    "lifetime_exceeded", "cost_limit", "terminated", "infrastructure_failure"};
-static const char *const exec_outcomes[5] = {"exited", "signaled", "command_timeout",
-                                             "oom_killed", "error"};
+static const char *const end_reasons[9] = {"exited",     "signaled",     "command_timeout",
+                                           "oom_killed", "idle_timeout", "lifetime_exceeded",
+                                           "cost_limit", "terminated",   "infrastructure_failure"};
+static const char *const exec_outcomes[5] = {"exited", "signaled", "command_timeout", "oom_killed",
+                                             "error"};
 static const double bounds[11] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
 static int index_of(const char *const *names, size_t n, const char *s) {
@@ -75,13 +75,15 @@ char *sd_metrics_render(sd_daemon *d) {
         if (sb->state != SD_ENDED)
             live_cost += sd_sandbox_cost(sb);
     }
-    fprintf(f, "# TYPE sandboxd_sandboxes gauge\nsandboxd_sandboxes{state=\"running\"} %u\n"
-               "sandboxd_sandboxes{state=\"starting\"} %u\n",
+    fprintf(f,
+            "# TYPE sandboxd_sandboxes gauge\nsandboxd_sandboxes{state=\"running\"} %u\n"
+            "sandboxd_sandboxes{state=\"starting\"} %u\n",
             running, starting);
-    fprintf(f, "# TYPE sandboxd_sandbox_creates_total counter\n"
-               "sandboxd_sandbox_creates_total{outcome=\"ok\"} %llu\n"
-               "sandboxd_sandbox_creates_total{outcome=\"error\"} %llu\n"
-               "sandboxd_sandbox_creates_total{outcome=\"full\"} %llu\n",
+    fprintf(f,
+            "# TYPE sandboxd_sandbox_creates_total counter\n"
+            "sandboxd_sandbox_creates_total{outcome=\"ok\"} %llu\n"
+            "sandboxd_sandbox_creates_total{outcome=\"error\"} %llu\n"
+            "sandboxd_sandbox_creates_total{outcome=\"full\"} %llu\n",
             (unsigned long long)d->m.creates_ok, (unsigned long long)d->m.creates_error,
             (unsigned long long)d->m.creates_full);
     fprintf(f, "# TYPE sandboxd_sandbox_ends_total counter\n");

@@ -126,27 +126,25 @@ static json_t *network_json(const policy_create *c) {
 
 json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
     const policy_create *c = &sb->spec;
-    json_t *limits = json_pack(
-        "{s:f,s:I,s:I,s:i,s:f,s:f,s:o}", "cpu", c->cpu, "memory", (json_int_t)c->memory, "disk",
-        (json_int_t)c->disk, "pids", (int)c->pids, "idle_timeout", c->idle_timeout_ms / 1000.0,
-        "timeout", c->timeout_ms / 1000.0, "max_cost_usd",
-        c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null());
+    json_t *limits =
+        json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:o}", "cpu", c->cpu, "memory", (json_int_t)c->memory,
+                  "disk", (json_int_t)c->disk, "pids", (int)c->pids, "idle_timeout",
+                  c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0, "max_cost_usd",
+                  c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null());
     json_t *usage = json_pack("{s:f,s:I,s:I,s:I,s:I,s:i,s:i}", "cpu_seconds", sb->cpu_usec / 1e6,
-                              "memory_peak_bytes", (json_int_t)sb->mem_peak_bytes,
-                              "memory_bytes", (json_int_t)sb->mem_bytes, "pids",
-                              (json_int_t)sb->pids, "oom_kills", (json_int_t)sb->oom_kills,
-                              "commands_run", (int)sb->commands_run, "commands_running",
-                              (int)sd_exec_count(sb));
+                              "memory_peak_bytes", (json_int_t)sb->mem_peak_bytes, "memory_bytes",
+                              (json_int_t)sb->mem_bytes, "pids", (json_int_t)sb->pids, "oom_kills",
+                              (json_int_t)sb->oom_kills, "commands_run", (int)sb->commands_run,
+                              "commands_running", (int)sd_exec_count(sb));
     json_t *end = json_null();
     if (sb->state == SD_ENDED)
-        end = json_pack("{s:s,s:s,s:o,s:f}", "reason", sb->end_reason, "message",
-                        sb->end_message, "ended_at", time_json(sb->ended_ms), "cost_usd",
-                        sb->end_cost);
-    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o}", "id", sb->id,
-                     "state", sd_state_name(sb->state), "image", c->image, "limits", limits,
-                     "network", network_json(c), "labels", c->labels, "lease",
+        end = json_pack("{s:s,s:s,s:o,s:f}", "reason", sb->end_reason, "message", sb->end_message,
+                        "ended_at", time_json(sb->ended_ms), "cost_usd", sb->end_cost);
+    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o}", "id", sb->id, "state",
+                     sd_state_name(sb->state), "image", c->image, "limits", limits, "network",
+                     network_json(c), "labels", c->labels, "lease",
                      c->lease ? json_string(c->lease) : json_null(), "created_at",
-                     time_json(sb->created_ms), "last_activity_at",
-                     time_json(sb->last_activity_ms), "expires_at", time_json(sb->expires_ms),
-                     "usage", usage, "cost_usd", sd_sandbox_cost(sb), "end", end);
+                     time_json(sb->created_ms), "last_activity_at", time_json(sb->last_activity_ms),
+                     "expires_at", time_json(sb->expires_ms), "usage", usage, "cost_usd",
+                     sd_sandbox_cost(sb), "end", end);
 }

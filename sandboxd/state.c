@@ -37,9 +37,8 @@ int sd_state_save(sd_sandbox *sb) {
         sb->uid_slot, "created_ms", (json_int_t)sb->created_ms, "last_activity_ms",
         (json_int_t)sb->last_activity_ms, "expires_ms", (json_int_t)sb->expires_ms, "ended_ms",
         (json_int_t)sb->ended_ms, "init_pid", sb->init_pid, "shim_pid", sb->shim_pid,
-        "idempotency_key", sb->idem_key ? json_string(sb->idem_key) : json_null(),
-        "commands_run", (int)sb->commands_run, "oom_kills", (json_int_t)sb->oom_kills, "dir",
-        sb->dir);
+        "idempotency_key", sb->idem_key ? json_string(sb->idem_key) : json_null(), "commands_run",
+        (int)sb->commands_run, "oom_kills", (json_int_t)sb->oom_kills, "dir", sb->dir);
     if (j && sb->state == SD_ENDED)
         json_object_set_new(j, "end",
                             json_pack("{s:s,s:s,s:f}", "reason", sb->end_reason, "message",
@@ -141,9 +140,9 @@ static void restore_dir(sd_daemon *d, const char *kind) {
         char file[PATH_MAX + 256];
         snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
         json_t *j = json_load_file(file, 0, NULL);
-        int r = !j ? -EINVAL
-                   : strcmp(kind, "leases") == 0 ? sd_lease_restore(d, j)
-                                                 : restore_sandbox(d, j);
+        int r = !j                            ? -EINVAL
+                : strcmp(kind, "leases") == 0 ? sd_lease_restore(d, j)
+                                              : restore_sandbox(d, j);
         if (r < 0) {
             log_warn("ignoring unreadable state file=%s", file);
             unlink(file);

@@ -3,6 +3,8 @@
  * into on_output calls and a result). Shared by the sync and async APIs. */
 #include "client/lib/internal.h"
 
+#include "common/b64.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +141,7 @@ char *sbxi_exec_body(const sbx_exec_opts *op, sbx_err *err) {
         if (s)
             json_object_set_new(o, "stdin", s);
         else {
-            char *b = sbxi_base64_encode(op->stdin_data, op->stdin_len);
+            char *b = b64_encode(op->stdin_data, op->stdin_len);
             if (!b) {
                 json_decref(o);
                 return finish_body(NULL, err);
@@ -162,7 +164,8 @@ static int take_data(json_t *o, const char *key, char **ret, size_t *ret_len) {
     snprintf(b64key, sizeof(b64key), "%s_b64", key);
     json_t *s = json_object_get(o, key), *b = json_object_get(o, b64key);
     if (json_is_string(b))
-        return sbxi_base64_decode(json_string_value(b), json_string_length(b), ret, ret_len);
+        return b64_decode(json_string_value(b), json_string_length(b), (unsigned char **)ret,
+                          ret_len);
     size_t n = json_is_string(s) ? json_string_length(s) : 0;
     char *d = malloc(n + 1);
     if (!d)

@@ -137,8 +137,3 @@ void sbxi_exec_stream_chunk(void *ud, const char *data, size_t len); /* an sbxi_
 /* After the transfer: the result, or an error if no exit event came. */
 sbx_code sbxi_exec_stream_finish(sbxi_exec_stream *st, sbx_exec_result *ret, sbx_err *err);
 void sbxi_exec_stream_done(sbxi_exec_stream *st);
-
-/* ---- base64.c ---- */
-char *sbxi_base64_encode(const void *data, size_t len);
-/* Decode into a malloc'd NUL-terminated buffer; -EINVAL on bad input. */
-int sbxi_base64_decode(const char *s, size_t slen, char **ret, size_t *ret_len);

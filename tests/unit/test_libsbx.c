@@ -1,5 +1,5 @@
 /* Unit tests of libsbx without a daemon: SBX_HOST parsing, the NDJSON splitter across every
- * chunk boundary, the exec event stream, result parsing, error mapping and messages, base64,
+ * chunk boundary, the exec event stream, result parsing, error mapping and messages,
  * request bodies, and the async engine's connection failures and cancellation. */
 #include "client/lib/http_async.h"
 #include "client/lib/internal.h"
@@ -307,28 +307,6 @@ TEST(error_connect_messages) {
     r.os_errno = ECONNREFUSED;
     CHECK_EQ(sbxi_err_from_response(&ep, &r, &err), SBX_E_CONNECT);
     CHECK(strstr(err.message, "Connection refused"));
-}
-
-TEST(base64) {
-    static const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
-    static const char *enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
-    for (size_t i = 0; i < ARRAY_SIZE(plain); i++) {
-        char *e = sbxi_base64_encode(plain[i], strlen(plain[i]));
-        CHECK_STREQ(e, enc[i]);
-        char *d = NULL;
-        size_t n = 0;
-        CHECK_OK(sbxi_base64_decode(e, strlen(e), &d, &n));
-        CHECK_EQ(n, strlen(plain[i]));
-        CHECK_STREQ(d, plain[i]);
-        free(e);
-        free(d);
-    }
-    char *d = NULL;
-    size_t n;
-    CHECK_EQ(sbxi_base64_decode("Zm9", 3, &d, &n), -EINVAL);
-    CHECK_EQ(sbxi_base64_decode("Z=9v", 4, &d, &n), -EINVAL);
-    CHECK_EQ(sbxi_base64_decode("Zm!v", 4, &d, &n), -EINVAL);
-    CHECK(d == NULL);
 }
 
 TEST(request_bodies) {
