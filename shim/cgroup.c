@@ -219,8 +219,7 @@ static const char *dir_of(shim_cgroup *cg, const char *ctrl) {
     return NULL;
 }
 
-static int limits_v1(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids,
-                     sbx_error *err) {
+static int limits_v1(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, sbx_error *err) {
     char buf[64];
     int r;
     const char *mem = dir_of(cg, "memory");
@@ -230,7 +229,8 @@ static int limits_v1(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids
             return r;
         char p[2200];
         snprintf(p, sizeof(p), "%s/memory.memsw.limit_in_bytes", mem);
-        if (access(p, F_OK) == 0 && (r = knob_write(mem, "memory.memsw.limit_in_bytes", buf, err)) < 0)
+        if (access(p, F_OK) == 0 &&
+            (r = knob_write(mem, "memory.memsw.limit_in_bytes", buf, err)) < 0)
             return r;
         knob_write(mem, "memory.swappiness", "0", NULL); /* best effort */
     }
@@ -247,8 +247,7 @@ static int limits_v1(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids
     return 0;
 }
 
-static int limits_v2(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids,
-                     sbx_error *err) {
+static int limits_v2(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, sbx_error *err) {
     const char *d = cg->dirs[0];
     char buf[64], p[2200];
     int r;

@@ -11,8 +11,8 @@
 
 typedef struct shim_cgroup {
     int version;
-    size_t n;                             /* v1: controllers found; v2: 1 */
-    char *dirs[SHIM_CGROUP_V1_MAX];       /* the sandbox's directories */
+    size_t n;                              /* v1: controllers found; v2: 1 */
+    char *dirs[SHIM_CGROUP_V1_MAX];        /* the sandbox's directories */
     const char *ctrls[SHIM_CGROUP_V1_MAX]; /* v1 controller of each dir (memory first) */
 } shim_cgroup;
 
@@ -36,8 +36,7 @@ static inline void shim_cgroup_freep(shim_cgroup **cg) {
 }
 /* mkdir the directories (parents too) and apply limits. cpu in vCPUs (0 = no quota),
  * memory in bytes (0 = no limit), swap is always off. */
-int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids,
-                       sbx_error *err);
+int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, sbx_error *err);
 int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, sbx_error *err);
 /* SIGKILL every process in the cgroup and wait (bounded) until it is empty. */
 int shim_cgroup_kill_all(shim_cgroup *cg);

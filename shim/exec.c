@@ -80,8 +80,8 @@ static int exec_search(char *const argv[], char *const envp[]) {
     return best;
 }
 
-static _Noreturn void command_main(int fds[3], int errfd, const char *cwd, char **argv,
-                                   char **envp, const struct sock_fprog *prog) {
+static _Noreturn void command_main(int fds[3], int errfd, const char *cwd, char **argv, char **envp,
+                                   const struct sock_fprog *prog) {
     sigset_t none;
     sigemptyset(&none);
     for (int s = 1; s < NSIG; s++)

@@ -116,9 +116,9 @@ static int step_credentials(shim_init_ctx *c, sbx_error *err) {
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             return error_set_errno(err, negative_errno(), "drop bounding capability %d", cap);
-    if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                                     SECBIT_NO_CAP_AMBIENT_RAISE |
-                                     SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+    if (prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
               0, 0, 0) < 0)
         return error_set_errno(err, negative_errno(), "securebits");
     gid_t g = SHIM_SANDBOX_UID;
@@ -142,12 +142,12 @@ static const struct {
     const char *name;
     init_step_fn fn;
 } init_steps[] = {
-    {"sync", step_sync},       {"namespaces", step_namespaces},
+    {"sync", step_sync},         {"namespaces", step_namespaces},
     {"hostname", step_hostname}, {"loopback", step_loopback},
-    {"rootfs", step_rootfs},   {"etc", step_etc},
-    {"proc", step_proc},       {"dev", step_dev},
-    {"seal", step_seal},       {"pivot-root", step_pivot},
-    {"userns", step_userns},   {"credentials", step_credentials},
+    {"rootfs", step_rootfs},     {"etc", step_etc},
+    {"proc", step_proc},         {"dev", step_dev},
+    {"seal", step_seal},         {"pivot-root", step_pivot},
+    {"userns", step_userns},     {"credentials", step_credentials},
 };
 
 static _Noreturn void init_fail(shim_init_ctx *c, const char *step, sbx_error *err) {

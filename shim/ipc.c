@@ -43,8 +43,10 @@ int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds) {
         char buf[CMSG_SPACE(sizeof(int) * 3)];
         struct cmsghdr align;
     } control;
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof(control.buf)};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = control.buf,
+                        .msg_controllen = sizeof(control.buf)};
     ssize_t n;
     do
         n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);

@@ -10,13 +10,13 @@
 #define SHIM_IPC_MAX (160 * 1024)
 
 enum shim_ipc_type {
-    SHIM_IPC_GO = 1,   /* shim -> init: continue start-up */
-    SHIM_IPC_USERNS,   /* init -> shim: user namespace made, please write the id maps */
-    SHIM_IPC_READY,    /* init -> shim: sandbox built */
-    SHIM_IPC_ERROR,    /* init -> shim: a = errno, data = "step <name>: message" */
-    SHIM_IPC_EXEC,     /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds */
-    SHIM_IPC_KILL,     /* shim -> init: id, a = signal (whole process tree) */
-    SHIM_IPC_STARTED,  /* reaper -> shim: id, a = pid in the sandbox */
+    SHIM_IPC_GO = 1,  /* shim -> init: continue start-up */
+    SHIM_IPC_USERNS,  /* init -> shim: user namespace made, please write the id maps */
+    SHIM_IPC_READY,   /* init -> shim: sandbox built */
+    SHIM_IPC_ERROR,   /* init -> shim: a = errno, data = "step <name>: message" */
+    SHIM_IPC_EXEC,    /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds */
+    SHIM_IPC_KILL,    /* shim -> init: id, a = signal (whole process tree) */
+    SHIM_IPC_STARTED, /* reaper -> shim: id, a = pid in the sandbox */
     SHIM_IPC_EXECFAIL, /* reaper -> shim: id, a = errno, data = what failed */
     SHIM_IPC_EXIT,     /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
 };

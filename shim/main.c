@@ -64,8 +64,8 @@ static int cmd_run(const char *arg) {
         return 1;
     }
     log_info("sandbox ready id=%s init_pid=%d", sb->spec->id, (int)sb->init_pid);
-    report(status, json_pack("{s:b, s:i, s:i}", "ok", 1, "init_pid", (int)sb->init_pid,
-                             "shim_pid", (int)getpid()));
+    report(status, json_pack("{s:b, s:i, s:i}", "ok", 1, "init_pid", (int)sb->init_pid, "shim_pid",
+                             (int)getpid()));
     r = shim_server_run(sb);
     shim_sandbox_free(sb);
     return r;

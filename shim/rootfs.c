@@ -70,8 +70,8 @@ static int write_new(int dirfd, const char *name, const void *buf, size_t len, u
 }
 
 static int prepare_host_image(const char *root, uid_t root_uid, sbx_error *err) {
-    static const char *const dirs[] = {"usr", "etc", "proc", "dev", "tmp", "workspace",
-                                       "run", "var", "root", "home", "mnt", "opt", "srv"};
+    static const char *const dirs[] = {"usr", "etc",  "proc", "dev", "tmp", "workspace", "run",
+                                       "var", "root", "home", "mnt", "opt", "srv"};
     for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
         int r = ensure_dir(root, dirs[i], 0755, root_uid, err);
         if (r < 0)
@@ -141,8 +141,7 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, sbx_error *e
     return bind(src, dst, MS_SAFE, err);
 }
 
-static int copy_host_file(const char *src, int etcfd, const char *name, uid_t uid,
-                          sbx_error *err) {
+static int copy_host_file(const char *src, int etcfd, const char *name, uid_t uid, sbx_error *err) {
     _cleanup_free_ char *buf = NULL;
     size_t len = 0;
     int r = file_read_all(src, 64u << 20, &buf, &len);
@@ -178,8 +177,10 @@ static int etc_generated(const shim_spec *spec, int etcfd, bool full, sbx_error 
     n = snprintf(buf, sizeof(buf), "%s\n", spec->hostname);
     if ((r = write_new(etcfd, "hostname", buf, (size_t)n, u, err)) < 0)
         return r;
-    n = snprintf(buf, sizeof(buf), "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
-                                   "127.0.1.1\t%s\n", spec->hostname);
+    n = snprintf(buf, sizeof(buf),
+                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
+                 "127.0.1.1\t%s\n",
+                 spec->hostname);
     for (size_t i = 0; i < spec->n_hosts && (size_t)n < sizeof(buf); i++)
         n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s\t%s\n", spec->hosts[i].addr,
                       spec->hosts[i].names);
@@ -230,11 +231,11 @@ int shim_rootfs_proc(const char *staging, sbx_error *err) {
         return r;
     /* Masked like Docker's defaults: files get /dev/null, directories an empty read-only tmpfs. */
     static const char *const masked[] = {
-        "kcore",      "keys",        "latency_stats", "timer_list", "timer_stats",
+        "kcore",       "keys",       "latency_stats", "timer_list", "timer_stats",
         "sched_debug", "kmsg",       "interrupts",    "kallsyms",   "sysrq-trigger",
-        "acpi",       "scsi",        "asound",        "firmware",   "driver",
-        "pressure",   "config.gz",   "vmallocinfo",   "slabinfo",   "pagetypeinfo",
-        "kpagecount", "kpageflags",  "kpagecgroup",   "iomem",      "ioports"};
+        "acpi",        "scsi",       "asound",        "firmware",   "driver",
+        "pressure",    "config.gz",  "vmallocinfo",   "slabinfo",   "pagetypeinfo",
+        "kpagecount",  "kpageflags", "kpagecgroup",   "iomem",      "ioports"};
     for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
         struct stat st;
         snprintf(p, sizeof(p), "%s/%s", proc, masked[i]);
@@ -271,7 +272,7 @@ static int dev_nodes(const char *dev, uid_t root_uid, sbx_error *err) {
             return r;
     }
     static const char *const links[][2] = {
-        {"ptmx", "pts/ptmx"},        {"fd", "/proc/self/fd"},         {"stdin", "/proc/self/fd/0"},
+        {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
         {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}, {"core", "/dev/null"}};
     for (size_t i = 0; i < ARRAY_SIZE(links) - 1; i++) {
         snprintf(dst, sizeof(dst), "%s/%s", dev, links[i][0]);

@@ -33,13 +33,13 @@ static int step_spec(shim_sandbox *sb, sbx_error *err) {
 static int step_seccomp(shim_sandbox *sb, sbx_error *err) {
     _cleanup_free_ char *buf = NULL;
     size_t len = 0;
-    int r = file_read_all(sb->spec->seccomp_bpf, BPF_MAXINSNS * sizeof(struct sock_filter), &buf,
-                          &len);
+    int r =
+        file_read_all(sb->spec->seccomp_bpf, BPF_MAXINSNS * sizeof(struct sock_filter), &buf, &len);
     if (r < 0)
         return error_set_errno(err, r, "read %s", sb->spec->seccomp_bpf);
     if (len == 0 || len % sizeof(struct sock_filter) != 0)
-        return error_set(err, -EINVAL, "%s is not a BPF program (%zu bytes)",
-                         sb->spec->seccomp_bpf, len);
+        return error_set(err, -EINVAL, "%s is not a BPF program (%zu bytes)", sb->spec->seccomp_bpf,
+                         len);
     sb->bpf = (struct sock_filter *)TAKE_PTR(buf);
     sb->bpf_len = len / sizeof(struct sock_filter);
     return 0;
@@ -186,9 +186,15 @@ static const struct {
     const char *name;
     host_step_fn fn;
 } host_steps[] = {
-    {"spec", step_spec},     {"seccomp", step_seccomp},         {"pidfile", step_pidfile},
-    {"cgroup", step_cgroup}, {"socket", step_socket},           {"fork", step_fork},
-    {"cgroup-join", step_cgroup_join}, {"userns-map", step_userns}, {"ready", step_ready},
+    {"spec", step_spec},
+    {"seccomp", step_seccomp},
+    {"pidfile", step_pidfile},
+    {"cgroup", step_cgroup},
+    {"socket", step_socket},
+    {"fork", step_fork},
+    {"cgroup-join", step_cgroup_join},
+    {"userns-map", step_userns},
+    {"ready", step_ready},
 };
 
 int shim_sandbox_build(const char *dir, shim_sandbox **ret, sbx_error *err) {

@@ -152,8 +152,8 @@ static void handle_hello(server *s, conn *c, json_t *seq) {
     send_to(c, json_pack("{s:s, s:O?, s:i, s:s, s:i, s:i, s:s, s:I, s:o, s:I}", "type", "hello",
                          "seq", seq, "version", SHIMPROTO_VERSION, "id", s->sb->spec->id,
                          "init_pid", (int)s->sb->init_pid, "shim_pid", (int)getpid(), "state",
-                         "running", "oom_kills", (json_int_t)ooms, "running", running,
-                         "started_ms", (json_int_t)s->sb->started_ms));
+                         "running", "oom_kills", (json_int_t)ooms, "running", running, "started_ms",
+                         (json_int_t)s->sb->started_ms));
 }
 
 static void handle_stats(server *s, conn *c, json_t *seq) {
@@ -161,11 +161,11 @@ static void handle_stats(server *s, conn *c, json_t *seq) {
     uint64_t disk = 0;
     shim_cgroup_stats_read(s->sb->cg, &st);
     shim_sandbox_disk_used(s->sb, &disk);
-    send_to(c, json_pack("{s:s, s:O?, s:I, s:I, s:I, s:I, s:I, s:I}", "type", "stats", "seq", seq,
-                         "cpu_usec", (json_int_t)st.cpu_usec, "mem_bytes",
-                         (json_int_t)st.mem_bytes, "mem_peak_bytes", (json_int_t)st.mem_peak_bytes,
-                         "pids", (json_int_t)st.pids, "oom_kills", (json_int_t)st.oom_kills,
-                         "disk_used_bytes", (json_int_t)disk));
+    send_to(c,
+            json_pack("{s:s, s:O?, s:I, s:I, s:I, s:I, s:I, s:I}", "type", "stats", "seq", seq,
+                      "cpu_usec", (json_int_t)st.cpu_usec, "mem_bytes", (json_int_t)st.mem_bytes,
+                      "mem_peak_bytes", (json_int_t)st.mem_peak_bytes, "pids", (json_int_t)st.pids,
+                      "oom_kills", (json_int_t)st.oom_kills, "disk_used_bytes", (json_int_t)disk));
 }
 
 static void handle_kill(server *s, conn *c, json_t *msg, json_t *seq) {
@@ -274,9 +274,14 @@ static int exec_new(server *s, conn *c, json_t *xid, json_t *seq, uint64_t timeo
     exec_rec *e = calloc(1, sizeof(*e));
     if (!e)
         return -ENOMEM;
-    *e = (exec_rec){.kind = SRC_TIMER, .iid = ++s->next_iid, .xid = json_incref(xid),
-                    .seq = json_incref(seq), .requester = c, .tfd = -1,
-                    .start_ms = now_mono_ms(), .timeout_ms = timeout_ms};
+    *e = (exec_rec){.kind = SRC_TIMER,
+                    .iid = ++s->next_iid,
+                    .xid = json_incref(xid),
+                    .seq = json_incref(seq),
+                    .requester = c,
+                    .tfd = -1,
+                    .start_ms = now_mono_ms(),
+                    .timeout_ms = timeout_ms};
     shim_cgroup_oom_kills(s->sb->cg, &e->oom0);
     s->execs[s->n_execs++] = e;
     *ret = e;

@@ -81,8 +81,7 @@ static int parse_u64(json_t *o, const char *key, uint64_t def, uint64_t max, uin
         *ret = def;
         return 0;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-        (uint64_t)json_integer_value(v) > max)
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max)
         return error_set(err, -EINVAL, "spec: %s must be an integer in 0..%llu", key,
                          (unsigned long long)max);
     *ret = (uint64_t)json_integer_value(v);
@@ -100,8 +99,8 @@ static int parse_image(shim_spec *s, json_t *img, sbx_error *err) {
     if (strcmp(type, "dir") != 0)
         return error_set(err, -EINVAL, "spec: unknown image type \"%s\"", type);
     const char *path = json_string_value(json_object_get(img, "path"));
-    if (!path || path[0] != '/' || strstr(path, "/../") || !text_clean(path) ||
-        strchr(path, ',') || strchr(path, ':'))
+    if (!path || path[0] != '/' || strstr(path, "/../") || !text_clean(path) || strchr(path, ',') ||
+        strchr(path, ':'))
         return error_set(err, -EINVAL, "spec: image.path must be a clean absolute path");
     s->image_type = SHIM_IMAGE_DIR;
     s->image_path = strdup(path);

@@ -191,6 +191,8 @@ static sbx_code fill_status(json_t *o, sbx_exec_result *r, sbx_err *err) {
         return sbxi_err_set(err, SBX_E_PROTOCOL, 200, "", "exec answer without a reason");
     r->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
     r->signal = json_is_integer(sig) ? (int)json_integer_value(sig) : 0;
+    if (r->signal > 0)
+        r->exit_code = -1; /* as sbx.h promises, whatever the daemon puts there */
     snprintf(r->reason, sizeof(r->reason), "%s", reason);
     r->duration_s = json_number_value(json_object_get(o, "duration"));
     r->stdout_bytes = get_u64(o, "stdout_bytes");
