@@ -464,7 +464,7 @@ TEST_T(async_200_sandboxes, 300) {
     CHECK_MSG(f.failures == 0, "%d failures; first: %s", f.failures, f.first_error);
     CHECK_EQ(f.done, N_ASYNC);
     CHECK_EQ(sbx_async_pending(f.as), 0);
-    char ids_seen = 0;
+    int ids_seen = 0;
     for (int i = 0; i < N_ASYNC; i++) {
         char want[32];
         snprintf(want, sizeof(want), "sandbox-%d\n", i);
