@@ -1,6 +1,6 @@
 /* `sbx cp LOCAL ID:PATH` and `sbx cp ID:PATH LOCAL`: copy a file, or a directory's contents, into
  * or out of a sandbox. Directories travel as tar archives, packed and unpacked locally with
- * libarchive (unpacking refuses absolute paths, `..` and writes through symlinks). */
+ * libarchive (unpacking refuses absolute entry names, `..` and writes through symlinks). */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -131,9 +131,9 @@ static int unpack_into(const void *tar, size_t len, const char *dir) {
         return cli_error("cannot create %s: %s", dir, strerror(errno));
     struct archive *r = archive_read_new(), *w = archive_write_disk_new();
     archive_read_support_format_tar(r);
-    archive_write_disk_set_options(
-        w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-               ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
+    archive_write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
+                                          ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT);
     int rc = 0;
     struct archive_entry *e;
     if (archive_read_open_memory(r, tar, len) != ARCHIVE_OK)
@@ -146,12 +146,15 @@ static int unpack_into(const void *tar, size_t len, const char *dir) {
             rc = cli_error("bad archive: %s", archive_error_string(r));
             break;
         }
-        const char *name = archive_entry_pathname(e);
+        char name[4096];
+        snprintf(name, sizeof(name), "%s", archive_entry_pathname(e));
         if (name[0] == '/' || strcmp(name, "..") == 0 || strncmp(name, "../", 3) == 0 ||
             strstr(name, "/../")) {
             rc = cli_error("refusing archive entry %s", name);
             break;
         }
+        if (!*name || strcmp(name, ".") == 0 || strcmp(name, "./") == 0)
+            continue; /* the directory itself: already made */
         char *full = NULL;
         if (asprintf(&full, "%s/%s", dir, name) < 0) {
             rc = cli_error("out of memory");

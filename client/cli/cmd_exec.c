@@ -130,47 +130,55 @@ int cmd_exec(int argc, char **argv) {
     bool want_stdin = false, sh = false;
     int opt, rc = 0;
     optind = 0;
-    while (rc == 0 && (opt = getopt_long(argc, argv, "+hie:", longopts, NULL)) != -1) {
-        if (cli_common_opt(opt, optarg))
-            continue;
-        switch (opt) {
-        case 'h':
-            help();
-            cli_strv_free(&env);
-            return 0;
-        case 'i':
-            want_stdin = true;
-            break;
-        case 'e':
-            if (!strchr(optarg, '=') || optarg[0] == '=')
-                rc = cli_usage_error("exec", "--env wants KEY=VALUE, not \"%s\"", optarg);
-            else if (cli_strv_add(&env, optarg) < 0)
-                rc = cli_error("out of memory");
-            break;
-        case OPT_CWD:
-            o.cwd = optarg;
-            break;
-        case OPT_TIMEOUT:
-            if (sbx_parse_duration(optarg, &o.timeout_ms) != SBX_OK || o.timeout_ms == 0)
-                rc = cli_usage_error("exec", "--timeout wants a duration like 30s, not \"%s\"",
-                                     optarg);
-            break;
-        case OPT_SH:
-            sh = true;
-            break;
-        default:
-            rc = cli_usage_error("exec", "unknown option");
+    const char *id = NULL;
+    /* options may come before and after the id: `sbx exec [opts] ID [opts] -- CMD...` */
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        while (rc == 0 && (opt = getopt_long(argc, argv, "+hie:", longopts, NULL)) != -1) {
+            if (cli_common_opt(opt, optarg))
+                continue;
+            switch (opt) {
+            case 'h':
+                help();
+                cli_strv_free(&env);
+                return 0;
+            case 'i':
+                want_stdin = true;
+                break;
+            case 'e':
+                if (!strchr(optarg, '=') || optarg[0] == '=')
+                    rc = cli_usage_error("exec", "--env wants KEY=VALUE, not \"%s\"", optarg);
+                else if (cli_strv_add(&env, optarg) < 0)
+                    rc = cli_error("out of memory");
+                break;
+            case OPT_CWD:
+                o.cwd = optarg;
+                break;
+            case OPT_TIMEOUT:
+                if (sbx_parse_duration(optarg, &o.timeout_ms) != SBX_OK || o.timeout_ms == 0)
+                    rc = cli_usage_error("exec", "--timeout wants a duration like 30s, not \"%s\"",
+                                         optarg);
+                break;
+            case OPT_SH:
+                sh = true;
+                break;
+            default:
+                rc = cli_usage_error("exec", "unknown option");
+            }
         }
+        bool dashdash = optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") == 0;
+        if (!id && optind < argc)
+            id = argv[optind++];
+        if (dashdash)
+            break;
     }
     if (rc) {
         cli_strv_free(&env);
         return rc;
     }
-    if (optind >= argc) {
+    if (!id) {
         cli_strv_free(&env);
         return cli_usage_error("exec", "missing the sandbox id");
     }
-    const char *id = argv[optind++];
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
     if (optind >= argc) {
