@@ -1,7 +1,10 @@
 /* libsbx against a real sandboxd: the synchronous flow (create, files, archives, exec with JSON
  * and streamed results, inspect, timeout, terminate, errors), the same flow under valgrind, and
- * 200 sandboxes created, exec'd and terminated concurrently through the async API on one loop. */
+ * 200 sandboxes created, exec'd and terminated concurrently through the async API on one loop,
+ * and placement across endpoints falling back on connection failure and 503 (sync and async). */
+#include "client/lib/internal.h"
 #include "common/macro.h"
+#include "common/timeutil.h"
 #include "tests/lib/test.h"
 
 #include <archive.h>
@@ -17,19 +20,21 @@
 #include <unistd.h>
 #include <uv.h>
 
-/* ---- a private daemon for this case ---- */
-static pid_t daemon_pid;
-static char daemon_sock[256];
-static char daemon_cg[64];
+/* ---- private daemons for this case ---- */
+static struct {
+    pid_t pid;
+    char sock[256];
+    char cg[64];
+} daemons[2];
 
 /* Terminate every sandbox the daemon knows (shims outlive the daemon by design), stop it and
  * remove the cgroup parent it made for us. */
-static void daemon_stop(void) {
-    if (daemon_pid <= 0)
+static void daemon_stop_one(int k) {
+    if (daemons[k].pid <= 0)
         return;
     sbx_client *c = NULL;
     char *js = NULL;
-    if (sbx_client_new(daemon_sock, &c, NULL) == SBX_OK &&
+    if (sbx_client_new(daemons[k].sock, &c, NULL) == SBX_OK &&
         sbx_client_list(c, NULL, &js, NULL) == SBX_OK) {
         json_t *arr = json_loads(js, 0, NULL), *s;
         size_t i;
@@ -44,33 +49,35 @@ static void daemon_stop(void) {
     }
     free(js);
     sbx_client_free(c);
-    kill(daemon_pid, SIGTERM);
-    waitpid(daemon_pid, NULL, 0);
-    daemon_pid = 0;
+    kill(daemons[k].pid, SIGTERM);
+    waitpid(daemons[k].pid, NULL, 0);
+    daemons[k].pid = 0;
     static const char *ctl[] = {"cpu",   "cpuacct", "cpuset",  "memory",  "devices", "freezer",
                                 "blkio", "pids",    "systemd", "unified", ""};
     for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
         char p[256];
-        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", ctl[i], ctl[i][0] ? "/" : "", daemon_cg);
+        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", ctl[i], ctl[i][0] ? "/" : "",
+                 daemons[k].cg);
         rmdir(p);
     }
 }
 
-/* Start build/sandboxd on a socket in the case's temp dir; returns the socket path. Uses
- * $SBX_TEST_HOST instead when set (the valgrind case runs the flow against its own daemon). */
-static const char *daemon_start(unsigned max_sandboxes) {
-    const char *env = getenv("SBX_TEST_HOST");
-    if (env && *env)
-        return env;
+static void daemons_stop(void) {
+    for (int k = 0; k < 2; k++)
+        daemon_stop_one(k);
+}
+
+/* Start build/sandboxd number k on a socket in the case's temp dir; returns the socket path. */
+static const char *daemon_start_k(int k, unsigned max_sandboxes) {
     test_require_root();
     const char *dir = test_tmpdir();
     char run[300], state[300], log[300], max[32], prof[512];
-    snprintf(daemon_sock, sizeof(daemon_sock), "%s/sock", dir);
-    snprintf(run, sizeof(run), "%s/run", dir);
-    snprintf(state, sizeof(state), "%s/state", dir);
-    snprintf(log, sizeof(log), "%s/daemon.log", dir);
+    snprintf(daemons[k].sock, sizeof(daemons[k].sock), "%s/sock%d", dir, k);
+    snprintf(run, sizeof(run), "%s/run%d", dir, k);
+    snprintf(state, sizeof(state), "%s/state%d", dir, k);
+    snprintf(log, sizeof(log), "%s/daemon%d.log", dir, k);
     snprintf(max, sizeof(max), "%u", max_sandboxes);
-    snprintf(daemon_cg, sizeof(daemon_cg), "sbxtest-%d", (int)getpid());
+    snprintf(daemons[k].cg, sizeof(daemons[k].cg), "sbxtest-%d-%d", (int)getpid(), k);
     const char *src = getenv("SBX_SRC_DIR");
     snprintf(prof, sizeof(prof), "%s/policy/seccomp.json", src ? src : ".");
     const char *bin = test_bin("sandboxd");
@@ -80,26 +87,37 @@ static const char *daemon_start(unsigned max_sandboxes) {
         FILE *f = freopen(log, "w", stderr);
         (void)f;
         dup2(2, 1);
-        execl(bin, bin, "--socket", daemon_sock, "--run-dir", run, "--state-dir", state,
-              "--cgroup-parent", daemon_cg, "--seccomp-profile", prof, "--max-sandboxes", max,
+        execl(bin, bin, "--socket", daemons[k].sock, "--run-dir", run, "--state-dir", state,
+              "--cgroup-parent", daemons[k].cg, "--seccomp-profile", prof, "--max-sandboxes", max,
               (char *)NULL);
         _exit(127);
     }
-    daemon_pid = pid;
-    atexit(daemon_stop);
+    static bool registered;
+    if (!registered)
+        atexit(daemons_stop);
+    registered = true;
+    daemons[k].pid = pid;
     sbx_client *c = NULL;
-    CHECK_EQ(sbx_client_new(daemon_sock, &c, NULL), SBX_OK);
+    CHECK_EQ(sbx_client_new(daemons[k].sock, &c, NULL), SBX_OK);
     for (int i = 0; i < 200; i++) {
         char *js = NULL;
         if (sbx_client_info(c, &js, NULL) == SBX_OK) {
             free(js);
             sbx_client_free(c);
-            return daemon_sock;
+            return daemons[k].sock;
         }
         CHECK_MSG(waitpid(pid, NULL, WNOHANG) == 0, "sandboxd exited; see %s", log);
         usleep(50000);
     }
     test_fail(__FILE__, __LINE__, "sandboxd did not answer within 10s (log: %s)", log);
+}
+
+/* One daemon, or $SBX_TEST_HOST when set (the valgrind case runs the flow against its own). */
+static const char *daemon_start(unsigned max_sandboxes) {
+    const char *env = getenv("SBX_TEST_HOST");
+    if (env && *env)
+        return env;
+    return daemon_start_k(0, max_sandboxes);
 }
 
 /* ---- the synchronous flow ---- */
@@ -494,5 +512,79 @@ TEST_T(async_200_sandboxes, 300) {
     CHECK_EQ(json_integer_value(json_object_get(info, "active_sandboxes")), 0);
     json_decref(info);
     free(js);
+    sbx_client_free(c);
+}
+
+/* ---- placement: a dead endpoint and a full one are skipped ---- */
+/* Make the cached capacity claim: dead endpoint best, then A, then B, fresh now. */
+static void rig_cache(sbx_client *c) {
+    long slots[3] = {100, 50, 1};
+    for (int i = 0; i < 3; i++) {
+        c->eps[i].free_slots = slots[i];
+        c->eps[i].info_at_ms = now_mono_ms();
+    }
+}
+
+static void on_placed(void *ud, sbx_sandbox *sb, const sbx_err *err) {
+    sbx_sandbox **out = ud;
+    CHECK_MSG(!err, "async create: %s", err ? err->message : "");
+    *out = sb;
+}
+
+TEST_T(multi_endpoint_fallback, 120) {
+    const char *a = daemon_start_k(0, 1);
+    const char *b = daemon_start_k(1, 4);
+    char hosts[1024];
+    snprintf(hosts, sizeof(hosts), "%s/dead.sock,%s,%s", test_tmpdir(), a, b);
+    sbx_client *c = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(hosts, &c, &err), SBX_OK);
+    sbx_create_opts co;
+    sbx_create_opts_init(&co);
+    co.memory = 128ull << 20;
+    /* 1: the dead endpoint fails to connect -> A (one free slot) takes it */
+    rig_cache(c);
+    sbx_sandbox *s1 = NULL, *s2 = NULL, *s3 = NULL;
+    CHECK_MSG(sbx_sandbox_create(c, &co, &s1, &err) == SBX_OK, "create: %s", err.message);
+    CHECK_EQ(s1->ep, 1);
+    /* 2: dead -> A answers 503 (full) -> B */
+    rig_cache(c);
+    CHECK_MSG(sbx_sandbox_create(c, &co, &s2, &err) == SBX_OK, "create: %s", err.message);
+    CHECK_EQ(s2->ep, 2);
+    CHECK_EQ(c->eps[1].free_slots, 0); /* A is now known to be full */
+    /* 3: the same through the async API */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbx_async *as = NULL;
+    CHECK_EQ(sbx_async_new(c, &loop, &as, &err), SBX_OK);
+    rig_cache(c);
+    CHECK_EQ(sbx_async_create(as, &co, on_placed, &s3), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(s3 != NULL);
+    CHECK_EQ(s3->ep, 2);
+    /* the handles remember their endpoints: exec on each works */
+    sbx_sandbox *all[] = {s1, s2, s3};
+    for (int i = 0; i < 3; i++) {
+        sbx_exec_result r;
+        exec_ok(all[i], "echo placed", &r);
+        CHECK_STREQ(r.stdout_data, "placed\n");
+        sbx_exec_result_free(&r);
+    }
+    /* stale cache: placement asks every endpoint's /v1/info (B has the free slots) */
+    c->eps[0].info_at_ms = c->eps[1].info_at_ms = c->eps[2].info_at_ms = 0;
+    sbx_sandbox *s4 = NULL;
+    CHECK_MSG(sbx_sandbox_create(c, &co, &s4, &err) == SBX_OK, "create: %s", err.message);
+    CHECK_EQ(s4->ep, 2);
+    CHECK_EQ(c->eps[0].free_slots, -1); /* dead */
+    CHECK_EQ(c->eps[1].free_slots, 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(sbx_sandbox_terminate(all[i], &err), SBX_OK);
+        sbx_sandbox_free(all[i]);
+    }
+    CHECK_EQ(sbx_sandbox_terminate(s4, &err), SBX_OK);
+    sbx_sandbox_free(s4);
+    sbx_async_free(as);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
     sbx_client_free(c);
 }
