@@ -87,7 +87,7 @@ static void req_gone(sd_request *req, void *ud) {
 }
 
 static void stream_json(sd_exec *e, json_t *line) {
-    char *s = json_dumps(line, JSON_COMPACT);
+    char *s = json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(12));
     json_decref(line);
     if (s && e->req) {
         sd_stream_write(e->req, s, strlen(s));
@@ -192,6 +192,8 @@ static json_t *result_json(sd_exec *e, json_t *ev) {
     json_t *code = json_object_get(ev, "exit_code"), *sig = json_object_get(ev, "signal");
     json_t *reason = json_object_get(ev, "reason");
     double dur = json_number_value(json_object_get(ev, "duration_ms")) / 1000.0;
+    if (json_is_integer(sig) && json_integer_value(sig) == 0)
+        sig = NULL; /* the shim says 0 for "not signaled"; the API says null */
     json_t *r = json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", code ? code : json_null(),
                           "signal", sig ? sig : json_null(), "reason",
                           json_is_string(reason) ? json_string_value(reason) : "exited", "duration",
@@ -267,6 +269,8 @@ static void write_done(uv_write_t *w, int status) {
 
 static void started_reply(void *ud, json_t *reply) {
     sd_exec *e = ud;
+    if (e->finished || !e->sb)
+        return;
     if (!reply || strcmp(shimproto_type(reply), "started") != 0) {
         sbx_error err = {0};
         if (reply)

@@ -61,7 +61,8 @@ static int setup_v2(sd_daemon *d, sbx_error *err) {
         return error_set_errno(err, negative_errno(), "mkdir %s", path);
     enable_controllers(path);
     d->cgroup_version = 2;
-    snprintf(d->cgroup_parent, sizeof(d->cgroup_parent), "%s", path + strlen(CG_ROOT));
+    snprintf(d->cgroup_parent, sizeof(d->cgroup_parent), "%s",
+             path); /* absolute, as the shim wants */
     return 0;
 }
 

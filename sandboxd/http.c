@@ -124,7 +124,7 @@ void sd_reply_json(sd_request *req, unsigned status, json_t *body) {
         json_decref(body);
         return;
     }
-    char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *s = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(12)) : NULL;
     json_decref(body);
     size_t n = s ? strlen(s) : 0;
     if (s) {
@@ -354,12 +354,12 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, sbx_error *err) {
     in->http = d->http;
     in->tcp = tcp;
-    in->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-                               NULL, NULL, access_cb, in, MHD_OPTION_LISTEN_SOCKET, fd,
-                               MHD_OPTION_NOTIFY_COMPLETED, completed_cb, in,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SD_MAX_REQUESTS + 64),
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                               MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL, MHD_OPTION_END);
+    in->mhd =
+        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
+                         NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+                         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb,
+                         in, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SD_MAX_REQUESTS + 64),
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!in->mhd)
         return error_set(err, -EIO, "libmicrohttpd failed to start on fd %d", fd);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(in->mhd, MHD_DAEMON_INFO_EPOLL_FD);

@@ -5,6 +5,7 @@
 #include "sandboxd/daemon.h"
 
 #include "common/fdutil.h"
+#include "policy/seccomp.h"
 #include "sandboxd/http.h"
 #include "sandboxd/shim_client.h"
 
@@ -14,11 +15,6 @@
 #include <string.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
-
-#if __has_include("policy/seccomp.h")
-#include "policy/seccomp.h"
-#define HAVE_SECCOMP_COMPILER 1
-#endif
 
 static char *find_shim(void) {
     char exe[PATH_MAX];
@@ -42,17 +38,10 @@ static int setup_seccomp(sd_daemon *d, sbx_error *err) {
                       ? "/usr/local/share/sandboxd/seccomp.json"
                       : "policy/seccomp.json";
     snprintf(d->seccomp_bpf, sizeof(d->seccomp_bpf), "%s/seccomp.bpf", d->cfg.run_dir);
-#ifdef HAVE_SECCOMP_COMPILER
     int r = policy_seccomp_compile_file(profile, d->seccomp_bpf, err);
     if (r < 0)
         return error_prefix(err, "seccomp profile %s", profile);
     return 0;
-#else
-    d->seccomp_bpf[0] = 0;
-    return error_set(err, -ENOSYS,
-                     "this build has no seccomp compiler (policy/seccomp.h); "
-                     "sandboxes would run without seccomp, refusing");
-#endif
 }
 
 static void host_limits(sd_daemon *d) {

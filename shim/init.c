@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 static shim_ipc_msg *ipc_buf;
+char *shim_init_title;
+size_t shim_init_title_len;
 
 /* Wait for the shim's go-ahead. */
 static int wait_go(int ipc, sbx_error *err) {
@@ -100,6 +102,11 @@ static int step_pivot(shim_init_ctx *c, sbx_error *err) {
             return error_set_errno(err, negative_errno(), "dup2");
     if (fd > 2)
         close(fd);
+    if (shim_init_title && shim_init_title_len > 8) {
+        memset(shim_init_title, 0, shim_init_title_len);
+        memcpy(shim_init_title, "sbx-init", 8);
+    }
+    prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
     return 0;
 }
 

@@ -14,5 +14,9 @@ typedef struct shim_init_ctx {
     struct sock_fprog prog;
 } shim_init_ctx;
 
+/* main's argv area, overwritten with "sbx-init" in the sandbox (no host path in /proc/1). */
+extern char *shim_init_title;
+extern size_t shim_init_title_len;
+
 /* Runs in the child right after fork; never returns. */
 _Noreturn void shim_init_main(shim_init_ctx *ctx);

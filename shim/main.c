@@ -4,6 +4,7 @@
  *   sbx-shim seccomp-compile IN.json OUT.bpf  compile a seccomp policy to a raw BPF program */
 #include "common/fdutil.h"
 #include "common/log.h"
+#include "shim/init.h"
 #include "shim/sandbox.h"
 #include "shim/server.h"
 
@@ -85,6 +86,8 @@ static int cmd_cleanup(const char *arg) {
 
 int main(int argc, char **argv) {
     ensure_stdio();
+    shim_init_title = argv[0];
+    shim_init_title_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]);
     log_setup("sbx-shim", LOG_LEVEL_INFO);
     if (argc == 2 && strcmp(argv[1], "--version") == 0) {
         printf("sbx-shim %s\n", SBX_VERSION);

@@ -224,12 +224,18 @@ int shim_rootfs_etc(const shim_spec *spec, const char *staging, sbx_error *err) 
 }
 
 int shim_rootfs_proc(const char *staging, sbx_error *err) {
-    char proc[4200], p[4400];
+    char proc[4200], p[4400], empty[4200];
     snprintf(proc, sizeof(proc), "%s/root/proc", staging);
+    snprintf(empty, sizeof(empty), "%s/empty", staging);
+    int fd = open(empty, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "create %s", empty);
+    close(fd);
     int r = mnt("proc", proc, "proc", MS_SAFE | MS_NOEXEC, NULL, err);
     if (r < 0)
         return r;
-    /* Masked like Docker's defaults: files get /dev/null, directories an empty read-only tmpfs. */
+    /* Masked like Docker's defaults: files get an empty read-only file, directories an empty
+     * read-only tmpfs. */
     static const char *const masked[] = {
         "kcore",       "keys",       "latency_stats", "timer_list", "timer_stats",
         "sched_debug", "kmsg",       "interrupts",    "kallsyms",   "sysrq-trigger",
@@ -245,7 +251,7 @@ int shim_rootfs_proc(const char *staging, sbx_error *err) {
             r = mnt("sbx-mask", p, "tmpfs", MS_RDONLY | MS_SAFE | MS_NOEXEC, "size=0,mode=0555",
                     err);
         else
-            r = bind("/dev/null", p, MS_RDONLY | MS_SAFE | MS_NOEXEC, err);
+            r = bind(empty, p, MS_RDONLY | MS_SAFE | MS_NOEXEC, err);
         if (r < 0)
             return r;
     }
