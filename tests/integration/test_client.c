@@ -588,3 +588,134 @@ TEST_T(multi_endpoint_fallback, 120) {
     CHECK_EQ(uv_loop_close(&loop), 0);
     sbx_client_free(c);
 }
+
+/* ---- the rest of the async API, one operation at a time, and leases ---- */
+struct async_box {
+    int calls;
+    sbx_err err;
+    bool ok;
+    char data[256];
+    size_t len;
+    struct streamed st;
+    sbx_exec_result res;
+};
+
+static void box_done(void *ud, const sbx_err *err) {
+    struct async_box *b = ud;
+    b->calls++;
+    b->ok = !err;
+    if (err)
+        b->err = *err;
+}
+
+static void box_data(void *ud, const void *data, size_t len, const sbx_err *err) {
+    struct async_box *b = ud;
+    b->calls++;
+    b->ok = !err;
+    if (err)
+        b->err = *err;
+    else if (len <= sizeof(b->data)) {
+        memcpy(b->data, data, len);
+        b->len = len;
+    } else {
+        b->len = len; /* an archive: keep its size; contents checked below */
+    }
+}
+
+static void box_exec(void *ud, const sbx_exec_result *r, const sbx_err *err) {
+    struct async_box *b = ud;
+    b->calls++;
+    b->ok = !err;
+    if (err)
+        b->err = *err;
+    else {
+        b->res = *r;
+        b->res.stdout_data = b->res.stderr_data = NULL; /* only valid during the callback */
+    }
+}
+
+TEST_T(async_files_exec_leases, 120) {
+    const char *host = daemon_start(8);
+    sbx_client *c = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(host, &c, &err), SBX_OK);
+    /* a lease: sandboxes created under it stay while it is renewed */
+    char *lease = NULL;
+    CHECK_MSG(sbx_lease_create(c, 30000, &lease, &err) == SBX_OK, "lease: %s", err.message);
+    CHECK(strncmp(lease, "ls-", 3) == 0);
+    CHECK_EQ(sbx_lease_renew(c, lease, &err), SBX_OK);
+    CHECK_EQ(sbx_lease_renew(c, "ls-doesnotexist", &err), SBX_E_NOT_FOUND);
+    sbx_create_opts co;
+    sbx_create_opts_init(&co);
+    co.memory = 128ull << 20;
+    co.lease_id = lease;
+    sbx_sandbox *sb = NULL;
+    CHECK_MSG(sbx_sandbox_create(c, &co, &sb, &err) == SBX_OK, "create: %s", err.message);
+    free(lease);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbx_async *as = NULL;
+    CHECK_EQ(sbx_async_new(c, &loop, &as, &err), SBX_OK);
+    struct async_box b = {0};
+    CHECK_EQ(sbx_async_write_file(as, sb, "/workspace/x/f.txt", "async data\n", 11, box_done, &b),
+             SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_MSG(b.calls == 1 && b.ok, "write_file: %s", b.err.message);
+    b = (struct async_box){0};
+    CHECK_EQ(sbx_async_read_file(as, sb, "/workspace/x/f.txt", box_data, &b), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_MSG(b.calls == 1 && b.ok, "read_file: %s", b.err.message);
+    CHECK(b.len == 11 && memcmp(b.data, "async data\n", 11) == 0);
+    b = (struct async_box){0};
+    CHECK_EQ(sbx_async_read_file(as, sb, "/workspace/x", box_data, &b), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(b.calls == 1 && !b.ok && b.err.code == SBX_E_INVALID);
+    CHECK_STREQ(b.err.api_code, "is_a_directory");
+    b = (struct async_box){0};
+    CHECK_EQ(sbx_async_read_file(as, sb, "/workspace/none", box_data, &b), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(b.calls == 1 && b.err.code == SBX_E_NOT_FOUND);
+
+    struct streamed tarbuf = {0};
+    size_t tlen = make_tar(&tarbuf);
+    b = (struct async_box){0};
+    CHECK_EQ(sbx_async_put_archive(as, sb, "/workspace/t", tarbuf.out, tlen, box_done, &b), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_MSG(b.calls == 1 && b.ok, "put_archive: %s", b.err.message);
+    b = (struct async_box){0};
+    CHECK_EQ(sbx_async_get_archive(as, sb, "/workspace/t", box_data, &b), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_MSG(b.calls == 1 && b.ok, "get_archive: %s", b.err.message);
+    CHECK(b.len >= 512);
+
+    /* streamed exec through the async API */
+    b = (struct async_box){0};
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    const char *argv[] = {"cat /workspace/t/sub/hello.txt; echo e >&2; exit 9", NULL};
+    o.argv = argv;
+    o.shell = 1;
+    o.on_output = on_output;
+    o.userdata = &b.st;
+    CHECK_EQ(sbx_async_exec(as, sb, &o, box_exec, &b), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_MSG(b.calls == 1 && b.ok, "exec: %s", b.err.message);
+    CHECK_EQ(b.res.exit_code, 9);
+    CHECK(b.st.out_len == 12 && memcmp(b.st.out, "tar content\n", 12) == 0);
+    CHECK(b.st.err_len == 2 && memcmp(b.st.err, "e\n", 2) == 0);
+    /* bad calls are refused up front */
+    sbx_exec_opts_init(&o);
+    CHECK_EQ(sbx_async_exec(as, sb, &o, box_exec, &b), SBX_E_INVALID);
+    CHECK_EQ(sbx_async_terminate(as, NULL, box_done, &b), SBX_E_INVALID);
+
+    b = (struct async_box){0};
+    CHECK_EQ(sbx_async_terminate(as, sb, box_done, &b), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(b.calls == 1 && b.ok);
+    sbx_async_free(as);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
