@@ -40,13 +40,15 @@ setup() {
   trap cleanup EXIT
 }
 
-# start_daemon NAME MAX: a daemon on $T/NAME/sock; its socket is appended to DSOCKS.
+# start_daemon NAME MAX [EXTRA ARGS...]: a daemon on $T/NAME/sock; its socket is appended to
+# DSOCKS.
 start_daemon() {
-  local d=$T/$1 cg="sbxtest-$$-$1"
+  local d=$T/$1 cg="sbxtest-$$-$1" max=$2
+  shift 2
   mkdir -p "$d"
   "$(bin sandboxd)" --socket "$d/sock" --run-dir "$d/run" --state-dir "$d/state" \
     --cgroup-parent "$cg" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    --max-sandboxes "$2" >"$d/log" 2>&1 &
+    --max-sandboxes "$max" "$@" >"$d/log" 2>&1 &
   DPIDS+=($!)
   DSOCKS+=("$d/sock")
   DCGS+=("$cg")
@@ -249,6 +251,24 @@ test_multi_endpoint() {
   id1=$("$SBX" --host "$T/dead.sock,$hosts" create --memory 128Mi) || fail "create with a dead endpoint"
   [[ "$id1" == sb-* ]] || fail "id '$id1'"
   [ "$("$SBX" --host "$hosts" ls --json | json "len(d)")" -ge 3 ] || fail "ls merges endpoints"
+}
+
+test_tcp_token() {
+  setup
+  local port=$((20000 + RANDOM % 20000)) rc
+  start_daemon t 4 --tcp "127.0.0.1:$port" --token "s3cret-$$"
+  local url="http://127.0.0.1:$port"
+  env -u SBX_TOKEN "$SBX" --host "$url" info 2>"$T/err"; rc=$?
+  assert_eq $rc 1 "no token"
+  grep -qi "unauthorized\|token\|401" "$T/err" || fail "message: $(cat "$T/err")"
+  SBX_TOKEN=wrong "$SBX" --host "$url" ls 2>/dev/null; rc=$?
+  assert_eq $rc 1 "wrong token"
+  local id out
+  export SBX_TOKEN="s3cret-$$"
+  id=$("$SBX" --host "$url" create --memory 128Mi) || fail "create over TCP"
+  out=$("$SBX" --host "$url" exec "$id" -- echo tcp) || fail "exec over TCP"
+  assert_eq "$out" "tcp" "exec over TCP"
+  "$SBX" --host "$url" rm "$id" >/dev/null || fail "rm over TCP"
 }
 
 TEST_TIMEOUT_cp=90

@@ -578,6 +578,16 @@ TEST_T(multi_endpoint_fallback, 120) {
     CHECK_EQ(s4->ep, 2);
     CHECK_EQ(c->eps[0].free_slots, -1); /* dead */
     CHECK_EQ(c->eps[1].free_slots, 0);
+    /* the same with a stale cache through the async API: /v1/info is fetched asynchronously */
+    c->eps[0].info_at_ms = c->eps[1].info_at_ms = c->eps[2].info_at_ms = 0;
+    sbx_sandbox *s5 = NULL;
+    CHECK_EQ(sbx_async_create(as, &co, on_placed, &s5), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(s5 != NULL);
+    CHECK_EQ(s5->ep, 2);
+    CHECK(c->eps[2].info_at_ms != 0);
+    CHECK_EQ(sbx_sandbox_terminate(s5, &err), SBX_OK);
+    sbx_sandbox_free(s5);
     for (int i = 0; i < 3; i++) {
         CHECK_EQ(sbx_sandbox_terminate(all[i], &err), SBX_OK);
         sbx_sandbox_free(all[i]);
