@@ -12,6 +12,19 @@ static void help(void) {
            "Show each daemon's version, capacity, free slots and prices.\n");
 }
 
+/* A value as text: numbers without float noise, strings bare. Returns malloc'd text. */
+static char *value_text(json_t *v) {
+    char *t = NULL;
+    if (json_is_real(v)) {
+        if (asprintf(&t, "%.10g", json_real_value(v)) < 0)
+            t = NULL;
+    } else if (json_is_string(v))
+        t = strdup(json_string_value(v));
+    else
+        t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    return t;
+}
+
 static void print_info(json_t *o) {
     const char *k;
     json_t *v;
@@ -20,14 +33,14 @@ static void print_info(json_t *o) {
             const char *k2;
             json_t *v2;
             json_object_foreach(v, k2, v2) {
-                char *t = json_dumps(v2, JSON_COMPACT | JSON_ENCODE_ANY);
+                char *t = value_text(v2);
                 printf("%s.%-*s %s\n", k, (int)(20 - strlen(k)), k2, t ? t : "?");
                 free(t);
             }
             continue;
         }
-        char *t = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-        printf("%-21s %s\n", k, t ? t : json_string_value(v));
+        char *t = value_text(v);
+        printf("%-21s %s\n", k, t ? t : "?");
         free(t);
     }
 }

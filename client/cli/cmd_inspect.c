@@ -4,6 +4,7 @@
 #include "client/cli/commands.h"
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,9 @@ static void print_flat(const char *prefix, json_t *o) {
         if (json_is_real(v)) {
             free(text);
             text = NULL;
-            printf("%-28s %.9g\n", name, json_real_value(v));
+            size_t nl = strlen(name);
+            bool usd = nl >= 3 && strcmp(name + nl - 3, "usd") == 0; /* money: fixed point */
+            printf(usd ? "%-28s %.8f\n" : "%-28s %.9g\n", name, json_real_value(v));
             continue;
         }
         printf("%-28s %s\n", name, text ? text : json_string_value(v));

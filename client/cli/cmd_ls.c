@@ -38,7 +38,7 @@ static void print_row(json_t *s) {
         snprintf(mem, sizeof(mem), "%lldMi", (long long)(json_integer_value(m) >> 20));
     labels_text(json_object_get(s, "labels"), lbl, sizeof(lbl));
     const char *created = json_string_value(json_object_get(s, "created_at"));
-    printf("%-22s %-28s %-6s %-5g %-8s %-24s %-11.6f %s\n",
+    printf("%-22s %-32s %-6s %-5g %-8s %-24s %-12.8f %s\n",
            json_string_value(json_object_get(s, "id")) ?: "?", st,
            json_string_value(json_object_get(s, "image")) ?: "-",
            json_number_value(json_object_get(lim, "cpu")), mem, created ? created : "-",
@@ -77,7 +77,7 @@ int cmd_ls(int argc, char **argv) {
         if (!json_is_array(arr))
             rc = cli_error("the daemon sent an invalid list");
         else {
-            printf("%-22s %-28s %-6s %-5s %-8s %-24s %-11s %s\n", "ID", "STATE", "IMAGE", "CPU",
+            printf("%-22s %-32s %-6s %-5s %-8s %-24s %-12s %s\n", "ID", "STATE", "IMAGE", "CPU",
                    "MEMORY", "CREATED", "COST_USD", "LABELS");
             size_t i;
             json_t *s;
