@@ -661,7 +661,14 @@ TEST_T(async_files_exec_leases, 120) {
     co.memory = 128ull << 20;
     co.lease_id = lease;
     sbx_sandbox *sb = NULL;
+    char key[64];
+    snprintf(key, sizeof(key), "idem-%d", (int)getpid());
+    co.idempotency_key = key;
     CHECK_MSG(sbx_sandbox_create(c, &co, &sb, &err) == SBX_OK, "create: %s", err.message);
+    sbx_sandbox *same = NULL; /* a retry with the same key creates nothing new */
+    CHECK_MSG(sbx_sandbox_create(c, &co, &same, &err) == SBX_OK, "create: %s", err.message);
+    CHECK_STREQ(sbx_sandbox_id(same), sbx_sandbox_id(sb));
+    sbx_sandbox_free(same);
     free(lease);
 
     uv_loop_t loop;
