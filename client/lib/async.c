@@ -232,7 +232,7 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
 }
 
 sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create_cb cb, void *ud) {
-    if (!as || !cb || as->closed)
+    if (!as || !cb || as->closed || (opts && !sbxi_header_safe(opts->idempotency_key)))
         return SBX_E_INVALID;
     sbx_client *c = as->client;
     op *o = op_new(as, OP_CREATE, NULL, ud);

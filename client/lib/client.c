@@ -124,11 +124,12 @@ sbx_code sbx_client_new(const char *hosts, sbx_client **ret, sbx_err *err) {
     if (!c)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     sbx_code rc = sbxi_hosts_parse(hosts, &c->eps, &c->n_eps, err);
-    if (rc == SBX_OK)
-        rc = sbx_client_set_token(c, NULL);
+    if (rc == SBX_OK && (rc = sbx_client_set_token(c, NULL)) != SBX_OK)
+        sbxi_err_set(err, rc, 0, "", "%s",
+                     rc == SBX_E_NOMEM ? "out of memory" : "$SBX_TOKEN has control characters");
     if (rc != SBX_OK) {
         sbx_client_free(c);
-        return rc == SBX_E_NOMEM ? sbxi_err_set(err, rc, 0, "", "out of memory") : rc;
+        return rc;
     }
     *ret = c;
     return SBX_OK;
@@ -144,11 +145,20 @@ void sbx_client_free(sbx_client *c) {
     free(c);
 }
 
+bool sbxi_header_safe(const char *s) {
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
 sbx_code sbx_client_set_token(sbx_client *c, const char *token) {
     if (!c)
         return SBX_E_INVALID;
     if (!token)
         token = getenv("SBX_TOKEN");
+    if (!sbxi_header_safe(token))
+        return SBX_E_INVALID;
     char *t = NULL;
     if (token && *token && !(t = strdup(token)))
         return SBX_E_NOMEM;

@@ -40,6 +40,8 @@ struct sbx_sandbox {
 };
 
 /* ---- client.c ---- */
+/* Whether s is safe inside an HTTP header (no control characters). */
+bool sbxi_header_safe(const char *s);
 /* Parse a comma-separated endpoint list into a malloc'd array. Returns SBX_OK or SBX_E_INVALID. */
 sbx_code sbxi_hosts_parse(const char *hosts, sbxi_endpoint **ret, size_t *ret_n, sbx_err *err);
 void sbxi_endpoints_free(sbxi_endpoint *eps, size_t n);

@@ -67,6 +67,9 @@ sbx_code sbx_sandbox_create(sbx_client *c, const sbx_create_opts *opts, sbx_sand
     _cleanup_free_ char *body = sbxi_create_body(opts, err);
     if (!body)
         return err ? err->code : SBX_E_INVALID;
+    if (opts && !sbxi_header_safe(opts->idempotency_key))
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "",
+                            "the idempotency key has control characters");
     _cleanup_free_ char *idem = NULL;
     if (opts && opts->idempotency_key &&
         asprintf(&idem, "Idempotency-Key: %s", opts->idempotency_key) < 0)

@@ -52,6 +52,17 @@ TEST(client_env) {
     CHECK_EQ(sbx_client_new(NULL, &c, NULL), SBX_OK);
     CHECK_EQ(c->n_eps, 2);
     CHECK_STREQ(c->token, "tok");
+    CHECK_EQ(sbx_client_set_token(c, "bad\r\nX-Injected: 1"), SBX_E_INVALID);
+    CHECK_STREQ(c->token, "tok"); /* unchanged */
+    CHECK_EQ(sbx_client_set_token(c, "other"), SBX_OK);
+    CHECK_STREQ(c->token, "other");
+    sbx_create_opts co;
+    sbx_create_opts_init(&co);
+    co.idempotency_key = "k\nX: y";
+    sbx_sandbox *sb = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_sandbox_create(c, &co, &sb, &err), SBX_E_INVALID);
+    CHECK(sb == NULL);
     sbx_client_free(c);
     unsetenv("SBX_HOST");
     CHECK_EQ(sbx_client_new(NULL, &c, NULL), SBX_OK);
