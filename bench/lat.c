@@ -448,10 +448,14 @@ static int find_memcg(pid_t daemon, const char *parent, char *out, size_t len) {
         c[strcspn(c, "\n")] = '\0';
         snprintf(out, len, "/sys/fs/cgroup/memory%s/%s", c + 8, parent);
         fclose(f);
-        return access(out, F_OK) == 0 ? 0 : -ENOENT;
+        if (access(out, F_OK) == 0)
+            return 0;
+        out[0] = '\0';
+        return -ENOENT;
     }
     if (f)
         fclose(f);
+    out[0] = '\0';
     return -ENOENT;
 }
 
