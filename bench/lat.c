@@ -6,10 +6,11 @@
  *   lat cycle   NAME N SOCK BODY           POST /v1/sandboxes BODY, POST exec of `true`, DELETE
  *   lat exec    NAME N SOCK                one sandbox, N round trips of POST exec `true`
  *   lat burst   NAME ROUNDS K SOCK BODY    K creates at once (one connection each), until all
- *                                          answered 201; then K deletes at once
- *   lat idle    NAME K SOCK DAEMON_PID SHIM_PATH CGROUP_PARENT
- *                                          up to K idle sandboxes; PSS of their processes, kernel
- *                                          memory of their cgroups, daemon RSS
+ *                                          answered 201; then deletes them, 32 at a time
+ *   lat idle    NAME K SOCK DAEMON_PID SHIM_PATH CGROUP_PARENT BODY
+ *                                          up to K idle sandboxes (created with BODY): PSS of
+ *                                          their processes, kernel memory of their cgroups,
+ *                                          daemon RSS
  *
  * Built by bench/run.sh with `cc ... $(pkg-config --cflags --libs libcurl jansson)`; not part of
  * the Makefile's programs. Errors go to stderr and make the exit status 1. */
@@ -523,7 +524,7 @@ static void snap(struct memsnap *m, pid_t daemon, const char *shim, const char *
 }
 
 static int cmd_idle(const char *name, int k, const char *sock, pid_t daemon, const char *shim,
-                    const char *parent) {
+                    const char *parent, const char *body) {
     static struct par p[BURST_MAX];
     struct memsnap a = {0}, z = {0};
     char cg[PATH_MAX] = "";
@@ -535,7 +536,7 @@ static int cmd_idle(const char *name, int k, const char *sock, pid_t daemon, con
     double t0 = now_ms();
     while (made < k) { /* 16 at a time; stop at the first refusal (node full) */
         int c = k - made < 16 ? k - made : 16;
-        int ok = create_parallel(p + made, c, sock, "{}");
+        int ok = create_parallel(p + made, c, sock, body);
         for (int i = made; i < made + c; i++)
             free(p[i].b.data), p[i].b.data = NULL;
         made += c;
@@ -568,7 +569,7 @@ static int cmd_idle(const char *name, int k, const char *sock, pid_t daemon, con
 
 static int usage(void) {
     fprintf(stderr, "usage: lat spawn NAME N ARGV... | cycle NAME N SOCK BODY | exec NAME N SOCK"
-                    " | burst NAME ROUNDS K SOCK BODY | idle NAME K SOCK PID SHIM CGPARENT\n");
+                    " | burst NAME ROUNDS K SOCK BODY | idle NAME K SOCK PID SHIM CGPARENT BODY\n");
     return 2;
 }
 
@@ -588,7 +589,7 @@ int main(int argc, char **argv) {
         return cmd_exec(name, n, argv[4]);
     if (strcmp(cmd, "burst") == 0 && argc == 7 && atoi(argv[4]) > 0 && atoi(argv[4]) <= BURST_MAX)
         return cmd_burst(name, n, atoi(argv[4]), argv[5], argv[6]);
-    if (strcmp(cmd, "idle") == 0 && argc == 8)
-        return cmd_idle(name, n, argv[4], (pid_t)atoi(argv[5]), argv[6], argv[7]);
+    if (strcmp(cmd, "idle") == 0 && argc == 9)
+        return cmd_idle(name, n, argv[4], (pid_t)atoi(argv[5]), argv[6], argv[7], argv[8]);
     return usage();
 }

@@ -3,7 +3,8 @@
 # bubblewrap, crun) in one run and reports p50/p99 and ratios (never pass/fail on timings).
 # Usage: bench/run.sh [BUILD_DIR]. Knobs (environment): SBX_BENCH_N (iterations of the slow
 # loops, default 100), SBX_BENCH_NFAST (fast loops, default 500), SBX_BENCH_BURST (128),
-# SBX_BENCH_BURST_ROUNDS (3), SBX_BENCH_IDLE (1000), SBX_BENCH_DAEMON_ARGS (extra daemon flags),
+# SBX_BENCH_BURST_ROUNDS (3), SBX_BENCH_IDLE (1000), SBX_BENCH_IDLE_BODY (the idle sandboxes'
+# create body, default {}), SBX_BENCH_DAEMON_ARGS (extra daemon flags),
 # SBX_BENCH_POOL_ARGS (daemon flags that turn on a warm pool; unset: no pool row).
 # Writes bench/results/latest.{md,json}; needs root (crun, bwrap --unshare-all, the daemon).
 set -euo pipefail
@@ -101,7 +102,8 @@ if [ "$DAEMON_OK" = 1 ]; then
   run_lat cycle api.cycle_net_open "$N" "$SOCK" '{"network":"open"}' ||
     note "creates with network \`open\` failed (the net branch may not have landed)"
   log "sandboxd: $IDLE idle sandboxes"
-  run_lat idle api.idle "$IDLE" "$SOCK" "$DPID" "$(realpath "$B/sbx-shim")" "$CGPARENT" ||
+  run_lat idle api.idle "$IDLE" "$SOCK" "$DPID" "$(realpath "$B/sbx-shim")" "$CGPARENT" \
+    "${SBX_BENCH_IDLE_BODY:-{\}}" ||
     note "api.idle failed (see stderr)"
   # GRPO hook: bench/grpo.sh BUILD SOCK prints JSON lines named grpo.concurrent (128 episodes
   # in flight) and grpo.sequential (one at a time), in lat's format. Owned by the GRPO engineer.
