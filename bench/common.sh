@@ -41,7 +41,7 @@ cleanup() {
   stop_daemon
   # shims outlive a daemon by design: end the ones this run started (their command line names $T)
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$T/" && kill -KILL "${p#/proc/}" 2>/dev/null
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$T/" && kill -KILL "${p#/proc/}" 2>/dev/null
   done
   sleep 0.2
   grep -F " $T" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done
