@@ -1,0 +1,77 @@
+# bench/common.sh: what bench/run.sh and bench/profile.sh share: the temp dir, the timing helper
+# (bench/lat.c), starting and stopping a daemon on a temp socket, and the cleanup of everything
+# a run created (sandboxes, daemon, this run's shims, cgroups, mounts, files). Sourced; expects
+# ROOT and B. DAEMON_WRAP (an array, e.g. valgrind) prefixes the daemon's command line.
+
+T=$(mktemp -d /tmp/sbxbench.XXXXXX)
+chmod 755 "$T" # crun's user namespace (uid 100000) must reach the bundle
+RES=$T/results.jsonl
+NOTES=$T/notes.md
+CGPARENT=sbxbench-$$
+DPID=
+: >"$RES"
+: >"$NOTES"
+
+log() { echo "bench: $*" >&2; }
+note() { echo "- $*" >>"$NOTES"; }
+loud() {
+  printf '\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n' >&2
+  printf '!!! %s\n' "$@" >&2
+  printf '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\n' >&2
+  note "**SKIPPED: $1**"
+}
+
+# ---- cleanup: sandboxes, daemon, stray shims of this run, cgroups, mounts, the temp dir ----
+stop_daemon() {
+  [ -n "$DPID" ] || return 0
+  if [ -S "$T/sock" ]; then
+    for id in $(curl -s --max-time 10 --unix-socket "$T/sock" http://x/v1/sandboxes |
+      grep -o '"id":"sb-[^"]*"' | cut -d'"' -f4); do
+      curl -s --max-time 10 --unix-socket "$T/sock" -X DELETE "http://x/v1/sandboxes/$id" >/dev/null || true
+    done
+  fi
+  kill -TERM "$DPID" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$DPID" 2>/dev/null || true
+  wait "$DPID" 2>/dev/null || true
+  DPID=
+}
+cleanup() {
+  set +e
+  stop_daemon
+  # shims outlive a daemon by design: end the ones this run started (their command line names $T)
+  for p in /proc/[0-9]*; do
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$T/" && kill -KILL "${p#/proc/}" 2>/dev/null
+  done
+  sleep 0.2
+  grep -F " $T" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done
+  for c in /sys/fs/cgroup/*/; do
+    find "$c" -depth -type d \( -name "$CGPARENT" -o -path "*/$CGPARENT/*" -o -name 'sbxbench-crun-*' \) \
+      -exec rmdir {} \; 2>/dev/null
+  done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- the timing helper ----
+LAT=$T/lat
+cc -std=c17 -O2 -Wall -Wextra -Werror -o "$LAT" bench/lat.c $(pkg-config --cflags --libs libcurl jansson)
+run_lat() { "$LAT" "$@" | tee -a "$RES" >&2; }
+
+start_daemon() { # extra daemon flags as arguments
+  rm -rf "$T/run" "$T/state" "$T/sock"
+  mkdir -p "$T/run" "$T/state"
+  ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$B/sandboxd" --socket "$T/sock" --run-dir "$T/run" --state-dir "$T/state" \
+    --cgroup-parent "$CGPARENT" --seccomp-profile policy/seccomp.json \
+    ${SBX_BENCH_DAEMON_ARGS:-} "$@" >>"$T/daemon.log" 2>&1 &
+  DPID=$!
+  for _ in $(seq "${DAEMON_WAIT_TICKS:-100}"); do
+    curl -sf --max-time 1 --unix-socket "$T/sock" http://x/healthz >/dev/null 2>&1 && return 0
+    kill -0 "$DPID" 2>/dev/null || break
+    sleep 0.1
+  done
+  stop_daemon
+  return 1
+}
+

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# bench/profile.sh: profiles sandboxd's create and exec hot paths once, for docs/BENCHMARKS.md
+# ("where the time goes"). Usage: bench/profile.sh [BUILD_DIR]; writes bench/results/profile.txt.
+#   1. callgrind on the daemon (user space of the daemon only; the shim runs natively), since
+#      `perf stat -e instructions` has no hardware counters on this VM;
+#   2. perf record -a -e cpu-clock (a software clock, works without counters): the whole machine,
+#      kernel included, while the same loops run against a native daemon.
+# Needs root, valgrind, perf. Knobs: SBX_PROF_N (create cycles, 30), SBX_PROF_NEXEC (execs, 300).
+set -euo pipefail
+
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+NC=${SBX_PROF_N:-30}
+NE=${SBX_PROF_NEXEC:-300}
+OUT=$ROOT/bench/results/profile.txt
+source "$ROOT/bench/common.sh"
+mkdir -p "$(dirname "$OUT")"
+exec 3>"$OUT.tmp"
+
+section() { printf '\n==== %s ====\n' "$*" >&3; }
+
+loops() { # the two hot paths, against the daemon on $T/sock
+  "$LAT" cycle prof.cycle "$NC" "$T/sock" '{}' >&3
+  "$LAT" exec prof.exec "$NE" "$T/sock" >&3
+}
+
+echo "sandboxd profile, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)," \
+  "$NC create cycles + $NE exec round trips" >&3
+
+if command -v valgrind >/dev/null; then
+  log "callgrind on the daemon"
+  DAEMON_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$T/callgrind.out"
+    --trace-children=no --collect-systime=nsec)
+  if DAEMON_WAIT_TICKS=600 start_daemon; then
+    section "timings under callgrind (slow; for the profile only)"
+    loops
+    stop_daemon
+    section "callgrind: daemon, self cost (Ir), top 30"
+    callgrind_annotate --inclusive=no "$T/callgrind.out" 2>/dev/null | sed -n '1,60p' >&3
+    section "callgrind: daemon, inclusive cost (Ir), top 40"
+    callgrind_annotate --inclusive=yes "$T/callgrind.out" 2>/dev/null | sed -n '1,70p' >&3
+  else
+    section "callgrind: the daemon did not start under valgrind: $(tail -n 3 "$T/daemon.log")"
+  fi
+  unset DAEMON_WRAP
+fi
+
+if command -v perf >/dev/null; then
+  log "perf record -a -e cpu-clock"
+  if start_daemon; then
+    perf record -q -a -g -e cpu-clock -F 4000 -o "$T/perf.cycle" -- \
+      "$LAT" cycle prof.cycle "$NC" "$T/sock" '{}' >&3 2>/dev/null
+    perf record -q -a -g -e cpu-clock -F 4000 -o "$T/perf.exec" -- \
+      "$LAT" exec prof.exec "$NE" "$T/sock" >&3 2>/dev/null
+    stop_daemon
+    for k in cycle exec; do
+      section "perf ($k): CPU time by process"
+      perf report -i "$T/perf.$k" --no-children --sort comm --stdio -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 15 >&3
+      section "perf ($k): CPU time by process and symbol (kernel [k] and user [.]), top 40"
+      perf report -i "$T/perf.$k" --no-children --sort comm,sym --stdio -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -n 40 >&3
+    done
+  else
+    section "perf: the daemon did not start: $(tail -n 3 "$T/daemon.log")"
+  fi
+fi
+
+exec 3>&-
+mv "$OUT.tmp" "$OUT"
+log "wrote $OUT"

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# bench/run.sh: `make bench`. Measures sandboxd side by side with its peers (plain fork+exec,
+# bubblewrap, crun) in one run and reports p50/p99 and ratios (never pass/fail on timings).
+# Usage: bench/run.sh [BUILD_DIR]. Knobs (environment): SBX_BENCH_N (iterations of the slow
+# loops, default 100), SBX_BENCH_NFAST (fast loops, default 500), SBX_BENCH_BURST (128),
+# SBX_BENCH_BURST_ROUNDS (3), SBX_BENCH_IDLE (1000), SBX_BENCH_IDLE_BODY (the idle sandboxes'
+# create body, default {}), SBX_BENCH_DAEMON_ARGS (extra daemon flags),
+# SBX_BENCH_POOL_ARGS (daemon flags that turn on a warm pool; unset: no pool row).
+# Writes bench/results/latest.{md,json}; needs root (crun, bwrap --unshare-all, the daemon).
+set -euo pipefail
+
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+N=${SBX_BENCH_N:-100}
+NFAST=${SBX_BENCH_NFAST:-500}
+BURST=${SBX_BENCH_BURST:-128}
+BURST_ROUNDS=${SBX_BENCH_BURST_ROUNDS:-3}
+IDLE=${SBX_BENCH_IDLE:-1000}
+OUTDIR=$ROOT/bench/results
+source "$ROOT/bench/common.sh"
+
+# ---- peers ----
+log "peers: fork+exec+wait of /bin/true, bubblewrap, crun"
+run_lat spawn spawn.true "$NFAST" /bin/true
+BWRAP=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin
+  --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
+if command -v bwrap >/dev/null; then
+  run_lat spawn spawn.bwrap "$N" "${BWRAP[@]}"
+else
+  loud "bubblewrap is not installed (make deps)"
+fi
+
+# crun: an OCI bundle whose rootfs has the host /usr read-only, like our default image.
+crun_bundle() {
+  mkdir -p "$T/bundle/rootfs"/{usr,proc,dev}
+  ln -s usr/bin "$T/bundle/rootfs/bin"
+  ln -s usr/lib "$T/bundle/rootfs/lib"
+  ln -s usr/lib64 "$T/bundle/rootfs/lib64"
+  cat >"$T/bundle/config.json" <<'EOF'
+{"ociVersion": "1.0.0",
+ "process": {"terminal": false, "user": {"uid": 0, "gid": 0}, "args": ["/usr/bin/true"],
+   "env": ["PATH=/usr/bin:/bin"], "cwd": "/", "noNewPrivileges": true,
+   "capabilities": {"bounding": [], "effective": [], "inheritable": [], "permitted": [], "ambient": []}},
+ "root": {"path": "rootfs", "readonly": true},
+ "hostname": "crun",
+ "mounts": [
+   {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro", "nosuid", "nodev"]},
+   {"destination": "/proc", "type": "proc", "source": "proc"},
+   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755", "size=64k"]}],
+ "linux": {
+   "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+   "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+   "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"},
+                  {"type": "mount"}, {"type": "user"}, {"type": "cgroup"}]}}
+EOF
+}
+if command -v crun >/dev/null; then
+  crun_bundle
+  CRUN=(crun --root "$T/crun-state" run --bundle "$T/bundle" sbxbench-crun-{i})
+  CTRL=/sys/fs/cgroup/unified/cgroup.controllers
+  if grep -q . "$CTRL" 2>/dev/null && [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ]; then
+    # cgroup v1 hybrid host with controllers on the v2 mount: crun 1.8 refuses ("drop all
+    # controllers from cgroupv2"); hide them in a private mount namespace.
+    : >"$T/empty"
+    note "crun runs in a private mount namespace (\`unshare -m\`) with an empty file bind-mounted over $CTRL (it lists \`$(tr '\n' ' ' <"$CTRL")\`): crun $(crun --version | awk 'NR==1{print $3}') refuses hybrid hosts whose v2 mount has controllers."
+    unshare -m --propagation private bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' _ \
+      "$T/empty" "$CTRL" "$LAT" spawn spawn.crun "$N" "${CRUN[@]}" | tee -a "$RES" >&2
+  else
+    run_lat spawn spawn.crun "$N" "${CRUN[@]}"
+  fi
+else
+  loud "crun is not installed (make deps)"
+fi
+
+# ---- sandboxd ----
+# The daemon caps sandboxes by default (memory / 256 MiB); raise the cap so that the burst and
+# the idle test meet the node's real limits, and say so.
+CAP_ARGS=()
+if [ -x "$B/sandboxd" ] && "$B/sandboxd" --help 2>&1 | grep -q -- --max-sandboxes; then
+  CAP_ARGS=(--max-sandboxes $((IDLE > BURST ? IDLE + 16 : BURST + 16)))
+  note "the daemon runs with \`${CAP_ARGS[*]}\` (its default cap is host memory / 256 MiB) and its default \`--max-starting\` (2 × CPUs); extra flags: \`${SBX_BENCH_DAEMON_ARGS:-none}\`."
+fi
+
+DAEMON_OK=0
+if [ ! -x "$B/sandboxd" ] || [ ! -x "$B/sbx-shim" ]; then
+  loud "sandboxd sections: $B/sandboxd or $B/sbx-shim is missing (run make)"
+elif [ ! -f policy/seccomp.json ]; then
+  loud "sandboxd sections: policy/seccomp.json is missing (the seccomp branch has not landed)"
+elif ! start_daemon "${CAP_ARGS[@]}"; then
+  loud "sandboxd sections: $B/sandboxd did not become healthy: $(tail -n 3 "$T/daemon.log" | tr '\n' ' ')" \
+    "the table below has the peers only"
+else
+  DAEMON_OK=1
+fi
+
+if [ "$DAEMON_OK" = 1 ]; then
+  SOCK=$T/sock
+  log "sandboxd (pid $DPID): create -> exec true -> delete"
+  run_lat cycle api.cycle "$N" "$SOCK" '{}' || note "api.cycle failed (see stderr)"
+  if [ -x "$B/sbx" ]; then
+    SBX_HOST=unix:$SOCK run_lat spawn spawn.sbx_run "$N" "$B/sbx" run -- true ||
+      note "\`sbx run -- true\` failed (see stderr)"
+  fi
+  log "sandboxd: exec round trip"
+  run_lat exec api.exec "$NFAST" "$SOCK" || note "api.exec failed (see stderr)"
+  log "sandboxd: $BURST creates at once"
+  run_lat burst api.burst "$BURST_ROUNDS" "$BURST" "$SOCK" '{}' || note "api.burst failed (see stderr)"
+  log "sandboxd: network open vs none"
+  run_lat cycle api.cycle_net_open "$N" "$SOCK" '{"network":"open"}' ||
+    note "creates with network \`open\` failed (the net branch may not have landed)"
+  log "sandboxd: $IDLE idle sandboxes"
+  run_lat idle api.idle "$IDLE" "$SOCK" "$DPID" "$(realpath "$B/sbx-shim")" "$CGPARENT" \
+    "${SBX_BENCH_IDLE_BODY:-{\}}" ||
+    note "api.idle failed (see stderr)"
+  # GRPO hook: bench/grpo.sh BUILD SOCK prints JSON lines named grpo.concurrent (128 episodes
+  # in flight) and grpo.sequential (one at a time), in lat's format. Owned by the GRPO engineer.
+  if [ -x bench/grpo.sh ]; then
+    log "sandboxd: GRPO step"
+    bench/grpo.sh "$B" "$SOCK" | tee -a "$RES" >&2 || note "bench/grpo.sh failed"
+  else
+    note "GRPO step (128 episodes in flight vs one at a time): not measured; bench/grpo.sh is not there yet."
+  fi
+  if [ -n "${SBX_BENCH_POOL_ARGS:-}" ]; then
+    log "sandboxd with a warm pool ($SBX_BENCH_POOL_ARGS)"
+    stop_daemon
+    if start_daemon "${CAP_ARGS[@]}" $SBX_BENCH_POOL_ARGS; then
+      sleep 2 # let the pool fill
+      run_lat cycle api.cycle_pool "$N" "$T/sock" '{}' || note "api.cycle_pool failed"
+      run_lat cycle api.cycle_pool_net_open "$N" "$T/sock" '{"network":"open"}' ||
+        note "api.cycle_pool_net_open failed"
+    else
+      note "the daemon did not start with $SBX_BENCH_POOL_ARGS"
+    fi
+  else
+    note "no warm-pool rows: set SBX_BENCH_POOL_ARGS to the daemon's pool flags to measure them."
+  fi
+  stop_daemon
+fi
+
+# ---- report ----
+source "$ROOT/bench/report.sh"
+mkdir -p "$OUTDIR"
+report_md >"$OUTDIR/latest.md"
+report_json >"$OUTDIR/latest.json"
+cat "$OUTDIR/latest.md"
+log "wrote $OUTDIR/latest.md and latest.json"
