@@ -123,6 +123,7 @@ int main(int argc, char **argv) {
     static sd_daemon d;
     sbx_error err = {0};
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN); /* a closed terminal must not stop the fleet */
     if (sd_config_load(argc, argv, &d.cfg, &err) < 0) {
         fprintf(stderr, "sandboxd: %s\n", err.message);
         return 2;
