@@ -95,7 +95,7 @@ static int setup(sd_daemon *d, sbx_error *err) {
     if (!d->cfg.shim_path)
         d->cfg.shim_path = find_shim();
     if (!d->cfg.shim_path || access(d->cfg.shim_path, X_OK) < 0)
-        return error_set_errno(err, -errno, "sbx-shim not found at %s (use --shim PATH)",
+        return error_set_errno(err, negative_errno(), "sbx-shim not found at %s (use --shim PATH)",
                                d->cfg.shim_path ? d->cfg.shim_path : "(unknown)");
     if ((r = mkdir_p(d->cfg.run_dir, 0711)) < 0)
         return error_set_errno(err, r, "mkdir %s", d->cfg.run_dir);
