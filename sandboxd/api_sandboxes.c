@@ -6,6 +6,7 @@
 #include "common/timeutil.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #define RETRY_AFTER_S 5
 
@@ -69,6 +70,11 @@ void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *
     }
 }
 
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static bool lease_exists(sd_daemon *d, const char *id) {
     for (sd_lease *l = d->leases; l; l = l->next)
         if (strcmp(l->id, id) == 0)
@@ -111,6 +117,9 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     } else if (sd_net_daemon_check(d, &c, &egress, &err) < 0) {
         sd_metrics_create(d, "error", 0);
         sd_reply_sbx_error(req, &err);
+    } else if (strcmp(c.image, "host") != 0 && !is_dir(c.image)) {
+        sd_reply_error(req, 400, "invalid_argument", "image: %s is not a directory on this node",
+                       c.image);
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
     } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes) {
@@ -127,6 +136,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
             sb->idem_key = key ? strdup(key) : NULL;
             sb->egress = TAKE_PTR(egress);
             add_waiter(sb, req);
+            sd_state_save(sb); /* a restart while it starts must not lose it */
             log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
                      (unsigned long long)sb->spec.memory);
             if (d->n_starting < d->cfg.max_starting)

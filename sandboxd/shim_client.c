@@ -56,6 +56,12 @@ static void handle_message(sd_shim *s, json_t *msg) {
     }
 }
 
+static void close_cb(uv_handle_t *h) {
+    sd_shim *s = h->data;
+    safe_close(s->fd);
+    free(s);
+}
+
 static void poll_cb(uv_poll_t *h, int status, int events) {
     sd_shim *s = h->data;
     s->in_dispatch = true;
@@ -81,7 +87,7 @@ static void poll_cb(uv_poll_t *h, int status, int events) {
         shim_lost(s);
     s->in_dispatch = false;
     if (s->closing)
-        sd_shim_close(s);
+        uv_close((uv_handle_t *)&s->poll, close_cb);
 }
 
 int sd_shim_connect(uv_loop_t *loop, const char *sock_path, const sd_shim_ops *ops, void *ud,
@@ -146,25 +152,18 @@ void sd_shim_cancel(sd_shim *s, void *ud) {
             p->cb = NULL;
 }
 
-static void close_cb(uv_handle_t *h) {
-    sd_shim *s = h->data;
-    safe_close(s->fd);
-    free(s);
-}
-
 void sd_shim_close(sd_shim *s) {
-    if (!s)
+    if (!s || s->closing)
         return;
     s->closing = true;
-    if (s->in_dispatch)
-        return; /* finished by poll_cb */
-    while (s->pending) {
+    while (s->pending) { /* answered now: owners may go away right after */
         pending *p = s->pending;
         s->pending = p->next;
         if (p->cb)
             p->cb(p->ud, NULL);
         free(p);
     }
-    if (!uv_is_closing((uv_handle_t *)&s->poll))
+    uv_poll_stop(&s->poll);
+    if (!s->in_dispatch)
         uv_close((uv_handle_t *)&s->poll, close_cb);
 }
