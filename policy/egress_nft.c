@@ -238,6 +238,17 @@ static json_t *last_set(const char *table, const char *name, int v, const policy
     return obj("add", "set", s);
 }
 
+/* The denied counter: a set keyed by nfproto ("ipv4", "ipv6") whose elements carry counters.
+ * Unlike a named counter object it can be listed without libnftables fetching every rule of
+ * the table (listing a counter object costs O(sandboxes); a set, O(1)). */
+static json_t *counter_set(const char *table, const char *name) {
+    json_t *s = chain_body(table, name);
+    json_object_set_new(s, "type", json_string("nf_proto"));
+    json_object_set_new(s, "size", json_integer(2));
+    json_object_set_new(s, "stmt", json_pack("[{s:n}]", "counter"));
+    return obj("add", "set", s);
+}
+
 /* The deny chain: remember the destination (its own rule: a full set must not skip the
  * reject), count, then reject so that the connection fails at once. */
 static void add_deny(json_t *cmds, const char *table, const char *chain,
@@ -248,7 +259,7 @@ static void add_deny(json_t *cmds, const char *table, const char *chain,
     policy_egress_nft_last_set_name(s, 4, l4, sizeof(l4));
     policy_egress_nft_last_set_name(s, 6, l6, sizeof(l6));
     json_array_append_new(cmds, obj("add", "chain", chain_body(table, deny)));
-    json_array_append_new(cmds, obj("add", "counter", chain_body(table, cnt)));
+    json_array_append_new(cmds, counter_set(table, cnt));
     json_array_append_new(cmds, last_set(table, l4, 4, h));
     json_array_append_new(cmds, last_set(table, l6, 6, h));
     for (int v = 4; v <= 6; v += 2) {
@@ -260,7 +271,11 @@ static void add_deny(json_t *cmds, const char *table, const char *chain,
                                          json_pack("[{s:{s:s,s:o,s:s}}]", "set", "op", "update",
                                                    "elem", key, "set", ref)));
     }
-    json_array_append_new(cmds, rule(table, deny, json_pack("[{s:s}]", "counter", cnt)));
+    char cref[70];
+    snprintf(cref, sizeof(cref), "@%s", cnt);
+    json_array_append_new(cmds, rule(table, deny,
+                                     json_pack("[{s:{s:s,s:o,s:s}}]", "set", "op", "update", "elem",
+                                               meta("nfproto"), "set", cref)));
     json_array_append_new(
         cmds, rule(table, deny,
                    json_pack("[o,{s:{s:s}}]", match("==", meta("l4proto"), json_string("tcp")),
@@ -378,7 +393,7 @@ json_t *policy_egress_nft_sandbox_del(const policy_egress_host *h, const policy_
     }
     json_array_append_new(cmds, obj("delete", "set", chain_body(h->table, l4)));
     json_array_append_new(cmds, obj("delete", "set", chain_body(h->table, l6)));
-    json_array_append_new(cmds, obj("delete", "counter", chain_body(h->table, cnt)));
+    json_array_append_new(cmds, obj("delete", "set", chain_body(h->table, cnt)));
     return doc(cmds);
 }
 

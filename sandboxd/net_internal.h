@@ -67,8 +67,8 @@ void sd_net_nft_free(struct nft_ctx *ctx);
 int sd_net_nft_apply(struct nft_ctx *ctx, json_t *doc, sbx_error *err);
 /* Run a listing command ("list counter inet t c") and parse its JSON output. */
 int sd_net_nft_list(struct nft_ctx *ctx, const char *cmd, json_t **ret, sbx_error *err);
-/* Whether chain `chain` exists in table inet `table`. */
-bool sd_net_nft_exists(struct nft_ctx *ctx, const char *table, const char *chain);
+/* Whether a sandbox's objects exist in table inet `table` (cheap: lists one small set). */
+bool sd_net_nft_exists(struct nft_ctx *ctx, const char *table, const policy_egress_sandbox *ps);
 /* Add the counter and "last denied" elements of one table's copy of a sandbox's objects. */
 int sd_net_nft_read_denied(struct nft_ctx *ctx, const char *table, const policy_egress_sandbox *ps,
                            uint64_t *count, json_t *last);

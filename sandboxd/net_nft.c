@@ -53,21 +53,24 @@ int sd_net_nft_list(struct nft_ctx *ctx, const char *cmd, json_t **ret, sbx_erro
     return 0;
 }
 
+/* The denied counter is a set of {nfproto} elements with counters (policy/egress_nft.c). */
 static int read_counter(struct nft_ctx *ctx, const char *table, const char *name, uint64_t *count) {
     char cmd[160];
     json_t *j = NULL;
-    snprintf(cmd, sizeof(cmd), "list counter inet %s %s", table, name);
+    snprintf(cmd, sizeof(cmd), "list set inet %s %s", table, name);
     int r = sd_net_nft_list(ctx, cmd, &j, NULL);
     if (r < 0)
         return r;
-    json_t *items = json_object_get(j, "nftables"), *it;
-    size_t i;
+    json_t *items = json_object_get(j, "nftables"), *it, *el;
+    size_t i, k;
     r = -ENOENT;
     json_array_foreach(items, i, it) {
-        json_t *c = json_object_get(it, "counter");
-        if (c) {
-            *count += (uint64_t)json_integer_value(json_object_get(c, "packets"));
+        json_t *set = json_object_get(it, "set");
+        if (set)
             r = 0;
+        json_array_foreach(json_object_get(set, "elem"), k, el) {
+            json_t *c = json_object_get(json_object_get(el, "elem"), "counter");
+            *count += (uint64_t)json_integer_value(json_object_get(c, "packets"));
         }
     }
     json_decref(j);
@@ -123,12 +126,9 @@ int sd_net_nft_read_denied(struct nft_ctx *ctx, const char *table, const policy_
     return r;
 }
 
-bool sd_net_nft_exists(struct nft_ctx *ctx, const char *table, const char *chain) {
-    char cmd[160];
-    json_t *j = NULL;
-    snprintf(cmd, sizeof(cmd), "list chain inet %s %s", table, chain);
-    if (sd_net_nft_list(ctx, cmd, &j, NULL) < 0)
-        return false;
-    json_decref(j);
-    return true;
+bool sd_net_nft_exists(struct nft_ctx *ctx, const char *table, const policy_egress_sandbox *ps) {
+    char name[64];
+    uint64_t count = 0;
+    policy_egress_nft_counter_name(ps, name, sizeof(name));
+    return read_counter(ctx, table, name, &count) == 0;
 }

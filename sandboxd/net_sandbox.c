@@ -109,7 +109,7 @@ int sd_net_sandbox_teardown(sd_net *n, sd_net_sandbox *s) {
     policy_egress_sandbox ps;
     sd_net_sandbox_facts(s, &ps);
     int r = 0;
-    if (sd_net_nft_exists(n->nft, n->table, s->ifname)) {
+    if (sd_net_nft_exists(n->nft, n->table, &ps)) {
         json_t *doc = policy_egress_nft_sandbox_del(&n->host, &ps);
         r = sd_net_nft_apply(n->nft, doc, NULL);
         json_decref(doc);
