@@ -256,12 +256,14 @@ TEST_T(net_many_live_sandboxes, 120) {
         s[i] = setup(id, pids[i], "\"open\"");
         setup_us += now_mono_us() - t0;
         uint64_t d = 0, t1 = now_mono_us();
-        CHECK_OK(sd_net_sandbox_denied(s[i], &d));
+        int reads = i == 0 || i == N - 1 ? 20 : 1;
+        for (int k = 0; k < reads; k++)
+            CHECK_OK(sd_net_sandbox_denied(s[i], &d));
         CHECK_EQ(d, 0);
         if (i == 0)
-            read_first = now_mono_us() - t1;
+            read_first = (now_mono_us() - t1) / 20;
         if (i == N - 1)
-            read_last = now_mono_us() - t1;
+            read_last = (now_mono_us() - t1) / 20;
     }
     char *n = shell("ip -o link show type veth | grep -c ' sbx'");
     CHECK_EQ(atoi(n), N);
