@@ -288,3 +288,48 @@ TEST_T(net_many_live_sandboxes, 120) {
            (now_mono_us() - t0) / 1e3 / N);
     expect_clean();
 }
+
+/* Restart with another pool: the veth's old address is outside it, so the sandbox is plumbed
+ * again; a pid in the daemon's own netns is refused; bad configs are refused by name. */
+TEST_T(net_restore_new_pool_and_bad_input, 60) {
+    world_up(NULL);
+    pid_t p = sandbox_proc();
+    sd_net_sandbox *s = setup("sb-repool", p, "\"open\"");
+    sd_net_sandbox_free(s);
+    sd_net_free(net);
+    net = NULL;
+    sbx_error err = {0};
+    sd_net_config cfg = {.pool4 = "10.201.0.0/16", .pool6 = ""};
+    CHECK_MSG(sd_net_init(&net, &cfg, &err) == 0, "%s", err.message);
+    policy_egress *pol = NULL;
+    json_t *open = json_string("open");
+    CHECK_OK(policy_egress_parse(open, &pol, &err));
+    json_decref(open);
+    sd_net_restore_entry e = {"sb-repool", p, pol};
+    sd_net_sandbox *back = NULL;
+    CHECK_MSG(sd_net_restore(net, &e, 1, &back, &err) == 0, "%s", err.message);
+    json_t *info = sd_net_sandbox_to_json(back);
+    CHECK_STREQ(jstr(info, "ipv4"), "10.201.0.2");
+    CHECK(!json_object_get(info, "ipv6"));
+    json_decref(info);
+    expect_ok(p, "203.0.113.10", 80);
+    expect_denied(p, "169.254.169.254", 80);
+    /* our own netns is never plumbed */
+    sd_net_sandbox *self = NULL;
+    CHECK(sd_net_sandbox_setup(net, "sb-self", getpid(), pol, &self, &err) == -EINVAL);
+    CHECK_MSG(strstr(err.message, "shares the daemon's network namespace"), "%s", err.message);
+    CHECK_OK(sd_net_sandbox_teardown(net, back));
+    sd_net_sandbox_free(back);
+    policy_egress_free(pol);
+    expect_clean();
+    const sd_net_config bad[] = {
+        {.pool4 = "10.0.0.0/30"}, {.pool4 = "fd00::/64"},
+        {.pool6 = "fd00::/64"},   {.ifprefix = "toolong"},
+        {.table = "Bad-Name"},    {.dns = (const char *const[]){"x", NULL}}};
+    const char *names[] = {"pool4", "pool4", "pool6", "prefix", "table", "dns[0]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        sd_net *n2 = NULL;
+        CHECK(sd_net_init(&n2, &bad[i], &err) == -EINVAL);
+        CHECK_MSG(strstr(err.message, names[i]), "%s lacks %s", err.message, names[i]);
+    }
+}
