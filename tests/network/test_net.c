@@ -333,3 +333,20 @@ TEST_T(net_restore_new_pool_and_bad_input, 60) {
         CHECK_MSG(strstr(err.message, names[i]), "%s lacks %s", err.message, names[i]);
     }
 }
+
+/* Every descriptor sd_net keeps open is close-on-exec (libnftables' socket included). */
+TEST_T(net_descriptors_cloexec, 30) {
+    world_up(NULL);
+    pid_t p = sandbox_proc();
+    sd_net_sandbox *s = setup("sb-fds", p, "\"open\"");
+    json_decref(sd_net_sandbox_to_json(s));
+    char *o = shell("for f in /proc/$PPID/fdinfo/*; do fd=${f##*/}; [ $fd -gt 2 ] || continue; "
+                    "fl=$(awk '/^flags/{print $2}' $f); "
+                    "[ $(( 0$fl & 02000000 )) -eq 0 ] && echo \"fd $fd: $(readlink "
+                    "/proc/$PPID/fd/$fd)\"; done; true");
+    /* the popen shell's parent is this process; the runner's log/stdin fds are 0-2 */
+    CHECK_MSG(!strstr(o, "socket:"), "sockets without O_CLOEXEC:\n%s", o);
+    free(o);
+    CHECK_OK(sd_net_sandbox_teardown(net, s));
+    sd_net_sandbox_free(s);
+}
