@@ -22,7 +22,8 @@ enum {
     OPT_MAX_SB,
     OPT_MAX_START,
     OPT_LOG,
-    OPT_HELP
+    OPT_HELP,
+    OPT_VERSION
 };
 
 static const struct option options[] = {
@@ -39,6 +40,7 @@ static const struct option options[] = {
     {"max-starting", required_argument, NULL, OPT_MAX_START},
     {"log-level", required_argument, NULL, OPT_LOG},
     {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
     {0},
 };
 
@@ -187,6 +189,10 @@ int sd_config_load(int argc, char **argv, sd_config *c, sbx_error *err) {
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (opt == OPT_VERSION) {
+            printf("sandboxd %s\n", SBX_VERSION);
+            exit(0);
+        }
         if (opt == OPT_HELP) {
             fputs(usage, stdout);
             exit(0);

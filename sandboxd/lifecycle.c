@@ -62,7 +62,7 @@ static int spawn_shim(sd_daemon *d, char **args, int extra_fd, int release_slot,
                               .stdio = stdio};
     int r = uv_spawn(d->loop, &s->proc, &o);
     if (r < 0) {
-        free(s);
+        uv_close((uv_handle_t *)&s->proc, proc_closed); /* initialized even on failure */
         return r;
     }
     if (ret_pid)

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -87,13 +88,26 @@ static void on_signal(uv_signal_t *s, int signum) {
     uv_stop(d->loop);
 }
 
+/* Every sandbox holds a shim connection and every command three pipes: lift the soft limit. */
+static void raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 static int setup(sd_daemon *d, sbx_error *err) {
     int r;
+    raise_nofile();
     host_limits(d);
     if (!d->slots)
         return error_set(err, -ENOMEM, "out of memory");
     if (!d->cfg.shim_path)
         d->cfg.shim_path = find_shim();
+    if (!d->cfg.shim_path || access(d->cfg.shim_path, X_OK) < 0)
+        return error_set_errno(err, negative_errno(), "sbx-shim not found at %s (use --shim PATH)",
+                               d->cfg.shim_path ? d->cfg.shim_path : "(unknown)");
     if ((r = mkdir_p(d->cfg.run_dir, 0711)) < 0)
         return error_set_errno(err, r, "mkdir %s", d->cfg.run_dir);
     if ((r = mkdir_p(d->cfg.state_dir, 0700)) < 0)
@@ -123,6 +137,7 @@ int main(int argc, char **argv) {
     static sd_daemon d;
     sbx_error err = {0};
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN); /* a closed terminal must not stop the fleet */
     if (sd_config_load(argc, argv, &d.cfg, &err) < 0) {
         fprintf(stderr, "sandboxd: %s\n", err.message);
         return 2;

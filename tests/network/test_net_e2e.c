@@ -74,7 +74,7 @@ static void daemon_start(void) {
     CHECK_MSG(false, "sandboxd did not answer /healthz (log in %s/log)", dir);
 }
 
-static void daemon_stop(void) {
+static void daemon_stop(bool check) {
     if (!daemon_pid)
         return;
     kill(daemon_pid, SIGTERM);
@@ -83,6 +83,13 @@ static void daemon_stop(void) {
         if (children[i] == daemon_pid)
             children[i] = children[--n_children];
     daemon_pid = 0;
+    if (!check)
+        return;
+    char cmd[700]; /* a sanitizer build's daemon must not have reported anything */
+    snprintf(cmd, sizeof(cmd), "grep -c 'ERROR: AddressSanitizer\\|runtime error:' %s/log", dir);
+    char *n = shell(cmd);
+    CHECK_MSG(atoi(n) == 0, "sanitizer reports in the daemon's log %s/log", dir);
+    free(n);
 }
 
 /* Delete every sandbox, stop the daemon, let leftover shims clean up, remove the cgroups. */
@@ -103,7 +110,7 @@ static void e2e_cleanup(void) {
                  "break; sleep 0.1; done",
                  dir);
         free(shell(cmd));
-        daemon_stop();
+        daemon_stop(false);
     }
     char cmd[2048];
     snprintf(cmd, sizeof(cmd),
@@ -263,6 +270,7 @@ TEST_T(e2e_modes_through_the_daemon, 120) {
     free(open);
     free(allow);
     expect_clean();
+    daemon_stop(true);
 }
 
 TEST_T(e2e_rules_survive_restart, 120) {
@@ -273,7 +281,7 @@ TEST_T(e2e_rules_survive_restart, 120) {
     snprintf(ip, sizeof(ip), "%s", jstr(json_object_get(before, "network"), "ipv4"));
     json_decref(before);
     sbx_denied(id, "169.254.169.254", 80);
-    daemon_stop();
+    daemon_stop(true);
     daemon_start();
     json_t *after = inspect(id);
     CHECK_STREQ(jstr(after, "state"), "running");
@@ -291,6 +299,7 @@ TEST_T(e2e_rules_survive_restart, 120) {
              dir);
     free(shell(cmd));
     expect_clean();
+    daemon_stop(true);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -337,4 +346,5 @@ TEST_T(e2e_cycles_leave_nothing, 170) {
            t_none[n_none * 99 / 100] / 1e3, t_open[n / 2] / 1e3, t_open[n * 99 / 100] / 1e3);
     free(t_open);
     free(t_none);
+    daemon_stop(true);
 }
