@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -87,15 +88,25 @@ static void on_signal(uv_signal_t *s, int signum) {
     uv_stop(d->loop);
 }
 
+/* Every sandbox holds a shim connection and every command three pipes: lift the soft limit. */
+static void raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 static int setup(sd_daemon *d, sbx_error *err) {
     int r;
+    raise_nofile();
     host_limits(d);
     if (!d->slots)
         return error_set(err, -ENOMEM, "out of memory");
     if (!d->cfg.shim_path)
         d->cfg.shim_path = find_shim();
     if (!d->cfg.shim_path || access(d->cfg.shim_path, X_OK) < 0)
-        return error_set_errno(err, -errno, "sbx-shim not found at %s (use --shim PATH)",
+        return error_set_errno(err, negative_errno(), "sbx-shim not found at %s (use --shim PATH)",
                                d->cfg.shim_path ? d->cfg.shim_path : "(unknown)");
     if ((r = mkdir_p(d->cfg.run_dir, 0711)) < 0)
         return error_set_errno(err, r, "mkdir %s", d->cfg.run_dir);

@@ -213,6 +213,12 @@ test_files() {
   expect 204
   req GET "/v1/sandboxes/$id/files?path=/workspace/dir/f.txt"; expect 200
   cmp -s "$D/body" "$D/f.txt" || fail "round trip differs"
+  head -c 5000000 /dev/urandom >"$D/big"
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/big" -H 'Content-Type: application/octet-stream' \
+    --data-binary @"$D/big"
+  expect 204
+  req GET "/v1/sandboxes/$id/files?path=/workspace/big"; expect 200
+  cmp -s "$D/body" "$D/big" || fail "5 MB round trip differs"
   run_cmd "$id" '{"argv":["sh","-c","stat -c %u:%a /workspace/dir/f.txt; cat /workspace/dir/f.txt"]}'
   echo "$BODY" | jq -e '.stdout == "1000:755\nhello\nworld\n"' >/dev/null || fail "owner/mode in sandbox: $BODY"
   # a tar of a directory, both ways
@@ -316,7 +322,12 @@ test_queueing() {
 TEST_TIMEOUT_restart_readopts=60
 test_restart_readopts() {
   start_daemon
-  create '{"labels":{"keep":"yes"},"timeout":"10m"}'; local id=$ID
+  req POST /v1/leases -d '{"ttl":"5m"}'; expect 201
+  local lease; lease=$(echo "$BODY" | jq -r .id)
+  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' \
+    -d "{\"labels\":{\"keep\":\"yes\"},\"timeout\":\"10m\",\"lease\":\"$lease\"}"
+  expect 201
+  local id; id=$(echo "$BODY" | jq -r .id)
   run_cmd "$id" '{"argv":["sh","-c","echo state > /workspace/mark"]}'
   req GET "/v1/sandboxes/$id"; local before; before=$(echo "$BODY" | jq .cost_usd)
   local created; created=$(echo "$BODY" | jq -r .created_at)
@@ -329,6 +340,8 @@ test_restart_readopts() {
   expect 200 ".state == \"running\" and .created_at == \"$created\" and .cost_usd > $before and .labels.keep == \"yes\" and .usage.commands_run == 1"
   run_cmd "$id" '{"argv":["cat","/workspace/mark"]}'
   echo "$BODY" | jq -e '.stdout == "state\n"' >/dev/null || fail "sandbox lost its files: $BODY"
+  req POST "/v1/leases/$lease/renew"; expect 200 # leases survive too
+  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' -d '{}'; expect 201 ".id == \"$id\""
   req DELETE "/v1/sandboxes/$id"; expect 204
   req GET "/v1/sandboxes/$id"; expect 200 '.end.reason == "terminated" and .end.cost_usd > 0'
 }
