@@ -322,6 +322,10 @@ TEST_T(net_restore_new_pool_and_bad_input, 60) {
     sd_net_sandbox_free(back);
     policy_egress_free(pol);
     expect_clean();
+    CHECK_OK(sd_net_destroy_table(net, &err)); /* an orderly shutdown removes the table */
+    char *t = shell("nft list tables");
+    CHECK_MSG(!strstr(t, "sandboxd"), "%s", t);
+    free(t);
     const sd_net_config bad[] = {
         {.pool4 = "10.0.0.0/30"}, {.pool4 = "fd00::/64"},
         {.pool6 = "fd00::/64"},   {.ifprefix = "toolong"},

@@ -182,6 +182,30 @@ static json_t *inspect(const char *id) {
     return api_ok("GET", path, NULL, 200);
 }
 
+/* A TCP server on [::]:9000 started in the background inside sandbox id; waits until it
+ * answers from inside the sandbox itself (so a later refusal from elsewhere is the filter). */
+static void sbx_serve(const char *id, const char *own_ip) {
+    static const char server[] =
+        "import socket\n"
+        "s=socket.socket(socket.AF_INET6);s.setsockopt(socket.IPPROTO_IPV6,socket.IPV6_V6ONLY,0)\n"
+        "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(('::',9000));s.listen(8)\n"
+        "while True:\n"
+        " c,_=s.accept();c.sendall(b'hello from a sandbox\\n');c.close()\n";
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
+    json_decref(api_ok("POST", path,
+                       json_pack("{s:[s,s,s,s]}", "argv", "sh", "-c",
+                                 "python3 -c \"$0\" </dev/null >/dev/null 2>&1 &", server),
+                       200));
+    for (int i = 0; i < 100; i++) {
+        probe_result r = sbx_probe(id, own_ip, 9000);
+        if (strcmp(r.kind, "ok") == 0)
+            return;
+        usleep(50000);
+    }
+    CHECK_MSG(false, "the server in %s never answered on %s:9000", id, own_ip);
+}
+
 static bool has_last_denied(json_t *sb, const char *dst, int port) {
     json_t *last = json_object_get(json_object_get(sb, "network"), "last_denied"), *e;
     size_t i;
@@ -222,7 +246,9 @@ TEST_T(e2e_modes_through_the_daemon, 120) {
     sbx_denied(open, "198.51.100.1", 7780); /* the daemon's TCP API */
     sbx_denied(open, "10.200.0.1", 7780);
     sbx_denied(open, "10.9.9.9", 80);
-    sbx_denied(open, allow_ip, 22);
+    sbx_serve(allow, allow_ip);
+    sbx_denied(open, allow_ip, 9000);
+    sbx_denied(open, jstr(json_object_get(ai, "network"), "ipv6"), 9000);
     /* allow-list: only what it lists; the name resolves inside through /etc/hosts */
     sbx_ok(allow, "203.0.113.10", 80);
     sbx_ok(allow, "named.test", 8080);
