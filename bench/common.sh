@@ -26,7 +26,7 @@ stop_daemon() {
   [ -n "$DPID" ] || return 0
   if [ -S "$T/sock" ]; then
     for id in $(curl -s --max-time 10 --unix-socket "$T/sock" http://x/v1/sandboxes |
-      grep -o '"id":"sb-[^"]*"' | cut -d'"' -f4); do
+      grep -o '"id":"sb-[^"]*","state":"[rs][a-z]*"' | cut -d'"' -f4); do
       curl -s --max-time 10 --unix-socket "$T/sock" -X DELETE "http://x/v1/sandboxes/$id" >/dev/null || true
     done
   fi
