@@ -75,11 +75,11 @@ static uv_pipe_t *open_pipe(sd_exec *e, int fd) {
         return NULL;
     uv_pipe_init(e->sb->d->loop, p, 0);
     p->data = e;
+    e->open_handles++;
     if (uv_pipe_open(p, fd) < 0) {
-        free(p);
+        close_pipe(&p); /* the caller still owns fd */
         return NULL;
     }
-    e->open_handles++;
     return p;
 }
 

@@ -1,6 +1,7 @@
 /* Sandbox endpoints: create (admission, queueing, Idempotency-Key), list, get, delete, timeout;
  * plus healthz, info and metrics. */
 #include "sandboxd/http.h"
+#include "sandboxd/net_daemon.h"
 
 #include "common/timeutil.h"
 
@@ -100,6 +101,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     if (!body)
         return;
     policy_create c = {0};
+    policy_egress *egress = NULL;
     sbx_error err = {0};
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     json_decref(body);
@@ -112,9 +114,9 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
     } else if (key && idempotent_replay(d, req, key)) {
-    } else if (c.net_mode != POLICY_NET_NONE) {
-        sd_reply_error(req, 400, "invalid_argument",
-                       "network: only \"none\" is available on this node");
+    } else if (sd_net_daemon_check(d, &c, &egress, &err) < 0) {
+        sd_metrics_create(d, "error", 0);
+        sd_reply_sbx_error(req, &err);
     } else if (strcmp(c.image, "host") != 0 && !is_dir(c.image)) {
         sd_reply_error(req, 400, "invalid_argument", "image: %s is not a directory on this node",
                        c.image);
@@ -132,6 +134,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
             sd_reply_error(req, 503, "node_full", "%s", err.message);
         } else {
             sb->idem_key = key ? strdup(key) : NULL;
+            sb->egress = TAKE_PTR(egress);
             add_waiter(sb, req);
             sd_state_save(sb); /* a restart while it starts must not lose it */
             log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
@@ -142,6 +145,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
                 sb->queued = true;
         }
     }
+    policy_egress_free(egress);
     policy_create_done(&c);
 }
 

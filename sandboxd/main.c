@@ -7,6 +7,7 @@
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
 #include "sandboxd/http.h"
+#include "sandboxd/net_daemon.h"
 #include "sandboxd/shim_client.h"
 
 #include <libgen.h>
@@ -93,6 +94,9 @@ static int setup(sd_daemon *d, sbx_error *err) {
         return error_set(err, -ENOMEM, "out of memory");
     if (!d->cfg.shim_path)
         d->cfg.shim_path = find_shim();
+    if (!d->cfg.shim_path || access(d->cfg.shim_path, X_OK) < 0)
+        return error_set_errno(err, -errno, "sbx-shim not found at %s (use --shim PATH)",
+                               d->cfg.shim_path ? d->cfg.shim_path : "(unknown)");
     if ((r = mkdir_p(d->cfg.run_dir, 0711)) < 0)
         return error_set_errno(err, r, "mkdir %s", d->cfg.run_dir);
     if ((r = mkdir_p(d->cfg.state_dir, 0700)) < 0)
@@ -104,7 +108,9 @@ static int setup(sd_daemon *d, sbx_error *err) {
         return r;
     if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
         return r;
+    sd_net_daemon_init(d);
     sd_state_restore(d);
+    sd_net_daemon_restore(d);
     if ((r = sd_http_start(d, ufd, tfd, err)) < 0)
         return r;
     sd_timers_start(d);
@@ -120,6 +126,7 @@ int main(int argc, char **argv) {
     static sd_daemon d;
     sbx_error err = {0};
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN); /* a closed terminal must not stop the fleet */
     if (sd_config_load(argc, argv, &d.cfg, &err) < 0) {
         fprintf(stderr, "sandboxd: %s\n", err.message);
         return 2;
