@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/common.sh: what bench/run.sh and bench/profile.sh share: the temp dir, the timing helper
 # (bench/lat.c), starting and stopping a daemon on a temp socket, and the cleanup of everything
 # a run created (sandboxes, daemon, this run's shims, cgroups, mounts, files). Sourced; expects
@@ -56,6 +57,7 @@ trap 'exit 130' INT TERM
 
 # ---- the timing helper ----
 LAT=$T/lat
+# shellcheck disable=SC2046 # pkg-config output is meant to split
 cc -std=c17 -O2 -Wall -Wextra -Werror -o "$LAT" bench/lat.c $(pkg-config --cflags --libs libcurl jansson)
 run_lat() { "$LAT" "$@" | tee -a "$RES" >&2; }
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/report.sh: turns bench/run.sh's JSON lines ($RES) and notes ($NOTES) into the Markdown
 # report (report_md) and the JSON file (report_json). Sourced by run.sh; ratios with awk.
 
@@ -44,7 +45,7 @@ goal() {
 }
 
 goals() {
-  local bw cold pool exec true burst idle net
+  local bw cold pool exec burst idle net
   bw=$(jget spawn.bwrap p50_ms)
   cold=$(ratio "$(jget api.cycle p50_ms)" "$bw")
   pool=$(ratio "$(jget api.cycle_pool p50_ms)" "$bw")

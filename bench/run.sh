@@ -57,7 +57,7 @@ EOF
 }
 if command -v crun >/dev/null; then
   crun_bundle
-  CRUN=(crun --root "$T/crun-state" run --bundle "$T/bundle" sbxbench-crun-{i})
+  CRUN=(crun --root "$T/crun-state" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
   CTRL=/sys/fs/cgroup/unified/cgroup.controllers
   if grep -q . "$CTRL" 2>/dev/null && [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ]; then
     # cgroup v1 hybrid host with controllers on the v2 mount: crun 1.8 refuses ("drop all
