@@ -46,6 +46,7 @@ test_spawn_times_each_run() {
 
 test_report_ratios_and_goals() {
   RES=$(mktemp) NOTES=$(mktemp)
+  # shellcheck disable=SC2034 # read by report.sh
   N=1 NFAST=1 BURST=128 BURST_ROUNDS=1 IDLE=1000
   cat >"$RES" <<'J'
 {"name":"spawn.true","n":5,"p50_ms":1.000,"p99_ms":2.000}
