@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/common.sh: what bench/run.sh and bench/profile.sh share: the temp dir, the timing helper
 # (bench/lat.c), starting and stopping a daemon on a temp socket, and the cleanup of everything
 # a run created (sandboxes, daemon, this run's shims, cgroups, mounts, files). Sourced; expects
@@ -26,7 +27,7 @@ stop_daemon() {
   [ -n "$DPID" ] || return 0
   if [ -S "$T/sock" ]; then
     for id in $(curl -s --max-time 10 --unix-socket "$T/sock" http://x/v1/sandboxes |
-      grep -o '"id":"sb-[^"]*"' | cut -d'"' -f4); do
+      grep -o '"id":"sb-[^"]*","state":"[rs][a-z]*"' | cut -d'"' -f4); do
       curl -s --max-time 10 --unix-socket "$T/sock" -X DELETE "http://x/v1/sandboxes/$id" >/dev/null || true
     done
   fi
@@ -56,6 +57,7 @@ trap 'exit 130' INT TERM
 
 # ---- the timing helper ----
 LAT=$T/lat
+# shellcheck disable=SC2046 # pkg-config output is meant to split
 cc -std=c17 -O2 -Wall -Wextra -Werror -o "$LAT" bench/lat.c $(pkg-config --cflags --libs libcurl jansson)
 run_lat() { "$LAT" "$@" | tee -a "$RES" >&2; }
 

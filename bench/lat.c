@@ -1,6 +1,7 @@
 /* bench/lat.c: the timing helper behind bench/run.sh. Measures with clock_gettime(MONOTONIC)
  * and prints one JSON object per measurement ({"name","n","p50_ms","p99_ms",...}) on stdout.
  *
+ *   lat stats   NAME                       the same statistics of numbers (ms) read from stdin
  *   lat spawn   NAME N ARGV...             fork + exec + wait of ARGV, N times ("{i}" in an
  *                                          argument becomes "<pid>-<iteration>")
  *   lat cycle   NAME N SOCK BODY           POST /v1/sandboxes BODY, POST exec of `true`, DELETE
@@ -112,6 +113,26 @@ static int cmd_spawn(const char *name, int n, char **argv) {
         s[i] = now_ms() - t0;
     }
     report(name, s, (size_t)n);
+    free(s);
+    return 0;
+}
+
+/* Statistics of samples (ms) read from stdin, one per line: for tests and other timers. */
+static int cmd_stats(const char *name) {
+    size_t n = 0, cap = 64;
+    double v, *s = malloc(cap * sizeof(*s));
+    while (s && scanf("%lf", &v) == 1) {
+        if (n == cap) {
+            double *t = realloc(s, (cap *= 2) * sizeof(*s));
+            if (!t)
+                break;
+            s = t;
+        }
+        s[n++] = v;
+    }
+    if (!s)
+        return 1;
+    report(name, s, n);
     free(s);
     return 0;
 }
@@ -568,12 +589,16 @@ static int cmd_idle(const char *name, int k, const char *sock, pid_t daemon, con
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: lat spawn NAME N ARGV... | cycle NAME N SOCK BODY | exec NAME N SOCK"
-                    " | burst NAME ROUNDS K SOCK BODY | idle NAME K SOCK PID SHIM CGPARENT BODY\n");
+    fprintf(
+        stderr,
+        "usage: lat stats NAME | spawn NAME N ARGV... | cycle NAME N SOCK BODY | exec NAME N SOCK"
+        " | burst NAME ROUNDS K SOCK BODY | idle NAME K SOCK PID SHIM CGPARENT BODY\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "stats") == 0)
+        return cmd_stats(argv[2]);
     if (argc < 4)
         return usage();
     const char *cmd = argv[1], *name = argv[2];

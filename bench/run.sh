@@ -57,7 +57,7 @@ EOF
 }
 if command -v crun >/dev/null; then
   crun_bundle
-  CRUN=(crun --root "$T/crun-state" run --bundle "$T/bundle" sbxbench-crun-{i})
+  CRUN=(crun --root "$T/crun-state" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
   CTRL=/sys/fs/cgroup/unified/cgroup.controllers
   if grep -q . "$CTRL" 2>/dev/null && [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ]; then
     # cgroup v1 hybrid host with controllers on the v2 mount: crun 1.8 refuses ("drop all
@@ -106,9 +106,6 @@ if [ "$DAEMON_OK" = 1 ]; then
   run_lat exec api.exec "$NFAST" "$SOCK" || note "api.exec failed (see stderr)"
   log "sandboxd: $BURST creates at once"
   run_lat burst api.burst "$BURST_ROUNDS" "$BURST" "$SOCK" '{}' || note "api.burst failed (see stderr)"
-  log "sandboxd: network open vs none"
-  run_lat cycle api.cycle_net_open "$N" "$SOCK" '{"network":"open"}' ||
-    note "creates with network \`open\` failed (the net branch may not have landed)"
   log "sandboxd: $IDLE idle sandboxes"
   run_lat idle api.idle "$IDLE" "$SOCK" "$DPID" "$(realpath "$B/sbx-shim")" "$CGPARENT" \
     "${SBX_BENCH_IDLE_BODY:-{\}}" ||
@@ -136,6 +133,23 @@ if [ "$DAEMON_OK" = 1 ]; then
     note "no warm-pool rows: set SBX_BENCH_POOL_ARGS to the daemon's pool flags to measure them."
   fi
   stop_daemon
+
+  # Networking: a second daemon with networking on ({"network":{"enabled":true}}), inside a
+  # private network namespace (only lo; no uplink, so nothing can leave the machine), where
+  # its nftables table, veths and NAT live. Both modes are measured against that daemon.
+  log "sandboxd: network open vs none (daemon in a private network namespace)"
+  echo '{"network":{"enabled":true}}' >"$T/net.json"
+  DAEMON_WRAP=(unshare -n -- bash -c 'ip link set lo up && exec "$@"' _)
+  if start_daemon "${CAP_ARGS[@]}" --config "$T/net.json"; then
+    run_lat cycle api.netns_none "$N" "$SOCK" '{}' || note "creates with network none failed"
+    run_lat cycle api.cycle_net_open "$N" "$SOCK" '{"network":"open"}' ||
+      note "creates with network \`open\` failed (see stderr)"
+    stop_daemon
+    note "network rows: a second daemon with \`{\"network\":{\"enabled\":true}}\`, run in a private network namespace (\`unshare -n\`, only lo); \`open\` is compared with \`none\` on that same daemon."
+  else
+    note "network rows skipped: the daemon did not start with networking on: $(tail -n 2 "$T/daemon.log" | tr '\n' ' ')"
+  fi
+  unset DAEMON_WRAP
 fi
 
 # ---- report ----
