@@ -54,11 +54,13 @@ static void daemon_stop_one(int k) {
     daemons[k].pid = 0;
     static const char *ctl[] = {"cpu",   "cpuacct", "cpuset",  "memory",  "devices", "freezer",
                                 "blkio", "pids",    "systemd", "unified", ""};
+    /* the shims tear their sandboxes' cgroups down after answering: give them a moment */
     for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
         char p[256];
         snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", ctl[i], ctl[i][0] ? "/" : "",
                  daemons[k].cg);
-        rmdir(p);
+        for (int tries = 0; tries < 100 && rmdir(p) < 0 && errno != ENOENT; tries++)
+            usleep(50000);
     }
 }
 
