@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -86,6 +87,7 @@ static const char *daemon_start_k(int k, unsigned max_sandboxes) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* even when the test crashes, the daemon goes */
         FILE *f = freopen(log, "w", stderr);
         (void)f;
         dup2(2, 1);
