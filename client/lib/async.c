@@ -145,7 +145,7 @@ static sbx_code submit(op *o, const char *method, const char *path, const char *
     const char *hdrs[] = {ctype ? ct : "Content-Type:", ac, o->idem, NULL};
     sbxi_http_opts opts = {
         .unix_path = c->eps[ep].unix_path,
-        .bearer_token = c->token,
+        .bearer_token = c->eps[ep].unix_path ? NULL : c->token, /* TCP only */
         .connect_timeout_ms = 10000,
     };
     if (o->streaming && cb == on_done) {
