@@ -189,10 +189,8 @@ static void create_next(op *o) {
         if (c->n_eps > 1 && e.code == SBX_E_UNAVAILABLE)
             sbxi_err_set(&e, e.code, o->last.http_status, o->last.api_code,
                          "every endpoint is full or unreachable (last: %.400s)", o->last.message);
-        {
-            op_fail(o, &e);
-            return;
-        }
+        op_fail(o, &e);
+        return;
     }
     o->ep = o->order[o->k++];
     if (c->eps[o->ep].free_slots > 0)
@@ -216,10 +214,8 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
             return;
         }
         o->cb.create(o->ud, sb, NULL);
-        {
-            op_free(o);
-            return;
-        }
+        op_free(o);
+        return;
     }
     if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT) {
         op_fail(o, e);
