@@ -312,10 +312,8 @@ static void on_done(void *ud, const sbxi_http_result *res) {
         if (is_tar != (o->kind == OP_GET_ARCHIVE)) {
             sbxi_err_set(&e, SBX_E_INVALID, 200, is_tar ? "is_a_directory" : "not_a_directory",
                          "the path is %s", is_tar ? "a directory" : "not a directory");
-            {
-                op_fail(o, &e);
-                return;
-            }
+            op_fail(o, &e);
+            return;
         }
         o->cb.data(o->ud, res->body, res->len, NULL);
         break;
