@@ -303,8 +303,8 @@ static void kill_old_shim(const char *dir) {
         size_t a0 = strlen(cmd);
         bool match = a0 + 1 < len && strcmp(cmd + a0 + 1, dir) == 0 && strstr(cmd, "sbx-shim");
         if (match && syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
-            struct pollfd p = {.fd = pfd, .events = POLLIN}; /* readable once it exited */
-            poll(&p, 1, 5000);
+            struct pollfd pp = {.fd = pfd, .events = POLLIN}; /* readable once it exited */
+            poll(&pp, 1, 5000);
         }
     }
     close(pfd);
