@@ -7,26 +7,43 @@
  * answers {"type":"error"} and ignores the message; it never crashes.
  *
  * Daemon -> shim requests carry "seq" (u64 chosen by the daemon); the reply echoes it.
- *   hello     {}                              -> hello {version, id, init_pid, state, oom_kills,
- *                                                       running:[xid...], started_ms}
+ *   hello     {}                              -> hello {version, id, init_pid, shim_pid, state,
+ *                                                       oom_kills, running:[xid...], started_ms}
  *   exec      {xid, argv:[..], env:[K=V..], cwd, timeout_ms, shell:bool}
  *             fds: [stdin_r, stdout_w, stderr_w] -> started {xid, pid}  or error
- *   kill      {xid, signal}                   -> ok
+ *             xid: a string (1..128 bytes) or an integer, unique among running commands.
+ *             argv: 1..4096 strings; with shell:true it runs as /bin/sh -c argv[0] argv[1..].
+ *             env: the spec's env, with the request's K=V added or overriding by key.
+ *             cwd: absolute, default /workspace. timeout_ms: 0 or absent = none; on expiry the
+ *             command's whole process tree is killed. pid: the command's pid in the sandbox.
+ *             A missing program or cwd is an error reply (errno ENOENT), not an exit.
+ *   kill      {xid, signal}                   -> ok  (signal 1..64, default SIGKILL; sent to the
+ *                                                command's whole process tree)
  *   stats     {}                              -> stats {cpu_usec, mem_bytes, mem_peak_bytes,
  *                                                       pids, oom_kills, disk_used_bytes}
  *   shutdown  {}                              -> ok, then the shim tears the sandbox down,
  *                                                removes its directory and exits
- * Shim -> daemon events (no seq):
- *   exit      {xid, exit_code, signal, reason, duration_ms}
+ * Shim -> daemon events (no seq), sent to every connected client:
+ *   exit      {xid, exit_code, signal, reason, duration_ms, message?}
  *             reason: "exited" | "signaled" | "command_timeout" | "oom_killed"
+ *             exit_code is 128+signal when signaled; duration_ms counts from the exec request.
  *   oom       {oom_kills}                     the cgroup's OOM kill counter went up
- *   dead      {reason, message}               the sandbox's init died; the shim exits after it
+ *   dead      {reason, message}               the sandbox's init died; the shim tears down and
+ *                                             exits 1 (reason "init_exited")
  * Errors: {type:"error", seq, errno (positive), message}. This is the sbx_error record.
+ * Malformed input (not JSON, wrong "v", no "type") gets errno EPROTO and seq null; an unknown
+ * type EOPNOTSUPP; bad fields EINVAL; exec without 3 fds EBADF; kill of an unknown xid ESRCH.
+ * A lost connection changes nothing: the shim keeps running, and SIGTERM to the shim is the
+ * same as shutdown.
  *
  * Start-up: the daemon writes `<dir>/spec.json` (see shim/spec.h) and runs
  * `sbx-shim <dir>` with fd 3 the write end of a pipe. The shim detaches (setsid), builds the
  * sandbox, listens on shim.sock, then writes one line to fd 3 and closes it:
  *   {"ok":true,"init_pid":N,"shim_pid":N}  or  {"ok":false,"errno":N,"message":"..."}
+ * where a failure's message reads "step <name>: ..." (the named build step that failed) and the
+ * shim has already undone everything, <dir> included, before it exits 1. init_pid is a host pid
+ * (its /proc/N/ns/net is the sandbox's network namespace). `sbx-shim cleanup <dir>` reclaims
+ * what a killed shim left behind (processes, cgroups, <dir>); it is idempotent.
  * A restarted daemon re-adopts a sandbox by connecting to shim.sock and sending hello. */
 #pragma once
 

@@ -40,8 +40,13 @@ static size_t str_len(const char *s) {
     return n;
 }
 
-static void report_errno(int fd, int e) {
-    ssize_t _unused_ w = write(fd, &e, sizeof(e));
+/* The command is started with vfork(): it shares our memory until it execs or exits, so a
+ * failure is reported by storing errno here before _exit. */
+static volatile int exec_errno;
+
+static _Noreturn void fail_exec(int e) {
+    exec_errno = e ? e : EIO;
+    _exit(127);
 }
 
 static const char *env_path(char *const envp[]) {
@@ -81,7 +86,7 @@ static int exec_search(char *const argv[], char *const envp[]) {
     return best;
 }
 
-static _Noreturn void command_main(int fds[3], int errfd, const char *cwd, char **argv, char **envp,
+static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, char **envp,
                                    const struct sock_fprog *prog) {
     sigset_t none;
     sigemptyset(&none);
@@ -91,24 +96,16 @@ static _Noreturn void command_main(int fds[3], int errfd, const char *cwd, char 
     sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
     for (int i = 0; i < 3; i++)
-        if (dup2(fds[i], i) < 0) {
-            report_errno(errfd, errno);
-            _exit(127);
-        }
+        if (dup2(fds[i], i) < 0)
+            fail_exec(errno);
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    if (chdir(cwd) < 0) {
-        report_errno(errfd, errno);
-        _exit(127);
-    }
+    if (chdir(cwd) < 0)
+        fail_exec(errno);
     /* seccomp goes last: nothing but execve (and the error path) runs under it. */
     int r = policy_seccomp_apply_bpf(prog->filter, prog->len * sizeof(struct sock_filter));
-    if (r < 0) {
-        report_errno(errfd, -r);
-        _exit(127);
-    }
-    r = exec_search(argv, envp);
-    report_errno(errfd, -r);
-    _exit(127);
+    if (r < 0)
+        fail_exec(-r);
+    fail_exec(-exec_search(argv, envp));
 }
 
 /* ---- the reaper: a subreaper for one command's process tree ---- */
@@ -232,32 +229,21 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGRTMIN);
     sigprocmask(SIG_BLOCK, &set, NULL);
-    int ep[2];
-    if (pipe2(ep, O_CLOEXEC) < 0) {
-        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, errno, 0, "pipe", 4, NULL, 0);
-        _exit(1);
-    }
-    cmd_pid = fork();
-    if (cmd_pid == 0) {
-        close(ep[0]);
-        command_main(fds, ep[1], cwd, argv, envp, prog);
-    }
+    exec_errno = 0;
+    pid_t pid = vfork(); /* the command only execs or _exits: no page-table copy */
+    if (pid == 0)
+        command_main(fds, cwd, argv, envp, prog);
+    cmd_pid = pid;
     int fe = errno;
     for (int i = 0; i < 3; i++)
         close(fds[i]);
-    close(ep[1]);
     if (cmd_pid < 0) {
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, fe, 0, "fork", 4, NULL, 0);
         _exit(1);
     }
-    int e = 0;
-    ssize_t k;
-    do
-        k = read(ep[0], &e, sizeof(e));
-    while (k < 0 && errno == EINTR);
-    close(ep[0]);
-    if (k == sizeof(e)) {
-        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, e, 0, argv[0], str_len(argv[0]), NULL, 0);
+    if (exec_errno) {
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, exec_errno, 0, argv[0], str_len(argv[0]), NULL,
+                      0);
         while (waitpid(cmd_pid, NULL, 0) < 0 && errno == EINTR)
             ;
         _exit(1);

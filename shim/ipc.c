@@ -38,6 +38,7 @@ int shim_ipc_send(int fd, uint32_t type, uint64_t id, int32_t a, int32_t b, cons
 }
 
 int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds) {
+    *n_fds = 0;
     struct iovec iov = {.iov_base = buf, .iov_len = SHIM_IPC_MAX};
     union {
         char buf[CMSG_SPACE(sizeof(int) * 3)];

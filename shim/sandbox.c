@@ -8,6 +8,7 @@
 #include "shim/ipc.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -215,12 +216,20 @@ int shim_sandbox_build(const char *dir, shim_sandbox **ret, sbx_error *err) {
     return 0;
 }
 
+/* Wait (bounded) for init to exit and reap it. When a pid namespace's init exits the kernel
+ * has already killed and waited for every other process in it. */
 static void reap_init(shim_sandbox *sb) {
     if (sb->init_pid <= 0)
         return;
-    for (int i = 0; i < 3000; i++) {
-        pid_t p = waitpid(sb->init_pid, NULL, WNOHANG);
-        if (p == sb->init_pid || (p < 0 && errno == ECHILD))
+    int pfd = (int)syscall(SYS_pidfd_open, sb->init_pid, 0);
+    if (pfd >= 0) {
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        poll(&p, 1, 10000);
+        close(pfd);
+    }
+    for (int i = 0; i < 1000; i++) {
+        pid_t r = waitpid(sb->init_pid, NULL, WNOHANG);
+        if (r == sb->init_pid || (r < 0 && errno == ECHILD))
             break;
         kill(sb->init_pid, SIGKILL);
         struct timespec ts = {0, 1000000};
@@ -236,9 +245,9 @@ int shim_sandbox_teardown(shim_sandbox *sb, sbx_error *err) {
     int ret = 0;
     if (sb->init_pid > 0)
         kill(sb->init_pid, SIGKILL); /* PID 1 gone: the kernel kills the whole pid namespace */
-    if (sb->cg)
-        ret = shim_cgroup_kill_all(sb->cg);
     reap_init(sb);
+    if (sb->cg) /* anything that still sits in the cgroup (nothing, normally) */
+        ret = shim_cgroup_kill_all(sb->cg);
     sb->ipc = safe_close(sb->ipc);
     sb->listen_fd = safe_close(sb->listen_fd);
     if (sb->cg) {
@@ -294,9 +303,8 @@ static void kill_old_shim(const char *dir) {
         size_t a0 = strlen(cmd);
         bool match = a0 + 1 < len && strcmp(cmd + a0 + 1, dir) == 0 && strstr(cmd, "sbx-shim");
         if (match && syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0) {
-            struct timespec ts = {0, 5000000};
-            for (int i = 0; i < 200 && kill(pid, 0) == 0; i++)
-                nanosleep(&ts, NULL);
+            struct pollfd pp = {.fd = pfd, .events = POLLIN}; /* readable once it exited */
+            poll(&pp, 1, 5000);
         }
     }
     close(pfd);

@@ -64,9 +64,12 @@ static int parse_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const char *s = json_string_value(json_array_get(arr, i));
-        if (!s || !text_clean(s) || !(v[i] = strdup(s))) {
+        /* env values may hold any text; dns entries end up in /etc/resolv.conf */
+        bool ok = s && (strcmp(field, "env") == 0 || text_clean(s));
+        if (!ok || !(v[i] = strdup(s))) {
             strv_free(v);
-            return error_set(err, -EINVAL, "spec: %s[%zu] must be a clean string", field, i);
+            return error_set(err, -EINVAL, "spec: %s[%zu] must be a string%s", field, i,
+                             strcmp(field, "env") ? " without control characters" : "");
         }
     }
     *ret = v;

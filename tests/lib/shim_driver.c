@@ -28,23 +28,74 @@ static int cg_version;
 static char bpf_path[256];
 static int n_started;
 
-static void driver_atexit(void) {
-    if (bpf_path[0])
-        unlink(bpf_path);
-    if (!cg_parent[0])
-        return;
-    if (cg_version == 2) {
-        rmdir(cg_parent);
+static int watchdog_fd = -1;
+
+static void remove_cgroup_parent(int version, const char *parent) {
+    if (version == 2) {
+        rmdir(parent);
         return;
     }
     static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
     for (size_t i = 0; i < ARRAY_SIZE(ctrls); i++) {
         char mnt[512], p[1024];
         if (shim_cgroup_v1_mount(ctrls[i], mnt, sizeof(mnt)) == 0) {
-            snprintf(p, sizeof(p), "%s/%s", mnt, cg_parent);
+            snprintf(p, sizeof(p), "%s/%s", mnt, parent);
             rmdir(p);
         }
     }
+}
+
+/* The watchdog outlives the test process however it ends (return, _exit, crash, timeout):
+ * when the pipe closes it runs `sbx-shim cleanup` on every sandbox directory the test
+ * announced, then removes the cgroup parent and the seccomp program. */
+static _Noreturn void watchdog_main(int rfd, const char *shim) {
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; i < 3; i++)
+        dup2(null, i);
+    _cleanup_free_ char *all = NULL;
+    fd_read_all(rfd, 1 << 24, &all, NULL);
+    char parent[300] = "";
+    int version = 1;
+    for (char *line = all ? strtok(all, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (line[0] == 'B')
+            unlink(line + 2);
+        if (line[0] == 'P' && sscanf(line + 2, "%d %299s", &version, parent) != 2)
+            parent[0] = '\0';
+        if (line[0] != 'D' || access(line + 2, F_OK) < 0)
+            continue;
+        pid_t pid;
+        char *argv[] = {(char *)shim, "cleanup", line + 2, NULL};
+        if (posix_spawn(&pid, shim, NULL, NULL, argv, environ) == 0)
+            waitpid(pid, NULL, 0);
+        char *slash = strrchr(line + 2, '/');
+        if (slash) {
+            *slash = '\0';
+            rmdir(line + 2);
+        }
+    }
+    if (parent[0])
+        remove_cgroup_parent(version, parent);
+    _exit(0);
+}
+
+static void watchdog_note(const char *kind, const char *what) {
+    if (watchdog_fd < 0) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return;
+        const char *shim = test_bin("sbx-shim");
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(p[1]);
+            watchdog_main(p[0], shim);
+        }
+        close(p[0]);
+        watchdog_fd = pid > 0 ? p[1] : safe_close(p[1]);
+    }
+    char line[600];
+    int n = snprintf(line, sizeof(line), "%s %s\n", kind, what);
+    if (watchdog_fd >= 0 && n > 0 && (size_t)n < sizeof(line))
+        fd_write_all(watchdog_fd, line, (size_t)n);
 }
 
 const char *shimdrv_cgroup_parent(int *ret_version) {
@@ -52,11 +103,13 @@ const char *shimdrv_cgroup_parent(int *ret_version) {
         char *v2 = NULL;
         cg_version = shim_cgroup_detect(&v2);
         if (cg_version == 2)
-            snprintf(cg_parent, sizeof(cg_parent), "%s/sandboxd-test-%d", v2, (int)getpid());
+            snprintf(cg_parent, sizeof(cg_parent), "%s/sbx-shimtest-%d", v2, (int)getpid());
         else
-            snprintf(cg_parent, sizeof(cg_parent), "sandboxd-test-%d", (int)getpid());
+            snprintf(cg_parent, sizeof(cg_parent), "sbx-shimtest-%d", (int)getpid());
         free(v2);
-        atexit(driver_atexit);
+        char line[300];
+        snprintf(line, sizeof(line), "%d %s", cg_version, cg_parent);
+        watchdog_note("P", line);
     }
     if (ret_version)
         *ret_version = cg_version;
@@ -75,8 +128,7 @@ const char *shimdrv_seccomp_bpf(void) {
             bpf_path[0] = '\0';
             return NULL;
         }
-        if (!cg_parent[0])
-            shimdrv_cgroup_parent(NULL);
+        watchdog_note("B", bpf_path);
     }
     return bpf_path;
 }
@@ -179,6 +231,7 @@ int shimdrv_start_spec(shimdrv *d, const char *spec_json) {
     d->sock = -1;
     d->events = json_array();
     snprintf(d->dir, sizeof(d->dir), "%s/%s", test_tmpdir(), d->id);
+    watchdog_note("D", d->dir);
     if (mkdir(d->dir, 0700) < 0)
         return -errno;
     char p[300];

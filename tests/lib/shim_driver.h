@@ -47,8 +47,10 @@ typedef struct shimdrv_exec_opts {
     const char *const *env;
 } shimdrv_exec_opts;
 
-/* The cgroup parent for this test process (sandboxd-test-<pid>), created on first use and
- * removed at exit; its version is in *ret_version. */
+/* The cgroup parent for this test process (sbx-shimtest-<pid>), created on first use; its
+ * version is in *ret_version. A watchdog process cleans up every sandbox this process started
+ * (sbx-shim cleanup), the cgroup parent and the seccomp program once the process is gone,
+ * however it ends. */
 const char *shimdrv_cgroup_parent(int *ret_version);
 /* Path of a raw BPF compiled once from policy/seccomp.json. */
 const char *shimdrv_seccomp_bpf(void);
