@@ -9,11 +9,14 @@
 #include "common/timeutil.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #define OBS_MAX 4096
-#define CREATE_RETRIES 20
+/* sandboxd answers 503 while it is full or starting many sandboxes at once: retry soon, with
+ * jitter, for about a minute before calling it an infrastructure failure. */
+#define CREATE_RETRIES 1000
 
 enum {
     S_PROMPT,
@@ -176,11 +179,12 @@ static void ep_on_timer(uv_timer_t *t) {
         ep_send(ep);
 }
 
-/* true when the request will be retried (the caller returns); false: give up. */
+/* true when the request will be retried (the caller returns); false: give up. The trainer gets
+ * an exponential backoff, sandboxd (503 while busy) a short jittered one. */
 static bool ep_retry(grpo_episode *ep, unsigned max) {
     if (ep->attempts >= max || ep->run->fatal)
         return false;
-    uint64_t delay = 250u << MIN(ep->attempts, 4u);
+    uint64_t delay = ep->req_daemon ? 20u + (uint64_t)(rand() % 60) : 250u << MIN(ep->attempts, 4u);
     ep->attempts++;
     uv_timer_start(&ep->timer, ep_on_timer, delay, 0);
     return true;
@@ -528,7 +532,7 @@ static void ep_grader_files_next(grpo_episode *ep) {
     }
     /* Failure injection (a test hook): the grader process crashes. */
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
-    ep_exec(ep, S_G_EXEC, ep->grader_id, cmd, t->n_grader_files ? "/grader" : "/workspace",
+    ep_exec(ep, S_G_EXEC, ep->grader_id, cmd, t->n_grader_files ? GRPO_GRADER_DIR : "/workspace",
             t->grader_timeout_ms);
 }
 

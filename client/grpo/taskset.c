@@ -201,8 +201,8 @@ static int parse_grader(json_t *g, grpo_task *t, sbx_error *err) {
     if (!(t->grader_command = strdup(json_string_value(cmd))))
         return -ENOMEM;
     if (files) {
-        int r = parse_files(files, "/grader", &t->grader_files, &t->n_grader_files, "grader.files",
-                            err);
+        int r = parse_files(files, GRPO_GRADER_DIR, &t->grader_files, &t->n_grader_files,
+                            "grader.files", err);
         if (r < 0)
             return r;
     }
@@ -256,7 +256,7 @@ static int parse_task(json_t *o, grpo_task *t, sbx_error *err) {
     if (r >= 0)
         r = parse_grader(json_object_get(o, "grader"), t, err);
     if (r < 0 && t->id)
-        error_prefix(err, "task \"%s\": ", t->id);
+        error_prefix(err, "task \"%s\"", t->id);
     return r;
 }
 
@@ -336,7 +336,7 @@ int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_ta
         if (a < end) {
             int r = parse_line(ts, text + a, end - a, header, lineno, err);
             if (r < 0) {
-                error_prefix(err, "%s:%u: ", source, lineno);
+                error_prefix(err, "%s:%u", source, lineno);
                 grpo_taskset_free(ts);
                 return r;
             }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #define GRPO_MAX_EXIT_MAP 16
+/* Where hidden tests are placed in the grading sandbox (the root is read-only; /tmp is not). */
+#define GRPO_GRADER_DIR "/tmp/grader"
 
 typedef struct grpo_file {
     char *path; /* absolute inside the sandbox */
@@ -43,7 +45,7 @@ typedef struct grpo_task {
     unsigned max_completion_tokens;
     uint64_t command_timeout_ms;
     /* the grader */
-    grpo_file *grader_files; /* placed under /grader in the grading sandbox only */
+    grpo_file *grader_files; /* placed under GRPO_GRADER_DIR in the grading sandbox only */
     size_t n_grader_files;
     char *grader_command;
     uint64_t grader_timeout_ms;
