@@ -129,7 +129,8 @@ install: $(BINS)
 	install -m755 $(LIBSBX_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libsbx.so.0 $(DESTDIR)$(PREFIX)/lib/libsbx.so
 	install -m644 client/include/sbx.h $(DESTDIR)$(PREFIX)/include/
-	install -m644 $(B)/libsbx.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' client/lib/libsbx.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libsbx.pc # PREFIX of this install, not of the build
 	install -m644 policy/*.json $(DESTDIR)$(PREFIX)/share/sandboxd/
 	install -m644 systemd/*.service systemd/*.socket $(DESTDIR)/lib/systemd/system/
 

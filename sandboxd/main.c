@@ -1,7 +1,124 @@
-/* sandboxd entry point (placeholder until the daemon issue lands). */
-#include <stdio.h>
+/* sandboxd: the daemon's entry point. Reads the configuration, prepares the run and state
+ * directories, the seccomp filter and the cgroup subtree, re-adopts sandboxes from the state
+ * directory, serves the API on the libuv loop and tells systemd it is ready. SIGTERM/SIGINT
+ * stop serving and exit 0, leaving sandboxes (and their shims) running for the next start. */
+#include "sandboxd/daemon.h"
 
-int main(void) {
-    fprintf(stderr, "sandboxd: not built yet\n");
-    return 1;
+#include "common/fdutil.h"
+#include "policy/seccomp.h"
+#include "sandboxd/http.h"
+#include "sandboxd/shim_client.h"
+
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+static char *find_shim(void) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = 0;
+    char *dir = dirname(exe), path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/sbx-shim", dir);
+    if (access(path, X_OK) == 0)
+        return strdup(path);
+    snprintf(path, sizeof(path), "%s/../libexec/sandboxd/sbx-shim", dir);
+    char *real = realpath(path, NULL);
+    return real ? real : strdup(path);
+}
+
+static int setup_seccomp(sd_daemon *d, sbx_error *err) {
+    const char *profile = d->cfg.seccomp_profile;
+    if (!profile)
+        profile = access("/usr/local/share/sandboxd/seccomp.json", R_OK) == 0
+                      ? "/usr/local/share/sandboxd/seccomp.json"
+                      : "policy/seccomp.json";
+    snprintf(d->seccomp_bpf, sizeof(d->seccomp_bpf), "%s/seccomp.bpf", d->cfg.run_dir);
+    int r = policy_seccomp_compile_file(profile, d->seccomp_bpf, err);
+    if (r < 0)
+        return error_prefix(err, "seccomp profile %s", profile);
+    return 0;
+}
+
+static void host_limits(sd_daemon *d) {
+    struct sysinfo si;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    d->host.cpus = n > 0 ? (double)n : 1;
+    d->host.memory_bytes = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit : 1ull << 30;
+    if (!d->cfg.max_sandboxes)
+        d->cfg.max_sandboxes = (unsigned)MAX(1, MIN(d->host.memory_bytes / (256ull << 20), 1024));
+    if (!d->cfg.max_starting)
+        d->cfg.max_starting = (unsigned)(2 * d->host.cpus);
+    d->n_slots = MIN(MAX(d->cfg.max_sandboxes * 2, 64u), 60000u);
+    d->slots = calloc(d->n_slots, 1);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+    sd_daemon *d = s->data;
+    log_info("signal %d: stopping (sandboxes keep running)", signum);
+    d->shutting_down = true;
+    sd_http_stop(d);
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        if (sb->state == SD_RUNNING)
+            sd_state_save(sb);
+        sd_shim_cancel(sb->shim, sb);
+    }
+    uv_stop(d->loop);
+}
+
+static int setup(sd_daemon *d, sbx_error *err) {
+    int r;
+    host_limits(d);
+    if (!d->slots)
+        return error_set(err, -ENOMEM, "out of memory");
+    if (!d->cfg.shim_path)
+        d->cfg.shim_path = find_shim();
+    if ((r = mkdir_p(d->cfg.run_dir, 0711)) < 0)
+        return error_set_errno(err, r, "mkdir %s", d->cfg.run_dir);
+    if ((r = mkdir_p(d->cfg.state_dir, 0700)) < 0)
+        return error_set_errno(err, r, "mkdir %s", d->cfg.state_dir);
+    if ((r = setup_seccomp(d, err)) < 0 || (r = sd_cgroup_setup(d, err)) < 0)
+        return r;
+    int ufd = sd_listen_activated(), tfd = -1;
+    if (ufd < 0 && (r = sd_listen_unix(d->cfg.socket_path, &ufd, err)) < 0)
+        return r;
+    if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
+        return r;
+    sd_state_restore(d);
+    if ((r = sd_http_start(d, ufd, tfd, err)) < 0)
+        return r;
+    sd_timers_start(d);
+    uv_signal_init(d->loop, &d->sigterm);
+    uv_signal_init(d->loop, &d->sigint);
+    d->sigterm.data = d->sigint.data = d;
+    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&d->sigint, on_signal, SIGINT);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static sd_daemon d;
+    sbx_error err = {0};
+    signal(SIGPIPE, SIG_IGN);
+    if (sd_config_load(argc, argv, &d.cfg, &err) < 0) {
+        fprintf(stderr, "sandboxd: %s\n", err.message);
+        return 2;
+    }
+    log_setup("sandboxd", d.cfg.log_level);
+    d.loop = uv_default_loop();
+    if (setup(&d, &err) < 0) {
+        log_error("cannot start: %s", err.message);
+        return 1;
+    }
+    log_info("serving socket=%s tcp=%s max_sandboxes=%u max_starting=%u cgroup=v%d:%s shim=%s",
+             d.cfg.socket_path, d.cfg.tcp ? d.cfg.tcp : "off", d.cfg.max_sandboxes,
+             d.cfg.max_starting, d.cgroup_version, d.cgroup_parent, d.cfg.shim_path);
+    sd_notify_ready();
+    uv_run(d.loop, UV_RUN_DEFAULT);
+    log_info("stopped");
+    return 0;
 }

@@ -1,7 +1,102 @@
-/* sbx-shim entry point (placeholder until the sandbox issue lands). */
-#include <stdio.h>
+/* sbx-shim: builds one sandbox and supervises it (see shim/server.h and common/shimproto.h).
+ *   sbx-shim <dir>                          build the sandbox described by <dir>/spec.json
+ *   sbx-shim cleanup <dir>                  reclaim what a killed shim left behind
+ *   sbx-shim seccomp-compile IN.json OUT.bpf  compile a seccomp policy to a raw BPF program */
+#include "common/fdutil.h"
+#include "common/log.h"
+#include "shim/init.h"
+#include "shim/sandbox.h"
+#include "shim/server.h"
 
-int main(void) {
-    fprintf(stderr, "sbx-shim: not built yet\n");
-    return 1;
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STATUS_FD 3
+
+static void ensure_stdio(void) {
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0) {
+            int n = open("/dev/null", O_RDWR);
+            if (n >= 0 && n != fd) {
+                dup2(n, fd);
+                close(n);
+            }
+        }
+}
+
+static void report(int fd, json_t *msg) {
+    if (fd < 0 || !msg) {
+        json_decref(msg);
+        return;
+    }
+    char *s = json_dumps(msg, JSON_COMPACT);
+    json_decref(msg);
+    if (s) {
+        size_t n = strlen(s);
+        s[n] = '\n';
+        fd_write_all(fd, s, n + 1);
+        free(s);
+    }
+    close(fd);
+}
+
+static int cmd_run(const char *arg) {
+    int status = fcntl(STATUS_FD, F_GETFD) >= 0 ? STATUS_FD : -1;
+    if (status >= 0)
+        fd_set_cloexec(status, 1);
+    char dir[PATH_MAX];
+    if (!realpath(arg, dir)) {
+        report(status, json_pack("{s:b, s:i, s:s}", "ok", 0, "errno", errno, "message",
+                                 "step dir: no such sandbox directory"));
+        return 1;
+    }
+    setsid(); /* survive the daemon: own session, no controlling terminal */
+    shim_server_block_signals();
+    shim_sandbox *sb = NULL;
+    sbx_error err = {0};
+    int r = shim_sandbox_build(dir, &sb, &err);
+    if (r < 0) {
+        log_error("build failed: %s", err.message);
+        report(status, json_pack("{s:b, s:i, s:s}", "ok", 0, "errno", -r, "message", err.message));
+        return 1;
+    }
+    log_info("sandbox ready id=%s init_pid=%d", sb->spec->id, (int)sb->init_pid);
+    report(status, json_pack("{s:b, s:i, s:i}", "ok", 1, "init_pid", (int)sb->init_pid, "shim_pid",
+                             (int)getpid()));
+    r = shim_server_run(sb);
+    shim_sandbox_free(sb);
+    return r;
+}
+
+static int cmd_cleanup(const char *arg) {
+    char dir[PATH_MAX];
+    if (!realpath(arg, dir))
+        return access(arg, F_OK) < 0 ? 0 : 1; /* nothing left: already clean */
+    sbx_error err = {0};
+    if (shim_sandbox_cleanup(dir, &err) < 0) {
+        log_error("cleanup %s: %s", dir, err.message);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    ensure_stdio();
+    shim_init_title = argv[0];
+    shim_init_title_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]);
+    log_setup("sbx-shim", LOG_LEVEL_INFO);
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("sbx-shim %s\n", SBX_VERSION);
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "cleanup") == 0)
+        return cmd_cleanup(argv[2]);
+    if (argc == 2 && argv[1][0] != '-')
+        return cmd_run(argv[1]);
+    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim cleanup <dir>\n");
+    return 2;
 }

@@ -2,4 +2,12 @@
  * public libsbx header. Each returns the process exit status. */
 #pragma once
 
+int cmd_create(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);

@@ -1,8 +1,75 @@
-/* sbx entry point (placeholder until the client issue lands). */
-#include <sbx.h>
-#include <stdio.h>
+/* sbx: the command-line client of sandboxd. Parses the global options (--host, --json, --help,
+ * --version) and dispatches to one function per subcommand (client/cli/cmd_*.c).
+ * Exit status: the command's own for exec and run, else 0 ok, 1 error, 2 usage. */
+#include "client/cli/cli.h"
+#include "client/cli/commands.h"
 
-int main(void) {
-    fprintf(stderr, "sbx: not built yet (%s)\n", sbx_code_name(SBX_OK));
-    return 1;
+#include <stdio.h>
+#include <string.h>
+
+#ifndef SBX_VERSION
+#define SBX_VERSION "0.0.0"
+#endif
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"create", cmd_create, "create a sandbox and print its id"},
+    {"exec", cmd_exec, "run a command in a sandbox, streaming its output"},
+    {"run", cmd_run, "create a sandbox, run one command in it, remove it"},
+    {"cp", cmd_cp, "copy files or directories into or out of a sandbox"},
+    {"ls", cmd_ls, "list sandboxes"},
+    {"inspect", cmd_inspect, "show a sandbox's state, limits, usage and cost"},
+    {"rm", cmd_rm, "terminate sandboxes"},
+    {"info", cmd_info, "show the daemon's capacity and prices"},
+    {"grpo", cmd_grpo, "run GRPO episodes against a trainer"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: sbx [--host ENDPOINTS] [--json] COMMAND [ARGS...]\n\n"
+               "Commands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nGlobal options (also accepted after the command):\n"
+               "  --host ENDPOINTS  unix:/path.sock, a socket path or http://host:port; several\n"
+               "                    separated by commas spread sandboxes by free capacity\n"
+               "                    (default: $SBX_HOST, else " SBX_DEFAULT_SOCKET ")\n"
+               "  --json            machine-readable output\n"
+               "  --help, --version\n"
+               "Environment: SBX_HOST, SBX_TOKEN (bearer token for http:// endpoints).\n"
+               "Run 'sbx COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+            printf("sbx %s\n", SBX_VERSION);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            cli_opts.json = true;
+        } else if (strcmp(a, "--host") == 0 && i + 1 < argc) {
+            cli_opts.host = argv[++i];
+        } else if (strncmp(a, "--host=", 7) == 0) {
+            cli_opts.host = a + 7;
+        } else {
+            fprintf(stderr, "sbx: unknown option %s (see sbx --help)\n", a);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+        if (strcmp(argv[i], commands[k].name) == 0)
+            return commands[k].fn(argc - i, argv + i);
+    fprintf(stderr, "sbx: unknown command \"%s\" (see sbx --help)\n", argv[i]);
+    return CLI_EXIT_USAGE;
 }

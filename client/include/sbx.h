@@ -49,6 +49,12 @@ typedef struct sbx_err {
 
 const char *sbx_code_name(sbx_code code);
 
+/* ---- units as users write them (for command lines and config files) ---- */
+/* "512Mi", "2Gi", "1G", "1048576" -> bytes. SBX_E_INVALID on anything else. */
+sbx_code sbx_parse_size(const char *s, uint64_t *ret_bytes);
+/* "30s", "5m", "1h", "250ms", "1.5" (seconds) -> milliseconds. SBX_E_INVALID otherwise. */
+sbx_code sbx_parse_duration(const char *s, uint64_t *ret_ms);
+
 /* ---- client ---- */
 typedef struct sbx_client sbx_client;
 

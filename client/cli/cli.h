@@ -1,0 +1,96 @@
+/* Helpers shared by the sbx subcommands: global options (--host, --json), one-line error
+ * messages, the client, the create flags that `create` and `run` share, and output helpers. */
+#pragma once
+
+#include <jansson.h>
+#include <sbx.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CLI_EXIT_ERROR 1
+#define CLI_EXIT_USAGE 2
+
+typedef struct cli_global {
+    const char *host; /* --host, else $SBX_HOST, else the default socket */
+    bool json;        /* --json: machine-readable output */
+} cli_global;
+extern cli_global cli_opts;
+
+/* Long option ids shared by every subcommand's getopt_long table. */
+enum {
+    CLI_OPT_HOST = 1000,
+    CLI_OPT_JSON,
+    CLI_OPT_HELP,
+    CLI_OPT_FIRST_LOCAL = 1100,
+};
+#define CLI_COMMON_LONGOPTS                                                                        \
+    {"host", required_argument, NULL, CLI_OPT_HOST}, {"json", no_argument, NULL, CLI_OPT_JSON}, {  \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
+/* Handles --host/--json; returns true when opt was one of them. */
+bool cli_common_opt(int opt, const char *arg);
+
+/* "sbx: message" on stderr; returns CLI_EXIT_ERROR. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "sbx CMD: message (see sbx CMD --help)" on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print an sbx_err as one line; returns CLI_EXIT_ERROR. */
+int cli_sbx_error(const sbx_err *err);
+/* Connect to the endpoints from --host / SBX_HOST. Prints the error itself. */
+int cli_client(sbx_client **ret);
+
+/* A growable NULL-terminated list of strings (for --env, --label). */
+typedef struct cli_strv {
+    const char **v;
+    size_t n;
+} cli_strv;
+int cli_strv_add(cli_strv *l, const char *s);
+void cli_strv_free(cli_strv *l);
+
+/* The create flags, parsed into sbx_create_opts. */
+typedef struct cli_create_flags {
+    sbx_create_opts opts;
+    cli_strv env, labels;
+    char *network_json;
+} cli_create_flags;
+#define CLI_CREATE_LONGOPTS                                                                        \
+    {"image", required_argument, NULL, 'I'}, {"cpu", required_argument, NULL, 'C'},                \
+        {"memory", required_argument, NULL, 'M'}, {"disk", required_argument, NULL, 'D'},          \
+        {"pids", required_argument, NULL, 'P'}, {"env", required_argument, NULL, 'e'},             \
+        {"label", required_argument, NULL, 'l'}, {"idle-timeout", required_argument, NULL, 'T'},   \
+        {"timeout", required_argument, NULL, 't'}, {"max-cost", required_argument, NULL, 'X'}, {   \
+        "network", required_argument, NULL, 'N'                                                    \
+    }
+#define CLI_CREATE_HELP                                                                            \
+    "  --image NAME          image (default: host)\n"                                              \
+    "  --cpu N               vCPUs, fractions allowed (default 1)\n"                               \
+    "  --memory SIZE         memory limit, e.g. 512Mi, 2Gi (default 2Gi)\n"                        \
+    "  --disk SIZE           writable layer size (default 1Gi)\n"                                  \
+    "  --pids N              process limit (default 256)\n"                                        \
+    "  --env K=V             environment for every command (repeatable)\n"                         \
+    "  --label k=v           label (repeatable)\n"                                                 \
+    "  --idle-timeout DUR    end after this long without activity, e.g. 5m (default 5m)\n"         \
+    "  --timeout DUR         maximum lifetime, e.g. 1h (default 1h)\n"                             \
+    "  --max-cost USD        end the sandbox when it has cost this much\n"                         \
+    "  --network MODE        none (default), open, or allow:CIDR,host:port,...\n"
+void cli_create_flags_init(cli_create_flags *f);
+/* Handles one create flag. Returns 1 when handled, 0 when opt is not a create flag, -1 on a bad
+ * value (message printed). */
+int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *arg);
+void cli_create_flags_free(cli_create_flags *f);
+
+/* Read all of a descriptor into memory (stdin for -i). Returns 0 or -errno. */
+int cli_read_fd(int fd, char **ret, size_t *ret_len);
+/* Print a JSON value indented on stdout. Returns 0 or CLI_EXIT_ERROR. */
+int cli_print_json(json_t *j);
+/* Print a JSON text (as returned by libsbx) indented on stdout. */
+int cli_print_json_text(const char *text);
+/* The exit status for a command result: its exit code, 128+signal, 124 on command_timeout. */
+int cli_exit_status(const sbx_exec_result *r);
+
+/* Run a command and report it: streams output live (human mode) or prints the result as JSON
+ * (--json). Returns the exit status for sbx (cli_exit_status) or CLI_EXIT_ERROR. */
+int cli_exec(sbx_sandbox *sb, sbx_exec_opts *opts);
+/* Build the argv to send from the words after the sandbox id: with sh, one script of the words
+ * joined by spaces. *script (malloc'd) must be freed. Returns 0 or -ENOMEM. */
+int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script);

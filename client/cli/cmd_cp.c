@@ -1,0 +1,293 @@
+/* `sbx cp LOCAL ID:PATH` and `sbx cp ID:PATH LOCAL`: copy a file, or a directory's contents, into
+ * or out of a sandbox. Directories travel as tar archives, packed and unpacked locally with
+ * libarchive (unpacking refuses absolute entry names, `..` and writes through symlinks). */
+#include "client/cli/cli.h"
+#include "client/cli/commands.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void help(void) {
+    printf("usage: sbx cp LOCAL ID:PATH\n"
+           "       sbx cp ID:PATH LOCAL\n\n"
+           "Copy a file or a directory into or out of a sandbox. A file is written to PATH (or\n"
+           "LOCAL; into it when LOCAL is an existing directory). A directory's contents are\n"
+           "copied into PATH (or LOCAL), which is created when missing.\n");
+}
+
+/* "ID:PATH" with a plausible sandbox id before the colon. */
+static bool split_remote(const char *arg, char *id, size_t idlen, const char **path) {
+    const char *colon = strchr(arg, ':');
+    if (!colon || colon == arg || (size_t)(colon - arg) >= idlen || arg[0] == '/' || arg[0] == '.')
+        return false;
+    for (const char *p = arg; p < colon; p++)
+        if (*p == '/')
+            return false;
+    memcpy(id, arg, (size_t)(colon - arg));
+    id[colon - arg] = 0;
+    *path = colon + 1;
+    return true;
+}
+
+/* ---- packing a directory ---- */
+typedef struct membuf {
+    char *data;
+    size_t len, cap;
+} membuf;
+
+static la_ssize_t mem_write(struct archive *a, void *ud, const void *buf, size_t n) {
+    membuf *m = ud;
+    if (m->len + n > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 65536;
+        while (cap < m->len + n)
+            cap *= 2;
+        char *nd = realloc(m->data, cap);
+        if (!nd) {
+            archive_set_error(a, ENOMEM, "out of memory");
+            return -1;
+        }
+        m->data = nd;
+        m->cap = cap;
+    }
+    memcpy(m->data + m->len, buf, n);
+    m->len += n;
+    return (la_ssize_t)n;
+}
+
+static int copy_file_data(struct archive *w, const char *src) {
+    int fd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return cli_error("cannot open %s: %s", src, strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        if (archive_write_data(w, buf, (size_t)n) != n) {
+            close(fd);
+            return cli_error("cannot pack %s: %s", src, archive_error_string(w));
+        }
+    close(fd);
+    return n < 0 ? cli_error("cannot read %s: %s", src, strerror(errno)) : 0;
+}
+
+static int pack_dir(const char *dir, membuf *out) {
+    struct archive *w = archive_write_new(), *disk = archive_read_disk_new();
+    struct archive_entry *e = archive_entry_new();
+    int rc = 0;
+    size_t dlen = strlen(dir);
+    while (dlen > 1 && dir[dlen - 1] == '/')
+        dlen--;
+    archive_write_set_format_pax_restricted(w);
+    archive_read_disk_set_symlink_physical(disk);
+    if (archive_write_open2(w, out, NULL, mem_write, NULL, NULL) != ARCHIVE_OK ||
+        archive_read_disk_open(disk, dir) != ARCHIVE_OK)
+        rc = cli_error("cannot read %s: %s", dir, archive_error_string(disk));
+    while (rc == 0) {
+        int r = archive_read_next_header2(disk, e);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r != ARCHIVE_OK) {
+            rc = cli_error("cannot read %s: %s", dir, archive_error_string(disk));
+            break;
+        }
+        archive_read_disk_descend(disk);
+        const char *p = archive_entry_pathname(e);
+        const char *rel = p + (strncmp(p, dir, dlen) == 0 ? dlen : 0);
+        while (*rel == '/')
+            rel++;
+        if (!*rel)
+            continue; /* the directory itself */
+        char *relcopy = strdup(rel);
+        archive_entry_set_pathname(e, relcopy);
+        free(relcopy);
+        archive_entry_set_uid(e, 0);
+        archive_entry_set_gid(e, 0);
+        archive_entry_set_uname(e, NULL);
+        archive_entry_set_gname(e, NULL);
+        if (archive_write_header(w, e) != ARCHIVE_OK)
+            rc = cli_error("cannot pack %s: %s", p, archive_error_string(w));
+        else if (archive_entry_filetype(e) == AE_IFREG && archive_entry_size(e) > 0)
+            rc = copy_file_data(w, archive_entry_sourcepath(e));
+    }
+    if (archive_write_close(w) != ARCHIVE_OK && rc == 0)
+        rc = cli_error("cannot pack %s: %s", dir, archive_error_string(w));
+    archive_entry_free(e);
+    archive_read_free(disk);
+    archive_write_free(w);
+    return rc;
+}
+
+/* ---- unpacking into a directory ---- */
+static int unpack_into(const void *tar, size_t len, const char *dir) {
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return cli_error("cannot create %s: %s", dir, strerror(errno));
+    struct archive *r = archive_read_new(), *w = archive_write_disk_new();
+    archive_read_support_format_tar(r);
+    archive_write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
+                                          ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                          ARCHIVE_EXTRACT_SECURE_NODOTDOT);
+    int rc = 0;
+    struct archive_entry *e;
+    if (archive_read_open_memory(r, tar, len) != ARCHIVE_OK)
+        rc = cli_error("the daemon sent a bad archive: %s", archive_error_string(r));
+    while (rc == 0) {
+        int x = archive_read_next_header(r, &e);
+        if (x == ARCHIVE_EOF)
+            break;
+        if (x != ARCHIVE_OK) {
+            rc = cli_error("bad archive: %s", archive_error_string(r));
+            break;
+        }
+        char name[4096];
+        snprintf(name, sizeof(name), "%s", archive_entry_pathname(e));
+        if (name[0] == '/' || strcmp(name, "..") == 0 || strncmp(name, "../", 3) == 0 ||
+            strstr(name, "/../")) {
+            rc = cli_error("refusing archive entry %s", name);
+            break;
+        }
+        if (!*name || strcmp(name, ".") == 0 || strcmp(name, "./") == 0)
+            continue; /* the directory itself: already made */
+        char *full = NULL;
+        if (asprintf(&full, "%s/%s", dir, name) < 0) {
+            rc = cli_error("out of memory");
+            break;
+        }
+        archive_entry_set_pathname(e, full);
+        free(full);
+        const void *buf;
+        size_t n;
+        la_int64_t off;
+        if (archive_write_header(w, e) != ARCHIVE_OK)
+            rc = cli_error("cannot write %s: %s", name, archive_error_string(w));
+        while (rc == 0 && (x = archive_read_data_block(r, &buf, &n, &off)) == ARCHIVE_OK)
+            if (archive_write_data_block(w, buf, n, off) != ARCHIVE_OK)
+                rc = cli_error("cannot write %s: %s", name, archive_error_string(w));
+        if (rc == 0 && x != ARCHIVE_EOF)
+            rc = cli_error("bad archive data for %s: %s", name, archive_error_string(r));
+        if (rc == 0 && archive_write_finish_entry(w) != ARCHIVE_OK)
+            rc = cli_error("cannot write %s: %s", name, archive_error_string(w));
+    }
+    archive_write_close(w);
+    archive_write_free(w);
+    archive_read_free(r);
+    return rc;
+}
+
+static int write_local_file(const char *local, const char *remote_path, const void *data,
+                            size_t len) {
+    struct stat st;
+    char *target = NULL;
+    if (stat(local, &st) == 0 && S_ISDIR(st.st_mode)) {
+        char *copy = strdup(remote_path);
+        int r = copy ? asprintf(&target, "%s/%s", local, basename(copy)) : -1;
+        free(copy);
+        if (r < 0)
+            return cli_error("out of memory");
+    } else if (!(target = strdup(local)))
+        return cli_error("out of memory");
+    int rc = 0, fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        rc = cli_error("cannot create %s: %s", target, strerror(errno));
+    const char *p = data;
+    while (rc == 0 && len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = cli_error("cannot write %s: %s", target, strerror(errno));
+        else
+            p += n, len -= (size_t)n;
+    }
+    if (fd >= 0 && close(fd) < 0 && rc == 0)
+        rc = cli_error("cannot write %s: %s", target, strerror(errno));
+    free(target);
+    return rc;
+}
+
+static int upload(sbx_sandbox *sb, const char *local, const char *path) {
+    struct stat st;
+    sbx_err err = {0};
+    if (stat(local, &st) < 0)
+        return cli_error("cannot read %s: %s", local, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        membuf m = {0};
+        int rc = pack_dir(local, &m);
+        if (rc == 0 && sbx_sandbox_put_archive(sb, path, m.data, m.len, &err) != SBX_OK)
+            rc = cli_sbx_error(&err);
+        free(m.data);
+        return rc;
+    }
+    if (!S_ISREG(st.st_mode))
+        return cli_error("%s is neither a file nor a directory", local);
+    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cli_error("cannot open %s: %s", local, strerror(errno));
+    char *data = NULL;
+    size_t len = 0;
+    int r = cli_read_fd(fd, &data, &len), rc = 0;
+    close(fd);
+    if (r < 0)
+        return cli_error("cannot read %s: %s", local, strerror(-r));
+    if (sbx_sandbox_write_file(sb, path, data, len, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    free(data);
+    return rc;
+}
+
+static int download(sbx_sandbox *sb, const char *path, const char *local) {
+    void *data = NULL;
+    size_t len = 0;
+    sbx_err err = {0};
+    int rc;
+    if (sbx_sandbox_read_file(sb, path, &data, &len, &err) == SBX_OK)
+        rc = write_local_file(local, path, data, len);
+    else if (strcmp(err.api_code, "is_a_directory") != 0)
+        rc = cli_sbx_error(&err);
+    else if (sbx_sandbox_get_archive(sb, path, &data, &len, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    else
+        rc = unpack_into(data, len, local);
+    free(data);
+    return rc;
+}
+
+int cmd_cp(int argc, char **argv) {
+    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0}};
+    int opt;
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        if (opt == 'h') {
+            help();
+            return 0;
+        }
+        if (!cli_common_opt(opt, optarg))
+            return cli_usage_error("cp", "unknown option");
+    }
+    if (argc - optind != 2)
+        return cli_usage_error("cp", "wants exactly two arguments: a source and a destination");
+    char id_src[160], id_dst[160];
+    const char *p_src, *p_dst;
+    bool rs = split_remote(argv[optind], id_src, sizeof(id_src), &p_src);
+    bool rd = split_remote(argv[optind + 1], id_dst, sizeof(id_dst), &p_dst);
+    if (rs == rd)
+        return cli_usage_error("cp", "exactly one side must be ID:PATH");
+    sbx_client *c = NULL;
+    sbx_sandbox *sb = NULL;
+    sbx_err err = {0};
+    int rc = cli_client(&c);
+    if (rc == 0 && sbx_sandbox_open(c, rs ? id_src : id_dst, &sb, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    if (rc == 0)
+        rc = rs ? download(sb, p_src, argv[optind + 1]) : upload(sb, argv[optind], p_dst);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+    return rc;
+}

@@ -1,0 +1,217 @@
+/* `sbx exec [-i] [--env K=V] [--cwd D] [--timeout 30s] [--sh] ID -- CMD ARGS...`: run a command in
+ * a sandbox, streaming its output live, and exit with the command's status (128+signal when it
+ * was killed, 124 on command_timeout, 137 when OOM-killed). `-i` reads ALL of stdin first and
+ * sends it as the command's stdin (not interactive). Also cli_exec, shared with `sbx run`. */
+#include "client/cli/cli.h"
+#include "client/cli/commands.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void help(void) {
+    printf(
+        "usage: sbx exec [-i] [--env K=V] [--cwd DIR] [--timeout DUR] [--sh] ID -- CMD [ARGS...]\n"
+        "\n"
+        "Run CMD in sandbox ID. Output streams live; sbx exits with the command's exit code,\n"
+        "128+N when it was killed by signal N, 124 when --timeout expired, 137 when it was\n"
+        "OOM-killed, 1 when sbx itself failed.\n\n"
+        "  -i, --stdin           send sbx's stdin to the command (all of it is read first,\n"
+        "                        so this is not interactive)\n"
+        "  --env K=V             environment variable (repeatable)\n"
+        "  --cwd DIR             working directory (default /workspace)\n"
+        "  --timeout DUR         kill the command after DUR, e.g. 30s\n"
+        "  --sh                  run CMD ARGS... as one /bin/sh -c script\n"
+        "  --json                print the result as JSON instead of streaming\n"
+        "  --host ENDPOINTS      daemon endpoints (see sbx --help)\n");
+}
+
+static void write_all(int fd, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+static void on_output(void *ud, enum sbx_stream s, const char *data, size_t len) {
+    fflush(stdout);
+    write_all(s == SBX_STREAM_STDERR ? 2 : 1, data, len);
+}
+
+static json_t *data_json(const char *d, size_t n) {
+    json_t *s = d ? json_stringn(d, n) : json_null();
+    return s ? s : json_string("(not valid UTF-8)");
+}
+
+int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
+    sbx_exec_result r = {0};
+    sbx_err err = {0};
+    if (!cli_opts.json)
+        o->on_output = on_output;
+    if (sbx_sandbox_exec(sb, o, &r, &err) != SBX_OK)
+        return cli_sbx_error(&err);
+    int status = cli_exit_status(&r);
+    if (cli_opts.json) {
+        json_t *j = json_pack(
+            "{si so ss sf so so sI sI sb sb}", "exit_code", r.exit_code, "signal",
+            r.signal ? json_integer(r.signal) : json_null(), "reason", r.reason, "duration",
+            r.duration_s, "stdout", data_json(r.stdout_data, r.stdout_len), "stderr",
+            data_json(r.stderr_data, r.stderr_len), "stdout_bytes", (json_int_t)r.stdout_bytes,
+            "stderr_bytes", (json_int_t)r.stderr_bytes, "stdout_truncated", r.stdout_truncated,
+            "stderr_truncated", r.stderr_truncated);
+        if (cli_print_json(j) != 0)
+            status = CLI_EXIT_ERROR;
+        json_decref(j);
+    } else if (strcmp(r.reason, "command_timeout") == 0) {
+        cli_error("the command timed out after %.1fs", r.duration_s);
+    } else if (strcmp(r.reason, "oom_killed") == 0) {
+        cli_error("the command was killed: out of memory");
+    }
+    sbx_exec_result_free(&r);
+    return status;
+}
+
+int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script) {
+    *script = NULL;
+    if (sh) {
+        size_t len = 1;
+        for (int i = 0; i < n; i++)
+            len += strlen(words[i]) + 1;
+        char *s = calloc(1, len);
+        const char **v = calloc(2, sizeof(*v));
+        if (!s || !v) {
+            free(s);
+            free(v);
+            return -ENOMEM;
+        }
+        for (int i = 0; i < n; i++) {
+            if (i)
+                strcat(s, " ");
+            strcat(s, words[i]);
+        }
+        v[0] = s;
+        *script = s;
+        *ret_argv = v;
+        return 0;
+    }
+    const char **v = calloc((size_t)n + 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (int i = 0; i < n; i++)
+        v[i] = words[i];
+    *ret_argv = v;
+    return 0;
+}
+
+enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH };
+
+int cmd_exec(int argc, char **argv) {
+    static const struct option longopts[] = {
+        CLI_COMMON_LONGOPTS,
+        {"stdin", no_argument, NULL, 'i'},
+        {"interactive", no_argument, NULL, 'i'},
+        {"env", required_argument, NULL, 'e'},
+        {"cwd", required_argument, NULL, OPT_CWD},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"sh", no_argument, NULL, OPT_SH},
+        {0},
+    };
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    cli_strv env = {0};
+    bool want_stdin = false, sh = false;
+    int opt, rc = 0;
+    optind = 0;
+    const char *id = NULL;
+    /* options may come before and after the id: `sbx exec [opts] ID [opts] -- CMD...` */
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        while (rc == 0 && (opt = getopt_long(argc, argv, "+hie:", longopts, NULL)) != -1) {
+            if (cli_common_opt(opt, optarg))
+                continue;
+            switch (opt) {
+            case 'h':
+                help();
+                cli_strv_free(&env);
+                return 0;
+            case 'i':
+                want_stdin = true;
+                break;
+            case 'e':
+                if (!strchr(optarg, '=') || optarg[0] == '=')
+                    rc = cli_usage_error("exec", "--env wants KEY=VALUE, not \"%s\"", optarg);
+                else if (cli_strv_add(&env, optarg) < 0)
+                    rc = cli_error("out of memory");
+                break;
+            case OPT_CWD:
+                o.cwd = optarg;
+                break;
+            case OPT_TIMEOUT:
+                if (sbx_parse_duration(optarg, &o.timeout_ms) != SBX_OK || o.timeout_ms == 0)
+                    rc = cli_usage_error("exec", "--timeout wants a duration like 30s, not \"%s\"",
+                                         optarg);
+                break;
+            case OPT_SH:
+                sh = true;
+                break;
+            default:
+                rc = cli_usage_error("exec", "unknown option");
+            }
+        }
+        bool dashdash = optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") == 0;
+        if (!id && optind < argc)
+            id = argv[optind++];
+        if (dashdash)
+            break;
+    }
+    if (rc) {
+        cli_strv_free(&env);
+        return rc;
+    }
+    if (!id) {
+        cli_strv_free(&env);
+        return cli_usage_error("exec", "missing the sandbox id");
+    }
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    if (optind >= argc) {
+        cli_strv_free(&env);
+        return cli_usage_error("exec", "missing the command to run");
+    }
+    o.env = env.v;
+    char *script = NULL, *in = NULL;
+    const char **cmdv = NULL;
+    sbx_client *c = NULL;
+    sbx_sandbox *sb = NULL;
+    sbx_err err = {0};
+    if (cli_command_argv(argv + optind, argc - optind, sh, &cmdv, &script) < 0)
+        rc = cli_error("out of memory");
+    if (rc == 0 && want_stdin) {
+        int r = cli_read_fd(0, &in, &o.stdin_len);
+        if (r < 0)
+            rc = cli_error("cannot read stdin: %s", strerror(-r));
+        o.stdin_data = in;
+    }
+    o.argv = cmdv;
+    o.shell = sh;
+    if (rc == 0)
+        rc = cli_client(&c);
+    if (rc == 0 && sbx_sandbox_open(c, id, &sb, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    if (rc == 0)
+        rc = cli_exec(sb, &o);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+    free(in);
+    free(script);
+    free(cmdv);
+    cli_strv_free(&env);
+    return rc;
+}

@@ -1,0 +1,93 @@
+/* `sbx inspect ID...`: a sandbox's state, limits, usage, cost and end as `key: value` lines (or
+ * the JSON object). */
+#include "client/cli/cli.h"
+#include "client/cli/commands.h"
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf("usage: sbx inspect [--json] ID...\n\n"
+           "Show a sandbox's state, limits, usage, cost so far and how it ended.\n");
+}
+
+/* Flatten an object into "prefix.key: value" lines. */
+static void print_flat(const char *prefix, json_t *o) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        char name[128];
+        snprintf(name, sizeof(name), "%s%s%s", prefix, *prefix ? "." : "", k);
+        if (json_is_object(v) && json_object_size(v) > 0 && strcmp(k, "labels") != 0) {
+            print_flat(name, v);
+            continue;
+        }
+        char *text = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (json_is_real(v)) {
+            free(text);
+            text = NULL;
+            size_t nl = strlen(name);
+            bool usd = nl >= 3 && strcmp(name + nl - 3, "usd") == 0; /* money: fixed point */
+            printf(usd ? "%-28s %.8f\n" : "%-28s %.9g\n", name, json_real_value(v));
+            continue;
+        }
+        printf("%-28s %s\n", name, text ? text : json_string_value(v));
+        free(text);
+    }
+}
+
+static int inspect_one(sbx_client *c, const char *id, json_t *all) {
+    sbx_sandbox *sb = NULL;
+    sbx_err err = {0};
+    char *js = NULL;
+    int rc = 0;
+    if (sbx_sandbox_open(c, id, &sb, &err) != SBX_OK ||
+        sbx_sandbox_inspect(sb, &js, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    json_t *o = rc == 0 ? json_loads(js, 0, NULL) : NULL;
+    if (rc == 0 && !json_is_object(o))
+        rc = cli_error("the daemon sent an invalid sandbox object");
+    if (rc == 0 && all)
+        json_array_append(all, o);
+    else if (rc == 0) {
+        char name[16];
+        snprintf(name, sizeof(name), "%s", "");
+        print_flat(name, o);
+    }
+    json_decref(o);
+    free(js);
+    sbx_sandbox_free(sb);
+    return rc;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0}};
+    int opt;
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        if (opt == 'h') {
+            help();
+            return 0;
+        }
+        if (!cli_common_opt(opt, optarg))
+            return cli_usage_error("inspect", "unknown option");
+    }
+    if (optind >= argc)
+        return cli_usage_error("inspect", "missing the sandbox id");
+    sbx_client *c = NULL;
+    int rc = cli_client(&c);
+    json_t *all = cli_opts.json ? json_array() : NULL;
+    for (int i = optind; rc == 0 && i < argc; i++) {
+        if (!all && i > optind)
+            printf("\n");
+        rc = inspect_one(c, argv[i], all);
+    }
+    if (rc == 0 && all)
+        rc = cli_print_json(argc - optind == 1 ? json_array_get(all, 0) : all);
+    json_decref(all);
+    sbx_client_free(c);
+    return rc;
+}

@@ -1,0 +1,174 @@
+/* `sbx run [create flags] [-i] [--sh] [--cwd D] [--cmd-timeout DUR] -- CMD...`: create a sandbox,
+ * run one command in it and remove it, even when the command fails or sbx gets Ctrl-C/SIGTERM
+ * (a signal thread terminates the sandbox, which ends the running command). Exits like exec. */
+#include "client/cli/cli.h"
+#include "client/cli/commands.h"
+
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void help(void) {
+    printf("usage: sbx run [FLAGS] -- CMD [ARGS...]\n\n"
+           "Create a sandbox, run CMD in it, remove it (also on failure or Ctrl-C). Exits with\n"
+           "the command's status like sbx exec (130 when interrupted).\n\n" CLI_CREATE_HELP
+           "  -i, --stdin           send sbx's stdin to the command (read fully first)\n"
+           "  --sh                  run CMD ARGS... as one /bin/sh -c script\n"
+           "  --cwd DIR             working directory (default /workspace)\n"
+           "  --cmd-timeout DUR     kill the command after DUR\n"
+           "  --json                print the result as JSON instead of streaming\n"
+           "  --host ENDPOINTS      daemon endpoints (see sbx --help)\n");
+}
+
+/* Shared between the main thread and the signal thread. */
+static struct {
+    pthread_mutex_t lock;
+    char id[160];
+    int signal;
+} run_state = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+
+static void terminate_id(const char *id) {
+    sbx_client *c = NULL;
+    sbx_sandbox *sb = NULL;
+    if (sbx_client_new(cli_opts.host, &c, NULL) == SBX_OK &&
+        sbx_sandbox_open(c, id, &sb, NULL) == SBX_OK)
+        sbx_sandbox_terminate(sb, NULL);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+static void *signal_thread(void *arg) {
+    sigset_t *set = arg;
+    int sig = 0;
+    if (sigwait(set, &sig) != 0)
+        return NULL;
+    char id[160];
+    pthread_mutex_lock(&run_state.lock);
+    run_state.signal = sig;
+    snprintf(id, sizeof(id), "%s", run_state.id);
+    pthread_mutex_unlock(&run_state.lock);
+    if (id[0])
+        terminate_id(id); /* ends the command; the main thread then cleans up and exits */
+    sleep(15);
+    _exit(128 + sig); /* the daemon did not end the command in time */
+}
+
+static int interrupted(void) {
+    pthread_mutex_lock(&run_state.lock);
+    int s = run_state.signal;
+    pthread_mutex_unlock(&run_state.lock);
+    return s;
+}
+
+enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_CMD_TIMEOUT, OPT_SH };
+
+static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, bool *want_stdin,
+                 bool *sh) {
+    static const struct option longopts[] = {
+        CLI_COMMON_LONGOPTS,
+        CLI_CREATE_LONGOPTS,
+        {"stdin", no_argument, NULL, 'i'},
+        {"cwd", required_argument, NULL, OPT_CWD},
+        {"cmd-timeout", required_argument, NULL, OPT_CMD_TIMEOUT},
+        {"sh", no_argument, NULL, OPT_SH},
+        {0},
+    };
+    int opt;
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "+hi", longopts, NULL)) != -1) {
+        if (cli_common_opt(opt, optarg))
+            continue;
+        int r = cli_create_flag(f, "run", opt, optarg);
+        if (r < 0)
+            return CLI_EXIT_USAGE;
+        if (r > 0)
+            continue;
+        if (opt == 'h') {
+            help();
+            return -1;
+        } else if (opt == 'i')
+            *want_stdin = true;
+        else if (opt == OPT_SH)
+            *sh = true;
+        else if (opt == OPT_CWD)
+            o->cwd = optarg;
+        else if (opt == OPT_CMD_TIMEOUT) {
+            if (sbx_parse_duration(optarg, &o->timeout_ms) != SBX_OK || o->timeout_ms == 0)
+                return cli_usage_error("run", "--cmd-timeout wants a duration, not \"%s\"", optarg);
+        } else
+            return cli_usage_error("run", "unknown option");
+    }
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    if (optind >= argc)
+        return cli_usage_error("run", "missing the command to run");
+    return 0;
+}
+
+static int run(cli_create_flags *f, sbx_exec_opts *o) {
+    sbx_client *c = NULL;
+    sbx_sandbox *sb = NULL;
+    sbx_err err = {0};
+    int rc = cli_client(&c);
+    if (rc == 0 && sbx_sandbox_create(c, &f->opts, &sb, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    if (rc == 0) {
+        pthread_mutex_lock(&run_state.lock);
+        snprintf(run_state.id, sizeof(run_state.id), "%s", sbx_sandbox_id(sb));
+        pthread_mutex_unlock(&run_state.lock);
+        if (!interrupted())
+            rc = cli_exec(sb, o);
+        if (sbx_sandbox_terminate(sb, &err) != SBX_OK && rc == 0)
+            rc = cli_sbx_error(&err);
+    }
+    if (interrupted())
+        rc = 128 + interrupted();
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv) {
+    cli_create_flags f;
+    cli_create_flags_init(&f);
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    bool want_stdin = false, sh = false;
+    int rc = parse(argc, argv, &f, &o, &want_stdin, &sh);
+    if (rc != 0) {
+        cli_create_flags_free(&f);
+        return rc < 0 ? 0 : rc;
+    }
+    char *script = NULL, *in = NULL;
+    const char **cmdv = NULL;
+    if (cli_command_argv(argv + optind, argc - optind, sh, &cmdv, &script) < 0)
+        rc = cli_error("out of memory");
+    if (rc == 0 && want_stdin) {
+        int r = cli_read_fd(0, &in, &o.stdin_len);
+        if (r < 0)
+            rc = cli_error("cannot read stdin: %s", strerror(-r));
+        o.stdin_data = in;
+    }
+    o.argv = cmdv;
+    o.shell = sh;
+    static sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_t th;
+    if (rc == 0 && (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+                    pthread_create(&th, NULL, signal_thread, &set) != 0))
+        rc = cli_error("cannot set up signal handling");
+    if (rc == 0)
+        rc = run(&f, &o);
+    free(in);
+    free(script);
+    free(cmdv);
+    cli_create_flags_free(&f);
+    return rc;
+}

@@ -1,0 +1,224 @@
+/* Shared helpers of the sbx subcommands (see cli.h). */
+#include "client/cli/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+cli_global cli_opts;
+
+bool cli_common_opt(int opt, const char *arg) {
+    if (opt == CLI_OPT_HOST)
+        cli_opts.host = arg;
+    else if (opt == CLI_OPT_JSON)
+        cli_opts.json = true;
+    else
+        return false;
+    return true;
+}
+
+int cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("sbx: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return CLI_EXIT_ERROR;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "sbx %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see sbx %s --help)\n", cmd);
+    va_end(ap);
+    return CLI_EXIT_USAGE;
+}
+
+int cli_sbx_error(const sbx_err *err) {
+    return cli_error("%s", err->message[0] ? err->message : sbx_code_name(err->code));
+}
+
+int cli_client(sbx_client **ret) {
+    sbx_err err = {0};
+    if (sbx_client_new(cli_opts.host, ret, &err) != SBX_OK)
+        return cli_sbx_error(&err);
+    return 0;
+}
+
+int cli_strv_add(cli_strv *l, const char *s) {
+    const char **nv = realloc(l->v, (l->n + 2) * sizeof(*nv));
+    if (!nv)
+        return -ENOMEM;
+    nv[l->n++] = s;
+    nv[l->n] = NULL;
+    l->v = nv;
+    return 0;
+}
+
+void cli_strv_free(cli_strv *l) {
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+void cli_create_flags_init(cli_create_flags *f) {
+    memset(f, 0, sizeof(*f));
+    sbx_create_opts_init(&f->opts);
+}
+
+void cli_create_flags_free(cli_create_flags *f) {
+    cli_strv_free(&f->env);
+    cli_strv_free(&f->labels);
+    free(f->network_json);
+}
+
+static int network_flag(cli_create_flags *f, const char *cmd, const char *arg) {
+    if (strcmp(arg, "none") == 0 || strcmp(arg, "open") == 0) {
+        f->opts.network = arg;
+        return 1;
+    }
+    if (strncmp(arg, "allow:", 6) != 0 || !arg[6])
+        return cli_usage_error(cmd, "--network must be none, open or allow:CIDR,host:port,..."), -1;
+    json_t *list = json_array();
+    char *copy = strdup(arg + 6), *save = NULL;
+    for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(list, json_string(t));
+    free(copy);
+    json_t *o = json_pack("{so}", "allow", list);
+    free(f->network_json);
+    f->network_json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!f->network_json)
+        return cli_error("out of memory"), -1;
+    f->opts.network = f->network_json;
+    return 1;
+}
+
+static int parse_double(const char *cmd, const char *name, const char *arg, double *ret) {
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v > 0))
+        return cli_usage_error(cmd, "--%s wants a positive number, not \"%s\"", name, arg), -1;
+    *ret = v;
+    return 1;
+}
+
+int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *arg) {
+    sbx_create_opts *o = &f->opts;
+    uint64_t v;
+    switch (opt) {
+    case 'I':
+        o->image = arg;
+        return 1;
+    case 'C':
+        return parse_double(cmd, "cpu", arg, &o->cpu);
+    case 'X':
+        return parse_double(cmd, "max-cost", arg, &o->max_cost_usd);
+    case 'M':
+    case 'D':
+        if (sbx_parse_size(arg, &v) != SBX_OK || v == 0)
+            return cli_usage_error(cmd, "--%s wants a size like 512Mi or 2Gi, not \"%s\"",
+                                   opt == 'M' ? "memory" : "disk", arg),
+                   -1;
+        *(opt == 'M' ? &o->memory : &o->disk) = v;
+        return 1;
+    case 'P': {
+        char *end;
+        unsigned long n = strtoul(arg, &end, 10);
+        if (*end || !*arg || n == 0 || n > 1000000)
+            return cli_usage_error(cmd, "--pids wants a positive number, not \"%s\"", arg), -1;
+        o->pids = (unsigned)n;
+        return 1;
+    }
+    case 'T':
+    case 't':
+        if (sbx_parse_duration(arg, &v) != SBX_OK || v == 0)
+            return cli_usage_error(cmd, "--%s wants a duration like 30s, 5m or 1h, not \"%s\"",
+                                   opt == 'T' ? "idle-timeout" : "timeout", arg),
+                   -1;
+        *(opt == 'T' ? &o->idle_timeout_ms : &o->timeout_ms) = v;
+        return 1;
+    case 'e':
+    case 'l':
+        if (!strchr(arg, '=') || arg[0] == '=')
+            return cli_usage_error(cmd, "--%s wants KEY=VALUE, not \"%s\"",
+                                   opt == 'e' ? "env" : "label", arg),
+                   -1;
+        if (cli_strv_add(opt == 'e' ? &f->env : &f->labels, arg) < 0)
+            return cli_error("out of memory"), -1;
+        o->env = f->env.v;
+        o->labels = f->labels.v;
+        return 1;
+    case 'N':
+        return network_flag(f, cmd, arg);
+    default:
+        return 0;
+    }
+}
+
+int cli_read_fd(int fd, char **ret, size_t *ret_len) {
+    size_t len = 0, cap = 65536;
+    char *buf = malloc(cap);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        if (len == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                return -ENOMEM;
+            }
+            buf = nb;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int r = -errno;
+            free(buf);
+            return r;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    *ret = buf;
+    *ret_len = len;
+    return 0;
+}
+
+int cli_print_json(json_t *j) {
+    if (!j || json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+        return cli_error("cannot print JSON");
+    fputc('\n', stdout);
+    return 0;
+}
+
+int cli_print_json_text(const char *text) {
+    json_t *j = json_loads(text, JSON_DECODE_ANY, NULL);
+    if (!j)
+        return cli_error("the daemon sent invalid JSON");
+    int r = cli_print_json(j);
+    json_decref(j);
+    return r;
+}
+
+int cli_exit_status(const sbx_exec_result *r) {
+    if (strcmp(r->reason, "command_timeout") == 0)
+        return 124;
+    if (r->signal > 0)
+        return 128 + (r->signal & 127);
+    if (strcmp(r->reason, "oom_killed") == 0)
+        return 137;
+    if (r->exit_code < 0 || r->exit_code > 255)
+        return CLI_EXIT_ERROR;
+    return r->exit_code;
+}

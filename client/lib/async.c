@@ -1,0 +1,436 @@
+/* libsbx's asynchronous API: every sbx_async_* call becomes one operation on the libuv-driven
+ * HTTP engine (http_async.c); its callback runs on the loop. Create places the sandbox by free
+ * capacity (refreshing GET /v1/info asynchronously when stale) and falls back to the next
+ * endpoint on 503 or connection failure. */
+#include "client/lib/http_async.h"
+#include "client/lib/internal.h"
+
+#include "common/timeutil.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Freed when the user has called sbx_async_free and no operation holds it any more. */
+struct sbx_async {
+    sbx_client *client;
+    sbxi_http_async *engine;
+    size_t ops;
+    unsigned refs;
+    bool closed;
+};
+
+enum op_kind { OP_CREATE, OP_EXEC, OP_READ, OP_GET_ARCHIVE, OP_DONE };
+
+typedef struct op {
+    sbx_async *as;
+    enum op_kind kind;
+    size_t ep;
+    union {
+        sbx_create_cb create;
+        sbx_exec_cb exec;
+        sbx_data_cb data;
+        sbx_done_cb done;
+    } cb;
+    void *ud;
+    /* create */
+    char *body, *idem;
+    size_t *order, k, info_pending;
+    sbx_err last;
+    /* exec */
+    bool streaming;
+    sbxi_exec_stream st;
+} op;
+
+typedef struct info_req {
+    op *parent;
+    size_t ep;
+} info_req;
+
+static void as_unref(sbx_async *as) {
+    if (--as->refs == 0)
+        free(as);
+}
+
+sbx_code sbx_async_new(sbx_client *client, struct uv_loop_s *loop, sbx_async **ret, sbx_err *err) {
+    if (!client || !loop || !ret)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client, loop or ret is NULL");
+    sbx_async *as = calloc(1, sizeof(*as));
+    if (!as)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    if (sbxi_http_async_new(loop, &as->engine) < 0) {
+        free(as);
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot create the HTTP engine");
+    }
+    as->client = client;
+    as->refs = 1;
+    *ret = as;
+    return SBX_OK;
+}
+
+void sbx_async_free(sbx_async *as) {
+    if (!as || as->closed)
+        return;
+    as->closed = true;
+    sbxi_http_async_free(as->engine); /* in-flight operations are called back with SBX_E_IO */
+    as_unref(as);
+}
+
+size_t sbx_async_pending(const sbx_async *as) {
+    return as ? as->ops : 0;
+}
+
+static op *op_new(sbx_async *as, enum op_kind kind, sbx_sandbox *sb, void *ud) {
+    op *o = calloc(1, sizeof(*o));
+    if (!o)
+        return NULL;
+    o->as = as;
+    o->kind = kind;
+    o->ep = sb ? sb->ep : 0;
+    o->ud = ud;
+    as->refs++;
+    as->ops++;
+    return o;
+}
+
+static void op_free(op *o) {
+    sbx_async *as = o->as;
+    if (o->streaming)
+        sbxi_exec_stream_done(&o->st);
+    free(o->body);
+    free(o->idem);
+    free(o->order);
+    free(o);
+    as->ops--;
+    as_unref(as);
+}
+
+/* Deliver an error (or success with err NULL for done-type ops) and free the op. */
+static void op_fail(op *o, const sbx_err *e) {
+    switch (o->kind) {
+    case OP_CREATE:
+        o->cb.create(o->ud, NULL, e);
+        break;
+    case OP_EXEC:
+        o->cb.exec(o->ud, NULL, e);
+        break;
+    case OP_READ:
+    case OP_GET_ARCHIVE:
+        o->cb.data(o->ud, NULL, 0, e);
+        break;
+    case OP_DONE:
+        o->cb.done(o->ud, e);
+        break;
+    }
+    op_free(o);
+}
+
+static void cancelled(op *o) {
+    sbx_err e;
+    sbxi_err_set(&e, SBX_E_IO, 0, "", "cancelled: sbx_async_free was called");
+    op_fail(o, &e);
+}
+
+static void on_done(void *ud, const sbxi_http_result *res);
+
+static sbx_code submit(op *o, const char *method, const char *path, const char *ctype,
+                       const char *accept, const void *body, size_t len, sbxi_http_cb cb,
+                       void *cb_ud, size_t ep) {
+    sbx_client *c = o->as->client;
+    _cleanup_free_ char *url = sbxi_url(&c->eps[ep], path);
+    char ct[128], ac[128];
+    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "");
+    snprintf(ac, sizeof(ac), "Accept: %s", accept ? accept : "application/json");
+    const char *hdrs[] = {ctype ? ct : "Content-Type:", ac, o->idem, NULL};
+    sbxi_http_opts opts = {
+        .unix_path = c->eps[ep].unix_path,
+        .bearer_token = c->token,
+        .connect_timeout_ms = 10000,
+    };
+    if (o->streaming && cb == on_done) {
+        opts.on_chunk = sbxi_exec_stream_chunk;
+        opts.chunk_ud = &o->st;
+    }
+    if (!url)
+        return SBX_E_NOMEM;
+    int r = sbxi_http_async_request_ex(o->as->engine, method, url, hdrs, body, len, &opts, cb,
+                                       cb_ud ? cb_ud : o);
+    return r == 0            ? SBX_OK
+           : r == -ENOMEM    ? SBX_E_NOMEM
+           : r == -ESHUTDOWN ? SBX_E_IO
+                             : SBX_E_INVALID;
+}
+
+/* ---- create: info refresh, then one endpoint after the other ---- */
+static void create_next(op *o);
+
+static void on_info(void *ud, const sbxi_http_result *res) {
+    info_req *ir = ud;
+    op *o = ir->parent;
+    sbx_client *c = o->as->client;
+    if (!res->cancelled)
+        sbxi_info_record(c, ir->ep, res->body, res->len, res->curl_code == 0 && res->status == 200);
+    free(ir);
+    if (--o->info_pending > 0)
+        return;
+    if (res->cancelled || o->as->closed) {
+        cancelled(o);
+        return;
+    }
+    sbxi_placement_order(c, o->order);
+    create_next(o);
+}
+
+static void create_next(op *o) {
+    sbx_client *c = o->as->client;
+    if (o->k >= c->n_eps) {
+        sbx_err e = o->last;
+        if (c->n_eps > 1 && e.code == SBX_E_UNAVAILABLE)
+            sbxi_err_set(&e, e.code, o->last.http_status, o->last.api_code,
+                         "every endpoint is full or unreachable (last: %.400s)", o->last.message);
+        {
+            op_fail(o, &e);
+            return;
+        }
+    }
+    o->ep = o->order[o->k++];
+    if (c->eps[o->ep].free_slots > 0)
+        c->eps[o->ep].free_slots--; /* optimistic: spreads a burst of creates */
+    sbx_code rc = submit(o, "POST", "/v1/sandboxes", "application/json", NULL, o->body,
+                         strlen(o->body), on_done, NULL, o->ep);
+    if (rc != SBX_OK) {
+        sbx_err e;
+        sbxi_err_set(&e, rc, 0, "", "cannot start the create request");
+        op_fail(o, &e);
+    }
+}
+
+static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const sbx_err *e) {
+    sbx_client *c = o->as->client;
+    if (rc == SBX_OK) {
+        sbx_sandbox *sb = NULL;
+        sbx_err pe;
+        if (sbxi_sandbox_from_body(c, o->ep, res->body, res->len, &sb, &pe) != SBX_OK) {
+            op_fail(o, &pe);
+            return;
+        }
+        o->cb.create(o->ud, sb, NULL);
+        {
+            op_free(o);
+            return;
+        }
+    }
+    if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT) {
+        op_fail(o, e);
+        return;
+    }
+    c->eps[o->ep].free_slots = rc == SBX_E_UNAVAILABLE ? 0 : -1;
+    if (o->last.code != SBX_E_UNAVAILABLE)
+        o->last = *e;
+    create_next(o);
+}
+
+sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create_cb cb, void *ud) {
+    if (!as || !cb || as->closed || (opts && !sbxi_header_safe(opts->idempotency_key)))
+        return SBX_E_INVALID;
+    sbx_client *c = as->client;
+    op *o = op_new(as, OP_CREATE, NULL, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->cb.create = cb;
+    sbx_err e;
+    o->body = sbxi_create_body(opts, &e);
+    o->order = calloc(c->n_eps, sizeof(size_t));
+    if (!o->body || !o->order ||
+        (opts && opts->idempotency_key &&
+         asprintf(&o->idem, "Idempotency-Key: %s", opts->idempotency_key) < 0)) {
+        sbx_code rc = o->body ? SBX_E_NOMEM : e.code;
+        o->idem = NULL;
+        op_free(o);
+        return rc;
+    }
+    if (c->n_eps > 1 && sbxi_info_stale(c, now_mono_ms())) {
+        for (size_t i = 0; i < c->n_eps; i++) {
+            info_req *ir = calloc(1, sizeof(*ir));
+            if (!ir)
+                break;
+            *ir = (info_req){o, i};
+            o->info_pending++;
+            if (submit(o, "GET", "/v1/info", NULL, NULL, NULL, 0, on_info, ir, i) != SBX_OK) {
+                o->info_pending--;
+                free(ir);
+            }
+        }
+        if (o->info_pending > 0)
+            return SBX_OK;
+    }
+    sbxi_placement_order(c, o->order);
+    /* the first attempt must not call back from inside this call: defer via the engine */
+    sbx_code rc = submit(o, "POST", "/v1/sandboxes", "application/json", NULL, o->body,
+                         strlen(o->body), on_done, NULL, o->order[0]);
+    if (rc != SBX_OK) {
+        op_free(o);
+        return rc;
+    }
+    o->ep = o->order[0];
+    o->k = 1;
+    if (c->eps[o->ep].free_slots > 0)
+        c->eps[o->ep].free_slots--;
+    return SBX_OK;
+}
+
+/* ---- completion of every other operation ---- */
+static void on_done(void *ud, const sbxi_http_result *res) {
+    op *o = ud;
+    if (res->cancelled || o->as->closed) {
+        cancelled(o);
+        return;
+    }
+    sbx_err e = {0};
+    sbx_code rc = sbxi_err_from_response(&o->as->client->eps[o->ep], res->detail, &e);
+    if (o->kind == OP_CREATE) {
+        create_result(o, res, rc, &e);
+        return;
+    }
+    if (rc != SBX_OK) {
+        op_fail(o, &e);
+        return;
+    }
+    switch (o->kind) {
+    case OP_EXEC: {
+        sbx_exec_result r = {0};
+        rc = o->streaming ? sbxi_exec_stream_finish(&o->st, &r, &e)
+                          : sbxi_exec_result_parse(res->body, res->len, &r, &e);
+        if (rc != SBX_OK) {
+            op_fail(o, &e);
+            return;
+        }
+        o->cb.exec(o->ud, &r, NULL);
+        sbx_exec_result_free(&r);
+        break;
+    }
+    case OP_READ:
+    case OP_GET_ARCHIVE: {
+        bool is_tar = strncmp(res->content_type, "application/x-tar", 17) == 0;
+        if (is_tar != (o->kind == OP_GET_ARCHIVE)) {
+            sbxi_err_set(&e, SBX_E_INVALID, 200, is_tar ? "is_a_directory" : "not_a_directory",
+                         "the path is %s", is_tar ? "a directory" : "not a directory");
+            {
+                op_fail(o, &e);
+                return;
+            }
+        }
+        o->cb.data(o->ud, res->body, res->len, NULL);
+        break;
+    }
+    default:
+        o->cb.done(o->ud, NULL);
+        break;
+    }
+    op_free(o);
+}
+
+static sbx_code start(sbx_async *as, op *o, const char *method, const char *path, const char *ctype,
+                      const char *accept, const void *body, size_t len) {
+    sbx_code rc = path ? submit(o, method, path, ctype, accept, body, len, on_done, NULL, o->ep)
+                       : SBX_E_NOMEM;
+    if (rc != SBX_OK)
+        op_free(o);
+    return rc;
+}
+
+#define ASYNC_CHECK(as, sb, cb)                                                                    \
+    do {                                                                                           \
+        if (!(as) || !(sb) || !(cb) || (as)->closed || (sb)->client != (as)->client)               \
+            return SBX_E_INVALID;                                                                  \
+    } while (0)
+
+sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_cb cb,
+                        void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    _cleanup_free_ char *body = sbxi_exec_body(opts, NULL);
+    if (!body)
+        return SBX_E_INVALID;
+    op *o = op_new(as, OP_EXEC, sb, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->cb.exec = cb;
+    if (opts->on_output) {
+        o->streaming = true;
+        sbxi_exec_stream_init(&o->st, opts);
+    }
+    _cleanup_free_ char *path = NULL;
+    if (asprintf(&path, "/v1/sandboxes/%s/exec", sb->id) < 0)
+        path = NULL;
+    return start(as, o, "POST", path, "application/json",
+                 o->streaming ? "application/x-ndjson" : NULL, body, strlen(body));
+}
+
+static sbx_code files_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, const char *method,
+                         const char *ctype, const char *path, const void *data, size_t len,
+                         void *ud, op **ret) {
+    if (!path || (!data && len))
+        return SBX_E_INVALID;
+    op *o = op_new(as, kind, sb, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    *ret = o;
+    _cleanup_free_ char *p = sbxi_files_path(sb->id, path);
+    return start(as, o, method, p, ctype, "*/*", data, len);
+}
+
+/* The callback pointer must be set before the request can complete; the engine never calls
+ * back from inside the submitting call, so setting it right after is safe. */
+sbx_code sbx_async_write_file(sbx_async *as, sbx_sandbox *sb, const char *path, const void *data,
+                              size_t len, sbx_done_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = NULL;
+    sbx_code rc =
+        files_op(as, sb, OP_DONE, "PUT", "application/octet-stream", path, data, len, ud, &o);
+    if (rc == SBX_OK)
+        o->cb.done = cb;
+    return rc;
+}
+
+sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path, const void *tar,
+                               size_t len, sbx_done_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = NULL;
+    sbx_code rc = files_op(as, sb, OP_DONE, "PUT", "application/x-tar", path, tar, len, ud, &o);
+    if (rc == SBX_OK)
+        o->cb.done = cb;
+    return rc;
+}
+
+sbx_code sbx_async_read_file(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
+                             void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = NULL;
+    sbx_code rc = files_op(as, sb, OP_READ, "GET", NULL, path, NULL, 0, ud, &o);
+    if (rc == SBX_OK)
+        o->cb.data = cb;
+    return rc;
+}
+
+sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
+                               void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = NULL;
+    sbx_code rc = files_op(as, sb, OP_GET_ARCHIVE, "GET", NULL, path, NULL, 0, ud, &o);
+    if (rc == SBX_OK)
+        o->cb.data = cb;
+    return rc;
+}
+
+sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = op_new(as, OP_DONE, sb, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->cb.done = cb;
+    _cleanup_free_ char *path = NULL;
+    if (asprintf(&path, "/v1/sandboxes/%s", sb->id) < 0)
+        path = NULL;
+    return start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
+}

@@ -1,0 +1,177 @@
+/* libsbx's HTTP layer on libcurl: easy-handle setup shared by the sync and async paths (Unix
+ * socket or TCP, bearer token, body, response collection or streaming), URL building, and the
+ * synchronous request used by the sync API. */
+#include "client/lib/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static size_t on_body(char *data, size_t size, size_t n, void *ud) {
+    sbxi_response *r = ud;
+    size_t len = size * n;
+    if (r->on_chunk && r->easy) {
+        long status = 0;
+        curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status >= 200 && status < 300) {
+            r->on_chunk(r->chunk_ud, data, len);
+            return len;
+        }
+    }
+    if (r->len + len + 1 > SBXI_MAX_RESPONSE) {
+        r->overflow = true;
+        return 0; /* aborts the transfer */
+    }
+    if (r->len + len + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + len + 1)
+            cap *= 2;
+        char *nb = realloc(r->body, cap);
+        if (!nb) {
+            r->overflow = true;
+            return 0;
+        }
+        r->body = nb;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, len);
+    r->len += len;
+    r->body[r->len] = 0;
+    return len;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *ud) {
+    sbxi_response *r = ud;
+    size_t len = size * n;
+    static const char ra[] = "Retry-After:";
+    if (len > sizeof(ra) && strncasecmp(data, ra, sizeof(ra) - 1) == 0)
+        r->retry_after = strtol(data + sizeof(ra) - 1, NULL, 10);
+    return len;
+}
+
+void sbxi_response_reset(sbxi_response *r) {
+    free(r->body);
+    sbxi_chunk_fn fn = r->on_chunk;
+    void *ud = r->chunk_ud;
+    memset(r, 0, sizeof(*r));
+    r->on_chunk = fn;
+    r->chunk_ud = ud;
+}
+
+void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *unix_path,
+                     struct curl_slist *headers, const void *body, size_t len,
+                     sbxi_response *resp) {
+    resp->easy = h;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (unix_path)
+        curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, unix_path);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, resp->curl_error);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else {
+        if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+        }
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    }
+}
+
+void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r) {
+    r->curl_code = rc;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    if (rc != CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &r->os_errno);
+        if (!r->curl_error[0])
+            snprintf(r->curl_error, sizeof(r->curl_error), "%s", curl_easy_strerror(rc));
+    }
+    char *ct = NULL;
+    if (curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
+        snprintf(r->content_type, sizeof(r->content_type), "%s", ct);
+    if (!r->body) {
+        r->body = calloc(1, 1);
+        r->cap = r->body ? 1 : 0;
+    }
+    r->easy = NULL;
+}
+
+struct curl_slist *sbxi_api_headers(const sbx_client *c, const char *content_type,
+                                    const char *accept, const char *extra) {
+    char line[1024];
+    struct curl_slist *l = NULL, *n;
+#define ADD(s)                                                                                     \
+    do {                                                                                           \
+        n = curl_slist_append(l, s);                                                               \
+        if (!n)                                                                                    \
+            goto oom;                                                                              \
+        l = n;                                                                                     \
+    } while (0)
+    snprintf(line, sizeof(line), "Content-Type: %s", content_type ? content_type : "");
+    ADD(content_type ? line : "Content-Type:");
+    snprintf(line, sizeof(line), "Accept: %s", accept ? accept : "application/json");
+    ADD(line);
+    ADD("Expect:"); /* no 100-continue round trip for uploads */
+    if (c->token && c->token[0]) {
+        snprintf(line, sizeof(line), "Authorization: Bearer %s", c->token);
+        ADD(line);
+    }
+    if (extra)
+        ADD(extra);
+#undef ADD
+    return l;
+oom:
+    curl_slist_free_all(l);
+    return NULL;
+}
+
+char *sbxi_url(const sbxi_endpoint *ep, const char *path) {
+    char *s;
+    if (asprintf(&s, "%s%s", ep->base_url, path) < 0)
+        return NULL;
+    return s;
+}
+
+char *sbxi_files_path(const char *id, const char *path) {
+    char *esc = curl_easy_escape(NULL, path, 0);
+    if (!esc)
+        return NULL;
+    char *s;
+    int r = asprintf(&s, "/v1/sandboxes/%s/files?path=%s", id, esc);
+    curl_free(esc);
+    return r < 0 ? NULL : s;
+}
+
+sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
+                      const char *content_type, const char *accept, const char *extra_header,
+                      const void *body, size_t len, sbxi_response *resp, sbx_err *err) {
+    const sbxi_endpoint *e = &c->eps[ep];
+    if (!c->easy) {
+        c->easy = curl_easy_init();
+        if (!c->easy)
+            return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot create a libcurl handle");
+    } else {
+        curl_easy_reset(c->easy);
+    }
+    _cleanup_free_ char *url = sbxi_url(e, path);
+    struct curl_slist *hdrs = sbxi_api_headers(c, content_type, accept, extra_header);
+    if (!url || !hdrs) {
+        curl_slist_free_all(hdrs);
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    }
+    sbxi_response_reset(resp);
+    sbxi_easy_setup(c->easy, method, url, e->unix_path, hdrs, body, len, resp);
+    CURLcode rc = curl_easy_perform(c->easy);
+    sbxi_response_finish(c->easy, rc, resp);
+    curl_slist_free_all(hdrs);
+    return sbxi_err_from_response(e, resp, err);
+}

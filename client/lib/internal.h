@@ -1,0 +1,141 @@
+/* libsbx internals shared by its files (never installed): endpoints, the client and sandbox
+ * structs, request bodies, response parsing, the NDJSON splitter, base64 and error mapping. */
+#pragma once
+
+#include "common/macro.h"
+
+#include <sbx.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How long GET /v1/info's free_slots stays trusted for placement. */
+#define SBXI_INFO_TTL_MS 1000
+/* Largest answer kept in memory (file downloads included). */
+#define SBXI_MAX_RESPONSE (1024ull * 1024 * 1024)
+
+typedef struct sbxi_endpoint {
+    char *display;   /* what messages show: the socket path or the URL */
+    char *base_url;  /* "http://localhost" for unix sockets, else the URL without trailing / */
+    char *unix_path; /* NULL for TCP */
+    bool is_default; /* the default socket: connect errors say how to start the daemon */
+    long free_slots; /* from GET /v1/info; -1 unknown or unreachable */
+    uint64_t info_at_ms;
+} sbxi_endpoint;
+
+struct sbx_client {
+    sbxi_endpoint *eps;
+    size_t n_eps;
+    char *token;
+    CURL *easy; /* the synchronous API's handle (keeps connections alive) */
+};
+
+struct sbx_sandbox {
+    sbx_client *client;
+    char *id;
+    size_t ep; /* index into client->eps: where the sandbox lives */
+};
+
+/* ---- client.c ---- */
+/* Whether s is safe inside an HTTP header (no control characters). */
+bool sbxi_header_safe(const char *s);
+/* Parse a comma-separated endpoint list into a malloc'd array. Returns SBX_OK or SBX_E_INVALID. */
+sbx_code sbxi_hosts_parse(const char *hosts, sbxi_endpoint **ret, size_t *ret_n, sbx_err *err);
+void sbxi_endpoints_free(sbxi_endpoint *eps, size_t n);
+/* Placement order for a new sandbox: endpoint indexes, most free slots first (unknown last but
+ * still tried). order has room for client->n_eps entries. */
+void sbxi_placement_order(const sbx_client *client, size_t *order);
+/* Whether the endpoints' info is too old to place by. */
+bool sbxi_info_stale(const sbx_client *client, uint64_t now_ms);
+/* Record an info answer (free_slots, or -1 when it failed). */
+void sbxi_info_record(sbx_client *client, size_t ep, const char *body, size_t len, bool ok);
+sbx_sandbox *sbxi_sandbox_new(sbx_client *client, const char *id, size_t ep);
+/* "sb-..." from a create answer's body. */
+sbx_code sbxi_sandbox_from_body(sbx_client *client, size_t ep, const char *body, size_t len,
+                                sbx_sandbox **ret, sbx_err *err);
+
+/* ---- http.c: one request's description and its collected answer ---- */
+typedef void (*sbxi_chunk_fn)(void *ud, const char *data, size_t len);
+
+typedef struct sbxi_response {
+    long status; /* 0 when no HTTP answer came */
+    char *body;  /* NUL-terminated (not streamed when on_chunk is set) */
+    size_t len, cap;
+    char content_type[96];
+    long retry_after;
+    CURLcode curl_code;
+    long os_errno;
+    char curl_error[CURL_ERROR_SIZE];
+    bool overflow;
+    sbxi_chunk_fn on_chunk; /* when set and status is 2xx, body bytes go here instead */
+    void *chunk_ud;
+    CURL *easy; /* during the transfer */
+} sbxi_response;
+
+/* Set up an easy handle for one request; the response collects into resp. headers is owned by
+ * the caller and must outlive the transfer. body is not copied. */
+void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *unix_path,
+                     struct curl_slist *headers, const void *body, size_t len, sbxi_response *resp);
+/* Headers for a libsbx API request: JSON content type, bearer token, extras ("K: V"). */
+struct curl_slist *sbxi_api_headers(const sbx_client *c, const char *content_type,
+                                    const char *accept, const char *extra);
+/* base_url + path (path starts with '/'); NULL on OOM. */
+char *sbxi_url(const sbxi_endpoint *ep, const char *path);
+/* "/v1/sandboxes/<id>/files?path=<escaped>" (with &mode when mode_octal != 0). */
+char *sbxi_files_path(const char *id, const char *path);
+void sbxi_response_reset(sbxi_response *r);
+/* After curl_easy_perform or a multi completion: fill status, content type and errno. */
+void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r);
+/* Synchronous request on the client's easy handle. */
+sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
+                      const char *content_type, const char *accept, const char *extra_header,
+                      const void *body, size_t len, sbxi_response *resp, sbx_err *err);
+
+/* ---- errors.c ---- */
+sbx_code sbxi_err_set(sbx_err *err, sbx_code code, long http_status, const char *api_code,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+sbx_code sbxi_code_from_status(long status, const char *api_code);
+/* Map a finished response into SBX_OK (2xx) or an error filled in from the API's JSON or
+ * libcurl's error. */
+sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r, sbx_err *err);
+
+/* ---- exec.c ---- */
+char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
+char *sbxi_exec_body(const sbx_exec_opts *o, sbx_err *err);
+sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret, sbx_err *err);
+
+/* NDJSON splitter: bytes in, one callback per complete line (without '\n'), however the bytes
+ * are chunked. A line longer than max is an error. */
+typedef struct sbxi_ndjson {
+    char *buf;
+    size_t len, cap, max;
+    bool failed;
+    int (*on_line)(void *ud, const char *line, size_t len); /* < 0 stops */
+    void *ud;
+} sbxi_ndjson;
+void sbxi_ndjson_init(sbxi_ndjson *s, size_t max, int (*on_line)(void *, const char *, size_t),
+                      void *ud);
+/* Returns 0, or < 0 once a line was too long or on_line failed (further input is ignored). */
+int sbxi_ndjson_feed(sbxi_ndjson *s, const char *data, size_t len);
+/* End of stream: a last line without '\n' is delivered. */
+int sbxi_ndjson_finish(sbxi_ndjson *s);
+void sbxi_ndjson_done(sbxi_ndjson *s);
+
+/* The state of one streamed exec: turns NDJSON events into on_output calls and the result. */
+typedef struct sbxi_exec_stream {
+    sbxi_ndjson nd;
+    sbx_output_cb on_output;
+    void *userdata;
+    bool got_exit;
+    sbx_exec_result result;
+    sbx_err err;
+    bool failed;
+} sbxi_exec_stream;
+void sbxi_exec_stream_init(sbxi_exec_stream *st, const sbx_exec_opts *o);
+void sbxi_exec_stream_chunk(void *ud, const char *data, size_t len); /* an sbxi_chunk_fn */
+/* After the transfer: the result, or an error if no exit event came. */
+sbx_code sbxi_exec_stream_finish(sbxi_exec_stream *st, sbx_exec_result *ret, sbx_err *err);
+void sbxi_exec_stream_done(sbxi_exec_stream *st);

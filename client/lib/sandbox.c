@@ -1,0 +1,292 @@
+/* libsbx's synchronous sandbox API: create (placed across endpoints by free capacity, falling
+ * back on 503 or connection failure), open, inspect, timeout, files, archives, exec (JSON or
+ * streamed NDJSON) and terminate. */
+#include "client/lib/internal.h"
+
+#include "common/timeutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sbx_create_opts_init(sbx_create_opts *opts) {
+    memset(opts, 0, sizeof(*opts));
+}
+
+static bool id_ok(const char *id) {
+    size_t n = id ? strlen(id) : 0;
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", id[i]))
+            return false;
+    return true;
+}
+
+sbx_sandbox *sbxi_sandbox_new(sbx_client *client, const char *id, size_t ep) {
+    sbx_sandbox *sb = calloc(1, sizeof(*sb));
+    if (!sb || !(sb->id = strdup(id))) {
+        free(sb);
+        return NULL;
+    }
+    sb->client = client;
+    sb->ep = ep;
+    return sb;
+}
+
+sbx_code sbxi_sandbox_from_body(sbx_client *client, size_t ep, const char *body, size_t len,
+                                sbx_sandbox **ret, sbx_err *err) {
+    json_t *j = json_loadb(body, len, 0, NULL);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    sbx_code rc = SBX_OK;
+    if (!id_ok(id))
+        rc = sbxi_err_set(err, SBX_E_PROTOCOL, 201, "",
+                          "sandboxd at %s answered create without "
+                          "a valid id",
+                          client->eps[ep].display);
+    else if (!(*ret = sbxi_sandbox_new(client, id, ep)))
+        rc = sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    json_decref(j);
+    return rc;
+}
+
+static void refresh_info(sbx_client *c) {
+    for (size_t i = 0; i < c->n_eps; i++) {
+        sbxi_response r = {0};
+        sbx_code rc = sbxi_request(c, i, "GET", "/v1/info", NULL, NULL, NULL, NULL, 0, &r, NULL);
+        sbxi_info_record(c, i, r.body, r.len, rc == SBX_OK);
+        free(r.body);
+    }
+}
+
+/* Try endpoints in placement order; remember the last error, preferring "full" over others. */
+sbx_code sbx_sandbox_create(sbx_client *c, const sbx_create_opts *opts, sbx_sandbox **ret,
+                            sbx_err *err) {
+    if (!c || !ret)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client or ret is NULL");
+    _cleanup_free_ char *body = sbxi_create_body(opts, err);
+    if (!body)
+        return err ? err->code : SBX_E_INVALID;
+    if (opts && !sbxi_header_safe(opts->idempotency_key))
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "",
+                            "the idempotency key has control characters");
+    _cleanup_free_ char *idem = NULL;
+    if (opts && opts->idempotency_key &&
+        asprintf(&idem, "Idempotency-Key: %s", opts->idempotency_key) < 0)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    if (c->n_eps > 1 && sbxi_info_stale(c, now_mono_ms()))
+        refresh_info(c);
+    _cleanup_free_ size_t *order = calloc(c->n_eps, sizeof(size_t));
+    if (!order)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    sbxi_placement_order(c, order);
+    sbx_err last = {0};
+    for (size_t k = 0; k < c->n_eps; k++) {
+        size_t ep = order[k];
+        sbxi_response r = {0};
+        sbx_err e;
+        sbx_code rc = sbxi_request(c, ep, "POST", "/v1/sandboxes", "application/json", NULL, idem,
+                                   body, strlen(body), &r, &e);
+        if (rc == SBX_OK) {
+            rc = sbxi_sandbox_from_body(c, ep, r.body, r.len, ret, err);
+            if (rc == SBX_OK && c->eps[ep].free_slots > 0)
+                c->eps[ep].free_slots--;
+            free(r.body);
+            return rc;
+        }
+        free(r.body);
+        if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT) {
+            if (err)
+                *err = e;
+            return rc;
+        }
+        c->eps[ep].free_slots = rc == SBX_E_UNAVAILABLE ? 0 : -1;
+        if (last.code != SBX_E_UNAVAILABLE)
+            last = e;
+    }
+    if (c->n_eps > 1 && last.code == SBX_E_UNAVAILABLE)
+        return sbxi_err_set(err, last.code, last.http_status, last.api_code,
+                            "every endpoint is full or unreachable (last: %.400s)", last.message);
+    if (err)
+        *err = last;
+    return last.code;
+}
+
+sbx_code sbx_sandbox_open(sbx_client *c, const char *id, sbx_sandbox **ret, sbx_err *err) {
+    if (!c || !ret || !id_ok(id))
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "bad sandbox id \"%s\"", id ? id : "");
+    char path[200];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+    sbx_err last = {0};
+    for (size_t ep = 0; ep < c->n_eps; ep++) {
+        sbxi_response r = {0};
+        sbx_err e;
+        sbx_code rc = sbxi_request(c, ep, "GET", path, NULL, NULL, NULL, NULL, 0, &r, &e);
+        free(r.body);
+        if (rc == SBX_OK) {
+            *ret = sbxi_sandbox_new(c, id, ep);
+            return *ret ? SBX_OK : sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+        }
+        if (rc != SBX_E_NOT_FOUND || last.code == SBX_OK)
+            last = e;
+    }
+    if (last.code == SBX_E_NOT_FOUND)
+        return sbxi_err_set(err, SBX_E_NOT_FOUND, last.http_status, last.api_code,
+                            "no such sandbox: %s", id);
+    if (err)
+        *err = last;
+    return last.code;
+}
+
+const char *sbx_sandbox_id(const sbx_sandbox *sb) {
+    return sb ? sb->id : NULL;
+}
+
+void sbx_sandbox_free(sbx_sandbox *sb) {
+    if (!sb)
+        return;
+    free(sb->id);
+    free(sb);
+}
+
+/* One request about a sandbox; the body is handed out (NUL-terminated) when ret is set. */
+static sbx_code sb_request(sbx_sandbox *sb, const char *method, const char *path, const char *ctype,
+                           const void *body, size_t len, char **ret, size_t *ret_len,
+                           char *ret_ctype, size_t ctype_len, sbx_err *err) {
+    if (!sb)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL");
+    sbxi_response r = {0};
+    sbx_code rc =
+        sbxi_request(sb->client, sb->ep, method, path, ctype, "*/*", NULL, body, len, &r, err);
+    if (rc == SBX_OK && ret) {
+        *ret = TAKE_PTR(r.body);
+        if (ret_len)
+            *ret_len = r.len;
+        if (ret_ctype)
+            snprintf(ret_ctype, ctype_len, "%s", r.content_type);
+    }
+    free(r.body);
+    return rc;
+}
+
+static char *sb_path(const sbx_sandbox *sb, const char *suffix) {
+    char *s;
+    return asprintf(&s, "/v1/sandboxes/%s%s", sb->id, suffix) < 0 ? NULL : s;
+}
+
+sbx_code sbx_sandbox_inspect(sbx_sandbox *sb, char **ret_json, sbx_err *err) {
+    if (!sb || !ret_json)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or ret_json is NULL");
+    _cleanup_free_ char *path = sb_path(sb, "");
+    if (!path)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    return sb_request(sb, "GET", path, NULL, NULL, 0, ret_json, NULL, NULL, 0, err);
+}
+
+sbx_code sbx_sandbox_set_timeout(sbx_sandbox *sb, uint64_t timeout_ms, sbx_err *err) {
+    if (!sb || timeout_ms == 0)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL or timeout is 0");
+    _cleanup_free_ char *path = sb_path(sb, "/timeout");
+    char body[64];
+    snprintf(body, sizeof(body), "{\"timeout\":%.3f}", (double)timeout_ms / 1000.0);
+    if (!path)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    return sb_request(sb, "POST", path, "application/json", body, strlen(body), NULL, NULL, NULL, 0,
+                      err);
+}
+
+static sbx_code put_files(sbx_sandbox *sb, const char *path, const char *ctype, const void *data,
+                          size_t len, sbx_err *err) {
+    if (!sb || !path || (!data && len))
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, path or data missing");
+    _cleanup_free_ char *p = sbxi_files_path(sb->id, path);
+    if (!p)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    return sb_request(sb, "PUT", p, ctype, data ? data : "", len, NULL, NULL, NULL, 0, err);
+}
+
+/* GET .../files; want_tar says which kind of answer the caller asked for. */
+static sbx_code get_files(sbx_sandbox *sb, const char *path, bool want_tar, void **ret,
+                          size_t *ret_len, sbx_err *err) {
+    if (!sb || !path || !ret || !ret_len)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, path or ret missing");
+    _cleanup_free_ char *p = sbxi_files_path(sb->id, path);
+    if (!p)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    char *data = NULL, ctype[96] = "";
+    size_t len = 0;
+    sbx_code rc = sb_request(sb, "GET", p, NULL, NULL, 0, &data, &len, ctype, sizeof(ctype), err);
+    if (rc != SBX_OK)
+        return rc;
+    bool is_tar = strncmp(ctype, "application/x-tar", 17) == 0;
+    if (is_tar != want_tar) {
+        free(data);
+        return sbxi_err_set(err, SBX_E_INVALID, 200, is_tar ? "is_a_directory" : "not_a_directory",
+                            "%s in sandbox %s is %s", path, sb->id,
+                            is_tar ? "a directory" : "not a directory");
+    }
+    *ret = data;
+    *ret_len = len;
+    return SBX_OK;
+}
+
+sbx_code sbx_sandbox_write_file(sbx_sandbox *sb, const char *path, const void *data, size_t len,
+                                sbx_err *err) {
+    return put_files(sb, path, "application/octet-stream", data, len, err);
+}
+
+sbx_code sbx_sandbox_read_file(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
+                               sbx_err *err) {
+    return get_files(sb, path, false, ret, ret_len, err);
+}
+
+sbx_code sbx_sandbox_put_archive(sbx_sandbox *sb, const char *path, const void *tar, size_t len,
+                                 sbx_err *err) {
+    return put_files(sb, path, "application/x-tar", tar, len, err);
+}
+
+sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
+                                 sbx_err *err) {
+    return get_files(sb, path, true, ret, ret_len, err);
+}
+
+sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err) {
+    if (!sb)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL");
+    _cleanup_free_ char *path = sb_path(sb, "");
+    if (!path)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    return sb_request(sb, "DELETE", path, NULL, NULL, 0, NULL, NULL, NULL, 0, err);
+}
+
+sbx_code sbx_sandbox_exec(sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_result *ret,
+                          sbx_err *err) {
+    if (!sb || !ret)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or ret is NULL");
+    _cleanup_free_ char *body = sbxi_exec_body(opts, err);
+    _cleanup_free_ char *path = sb_path(sb, "/exec");
+    if (!body)
+        return err ? err->code : SBX_E_INVALID;
+    if (!path)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    sbxi_response r = {0};
+    sbx_code rc;
+    if (opts->on_output) {
+        sbxi_exec_stream st;
+        sbxi_exec_stream_init(&st, opts);
+        r.on_chunk = sbxi_exec_stream_chunk;
+        r.chunk_ud = &st;
+        rc = sbxi_request(sb->client, sb->ep, "POST", path, "application/json",
+                          "application/x-ndjson", NULL, body, strlen(body), &r, err);
+        if (rc == SBX_OK)
+            rc = sbxi_exec_stream_finish(&st, ret, err);
+        sbxi_exec_stream_done(&st);
+    } else {
+        rc = sbxi_request(sb->client, sb->ep, "POST", path, "application/json", NULL, NULL, body,
+                          strlen(body), &r, err);
+        if (rc == SBX_OK)
+            rc = sbxi_exec_result_parse(r.body, r.len, ret, err);
+    }
+    free(r.body);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* Base64 encoder and strict decoder (see b64.h). */
+#include "common/b64.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *b64_encode(const void *data, size_t len) {
+    const unsigned char *in = data;
+    char *out = malloc((len + 2) / 3 * 4 + 1), *p = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)in[i] << 16;
+        if (i + 1 < len)
+            v |= (unsigned)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        *p++ = alphabet[(v >> 18) & 63];
+        *p++ = alphabet[(v >> 12) & 63];
+        *p++ = i + 1 < len ? alphabet[(v >> 6) & 63] : '=';
+        *p++ = i + 2 < len ? alphabet[v & 63] : '=';
+    }
+    *p = 0;
+    return out;
+}
+
+static int sextet(char c) {
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len) {
+    if (slen % 4)
+        return -EINVAL;
+    unsigned char *out = malloc(slen / 4 * 3 + 1);
+    if (!out)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < slen; i += 4) {
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            char c = s[i + k];
+            if (c == '=' && i + 4 == slen && k >= 2 && (k == 3 || s[i + 3] == '=')) {
+                v[k] = 0;
+                pad++;
+            } else if ((v[k] = sextet(c)) < 0 || pad) {
+                free(out);
+                return -EINVAL;
+            }
+        }
+        unsigned w = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | v[3];
+        out[n++] = (unsigned char)(w >> 16);
+        if (pad < 2)
+            out[n++] = (unsigned char)(w >> 8);
+        if (pad < 1)
+            out[n++] = (unsigned char)w;
+    }
+    out[n] = 0;
+    *ret = out;
+    *ret_len = n;
+    return 0;
+}

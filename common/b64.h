@@ -1,0 +1,10 @@
+/* Standard base64 (RFC 4648, with padding): bytes <-> text for JSON fields like stdin_b64. */
+#pragma once
+
+#include <stddef.h>
+
+/* Encode len bytes; returns a malloc'd NUL-terminated string or NULL on ENOMEM. */
+char *b64_encode(const void *data, size_t len);
+/* Decode; whitespace is not allowed. Returns 0 with a malloc'd buffer (NUL-terminated for
+ * convenience), -EINVAL on malformed input, -ENOMEM. */
+int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len);

@@ -1,0 +1,358 @@
+/* Request body validation for the API (see limits.h). */
+#include "policy/limits.h"
+
+#include "common/b64.h"
+#include "common/units.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAX_MAP_ENTRIES 256
+#define MAX_KEY_LEN 256
+#define MAX_VALUE_LEN 32768
+#define MAX_ARGV 4096
+#define MAX_PATH_LEN 4096
+
+static json_t *pick(json_t *body, json_t *defaults, const char *key) {
+    json_t *v = json_is_object(body) ? json_object_get(body, key) : NULL;
+    if (v && !json_is_null(v))
+        return v;
+    v = json_is_object(defaults) ? json_object_get(defaults, key) : NULL;
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static int bad(sbx_error *err, const char *field, const char *what) {
+    return error_set(err, -EINVAL, "%s: %s", field, what);
+}
+
+int policy_parse_size(json_t *v, const char *field, uint64_t *ret, sbx_error *err) {
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0)
+            return bad(err, field, "must not be negative");
+        *ret = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (!isfinite(d) || d < 0 || d != floor(d) || d >= 1.8e19)
+            return bad(err, field, "must be a whole number of bytes");
+        *ret = (uint64_t)d;
+        return 0;
+    }
+    if (json_is_string(v)) {
+        if (units_parse_size(json_string_value(v), ret) < 0)
+            return bad(err, field, "must be a size like 1048576, \"512Mi\" or \"2Gi\"");
+        return 0;
+    }
+    return bad(err, field, "must be a number of bytes or a size string like \"512Mi\"");
+}
+
+int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, sbx_error *err) {
+    if (json_is_number(v)) {
+        double d = json_number_value(v);
+        if (!isfinite(d) || d < 0 || d > 1e12)
+            return bad(err, field, "must be a non-negative number of seconds");
+        *ret_ms = (uint64_t)llround(d * 1000.0);
+        return 0;
+    }
+    if (json_is_string(v)) {
+        if (units_parse_duration(json_string_value(v), ret_ms) < 0)
+            return bad(err, field, "must be a duration like 30, \"30s\", \"5m\" or \"1h\"");
+        return 0;
+    }
+    return bad(err, field, "must be a number of seconds or a duration string like \"30s\"");
+}
+
+static int parse_duration_range(json_t *v, const char *field, uint64_t def, uint64_t min,
+                                uint64_t max, uint64_t *ret, sbx_error *err) {
+    if (!v) {
+        *ret = def;
+        return 0;
+    }
+    uint64_t ms;
+    int r = policy_parse_duration(v, field, &ms, err);
+    if (r < 0)
+        return r;
+    if (ms < min || ms > max)
+        return error_set(err, -EINVAL, "%s: must be between %.3gs and %.0fs", field,
+                         (double)min / 1000, (double)max / 1000);
+    *ret = ms;
+    return 0;
+}
+
+/* A string -> string object: keys non-empty, without '=', bounded sizes. Returns a copy. */
+static int parse_string_map(json_t *v, const char *field, json_t **ret, sbx_error *err) {
+    if (!v) {
+        *ret = json_object();
+        return 0;
+    }
+    if (!json_is_object(v))
+        return bad(err, field, "must be an object of string keys to string values");
+    if (json_object_size(v) > MAX_MAP_ENTRIES)
+        return bad(err, field, "has too many entries (at most 256)");
+    const char *k;
+    json_t *val;
+    json_object_foreach(v, k, val) {
+        if (!*k || strchr(k, '=') || strlen(k) > MAX_KEY_LEN)
+            return error_set(err, -EINVAL, "%s: key \"%.64s\" must be 1-256 characters without '='",
+                             field, k);
+        if (!json_is_string(val))
+            return error_set(err, -EINVAL, "%s.%.64s: must be a string", field, k);
+        if (json_string_length(val) > MAX_VALUE_LEN)
+            return error_set(err, -EINVAL, "%s.%.64s: value too long", field, k);
+    }
+    *ret = json_deep_copy(v);
+    return *ret ? 0 : error_set(err, -ENOMEM, "out of memory");
+}
+
+static bool path_ok(const char *p) {
+    if (p[0] != '/' || strlen(p) > MAX_PATH_LEN)
+        return false;
+    for (const char *s = p; (s = strstr(s, "..")); s += 2)
+        if ((s == p || s[-1] == '/') && (s[2] == 0 || s[2] == '/'))
+            return false;
+    return true;
+}
+
+static int parse_image(json_t *v, char **ret, sbx_error *err) {
+    const char *s = v ? json_string_value(v) : "host";
+    if (!s)
+        return bad(err, "image", "must be a string: \"host\" or an absolute directory path");
+    if (strcmp(s, "host") != 0 && !path_ok(s))
+        return bad(err, "image", "must be \"host\" or an absolute path without \"..\"");
+    *ret = strdup(s);
+    return *ret ? 0 : -ENOMEM;
+}
+
+static int parse_cpu(json_t *v, const policy_host *host, double *ret, sbx_error *err) {
+    if (!v) {
+        *ret = MIN(1.0, host->cpus);
+        return 0;
+    }
+    if (!json_is_number(v))
+        return bad(err, "cpu", "must be a number of vCPUs");
+    double c = json_number_value(v);
+    if (!isfinite(c) || c <= 0 || c > host->cpus)
+        return error_set(err, -EINVAL, "cpu: must be in (0, %g] vCPUs", host->cpus);
+    *ret = c;
+    return 0;
+}
+
+static int parse_size_range(json_t *v, const char *field, uint64_t def, uint64_t min, uint64_t max,
+                            uint64_t *ret, sbx_error *err) {
+    uint64_t b = def;
+    if (v) {
+        int r = policy_parse_size(v, field, &b, err);
+        if (r < 0)
+            return r;
+    }
+    if (b < min || b > max)
+        return error_set(err, -EINVAL, "%s: must be between %llu and %llu bytes", field,
+                         (unsigned long long)min, (unsigned long long)max);
+    *ret = b;
+    return 0;
+}
+
+static int parse_pids(json_t *v, uint32_t *ret, sbx_error *err) {
+    if (!v) {
+        *ret = 256;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 8 || json_integer_value(v) > 65536)
+        return bad(err, "pids", "must be an integer in [8, 65536]");
+    *ret = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+static int parse_cost(json_t *v, double *ret, sbx_error *err) {
+    *ret = 0;
+    if (!v)
+        return 0;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) <= 0)
+        return bad(err, "max_cost_usd", "must be a number > 0 (or null for no cap)");
+    *ret = json_number_value(v);
+    return 0;
+}
+
+static int parse_network(json_t *v, policy_create *c, sbx_error *err) {
+    c->net_mode = POLICY_NET_NONE;
+    if (!v || (json_is_string(v) && strcmp(json_string_value(v), "none") == 0))
+        return 0;
+    if (json_is_string(v) && strcmp(json_string_value(v), "open") == 0) {
+        c->net_mode = POLICY_NET_OPEN;
+        return 0;
+    }
+    json_t *allow = json_is_object(v) ? json_object_get(v, "allow") : NULL;
+    if (!json_is_array(allow))
+        return bad(err, "network", "must be \"none\", \"open\" or {\"allow\":[...]}");
+    if (json_array_size(allow) > MAX_MAP_ENTRIES)
+        return bad(err, "network.allow", "has too many entries (at most 256)");
+    size_t i;
+    json_t *e;
+    json_array_foreach(allow, i, e) {
+        if (!json_is_string(e) || json_string_length(e) == 0 || json_string_length(e) > 261)
+            return error_set(err, -EINVAL, "network.allow[%zu]: must be a non-empty string", i);
+    }
+    c->net_mode = POLICY_NET_ALLOW;
+    c->net_allow = json_deep_copy(allow);
+    return 0;
+}
+
+static int parse_lease(json_t *v, char **ret, sbx_error *err) {
+    *ret = NULL;
+    if (!v)
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 64)
+        return bad(err, "lease", "must be a lease id string (\"ls-...\")");
+    *ret = strdup(json_string_value(v));
+    return *ret ? 0 : -ENOMEM;
+}
+
+int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host *host,
+                               policy_create *ret, sbx_error *err) {
+    if (!json_is_object(body))
+        return error_set(err, -EINVAL, "body: must be a JSON object");
+    policy_create c = {0};
+    json_t *d = defaults;
+    int r;
+    if ((r = parse_image(pick(body, d, "image"), &c.image, err)) < 0 ||
+        (r = parse_cpu(pick(body, d, "cpu"), host, &c.cpu, err)) < 0 ||
+        (r = parse_size_range(pick(body, d, "memory"), "memory",
+                              MIN(2ull << 30, host->memory_bytes), POLICY_MIN_MEMORY,
+                              host->memory_bytes, &c.memory, err)) < 0 ||
+        (r = parse_size_range(pick(body, d, "disk"), "disk", 1ull << 30, 1ull << 20,
+                              POLICY_MAX_DISK, &c.disk, err)) < 0 ||
+        (r = parse_pids(pick(body, d, "pids"), &c.pids, err)) < 0 ||
+        (r = parse_string_map(pick(body, d, "env"), "env", &c.env, err)) < 0 ||
+        (r = parse_string_map(pick(body, NULL, "labels"), "labels", &c.labels, err)) < 0 ||
+        (r = parse_duration_range(pick(body, d, "idle_timeout"), "idle_timeout", 300000, 1000,
+                                  POLICY_MAX_DURATION_MS, &c.idle_timeout_ms, err)) < 0 ||
+        (r = parse_duration_range(pick(body, d, "timeout"), "timeout", 3600000, 1000,
+                                  POLICY_MAX_DURATION_MS, &c.timeout_ms, err)) < 0 ||
+        (r = parse_cost(pick(body, d, "max_cost_usd"), &c.max_cost_usd, err)) < 0 ||
+        (r = parse_network(pick(body, d, "network"), &c, err)) < 0 ||
+        (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0) {
+        policy_create_done(&c);
+        return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
+    }
+    *ret = c;
+    return 0;
+}
+
+void policy_create_done(policy_create *c) {
+    if (!c)
+        return;
+    free(c->image);
+    free(c->lease);
+    json_decref(c->env);
+    json_decref(c->labels);
+    json_decref(c->net_allow);
+    *c = (policy_create){0};
+}
+
+json_t *policy_create_to_json(const policy_create *c) {
+    json_t *net = c->net_mode == POLICY_NET_NONE   ? json_string("none")
+                  : c->net_mode == POLICY_NET_OPEN ? json_string("open")
+                                                   : json_pack("{s:O}", "allow", c->net_allow);
+    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:O,s:O,s:f,s:f,s:o,s:o,s:o}", "image", c->image, "cpu",
+                     c->cpu, "memory", (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids",
+                     (int)c->pids, "env", c->env, "labels", c->labels, "idle_timeout",
+                     c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0, "max_cost_usd",
+                     c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null(), "network", net,
+                     "lease", c->lease ? json_string(c->lease) : json_null());
+}
+
+static int parse_argv(json_t *v, json_t **ret, sbx_error *err) {
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return bad(err, "argv", "must be a non-empty array of strings");
+    if (json_array_size(v) > MAX_ARGV)
+        return bad(err, "argv", "has too many elements (at most 4096)");
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+        if (!json_is_string(e))
+            return error_set(err, -EINVAL, "argv[%zu]: must be a string", i);
+    }
+    if (json_string_length(json_array_get(v, 0)) == 0)
+        return bad(err, "argv[0]", "must not be empty");
+    *ret = json_deep_copy(v);
+    return 0;
+}
+
+static int parse_stdin(json_t *body, policy_exec *e, sbx_error *err) {
+    json_t *text = pick(body, NULL, "stdin"), *b64 = pick(body, NULL, "stdin_b64");
+    if (text && b64)
+        return bad(err, "stdin", "give either stdin or stdin_b64, not both");
+    if (text) {
+        if (!json_is_string(text))
+            return bad(err, "stdin", "must be a string");
+        e->stdin_len = json_string_length(text);
+        e->stdin_data = malloc(e->stdin_len + 1);
+        if (!e->stdin_data)
+            return -ENOMEM;
+        memcpy(e->stdin_data, json_string_value(text), e->stdin_len + 1);
+    } else if (b64) {
+        if (!json_is_string(b64) || b64_decode(json_string_value(b64), json_string_length(b64),
+                                               &e->stdin_data, &e->stdin_len) < 0)
+            return bad(err, "stdin_b64", "must be a base64 string");
+    }
+    return 0;
+}
+
+int policy_limits_parse_exec(json_t *body, policy_exec *ret, sbx_error *err) {
+    if (!json_is_object(body))
+        return error_set(err, -EINVAL, "body: must be a JSON object");
+    policy_exec e = {0};
+    json_t *shell = pick(body, NULL, "shell"), *cwd = pick(body, NULL, "cwd");
+    int r;
+    if ((r = parse_argv(pick(body, NULL, "argv"), &e.argv, err)) < 0)
+        goto fail;
+    if (shell && !json_is_boolean(shell)) {
+        r = bad(err, "shell", "must be true or false");
+        goto fail;
+    }
+    e.shell = json_is_true(shell);
+    if (cwd && (!json_is_string(cwd) || !path_ok(json_string_value(cwd)))) {
+        r = bad(err, "cwd", "must be an absolute path without \"..\"");
+        goto fail;
+    }
+    e.cwd = strdup(cwd ? json_string_value(cwd) : "/workspace");
+    if ((r = parse_string_map(pick(body, NULL, "env"), "env", &e.env, err)) < 0 ||
+        (r = parse_stdin(body, &e, err)) < 0 ||
+        (r = parse_duration_range(pick(body, NULL, "timeout"), "timeout", 0, 1,
+                                  POLICY_MAX_DURATION_MS, &e.timeout_ms, err)) < 0 ||
+        (r = parse_size_range(pick(body, NULL, "max_output"), "max_output", 1ull << 20, 0,
+                              POLICY_MAX_OUTPUT, &e.max_output, err)) < 0)
+        goto fail;
+    *ret = e;
+    return 0;
+fail:
+    policy_exec_done(&e);
+    return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
+}
+
+void policy_exec_done(policy_exec *e) {
+    if (!e)
+        return;
+    json_decref(e->argv);
+    json_decref(e->env);
+    free(e->cwd);
+    free(e->stdin_data);
+    *e = (policy_exec){0};
+}
+
+int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, sbx_error *err) {
+    json_t *v = json_is_object(body) ? json_object_get(body, "timeout") : NULL;
+    if (!json_is_object(body))
+        return error_set(err, -EINVAL, "body: must be a JSON object");
+    if (!v || json_is_null(v))
+        return bad(err, "timeout", "is required");
+    return parse_duration_range(v, "timeout", 0, 1000, POLICY_MAX_DURATION_MS, ret_ms, err);
+}
+
+int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, sbx_error *err) {
+    if (body && !json_is_object(body))
+        return error_set(err, -EINVAL, "body: must be a JSON object");
+    return parse_duration_range(pick(body, NULL, "ttl"), "ttl", 60000, 1000, POLICY_MAX_DURATION_MS,
+                                ret_ms, err);
+}

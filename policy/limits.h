@@ -1,0 +1,69 @@
+/* Validation of API request bodies (create, exec, timeout, lease): every field with its type,
+ * default and range, turning the user's JSON into typed structs. Pure: no I/O, no state. Errors
+ * name the offending field ("cpu: must be ..."); sbx_error.code is -EINVAL. */
+#pragma once
+
+#include "common/error.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define POLICY_MAX_DURATION_MS (7ull * 24 * 3600 * 1000)
+#define POLICY_MIN_MEMORY (16ull << 20)
+#define POLICY_MAX_DISK (64ull << 30)
+#define POLICY_MAX_OUTPUT (64ull << 20)
+
+/* What the host offers: the upper bounds of cpu and memory. */
+typedef struct policy_host {
+    double cpus;
+    uint64_t memory_bytes;
+} policy_host;
+
+typedef enum { POLICY_NET_NONE, POLICY_NET_OPEN, POLICY_NET_ALLOW } policy_net_mode;
+
+typedef struct policy_create {
+    char *image; /* "host" or an absolute directory path */
+    double cpu;
+    uint64_t memory, disk;
+    uint32_t pids;
+    uint64_t idle_timeout_ms, timeout_ms;
+    double max_cost_usd; /* 0: no cap */
+    json_t *env;         /* object: string -> string */
+    json_t *labels;      /* object: string -> string */
+    policy_net_mode net_mode;
+    json_t *net_allow; /* array of strings, or NULL */
+    char *lease;       /* NULL when none */
+} policy_create;
+
+typedef struct policy_exec {
+    json_t *argv; /* non-empty array of strings */
+    bool shell;
+    json_t *env; /* object */
+    char *cwd;
+    unsigned char *stdin_data; /* NULL when no stdin */
+    size_t stdin_len;
+    uint64_t timeout_ms; /* 0: none (the sandbox's lifetime bounds it) */
+    uint64_t max_output;
+} policy_exec;
+
+/* Parse a create body. `defaults` (may be NULL) is an object with the same fields that replaces
+ * the built-in defaults (operator configuration); it is validated like the body. */
+int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host *host,
+                               policy_create *ret, sbx_error *err);
+void policy_create_done(policy_create *c);
+/* Serialize the limits part back to JSON ({"cpu":..,"memory":..,...}) and the whole create
+ * (for persistence; policy_limits_parse_create accepts it back). */
+json_t *policy_create_to_json(const policy_create *c);
+
+int policy_limits_parse_exec(json_t *body, policy_exec *ret, sbx_error *err);
+void policy_exec_done(policy_exec *e);
+
+/* {"timeout": duration} in [1s, 7d]. */
+int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, sbx_error *err);
+/* {"ttl": duration} in [1s, 7d], default 60s. */
+int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, sbx_error *err);
+
+/* Field helpers (also used by the daemon's configuration parser). */
+int policy_parse_size(json_t *v, const char *field, uint64_t *ret, sbx_error *err);
+int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, sbx_error *err);

@@ -1,0 +1,118 @@
+/* Routing: method + path -> handler, authentication on TCP, and the checks every request
+ * shares (unknown ids are 404, wrong methods 405, shutting down is 503). */
+#include "sandboxd/http.h"
+
+#include <string.h>
+
+static bool token_ok(sd_daemon *d, sd_request *req) {
+    const char *h = sd_req_header(req, "Authorization");
+    const char *tok = d->cfg.token;
+    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(tok);
+    unsigned char diff = a != b;
+    for (size_t i = 0; i < b; i++)
+        diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
+    return diff == 0;
+}
+
+static bool is(sd_request *req, const char *m) {
+    return strcmp(req->method, m) == 0;
+}
+
+static void not_allowed(sd_request *req) {
+    sd_reply_error(req, 405, "method_not_allowed", "method %s is not allowed on %s", req->method,
+                   req->path);
+}
+
+static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
+    char id[64];
+    size_t n = strcspn(rest, "/");
+    if (n == 0 || n >= sizeof(id)) {
+        sd_reply_error(req, 404, "not_found", "no such sandbox");
+        return;
+    }
+    memcpy(id, rest, n);
+    id[n] = 0;
+    const char *sub = rest + n;
+    sd_sandbox *sb = sd_registry_find(d, id);
+    if (!sb || sb->hidden) {
+        sd_reply_error(req, 404, "not_found", "sandbox %s not found", id);
+        return;
+    }
+    if (sb->state != SD_ENDED)
+        sd_sandbox_touch(sb);
+    if (!*sub || strcmp(sub, "/") == 0) {
+        if (is(req, "GET"))
+            sd_api_get(d, req, sb);
+        else if (is(req, "DELETE"))
+            sd_api_delete(d, req, sb);
+        else
+            not_allowed(req);
+    } else if (strcmp(sub, "/timeout") == 0) {
+        is(req, "POST") ? sd_api_timeout(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/exec") == 0) {
+        is(req, "POST") ? sd_api_exec(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/files") == 0) {
+        if (is(req, "GET"))
+            sd_api_files_get(d, req, sb);
+        else if (is(req, "PUT"))
+            sd_api_files_put(d, req, sb);
+        else
+            not_allowed(req);
+    } else {
+        sd_reply_error(req, 404, "not_found", "no such endpoint: %s", req->path);
+    }
+}
+
+static void lease_route(sd_daemon *d, sd_request *req, const char *rest) {
+    char id[64];
+    size_t n = strcspn(rest, "/");
+    if (n == 0 || n >= sizeof(id)) {
+        sd_reply_error(req, 404, "not_found", "no such lease");
+        return;
+    }
+    memcpy(id, rest, n);
+    id[n] = 0;
+    const char *sub = rest + n;
+    if (!*sub)
+        is(req, "DELETE") ? sd_api_lease_delete(d, req, id) : not_allowed(req);
+    else if (strcmp(sub, "/renew") == 0)
+        is(req, "POST") ? sd_api_lease_renew(d, req, id) : not_allowed(req);
+    else
+        sd_reply_error(req, 404, "not_found", "no such endpoint: %s", req->path);
+}
+
+void sd_api_dispatch(sd_daemon *d, sd_request *req) {
+    const char *p = req->path;
+    if (req->tcp && !token_ok(d, req)) {
+        sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
+        return;
+    }
+    if (d->shutting_down) {
+        sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
+        return;
+    }
+    if (strcmp(p, "/healthz") == 0)
+        is(req, "GET") ? sd_api_healthz(d, req) : not_allowed(req);
+    else if (strcmp(p, "/metrics") == 0)
+        is(req, "GET") ? sd_api_metrics(d, req) : not_allowed(req);
+    else if (strcmp(p, "/v1/info") == 0)
+        is(req, "GET") ? sd_api_info(d, req) : not_allowed(req);
+    else if (strcmp(p, "/v1/sandboxes") == 0 || strcmp(p, "/v1/sandboxes/") == 0) {
+        if (is(req, "POST"))
+            sd_api_create(d, req);
+        else if (is(req, "GET"))
+            sd_api_list(d, req);
+        else
+            not_allowed(req);
+    } else if (strncmp(p, "/v1/sandboxes/", 14) == 0)
+        sandbox_route(d, req, p + 14);
+    else if (strcmp(p, "/v1/leases") == 0)
+        is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
+    else if (strncmp(p, "/v1/leases/", 11) == 0)
+        lease_route(d, req, p + 11);
+    else
+        sd_reply_error(req, 404, "not_found", "no such endpoint: %s", p);
+}

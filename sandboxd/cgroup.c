@@ -1,0 +1,76 @@
+/* The daemon's cgroup subtree: on cgroup v2 the daemon moves itself into <own>/daemon and gives
+ * shims <own>/sandboxes (controllers enabled), using the delegated cgroup systemd gives it; with
+ * --cgroup-parent NAME (or when it runs in the root cgroup) it uses /NAME instead. On v1 the
+ * shims get the parent name ("sandboxd" or --cgroup-parent) in every controller. */
+#include "sandboxd/daemon.h"
+
+#include "common/fdutil.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CG_ROOT "/sys/fs/cgroup"
+
+static int own_cgroup_v2(char *buf, size_t len) {
+    _cleanup_free_ char *s = NULL;
+    int r = file_read_all("/proc/self/cgroup", 65536, &s, NULL);
+    if (r < 0)
+        return r;
+    char *p = strstr(s, "0::");
+    if (!p)
+        return -ENOENT;
+    p += 3;
+    p[strcspn(p, "\n")] = 0;
+    snprintf(buf, len, "%s", p);
+    return 0;
+}
+
+static void enable_controllers(const char *dir) {
+    static const char *const ctl[] = {"+cpu", "+memory", "+pids", "+io"};
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
+    for (size_t i = 0; i < ARRAY_SIZE(ctl); i++)
+        file_write_str(path, ctl[i]); /* a controller the kernel lacks is not fatal */
+}
+
+static int setup_v2(sd_daemon *d, sbx_error *err) {
+    char own[PATH_MAX / 2] = "/", base[PATH_MAX], path[PATH_MAX + 32];
+    own_cgroup_v2(own, sizeof(own));
+    if (d->cfg.cgroup_parent || strcmp(own, "/") == 0) {
+        snprintf(base, sizeof(base), CG_ROOT "/%s",
+                 d->cfg.cgroup_parent ? d->cfg.cgroup_parent : "sandboxd");
+        if (mkdir(base, 0755) < 0 && errno != EEXIST)
+            return error_set_errno(err, negative_errno(), "mkdir %s", base);
+    } else {
+        snprintf(base, sizeof(base), CG_ROOT "%s", own);
+        snprintf(path, sizeof(path), "%s/daemon", base);
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+            return error_set_errno(err, negative_errno(), "mkdir %s", path);
+        char pid[32];
+        snprintf(pid, sizeof(pid), "%d", getpid());
+        snprintf(path, sizeof(path), "%s/daemon/cgroup.procs", base);
+        int r = file_write_str(path, pid);
+        if (r < 0)
+            return error_set_errno(err, r, "move the daemon into %s", path);
+    }
+    enable_controllers(base);
+    snprintf(path, sizeof(path), "%s/sandboxes", base);
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return error_set_errno(err, negative_errno(), "mkdir %s", path);
+    enable_controllers(path);
+    d->cgroup_version = 2;
+    snprintf(d->cgroup_parent, sizeof(d->cgroup_parent), "%s",
+             path); /* absolute, as the shim wants */
+    return 0;
+}
+
+int sd_cgroup_setup(sd_daemon *d, sbx_error *err) {
+    if (access(CG_ROOT "/cgroup.controllers", F_OK) == 0)
+        return setup_v2(d, err);
+    d->cgroup_version = 1;
+    snprintf(d->cgroup_parent, sizeof(d->cgroup_parent), "%s",
+             d->cfg.cgroup_parent ? d->cfg.cgroup_parent : "sandboxd");
+    return 0;
+}

@@ -1,0 +1,223 @@
+/* Configuration: built-in defaults, then the JSON config file (keys mirror the flags in
+ * snake_case, plus `price` and `defaults`), then command-line flags. */
+#include "sandboxd/daemon.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_CONFIG "/etc/sandboxd/sandboxd.json"
+
+enum {
+    OPT_CONFIG = 256,
+    OPT_SOCKET,
+    OPT_TCP,
+    OPT_TOKEN,
+    OPT_RUN_DIR,
+    OPT_STATE_DIR,
+    OPT_SHIM,
+    OPT_SECCOMP,
+    OPT_CGROUP,
+    OPT_MAX_SB,
+    OPT_MAX_START,
+    OPT_LOG,
+    OPT_HELP
+};
+
+static const struct option options[] = {
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"socket", required_argument, NULL, OPT_SOCKET},
+    {"tcp", required_argument, NULL, OPT_TCP},
+    {"token", required_argument, NULL, OPT_TOKEN},
+    {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"shim", required_argument, NULL, OPT_SHIM},
+    {"seccomp-profile", required_argument, NULL, OPT_SECCOMP},
+    {"cgroup-parent", required_argument, NULL, OPT_CGROUP},
+    {"max-sandboxes", required_argument, NULL, OPT_MAX_SB},
+    {"max-starting", required_argument, NULL, OPT_MAX_START},
+    {"log-level", required_argument, NULL, OPT_LOG},
+    {"help", no_argument, NULL, OPT_HELP},
+    {0},
+};
+
+static const char usage[] =
+    "usage: sandboxd [--config FILE] [--socket PATH] [--tcp HOST:PORT --token TOKEN]\n"
+    "                [--run-dir DIR] [--state-dir DIR] [--shim PATH] [--seccomp-profile PATH]\n"
+    "                [--cgroup-parent NAME] [--max-sandboxes N] [--max-starting N]\n"
+    "                [--log-level debug|info|warn|error]\n";
+
+static void set_str(char **dst, const char *v) {
+    free(*dst);
+    *dst = v ? strdup(v) : NULL;
+}
+
+static int parse_uint(const char *s, const char *what, unsigned *ret, sbx_error *err) {
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || v == 0 || v > 100000)
+        return error_set(err, -EINVAL, "%s: expected a positive integer, got \"%s\"", what, s);
+    *ret = (unsigned)v;
+    return 0;
+}
+
+static int apply(sd_config *c, int opt, const char *v, sbx_error *err) {
+    switch (opt) {
+    case OPT_SOCKET:
+        set_str(&c->socket_path, v);
+        return 0;
+    case OPT_TCP:
+        set_str(&c->tcp, v);
+        return 0;
+    case OPT_TOKEN:
+        set_str(&c->token, v);
+        return 0;
+    case OPT_RUN_DIR:
+        set_str(&c->run_dir, v);
+        return 0;
+    case OPT_STATE_DIR:
+        set_str(&c->state_dir, v);
+        return 0;
+    case OPT_SHIM:
+        set_str(&c->shim_path, v);
+        return 0;
+    case OPT_SECCOMP:
+        set_str(&c->seccomp_profile, v);
+        return 0;
+    case OPT_CGROUP:
+        if (!*v || strstr(v, ".."))
+            return error_set(err, -EINVAL, "cgroup-parent: invalid name \"%s\"", v);
+        set_str(&c->cgroup_parent, v);
+        return 0;
+    case OPT_MAX_SB:
+        return parse_uint(v, "max-sandboxes", &c->max_sandboxes, err);
+    case OPT_MAX_START:
+        return parse_uint(v, "max-starting", &c->max_starting, err);
+    case OPT_LOG:
+        if (log_level_from_string(v, &c->log_level) < 0)
+            return error_set(err, -EINVAL, "log-level: expected debug, info, warn or error");
+        return 0;
+    }
+    return 0;
+}
+
+static int load_price(sd_config *c, json_t *p, sbx_error *err) {
+    if (!p)
+        return 0;
+    json_t *v = json_object_get(p, "vcpu_hour_usd"), *g = json_object_get(p, "gib_hour_usd");
+    if (!json_is_object(p) || (v && (!json_is_number(v) || json_number_value(v) < 0)) ||
+        (g && (!json_is_number(g) || json_number_value(g) < 0)))
+        return error_set(err, -EINVAL, "config price: expected {vcpu_hour_usd, gib_hour_usd} >= 0");
+    if (v)
+        c->price.vcpu_hour_usd = json_number_value(v);
+    if (g)
+        c->price.gib_hour_usd = json_number_value(g);
+    return 0;
+}
+
+static int load_file(sd_config *c, const char *path, bool required, sbx_error *err) {
+    struct stat st;
+    if (!required && stat(path, &st) < 0)
+        return 0;
+    json_error_t je;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return error_set(err, -EINVAL, "config %s: %s (line %d)", path,
+                         j ? "not an object" : je.text, je.line);
+    }
+    static const struct {
+        const char *key;
+        int opt;
+    } keys[] = {{"socket", OPT_SOCKET},
+                {"tcp", OPT_TCP},
+                {"token", OPT_TOKEN},
+                {"run_dir", OPT_RUN_DIR},
+                {"state_dir", OPT_STATE_DIR},
+                {"shim", OPT_SHIM},
+                {"seccomp_profile", OPT_SECCOMP},
+                {"cgroup_parent", OPT_CGROUP},
+                {"max_sandboxes", OPT_MAX_SB},
+                {"max_starting", OPT_MAX_START},
+                {"log_level", OPT_LOG}};
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(keys) && r >= 0; i++) {
+        json_t *v = json_object_get(j, keys[i].key);
+        char num[32];
+        if (!v)
+            continue;
+        if (json_is_integer(v)) {
+            snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+            r = apply(c, keys[i].opt, num, err);
+        } else if (json_is_string(v)) {
+            r = apply(c, keys[i].opt, json_string_value(v), err);
+        } else {
+            r = error_set(err, -EINVAL, "config %s: %s has the wrong type", path, keys[i].key);
+        }
+    }
+    if (r >= 0)
+        r = load_price(c, json_object_get(j, "price"), err);
+    json_t *defs = json_object_get(j, "defaults");
+    if (r >= 0 && defs) {
+        if (!json_is_object(defs))
+            r = error_set(err, -EINVAL, "config %s: defaults must be an object", path);
+        else
+            c->defaults = json_incref(defs);
+    }
+    json_decref(j);
+    return r;
+}
+
+int sd_config_load(int argc, char **argv, sd_config *c, sbx_error *err) {
+    *c = (sd_config){.log_level = LOG_LEVEL_INFO, .price = policy_price_default()};
+    const char *config = NULL;
+    for (int i = 1; i < argc; i++) { /* the file comes first, flags override it */
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            config = argv[i] + 9;
+    }
+    int r = load_file(c, config ? config : DEFAULT_CONFIG, config != NULL, err);
+    if (r < 0)
+        return r;
+    c->config_path = strdup(config ? config : DEFAULT_CONFIG);
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (opt == OPT_HELP) {
+            fputs(usage, stdout);
+            exit(0);
+        }
+        if (opt == '?' || opt == ':')
+            return error_set(err, -EINVAL, "%s", usage);
+        if ((r = apply(c, opt, optarg, err)) < 0)
+            return r;
+    }
+    if (optind < argc)
+        return error_set(err, -EINVAL, "unexpected argument \"%s\"\n%s", argv[optind], usage);
+    if (!c->socket_path)
+        c->socket_path = strdup("/run/sandboxd/sandboxd.sock");
+    if (!c->run_dir)
+        c->run_dir = strdup("/run/sandboxd");
+    if (!c->state_dir)
+        c->state_dir = strdup("/var/lib/sandboxd");
+    if (c->tcp && (!c->token || !*c->token))
+        return error_set(err, -EINVAL,
+                         "--tcp needs --token TOKEN: TCP is never served without one");
+    return 0;
+}
+
+void sd_config_done(sd_config *c) {
+    free(c->config_path);
+    free(c->socket_path);
+    free(c->tcp);
+    free(c->token);
+    free(c->run_dir);
+    free(c->state_dir);
+    free(c->shim_path);
+    free(c->seccomp_profile);
+    free(c->cgroup_parent);
+    json_decref(c->defaults);
+    *c = (sd_config){0};
+}

@@ -1,0 +1,180 @@
+/* The daemon's shared types: the daemon context, a sandbox, a running command (exec), a lease,
+ * and the configuration. Every sandboxd/ file includes this; behaviour lives in the .c files
+ * named after each concern (registry, lifecycle, shim_client, http, api_*, timers, state...). */
+#pragma once
+
+#include "common/error.h"
+#include "common/log.h"
+#include "policy/limits.h"
+#include "policy/price.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct sd_daemon sd_daemon;
+typedef struct sd_sandbox sd_sandbox;
+typedef struct sd_exec sd_exec;
+typedef struct sd_request sd_request;
+typedef struct sd_shim sd_shim;
+typedef struct sd_http sd_http;
+
+typedef struct sd_config {
+    char *config_path, *socket_path, *tcp, *token, *run_dir, *state_dir, *shim_path;
+    char *seccomp_profile, *cgroup_parent;
+    unsigned max_sandboxes, max_starting;
+    enum log_level log_level;
+    policy_price price;
+    json_t *defaults; /* create defaults (operator overrides), object or NULL */
+} sd_config;
+
+typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED } sd_state;
+
+struct sd_sandbox {
+    sd_daemon *d;
+    sd_sandbox *next;
+    char id[24]; /* "sb-" + 16 hex */
+    sd_state state;
+    policy_create spec;
+    int uid_slot;
+    char dir[PATH_MAX];                                /* run-dir/sandboxes/<id> */
+    uint64_t created_ms, last_activity_ms, expires_ms; /* wall clock (survives restarts) */
+    uint64_t ended_ms, start_mono_us;
+    char end_reason[32];
+    char end_message[256];
+    double end_cost;
+    int init_pid, shim_pid;
+    sd_shim *shim;
+    bool queued;           /* waiting for a start slot */
+    bool hidden;           /* ended over 10 minutes ago; kept only for its Idempotency-Key */
+    uv_pipe_t *start_pipe; /* reading the shim's start-up line */
+    char start_line[1024];
+    size_t start_len;
+    sd_request **waiters; /* create requests waiting for the start */
+    size_t n_waiters;
+    char *idem_key;
+    sd_exec *execs;
+    unsigned commands_run;
+    uint64_t next_xid;
+    /* last stats from the shim */
+    uint64_t cpu_usec, mem_bytes, mem_peak_bytes, pids, oom_kills;
+};
+
+typedef struct sd_lease {
+    struct sd_lease *next;
+    char id[24];
+    uint64_t ttl_ms, expires_ms;
+} sd_lease;
+
+typedef struct sd_metrics {
+    uint64_t creates_ok, creates_error, creates_full;
+    uint64_t ends[9];
+    uint64_t execs[5]; /* exited signaled command_timeout oom_killed error */
+    uint64_t create_buckets[12], create_count;
+    double create_sum;
+    uint64_t exec_buckets[12], exec_count;
+    double exec_sum;
+    double cost_total;
+    uint64_t oom_kills;
+} sd_metrics;
+
+struct sd_daemon {
+    uv_loop_t *loop;
+    sd_config cfg;
+    policy_host host;
+    char seccomp_bpf[PATH_MAX];
+    int cgroup_version;
+    char cgroup_parent[PATH_MAX];
+    sd_sandbox *sandboxes;
+    sd_lease *leases;
+    unsigned char *slots; /* uid slot in use */
+    unsigned n_slots;
+    unsigned n_starting;
+    sd_http *http;
+    uv_timer_t tick;
+    uv_signal_t sigterm, sigint;
+    bool shutting_down;
+    unsigned active_requests;
+    sd_metrics m;
+};
+
+/* config.c */
+int sd_config_load(int argc, char **argv, sd_config *cfg, sbx_error *err);
+void sd_config_done(sd_config *cfg);
+
+/* registry.c */
+sd_sandbox *sd_registry_find(sd_daemon *d, const char *id);
+sd_sandbox *sd_registry_find_idem(sd_daemon *d, const char *key);
+int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, sbx_error *err);
+void sd_registry_remove(sd_daemon *d, sd_sandbox *sb);
+unsigned sd_registry_count_active(sd_daemon *d);
+int sd_slot_alloc(sd_daemon *d);
+void sd_slot_claim(sd_daemon *d, int slot);
+void sd_slot_release(sd_daemon *d, int slot);
+double sd_sandbox_cost(const sd_sandbox *sb);
+json_t *sd_sandbox_to_json(const sd_sandbox *sb);
+void sd_random_id(const char *prefix, char *buf, size_t len);
+const char *sd_state_name(sd_state s);
+
+/* lifecycle.c */
+void sd_sandbox_start(sd_sandbox *sb);
+void sd_start_queued(sd_daemon *d);
+void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) _printf_(3, 4);
+void sd_sandbox_touch(sd_sandbox *sb);
+int sd_sandbox_adopt(sd_sandbox *sb, sbx_error *err);
+void sd_sandbox_free(sd_sandbox *sb);
+int sd_uid_base(int slot);
+
+/* state.c */
+int sd_state_save(sd_sandbox *sb);
+void sd_state_remove(sd_daemon *d, const char *id);
+int sd_state_restore(sd_daemon *d);
+int sd_lease_save(sd_daemon *d, sd_lease *l);
+void sd_lease_state_remove(sd_daemon *d, const char *id);
+
+/* timers.c */
+void sd_timers_start(sd_daemon *d);
+void sd_timers_tick(sd_daemon *d);
+
+/* metrics.c */
+void sd_metrics_end(sd_daemon *d, const char *reason, double cost);
+void sd_metrics_exec(sd_daemon *d, const char *outcome, double seconds);
+void sd_metrics_create(sd_daemon *d, const char *outcome, double seconds);
+char *sd_metrics_render(sd_daemon *d);
+
+/* cgroup.c */
+int sd_cgroup_setup(sd_daemon *d, sbx_error *err);
+
+/* seccomp (main.c) and listening sockets (listen.c) */
+int sd_listen_unix(const char *path, int *ret_fd, sbx_error *err);
+int sd_listen_tcp(const char *hostport, int *ret_fd, sbx_error *err);
+int sd_listen_activated(void);
+void sd_notify_ready(void);
+
+/* api_*.c: request handlers, dispatched by api_router.c */
+void sd_api_dispatch(sd_daemon *d, sd_request *req);
+void sd_api_healthz(sd_daemon *d, sd_request *req);
+void sd_api_info(sd_daemon *d, sd_request *req);
+void sd_api_metrics(sd_daemon *d, sd_request *req);
+void sd_api_create(sd_daemon *d, sd_request *req);
+void sd_api_list(sd_daemon *d, sd_request *req);
+void sd_api_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_delete(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_lease_create(sd_daemon *d, sd_request *req);
+void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
+void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);
+void sd_leases_expire(sd_daemon *d);
+int sd_lease_restore(sd_daemon *d, json_t *j);
+/* Answer create requests waiting on sb (201 with the object, or the error). */
+void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *msg);
+
+/* api_exec.c: events for running commands */
+void sd_exec_on_exit(sd_sandbox *sb, json_t *ev);
+void sd_exec_abort_all(sd_sandbox *sb, const char *why);
+unsigned sd_exec_count(const sd_sandbox *sb);

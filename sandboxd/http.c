@@ -1,0 +1,401 @@
+/* libmicrohttpd on the libuv loop (see http.h). Each listening socket gets its own MHD daemon in
+ * external-epoll mode; the loop polls MHD's epoll fd and runs MHD_run when it is readable or
+ * when MHD's timeout expires. Suspended connections are resumed through MHD's ITC, which makes
+ * the epoll fd readable again. */
+#include "sandboxd/http.h"
+
+#include "common/macro.h"
+#include "common/timeutil.h"
+
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct http_inst {
+    sd_http *http;
+    struct MHD_Daemon *mhd;
+    uv_poll_t poll;
+    uv_timer_t timer;
+    bool tcp, active;
+} http_inst;
+
+struct sd_http {
+    sd_daemon *d;
+    http_inst inst[2];
+};
+
+static void inst_run(http_inst *in);
+
+static void timer_cb(uv_timer_t *t) {
+    inst_run(t->data);
+}
+
+static void poll_cb(uv_poll_t *p, int status, int events) {
+    inst_run(p->data);
+}
+
+static void inst_run(http_inst *in) {
+    if (!in->mhd)
+        return;
+    MHD_run(in->mhd);
+    MHD_UNSIGNED_LONG_LONG to;
+    if (MHD_get_timeout(in->mhd, &to) == MHD_YES)
+        uv_timer_start(&in->timer, timer_cb, MIN(to, 60000), 0);
+    else
+        uv_timer_start(&in->timer, timer_cb, 1000, 0);
+}
+
+static void http_kick(sd_daemon *d) {
+    if (!d->http)
+        return;
+    for (int i = 0; i < 2; i++)
+        if (d->http->inst[i].mhd)
+            uv_timer_start(&d->http->inst[i].timer, timer_cb, 0, 0);
+}
+
+static void req_resume(sd_request *req) {
+    if (req->suspended && !req->closed) {
+        req->suspended = false;
+        MHD_resume_connection(req->conn);
+        http_kick(req->d);
+    }
+}
+
+const char *sd_req_header(sd_request *req, const char *name) {
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *sd_req_query(sd_request *req, const char *key) {
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+typedef struct query_iter {
+    const char *key;
+    const char **out;
+    size_t n, max;
+} query_iter;
+
+static enum MHD_Result query_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+    query_iter *it = cls;
+    if (key && value && strcmp(key, it->key) == 0 && it->n < it->max)
+        it->out[it->n++] = value;
+    return MHD_YES;
+}
+
+size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max) {
+    query_iter it = {.key = key, .out = out, .max = max};
+    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_cb, &it);
+    return it.n;
+}
+
+json_t *sd_req_json(sd_request *req) {
+    if (req->body_len == 0)
+        return json_object();
+    json_error_t je;
+    json_t *j = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        sd_reply_error(req, 400, "invalid_json", "request body is not valid JSON: %s (line %d)",
+                       je.text, je.line);
+    return j;
+}
+
+static void set_response(sd_request *req, unsigned status, struct MHD_Response *resp) {
+    if (!resp) {
+        status = 500;
+        static const char oom[] = "{\"message\":\"out of memory\",\"code\":\"internal\"}";
+        resp =
+            MHD_create_response_from_buffer(sizeof(oom) - 1, (void *)oom, MHD_RESPMEM_PERSISTENT);
+    }
+    if (req->retry_after) {
+        char s[16];
+        snprintf(s, sizeof(s), "%u", req->retry_after);
+        MHD_add_response_header(resp, "Retry-After", s);
+    }
+    req->response = resp;
+    req->status = status;
+    req->answered = true;
+    req_resume(req);
+}
+
+void sd_reply_json(sd_request *req, unsigned status, json_t *body) {
+    if (req->answered || req->closed) {
+        json_decref(body);
+        return;
+    }
+    char *s = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(12)) : NULL;
+    json_decref(body);
+    size_t n = s ? strlen(s) : 0;
+    if (s) {
+        s[n] = 0;
+        char *t = realloc(s, n + 2);
+        if (t) {
+            s = t;
+            s[n++] = '\n';
+        }
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        n, s ? s : (void *)"", s ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (r && s)
+        MHD_add_response_header(r, "Content-Type", "application/json");
+    set_response(req, status, r);
+}
+
+void sd_reply_error(sd_request *req, unsigned status, const char *code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_debug("request failed path=%s status=%u code=%s message=\"%s\"", req->path, status, code,
+              msg);
+    sd_reply_json(req, status, json_pack("{s:s,s:s}", "message", msg, "code", code));
+}
+
+void sd_reply_sbx_error(sd_request *req, const sbx_error *err) {
+    if (err->code == -EINVAL)
+        sd_reply_error(req, 400, "invalid_argument", "%s", err->message);
+    else if (err->code == -ENOENT)
+        sd_reply_error(req, 404, "not_found", "%s", err->message);
+    else
+        sd_reply_error(req, 500, "internal", "%s", err->message);
+}
+
+void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data, size_t len) {
+    if (req->answered || req->closed) {
+        free(data);
+        return;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, data ? data : (void *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (r && ctype)
+        MHD_add_response_header(r, "Content-Type", ctype);
+    set_response(req, status, r);
+}
+
+void sd_reply_fd(sd_request *req, const char *ctype, int fd, uint64_t size) {
+    if (req->answered || req->closed) {
+        safe_close(fd);
+        return;
+    }
+    struct MHD_Response *r = MHD_create_response_from_fd64(size, fd);
+    if (!r)
+        safe_close(fd);
+    else
+        MHD_add_response_header(r, "Content-Type", ctype);
+    set_response(req, 200, r);
+}
+
+void sd_req_defer(sd_request *req) {
+    (void)req; /* the access handler suspends every request that has no answer yet */
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    sd_request *req = cls;
+    if (req->slen > 0) {
+        size_t n = MIN(max, req->slen);
+        memcpy(buf, req->sbuf, n);
+        memmove(req->sbuf, req->sbuf + n, req->slen - n);
+        req->slen -= n;
+        return (ssize_t)n;
+    }
+    if (req->stream_done)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    req->suspended = true;
+    MHD_suspend_connection(req->conn);
+    return 0;
+}
+
+void sd_stream_begin(sd_request *req, const char *ctype) {
+    if (req->answered || req->closed)
+        return;
+    req->ctype = strdup(ctype);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, req, NULL);
+    if (r && req->ctype)
+        MHD_add_response_header(r, "Content-Type", req->ctype);
+    req->stream = true;
+    set_response(req, 200, r);
+}
+
+void sd_stream_write(sd_request *req, const char *data, size_t len) {
+    if (!req->stream || req->closed || req->stream_done)
+        return;
+    if (req->slen + len > req->scap) {
+        size_t cap = MAX(req->scap * 2, req->slen + len + 4096);
+        char *n = realloc(req->sbuf, cap);
+        if (!n)
+            return;
+        req->sbuf = n;
+        req->scap = cap;
+    }
+    memcpy(req->sbuf + req->slen, data, len);
+    req->slen += len;
+    req_resume(req);
+}
+
+void sd_stream_end(sd_request *req) {
+    if (!req->stream || req->closed)
+        return;
+    req->stream_done = true;
+    req_resume(req);
+}
+
+static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
+                           const char *method) {
+    sd_request *req = calloc(1, sizeof(*req));
+    if (!req)
+        return NULL;
+    req->d = in->http->d;
+    req->conn = conn;
+    req->method = method;
+    req->path = strdup(url);
+    req->tcp = in->tcp;
+    req->start_us = now_mono_us();
+    req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX : SD_BODY_MAX;
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > req->body_max)
+        req->too_large = true;
+    req->d->active_requests++;
+    return req;
+}
+
+static void req_body(sd_request *req, const char *data, size_t len) {
+    if (req->too_large || req->body_len + len > req->body_max) {
+        req->too_large = true;
+        return;
+    }
+    if (req->body_len + len + 1 > req->body_cap) {
+        size_t cap = MAX(req->body_cap * 2, req->body_len + len + 1);
+        cap = MIN(cap, req->body_max + 1);
+        char *n = realloc(req->body, cap);
+        if (!n) {
+            req->too_large = true;
+            return;
+        }
+        req->body = n;
+        req->body_cap = cap;
+    }
+    memcpy(req->body + req->body_len, data, len);
+    req->body_len += len;
+    req->body[req->body_len] = 0;
+}
+
+static enum MHD_Result queue_answer(sd_request *req) {
+    struct MHD_Response *r = req->response;
+    req->response = NULL;
+    enum MHD_Result ret = MHD_queue_response(req->conn, req->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+    http_inst *in = cls;
+    sd_request *req = *con_cls;
+    if (!req) {
+        *con_cls = req = req_new(in, conn, url, method);
+        return req ? MHD_YES : MHD_NO;
+    }
+    if (*upload_data_size) {
+        req_body(req, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!req->dispatched) {
+        req->dispatched = true;
+        if (req->too_large)
+            sd_reply_error(req, 413, "too_large", "request body is larger than %zu bytes",
+                           req->body_max);
+        else if (req->d->active_requests > SD_MAX_REQUESTS)
+            sd_reply_error(req, 429, "too_many_requests", "too many concurrent requests");
+        else
+            sd_api_dispatch(req->d, req);
+    }
+    if (req->response)
+        return queue_answer(req);
+    if (!req->answered) {
+        req->suspended = true;
+        MHD_suspend_connection(conn);
+    }
+    return MHD_YES;
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    sd_request *req = *con_cls;
+    if (!req)
+        return;
+    req->closed = true;
+    if (req->on_close)
+        req->on_close(req, req->close_ud);
+    log_debug("request method=%s path=%s status=%u duration_ms=%.3f", req->method, req->path,
+              req->status, (double)(now_mono_us() - req->start_us) / 1000.0);
+    req->d->active_requests--;
+    if (req->response)
+        MHD_destroy_response(req->response);
+    free(req->path);
+    free(req->body);
+    free(req->sbuf);
+    free(req->ctype);
+    free(req);
+    *con_cls = NULL;
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap) {
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\n")] = 0;
+    log_debug("libmicrohttpd: %s", buf);
+}
+
+static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, sbx_error *err) {
+    in->http = d->http;
+    in->tcp = tcp;
+    in->mhd =
+        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
+                         NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+                         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb,
+                         in, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SD_MAX_REQUESTS + 64),
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    if (!in->mhd)
+        return error_set(err, -EIO, "libmicrohttpd failed to start on fd %d", fd);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(in->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    if (!info)
+        return error_set(err, -EIO, "libmicrohttpd has no epoll fd");
+    uv_poll_init(d->loop, &in->poll, info->epoll_fd);
+    in->poll.data = in;
+    uv_poll_start(&in->poll, UV_READABLE, poll_cb);
+    uv_timer_init(d->loop, &in->timer);
+    in->timer.data = in;
+    in->active = true;
+    inst_run(in);
+    return 0;
+}
+
+int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sbx_error *err) {
+    d->http = calloc(1, sizeof(*d->http));
+    if (!d->http)
+        return error_set(err, -ENOMEM, "out of memory");
+    d->http->d = d;
+    int r = inst_start(d, &d->http->inst[0], unix_fd, false, err);
+    if (r >= 0 && tcp_fd >= 0)
+        r = inst_start(d, &d->http->inst[1], tcp_fd, true, err);
+    return r;
+}
+
+void sd_http_stop(sd_daemon *d) {
+    if (!d->http)
+        return;
+    for (int i = 0; i < 2; i++) {
+        http_inst *in = &d->http->inst[i];
+        if (!in->active)
+            continue;
+        uv_poll_stop(&in->poll);
+        uv_timer_stop(&in->timer);
+        int fd = MHD_quiesce_daemon(in->mhd);
+        safe_close(fd);
+    }
+}

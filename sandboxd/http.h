@@ -1,0 +1,61 @@
+/* The HTTP layer: libmicrohttpd driven from the libuv loop (MHD_USE_EPOLL; a uv_poll on MHD's
+ * epoll fd and a uv_timer from MHD_get_timeout). A request is read whole (bounded), handed to
+ * sd_api_dispatch, and answered now or later (suspend/resume), as one body or as a stream. */
+#pragma once
+
+#include "sandboxd/daemon.h"
+
+#include <stddef.h>
+
+#define SD_BODY_MAX (1u << 20)
+#define SD_UPLOAD_MAX (256u << 20)
+#define SD_MAX_REQUESTS 1024
+
+struct sd_request {
+    sd_daemon *d;
+    void *conn; /* struct MHD_Connection */
+    const char *method;
+    char *path;
+    bool tcp;
+    char *body;
+    size_t body_len, body_max, body_cap;
+    bool too_large, dispatched, suspended, answered, closed;
+    void *response; /* struct MHD_Response ready to queue */
+    unsigned status;
+    unsigned retry_after;
+    /* streaming */
+    bool stream, stream_done;
+    char *sbuf;
+    size_t slen, scap;
+    char *ctype;
+    /* told when the request is over (completed or client gone) */
+    void (*on_close)(sd_request *req, void *ud);
+    void *close_ud;
+    uint64_t start_us;
+};
+
+int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sbx_error *err);
+void sd_http_stop(sd_daemon *d);
+
+const char *sd_req_header(sd_request *req, const char *name);
+const char *sd_req_query(sd_request *req, const char *key);
+/* All values of a repeated query argument (at most max); returns how many. */
+size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max);
+/* Parse the body as JSON (empty body: an empty object); on failure answers 400 and returns
+ * NULL. */
+json_t *sd_req_json(sd_request *req);
+
+/* Answers; each may be called once per request, now or later (after sd_req_defer). */
+void sd_reply_json(sd_request *req, unsigned status, json_t *body /* stolen; NULL: none */);
+void sd_reply_error(sd_request *req, unsigned status, const char *code, const char *fmt, ...)
+    _printf_(4, 5);
+void sd_reply_sbx_error(sd_request *req, const sbx_error *err);
+void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
+                   size_t len);
+void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);
+/* The handler answers later (the connection is suspended until then). */
+void sd_req_defer(sd_request *req);
+/* Streaming answer (200, chunked). */
+void sd_stream_begin(sd_request *req, const char *ctype);
+void sd_stream_write(sd_request *req, const char *data, size_t len);
+void sd_stream_end(sd_request *req);

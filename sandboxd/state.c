@@ -1,0 +1,159 @@
+/* Persistence: each sandbox's record (limits, labels, times, cost, uid slot, lease,
+ * Idempotency-Key, end) in state-dir/sandboxes/<id>.json and each lease in
+ * state-dir/leases/<id>.json, written atomically; on start the records are read back and every
+ * running sandbox is re-adopted through its shim (or ended as infrastructure_failure). */
+#include "sandboxd/daemon.h"
+
+#include "common/fdutil.h"
+#include "common/timeutil.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int save_json(sd_daemon *d, const char *kind, const char *id, json_t *j) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, kind);
+    int r = mkdir_p(path, 0700);
+    if (r < 0)
+        return r;
+    snprintf(path, sizeof(path), "%s/%s/%s.json", d->cfg.state_dir, kind, id);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return -ENOMEM;
+    r = file_write_atomic(path, s, strlen(s), 0600);
+    free(s);
+    if (r < 0)
+        log_error("cannot save state file=%s error=\"%s\"", path, strerror(-r));
+    return r;
+}
+
+int sd_state_save(sd_sandbox *sb) {
+    json_t *j = json_pack(
+        "{s:s,s:s,s:o,s:i,s:I,s:I,s:I,s:I,s:i,s:i,s:o,s:i,s:I,s:s}", "id", sb->id, "state",
+        sd_state_name(sb->state), "spec", policy_create_to_json(&sb->spec), "uid_slot",
+        sb->uid_slot, "created_ms", (json_int_t)sb->created_ms, "last_activity_ms",
+        (json_int_t)sb->last_activity_ms, "expires_ms", (json_int_t)sb->expires_ms, "ended_ms",
+        (json_int_t)sb->ended_ms, "init_pid", sb->init_pid, "shim_pid", sb->shim_pid,
+        "idempotency_key", sb->idem_key ? json_string(sb->idem_key) : json_null(), "commands_run",
+        (int)sb->commands_run, "oom_kills", (json_int_t)sb->oom_kills, "dir", sb->dir);
+    if (j && sb->state == SD_ENDED)
+        json_object_set_new(j, "end",
+                            json_pack("{s:s,s:s,s:f}", "reason", sb->end_reason, "message",
+                                      sb->end_message, "cost_usd", sb->end_cost));
+    return j ? save_json(sb->d, "sandboxes", sb->id, j) : -ENOMEM;
+}
+
+static void remove_file(sd_daemon *d, const char *kind, const char *id) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s/%s.json", d->cfg.state_dir, kind, id);
+    unlink(path);
+}
+
+void sd_state_remove(sd_daemon *d, const char *id) {
+    remove_file(d, "sandboxes", id);
+}
+
+int sd_lease_save(sd_daemon *d, sd_lease *l) {
+    return save_json(d, "leases", l->id,
+                     json_pack("{s:s,s:I,s:I}", "id", l->id, "ttl_ms", (json_int_t)l->ttl_ms,
+                               "expires_ms", (json_int_t)l->expires_ms));
+}
+
+void sd_lease_state_remove(sd_daemon *d, const char *id) {
+    remove_file(d, "leases", id);
+}
+
+static uint64_t get_u64(json_t *j, const char *k) {
+    json_t *v = json_object_get(j, k);
+    return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static int restore_sandbox(sd_daemon *d, json_t *j) {
+    static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
+    const char *id = json_string_value(json_object_get(j, "id"));
+    const char *state = json_string_value(json_object_get(j, "state"));
+    sbx_error err = {0};
+    policy_create spec = {0};
+    if (!id || strlen(id) >= sizeof(((sd_sandbox *)0)->id) || !state ||
+        policy_limits_parse_create(json_object_get(j, "spec"), NULL, &any_host, &spec, &err) < 0)
+        return -EINVAL;
+    sd_sandbox *sb = calloc(1, sizeof(*sb));
+    if (!sb) {
+        policy_create_done(&spec);
+        return -ENOMEM;
+    }
+    sb->d = d;
+    snprintf(sb->id, sizeof(sb->id), "%s", id);
+    sb->spec = spec;
+    sb->uid_slot = (int)json_integer_value(json_object_get(j, "uid_slot"));
+    snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", d->cfg.run_dir, sb->id);
+    sb->created_ms = get_u64(j, "created_ms");
+    sb->last_activity_ms = get_u64(j, "last_activity_ms");
+    sb->expires_ms = get_u64(j, "expires_ms");
+    sb->ended_ms = get_u64(j, "ended_ms");
+    sb->init_pid = (int)json_integer_value(json_object_get(j, "init_pid"));
+    sb->shim_pid = (int)json_integer_value(json_object_get(j, "shim_pid"));
+    sb->commands_run = (unsigned)get_u64(j, "commands_run");
+    sb->oom_kills = get_u64(j, "oom_kills");
+    sb->next_xid = now_real_ms() * 1000;
+    const char *key = json_string_value(json_object_get(j, "idempotency_key"));
+    sb->idem_key = key ? strdup(key) : NULL;
+    sb->next = d->sandboxes;
+    d->sandboxes = sb;
+    json_t *end = json_object_get(j, "end");
+    if (strcmp(state, "ended") == 0 && json_is_object(end)) {
+        sb->state = SD_ENDED;
+        sb->uid_slot = -1;
+        snprintf(sb->end_reason, sizeof(sb->end_reason), "%s",
+                 json_string_value(json_object_get(end, "reason")) ?: "terminated");
+        snprintf(sb->end_message, sizeof(sb->end_message), "%s",
+                 json_string_value(json_object_get(end, "message")) ?: "");
+        sb->end_cost = json_number_value(json_object_get(end, "cost_usd"));
+        return 0;
+    }
+    sb->state = SD_RUNNING;
+    sd_slot_claim(d, sb->uid_slot);
+    if (sd_sandbox_adopt(sb, &err) < 0) {
+        log_warn("cannot re-adopt sandbox=%s error=\"%s\"", sb->id, err.message);
+        sd_sandbox_end(sb, "infrastructure_failure",
+                       "the sandbox's shim was gone when the daemon restarted");
+    } else {
+        log_info("re-adopting sandbox=%s", sb->id);
+    }
+    return 0;
+}
+
+static void restore_dir(sd_daemon *d, const char *kind) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, kind);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        size_t n = strlen(de->d_name);
+        if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
+            continue;
+        char file[PATH_MAX + 256];
+        snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+        json_t *j = json_load_file(file, 0, NULL);
+        int r = !j                            ? -EINVAL
+                : strcmp(kind, "leases") == 0 ? sd_lease_restore(d, j)
+                                              : restore_sandbox(d, j);
+        if (r < 0) {
+            log_warn("ignoring unreadable state file=%s", file);
+            unlink(file);
+        }
+        json_decref(j);
+    }
+    closedir(dir);
+}
+
+int sd_state_restore(sd_daemon *d) {
+    restore_dir(d, "leases");
+    restore_dir(d, "sandboxes");
+    return 0;
+}

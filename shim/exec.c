@@ -1,0 +1,390 @@
+/* Init's exec service, the per-command reaper and the command (see exec.h). Everything after a
+ * fork uses only async-signal-safe calls; /proc is read with raw getdents64. */
+#include "shim/exec.h"
+
+#include "common/macro.h"
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 8192
+#define MAX_ARGS 4096
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+struct reaper {
+    uint64_t id;
+    pid_t pid;
+};
+
+static struct reaper *reapers;
+static size_t n_reapers, cap_reapers;
+
+/* ---- the command ---- */
+
+static size_t str_len(const char *s) {
+    size_t n = 0;
+    while (s[n])
+        n++;
+    return n;
+}
+
+static void report_errno(int fd, int e) {
+    ssize_t _unused_ w = write(fd, &e, sizeof(e));
+}
+
+static const char *env_path(char *const envp[]) {
+    for (size_t i = 0; envp[i]; i++)
+        if (strncmp(envp[i], "PATH=", 5) == 0)
+            return envp[i] + 5;
+    return DEFAULT_PATH;
+}
+
+/* execvpe() that searches the command's own PATH (not ours). */
+static int exec_search(char *const argv[], char *const envp[]) {
+    const char *file = argv[0];
+    if (strchr(file, '/')) {
+        execve(file, argv, envp);
+        return -errno;
+    }
+    int best = -ENOENT;
+    const char *p = env_path(envp);
+    char buf[4096];
+    size_t fl = str_len(file);
+    while (*p) {
+        const char *end = strchr(p, ':');
+        size_t dl = end ? (size_t)(end - p) : str_len(p);
+        if (dl + fl + 2 <= sizeof(buf)) {
+            memcpy(buf, dl ? p : ".", dl ? dl : 1);
+            size_t o = dl ? dl : 1;
+            buf[o] = '/';
+            memcpy(buf + o + 1, file, fl + 1);
+            execve(buf, argv, envp);
+            if (errno != ENOENT && errno != ENOTDIR)
+                best = -errno;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return best;
+}
+
+static _Noreturn void command_main(int fds[3], int errfd, const char *cwd, char **argv, char **envp,
+                                   const struct sock_fprog *prog) {
+    sigset_t none;
+    sigemptyset(&none);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    setsid();
+    for (int i = 0; i < 3; i++)
+        if (dup2(fds[i], i) < 0) {
+            report_errno(errfd, errno);
+            _exit(127);
+        }
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (chdir(cwd) < 0) {
+        report_errno(errfd, errno);
+        _exit(127);
+    }
+    /* seccomp goes last: nothing but execve (and the error path) runs under it. */
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0) {
+        report_errno(errfd, errno);
+        _exit(127);
+    }
+    int r = exec_search(argv, envp);
+    report_errno(errfd, -r);
+    _exit(127);
+}
+
+/* ---- the reaper: a subreaper for one command's process tree ---- */
+
+static pid_t cmd_pid;
+static int cmd_status;
+static bool cmd_done;
+
+static void reap_children(void) {
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        if (p == cmd_pid) {
+            cmd_status = st;
+            cmd_done = true;
+        }
+}
+
+static long parse_ppid(const char *stat) {
+    const char *p = strrchr(stat, ')');
+    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+        return -1;
+    long v = 0;
+    for (p += 4; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (*p - '0');
+    return v;
+}
+
+static long parse_long(const char *s) {
+    long v = 0;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+/* Read (pid, ppid) of every process in the sandbox. */
+static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0;
+    size_t n = 0;
+    char dbuf[8192];
+    long got;
+    while ((got = syscall(SYS_getdents64, dfd, dbuf, sizeof(dbuf))) > 0) {
+        for (long off = 0; off < got;) {
+            struct dirent64 *d = (struct dirent64 *)(dbuf + off);
+            off += d->d_reclen;
+            long pid = parse_long(d->d_name);
+            if (pid <= 0 || n >= max)
+                continue;
+            char path[64] = "/proc/", stat[512];
+            memcpy(path + 6, d->d_name, str_len(d->d_name));
+            memcpy(path + 6 + str_len(d->d_name), "/stat", 6);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            ssize_t k = read(fd, stat, sizeof(stat) - 1);
+            close(fd);
+            if (k <= 0)
+                continue;
+            stat[k] = '\0';
+            pids[n] = (pid_t)pid;
+            ppids[n++] = (pid_t)parse_ppid(stat);
+        }
+    }
+    close(dfd);
+    return n;
+}
+
+/* Signal every descendant of this reaper; returns how many were signalled. */
+static size_t tree_signal_once(int sig) {
+    static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
+    static bool in[MAX_PROCS];
+    size_t n = proc_table(pids, ppids, MAX_PROCS), hit = 0;
+    pid_t self = getpid();
+    memset(in, 0, sizeof(in));
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t i = 0; i < n; i++) {
+            if (in[i])
+                continue;
+            bool parent_in = ppids[i] == self;
+            for (size_t k = 0; !parent_in && k < n; k++)
+                parent_in = in[k] && pids[k] == ppids[i];
+            if (parent_in)
+                in[i] = grew = true;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (in[i] && kill(pids[i], sig) == 0)
+            hit++;
+    return hit;
+}
+
+static void tree_signal(int sig) {
+    if (sig != SIGKILL) {
+        tree_signal_once(sig);
+        return;
+    }
+    /* A killed process cannot fork again; anything forked meanwhile is caught next round. */
+    for (int round = 0; round < 200; round++) {
+        size_t hit = tree_signal_once(SIGKILL);
+        reap_children();
+        if (hit == 0)
+            return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
+                                  char **envp, const struct sock_fprog *prog) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGRTMIN);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int ep[2];
+    if (pipe2(ep, O_CLOEXEC) < 0) {
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, errno, 0, "pipe", 4, NULL, 0);
+        _exit(1);
+    }
+    cmd_pid = fork();
+    if (cmd_pid == 0) {
+        close(ep[0]);
+        command_main(fds, ep[1], cwd, argv, envp, prog);
+    }
+    int fe = errno;
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    close(ep[1]);
+    if (cmd_pid < 0) {
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, fe, 0, "fork", 4, NULL, 0);
+        _exit(1);
+    }
+    int e = 0;
+    ssize_t k;
+    do
+        k = read(ep[0], &e, sizeof(e));
+    while (k < 0 && errno == EINTR);
+    close(ep[0]);
+    if (k == sizeof(e)) {
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, e, 0, argv[0], str_len(argv[0]), NULL, 0);
+        while (waitpid(cmd_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        _exit(1);
+    }
+    shim_ipc_send(ipc, SHIM_IPC_STARTED, id, cmd_pid, 0, NULL, 0, NULL, 0);
+    for (;;) {
+        siginfo_t si;
+        int s = sigwaitinfo(&set, &si);
+        if (s == SIGRTMIN)
+            tree_signal(si.si_value.sival_int);
+        reap_children();
+        if (cmd_done) {
+            shim_ipc_send(ipc, SHIM_IPC_EXIT, id, cmd_status, 0, NULL, 0, NULL, 0);
+            _exit(0);
+        }
+    }
+}
+
+/* ---- init's loop ---- */
+
+/* Split "cwd\0argv...\0env...\0" into vectors (pointing into data). */
+static int unpack(shim_ipc_msg *m, char **cwd, char **argv, char **envp) {
+    size_t want = 1 + (size_t)m->a + (size_t)m->b, got = 0;
+    if (m->a < 1 || m->b < 0 || m->a >= MAX_ARGS || m->b >= MAX_ARGS || m->len == 0 ||
+        m->data[m->len - 1] != '\0')
+        return -EINVAL;
+    char *vec[2 * MAX_ARGS + 1];
+    for (size_t off = 0; off < m->len && got < want; got++) {
+        vec[got] = m->data + off;
+        off += strlen(m->data + off) + 1;
+    }
+    if (got != want)
+        return -EINVAL;
+    *cwd = vec[0];
+    memcpy(argv, vec + 1, sizeof(char *) * (size_t)m->a);
+    argv[m->a] = NULL;
+    memcpy(envp, vec + 1 + m->a, sizeof(char *) * (size_t)m->b);
+    envp[m->b] = NULL;
+    return 0;
+}
+
+static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
+                       const struct sock_fprog *prog) {
+    static char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 1];
+    char *cwd;
+    int r = nf == 3 ? unpack(m, &cwd, argv, envp) : -EBADF;
+    if (r == 0 && n_reapers == cap_reapers) {
+        size_t nc = cap_reapers ? cap_reapers * 2 : 16;
+        struct reaper *nr = realloc(reapers, nc * sizeof(*nr));
+        if (nr) {
+            reapers = nr;
+            cap_reapers = nc;
+        } else
+            r = -ENOMEM;
+    }
+    pid_t pid = r == 0 ? fork() : -1;
+    if (pid == 0) {
+        close(sfd);
+        reaper_main(ipc, m->id, fds, cwd, argv, envp, prog);
+    }
+    if (r == 0 && pid < 0)
+        r = -errno;
+    for (size_t i = 0; i < nf; i++)
+        close(fds[i]);
+    if (r < 0) {
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, m->id, -r, 0, "start", 5, NULL, 0);
+        return;
+    }
+    reapers[n_reapers++] = (struct reaper){.id = m->id, .pid = pid};
+}
+
+static void kill_exec(shim_ipc_msg *m) {
+    for (size_t i = 0; i < n_reapers; i++)
+        if (reapers[i].id == m->id) {
+            union sigval v = {.sival_int = m->a};
+            sigqueue(reapers[i].pid, SIGRTMIN, v);
+        }
+}
+
+static void reap_all(int ipc) {
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        for (size_t i = 0; i < n_reapers; i++) {
+            if (reapers[i].pid != p)
+                continue;
+            /* A reaper that did not exit 0/1 died before reporting: report for it. */
+            if (!(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1)))
+                shim_ipc_send(ipc, SHIM_IPC_EXIT, reapers[i].id, st, 1, NULL, 0, NULL, 0);
+            reapers[i] = reapers[--n_reapers];
+            break;
+        }
+}
+
+_Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_msg *buf) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0)
+        _exit(1);
+    for (;;) {
+        struct pollfd p[2] = {{.fd = ipc, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            _exit(1);
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) > 0)
+                ;
+            reap_all(ipc);
+        }
+        if (!p[0].revents)
+            continue;
+        int fds[3];
+        size_t nf = 0;
+        int r = shim_ipc_recv(ipc, buf, fds, &nf);
+        if (r == -ECONNRESET)
+            _exit(0);
+        if (r < 0)
+            continue;
+        if (buf->type == SHIM_IPC_EXEC)
+            start_exec(ipc, sfd, buf, fds, nf, prog);
+        else {
+            for (size_t i = 0; i < nf; i++)
+                close(fds[i]);
+            if (buf->type == SHIM_IPC_KILL)
+                kill_exec(buf);
+        }
+    }
+}

@@ -1,0 +1,10 @@
+/* Command execution inside the sandbox: init's service loop, the per-command reaper (a child
+ * subreaper that owns the command's whole process tree) and the command process itself. */
+#pragma once
+
+#include "shim/ipc.h"
+
+#include <linux/filter.h>
+
+/* Serve SHIM_IPC_EXEC/KILL on ipc forever; exits when the shim goes away. */
+_Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_msg *buf);

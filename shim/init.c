@@ -1,0 +1,189 @@
+/* The sandbox's init: start-up steps inside the new namespaces, then the exec service loop
+ * (see init.h). After the start-up steps this process is uid/gid 1000 with no capabilities. */
+#include "shim/init.h"
+
+#include "common/fdutil.h"
+#include "shim/exec.h"
+#include "shim/ipc.h"
+#include "shim/rootfs.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static shim_ipc_msg *ipc_buf;
+char *shim_init_title;
+size_t shim_init_title_len;
+
+/* Wait for the shim's go-ahead. */
+static int wait_go(int ipc, sbx_error *err) {
+    int fds[3];
+    size_t nf;
+    int r = shim_ipc_recv(ipc, ipc_buf, fds, &nf);
+    for (size_t i = 0; i < nf; i++)
+        safe_close(fds[i]);
+    if (r < 0)
+        return error_set_errno(err, r, "waiting for the shim");
+    if (ipc_buf->type != SHIM_IPC_GO)
+        return error_set(err, -EPROTO, "unexpected message %u from the shim", ipc_buf->type);
+    return 0;
+}
+
+static int step_sync(shim_init_ctx *c, sbx_error *err) {
+    return wait_go(c->ipc, err);
+}
+
+static int step_namespaces(shim_init_ctx *c, sbx_error *err) {
+    /* The cgroup namespace is made after the shim moved us into the sandbox's cgroup. */
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) < 0)
+        return error_set_errno(err, negative_errno(), "unshare");
+    return 0;
+}
+
+static int step_hostname(shim_init_ctx *c, sbx_error *err) {
+    const char *h = c->spec->hostname;
+    if (sethostname(h, strlen(h)) < 0 || setdomainname("", 0) < 0)
+        return error_set_errno(err, negative_errno(), "sethostname");
+    return 0;
+}
+
+static int step_loopback(shim_init_ctx *c, sbx_error *err) {
+    _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        return error_set_errno(err, negative_errno(), "lo flags");
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        return error_set_errno(err, negative_errno(), "lo up");
+    return 0;
+}
+
+static int step_rootfs(shim_init_ctx *c, sbx_error *err) {
+    return shim_rootfs_prepare(c->spec, c->staging, err);
+}
+static int step_etc(shim_init_ctx *c, sbx_error *err) {
+    return shim_rootfs_etc(c->spec, c->staging, err);
+}
+static int step_proc(shim_init_ctx *c, sbx_error *err) {
+    return shim_rootfs_proc(c->staging, err);
+}
+static int step_dev(shim_init_ctx *c, sbx_error *err) {
+    return shim_rootfs_dev(c->spec, c->staging, err);
+}
+static int step_seal(shim_init_ctx *c, sbx_error *err) {
+    return shim_rootfs_seal(c->staging, err);
+}
+
+static int step_pivot(shim_init_ctx *c, sbx_error *err) {
+    int r = shim_rootfs_pivot(c->staging, err);
+    if (r < 0)
+        return r;
+    /* Nothing of the host stays reachable: stdio becomes the sandbox's /dev/null. */
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "open /dev/null");
+    for (int i = 0; i < 3; i++)
+        if (dup2(fd, i) < 0)
+            return error_set_errno(err, negative_errno(), "dup2");
+    if (fd > 2)
+        close(fd);
+    if (shim_init_title && shim_init_title_len > 8) {
+        memset(shim_init_title, 0, shim_init_title_len);
+        memcpy(shim_init_title, "sbx-init", 8);
+    }
+    prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+    return 0;
+}
+
+static int step_userns(shim_init_ctx *c, sbx_error *err) {
+    if (unshare(CLONE_NEWUSER) < 0)
+        return error_set_errno(err, negative_errno(), "unshare user namespace");
+    int r = shim_ipc_send(c->ipc, SHIM_IPC_USERNS, 0, 0, 0, NULL, 0, NULL, 0);
+    if (r < 0)
+        return error_set_errno(err, r, "notify the shim");
+    return wait_go(c->ipc, err);
+}
+
+static int step_credentials(shim_init_ctx *c, sbx_error *err) {
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return error_set_errno(err, negative_errno(), "drop bounding capability %d", cap);
+    if (prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                  SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+              0, 0, 0) < 0)
+        return error_set_errno(err, negative_errno(), "securebits");
+    gid_t g = SHIM_SANDBOX_UID;
+    if (setgroups(0, NULL) < 0 || setresgid(g, g, g) < 0 ||
+        setresuid(SHIM_SANDBOX_UID, SHIM_SANDBOX_UID, SHIM_SANDBOX_UID) < 0)
+        return error_set_errno(err, negative_errno(), "switch to uid/gid %u", SHIM_SANDBOX_UID);
+    cap_t none = cap_init();
+    int r = none ? cap_set_proc(none) : -1;
+    cap_free(none);
+    if (r < 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+        return error_set_errno(err, negative_errno(), "clear capabilities");
+    struct rlimit core = {0, 0};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
+        return error_set_errno(err, negative_errno(), "no_new_privs/dumpable/pdeathsig");
+    return 0;
+}
+
+typedef int (*init_step_fn)(shim_init_ctx *, sbx_error *);
+static const struct {
+    const char *name;
+    init_step_fn fn;
+} init_steps[] = {
+    {"sync", step_sync},         {"namespaces", step_namespaces},
+    {"hostname", step_hostname}, {"loopback", step_loopback},
+    {"rootfs", step_rootfs},     {"etc", step_etc},
+    {"proc", step_proc},         {"dev", step_dev},
+    {"seal", step_seal},         {"pivot-root", step_pivot},
+    {"userns", step_userns},     {"credentials", step_credentials},
+};
+
+static _Noreturn void init_fail(shim_init_ctx *c, const char *step, sbx_error *err) {
+    char msg[SBX_ERROR_MSG_MAX + 64];
+    int n = snprintf(msg, sizeof(msg), "step %s: %s", step, err->message);
+    shim_ipc_send(c->ipc, SHIM_IPC_ERROR, 0, err->code < 0 ? -err->code : EIO, 0, msg,
+                  (size_t)MIN(n, (int)sizeof(msg) - 1), NULL, 0);
+    _exit(1);
+}
+
+_Noreturn void shim_init_main(shim_init_ctx *c) {
+    static union {
+        shim_ipc_msg m;
+        char raw[SHIM_IPC_MAX];
+    } buf;
+    ipc_buf = &buf.m;
+    /* Drop every inherited descriptor except the channel to the shim (and stdio until pivot). */
+    if (c->ipc != 3) {
+        if (dup2(c->ipc, 3) < 0)
+            _exit(1);
+        c->ipc = 3;
+    }
+    close_range(4, ~0U, 0);
+    for (size_t i = 0; i < ARRAY_SIZE(init_steps); i++) {
+        sbx_error err = {0};
+        if (init_steps[i].fn(c, &err) < 0)
+            init_fail(c, init_steps[i].name, &err);
+    }
+    if (shim_ipc_send(c->ipc, SHIM_IPC_READY, 0, 0, 0, NULL, 0, NULL, 0) < 0)
+        _exit(1);
+    shim_exec_serve(c->ipc, &c->prog, ipc_buf);
+}

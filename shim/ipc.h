@@ -1,0 +1,37 @@
+/* The private channel between sbx-shim and the sandbox's init (a SOCK_SEQPACKET socketpair made
+ * before the fork). Fixed binary records, not part of the daemon protocol; only async-signal-safe
+ * calls are used so that the reaper and command processes may send too. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SHIM_IPC_MAX (160 * 1024)
+
+enum shim_ipc_type {
+    SHIM_IPC_GO = 1,  /* shim -> init: continue start-up */
+    SHIM_IPC_USERNS,  /* init -> shim: user namespace made, please write the id maps */
+    SHIM_IPC_READY,   /* init -> shim: sandbox built */
+    SHIM_IPC_ERROR,   /* init -> shim: a = errno, data = "step <name>: message" */
+    SHIM_IPC_EXEC,    /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds */
+    SHIM_IPC_KILL,    /* shim -> init: id, a = signal (whole process tree) */
+    SHIM_IPC_STARTED, /* reaper -> shim: id, a = pid in the sandbox */
+    SHIM_IPC_EXECFAIL, /* reaper -> shim: id, a = errno, data = what failed */
+    SHIM_IPC_EXIT,     /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
+};
+
+typedef struct shim_ipc_msg {
+    uint32_t type;
+    int32_t a, b;
+    uint32_t len; /* of data */
+    uint64_t id;
+    char data[];
+} shim_ipc_msg;
+
+/* Returns 0 or -errno. */
+int shim_ipc_send(int fd, uint32_t type, uint64_t id, int32_t a, int32_t b, const void *data,
+                  size_t len, const int *fds, size_t n_fds);
+/* buf must hold SHIM_IPC_MAX bytes. Received fds (up to 3) land in fds. Returns 0, -ECONNRESET
+ * on EOF, -EAGAIN, or -EPROTO for a short record (fds closed). */
+int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds);

@@ -1,0 +1,329 @@
+/* Filesystem construction for the sandbox (see rootfs.h). Runs in init before pivot_root, as host
+ * root in a private mount namespace: every path inside an image is handled without following
+ * symlinks, so an image cannot redirect a write onto the host. */
+#include "shim/rootfs.h"
+
+#include "common/fdutil.h"
+
+#include <fcntl.h>
+#include <stdbool.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MS_SAFE (MS_NOSUID | MS_NODEV)
+
+static int mnt(const char *src, const char *tgt, const char *type, unsigned long flags,
+               const char *data, sbx_error *err) {
+    if (mount(src, tgt, type, flags, data) < 0)
+        return error_set_errno(err, negative_errno(), "mount %s on %s",
+                               type ? type : (src ? src : "(remount)"), tgt);
+    return 0;
+}
+
+/* Bind src onto tgt, then apply flags (MS_RDONLY, MS_NOSUID...) to the new mount. */
+static int bind(const char *src, const char *tgt, unsigned long flags, sbx_error *err) {
+    int r = mnt(src, tgt, NULL, MS_BIND, NULL, err);
+    if (r < 0)
+        return r;
+    return mnt(NULL, tgt, NULL, MS_REMOUNT | MS_BIND | flags, NULL, err);
+}
+
+static void path_join(char *buf, size_t len, const char *a, const char *b) {
+    snprintf(buf, len, "%s/%s", a, b);
+}
+
+/* Make root/name a real directory (replacing a symlink or file an image may have put there). */
+static int ensure_dir(const char *root, const char *name, mode_t mode, uid_t uid, sbx_error *err) {
+    _cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rfd < 0)
+        return error_set_errno(err, negative_errno(), "open %s", root);
+    struct stat st;
+    if (fstatat(rfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+        unlinkat(rfd, name, 0) < 0)
+        return error_set_errno(err, negative_errno(), "replace %s/%s", root, name);
+    if (mkdirat(rfd, name, mode) < 0 && errno != EEXIST)
+        return error_set_errno(err, negative_errno(), "mkdir %s/%s", root, name);
+    _cleanup_close_ int dfd = openat(rfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 || fchmod(dfd, mode) < 0 || (uid != (uid_t)-1 && fchown(dfd, uid, uid) < 0))
+        return error_set_errno(err, negative_errno(), "prepare %s/%s", root, name);
+    return 0;
+}
+
+/* Write a fresh file dirfd/name (never through a symlink). */
+static int write_new(int dirfd, const char *name, const void *buf, size_t len, uid_t uid,
+                     sbx_error *err) {
+    if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+        return error_set_errno(err, negative_errno(), "replace /etc/%s", name);
+    _cleanup_close_ int fd =
+        openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "create /etc/%s", name);
+    int r = fd_write_all(fd, buf, len);
+    if (r < 0 || fchown(fd, uid, uid) < 0 || fchmod(fd, 0644) < 0)
+        return error_set_errno(err, r < 0 ? r : negative_errno(), "write /etc/%s", name);
+    return 0;
+}
+
+static int prepare_host_image(const char *root, uid_t root_uid, sbx_error *err) {
+    static const char *const dirs[] = {"usr", "etc",  "proc", "dev", "tmp", "workspace", "run",
+                                       "var", "root", "home", "mnt", "opt", "srv"};
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        int r = ensure_dir(root, dirs[i], 0755, root_uid, err);
+        if (r < 0)
+            return r;
+    }
+    static const char *const links[][2] = {{"bin", "usr/bin"},     {"sbin", "usr/sbin"},
+                                           {"lib", "usr/lib"},     {"lib64", "usr/lib64"},
+                                           {"lib32", "usr/lib32"}, {"libx32", "usr/libx32"}};
+    char p[4096], host[64];
+    for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+        snprintf(host, sizeof(host), "/%s", links[i][1]);
+        if (access(host, F_OK) < 0)
+            continue;
+        path_join(p, sizeof(p), root, links[i][0]);
+        if (symlink(links[i][1], p) < 0 || lchown(p, root_uid, root_uid) < 0)
+            return error_set_errno(err, negative_errno(), "symlink %s", p);
+    }
+    path_join(p, sizeof(p), root, "var/tmp");
+    if (symlink("/tmp", p) < 0)
+        return error_set_errno(err, negative_errno(), "symlink %s", p);
+    path_join(p, sizeof(p), root, "usr");
+    return bind("/usr", p, MS_RDONLY | MS_SAFE, err);
+}
+
+int shim_rootfs_prepare(const shim_spec *spec, const char *staging, sbx_error *err) {
+    char opts[128], p[4096], root[4096];
+    uid_t ruid = spec->uid_base, suid = spec->uid_base + SHIM_SANDBOX_UID;
+    int r = mnt(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, err);
+    if (r < 0)
+        return r;
+    uint64_t inodes = MIN(MAX(spec->disk / 4096, (uint64_t)16384), (uint64_t)4 << 20);
+    snprintf(opts, sizeof(opts), "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0700", spec->disk,
+             inodes);
+    if ((r = mnt("sbx-disk", staging, "tmpfs", MS_SAFE, opts, err)) < 0)
+        return r;
+    static const char *const sub[] = {"root", "upper", "work", "data"};
+    for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
+        if ((r = ensure_dir(staging, sub[i], 0755, ruid, err)) < 0)
+            return r;
+    path_join(p, sizeof(p), staging, "data");
+    if ((r = ensure_dir(p, "workspace", 0755, suid, err)) < 0 ||
+        (r = ensure_dir(p, "tmp", 01777, ruid, err)) < 0)
+        return r;
+    path_join(root, sizeof(root), staging, "root");
+    if (spec->image_type == SHIM_IMAGE_DIR) {
+        char lower[4200];
+        snprintf(lower, sizeof(lower), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
+                 spec->image_path, staging, staging);
+        if ((r = mnt("sbx-image", root, "overlay", MS_SAFE, lower, err)) < 0)
+            return r;
+        static const char *const dirs[] = {"etc", "proc", "dev", "tmp", "workspace"};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+            if ((r = ensure_dir(root, dirs[i], i == 3 ? 01777 : 0755, ruid, err)) < 0)
+                return r;
+    } else {
+        if ((r = mnt(root, root, NULL, MS_BIND, NULL, err)) < 0 ||
+            (r = prepare_host_image(root, ruid, err)) < 0)
+            return r;
+    }
+    char src[4200], dst[4200];
+    snprintf(src, sizeof(src), "%s/data/workspace", staging);
+    snprintf(dst, sizeof(dst), "%s/workspace", root);
+    if ((r = bind(src, dst, MS_SAFE, err)) < 0)
+        return r;
+    snprintf(src, sizeof(src), "%s/data/tmp", staging);
+    snprintf(dst, sizeof(dst), "%s/tmp", root);
+    return bind(src, dst, MS_SAFE, err);
+}
+
+static int copy_host_file(const char *src, int etcfd, const char *name, uid_t uid, sbx_error *err) {
+    _cleanup_free_ char *buf = NULL;
+    size_t len = 0;
+    int r = file_read_all(src, 64u << 20, &buf, &len);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0)
+        return error_set_errno(err, r, "read %s", src);
+    return write_new(etcfd, name, buf, len, uid, err);
+}
+
+static int etc_generated(const shim_spec *spec, int etcfd, bool full, sbx_error *err) {
+    uid_t u = spec->uid_base;
+    char buf[16384];
+    int r, n;
+    if (full) {
+        n = snprintf(buf, sizeof(buf),
+                     "root:x:0:0:root:/root:/bin/sh\n"
+                     "sandbox:x:%u:%u:sandbox:/workspace:/bin/sh\n"
+                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                     SHIM_SANDBOX_UID, SHIM_SANDBOX_UID);
+        if ((r = write_new(etcfd, "passwd", buf, (size_t)n, u, err)) < 0)
+            return r;
+        n = snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\nsandbox:x:%u:\nnogroup:x:65534:\n",
+                     SHIM_SANDBOX_UID);
+        if ((r = write_new(etcfd, "group", buf, (size_t)n, u, err)) < 0)
+            return r;
+        static const char nss[] = "passwd: files\ngroup: files\nshadow: files\n"
+                                  "hosts: files dns\nnetworks: files\nprotocols: files\n"
+                                  "services: files\n";
+        if ((r = write_new(etcfd, "nsswitch.conf", nss, sizeof(nss) - 1, u, err)) < 0)
+            return r;
+    }
+    n = snprintf(buf, sizeof(buf), "%s\n", spec->hostname);
+    if ((r = write_new(etcfd, "hostname", buf, (size_t)n, u, err)) < 0)
+        return r;
+    n = snprintf(buf, sizeof(buf),
+                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
+                 "127.0.1.1\t%s\n",
+                 spec->hostname);
+    for (size_t i = 0; i < spec->n_hosts && (size_t)n < sizeof(buf); i++)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s\t%s\n", spec->hosts[i].addr,
+                      spec->hosts[i].names);
+    if ((r = write_new(etcfd, "hosts", buf, MIN((size_t)n, sizeof(buf) - 1), u, err)) < 0)
+        return r;
+    n = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < spec->n_dns && (size_t)n < sizeof(buf); i++)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "nameserver %s\n", spec->dns[i]);
+    return write_new(etcfd, "resolv.conf", buf, MIN((size_t)n, sizeof(buf) - 1), u, err);
+}
+
+int shim_rootfs_etc(const shim_spec *spec, const char *staging, sbx_error *err) {
+    char etc[4200];
+    snprintf(etc, sizeof(etc), "%s/root/etc", staging);
+    _cleanup_close_ int etcfd = open(etc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (etcfd < 0)
+        return error_set_errno(err, negative_errno(), "open %s", etc);
+    bool host = spec->image_type == SHIM_IMAGE_HOST;
+    struct stat st;
+    bool full = host || fstatat(etcfd, "passwd", &st, AT_SYMLINK_NOFOLLOW) < 0;
+    int r = etc_generated(spec, etcfd, full, err);
+    if (r < 0 || !host)
+        return r;
+    /* ld.so needs its cache to find /usr/lib/<triplet>; alternatives and ssl are read-only. */
+    if ((r = copy_host_file("/etc/ld.so.cache", etcfd, "ld.so.cache", spec->uid_base, err)) < 0)
+        return r;
+    static const char *const ro[] = {"alternatives", "ssl", "ca-certificates"};
+    for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
+        char src[64], dst[4400];
+        snprintf(src, sizeof(src), "/etc/%s", ro[i]);
+        if (access(src, F_OK) < 0)
+            continue;
+        if ((r = ensure_dir(etc, ro[i], 0755, spec->uid_base, err)) < 0)
+            return r;
+        snprintf(dst, sizeof(dst), "%s/%s", etc, ro[i]);
+        if ((r = bind(src, dst, MS_RDONLY | MS_SAFE, err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+int shim_rootfs_proc(const char *staging, sbx_error *err) {
+    char proc[4200], p[4400], empty[4200];
+    snprintf(proc, sizeof(proc), "%s/root/proc", staging);
+    snprintf(empty, sizeof(empty), "%s/empty", staging);
+    int fd = open(empty, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "create %s", empty);
+    close(fd);
+    int r = mnt("proc", proc, "proc", MS_SAFE | MS_NOEXEC, NULL, err);
+    if (r < 0)
+        return r;
+    /* Masked like Docker's defaults: files get an empty read-only file, directories an empty
+     * read-only tmpfs. */
+    static const char *const masked[] = {
+        "kcore",       "keys",       "latency_stats", "timer_list", "timer_stats",
+        "sched_debug", "kmsg",       "interrupts",    "kallsyms",   "sysrq-trigger",
+        "acpi",        "scsi",       "asound",        "firmware",   "driver",
+        "pressure",    "config.gz",  "vmallocinfo",   "slabinfo",   "pagetypeinfo",
+        "kpagecount",  "kpageflags", "kpagecgroup",   "iomem",      "ioports"};
+    for (size_t i = 0; i < ARRAY_SIZE(masked); i++) {
+        struct stat st;
+        snprintf(p, sizeof(p), "%s/%s", proc, masked[i]);
+        if (lstat(p, &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
+            r = mnt("sbx-mask", p, "tmpfs", MS_RDONLY | MS_SAFE | MS_NOEXEC, "size=0,mode=0555",
+                    err);
+        else
+            r = bind(empty, p, MS_RDONLY | MS_SAFE | MS_NOEXEC, err);
+        if (r < 0)
+            return r;
+    }
+    static const char *const ro[] = {"sys", "irq", "bus", "fs"};
+    for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
+        snprintf(p, sizeof(p), "%s/%s", proc, ro[i]);
+        if (access(p, F_OK) == 0 && (r = bind(p, p, MS_RDONLY | MS_SAFE | MS_NOEXEC, err)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int dev_nodes(const char *dev, uid_t root_uid, sbx_error *err) {
+    static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+    char src[64], dst[4400];
+    int r;
+    for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+        snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+        snprintf(dst, sizeof(dst), "%s/%s", dev, nodes[i]);
+        _cleanup_close_ int fd = open(dst, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
+        if (fd < 0)
+            return error_set_errno(err, negative_errno(), "create %s", dst);
+        if ((r = bind(src, dst, MS_NOSUID | MS_NOEXEC, err)) < 0)
+            return r;
+    }
+    static const char *const links[][2] = {
+        {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
+        {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}, {"core", "/dev/null"}};
+    for (size_t i = 0; i < ARRAY_SIZE(links) - 1; i++) {
+        snprintf(dst, sizeof(dst), "%s/%s", dev, links[i][0]);
+        if (symlink(links[i][1], dst) < 0 || lchown(dst, root_uid, root_uid) < 0)
+            return error_set_errno(err, negative_errno(), "symlink %s", dst);
+    }
+    return 0;
+}
+
+int shim_rootfs_dev(const shim_spec *spec, const char *staging, sbx_error *err) {
+    char dev[4200], p[4400], opts[128];
+    uid_t ru = spec->uid_base;
+    snprintf(dev, sizeof(dev), "%s/root/dev", staging);
+    int r = mnt("sbx-dev", dev, "tmpfs", MS_SAFE | MS_NOEXEC, "size=64k,mode=0755", err);
+    if (r < 0 || (r = ensure_dir(dev, "pts", 0755, ru, err)) < 0 ||
+        (r = ensure_dir(dev, "shm", 01777, ru, err)) < 0 || (r = dev_nodes(dev, ru, err)) < 0)
+        return r;
+    if (chown(dev, ru, ru) < 0)
+        return error_set_errno(err, negative_errno(), "chown %s", dev);
+    snprintf(p, sizeof(p), "%s/pts", dev);
+    snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,gid=%u", ru + 5);
+    if ((r = mnt("devpts", p, "devpts", MS_SAFE | MS_NOEXEC, opts, err)) < 0)
+        return r;
+    snprintf(p, sizeof(p), "%s/shm", dev);
+    uint64_t shm = spec->memory ? MIN(spec->memory / 2, (uint64_t)64 << 20) : (uint64_t)64 << 20;
+    snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=1777,uid=%u,gid=%u", shm, ru, ru);
+    return mnt("shm", p, "tmpfs", MS_SAFE | MS_NOEXEC, opts, err);
+}
+
+int shim_rootfs_seal(const char *staging, sbx_error *err) {
+    char root[4200];
+    snprintf(root, sizeof(root), "%s/root", staging);
+    return mnt(NULL, root, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_SAFE, NULL, err);
+}
+
+int shim_rootfs_pivot(const char *staging, sbx_error *err) {
+    char root[4200];
+    snprintf(root, sizeof(root), "%s/root", staging);
+    if (chdir(root) < 0)
+        return error_set_errno(err, negative_errno(), "chdir %s", root);
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        return error_set_errno(err, negative_errno(), "pivot_root");
+    if (umount2(".", MNT_DETACH) < 0)
+        return error_set_errno(err, negative_errno(), "detach the old root");
+    if (chdir("/") < 0)
+        return error_set_errno(err, negative_errno(), "chdir /");
+    return 0;
+}

@@ -1,0 +1,604 @@
+/* The protocol server loop (see server.h). One epoll loop; every source is level-triggered and
+ * serves one message per wake-up. */
+#include "shim/server.h"
+
+#include "common/fdutil.h"
+#include "common/log.h"
+#include "common/shimproto.h"
+#include "common/timeutil.h"
+#include "shim/ipc.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+
+#define MAX_CONNS 32
+#define MAX_EXECS 4096
+#define MAX_ARGV 4096
+
+enum src_kind { SRC_LISTEN, SRC_CONN, SRC_IPC, SRC_SIG, SRC_OOM, SRC_TIMER };
+
+typedef struct conn {
+    enum src_kind kind;
+    int fd;
+} conn;
+
+typedef struct exec_rec {
+    enum src_kind kind; /* SRC_TIMER */
+    uint64_t iid;
+    json_t *xid, *seq;
+    conn *requester; /* NULL once it replied or the connection closed */
+    int tfd;
+    uint64_t start_ms, oom0, timeout_ms;
+    pid_t pid;
+    bool started, timed_out;
+} exec_rec;
+
+typedef struct server {
+    shim_sandbox *sb;
+    int ep, sfd, oomfd;
+    conn *conns[MAX_CONNS];
+    exec_rec **execs;
+    size_t n_execs, cap_execs;
+    uint64_t next_iid, oom_last;
+    bool done;
+    int result;
+    shim_ipc_msg *ipc_buf;
+} server;
+
+static struct {
+    enum src_kind kind;
+} src_listen = {SRC_LISTEN}, src_ipc = {SRC_IPC}, src_sig = {SRC_SIG}, src_oom = {SRC_OOM};
+
+void shim_server_block_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+}
+
+static int ep_add(server *s, int fd, void *ptr) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ptr};
+    return epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+/* ---- sending ---- */
+
+static void send_to(conn *c, json_t *msg) {
+    if (c && msg) {
+        int r = shimproto_send(c->fd, msg, NULL, 0);
+        if (r < 0)
+            log_warn("send failed err=%d", r);
+    }
+    json_decref(msg);
+}
+
+static void broadcast(server *s, json_t *msg) {
+    for (size_t i = 0; i < MAX_CONNS && msg; i++)
+        if (s->conns[i])
+            shimproto_send(s->conns[i]->fd, msg, NULL, 0);
+    json_decref(msg);
+}
+
+static void reply_error(conn *c, json_t *seq, int code, const char *fmt, ...) _printf_(4, 5);
+static void reply_error(conn *c, json_t *seq, int code, const char *fmt, ...) {
+    sbx_error e = {.code = code};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof(e.message), fmt, ap);
+    va_end(ap);
+    send_to(c, shimproto_error(seq, &e));
+}
+
+static void reply_ok(conn *c, json_t *seq) {
+    send_to(c, json_pack("{s:s, s:O?}", "type", "ok", "seq", seq));
+}
+
+/* ---- exec records ---- */
+
+static exec_rec *exec_by_iid(server *s, uint64_t iid) {
+    for (size_t i = 0; i < s->n_execs; i++)
+        if (s->execs[i]->iid == iid)
+            return s->execs[i];
+    return NULL;
+}
+
+static exec_rec *exec_by_xid(server *s, json_t *xid) {
+    for (size_t i = 0; i < s->n_execs; i++)
+        if (json_equal(s->execs[i]->xid, xid))
+            return s->execs[i];
+    return NULL;
+}
+
+static void exec_remove(server *s, exec_rec *e) {
+    for (size_t i = 0; i < s->n_execs; i++)
+        if (s->execs[i] == e) {
+            s->execs[i] = s->execs[--s->n_execs];
+            break;
+        }
+    safe_close(e->tfd);
+    json_decref(e->xid);
+    json_decref(e->seq);
+    free(e);
+}
+
+static void check_oom(server *s) {
+    uint64_t n;
+    if (shim_cgroup_oom_kills(s->sb->cg, &n) == 0 && n > s->oom_last) {
+        s->oom_last = n;
+        broadcast(s, json_pack("{s:s, s:I}", "type", "oom", "oom_kills", (json_int_t)n));
+    }
+}
+
+/* ---- requests ---- */
+
+static void handle_hello(server *s, conn *c, json_t *seq) {
+    json_t *running = json_array();
+    for (size_t i = 0; i < s->n_execs; i++)
+        if (s->execs[i]->started)
+            json_array_append(running, s->execs[i]->xid);
+    uint64_t ooms = 0;
+    shim_cgroup_oom_kills(s->sb->cg, &ooms);
+    send_to(c, json_pack("{s:s, s:O?, s:i, s:s, s:i, s:i, s:s, s:I, s:o, s:I}", "type", "hello",
+                         "seq", seq, "version", SHIMPROTO_VERSION, "id", s->sb->spec->id,
+                         "init_pid", (int)s->sb->init_pid, "shim_pid", (int)getpid(), "state",
+                         "running", "oom_kills", (json_int_t)ooms, "running", running, "started_ms",
+                         (json_int_t)s->sb->started_ms));
+}
+
+static void handle_stats(server *s, conn *c, json_t *seq) {
+    shim_cgroup_stats st = {0};
+    uint64_t disk = 0;
+    shim_cgroup_stats_read(s->sb->cg, &st);
+    shim_sandbox_disk_used(s->sb, &disk);
+    send_to(c,
+            json_pack("{s:s, s:O?, s:I, s:I, s:I, s:I, s:I, s:I}", "type", "stats", "seq", seq,
+                      "cpu_usec", (json_int_t)st.cpu_usec, "mem_bytes", (json_int_t)st.mem_bytes,
+                      "mem_peak_bytes", (json_int_t)st.mem_peak_bytes, "pids", (json_int_t)st.pids,
+                      "oom_kills", (json_int_t)st.oom_kills, "disk_used_bytes", (json_int_t)disk));
+}
+
+static void handle_kill(server *s, conn *c, json_t *msg, json_t *seq) {
+    json_t *xid = json_object_get(msg, "xid"), *sig = json_object_get(msg, "signal");
+    json_int_t signo = sig ? json_integer_value(sig) : SIGKILL;
+    if (!xid || (sig && !json_is_integer(sig)) || signo < 1 || signo > 64)
+        return reply_error(c, seq, -EINVAL, "kill needs xid and a signal in 1..64");
+    exec_rec *e = exec_by_xid(s, xid);
+    if (!e || !e->started)
+        return reply_error(c, seq, -ESRCH, "no running command with that xid");
+    int r = shim_ipc_send(s->sb->ipc, SHIM_IPC_KILL, e->iid, (int)signo, 0, NULL, 0, NULL, 0);
+    if (r < 0)
+        return reply_error(c, seq, r, "cannot reach init");
+    reply_ok(c, seq);
+}
+
+/* Append the strings of a JSON array (with an optional prefix) to buf; -EINVAL on junk. */
+static int pack_strings(json_t *arr, char *buf, size_t cap, size_t *off, size_t *count) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        const char *str = json_string_value(v);
+        if (!str || strlen(str) != json_string_length(v))
+            return -EINVAL;
+        size_t l = strlen(str) + 1;
+        if (*off + l > cap)
+            return -E2BIG;
+        memcpy(buf + *off, str, l);
+        *off += l;
+        (*count)++;
+    }
+    return 0;
+}
+
+static int pack_str(const char *str, char *buf, size_t cap, size_t *off) {
+    size_t l = strlen(str) + 1;
+    if (*off + l > cap)
+        return -E2BIG;
+    memcpy(buf + *off, str, l);
+    *off += l;
+    return 0;
+}
+
+static bool env_overridden(json_t *env, const char *kv) {
+    size_t kl = strcspn(kv, "=") + 1, i;
+    json_t *v;
+    json_array_foreach(env, i, v) {
+        const char *s = json_string_value(v);
+        if (s && strncmp(s, kv, kl) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* cwd\0 argv..\0 env..\0 (spec env, overridden by the request's env). */
+static int pack_exec(server *s, json_t *msg, char *buf, size_t cap, size_t *len, int *argc,
+                     int *envc) {
+    json_t *argv = json_object_get(msg, "argv"), *env = json_object_get(msg, "env");
+    json_t *cwd = json_object_get(msg, "cwd"), *shell = json_object_get(msg, "shell");
+    const char *cwds = cwd ? json_string_value(cwd) : "/workspace";
+    if (!json_is_array(argv) || json_array_size(argv) < 1 || json_array_size(argv) > MAX_ARGV ||
+        (env && (!json_is_array(env) || json_array_size(env) > MAX_ARGV)) || !cwds ||
+        cwds[0] != '/' || (shell && !json_is_boolean(shell)))
+        return -EINVAL;
+    size_t off = 0, na = 0, ne = 0;
+    int r = pack_str(cwds, buf, cap, &off);
+    if (r == 0 && json_is_true(shell)) {
+        r = pack_str("/bin/sh", buf, cap, &off);
+        if (r == 0)
+            r = pack_str("-c", buf, cap, &off);
+        na = 2;
+    }
+    if (r < 0 || (r = pack_strings(argv, buf, cap, &off, &na)) < 0)
+        return r;
+    for (size_t i = 0; i < s->sb->spec->n_env; i++) {
+        const char *kv = s->sb->spec->env[i];
+        if (env && env_overridden(env, kv))
+            continue;
+        if ((r = pack_str(kv, buf, cap, &off)) < 0)
+            return r;
+        ne++;
+    }
+    if (env && (r = pack_strings(env, buf, cap, &off, &ne)) < 0)
+        return r;
+    for (size_t i = 0; env && i < json_array_size(env); i++) {
+        const char *kv = json_string_value(json_array_get(env, i));
+        if (!strchr(kv, '=') || kv[0] == '=')
+            return -EINVAL;
+    }
+    *len = off;
+    *argc = (int)na;
+    *envc = (int)ne;
+    return 0;
+}
+
+static int exec_new(server *s, conn *c, json_t *xid, json_t *seq, uint64_t timeout_ms,
+                    exec_rec **ret) {
+    if (s->n_execs == s->cap_execs) {
+        size_t nc = s->cap_execs ? s->cap_execs * 2 : 16;
+        exec_rec **ne = realloc(s->execs, nc * sizeof(*ne));
+        if (!ne)
+            return -ENOMEM;
+        s->execs = ne;
+        s->cap_execs = nc;
+    }
+    exec_rec *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
+    *e = (exec_rec){.kind = SRC_TIMER,
+                    .iid = ++s->next_iid,
+                    .xid = json_incref(xid),
+                    .seq = json_incref(seq),
+                    .requester = c,
+                    .tfd = -1,
+                    .start_ms = now_mono_ms(),
+                    .timeout_ms = timeout_ms};
+    shim_cgroup_oom_kills(s->sb->cg, &e->oom0);
+    s->execs[s->n_execs++] = e;
+    *ret = e;
+    return 0;
+}
+
+static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, size_t nf) {
+    static char buf[SHIM_IPC_MAX - 64];
+    json_t *xid = json_object_get(msg, "xid"), *to = json_object_get(msg, "timeout_ms");
+    if (!(json_is_string(xid) && json_string_length(xid) > 0 && json_string_length(xid) <= 128) &&
+        !json_is_integer(xid))
+        return reply_error(c, seq, -EINVAL, "exec needs an xid (string or integer)");
+    if (to && (!json_is_integer(to) || json_integer_value(to) < 0))
+        return reply_error(c, seq, -EINVAL, "timeout_ms must be a non-negative integer");
+    if (nf != 3)
+        return reply_error(c, seq, -EBADF, "exec needs 3 descriptors (stdin, stdout, stderr)");
+    if (exec_by_xid(s, xid))
+        return reply_error(c, seq, -EEXIST, "a command with that xid is running");
+    if (s->n_execs >= MAX_EXECS)
+        return reply_error(c, seq, -EAGAIN, "too many commands at once");
+    size_t len;
+    int argc, envc;
+    int r = pack_exec(s, msg, buf, sizeof(buf), &len, &argc, &envc);
+    if (r < 0)
+        return reply_error(c, seq, r,
+                           "exec needs argv (non-empty array of strings), env [\"K=V\"], an "
+                           "absolute cwd and a boolean shell");
+    exec_rec *e;
+    if ((r = exec_new(s, c, xid, seq, to ? (uint64_t)json_integer_value(to) : 0, &e)) < 0)
+        return reply_error(c, seq, r, "out of memory");
+    r = shim_ipc_send(s->sb->ipc, SHIM_IPC_EXEC, e->iid, argc, envc, buf, len, fds, 3);
+    if (r < 0) {
+        exec_remove(s, e);
+        return reply_error(c, seq, r, "cannot reach init");
+    }
+}
+
+static void dispatch(server *s, conn *c, json_t *msg, int *fds, size_t nf) {
+    const char *type = shimproto_type(msg);
+    json_t *seq = json_object_get(msg, "seq");
+    if (strcmp(type, "exec") == 0)
+        handle_exec(s, c, msg, seq, fds, nf);
+    else if (strcmp(type, "hello") == 0)
+        handle_hello(s, c, seq);
+    else if (strcmp(type, "stats") == 0)
+        handle_stats(s, c, seq);
+    else if (strcmp(type, "kill") == 0)
+        handle_kill(s, c, msg, seq);
+    else if (strcmp(type, "shutdown") == 0) {
+        reply_ok(c, seq);
+        s->done = true;
+    } else
+        reply_error(c, seq, -EOPNOTSUPP, "unknown message type \"%s\"", type);
+    for (size_t i = 0; i < nf; i++)
+        safe_close(fds[i]); /* the command holds its own copies now */
+}
+
+static void conn_close(server *s, conn *c) {
+    for (size_t i = 0; i < MAX_CONNS; i++)
+        if (s->conns[i] == c)
+            s->conns[i] = NULL;
+    for (size_t i = 0; i < s->n_execs; i++)
+        if (s->execs[i]->requester == c)
+            s->execs[i]->requester = NULL;
+    epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    safe_close(c->fd);
+    free(c);
+}
+
+static bool readable(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+static void on_conn(server *s, conn *c) {
+    if (!readable(c->fd))
+        return;
+    json_t *msg = NULL;
+    int fds[SHIMPROTO_MAX_FDS];
+    size_t nf = 0;
+    int r = shimproto_recv(c->fd, &msg, fds, &nf);
+    if (r == -EAGAIN)
+        return;
+    if (r == -EPROTO) {
+        reply_error(c, NULL, -EPROTO, "malformed message (JSON object with v=%d and type)",
+                    SHIMPROTO_VERSION);
+        return;
+    }
+    if (r < 0)
+        return conn_close(s, c);
+    dispatch(s, c, msg, fds, nf);
+    json_decref(msg);
+}
+
+static void on_listen(server *s) {
+    int fd = accept4(s->sb->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    for (size_t i = 0; i < MAX_CONNS; i++)
+        if (!s->conns[i]) {
+            conn *c = calloc(1, sizeof(*c));
+            if (!c)
+                break;
+            *c = (conn){.kind = SRC_CONN, .fd = fd};
+            if (ep_add(s, fd, c) < 0) {
+                free(c);
+                break;
+            }
+            s->conns[i] = c;
+            return;
+        }
+    close(fd);
+}
+
+/* ---- init's reports ---- */
+
+static void on_started(server *s, exec_rec *e, pid_t pid) {
+    e->started = true;
+    e->pid = pid;
+    if (e->timeout_ms > 0) {
+        e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        struct itimerspec its = {.it_value = {.tv_sec = (time_t)(e->timeout_ms / 1000),
+                                              .tv_nsec = (long)(e->timeout_ms % 1000) * 1000000}};
+        if (e->tfd < 0 || timerfd_settime(e->tfd, 0, &its, NULL) < 0 || ep_add(s, e->tfd, e) < 0)
+            log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
+    }
+    send_to(e->requester, json_pack("{s:s, s:O?, s:O, s:i}", "type", "started", "seq", e->seq,
+                                    "xid", e->xid, "pid", (int)pid));
+    e->requester = NULL;
+}
+
+static void on_exit_report(server *s, exec_rec *e, int st, bool reaper_died) {
+    int code = 0, sig = 0;
+    const char *reason = "exited";
+    if (WIFEXITED(st))
+        code = WEXITSTATUS(st);
+    else if (WIFSIGNALED(st)) {
+        sig = WTERMSIG(st);
+        code = 128 + sig;
+        reason = "signaled";
+    }
+    check_oom(s);
+    uint64_t ooms = 0;
+    if (e->timed_out)
+        reason = "command_timeout";
+    else if (sig == SIGKILL && shim_cgroup_oom_kills(s->sb->cg, &ooms) == 0 && ooms > e->oom0)
+        reason = "oom_killed";
+    if (!e->started) {
+        reply_error(e->requester, e->seq, -EIO, "the command's reaper died before it started");
+        return exec_remove(s, e);
+    }
+    json_t *ev = json_pack("{s:s, s:O, s:i, s:i, s:s, s:I}", "type", "exit", "xid", e->xid,
+                           "exit_code", code, "signal", sig, "reason", reason, "duration_ms",
+                           (json_int_t)(now_mono_ms() - e->start_ms));
+    if (ev && reaper_died)
+        json_object_set_new(ev, "message", json_string("the command's reaper was killed"));
+    broadcast(s, ev);
+    exec_remove(s, e);
+}
+
+static void on_ipc(server *s) {
+    int fds[3];
+    size_t nf = 0;
+    if (!readable(s->sb->ipc))
+        return;
+    int r = shim_ipc_recv(s->sb->ipc, s->ipc_buf, fds, &nf);
+    for (size_t i = 0; i < nf; i++)
+        safe_close(fds[i]);
+    if (r == -ECONNRESET) { /* init is gone; SIGCHLD does the rest */
+        epoll_ctl(s->ep, EPOLL_CTL_DEL, s->sb->ipc, NULL);
+        return;
+    }
+    if (r < 0)
+        return;
+    shim_ipc_msg *m = s->ipc_buf;
+    exec_rec *e = exec_by_iid(s, m->id);
+    if (!e)
+        return;
+    if (m->type == SHIM_IPC_STARTED)
+        on_started(s, e, m->a);
+    else if (m->type == SHIM_IPC_EXIT)
+        on_exit_report(s, e, m->a, m->b != 0);
+    else if (m->type == SHIM_IPC_EXECFAIL) {
+        reply_error(e->requester, e->seq, m->a > 0 ? -m->a : -EIO, "exec %.*s: %s",
+                    (int)MIN(m->len, 200u), m->data, strerror(m->a > 0 ? m->a : EIO));
+        exec_remove(s, e);
+    }
+}
+
+static void on_timer(server *s, exec_rec *e) {
+    uint64_t n;
+    if (read(e->tfd, &n, sizeof(n)) < 0)
+        return;
+    epoll_ctl(s->ep, EPOLL_CTL_DEL, e->tfd, NULL);
+    e->timed_out = true;
+    shim_ipc_send(s->sb->ipc, SHIM_IPC_KILL, e->iid, SIGKILL, 0, NULL, 0, NULL, 0);
+}
+
+static void on_signal(server *s) {
+    struct signalfd_siginfo si;
+    while (read(s->sfd, &si, sizeof(si)) == sizeof(si)) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            log_info("signal %d: tearing down", (int)si.ssi_signo);
+            s->done = true;
+        }
+    }
+    int st;
+    pid_t init = s->sb->init_pid;
+    if (init > 0 && waitpid(init, &st, WNOHANG) == init) {
+        s->sb->init_pid = 0;
+        char msg[128];
+        if (WIFSIGNALED(st))
+            snprintf(msg, sizeof(msg), "sandbox init was killed by signal %d", WTERMSIG(st));
+        else
+            snprintf(msg, sizeof(msg), "sandbox init exited with status %d", WEXITSTATUS(st));
+        log_error("%s", msg);
+        broadcast(s, json_pack("{s:s, s:s, s:s}", "type", "dead", "reason", "init_exited",
+                               "message", msg));
+        s->done = true;
+        s->result = 1;
+    }
+}
+
+static int server_setup(server *s) {
+    static union {
+        shim_ipc_msg m;
+        char raw[SHIM_IPC_MAX];
+    } buf;
+    s->ipc_buf = &buf.m;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    s->ep = epoll_create1(EPOLL_CLOEXEC);
+    s->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (s->ep < 0 || s->sfd < 0)
+        return -errno;
+    int r = fd_set_nonblock(s->sb->ipc, 0);
+    if (r < 0 || (r = ep_add(s, s->sb->listen_fd, &src_listen)) < 0 ||
+        (r = ep_add(s, s->sb->ipc, &src_ipc)) < 0 || (r = ep_add(s, s->sfd, &src_sig)) < 0)
+        return r;
+    s->oomfd = shim_cgroup_oom_fd(s->sb->cg);
+    if (s->oomfd >= 0)
+        ep_add(s, s->oomfd, &src_oom);
+    else
+        log_warn("no OOM notification; OOM kills are checked at exits err=%d", s->oomfd);
+    shim_cgroup_oom_kills(s->sb->cg, &s->oom_last);
+    return 0;
+}
+
+static void server_dispatch(server *s, void *ptr) {
+    switch (*(enum src_kind *)ptr) {
+    case SRC_LISTEN:
+        return on_listen(s);
+    case SRC_CONN:
+        return on_conn(s, ptr);
+    case SRC_IPC:
+        return on_ipc(s);
+    case SRC_SIG:
+        return on_signal(s);
+    case SRC_OOM:
+        shim_cgroup_oom_fd_drain(s->oomfd);
+        return check_oom(s);
+    case SRC_TIMER:
+        return on_timer(s, ptr);
+    }
+}
+
+int shim_server_run(shim_sandbox *sb) {
+    server s = {.sb = sb, .ep = -1, .sfd = -1, .oomfd = -1};
+    int r = server_setup(&s);
+    if (r < 0) {
+        log_error("server setup failed err=%d", r);
+        s.done = true;
+        s.result = 1;
+    }
+    while (!s.done) {
+        struct epoll_event evs[32];
+        int n = epoll_wait(s.ep, evs, 32, -1);
+        if (n < 0 && errno != EINTR) {
+            log_error("epoll_wait failed err=%d", -errno);
+            s.result = 1;
+            break;
+        }
+        /* Exec records may go away while handling a batch: handle one at a time. */
+        for (int i = 0; i < n && !s.done; i++) {
+            if (*(enum src_kind *)evs[i].data.ptr == SRC_TIMER) {
+                bool alive = false;
+                for (size_t k = 0; k < s.n_execs; k++)
+                    alive = alive || s.execs[k] == evs[i].data.ptr;
+                if (!alive)
+                    continue;
+            }
+            if (*(enum src_kind *)evs[i].data.ptr == SRC_CONN) {
+                bool alive = false;
+                for (size_t k = 0; k < MAX_CONNS; k++)
+                    alive = alive || s.conns[k] == evs[i].data.ptr;
+                if (!alive)
+                    continue;
+            }
+            server_dispatch(&s, evs[i].data.ptr);
+        }
+    }
+    sbx_error err = {0};
+    if (shim_sandbox_teardown(sb, &err) < 0)
+        log_error("teardown: %s", err.message);
+    while (s.n_execs)
+        exec_remove(&s, s.execs[0]);
+    free(s.execs);
+    for (size_t i = 0; i < MAX_CONNS; i++)
+        if (s.conns[i])
+            conn_close(&s, s.conns[i]);
+    safe_close(s.ep);
+    safe_close(s.sfd);
+    safe_close(s.oomfd);
+    return s.result;
+}

@@ -1,0 +1,242 @@
+/* Parsing and validation of the sandbox spec (see spec.h). */
+#include "shim/spec.h"
+
+#include "common/fdutil.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#define SPEC_FILE_MAX (1u << 20)
+#define SPEC_LIST_MAX 4096
+
+bool shim_spec_id_valid(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > SHIM_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static void strv_free(char **v) {
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+void shim_spec_free(shim_spec *s) {
+    if (!s)
+        return;
+    free(s->image_path);
+    strv_free(s->env);
+    for (size_t i = 0; i < s->n_hosts; i++) {
+        free(s->hosts[i].addr);
+        free(s->hosts[i].names);
+    }
+    free(s->hosts);
+    strv_free(s->dns);
+    free(s->seccomp_bpf);
+    free(s->cgroup_parent);
+    free(s);
+}
+
+/* A string free of control characters and newlines (it ends up in generated files). */
+static bool text_clean(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+static int parse_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n, sbx_error *err) {
+    if (!arr) {
+        *ret = calloc(1, sizeof(char *));
+        *ret_n = 0;
+        return *ret ? 0 : -ENOMEM;
+    }
+    if (!json_is_array(arr) || json_array_size(arr) > SPEC_LIST_MAX)
+        return error_set(err, -EINVAL, "spec: %s must be an array of strings", field);
+    size_t n = json_array_size(arr);
+    char **v = calloc(n + 1, sizeof(char *));
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(arr, i));
+        if (!s || !text_clean(s) || !(v[i] = strdup(s))) {
+            strv_free(v);
+            return error_set(err, -EINVAL, "spec: %s[%zu] must be a clean string", field, i);
+        }
+    }
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+static int parse_u64(json_t *o, const char *key, uint64_t def, uint64_t max, uint64_t *ret,
+                     sbx_error *err) {
+    json_t *v = json_object_get(o, key);
+    if (!v) {
+        *ret = def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) > max)
+        return error_set(err, -EINVAL, "spec: %s must be an integer in 0..%llu", key,
+                         (unsigned long long)max);
+    *ret = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static int parse_image(shim_spec *s, json_t *img, sbx_error *err) {
+    const char *type = json_string_value(json_object_get(img, "type"));
+    if (!img || !type)
+        return error_set(err, -EINVAL, "spec: image.type is required");
+    if (strcmp(type, "host") == 0) {
+        s->image_type = SHIM_IMAGE_HOST;
+        return 0;
+    }
+    if (strcmp(type, "dir") != 0)
+        return error_set(err, -EINVAL, "spec: unknown image type \"%s\"", type);
+    const char *path = json_string_value(json_object_get(img, "path"));
+    if (!path || path[0] != '/' || strstr(path, "/../") || !text_clean(path) || strchr(path, ',') ||
+        strchr(path, ':'))
+        return error_set(err, -EINVAL, "spec: image.path must be a clean absolute path");
+    s->image_type = SHIM_IMAGE_DIR;
+    s->image_path = strdup(path);
+    return s->image_path ? 0 : -ENOMEM;
+}
+
+static int parse_hosts(shim_spec *s, json_t *arr, sbx_error *err) {
+    if (!arr)
+        return 0;
+    if (!json_is_array(arr) || json_array_size(arr) > SPEC_LIST_MAX)
+        return error_set(err, -EINVAL, "spec: etc_hosts must be an array");
+    s->hosts = calloc(json_array_size(arr) + 1, sizeof(*s->hosts));
+    if (!s->hosts)
+        return -ENOMEM;
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e) {
+        const char *a = json_string_value(json_array_get(e, 0));
+        if (!json_is_array(e) || json_array_size(e) < 2 || !a || !text_clean(a))
+            return error_set(err, -EINVAL, "spec: etc_hosts[%zu] must be [addr, name...]", i);
+        char names[1024] = "";
+        for (size_t k = 1; k < json_array_size(e); k++) {
+            const char *n = json_string_value(json_array_get(e, k));
+            if (!n || !text_clean(n) || strchr(n, ' ') ||
+                strlen(names) + strlen(n) + 2 > sizeof(names))
+                return error_set(err, -EINVAL, "spec: etc_hosts[%zu] has a bad name", i);
+            if (k > 1)
+                strcat(names, " ");
+            strcat(names, n);
+        }
+        s->hosts[s->n_hosts].addr = strdup(a);
+        s->hosts[s->n_hosts].names = strdup(names);
+        s->n_hosts++;
+        if (!s->hosts[s->n_hosts - 1].addr || !s->hosts[s->n_hosts - 1].names)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int parse_cgroup(shim_spec *s, json_t *cg, sbx_error *err) {
+    json_t *ver = json_object_get(cg, "version");
+    const char *parent = json_string_value(json_object_get(cg, "parent"));
+    if (!json_is_object(cg) || !json_is_integer(ver) || !parent)
+        return error_set(err, -EINVAL, "spec: cgroup {version, parent} is required");
+    s->cgroup_version = (int)json_integer_value(ver);
+    if (s->cgroup_version != 1 && s->cgroup_version != 2)
+        return error_set(err, -EINVAL, "spec: cgroup.version must be 1 or 2");
+    if (!text_clean(parent) || strstr(parent, "..") || strlen(parent) > 1024 ||
+        (s->cgroup_version == 2 && parent[0] != '/'))
+        return error_set(err, -EINVAL, "spec: bad cgroup.parent \"%s\"", parent);
+    s->cgroup_parent = strdup(parent);
+    return s->cgroup_parent ? 0 : -ENOMEM;
+}
+
+static int parse_scalars(shim_spec *s, json_t *root, sbx_error *err) {
+    int r;
+    json_t *cpu = json_object_get(root, "cpu");
+    if (cpu && (!json_is_number(cpu) || !isfinite(json_number_value(cpu)) ||
+                json_number_value(cpu) < 0 || json_number_value(cpu) > 4096))
+        return error_set(err, -EINVAL, "spec: cpu must be a number of vCPUs");
+    s->cpu = cpu ? json_number_value(cpu) : 1.0;
+    if ((r = parse_u64(root, "memory", 2ull << 30, 1ull << 50, &s->memory, err)) < 0 ||
+        (r = parse_u64(root, "disk", 1ull << 30, 1ull << 50, &s->disk, err)) < 0 ||
+        (r = parse_u64(root, "pids", 256, 1u << 22, &s->pids, err)) < 0)
+        return r;
+    if (s->disk < (1u << 20))
+        return error_set(err, -EINVAL, "spec: disk must be at least 1Mi");
+    if (s->pids < 2)
+        return error_set(err, -EINVAL, "spec: pids must be at least 2");
+    uint64_t ub;
+    if ((r = parse_u64(root, "uid_base", 0, UINT32_MAX - SHIM_UID_RANGE, &ub, err)) < 0)
+        return r;
+    if (ub == 0)
+        return error_set(err, -EINVAL, "spec: uid_base is required and must not be 0");
+    s->uid_base = (uint32_t)ub;
+    return 0;
+}
+
+static int parse_all(shim_spec *s, json_t *root, sbx_error *err) {
+    int r;
+    const char *id = json_string_value(json_object_get(root, "id"));
+    if (!id || !shim_spec_id_valid(id))
+        return error_set(err, -EINVAL, "spec: id must match [a-z0-9-]{1,64}");
+    strcpy(s->id, id);
+    const char *hn = json_string_value(json_object_get(root, "hostname"));
+    if (!hn)
+        hn = id;
+    if (strlen(hn) >= sizeof(s->hostname) || !shim_spec_id_valid(hn))
+        return error_set(err, -EINVAL, "spec: hostname must match [a-z0-9-]{1,64}");
+    strcpy(s->hostname, hn);
+    if ((r = parse_image(s, json_object_get(root, "image"), err)) < 0 ||
+        (r = parse_scalars(s, root, err)) < 0 ||
+        (r = parse_strv(json_object_get(root, "env"), "env", &s->env, &s->n_env, err)) < 0 ||
+        (r = parse_strv(json_object_get(root, "dns"), "dns", &s->dns, &s->n_dns, err)) < 0 ||
+        (r = parse_hosts(s, json_object_get(root, "etc_hosts"), err)) < 0 ||
+        (r = parse_cgroup(s, json_object_get(root, "cgroup"), err)) < 0)
+        return r;
+    for (size_t i = 0; i < s->n_env; i++)
+        if (!strchr(s->env[i], '=') || s->env[i][0] == '=')
+            return error_set(err, -EINVAL, "spec: env[%zu] must be KEY=VALUE", i);
+    const char *mode = json_string_value(json_object_get(json_object_get(root, "network"), "mode"));
+    if (!mode || strcmp(mode, "none") == 0)
+        s->net_mode = SHIM_NET_NONE;
+    else if (strcmp(mode, "veth") == 0)
+        s->net_mode = SHIM_NET_VETH;
+    else
+        return error_set(err, -EINVAL, "spec: network.mode must be none or veth");
+    const char *bpf = json_string_value(json_object_get(root, "seccomp_bpf"));
+    if (!bpf || bpf[0] != '/')
+        return error_set(err, -EINVAL, "spec: seccomp_bpf (absolute path) is required");
+    s->seccomp_bpf = strdup(bpf);
+    return s->seccomp_bpf ? 0 : -ENOMEM;
+}
+
+int shim_spec_parse(const char *text, shim_spec **ret, sbx_error *err) {
+    json_error_t jerr;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root || !json_is_object(root)) {
+        json_decref(root);
+        return error_set(err, -EINVAL, "spec: not a JSON object: %s", jerr.text);
+    }
+    _cleanup_(shim_spec_freep) shim_spec *s = calloc(1, sizeof(*s));
+    int r = s ? parse_all(s, root, err) : -ENOMEM;
+    json_decref(root);
+    if (r == -ENOMEM && err && !err->code)
+        error_set(err, r, "spec: out of memory");
+    if (r < 0)
+        return r;
+    *ret = TAKE_PTR(s);
+    return 0;
+}
+
+int shim_spec_load(const char *path, shim_spec **ret, sbx_error *err) {
+    _cleanup_free_ char *text = NULL;
+    int r = file_read_all(path, SPEC_FILE_MAX, &text, NULL);
+    if (r < 0)
+        return error_set_errno(err, r, "spec: cannot read %s", path);
+    return shim_spec_parse(text, ret, err);
+}

@@ -1,0 +1,65 @@
+/* The sandbox spec: `<dir>/spec.json`, written by the daemon and read by sbx-shim at start-up.
+ *
+ * {"id":"sb-0123abcd",                      [a-z0-9-]{1,64}
+ *  "image":{"type":"host"} | {"type":"dir","path":"/abs/rootfs"},
+ *  "cpu":1.0, "memory":2147483648, "disk":1073741824, "pids":256,
+ *  "uid_base":1065536,                      sandbox uid/gid 0..65535 -> uid_base..uid_base+65535
+ *  "hostname":"sb-0123abcd", "env":["PATH=...", ...],
+ *  "network":{"mode":"none"} | {"mode":"veth"},
+ *  "etc_hosts":[["127.0.0.1","localhost"]], "dns":["10.0.0.1"],   (optional)
+ *  "seccomp_bpf":"/path/seccomp.bpf",       raw struct sock_filter array (required)
+ *  "cgroup":{"version":1|2, "parent":"..."}}
+ * v2 parent: absolute directory of a delegated subtree; v1 parent: path relative to each
+ * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored. */
+#pragma once
+
+#include "common/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHIM_ID_MAX 64
+#define SHIM_UID_RANGE 65536u
+#define SHIM_SANDBOX_UID 1000u
+
+enum shim_image_type { SHIM_IMAGE_HOST, SHIM_IMAGE_DIR };
+enum shim_net_mode { SHIM_NET_NONE, SHIM_NET_VETH };
+
+typedef struct shim_host_entry {
+    char *addr;
+    char *names; /* space-separated host names */
+} shim_host_entry;
+
+typedef struct shim_spec {
+    char id[SHIM_ID_MAX + 1];
+    enum shim_image_type image_type;
+    char *image_path; /* SHIM_IMAGE_DIR only */
+    double cpu;       /* vCPUs; 0 = unlimited */
+    uint64_t memory;  /* bytes; 0 = unlimited */
+    uint64_t disk;    /* bytes of the writable layer */
+    uint64_t pids;
+    uint32_t uid_base;
+    char hostname[65];
+    char **env; /* NULL-terminated */
+    size_t n_env;
+    enum shim_net_mode net_mode;
+    shim_host_entry *hosts;
+    size_t n_hosts;
+    char **dns; /* NULL-terminated */
+    size_t n_dns;
+    char *seccomp_bpf;
+    int cgroup_version; /* 1 or 2 */
+    char *cgroup_parent;
+} shim_spec;
+
+/* Parse and validate spec JSON text. */
+int shim_spec_parse(const char *text, shim_spec **ret, sbx_error *err);
+/* Read and parse a spec file. */
+int shim_spec_load(const char *path, shim_spec **ret, sbx_error *err);
+void shim_spec_free(shim_spec *s);
+static inline void shim_spec_freep(shim_spec **s) {
+    shim_spec_free(*s);
+}
+/* True when s matches [a-z0-9-]{1,64}. */
+bool shim_spec_id_valid(const char *s);

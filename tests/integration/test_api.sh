@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# Integration tests of the sandboxd HTTP API against a real daemon and real sandboxes (sbx-shim):
+# every endpoint and its error cases, exec (JSON and NDJSON), files, time and money limits,
+# leases, idempotency, admission (503 node_full, queueing), restart re-adoption and a killed
+# shim. Each case starts its own daemon on a temporary socket/run-dir/state-dir with a unique
+# cgroup parent, and always stops it and removes everything it made (trap on EXIT).
+
+D='' DPID='' SOCK='' CG='' CODE='' BODY=''
+
+cleanup() {
+  set +e
+  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+    for id in $(curl -s --max-time 5 --unix-socket "$SOCK" http://sd/v1/sandboxes | jq -r '.[].id' 2>/dev/null); do
+      curl -s --max-time 5 --unix-socket "$SOCK" -X DELETE "http://sd/v1/sandboxes/$id" >/dev/null
+    done
+    for _ in $(seq 50); do [ -z "$(ls -A "$D/run/sandboxes" 2>/dev/null)" ] && break; sleep 0.1; done
+    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
+  fi
+  # sandboxes whose shim outlived the daemon: let the shim tear them down
+  for dir in "$D"/run/sandboxes/*/; do
+    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
+  done
+  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
+    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+  local bad=0
+  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
+    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
+    bad=1
+  fi
+  [ -n "$D" ] && rm -rf "$D"
+  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
+}
+
+# start_daemon [extra flags...]: a fresh daemon (or, with REUSE=1, on the same dirs)
+start_daemon() {
+  require_root
+  command -v jq >/dev/null || skip "jq is needed"
+  if [ -z "$D" ]; then
+    D=$(mktemp -d /tmp/sbx-api.XXXXXX)
+    CG="sbxtest-api-$$-$RANDOM"
+    SOCK="$D/sd.sock"
+    trap cleanup EXIT
+  fi
+  "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
+    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
+    --shim "$(bin sbx-shim)" --log-level debug "$@" >>"$D/log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 100); do
+    curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
+    kill -0 "$DPID" 2>/dev/null || { cat "$D/log" >&2; fail "daemon exited at start"; }
+    sleep 0.05
+  done
+  fail "daemon did not answer /healthz"
+}
+
+# req METHOD PATH [curl args...]: sets CODE and BODY
+req() {
+  local m=$1 p=$2; shift 2
+  CODE=$(curl -s --max-time 30 --unix-socket "$SOCK" -X "$m" -o "$D/body" -D "$D/headers" \
+    -w '%{http_code}' "$@" "http://sd$p") || true
+  BODY=$(cat "$D/body")
+}
+expect() { # CODE [jq-expression that must be true]
+  [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
+  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
+}
+create() { # [json] -> ID
+  req POST /v1/sandboxes -d "${1:-{\}}"
+  expect 201 '.state == "running"'
+  ID=$(echo "$BODY" | jq -r .id)
+}
+run_cmd() { # ID json -> BODY
+  req POST "/v1/sandboxes/$1/exec" -d "$2"
+  expect 200
+}
+wait_ended() { # ID seconds -> BODY of the ended sandbox
+  local i
+  for i in $(seq $(( $2 * 20 ))); do
+    req GET "/v1/sandboxes/$1"
+    echo "$BODY" | jq -e '.state == "ended"' >/dev/null && return 0
+    sleep 0.05
+  done
+  fail "sandbox $1 did not end within $2 s: $BODY"
+}
+
+test_health_info_metrics() {
+  start_daemon
+  req GET /healthz; expect 200 '.status == "ok"'
+  req GET /v1/info
+  expect 200 '.version and .max_sandboxes > 0 and .cpus > 0 and .memory_bytes > 0 and .free_slots == .max_sandboxes'
+  expect 200 '.price.vcpu_hour_usd == 0.0119 and .price.gib_hour_usd == 0.003'
+  req GET /metrics; expect 200
+  for m in sandboxd_sandboxes sandboxd_sandbox_creates_total sandboxd_sandbox_ends_total \
+      sandboxd_execs_total sandboxd_create_seconds_bucket sandboxd_exec_seconds_count \
+      sandboxd_cost_usd_total sandboxd_oom_kills_total; do
+    grep -q "^$m" "$D/body" || fail "metric $m missing"
+  done
+  req POST /healthz; expect 405 '.code == "method_not_allowed"'
+  req GET /v1/nothing; expect 404 '.code == "not_found"'
+}
+
+test_bad_input() {
+  start_daemon
+  req POST /v1/sandboxes -d '{"cpu": '; expect 400 '.code == "invalid_json"'
+  req POST /v1/sandboxes -d '[1,2]'; expect 400 '.code == "invalid_argument"'
+  req POST /v1/sandboxes -d '{"cpu":"lots"}'; expect 400 '.message | startswith("cpu")'
+  req POST /v1/sandboxes -d '{"cpu":100000}'; expect 400 '.message | startswith("cpu")'
+  req POST /v1/sandboxes -d '{"memory":"1Ki"}'; expect 400 '.message | startswith("memory")'
+  req POST /v1/sandboxes -d '{"pids":3}'; expect 400 '.message | startswith("pids")'
+  req POST /v1/sandboxes -d '{"timeout":"9d"}'; expect 400 '.message | startswith("timeout")'
+  req POST /v1/sandboxes -d '{"idle_timeout":-1}'; expect 400 '.message | startswith("idle_timeout")'
+  req POST /v1/sandboxes -d '{"max_cost_usd":-1}'; expect 400 '.message | startswith("max_cost_usd")'
+  req POST /v1/sandboxes -d '{"labels":{"k":5}}'; expect 400 '.message | startswith("labels")'
+  req POST /v1/sandboxes -d '{"env":{"A=B":"x"}}'; expect 400 '.message | startswith("env")'
+  req POST /v1/sandboxes -d '{"lease":"ls-0000"}'; expect 404 '.code == "not_found"'
+  # invalid UTF-8 inside a JSON string
+  printf '{"labels":{"k":"\xff\xfe"}}' >"$D/bad.json"
+  req POST /v1/sandboxes --data-binary @"$D/bad.json"; expect 400 '.code == "invalid_json"'
+  # over 1 MiB
+  head -c 1100000 /dev/zero | tr '\0' ' ' >"$D/big.json"
+  req POST /v1/sandboxes --data-binary @"$D/big.json"; expect 413 '.code == "too_large"'
+  req GET /v1/sandboxes/sb-0123456789abcdef; expect 404 '.code == "not_found"'
+  req DELETE /v1/sandboxes/sb-0123456789abcdef; expect 404
+  req POST /v1/sandboxes/sb-0123456789abcdef/exec -d '{"argv":["true"]}'; expect 404
+  req POST /v1/leases/ls-nope/renew; expect 404
+  req POST /v1/leases -d '{"ttl":"0s"}'; expect 400 '.message | startswith("ttl")'
+  # nothing was created by any of that, and the daemon is alive
+  req GET /v1/sandboxes; expect 200 'length == 0'
+  req GET /healthz; expect 200
+}
+
+test_lifecycle() {
+  start_daemon
+  create '{"cpu":0.5,"memory":"256Mi","labels":{"task":"t1"},"timeout":"10m"}'
+  local id=$ID
+  echo "$BODY" | jq -e '.limits.cpu == 0.5 and .limits.memory == 268435456 and .limits.timeout == 600
+    and .labels.task == "t1" and .end == null and .network.mode == "none" and (.id | test("^sb-[0-9a-f]{16}$"))' >/dev/null \
+    || fail "create body: $BODY"
+  create '{"labels":{"task":"t2"}}'
+  local id2=$ID
+  req GET "/v1/sandboxes?label=task=t1"; expect 200 "length == 1 and .[0].id == \"$id\""
+  req GET "/v1/sandboxes"; expect 200 'length == 2'
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "running" and .cost_usd > 0'
+  req POST "/v1/sandboxes/$id/timeout" -d '{"timeout":"30m"}'; expect 200
+  local exp; exp=$(echo "$BODY" | jq -r .expires_at)
+  [[ "$exp" > "$(date -u -d '+29 minutes' +%Y-%m-%dT%H:%M:%S)" ]] || fail "expires_at not extended: $exp"
+  req POST "/v1/sandboxes/$id/timeout" -d '{"timeout":"forever"}'; expect 400
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  req GET "/v1/sandboxes/$id"
+  expect 200 '.state == "ended" and .end.reason == "terminated" and .end.cost_usd > 0 and (.end.message | length > 0)'
+  req POST "/v1/sandboxes/$id/timeout" -d '{"timeout":"1m"}'; expect 409 '.code == "conflict"'
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'; expect 409
+  for _ in $(seq 100); do [ -d "$D/run/sandboxes/$id" ] || break; sleep 0.05; done
+  [ -d "$D/run/sandboxes/$id" ] && fail "sandbox directory left behind"
+  req GET /metrics
+  grep -q 'sandboxd_sandbox_ends_total{reason="terminated"} 1' "$D/body" || fail "ends metric"
+  grep -q 'sandboxd_sandboxes{state="running"} 1' "$D/body" || fail "running gauge"
+  [ -n "$id2" ]
+}
+
+test_exec_json() {
+  start_daemon
+  create
+  local id=$ID
+  run_cmd "$id" '{"argv":["sh","-c","echo out; echo err >&2; exit 3"]}'
+  echo "$BODY" | jq -e '.exit_code == 3 and .reason == "exited" and .stdout == "out\n" and .stderr == "err\n"
+    and .stdout_bytes == 4 and .signal == null and .duration >= 0' >/dev/null || fail "$BODY"
+  run_cmd "$id" '{"argv":["cat"],"stdin":"hello"}'
+  echo "$BODY" | jq -e '.stdout == "hello"' >/dev/null || fail "stdin: $BODY"
+  run_cmd "$id" '{"argv":["cat"],"stdin_b64":"AAEC/w=="}'
+  echo "$BODY" | jq -e '.stdout_b64 == "AAEC/w==" and .stdout_bytes == 4' >/dev/null || fail "b64: $BODY"
+  run_cmd "$id" '{"argv":["sh","-c","head -c 100000 /dev/zero | tr \"\\\\0\" x"],"max_output":"1000"}'
+  echo "$BODY" | jq -e '.stdout_bytes == 100000 and .stdout_truncated and (.stdout | length) == 1000' >/dev/null \
+    || fail "truncation: $(echo "$BODY" | head -c 300)"
+  run_cmd "$id" '{"argv":["echo $FOO; pwd; id -u"],"shell":true,"env":{"FOO":"bar"}}'
+  echo "$BODY" | jq -e '.stdout == "bar\n/workspace\n1000\n"' >/dev/null || fail "shell/env/cwd/uid: $BODY"
+  run_cmd "$id" '{"argv":["sleep","10"],"timeout":"500ms"}'
+  echo "$BODY" | jq -e '.reason == "command_timeout"' >/dev/null || fail "timeout: $BODY"
+  run_cmd "$id" '{"argv":["sh","-c","kill -9 $$"]}'
+  echo "$BODY" | jq -e '.reason == "signaled" and .signal == 9' >/dev/null || fail "signal: $BODY"
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":[]}'; expect 400 '.message | startswith("argv")'
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["ls"],"cwd":"../x"}'; expect 400 '.message | startswith("cwd")'
+  req GET "/v1/sandboxes/$id"; expect 200 '.usage.commands_run >= 7 and .usage.commands_running == 0'
+}
+
+test_exec_ndjson() {
+  start_daemon
+  create
+  req POST "/v1/sandboxes/$ID/exec" -H 'Accept: application/x-ndjson' \
+    -d '{"argv":["sh","-c","echo one; sleep 0.2; echo two >&2; exit 4"]}'
+  expect 200
+  grep -qi '^content-type: application/x-ndjson' "$D/headers" || fail "content type"
+  local types; types=$(jq -rs 'map(.type) | join(",")' "$D/body")
+  [ "$types" == "start,stdout,stderr,exit" ] || fail "lines: $BODY"
+  jq -es '.[0].pid > 0 and .[1].data == "one\n" and .[2].data == "two\n" and .[3].exit_code == 4
+    and .[3].stdout_bytes == 4 and .[3].stderr_bytes == 4' "$D/body" >/dev/null || fail "$BODY"
+}
+
+test_files() {
+  start_daemon
+  create
+  local id=$ID
+  printf 'hello\nworld\n' >"$D/f.txt"
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/dir/f.txt&mode=0755" \
+    -H 'Content-Type: application/octet-stream' --data-binary @"$D/f.txt"
+  expect 204
+  req GET "/v1/sandboxes/$id/files?path=/workspace/dir/f.txt"; expect 200
+  cmp -s "$D/body" "$D/f.txt" || fail "round trip differs"
+  run_cmd "$id" '{"argv":["sh","-c","stat -c %u:%a /workspace/dir/f.txt; cat /workspace/dir/f.txt"]}'
+  echo "$BODY" | jq -e '.stdout == "1000:755\nhello\nworld\n"' >/dev/null || fail "owner/mode in sandbox: $BODY"
+  # a tar of a directory, both ways
+  mkdir -p "$D/tree/sub" && echo a >"$D/tree/a" && echo b >"$D/tree/sub/b"
+  tar -C "$D/tree" -cf "$D/in.tar" .
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/t" -H 'Content-Type: application/x-tar' --data-binary @"$D/in.tar"
+  expect 204
+  req GET "/v1/sandboxes/$id/files?path=/workspace/t"; expect 200
+  grep -qi '^content-type: application/x-tar' "$D/headers" || fail "tar content type"
+  mkdir "$D/out" && tar -C "$D/out" -xf "$D/body" || fail "bad tar"
+  [ "$(cat "$D/out/a")" == a ] && [ "$(cat "$D/out/sub/b")" == b ] || fail "tar contents"
+  # escapes: "..", relative paths, symlinks pointing at host paths
+  req GET "/v1/sandboxes/$id/files?path=/workspace/../etc/passwd"; expect 400
+  req GET "/v1/sandboxes/$id/files?path=workspace/a"; expect 400
+  req GET "/v1/sandboxes/$id/files?path=/workspace/missing"; expect 404
+  echo host-secret >"$D/secret"
+  run_cmd "$id" "{\"argv\":[\"sh\",\"-c\",\"ln -s $D/secret /workspace/abs; ln -s ../../../../../../..$D/secret /workspace/rel; ln -s $D /workspace/dirlink\"]}"
+  for p in /workspace/abs /workspace/rel; do
+    req GET "/v1/sandboxes/$id/files?path=$p"
+    [ "$CODE" != 200 ] || ! grep -q host-secret "$D/body" || fail "symlink $p escaped to the host"
+  done
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/dirlink/planted" -H 'Content-Type: application/octet-stream' --data-binary x
+  [ -e "$D/planted" ] && fail "PUT through a symlink wrote on the host"
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/x" -H 'Content-Type: text/html' --data-binary x
+  expect 415
+  true
+}
+
+TEST_TIMEOUT_time_and_money_limits=30
+test_time_and_money_limits() {
+  start_daemon
+  create '{"idle_timeout":"1s"}'; local idle=$ID
+  create '{"timeout":"2s","idle_timeout":"1m"}'; local life=$ID
+  create '{"max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"}'; local cost=$ID
+  create '{"idle_timeout":"1s"}'; local busy=$ID
+  req POST "/v1/sandboxes/$busy/exec" -d '{"argv":["sleep","2"]}' # running command: not idle
+  expect 200
+  req GET "/v1/sandboxes/$busy"; expect 200 '.state == "running"'
+  wait_ended "$idle" 3
+  echo "$BODY" | jq -e '.end.reason == "idle_timeout" and .end.cost_usd > 0' >/dev/null || fail "idle: $BODY"
+  wait_ended "$life" 4
+  echo "$BODY" | jq -e '.end.reason == "lifetime_exceeded"' >/dev/null || fail "lifetime: $BODY"
+  # $0.000001 at 2 vCPU + 4 GiB ($0.0358/h) is reached after ~0.1 s
+  wait_ended "$cost" 3
+  echo "$BODY" | jq -e '.end.reason == "cost_limit" and .end.cost_usd >= 0.000001 and .end.cost_usd < 0.00005' >/dev/null \
+    || fail "cost: $BODY"
+}
+
+TEST_TIMEOUT_leases=30
+test_leases() {
+  start_daemon
+  req POST /v1/leases -d '{"ttl":"1s"}'; expect 201 '.ttl == 1 and (.id | startswith("ls-"))'
+  local lease; lease=$(echo "$BODY" | jq -r .id)
+  create "{\"lease\":\"$lease\"}"; local sb=$ID
+  req POST "/v1/leases/$lease/renew"; expect 200 ".id == \"$lease\""
+  wait_ended "$sb" 4
+  echo "$BODY" | jq -e '.end.reason == "terminated" and .end.message == "lease expired"' >/dev/null || fail "$BODY"
+  req POST "/v1/leases/$lease/renew"; expect 404
+  req POST /v1/leases -d '{"ttl":"1m"}'; expect 201
+  lease=$(echo "$BODY" | jq -r .id)
+  create "{\"lease\":\"$lease\"}"; sb=$ID
+  req DELETE "/v1/leases/$lease"; expect 204
+  req GET "/v1/sandboxes/$sb"; expect 200 '.state == "ended" and .end.reason == "terminated"'
+}
+
+test_idempotency_key() {
+  start_daemon
+  req POST /v1/sandboxes -H 'Idempotency-Key: k-123' -d '{}'; expect 201
+  local first; first=$(echo "$BODY" | jq -r .id)
+  req POST /v1/sandboxes -H 'Idempotency-Key: k-123' -d '{}'; expect 201 ".id == \"$first\""
+  req POST /v1/sandboxes -H 'Idempotency-Key: k-456' -d '{}'; expect 201 ".id != \"$first\""
+  req GET /v1/sandboxes; expect 200 'length == 2'
+}
+
+test_node_full() {
+  start_daemon --max-sandboxes 1
+  create
+  req POST /v1/sandboxes -d '{}'; expect 503 '.code == "node_full"'
+  grep -qi '^retry-after: [0-9]' "$D/headers" || fail "no Retry-After"
+  req GET /v1/info; expect 200 '.free_slots == 0'
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  create
+}
+
+TEST_TIMEOUT_queueing=60
+test_queueing() {
+  start_daemon --max-starting 1
+  local i pids=()
+  for i in 1 2 3 4; do
+    curl -s --max-time 40 --unix-socket "$SOCK" -o "$D/q$i" -w '%{http_code}' -X POST -d '{}' \
+      http://sd/v1/sandboxes >"$D/qc$i" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  for i in 1 2 3 4; do
+    [ "$(cat "$D/qc$i")" == 201 ] || fail "create $i: $(cat "$D/qc$i") $(cat "$D/q$i")"
+  done
+  req GET /v1/sandboxes; expect 200 'length == 4 and all(.state == "running")'
+}
+
+TEST_TIMEOUT_restart_readopts=60
+test_restart_readopts() {
+  start_daemon
+  create '{"labels":{"keep":"yes"},"timeout":"10m"}'; local id=$ID
+  run_cmd "$id" '{"argv":["sh","-c","echo state > /workspace/mark"]}'
+  req GET "/v1/sandboxes/$id"; local before; before=$(echo "$BODY" | jq .cost_usd)
+  local created; created=$(echo "$BODY" | jq -r .created_at)
+  local shim; shim=$(jq .shim_pid "$D/state/sandboxes/$id.json")
+  kill -TERM "$DPID"; local rc=0; wait "$DPID" || rc=$?
+  [ "$rc" == 0 ] || fail "daemon exit status $rc after SIGTERM"
+  kill -0 "$shim" || fail "the shim did not survive the daemon's restart"
+  start_daemon
+  req GET "/v1/sandboxes/$id"
+  expect 200 ".state == \"running\" and .created_at == \"$created\" and .cost_usd > $before and .labels.keep == \"yes\" and .usage.commands_run == 1"
+  run_cmd "$id" '{"argv":["cat","/workspace/mark"]}'
+  echo "$BODY" | jq -e '.stdout == "state\n"' >/dev/null || fail "sandbox lost its files: $BODY"
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  req GET "/v1/sandboxes/$id"; expect 200 '.end.reason == "terminated" and .end.cost_usd > 0'
+}
+
+TEST_TIMEOUT_killed_shim=30
+test_killed_shim() {
+  start_daemon
+  create; local id=$ID
+  local shim init
+  shim=$(jq .shim_pid "$D/state/sandboxes/$id.json")
+  init=$(jq .init_pid "$D/state/sandboxes/$id.json")
+  [ "$shim" -gt 0 ] && [ "$init" -gt 0 ] || fail "no pids in state"
+  kill -9 "$shim"
+  wait_ended "$id" 3
+  echo "$BODY" | jq -e '.end.reason == "infrastructure_failure" and (.end.message | length > 0)' >/dev/null || fail "$BODY"
+  for _ in $(seq 100); do kill -0 "$init" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$init" 2>/dev/null && fail "sandbox init $init still alive"
+  for _ in $(seq 100); do [ -d "$D/run/sandboxes/$id" ] || break; sleep 0.1; done
+  [ -d "$D/run/sandboxes/$id" ] && fail "sandbox directory not reclaimed"
+  req GET /healthz; expect 200
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"

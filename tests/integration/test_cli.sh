@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout), output
+# streams before the command exits, -i forwards stdin, cp both ways for a file and a directory,
+# --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
+# run removes its sandbox, and placement across two daemons (one full) falls back on 503.
+
+SBX=
+T=
+DPIDS=()
+DSOCKS=()
+DCGS=()
+
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# Terminate what the daemons still run (shims outlive a daemon by design), stop them, clean up.
+cleanup() {
+  local i
+  for i in "${!DPIDS[@]}"; do
+    local ids
+    ids=$("$SBX" --host "${DSOCKS[$i]}" ls --json 2>/dev/null |
+      python3 -c "import json,sys; [print(s['id']) for s in json.load(sys.stdin) if s['state']!='ended']" 2>/dev/null || true)
+    [ -n "$ids" ] && "$SBX" --host "${DSOCKS[$i]}" rm $ids >/dev/null 2>&1
+    kill "${DPIDS[$i]}" 2>/dev/null
+    wait "${DPIDS[$i]}" 2>/dev/null
+    local c
+    for c in /sys/fs/cgroup/*/"${DCGS[$i]}" /sys/fs/cgroup/"${DCGS[$i]}"; do
+      [ -d "$c" ] && rmdir "$c" 2>/dev/null
+    done
+  done
+  [ -n "$T" ] && rm -rf "$T"
+  return 0
+}
+
+setup() {
+  set +e # every step is checked explicitly
+  require_root
+  SBX=$(bin sbx)
+  [ -x "$SBX" ] || fail "sbx not built"
+  T=$(mktemp -d /tmp/sbx-cli-test.XXXXXX)
+  trap cleanup EXIT
+}
+
+# start_daemon NAME MAX [EXTRA ARGS...]: a daemon on $T/NAME/sock; its socket is appended to
+# DSOCKS.
+start_daemon() {
+  local d=$T/$1 cg="sbxtest-$$-$1" max=$2
+  shift 2
+  mkdir -p "$d"
+  "$(bin sandboxd)" --socket "$d/sock" --run-dir "$d/run" --state-dir "$d/state" \
+    --cgroup-parent "$cg" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
+    --max-sandboxes "$max" "$@" >"$d/log" 2>&1 &
+  DPIDS+=($!)
+  DSOCKS+=("$d/sock")
+  DCGS+=("$cg")
+  local i
+  for i in $(seq 100); do
+    curl -sf --unix-socket "$d/sock" http://x/healthz >/dev/null 2>&1 && return 0
+    kill -0 "${DPIDS[-1]}" 2>/dev/null || { cat "$d/log" >&2; fail "sandboxd $1 exited"; }
+    sleep 0.1
+  done
+  cat "$d/log" >&2
+  fail "sandboxd $1 did not answer"
+}
+
+one_daemon() {
+  setup
+  start_daemon a 8
+  export SBX_HOST=${DSOCKS[0]}
+}
+
+new_sandbox() { "$SBX" create --memory 128Mi --timeout 5m "$@"; }
+
+test_exit_codes() {
+  one_daemon
+  local id rc
+  id=$(new_sandbox) || fail "create failed"
+  [[ "$id" == sb-* ]] || fail "create printed '$id'"
+  "$SBX" exec "$id" -- sh -c 'exit 42'; rc=$?
+  assert_eq $rc 42 "exit code passes through"
+  "$SBX" exec "$id" -- true; rc=$?
+  assert_eq $rc 0 "exit 0"
+  "$SBX" exec "$id" --sh -- 'kill -TERM $$'; rc=$?
+  assert_eq $rc 143 "SIGTERM gives 128+15"
+  "$SBX" exec "$id" --sh -- 'kill -KILL $$'; rc=$?
+  assert_eq $rc 137 "SIGKILL gives 128+9"
+  "$SBX" exec --timeout 1s "$id" -- sleep 30 2>"$T/err"; rc=$?
+  assert_eq $rc 124 "command_timeout gives 124"
+  grep -q "timed out" "$T/err" || fail "no timeout note on stderr"
+  "$SBX" exec "$id" -- /nonexistent/binary 2>/dev/null; rc=$?
+  [ $rc -ne 0 ] || fail "a missing binary must not exit 0"
+  # run: create + exec + remove
+  local before after
+  "$SBX" run --memory 128Mi --label cli=run -- sh -c 'echo inside; exit 5' >"$T/out"; rc=$?
+  assert_eq $rc 5 "run passes the exit code through"
+  assert_eq "$(cat "$T/out")" "inside" "run output"
+  after=$("$SBX" ls --json --label cli=run | json "[s['state'] for s in d]")
+  assert_eq "$after" "['ended']" "run removed its sandbox"
+  "$SBX" rm "$id" >/dev/null || fail "rm failed"
+  "$SBX" exec "$id" -- true 2>"$T/err"; rc=$?
+  assert_eq $rc 1 "exec on a removed sandbox is an error"
+  [ "$(wc -l <"$T/err")" -eq 1 ] || fail "error message is not one line: $(cat "$T/err")"
+}
+
+test_run_interrupted() {
+  one_daemon
+  "$SBX" run --memory 128Mi --label cli=int -- sh -c 'sleep 60' &
+  local pid=$! i state
+  for i in $(seq 100); do
+    state=$("$SBX" ls --json --label cli=int | json "','.join(s['state'] for s in d)")
+    [ "$state" == "running" ] && break
+    sleep 0.1
+  done
+  assert_eq "$state" "running" "run's sandbox started"
+  sleep 0.3
+  kill -INT $pid
+  wait $pid; local rc=$?
+  assert_eq $rc 130 "Ctrl-C exits 130"
+  state=$("$SBX" ls --json --label cli=int | json "','.join(s['state'] for s in d)")
+  assert_eq "$state" "ended" "the sandbox was removed after Ctrl-C"
+}
+
+test_streaming_order() {
+  one_daemon
+  local id line start
+  id=$(new_sandbox) || fail "create failed"
+  mkfifo "$T/fifo"
+  "$SBX" exec "$id" --sh -- 'echo first; sleep 2; echo second; exit 3' >"$T/fifo" &
+  local pid=$!
+  exec 3<"$T/fifo"
+  start=$(date +%s%N)
+  read -r -t 10 line <&3 || fail "no first line"
+  assert_eq "$line" "first" "first line"
+  kill -0 $pid 2>/dev/null || fail "the first line arrived only after sbx exited (not streamed)"
+  [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 1800 ] || fail "first line came late"
+  read -r -t 10 line <&3 || fail "no second line"
+  assert_eq "$line" "second" "second line"
+  exec 3<&-
+  wait $pid; local rc=$?
+  assert_eq $rc 3 "exit code after streaming"
+}
+
+test_stdin() {
+  one_daemon
+  local id out
+  id=$(new_sandbox) || fail "create failed"
+  out=$(printf 'abc\nline two\n' | "$SBX" exec -i "$id" -- cat) || fail "exec -i failed"
+  assert_eq "$out" $'abc\nline two' "stdin forwarded with -i"
+  out=$(printf 'zzz\n' | "$SBX" exec "$id" -- cat) || fail "exec failed"
+  assert_eq "$out" "" "stdin not forwarded without -i"
+  out=$(head -c 3000 /dev/urandom | "$SBX" exec -i "$id" -- wc -c) || fail "binary stdin"
+  assert_eq "$out" "3000" "binary stdin arrives whole"
+}
+
+test_cp() {
+  one_daemon
+  local id
+  id=$(new_sandbox) || fail "create failed"
+  head -c 100000 /dev/urandom >"$T/file.bin"
+  "$SBX" cp "$T/file.bin" "$id:/workspace/up/file.bin" || fail "cp file in"
+  assert_eq "$("$SBX" exec "$id" -- wc -c /workspace/up/file.bin)" "100000 /workspace/up/file.bin" "size inside"
+  "$SBX" cp "$id:/workspace/up/file.bin" "$T/back.bin" || fail "cp file out"
+  cmp "$T/file.bin" "$T/back.bin" || fail "file differs after the round trip"
+  mkdir -p "$T/dir/sub/deeper"
+  echo one >"$T/dir/a.txt"
+  echo two >"$T/dir/sub/b.txt"
+  printf '#!/bin/sh\necho x\n' >"$T/dir/sub/deeper/run.sh"
+  chmod 755 "$T/dir/sub/deeper/run.sh"
+  "$SBX" cp "$T/dir" "$id:/workspace/d" || fail "cp dir in"
+  assert_eq "$("$SBX" exec "$id" -- cat /workspace/d/sub/b.txt)" "two" "file of the dir inside"
+  assert_eq "$("$SBX" exec "$id" -- /workspace/d/sub/deeper/run.sh)" "x" "mode kept inside"
+  "$SBX" exec "$id" --sh -- 'mkdir -p /workspace/made/x && echo made >/workspace/made/x/m.txt' ||
+    fail "prepare dir"
+  "$SBX" cp "$id:/workspace/d" "$T/out" || fail "cp dir out"
+  diff -r "$T/dir" "$T/out" || fail "directory differs after the round trip"
+  "$SBX" cp "$id:/workspace/made" "$T/made" || fail "cp made dir out"
+  assert_eq "$(cat "$T/made/x/m.txt")" "made" "file made inside, copied out"
+  "$SBX" cp "$id:/workspace/nope" "$T/nope" 2>"$T/err"; local rc=$?
+  assert_eq $rc 1 "missing remote path"
+  "$SBX" cp "$T/dir" "$T/dir2" 2>/dev/null; rc=$?
+  assert_eq $rc 2 "two local paths is a usage error"
+}
+
+test_json_output() {
+  one_daemon
+  local id v
+  v=$("$SBX" --json info | json "d['free_slots'] >= 0") || fail "info --json"
+  assert_eq "$v" "True" "info --json"
+  id=$("$SBX" create --json --memory 128Mi --label j=1 | json "d['id']") || fail "create --json"
+  [[ "$id" == sb-* ]] || fail "create --json id '$id'"
+  v=$("$SBX" inspect --json "$id" | json "type(d['cost_usd']).__name__ in ('float','int') and d['state']")
+  assert_eq "$v" "running" "inspect --json"
+  v=$("$SBX" ls --json --label j=1 | json "[s['id'] for s in d] == ['$id']")
+  assert_eq "$v" "True" "ls --json --label"
+  v=$("$SBX" exec --json "$id" -- sh -c 'echo hi; exit 4' | json "(d['exit_code'], d['stdout'], d['reason'])")
+  assert_eq "$v" "(4, 'hi\\n', 'exited')" "exec --json"
+  "$SBX" inspect "$id" | grep -q '^cost_usd ' || fail "human inspect shows cost_usd"
+  "$SBX" ls | grep -q "^$id " || fail "human ls lists the sandbox"
+}
+
+test_daemon_not_running() {
+  setup
+  local rc
+  "$SBX" --host "$T/none.sock" info 2>"$T/err"; rc=$?
+  assert_eq $rc 1 "exit 1 when the daemon is missing"
+  [ "$(wc -l <"$T/err")" -eq 1 ] || fail "not one line: $(cat "$T/err")"
+  grep -q "cannot reach sandboxd at $T/none.sock: No such file or directory" "$T/err" ||
+    fail "unhelpful message: $(cat "$T/err")"
+  grep -q "is it running" "$T/err" || fail "no hint: $(cat "$T/err")"
+  if [ ! -e /run/sandboxd/sandboxd.sock ]; then
+    env -u SBX_HOST "$SBX" ls 2>"$T/err"; rc=$?
+    assert_eq $rc 1 "default socket missing"
+    grep -q "systemctl start sandboxd" "$T/err" || fail "no start hint: $(cat "$T/err")"
+  fi
+  "$SBX" --host "$T/none.sock" exec 2>/dev/null; rc=$?
+  assert_eq $rc 2 "usage error"
+  "$SBX" frobnicate 2>/dev/null; rc=$?
+  assert_eq $rc 2 "unknown command"
+  "$SBX" --version | grep -q '^sbx [0-9]' || fail "--version"
+  "$SBX" --help | grep -q 'exec' || fail "--help"
+  "$SBX" exec --help | grep -q -- '--timeout' || fail "exec --help"
+  "$SBX" create --memory lots 2>/dev/null; rc=$?
+  assert_eq $rc 2 "bad size is a usage error"
+}
+
+test_multi_endpoint() {
+  setup
+  start_daemon a 1
+  start_daemon b 1
+  local hosts="${DSOCKS[0]},${DSOCKS[1]}" id1 id2 rc
+  # two concurrent creates: both may pick A (equal free slots); one then gets 503 and must
+  # fall back to B. Whatever the interleaving, each daemon ends up with exactly one.
+  "$SBX" --host "$hosts" create --memory 128Mi >"$T/id1" 2>"$T/e1" &
+  local p1=$!
+  "$SBX" --host "$hosts" create --memory 128Mi >"$T/id2" 2>"$T/e2" &
+  local p2=$!
+  wait $p1 || fail "create 1 failed: $(cat "$T/e1")"
+  wait $p2 || fail "create 2 failed: $(cat "$T/e2")"
+  local na nb
+  na=$("$SBX" --host "${DSOCKS[0]}" ls --json | json "len([s for s in d if s['state']=='running'])")
+  nb=$("$SBX" --host "${DSOCKS[1]}" ls --json | json "len([s for s in d if s['state']=='running'])")
+  assert_eq "$na/$nb" "1/1" "one sandbox on each daemon"
+  # both full: the client tries each (503, 503) and says so
+  "$SBX" --host "$hosts" create --memory 128Mi 2>"$T/err"; rc=$?
+  assert_eq $rc 1 "create when every node is full"
+  grep -q "every endpoint is full" "$T/err" || fail "message: $(cat "$T/err")"
+  # the handle remembers its endpoint: exec and rm find the sandbox on B through the list
+  id2=$(cat "$T/id2")
+  assert_eq "$("$SBX" --host "$hosts" exec "$id2" -- echo ok)" "ok" "exec through both endpoints"
+  "$SBX" --host "$hosts" rm "$(cat "$T/id1")" "$id2" >/dev/null || fail "rm through both endpoints"
+  # a dead endpoint is skipped
+  id1=$("$SBX" --host "$T/dead.sock,$hosts" create --memory 128Mi) || fail "create with a dead endpoint"
+  [[ "$id1" == sb-* ]] || fail "id '$id1'"
+  [ "$("$SBX" --host "$hosts" ls --json | json "len(d)")" -ge 3 ] || fail "ls merges endpoints"
+}
+
+test_tcp_token() {
+  setup
+  local port=$((20000 + RANDOM % 20000)) rc
+  start_daemon t 4 --tcp "127.0.0.1:$port" --token "s3cret-$$"
+  local url="http://127.0.0.1:$port"
+  env -u SBX_TOKEN "$SBX" --host "$url" info 2>"$T/err"; rc=$?
+  assert_eq $rc 1 "no token"
+  grep -qi "unauthorized\|token\|401" "$T/err" || fail "message: $(cat "$T/err")"
+  SBX_TOKEN=wrong "$SBX" --host "$url" ls 2>/dev/null; rc=$?
+  assert_eq $rc 1 "wrong token"
+  local id out
+  export SBX_TOKEN="s3cret-$$"
+  id=$("$SBX" --host "$url" create --memory 128Mi) || fail "create over TCP"
+  out=$("$SBX" --host "$url" exec "$id" -- echo tcp) || fail "exec over TCP"
+  assert_eq "$out" "tcp" "exec over TCP"
+  "$SBX" --host "$url" rm "$id" >/dev/null || fail "rm over TCP"
+}
+
+TEST_TIMEOUT_cp=90
+TEST_TIMEOUT_multi_endpoint=90
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -1,0 +1,214 @@
+/* sbx-shim commands: exit codes and signals, env/cwd/stdin, shell, timeouts that take down a
+ * whole process tree (setsid'd grandchild included), kill, concurrency, bad protocol input. */
+#include "common/shimproto.h"
+#include "common/timeutil.h"
+#include "tests/lib/shim_driver.h"
+#include "tests/lib/test.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static shimdrv drv;
+static void cleanup(void) {
+    shimdrv_destroy(&drv);
+}
+
+static shimdrv *start(void) {
+    test_require_root();
+    atexit(cleanup);
+    int r = shimdrv_start(&drv, NULL);
+    CHECK_MSG(r == 0, "shim start: %d %s", r, drv.start_error);
+    return &drv;
+}
+
+TEST(shim_exec_results) {
+    shimdrv *d = start();
+    shimdrv_result res;
+    const char *argv[] = {"sh", "-c", "kill -TERM $$", NULL};
+    CHECK_OK(shimdrv_exec(d, argv, NULL, &res));
+    CHECK_STREQ(res.reason, "signaled");
+    CHECK_EQ(res.signal, SIGTERM);
+    CHECK_EQ(res.exit_code, 128 + SIGTERM);
+    shimdrv_result_free(&res);
+    /* env: the spec's, overridden and extended by the request's; cwd; stdin */
+    const char *env[] = {"HOME=/tmp", "FOO=bar", NULL};
+    const char *argv2[] = {"sh", "-c", "echo $HOME $FOO $LANG; pwd; cat", NULL};
+    shimdrv_exec_opts o = {.env = env, .cwd = "/usr", .stdin_data = "from stdin\n"};
+    CHECK_OK(shimdrv_exec(d, argv2, &o, &res));
+    CHECK_STREQ(res.out, "/tmp bar C.UTF-8\n/usr\nfrom stdin\n");
+    CHECK_EQ(res.exit_code, 0);
+    shimdrv_result_free(&res);
+    /* argv is not a shell line unless shell is true */
+    const char *argv3[] = {"echo", "$HOME;", "x", NULL};
+    CHECK_OK(shimdrv_exec(d, argv3, NULL, &res));
+    CHECK_STREQ(res.out, "$HOME; x\n");
+    shimdrv_result_free(&res);
+    /* a missing program or cwd is an error reply, not an exit */
+    const char *argv4[] = {"no-such-program", NULL};
+    CHECK_EQ(shimdrv_exec(d, argv4, NULL, &res), -ENOENT);
+    CHECK_MSG(strstr(res.start_error, "no-such-program"), "%s", res.start_error);
+    shimdrv_result_free(&res);
+    shimdrv_exec_opts o2 = {.cwd = "/nonexistent"};
+    CHECK_EQ(shimdrv_exec(d, argv3, &o2, &res), -ENOENT);
+    shimdrv_result_free(&res);
+    /* big output streams through */
+    CHECK_EQ(shimdrv_sh(d, "head -c 3000000 /dev/zero", &res), 0);
+    CHECK_EQ(res.out_len, 3000000);
+    shimdrv_result_free(&res);
+}
+
+TEST(shim_timeout_kills_whole_tree) {
+    shimdrv *d = start();
+    const char *argv[] = {"sh", "-c",
+                          "setsid sh -c 'sleep 1000' & "
+                          "sh -c 'sleep 1001 & sleep 1002' & "
+                          "sleep 1003",
+                          NULL};
+    shimdrv_exec_opts o = {.timeout_ms = 500};
+    shimdrv_result res;
+    uint64_t t0 = now_mono_ms();
+    CHECK_OK(shimdrv_exec(d, argv, &o, &res));
+    CHECK_STREQ(res.reason, "command_timeout");
+    CHECK_EQ(res.signal, SIGKILL);
+    CHECK_MSG(now_mono_ms() - t0 < 5000, "took %llu ms", (unsigned long long)(now_mono_ms() - t0));
+    shimdrv_result_free(&res);
+    int code;
+    char *out = shimdrv_sh_out(d, "cat /proc/[0-9]*/comm | grep -c sleep", &code);
+    CHECK_MSG(strcmp(out, "0\n") == 0, "sleep processes left: %s", out);
+    free(out);
+}
+
+TEST(shim_background_process_survives_its_command) {
+    shimdrv *d = start();
+    shimdrv_result res;
+    /* a daemonized child outlives its command but stays in the sandbox */
+    CHECK_EQ(shimdrv_sh(d, "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo started", &res), 0);
+    shimdrv_result_free(&res);
+    int code;
+    char *out = shimdrv_sh_out(d, "cat /proc/[0-9]*/comm | grep -c sleep", &code);
+    CHECK_STREQ(out, "1\n");
+    free(out);
+}
+
+TEST(shim_kill_message) {
+    shimdrv *d = start();
+    const char *argv[] = {"sleep", "1000", NULL};
+    shimdrv_pending pe;
+    CHECK_OK(shimdrv_exec_start(d, argv, NULL, &pe));
+    CHECK(pe.pid > 1);
+    json_t *reply = NULL;
+    CHECK_OK(shimdrv_request(
+        d, json_pack("{s:s, s:O, s:i}", "type", "kill", "xid", pe.xid, "signal", SIGTERM), &reply));
+    CHECK_STREQ(shimproto_type(reply), "ok");
+    json_decref(reply);
+    shimdrv_result res;
+    CHECK_OK(shimdrv_exec_finish(d, &pe, &res));
+    CHECK_STREQ(res.reason, "signaled");
+    CHECK_EQ(res.signal, SIGTERM);
+    shimdrv_result_free(&res);
+}
+
+TEST(shim_concurrent_commands) {
+    shimdrv *d = start();
+    enum { N = 8 };
+    shimdrv_pending pe[N];
+    uint64_t t0 = now_mono_ms();
+    for (int i = 0; i < N; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof(cmd), "sleep 1; echo %d", i);
+        const char *argv[] = {"sh", "-c", cmd, NULL};
+        CHECK_OK(shimdrv_exec_start(d, argv, NULL, &pe[i]));
+    }
+    json_t *hello = NULL;
+    CHECK_OK(shimdrv_request(d, json_pack("{s:s}", "type", "hello"), &hello));
+    CHECK_EQ(json_array_size(json_object_get(hello, "running")), N);
+    json_decref(hello);
+    for (int i = N - 1; i >= 0; i--) {
+        shimdrv_result res;
+        CHECK_OK(shimdrv_exec_finish(d, &pe[i], &res));
+        CHECK_EQ(atoi(res.out), i);
+        CHECK_EQ(res.exit_code, 0);
+        shimdrv_result_free(&res);
+    }
+    uint64_t took = now_mono_ms() - t0;
+    CHECK_MSG(took < 1000 * N / 2, "%d one-second commands took %llu ms", N,
+              (unsigned long long)took);
+}
+
+static void expect_error(shimdrv *d, const char *raw, size_t len, const int *fds, size_t nf,
+                         int want_errno) {
+    CHECK(send(d->sock, raw, len, 0) == (ssize_t)len || fds);
+    (void)fds;
+    (void)nf;
+    json_t *m = NULL;
+    CHECK_OK(shimdrv_wait_event(d, "error", 5000, &m));
+    CHECK_MSG(json_integer_value(json_object_get(m, "errno")) == want_errno, "%s: errno %lld", raw,
+              (long long)json_integer_value(json_object_get(m, "errno")));
+    json_decref(m);
+}
+
+TEST(shim_bad_protocol_input) {
+    shimdrv *d = start();
+    static const struct {
+        const char *raw;
+        int err;
+    } cases[] = {
+        {"not json", EPROTO},
+        {"[1,2]", EPROTO},
+        {"{\"type\":\"hello\"}", EPROTO},
+        {"{\"v\":2,\"type\":\"hello\"}", EPROTO},
+        {"{\"v\":1,\"type\":\"frobnicate\",\"seq\":1}", EOPNOTSUPP},
+        {"{\"v\":1,\"type\":7}", EPROTO},
+        {"{\"v\":1,\"type\":\"exec\",\"seq\":2,\"xid\":\"a\",\"argv\":[\"true\"]}", EBADF},
+        {"{\"v\":1,\"type\":\"exec\",\"seq\":3}", EINVAL},
+        {"{\"v\":1,\"type\":\"exec\",\"seq\":3,\"xid\":{}}", EINVAL},
+        {"{\"v\":1,\"type\":\"kill\",\"seq\":4,\"xid\":\"nope\",\"signal\":9}", ESRCH},
+        {"{\"v\":1,\"type\":\"kill\",\"seq\":4,\"xid\":\"nope\",\"signal\":999}", EINVAL},
+        {"{\"v\":1,\"type\":\"kill\",\"seq\":4}", EINVAL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_error(d, cases[i].raw, strlen(cases[i].raw), NULL, 0, cases[i].err);
+    /* exec with fds but a bad argv, env or cwd */
+    static const char *const bad_exec[] = {
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[]}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[1]}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"a\\u0000b\"]}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"env\":[\"NOEQ\"]"
+        "}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"cwd\":\"rel\"}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"timeout_ms\":-1}",
+    };
+    for (size_t i = 0; i < sizeof(bad_exec) / sizeof(bad_exec[0]); i++) {
+        int fds[3] = {0, 1, 2};
+        json_t *msg = json_loads(bad_exec[i], JSON_ALLOW_NUL, NULL);
+        CHECK(msg);
+        json_object_del(msg, "v");
+        CHECK_OK(shimproto_send(d->sock, msg, fds, 3));
+        json_decref(msg);
+        json_t *m = NULL;
+        CHECK_OK(shimdrv_wait_event(d, "error", 5000, &m));
+        /* a NUL inside a JSON string is already refused by the decoder */
+        CHECK_EQ(json_integer_value(json_object_get(m, "errno")), i == 2 ? EPROTO : EINVAL);
+        json_decref(m);
+    }
+    /* an oversized packet */
+    size_t big = SHIMPROTO_MSG_MAX + 100;
+    char *buf = malloc(big);
+    memset(buf, ' ', big);
+    buf[0] = '{';
+    buf[big - 1] = '}';
+    expect_error(d, buf, big, NULL, 0, EPROTO);
+    free(buf);
+    /* a connection that goes away mid-way changes nothing */
+    int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    close(c);
+    /* and the shim still serves */
+    shimdrv_result res;
+    CHECK_EQ(shimdrv_sh(d, "echo alive", &res), 0);
+    CHECK_STREQ(res.out, "alive\n");
+    shimdrv_result_free(&res);
+}

@@ -1,0 +1,142 @@
+/* sbx-shim resource limits from inside a real sandbox: pids, memory (OOM kill reported),
+ * disk (ENOSPC), cpu quota, and the stats message. */
+#include "common/fdutil.h"
+#include "shim/cgroup.h"
+#include "tests/lib/shim_driver.h"
+#include "tests/lib/test.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static shimdrv drv;
+static void cleanup(void) {
+    shimdrv_destroy(&drv);
+}
+
+static shimdrv *start(const shimdrv_opts *o) {
+    test_require_root();
+    atexit(cleanup);
+    int r = shimdrv_start(&drv, o);
+    CHECK_MSG(r == 0, "shim start: %d %s", r, drv.start_error);
+    return &drv;
+}
+
+TEST(shim_fork_bomb_stops_at_pids_limit) {
+    shimdrv *d = start(NULL);
+    const char *argv[] = {"python3", "-c",
+                          "import os, sys, time\n"
+                          "n = 0\n"
+                          "try:\n"
+                          "    while True:\n"
+                          "        if os.fork() == 0:\n"
+                          "            time.sleep(1000); os._exit(0)\n"
+                          "        n += 1\n"
+                          "except OSError as e:\n"
+                          "    print(n, e.errno, flush=True)\n"
+                          "time.sleep(1000)\n",
+                          NULL};
+    shimdrv_exec_opts o = {.timeout_ms = 4000};
+    shimdrv_result res;
+    CHECK_OK(shimdrv_exec(d, argv, &o, &res));
+    int forked = -1, err = -1;
+    sscanf(res.out, "%d %d", &forked, &err);
+    /* 256 processes: init, the reaper, python and its children */
+    CHECK_MSG(forked >= 200 && forked <= 253, "forked %d (stdout %s)", forked, res.out);
+    CHECK_EQ(err, 11); /* EAGAIN */
+    CHECK_STREQ(res.reason, "command_timeout");
+    shimdrv_result_free(&res);
+    /* the timeout took the whole tree down: the sandbox is usable again */
+    int code;
+    char *out = shimdrv_sh_out(d, "ls /proc | grep -c '^[0-9]'; echo ok", &code);
+    CHECK_EQ(code, 0);
+    int procs = atoi(out);
+    CHECK_MSG(procs <= 5 && strstr(out, "ok"), "after the bomb: %s", out);
+    free(out);
+}
+
+TEST(shim_memory_hog_is_oom_killed) {
+    shimdrv_opts so = {.memory = 64ull << 20};
+    shimdrv *d = start(&so);
+    const char *argv[] = {"python3", "-c",
+                          "b = []\n"
+                          "while True: b.append(bytearray(1 << 20))\n",
+                          NULL};
+    shimdrv_result res;
+    CHECK_OK(shimdrv_exec(d, argv, NULL, &res));
+    CHECK_STREQ(res.reason, "oom_killed");
+    CHECK_EQ(res.signal, 9);
+    shimdrv_result_free(&res);
+    json_t *ev = NULL;
+    CHECK_OK(shimdrv_wait_event(d, "oom", 5000, &ev));
+    CHECK(json_integer_value(json_object_get(ev, "oom_kills")) >= 1);
+    json_decref(ev);
+    json_t *st = NULL;
+    CHECK_OK(shimdrv_request(d, json_pack("{s:s}", "type", "stats"), &st));
+    CHECK(json_integer_value(json_object_get(st, "oom_kills")) >= 1);
+    CHECK(json_integer_value(json_object_get(st, "mem_peak_bytes")) >= 48ll << 20);
+    CHECK(json_integer_value(json_object_get(st, "mem_peak_bytes")) <= 64ll << 20);
+    json_decref(st);
+    /* a killed command is not the sandbox: it keeps working */
+    int code;
+    free(shimdrv_sh_out(d, "true", &code));
+    CHECK_EQ(code, 0);
+}
+
+TEST(shim_disk_full_is_enospc) {
+    shimdrv_opts so = {.disk = 8ull << 20};
+    shimdrv *d = start(&so);
+    shimdrv_result res;
+    CHECK(shimdrv_sh(d, "dd if=/dev/zero of=/workspace/big bs=1M count=32", &res) != 0);
+    CHECK_MSG(strstr(res.err, "No space left on device"), "stderr: %s", res.err);
+    shimdrv_result_free(&res);
+    /* /tmp shares the same writable layer */
+    CHECK(shimdrv_sh(d, "dd if=/dev/zero of=/tmp/more bs=1M count=1", &res) != 0);
+    shimdrv_result_free(&res);
+    json_t *st = NULL;
+    CHECK_OK(shimdrv_request(d, json_pack("{s:s}", "type", "stats"), &st));
+    json_int_t used = json_integer_value(json_object_get(st, "disk_used_bytes"));
+    CHECK_MSG(used >= 7ll << 20 && used <= 8ll << 20, "disk_used_bytes %lld", (long long)used);
+    json_decref(st);
+    CHECK_EQ(shimdrv_sh(d, "rm /workspace/big && echo x > /workspace/small", &res), 0);
+    shimdrv_result_free(&res);
+}
+
+TEST(shim_cpu_quota_and_stats) {
+    shimdrv_opts so = {.cpu = 0.5, .pids = 100};
+    shimdrv *d = start(&so);
+    int ver;
+    const char *parent = shimdrv_cgroup_parent(&ver);
+    shim_cgroup *cg = NULL;
+    CHECK_OK(shim_cgroup_open(ver, parent, d->id, &cg, NULL));
+    char path[4200];
+    _cleanup_free_ char *q = NULL, *pm = NULL;
+    if (ver == 1) {
+        char mnt[512];
+        CHECK_OK(shim_cgroup_v1_mount("cpu", mnt, sizeof(mnt)));
+        snprintf(path, sizeof(path), "%s/%s/%s/cpu.cfs_quota_us", mnt, parent, d->id);
+        CHECK_OK(file_read_all(path, 64, &q, NULL));
+        CHECK_STREQ(q, "50000\n");
+        CHECK_OK(shim_cgroup_v1_mount("pids", mnt, sizeof(mnt)));
+        snprintf(path, sizeof(path), "%s/%s/%s/pids.max", mnt, parent, d->id);
+    } else {
+        snprintf(path, sizeof(path), "%s/%s/cpu.max", parent, d->id);
+        CHECK_OK(file_read_all(path, 64, &q, NULL));
+        CHECK_STREQ(q, "50000 100000\n");
+        snprintf(path, sizeof(path), "%s/%s/pids.max", parent, d->id);
+    }
+    CHECK_OK(file_read_all(path, 64, &pm, NULL));
+    CHECK_STREQ(pm, "100\n");
+    shim_cgroup_free(cg);
+    /* a busy loop of 1 s wall time gets about half a CPU */
+    shimdrv_result res;
+    CHECK_EQ(shimdrv_sh(d, "timeout 1 sh -c 'while :; do :; done'; true", &res), 0);
+    shimdrv_result_free(&res);
+    json_t *st = NULL;
+    CHECK_OK(shimdrv_request(d, json_pack("{s:s}", "type", "stats"), &st));
+    json_int_t cpu = json_integer_value(json_object_get(st, "cpu_usec"));
+    CHECK_MSG(cpu >= 200000 && cpu <= 800000, "cpu_usec %lld", (long long)cpu);
+    CHECK(json_integer_value(json_object_get(st, "pids")) >= 1);
+    CHECK(json_integer_value(json_object_get(st, "mem_bytes")) > 0);
+    json_decref(st);
+}

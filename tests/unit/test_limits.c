@@ -1,0 +1,217 @@
+/* Unit tests of policy/limits (request validation: defaults, types, ranges, field names in
+ * errors) and policy/price (the $0.0179/h default, linearity, cost over time). */
+#include "policy/limits.h"
+#include "policy/price.h"
+#include "tests/lib/test.h"
+
+#include <math.h>
+
+static const policy_host host = {.cpus = 4, .memory_bytes = 8ull << 30};
+
+static json_t *J(const char *s) {
+    json_t *j = json_loads(s, 0, NULL);
+    CHECK_MSG(j, "bad test JSON: %s", s);
+    return j;
+}
+
+static int create(const char *body, policy_create *c, sbx_error *err) {
+    json_t *j = J(body);
+    int r = policy_limits_parse_create(j, NULL, &host, c, err);
+    json_decref(j);
+    return r;
+}
+
+TEST(create_defaults) {
+    policy_create c;
+    sbx_error err = {0};
+    CHECK_OK(create("{}", &c, &err));
+    CHECK_STREQ(c.image, "host");
+    CHECK(c.cpu == 1.0);
+    CHECK_EQ(c.memory, 2ull << 30);
+    CHECK_EQ(c.disk, 1ull << 30);
+    CHECK_EQ(c.pids, 256);
+    CHECK_EQ(c.idle_timeout_ms, 300000);
+    CHECK_EQ(c.timeout_ms, 3600000);
+    CHECK(c.max_cost_usd == 0);
+    CHECK_EQ(c.net_mode, POLICY_NET_NONE);
+    CHECK(c.lease == NULL);
+    CHECK_EQ(json_object_size(c.labels), 0);
+    policy_create_done(&c);
+}
+
+TEST(create_units_and_values) {
+    policy_create c;
+    sbx_error err = {0};
+    CHECK_OK(create("{\"cpu\":0.5,\"memory\":\"512Mi\",\"disk\":1048576,\"pids\":64,"
+                    "\"idle_timeout\":\"30s\",\"timeout\":90.5,\"max_cost_usd\":0.25,"
+                    "\"labels\":{\"task\":\"t1\"},\"env\":{\"K\":\"V\"},\"lease\":\"ls-1\","
+                    "\"unknown_field\":[1,2]}",
+                    &c, &err));
+    CHECK(c.cpu == 0.5);
+    CHECK_EQ(c.memory, 512ull << 20);
+    CHECK_EQ(c.disk, 1048576);
+    CHECK_EQ(c.pids, 64);
+    CHECK_EQ(c.idle_timeout_ms, 30000);
+    CHECK_EQ(c.timeout_ms, 90500);
+    CHECK(c.max_cost_usd == 0.25);
+    CHECK_STREQ(json_string_value(json_object_get(c.labels, "task")), "t1");
+    CHECK_STREQ(c.lease, "ls-1");
+    /* round trip through the persisted form */
+    json_t *j = policy_create_to_json(&c);
+    policy_create c2;
+    CHECK_OK(policy_limits_parse_create(j, NULL, &host, &c2, &err));
+    CHECK_EQ(c2.memory, c.memory);
+    CHECK_EQ(c2.timeout_ms, c.timeout_ms);
+    CHECK(c2.max_cost_usd == c.max_cost_usd);
+    CHECK_STREQ(c2.lease, "ls-1");
+    json_decref(j);
+    policy_create_done(&c2);
+    policy_create_done(&c);
+}
+
+TEST(create_errors_name_the_field) {
+    static const struct {
+        const char *body, *field;
+    } cases[] = {
+        {"{\"cpu\":0}", "cpu"},
+        {"{\"cpu\":5}", "cpu"},
+        {"{\"cpu\":\"1\"}", "cpu"},
+        {"{\"memory\":\"1Mi\"}", "memory"},
+        {"{\"memory\":\"9Gi\"}", "memory"},
+        {"{\"memory\":-5}", "memory"},
+        {"{\"memory\":\"lots\"}", "memory"},
+        {"{\"disk\":\"65Gi\"}", "disk"},
+        {"{\"pids\":7}", "pids"},
+        {"{\"pids\":1.5}", "pids"},
+        {"{\"pids\":70000}", "pids"},
+        {"{\"idle_timeout\":\"0.5s\"}", "idle_timeout"},
+        {"{\"timeout\":\"8d\"}", "timeout"},
+        {"{\"timeout\":true}", "timeout"},
+        {"{\"max_cost_usd\":0}", "max_cost_usd"},
+        {"{\"max_cost_usd\":\"1\"}", "max_cost_usd"},
+        {"{\"labels\":{\"a\":1}}", "labels.a"},
+        {"{\"labels\":[]}", "labels"},
+        {"{\"env\":{\"A=B\":\"x\"}}", "env"},
+        {"{\"env\":{\"\":\"x\"}}", "env"},
+        {"{\"image\":\"relative/path\"}", "image"},
+        {"{\"image\":\"/a/../etc\"}", "image"},
+        {"{\"image\":5}", "image"},
+        {"{\"network\":\"bogus\"}", "network"},
+        {"{\"network\":{\"allow\":[1]}}", "network.allow[0]"},
+        {"{\"lease\":7}", "lease"},
+        {"[1]", "body"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        policy_create c = {0};
+        sbx_error err = {0};
+        CHECK_MSG(create(cases[i].body, &c, &err) == -EINVAL, "accepted %s", cases[i].body);
+        CHECK_MSG(strncmp(err.message, cases[i].field, strlen(cases[i].field)) == 0,
+                  "%s: message \"%s\" does not start with %s", cases[i].body, err.message,
+                  cases[i].field);
+    }
+}
+
+TEST(create_operator_defaults) {
+    json_t *defs = J("{\"cpu\":0.25,\"memory\":\"256Mi\",\"idle_timeout\":\"10m\"}");
+    json_t *body = J("{\"memory\":\"1Gi\"}");
+    policy_create c;
+    sbx_error err = {0};
+    CHECK_OK(policy_limits_parse_create(body, defs, &host, &c, &err));
+    CHECK(c.cpu == 0.25);
+    CHECK_EQ(c.memory, 1ull << 30);
+    CHECK_EQ(c.idle_timeout_ms, 600000);
+    policy_create_done(&c);
+    json_decref(body);
+    json_decref(defs);
+}
+
+TEST(exec_parse) {
+    policy_exec e;
+    sbx_error err = {0};
+    json_t *j = J("{\"argv\":[\"python3\",\"-c\",\"print(1)\"],\"stdin_b64\":\"aGk=\","
+                  "\"timeout\":\"30s\",\"max_output\":\"2Mi\",\"env\":{\"A\":\"b\"}}");
+    CHECK_OK(policy_limits_parse_exec(j, &e, &err));
+    CHECK_EQ(json_array_size(e.argv), 3);
+    CHECK_STREQ(e.cwd, "/workspace");
+    CHECK(!e.shell);
+    CHECK_EQ(e.stdin_len, 2);
+    CHECK(memcmp(e.stdin_data, "hi", 2) == 0);
+    CHECK_EQ(e.timeout_ms, 30000);
+    CHECK_EQ(e.max_output, 2ull << 20);
+    policy_exec_done(&e);
+    json_decref(j);
+    j = J("{\"argv\":[\"ls\"]}");
+    CHECK_OK(policy_limits_parse_exec(j, &e, &err));
+    CHECK_EQ(e.timeout_ms, 0);
+    CHECK_EQ(e.max_output, 1ull << 20);
+    CHECK(e.stdin_data == NULL);
+    policy_exec_done(&e);
+    json_decref(j);
+}
+
+TEST(exec_errors) {
+    static const struct {
+        const char *body, *field;
+    } cases[] = {
+        {"{}", "argv"},
+        {"{\"argv\":[]}", "argv"},
+        {"{\"argv\":\"ls\"}", "argv"},
+        {"{\"argv\":[\"ls\",3]}", "argv[1]"},
+        {"{\"argv\":[\"\"]}", "argv[0]"},
+        {"{\"argv\":[\"ls\"],\"shell\":1}", "shell"},
+        {"{\"argv\":[\"ls\"],\"cwd\":\"rel\"}", "cwd"},
+        {"{\"argv\":[\"ls\"],\"cwd\":\"/a/..\"}", "cwd"},
+        {"{\"argv\":[\"ls\"],\"stdin\":5}", "stdin"},
+        {"{\"argv\":[\"ls\"],\"stdin_b64\":\"@@@\"}", "stdin_b64"},
+        {"{\"argv\":[\"ls\"],\"stdin\":\"a\",\"stdin_b64\":\"YQ==\"}", "stdin"},
+        {"{\"argv\":[\"ls\"],\"timeout\":\"forever\"}", "timeout"},
+        {"{\"argv\":[\"ls\"],\"max_output\":\"65Mi\"}", "max_output"},
+        {"{\"argv\":[\"ls\"],\"env\":{\"A\":null}}", "env.A"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        policy_exec e = {0};
+        sbx_error err = {0};
+        json_t *j = J(cases[i].body);
+        CHECK_MSG(policy_limits_parse_exec(j, &e, &err) == -EINVAL, "accepted %s", cases[i].body);
+        CHECK_MSG(strncmp(err.message, cases[i].field, strlen(cases[i].field)) == 0,
+                  "%s: message \"%s\" does not start with %s", cases[i].body, err.message,
+                  cases[i].field);
+        json_decref(j);
+    }
+}
+
+TEST(timeout_and_lease) {
+    uint64_t ms;
+    sbx_error err = {0};
+    json_t *j = J("{\"timeout\":\"30m\"}");
+    CHECK_OK(policy_limits_parse_timeout(j, &ms, &err));
+    CHECK_EQ(ms, 1800000);
+    json_decref(j);
+    j = J("{}");
+    CHECK(policy_limits_parse_timeout(j, &ms, &err) == -EINVAL);
+    CHECK_OK(policy_limits_parse_lease(j, &ms, &err));
+    CHECK_EQ(ms, 60000);
+    json_decref(j);
+    j = J("{\"ttl\":0.1}");
+    CHECK(policy_limits_parse_lease(j, &ms, &err) == -EINVAL);
+    CHECK(strncmp(err.message, "ttl", 3) == 0);
+    json_decref(j);
+}
+
+TEST(price_default_and_linear) {
+    policy_price p = policy_price_default();
+    CHECK(fabs(policy_price_per_hour(&p, 1, 2ull << 30) - 0.0179) < 1e-12);
+    /* linear in cpu and memory */
+    CHECK(fabs(policy_price_per_hour(&p, 2, 4ull << 30) - 2 * 0.0179) < 1e-12);
+    CHECK(fabs(policy_price_per_hour(&p, 0.5, 1ull << 30) - 0.0179 / 2) < 1e-12);
+    CHECK(fabs(policy_price_per_hour(&p, 3, 2ull << 30) - policy_price_per_hour(&p, 1, 2ull << 30) -
+               2 * 0.0119) < 1e-12);
+    /* cost over time */
+    CHECK(fabs(policy_cost_usd(&p, 1, 2ull << 30, 3600000) - 0.0179) < 1e-12);
+    CHECK(fabs(policy_cost_usd(&p, 1, 2ull << 30, 1800000) - 0.00895) < 1e-12);
+    CHECK(policy_cost_usd(&p, 1, 2ull << 30, 0) == 0);
+    uint64_t t = policy_cost_time_to_limit_ms(&p, 1, 2ull << 30, 0.0179);
+    CHECK(t >= 3599999 && t <= 3600001);
+    policy_price free_ = {0, 0};
+    CHECK(policy_cost_time_to_limit_ms(&free_, 1, 1, 1) == UINT64_MAX);
+}
