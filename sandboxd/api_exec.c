@@ -33,6 +33,8 @@ struct sd_exec {
     size_t stdin_len;
     outbuf ob[2];
     uint64_t max_output, start_us;
+    char carry[2][4]; /* a UTF-8 character split between two reads (streaming) */
+    size_t carry_len[2];
     int open_handles;
 };
 
@@ -73,11 +75,11 @@ static uv_pipe_t *open_pipe(sd_exec *e, int fd) {
         return NULL;
     uv_pipe_init(e->sb->d->loop, p, 0);
     p->data = e;
+    e->open_handles++;
     if (uv_pipe_open(p, fd) < 0) {
-        free(p);
+        close_pipe(&p); /* the caller still owns fd */
         return NULL;
     }
-    e->open_handles++;
     return p;
 }
 
@@ -108,6 +110,37 @@ static json_t *text_or_b64(const char *data, size_t len, const char **ret_suffix
     return t;
 }
 
+/* Length of data without a trailing, incomplete UTF-8 character (0-3 bytes shorter). */
+static size_t utf8_complete_len(const char *data, size_t len) {
+    for (size_t back = 1; back <= 3 && back <= len; back++) {
+        unsigned char c = (unsigned char)data[len - back];
+        if ((c & 0xC0) == 0x80)
+            continue; /* continuation byte: look further back */
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? len - back : len;
+    }
+    return len;
+}
+
+static void stream_output(sd_exec *e, int which, const char *data, size_t len, bool flush) {
+    char buf[65536 + 4];
+    size_t n = e->carry_len[which];
+    memcpy(buf, e->carry[which], n);
+    size_t take = MIN(len, sizeof(buf) - n);
+    memcpy(buf + n, data, take);
+    n += take;
+    size_t whole = flush ? n : utf8_complete_len(buf, n);
+    e->carry_len[which] = n - whole;
+    memcpy(e->carry[which], buf + whole, n - whole);
+    if (whole == 0)
+        return;
+    const char *suffix;
+    json_t *v = text_or_b64(buf, whole, &suffix);
+    char key[16];
+    snprintf(key, sizeof(key), "data%s", suffix);
+    stream_json(e, json_pack("{s:s,s:o}", "type", stream_names[which], key, v));
+}
+
 static void got_output(sd_exec *e, int which, const char *data, size_t len) {
     outbuf *o = &e->ob[which];
     o->bytes += len;
@@ -117,12 +150,8 @@ static void got_output(sd_exec *e, int which, const char *data, size_t len) {
     if (keep == 0)
         return;
     if (e->stream) {
-        const char *suffix;
-        json_t *v = text_or_b64(data, keep, &suffix);
-        char key[16];
-        snprintf(key, sizeof(key), "data%s", suffix);
         o->len += keep; /* counts what was sent, for the cap */
-        stream_json(e, json_pack("{s:s,s:o}", "type", stream_names[which], key, v));
+        stream_output(e, which, data, keep, false);
         return;
     }
     char *n = realloc(o->data, o->len + keep + 1);
@@ -203,7 +232,9 @@ static json_t *result_json(sd_exec *e, json_t *ev) {
         return r;
     for (int i = 0; i < 2; i++) {
         const char *suffix;
-        json_t *v = text_or_b64(e->ob[i].data, e->ob[i].len, &suffix);
+        size_t len =
+            e->ob[i].truncated ? utf8_complete_len(e->ob[i].data, e->ob[i].len) : e->ob[i].len;
+        json_t *v = text_or_b64(e->ob[i].data, len, &suffix);
         char key[24];
         snprintf(key, sizeof(key), "%s%s", stream_names[i], suffix);
         json_object_set_new(r, key, v);
@@ -230,6 +261,9 @@ void sd_exec_on_exit(sd_sandbox *sb, json_t *ev) {
     json_t *res = result_json(e, ev);
     log_debug("command ended sandbox=%s xid=%llu reason=%s", sb->id, (unsigned long long)xid, rs);
     if (e->req && e->stream) {
+        for (int i = 0; i < 2; i++)
+            if (e->carry_len[i])
+                stream_output(e, i, "", 0, true);
         json_object_set_new(res, "type", json_string("exit"));
         stream_json(e, res);
         sd_stream_end(e->req);

@@ -44,6 +44,11 @@ static void reply_errno(sd_request *req, int r, const char *what, const char *pa
     else if (r == -ENOTDIR || r == -EISDIR || r == -ELOOP || r == -EXDEV || r == -EINVAL ||
              r == -ENAMETOOLONG)
         sd_reply_error(req, 400, "invalid_argument", "%s: %s: %s", what, path, strerror(-r));
+    else if (r == -EROFS || r == -EACCES || r == -EPERM)
+        sd_reply_error(req, 400, "invalid_argument", "%s: %s is not writable: %s", what, path,
+                       strerror(-r));
+    else if (r == -ENOSPC || r == -EDQUOT)
+        sd_reply_error(req, 413, "too_large", "%s: the sandbox's disk is full", what);
     else if (r == -EFBIG)
         sd_reply_error(req, 413, "too_large", "%s: %s is larger than %llu bytes", what, path,
                        TAR_MAX);

@@ -1,10 +1,12 @@
 /* Sandbox endpoints: create (admission, queueing, Idempotency-Key), list, get, delete, timeout;
  * plus healthz, info and metrics. */
 #include "sandboxd/http.h"
+#include "sandboxd/net_daemon.h"
 
 #include "common/timeutil.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #define RETRY_AFTER_S 5
 
@@ -68,6 +70,11 @@ void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *
     }
 }
 
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static bool lease_exists(sd_daemon *d, const char *id) {
     for (sd_lease *l = d->leases; l; l = l->next)
         if (strcmp(l->id, id) == 0)
@@ -94,6 +101,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     if (!body)
         return;
     policy_create c = {0};
+    policy_egress *egress = NULL;
     sbx_error err = {0};
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     json_decref(body);
@@ -106,9 +114,12 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
     } else if (key && idempotent_replay(d, req, key)) {
-    } else if (c.net_mode != POLICY_NET_NONE) {
-        sd_reply_error(req, 400, "invalid_argument",
-                       "network: only \"none\" is available on this node");
+    } else if (sd_net_daemon_check(d, &c, &egress, &err) < 0) {
+        sd_metrics_create(d, "error", 0);
+        sd_reply_sbx_error(req, &err);
+    } else if (strcmp(c.image, "host") != 0 && !is_dir(c.image)) {
+        sd_reply_error(req, 400, "invalid_argument", "image: %s is not a directory on this node",
+                       c.image);
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
     } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes) {
@@ -123,7 +134,9 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
             sd_reply_error(req, 503, "node_full", "%s", err.message);
         } else {
             sb->idem_key = key ? strdup(key) : NULL;
+            sb->egress = TAKE_PTR(egress);
             add_waiter(sb, req);
+            sd_state_save(sb); /* a restart while it starts must not lose it */
             log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
                      (unsigned long long)sb->spec.memory);
             if (d->n_starting < d->cfg.max_starting)
@@ -132,6 +145,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
                 sb->queued = true;
         }
     }
+    policy_egress_free(egress);
     policy_create_done(&c);
 }
 

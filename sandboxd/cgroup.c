@@ -1,5 +1,6 @@
 /* The daemon's cgroup subtree: on cgroup v2 the daemon moves itself into <own>/daemon and gives
- * shims <own>/sandboxes (controllers enabled), using the delegated cgroup systemd gives it; with
+ * shims <own>/sandboxes (controllers enabled), using the delegated cgroup systemd gives it (or
+ * finds itself in <unit>/daemon already, with systemd's DelegateSubgroup=daemon); with
  * --cgroup-parent NAME (or when it runs in the root cgroup) it uses /NAME instead. On v1 the
  * shims get the parent name ("sandboxd" or --cgroup-parent) in every controller. */
 #include "sandboxd/daemon.h"
@@ -44,6 +45,10 @@ static int setup_v2(sd_daemon *d, sbx_error *err) {
         if (mkdir(base, 0755) < 0 && errno != EEXIST)
             return error_set_errno(err, negative_errno(), "mkdir %s", base);
     } else {
+        /* under systemd's DelegateSubgroup=daemon the daemon already runs in <unit>/daemon */
+        size_t n = strlen(own);
+        if (n > 7 && strcmp(own + n - 7, "/daemon") == 0)
+            own[n - 7] = 0;
         snprintf(base, sizeof(base), CG_ROOT "%s", own);
         snprintf(path, sizeof(path), "%s/daemon", base);
         if (mkdir(path, 0755) < 0 && errno != EEXIST)

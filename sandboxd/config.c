@@ -22,7 +22,8 @@ enum {
     OPT_MAX_SB,
     OPT_MAX_START,
     OPT_LOG,
-    OPT_HELP
+    OPT_HELP,
+    OPT_VERSION
 };
 
 static const struct option options[] = {
@@ -39,6 +40,7 @@ static const struct option options[] = {
     {"max-starting", required_argument, NULL, OPT_MAX_START},
     {"log-level", required_argument, NULL, OPT_LOG},
     {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
     {0},
 };
 
@@ -165,6 +167,8 @@ static int load_file(sd_config *c, const char *path, bool required, sbx_error *e
         else
             c->defaults = json_incref(defs);
     }
+    if (r >= 0 && json_is_object(json_object_get(j, "network")))
+        c->network = json_incref(json_object_get(j, "network"));
     json_decref(j);
     return r;
 }
@@ -185,6 +189,10 @@ int sd_config_load(int argc, char **argv, sd_config *c, sbx_error *err) {
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (opt == OPT_VERSION) {
+            printf("sandboxd %s\n", SBX_VERSION);
+            exit(0);
+        }
         if (opt == OPT_HELP) {
             fputs(usage, stdout);
             exit(0);
@@ -219,5 +227,6 @@ void sd_config_done(sd_config *c) {
     free(c->seccomp_profile);
     free(c->cgroup_parent);
     json_decref(c->defaults);
+    json_decref(c->network);
     *c = (sd_config){0};
 }

@@ -28,6 +28,7 @@ typedef struct sd_config {
     enum log_level log_level;
     policy_price price;
     json_t *defaults; /* create defaults (operator overrides), object or NULL */
+    json_t *network;  /* the config file's "network" object (sandboxd/net_daemon.c), or NULL */
 } sd_config;
 
 typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED } sd_state;
@@ -60,6 +61,8 @@ struct sd_sandbox {
     uint64_t next_xid;
     /* last stats from the shim */
     uint64_t cpu_usec, mem_bytes, mem_peak_bytes, pids, oom_kills;
+    struct policy_egress *egress; /* network policy, NULL for none (sandboxd/net_daemon.c) */
+    struct sd_net_sandbox *net;   /* its plumbing once running */
 };
 
 typedef struct sd_lease {
@@ -98,6 +101,7 @@ struct sd_daemon {
     bool shutting_down;
     unsigned active_requests;
     sd_metrics m;
+    struct sd_net *net; /* NULL: networking off */
 };
 
 /* config.c */

@@ -187,10 +187,6 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd, uint64_t size) {
     set_response(req, 200, r);
 }
 
-void sd_req_defer(sd_request *req) {
-    (void)req; /* the access handler suspends every request that has no answer yet */
-}
-
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     sd_request *req = cls;
     if (req->slen > 0) {

@@ -45,7 +45,8 @@ size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size
  * NULL. */
 json_t *sd_req_json(sd_request *req);
 
-/* Answers; each may be called once per request, now or later (after sd_req_defer). */
+/* Answers; the first one counts. A handler that returns without answering leaves the
+ * connection suspended until one of these is called (from any later loop callback). */
 void sd_reply_json(sd_request *req, unsigned status, json_t *body /* stolen; NULL: none */);
 void sd_reply_error(sd_request *req, unsigned status, const char *code, const char *fmt, ...)
     _printf_(4, 5);
@@ -53,8 +54,6 @@ void sd_reply_sbx_error(sd_request *req, const sbx_error *err);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);
-/* The handler answers later (the connection is suspended until then). */
-void sd_req_defer(sd_request *req);
 /* Streaming answer (200, chunked). */
 void sd_stream_begin(sd_request *req, const char *ctype);
 void sd_stream_write(sd_request *req, const char *data, size_t len);

@@ -6,6 +6,7 @@
 #include "common/fdutil.h"
 #include "common/shimproto.h"
 #include "common/timeutil.h"
+#include "sandboxd/net_daemon.h"
 #include "sandboxd/shim_client.h"
 
 #include <fcntl.h>
@@ -61,7 +62,7 @@ static int spawn_shim(sd_daemon *d, char **args, int extra_fd, int release_slot,
                               .stdio = stdio};
     int r = uv_spawn(d->loop, &s->proc, &o);
     if (r < 0) {
-        free(s);
+        uv_close((uv_handle_t *)&s->proc, proc_closed); /* initialized even on failure */
         return r;
     }
     if (ret_pid)
@@ -105,6 +106,8 @@ static json_t *spec_json(sd_sandbox *sb) {
                              "version", d->cgroup_version, "parent", d->cgroup_parent);
     if (spec && d->seccomp_bpf[0])
         json_object_set_new(spec, "seccomp_bpf", json_string(d->seccomp_bpf));
+    if (spec)
+        sd_net_daemon_spec(sb, spec);
     return spec;
 }
 
@@ -135,6 +138,11 @@ static void hello_reply(void *ud, json_t *reply) {
         sb->oom_kills = (uint64_t)json_integer_value(oom);
     if (sb->state != SD_STARTING)
         return;
+    sbx_error nerr = {0};
+    if (sd_net_daemon_setup(sb, &nerr) < 0) {
+        start_failed(sb, nerr.message);
+        return;
+    }
     sb->state = SD_RUNNING;
     sb->d->n_starting--;
     double secs = (double)(now_mono_us() - sb->start_mono_us) / 1e6;
@@ -321,6 +329,7 @@ void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) {
                          sb->end_message);
     }
     sd_exec_abort_all(sb, sb->end_message);
+    sd_net_daemon_teardown(sb);
     sd_metrics_end(d, reason, sb->end_cost);
     log_info("sandbox ended sandbox=%s reason=%s cost_usd=%.7f message=\"%s\"", sb->id, reason,
              sb->end_cost, sb->end_message);
@@ -347,6 +356,7 @@ void sd_sandbox_free(sd_sandbox *sb) {
     sd_shim_close(TAKE_PTR(sb->shim));
     if (sb->start_pipe)
         uv_close((uv_handle_t *)sb->start_pipe, pipe_closed);
+    sd_net_daemon_free(sb);
     policy_create_done(&sb->spec);
     free(sb->waiters);
     free(sb->idem_key);

@@ -7,12 +7,14 @@
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
 #include "sandboxd/http.h"
+#include "sandboxd/net_daemon.h"
 #include "sandboxd/shim_client.h"
 
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
@@ -31,16 +33,32 @@ static char *find_shim(void) {
     return real ? real : strdup(path);
 }
 
+/* The profile: --seccomp-profile, else the installed one, else the source tree's (next to a
+ * build directory, or the current directory). */
+static const char *seccomp_profile(sd_daemon *d, char *buf, size_t len) {
+    if (d->cfg.seccomp_profile)
+        return d->cfg.seccomp_profile;
+    if (access("/usr/local/share/sandboxd/seccomp.json", R_OK) == 0)
+        return "/usr/local/share/sandboxd/seccomp.json";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        snprintf(buf, len, "%s/../policy/seccomp.json", dirname(exe));
+        if (access(buf, R_OK) == 0)
+            return buf;
+    }
+    return "policy/seccomp.json";
+}
+
 static int setup_seccomp(sd_daemon *d, sbx_error *err) {
-    const char *profile = d->cfg.seccomp_profile;
-    if (!profile)
-        profile = access("/usr/local/share/sandboxd/seccomp.json", R_OK) == 0
-                      ? "/usr/local/share/sandboxd/seccomp.json"
-                      : "policy/seccomp.json";
+    char buf[PATH_MAX + 32];
+    const char *profile = seccomp_profile(d, buf, sizeof(buf));
     snprintf(d->seccomp_bpf, sizeof(d->seccomp_bpf), "%s/seccomp.bpf", d->cfg.run_dir);
     int r = policy_seccomp_compile_file(profile, d->seccomp_bpf, err);
     if (r < 0)
         return error_prefix(err, "seccomp profile %s", profile);
+    log_info("seccomp profile=%s bpf=%s", profile, d->seccomp_bpf);
     return 0;
 }
 
@@ -70,13 +88,26 @@ static void on_signal(uv_signal_t *s, int signum) {
     uv_stop(d->loop);
 }
 
+/* Every sandbox holds a shim connection and every command three pipes: lift the soft limit. */
+static void raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 static int setup(sd_daemon *d, sbx_error *err) {
     int r;
+    raise_nofile();
     host_limits(d);
     if (!d->slots)
         return error_set(err, -ENOMEM, "out of memory");
     if (!d->cfg.shim_path)
         d->cfg.shim_path = find_shim();
+    if (!d->cfg.shim_path || access(d->cfg.shim_path, X_OK) < 0)
+        return error_set_errno(err, negative_errno(), "sbx-shim not found at %s (use --shim PATH)",
+                               d->cfg.shim_path ? d->cfg.shim_path : "(unknown)");
     if ((r = mkdir_p(d->cfg.run_dir, 0711)) < 0)
         return error_set_errno(err, r, "mkdir %s", d->cfg.run_dir);
     if ((r = mkdir_p(d->cfg.state_dir, 0700)) < 0)
@@ -88,7 +119,9 @@ static int setup(sd_daemon *d, sbx_error *err) {
         return r;
     if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
         return r;
+    sd_net_daemon_init(d);
     sd_state_restore(d);
+    sd_net_daemon_restore(d);
     if ((r = sd_http_start(d, ufd, tfd, err)) < 0)
         return r;
     sd_timers_start(d);
@@ -104,6 +137,7 @@ int main(int argc, char **argv) {
     static sd_daemon d;
     sbx_error err = {0};
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN); /* a closed terminal must not stop the fleet */
     if (sd_config_load(argc, argv, &d.cfg, &err) < 0) {
         fprintf(stderr, "sandboxd: %s\n", err.message);
         return 2;

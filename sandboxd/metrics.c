@@ -1,6 +1,7 @@
 /* Prometheus metrics: counters and histograms kept in sd_metrics, rendered as text on
  * GET /metrics (names in docs/API.md). */
 #include "sandboxd/daemon.h"
+#include "sandboxd/net_daemon.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -101,6 +102,7 @@ char *sd_metrics_render(sd_daemon *d) {
             d->m.cost_total + live_cost);
     fprintf(f, "# TYPE sandboxd_oom_kills_total counter\nsandboxd_oom_kills_total %llu\n",
             (unsigned long long)d->m.oom_kills);
+    sd_net_daemon_metrics(d, f);
     fclose(f);
     return buf;
 }

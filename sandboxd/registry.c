@@ -1,6 +1,7 @@
 /* The registry: the daemon's table of sandboxes (running and recently ended), uid slots, ids,
  * and the sandbox object as the API shows it. */
 #include "sandboxd/daemon.h"
+#include "sandboxd/net_daemon.h"
 
 #include "common/timeutil.h"
 
@@ -118,12 +119,6 @@ static json_t *time_json(uint64_t ms) {
     return json_string(buf);
 }
 
-static json_t *network_json(const policy_create *c) {
-    if (c->net_mode == POLICY_NET_ALLOW)
-        return json_pack("{s:s,s:O}", "mode", "allow", "allow", c->net_allow);
-    return json_pack("{s:s}", "mode", c->net_mode == POLICY_NET_OPEN ? "open" : "none");
-}
-
 json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
     const policy_create *c = &sb->spec;
     json_t *limits =
@@ -142,7 +137,7 @@ json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
                         "ended_at", time_json(sb->ended_ms), "cost_usd", sb->end_cost);
     return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o}", "id", sb->id, "state",
                      sd_state_name(sb->state), "image", c->image, "limits", limits, "network",
-                     network_json(c), "labels", c->labels, "lease",
+                     sd_net_daemon_json(sb), "labels", c->labels, "lease",
                      c->lease ? json_string(c->lease) : json_null(), "created_at",
                      time_json(sb->created_ms), "last_activity_at", time_json(sb->last_activity_ms),
                      "expires_at", time_json(sb->expires_ms), "usage", usage, "cost_usd",

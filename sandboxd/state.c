@@ -114,7 +114,7 @@ static int restore_sandbox(sd_daemon *d, json_t *j) {
         sb->end_cost = json_number_value(json_object_get(end, "cost_usd"));
         return 0;
     }
-    sb->state = SD_RUNNING;
+    sb->state = SD_RUNNING; /* "running", or "starting" when the daemon stopped mid-start */
     sd_slot_claim(d, sb->uid_slot);
     if (sd_sandbox_adopt(sb, &err) < 0) {
         log_warn("cannot re-adopt sandbox=%s error=\"%s\"", sb->id, err.message);

@@ -3,6 +3,7 @@
 #include "shim/exec.h"
 
 #include "common/macro.h"
+#include "policy/seccomp.h"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -100,11 +101,12 @@ static _Noreturn void command_main(int fds[3], int errfd, const char *cwd, char 
         _exit(127);
     }
     /* seccomp goes last: nothing but execve (and the error path) runs under it. */
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0) {
-        report_errno(errfd, errno);
+    int r = policy_seccomp_apply_bpf(prog->filter, prog->len * sizeof(struct sock_filter));
+    if (r < 0) {
+        report_errno(errfd, -r);
         _exit(127);
     }
-    int r = exec_search(argv, envp);
+    r = exec_search(argv, envp);
     report_errno(errfd, -r);
     _exit(127);
 }

@@ -4,6 +4,7 @@
  *   sbx-shim seccomp-compile IN.json OUT.bpf  compile a seccomp policy to a raw BPF program */
 #include "common/fdutil.h"
 #include "common/log.h"
+#include "policy/seccomp.h"
 #include "shim/init.h"
 #include "shim/sandbox.h"
 #include "shim/server.h"
@@ -84,6 +85,15 @@ static int cmd_cleanup(const char *arg) {
     return 0;
 }
 
+static int cmd_seccomp_compile(const char *in, const char *out) {
+    sbx_error err = {0};
+    if (policy_seccomp_compile_file(in, out, &err) < 0) {
+        fprintf(stderr, "sbx-shim: %s\n", err.message);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ensure_stdio();
     shim_init_title = argv[0];
@@ -95,8 +105,11 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && strcmp(argv[1], "cleanup") == 0)
         return cmd_cleanup(argv[2]);
+    if (argc == 4 && strcmp(argv[1], "seccomp-compile") == 0)
+        return cmd_seccomp_compile(argv[2], argv[3]);
     if (argc == 2 && argv[1][0] != '-')
         return cmd_run(argv[1]);
-    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim cleanup <dir>\n");
+    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim cleanup <dir> | "
+                    "sbx-shim seccomp-compile IN.json OUT.bpf\n");
     return 2;
 }

@@ -3,6 +3,7 @@
 #include "shim/sandbox.h"
 
 #include "common/fdutil.h"
+#include "policy/seccomp.h"
 #include "shim/init.h"
 #include "shim/ipc.h"
 
@@ -31,16 +32,12 @@ static int step_spec(shim_sandbox *sb, sbx_error *err) {
 }
 
 static int step_seccomp(shim_sandbox *sb, sbx_error *err) {
-    _cleanup_free_ char *buf = NULL;
+    void *buf = NULL;
     size_t len = 0;
-    int r =
-        file_read_all(sb->spec->seccomp_bpf, BPF_MAXINSNS * sizeof(struct sock_filter), &buf, &len);
+    int r = policy_seccomp_read_bpf(sb->spec->seccomp_bpf, &buf, &len, err);
     if (r < 0)
-        return error_set_errno(err, r, "read %s", sb->spec->seccomp_bpf);
-    if (len == 0 || len % sizeof(struct sock_filter) != 0)
-        return error_set(err, -EINVAL, "%s is not a BPF program (%zu bytes)", sb->spec->seccomp_bpf,
-                         len);
-    sb->bpf = (struct sock_filter *)TAKE_PTR(buf);
+        return r;
+    sb->bpf = buf;
     sb->bpf_len = len / sizeof(struct sock_filter);
     return 0;
 }

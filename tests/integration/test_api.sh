@@ -114,6 +114,7 @@ test_bad_input() {
   req POST /v1/sandboxes -d '{"labels":{"k":5}}'; expect 400 '.message | startswith("labels")'
   req POST /v1/sandboxes -d '{"env":{"A=B":"x"}}'; expect 400 '.message | startswith("env")'
   req POST /v1/sandboxes -d '{"lease":"ls-0000"}'; expect 404 '.code == "not_found"'
+  req POST /v1/sandboxes -d "{\"image\":\"$D/no-such-image\"}"; expect 400 '.message | startswith("image")'
   # invalid UTF-8 inside a JSON string
   printf '{"labels":{"k":"\xff\xfe"}}' >"$D/bad.json"
   req POST /v1/sandboxes --data-binary @"$D/bad.json"; expect 400 '.code == "invalid_json"'
@@ -174,6 +175,10 @@ test_exec_json() {
   run_cmd "$id" '{"argv":["sh","-c","head -c 100000 /dev/zero | tr \"\\\\0\" x"],"max_output":"1000"}'
   echo "$BODY" | jq -e '.stdout_bytes == 100000 and .stdout_truncated and (.stdout | length) == 1000' >/dev/null \
     || fail "truncation: $(echo "$BODY" | head -c 300)"
+  # truncation never splits a UTF-8 character into base64 output
+  run_cmd "$id" '{"argv":["cat"],"stdin_b64":"w6nDqcOpw6nDqcOp","max_output":5}'
+  echo "$BODY" | jq -e '.stdout == "éé" and .stdout_bytes == 12 and .stdout_truncated' >/dev/null \
+    || fail "utf-8 truncation: $BODY"
   run_cmd "$id" '{"argv":["echo $FOO; pwd; id -u"],"shell":true,"env":{"FOO":"bar"}}'
   echo "$BODY" | jq -e '.stdout == "bar\n/workspace\n1000\n"' >/dev/null || fail "shell/env/cwd/uid: $BODY"
   run_cmd "$id" '{"argv":["sleep","10"],"timeout":"500ms"}'
@@ -208,6 +213,12 @@ test_files() {
   expect 204
   req GET "/v1/sandboxes/$id/files?path=/workspace/dir/f.txt"; expect 200
   cmp -s "$D/body" "$D/f.txt" || fail "round trip differs"
+  head -c 5000000 /dev/urandom >"$D/big"
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/big" -H 'Content-Type: application/octet-stream' \
+    --data-binary @"$D/big"
+  expect 204
+  req GET "/v1/sandboxes/$id/files?path=/workspace/big"; expect 200
+  cmp -s "$D/body" "$D/big" || fail "5 MB round trip differs"
   run_cmd "$id" '{"argv":["sh","-c","stat -c %u:%a /workspace/dir/f.txt; cat /workspace/dir/f.txt"]}'
   echo "$BODY" | jq -e '.stdout == "1000:755\nhello\nworld\n"' >/dev/null || fail "owner/mode in sandbox: $BODY"
   # a tar of a directory, both ways
@@ -311,7 +322,12 @@ test_queueing() {
 TEST_TIMEOUT_restart_readopts=60
 test_restart_readopts() {
   start_daemon
-  create '{"labels":{"keep":"yes"},"timeout":"10m"}'; local id=$ID
+  req POST /v1/leases -d '{"ttl":"5m"}'; expect 201
+  local lease; lease=$(echo "$BODY" | jq -r .id)
+  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' \
+    -d "{\"labels\":{\"keep\":\"yes\"},\"timeout\":\"10m\",\"lease\":\"$lease\"}"
+  expect 201
+  local id; id=$(echo "$BODY" | jq -r .id)
   run_cmd "$id" '{"argv":["sh","-c","echo state > /workspace/mark"]}'
   req GET "/v1/sandboxes/$id"; local before; before=$(echo "$BODY" | jq .cost_usd)
   local created; created=$(echo "$BODY" | jq -r .created_at)
@@ -324,6 +340,8 @@ test_restart_readopts() {
   expect 200 ".state == \"running\" and .created_at == \"$created\" and .cost_usd > $before and .labels.keep == \"yes\" and .usage.commands_run == 1"
   run_cmd "$id" '{"argv":["cat","/workspace/mark"]}'
   echo "$BODY" | jq -e '.stdout == "state\n"' >/dev/null || fail "sandbox lost its files: $BODY"
+  req POST "/v1/leases/$lease/renew"; expect 200 # leases survive too
+  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' -d '{}'; expect 201 ".id == \"$id\""
   req DELETE "/v1/sandboxes/$id"; expect 204
   req GET "/v1/sandboxes/$id"; expect 200 '.end.reason == "terminated" and .end.cost_usd > 0'
 }
@@ -344,6 +362,130 @@ test_killed_shim() {
   for _ in $(seq 100); do [ -d "$D/run/sandboxes/$id" ] || break; sleep 0.1; done
   [ -d "$D/run/sandboxes/$id" ] && fail "sandbox directory not reclaimed"
   req GET /healthz; expect 200
+}
+
+test_tcp_needs_token() {
+  start_daemon
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  # refuses TCP without a token
+  if "$(bin sandboxd)" --socket "$D/x.sock" --run-dir "$D/run2" --state-dir "$D/state2" \
+      --tcp "127.0.0.1:$port" >/dev/null 2>&1; then fail "started TCP without a token"; fi
+  kill -TERM "$DPID"; wait "$DPID" || true
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  local c
+  c=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/info")
+  [ "$c" == 401 ] || fail "no token: $c"
+  c=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer x$tok" "http://127.0.0.1:$port/v1/info")
+  [ "$c" == 401 ] || fail "wrong token: $c"
+  c=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "http://127.0.0.1:$port/v1/info")
+  [ "$c" == 200 ] || fail "right token: $c"
+  req GET /v1/info; expect 200 # the Unix socket needs no token
+}
+
+test_socket_activation_and_notify() {
+  require_root
+  start_daemon # only for the temp dirs and cleanup
+  kill -TERM "$DPID"; wait "$DPID" || true
+  rm -f "$SOCK"
+  # Listen on the socket ourselves and pass it as fd 3 with LISTEN_PID/LISTEN_FDS, as systemd
+  # does; receive READY=1 on a NOTIFY_SOCKET.
+  python3 - "$SOCK" "$D/notify" "$(bin sandboxd)" "$D" "$CG" "$SBX_SRC_DIR" "$(bin sbx-shim)" <<'PY' >>"$D/log" 2>&1 &
+import os, socket, sys
+sock, notify, exe, d, cg, src, shim = sys.argv[1:]
+n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); n.bind(notify)
+l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); l.bind(sock); l.listen(16)
+pid = os.fork()
+if pid == 0:
+    os.dup2(l.fileno(), 3)
+    os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="1", NOTIFY_SOCKET=notify)
+    os.execv(exe, [exe, "--socket", d + "/unused.sock", "--run-dir", d + "/run", "--state-dir",
+                   d + "/state", "--cgroup-parent", cg, "--seccomp-profile", src + "/policy/seccomp.json",
+                   "--shim", shim])
+n.settimeout(10)
+msg = n.recv(4096).decode()
+open(d + "/notified", "w").write(msg + "\n" + str(pid))
+PY
+  for _ in $(seq 100); do [ -s "$D/notified" ] && break; sleep 0.05; done
+  grep -q READY=1 "$D/notified" || fail "no READY=1 notification"
+  DPID=$(tail -1 "$D/notified")
+  [ -e "$D/unused.sock" ] && fail "bound its own socket despite socket activation"
+  req GET /healthz; expect 200 '.status == "ok"'
+  create
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+}
+
+test_stream_client_disconnect() {
+  start_daemon
+  create
+  curl -s --max-time 0.5 --unix-socket "$SOCK" -H 'Accept: application/x-ndjson' -X POST \
+    -d '{"argv":["sh","-c","echo started; sleep 1; echo done > /workspace/after"]}' \
+    "http://sd/v1/sandboxes/$ID/exec" >"$D/partial" || true
+  grep -q '"type":"start"' "$D/partial" || fail "no start line before the disconnect: $(cat "$D/partial")"
+  sleep 1.2
+  run_cmd "$ID" '{"argv":["cat","/workspace/after"]}'
+  echo "$BODY" | jq -e '.stdout == "done\n"' >/dev/null || fail "the command was stopped: $BODY"
+  req GET "/v1/sandboxes/$ID"; expect 200 '.state == "running" and .usage.commands_running == 0'
+}
+
+test_oom_killed() {
+  start_daemon
+  create '{"memory":"32Mi"}'
+  run_cmd "$ID" '{"argv":["python3","-c","b = b\"x\" * 200000000"]}'
+  echo "$BODY" | jq -e '.reason == "oom_killed"' >/dev/null || fail "not oom_killed: $BODY"
+  for _ in $(seq 60); do
+    req GET "/v1/sandboxes/$ID"
+    echo "$BODY" | jq -e '.usage.oom_kills >= 1' >/dev/null && break
+    sleep 0.1
+  done
+  expect 200 '.usage.oom_kills >= 1 and .state == "running"'
+  req GET /metrics
+  grep -q 'sandboxd_execs_total{outcome="oom_killed"} 1' "$D/body" || fail "exec metric"
+}
+
+TEST_TIMEOUT_killed_init=30
+test_killed_init() {
+  start_daemon
+  create; local id=$ID init
+  init=$(jq .init_pid "$D/state/sandboxes/$id.json")
+  kill -9 "$init"
+  wait_ended "$id" 3
+  echo "$BODY" | jq -e '.end.reason == "infrastructure_failure"' >/dev/null || fail "$BODY"
+  for _ in $(seq 100); do [ -d "$D/run/sandboxes/$id" ] || break; sleep 0.1; done
+  [ -d "$D/run/sandboxes/$id" ] && fail "sandbox directory not reclaimed"
+  true
+}
+
+test_config_file() {
+  require_root
+  D=$(mktemp -d /tmp/sbx-api.XXXXXX); CG="sbxtest-api-$$-$RANDOM"; SOCK="$D/sd.sock"
+  trap cleanup EXIT
+  cat >"$D/conf.json" <<JSON
+{"max_sandboxes": 3, "price": {"vcpu_hour_usd": 1.0, "gib_hour_usd": 0.5},
+ "defaults": {"cpu": 0.5, "memory": "512Mi", "idle_timeout": "2m"}}
+JSON
+  start_daemon --config "$D/conf.json"
+  req GET /v1/info; expect 200 '.max_sandboxes == 3 and .price.vcpu_hour_usd == 1 and .price.gib_hour_usd == 0.5'
+  create
+  echo "$BODY" | jq -e '.limits.cpu == 0.5 and .limits.memory == 536870912 and .limits.idle_timeout == 120' >/dev/null \
+    || fail "defaults not applied: $BODY"
+  echo '{"max_sandboxes": "many"}' >"$D/bad.json"
+  if "$(bin sandboxd)" --config "$D/bad.json" --socket "$D/y.sock" >/dev/null 2>&1; then
+    fail "accepted a bad config"
+  fi
+}
+
+test_dir_image() {
+  start_daemon
+  local img="$D/img" lib=/usr/lib/x86_64-linux-gnu
+  [ -e /usr/lib64/ld-linux-x86-64.so.2 ] && [ -e $lib/libc.so.6 ] || skip "needs an x86-64 glibc host"
+  mkdir -p "$img/usr/bin" "$img$lib" "$img/usr/lib64"
+  ln -s usr/bin "$img/bin"; ln -s usr/lib "$img/lib"; ln -s usr/lib64 "$img/lib64"
+  cp /usr/bin/dash "$img/usr/bin/sh"; cp $lib/libc.so.6 "$img$lib/"
+  cp /usr/lib64/ld-linux-x86-64.so.2 "$img/usr/lib64/"
+  create "{\"image\":\"$img\"}"
+  echo "$BODY" | jq -e ".image == \"$img\"" >/dev/null || fail "image: $BODY"
+  run_cmd "$ID" '{"argv":["sh","-c","echo $((6*7)); test -e /usr/bin/python3 || echo own-image"]}'
+  echo "$BODY" | jq -e '.stdout == "42\nown-image\n"' >/dev/null || fail "$BODY"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -3,6 +3,7 @@
 #include "tests/lib/shim_driver.h"
 #include "tests/lib/test.h"
 
+#include <string.h>
 #include <unistd.h>
 
 static shimdrv drv;
@@ -28,4 +29,26 @@ TEST(shim_smoke) {
     shimdrv_result_free(&res);
     CHECK_EQ(shimdrv_shutdown(d), 0);
     CHECK(access(d->dir, F_OK) < 0);
+}
+
+TEST(shim_seccomp_compile_command) {
+    char out[600], cmd[1400];
+    snprintf(out, sizeof(out), "%s/p.bpf", test_tmpdir());
+    const char *src = getenv("SBX_SRC_DIR");
+    snprintf(cmd, sizeof(cmd), "%s seccomp-compile %s/policy/seccomp.json %s", test_bin("sbx-shim"),
+             src ? src : ".", out);
+    CHECK_EQ(system(cmd), 0);
+    char *a = NULL, *b = NULL;
+    size_t la = 0, lb = 0;
+    CHECK_OK(file_read_all(out, 1 << 20, &a, &la));
+    const char *ref = shimdrv_seccomp_bpf();
+    CHECK(ref);
+    CHECK_OK(file_read_all(ref, 1 << 20, &b, &lb));
+    CHECK(la > 0 && la % 8 == 0);
+    CHECK(la == lb && memcmp(a, b, la) == 0);
+    free(a);
+    free(b);
+    snprintf(cmd, sizeof(cmd), "%s seccomp-compile /nonexistent.json %s 2>/dev/null",
+             test_bin("sbx-shim"), out);
+    CHECK(system(cmd) != 0);
 }

@@ -1,0 +1,157 @@
+/* Glue between the daemon's sandboxes and sd_net: config, create-time validation and name
+ * resolution, spec fields, setup when the shim reports, teardown at the end, inspect, metrics,
+ * and re-adoption after a restart. */
+#include "sandboxd/net_daemon.h"
+
+#include "sandboxd/net.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *str(json_t *o, const char *k) {
+    return json_string_value(json_object_get(o, k));
+}
+
+void sd_net_daemon_init(sd_daemon *d) {
+    json_t *c = d->cfg.network;
+    if (!json_is_true(json_object_get(c, "enabled")))
+        return;
+    const char *dns[POLICY_EGRESS_MAX_DNS + 1] = {0};
+    json_t *arr = json_object_get(c, "dns"), *v;
+    size_t i;
+    json_array_foreach(arr, i, v) {
+        if (i < POLICY_EGRESS_MAX_DNS)
+            dns[i] = json_string_value(v);
+    }
+    sd_net_config cfg = {.table = str(c, "table"),
+                         .ifprefix = str(c, "ifprefix"),
+                         .pool4 = str(c, "pool4"),
+                         .pool6 = str(c, "pool6"),
+                         .uplink = str(c, "uplink"),
+                         .dns = dns,
+                         .no_guard = json_is_false(json_object_get(c, "guard"))};
+    sbx_error err = {0};
+    if (sd_net_init(&d->net, &cfg, &err) < 0)
+        log_error("networking disabled: %s", err.message);
+    else
+        log_info("networking enabled table=inet/%s", cfg.table ? cfg.table : "sandboxd");
+}
+
+static json_t *network_value(const policy_create *c) {
+    if (c->net_mode == POLICY_NET_ALLOW)
+        return json_pack("{s:O}", "allow", c->net_allow);
+    return json_string(c->net_mode == POLICY_NET_OPEN ? "open" : "none");
+}
+
+int sd_net_daemon_check(sd_daemon *d, const policy_create *c, policy_egress **ret, sbx_error *err) {
+    policy_egress *p = NULL;
+    json_t *v = network_value(c);
+    int r = policy_egress_parse(v, &p, err);
+    json_decref(v);
+    if (r < 0)
+        return r;
+    if (p->mode == POLICY_EGRESS_NONE) {
+        policy_egress_free(p);
+        *ret = NULL;
+        return 0;
+    }
+    if (!d->net)
+        r = error_set(err, -EINVAL, "network: egress is not enabled on this node (only \"none\")");
+    else
+        r = sd_net_resolve(d->net, p, err);
+    if (r < 0) {
+        policy_egress_free(p);
+        return r;
+    }
+    *ret = p;
+    return 0;
+}
+
+void sd_net_daemon_spec(sd_sandbox *sb, json_t *spec) {
+    bool on = sb->egress && sb->egress->mode != POLICY_EGRESS_NONE;
+    json_object_set_new(spec, "network", json_pack("{s:s}", "mode", on ? "veth" : "none"));
+    if (!on)
+        return;
+    json_object_set_new(spec, "etc_hosts", sd_net_etc_hosts(sb->egress));
+    json_object_set_new(spec, "dns", sd_net_dns(sb->d->net, sb->egress));
+}
+
+int sd_net_daemon_setup(sd_sandbox *sb, sbx_error *err) {
+    if (!sb->egress || sb->egress->mode == POLICY_EGRESS_NONE || sb->net)
+        return 0;
+    if (!sb->d->net)
+        return error_set(err, -EINVAL, "network: egress is not enabled on this node");
+    return sd_net_sandbox_setup(sb->d->net, sb->id, sb->init_pid, sb->egress, &sb->net, err);
+}
+
+void sd_net_daemon_teardown(sd_sandbox *sb) {
+    if (sb->net && sb->d->net && sd_net_sandbox_teardown(sb->d->net, sb->net) < 0)
+        log_warn("network teardown incomplete sandbox=%s", sb->id);
+}
+
+void sd_net_daemon_free(sd_sandbox *sb) {
+    sd_net_sandbox_free(sb->net);
+    sb->net = NULL;
+    policy_egress_free(sb->egress);
+    sb->egress = NULL;
+}
+
+json_t *sd_net_daemon_json(const sd_sandbox *sb) {
+    if (sb->net && sb->state != SD_ENDED)
+        return sd_net_sandbox_to_json(sb->net);
+    if (sb->egress)
+        return policy_egress_to_json(sb->egress);
+    json_t *v = network_value(&sb->spec), *o = NULL;
+    policy_egress *p = NULL;
+    if (policy_egress_parse(v, &p, NULL) == 0)
+        o = policy_egress_to_json(p);
+    policy_egress_free(p);
+    json_decref(v);
+    return o ? o : json_pack("{s:s}", "mode", "none");
+}
+
+void sd_net_daemon_metrics(sd_daemon *d, FILE *f) {
+    fprintf(f, "# TYPE sandboxd_egress_denied_total counter\n");
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        uint64_t n = 0;
+        if (sb->net && sb->state == SD_RUNNING && sd_net_sandbox_denied(sb->net, &n) >= 0)
+            fprintf(f, "sandboxd_egress_denied_total{sandbox=\"%s\"} %llu\n", sb->id,
+                    (unsigned long long)n);
+    }
+}
+
+/* Running networked sandboxes get their policy back from their spec (names are resolved
+ * again), then sd_net_restore re-adds their rules and drops unclaimed veths. */
+void sd_net_daemon_restore(sd_daemon *d) {
+    if (!d->net)
+        return;
+    size_t n = 0, k = 0;
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        n++;
+    sd_net_restore_entry *e = calloc(n ? n : 1, sizeof(*e));
+    sd_sandbox **who = calloc(n ? n : 1, sizeof(*who));
+    sd_net_sandbox **got = calloc(n ? n : 1, sizeof(*got));
+    for (sd_sandbox *sb = d->sandboxes; e && who && got && sb; sb = sb->next) {
+        sbx_error err = {0};
+        if (sb->state != SD_RUNNING || sb->spec.net_mode == POLICY_NET_NONE)
+            continue;
+        if (!sb->egress && sd_net_daemon_check(d, &sb->spec, &sb->egress, &err) < 0) {
+            log_warn("network restore sandbox=%s error=\"%s\"", sb->id, err.message);
+            continue;
+        }
+        e[k] = (sd_net_restore_entry){sb->id, sb->init_pid, sb->egress};
+        who[k++] = sb;
+    }
+    sbx_error err = {0};
+    if (e && who && got && sd_net_restore(d->net, e, k, got, &err) < 0)
+        log_warn("network restore incomplete: %s", err.message);
+    for (size_t i = 0; e && who && got && i < k; i++) {
+        who[i]->net = got[i];
+        if (!got[i])
+            sd_sandbox_end(who[i], "infrastructure_failure",
+                           "the sandbox's network could not be restored");
+    }
+    free(e);
+    free(who);
+    free(got);
+}

@@ -1,0 +1,350 @@
+/* End-to-end egress checks through the real daemon: sandboxd (with networking enabled) runs
+ * inside the network suite's private world (tests/network/world.h), real sandboxes (sbx-shim)
+ * are created over the API, and commands inside them probe the fake internet, the fake
+ * metadata servers, the host, the daemon's TCP port and each other. Also: inspect and
+ * /metrics counters, a daemon restart, and create/destroy cycles that must leave nothing. */
+#include "tests/network/world.h"
+
+static pid_t daemon_pid;
+static char dir[512], sock[600], cgname[64];
+
+/* python3 -c PROBE HOST PORT: one line "ok|refused|timeout|error <ms> [...]" */
+static const char PROBE[] =
+    "import socket,sys,time\n"
+    "h,p=sys.argv[1],int(sys.argv[2]);t=time.monotonic()\n"
+    "ms=lambda:int((time.monotonic()-t)*1000)\n"
+    "try:\n"
+    " s=socket.create_connection((h,p),2);d=s.recv(100).decode().strip();print('ok',ms(),d)\n"
+    "except ConnectionRefusedError: print('refused',ms())\n"
+    "except socket.timeout: print('timeout',ms())\n"
+    "except OSError as e: print('error',ms(),e.errno)\n";
+
+/* curl over the daemon's socket; returns the parsed body (NULL when empty), *code the status */
+static json_t *api(const char *method, const char *path, json_t *body, int *code) {
+    char bodyfile[700] = "", cmd[2048];
+    if (body) {
+        snprintf(bodyfile, sizeof(bodyfile), "%s/req.json", dir);
+        char *s = json_dumps(body, 0);
+        CHECK_OK(file_write_atomic(bodyfile, s, strlen(s), 0600));
+        free(s);
+        json_decref(body);
+    }
+    snprintf(cmd, sizeof(cmd),
+             "curl -s --max-time 30 --unix-socket %s -X %s %s%s -o %s/resp -w '%%{http_code}' "
+             "http://sd%s",
+             sock, method, body ? "-d @" : "", body ? bodyfile : "", dir, path);
+    char *out = shell(cmd);
+    *code = atoi(out);
+    free(out);
+    char resp[700];
+    snprintf(resp, sizeof(resp), "%s/resp", dir);
+    return json_load_file(resp, JSON_DECODE_ANY, NULL);
+}
+
+static json_t *api_ok(const char *method, const char *path, json_t *body, int want) {
+    int code = 0;
+    json_t *j = api(method, path, body, &code);
+    char *s = j ? json_dumps(j, 0) : strdup("(no body)");
+    CHECK_MSG(code == want, "%s %s: HTTP %d (wanted %d): %s", method, path, code, want, s);
+    free(s);
+    return j;
+}
+
+static void daemon_start(void) {
+    char cfg[700], cmd[4096];
+    snprintf(cfg, sizeof(cfg), "%s/sandboxd.json", dir);
+    const char *c = "{\"network\":{\"enabled\":true}}";
+    CHECK_OK(file_write_atomic(cfg, c, strlen(c), 0600));
+    const char *src = getenv("SBX_SRC_DIR") ? getenv("SBX_SRC_DIR") : ".";
+    snprintf(cmd, sizeof(cmd),
+             "exec %s --config %s --socket %s --run-dir %s/run --state-dir %s/state "
+             "--cgroup-parent %s --seccomp-profile %s/policy/seccomp.json --shim %s "
+             "--tcp 0.0.0.0:7780 --token e2e-token --log-level debug >>%s/log 2>&1",
+             test_bin("sandboxd"), cfg, sock, dir, dir, cgname, src, test_bin("sbx-shim"), dir);
+    char *argv[] = {"bash", "-c", cmd, NULL};
+    daemon_pid = spawn(argv, false, NULL);
+    for (int i = 0; i < 200; i++) {
+        int code = 0;
+        json_t *j = api("GET", "/healthz", NULL, &code);
+        json_decref(j);
+        if (code == 200)
+            return;
+        usleep(20000);
+    }
+    CHECK_MSG(false, "sandboxd did not answer /healthz (log in %s/log)", dir);
+}
+
+static void daemon_stop(bool check) {
+    if (!daemon_pid)
+        return;
+    kill(daemon_pid, SIGTERM);
+    waitpid(daemon_pid, NULL, 0);
+    for (size_t i = 0; i < n_children; i++)
+        if (children[i] == daemon_pid)
+            children[i] = children[--n_children];
+    daemon_pid = 0;
+    if (!check)
+        return;
+    char cmd[700]; /* a sanitizer build's daemon must not have reported anything */
+    snprintf(cmd, sizeof(cmd), "grep -c 'ERROR: AddressSanitizer\\|runtime error:' %s/log", dir);
+    char *n = shell(cmd);
+    CHECK_MSG(atoi(n) == 0, "sanitizer reports in the daemon's log %s/log", dir);
+    free(n);
+}
+
+/* Delete every sandbox, stop the daemon, let leftover shims clean up, remove the cgroups. */
+static void e2e_cleanup(void) {
+    int code;
+    if (daemon_pid) {
+        json_t *l = api("GET", "/v1/sandboxes", NULL, &code), *sb;
+        size_t i;
+        json_array_foreach(l, i, sb) {
+            char path[128];
+            snprintf(path, sizeof(path), "/v1/sandboxes/%s", jstr(sb, "id"));
+            json_decref(api("DELETE", path, NULL, &code));
+        }
+        json_decref(l);
+        char cmd[700];
+        snprintf(cmd, sizeof(cmd),
+                 "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
+                 "break; sleep 0.1; done",
+                 dir);
+        free(shell(cmd));
+        daemon_stop(false);
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd),
+             "for d in %s/run/sandboxes/*/; do [ -d \"$d\" ] && timeout 20 %s cleanup \"${d%%/}\" "
+             ">/dev/null 2>&1; done; for c in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s; do "
+             "[ -d \"$c\" ] && find \"$c\" -depth -type d -exec rmdir {} + 2>/dev/null; done; true",
+             dir, test_bin("sbx-shim"), cgname, cgname);
+    free(shell(cmd));
+}
+
+static void on_term(int sig) {
+    exit(128 + sig); /* atexit handlers clean up */
+}
+
+static void e2e_up(void) {
+    world_up_opt(NULL, true);
+    snprintf(dir, sizeof(dir), "%s", test_tmpdir());
+    snprintf(sock, sizeof(sock), "%s/sd.sock", dir);
+    snprintf(cgname, sizeof(cgname), "sbxtest-net-%d", (int)getpid());
+    atexit(e2e_cleanup);
+    signal(SIGTERM, on_term);
+    daemon_start();
+}
+
+static json_t *create(const char *network_json) {
+    json_t *v = json_loads(network_json, JSON_DECODE_ANY, NULL);
+    CHECK(v);
+    return api_ok("POST", "/v1/sandboxes", json_pack("{s:o}", "network", v), 201);
+}
+
+static void destroy(const char *id) {
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+    json_decref(api_ok("DELETE", path, NULL, 204));
+}
+
+static probe_result sbx_probe(const char *id, const char *host, int port) {
+    char path[128], portbuf[16];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
+    snprintf(portbuf, sizeof(portbuf), "%d", port);
+    json_t *r =
+        api_ok("POST", path,
+               json_pack("{s:[s,s,s,s,s]}", "argv", "python3", "-c", PROBE, host, portbuf), 200);
+    probe_result p = {0};
+    const char *out = jstr(r, "stdout");
+    CHECK_MSG(out && sscanf(out, "%15s %d %159[^\n]", p.kind, &p.ms, p.rest) >= 2,
+              "probe output: %s / %s", out ? out : "(none)", jstr(r, "stderr"));
+    json_decref(r);
+    return p;
+}
+
+static void sbx_ok(const char *id, const char *host, int port) {
+    probe_result r = sbx_probe(id, host, port);
+    CHECK_MSG(strcmp(r.kind, "ok") == 0 && strstr(r.rest, "hello"),
+              "%s -> %s:%d: %s %d %s (wanted ok)", id, host, port, r.kind, r.ms, r.rest);
+}
+
+static void sbx_denied(const char *id, const char *host, int port) {
+    probe_result r = sbx_probe(id, host, port);
+    CHECK_MSG(strcmp(r.kind, "refused") == 0 || strcmp(r.kind, "error") == 0,
+              "%s -> %s:%d: %s %d %s (wanted a fast refusal)", id, host, port, r.kind, r.ms,
+              r.rest);
+    CHECK_MSG(r.ms < 100, "%s -> %s:%d: denial took %d ms", id, host, port, r.ms);
+}
+
+static json_t *inspect(const char *id) {
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+    return api_ok("GET", path, NULL, 200);
+}
+
+static bool has_last_denied(json_t *sb, const char *dst, int port) {
+    json_t *last = json_object_get(json_object_get(sb, "network"), "last_denied"), *e;
+    size_t i;
+    json_array_foreach(last, i, e) {
+        if (strcmp(jstr(e, "dst"), dst) == 0 &&
+            json_integer_value(json_object_get(e, "port")) == port)
+            return true;
+    }
+    return false;
+}
+
+static char *dupid(json_t *sb) {
+    char *id = strdup(jstr(sb, "id"));
+    json_decref(sb);
+    return id;
+}
+
+TEST_T(e2e_modes_through_the_daemon, 120) {
+    e2e_up();
+    char *none = dupid(create("\"none\""));
+    char *open = dupid(create("\"open\""));
+    char *allow = dupid(create("{\"allow\":[\"203.0.113.10:80\",\"named.test:8080\"]}"));
+    json_t *ai = inspect(allow);
+    const char *allow_ip = jstr(json_object_get(ai, "network"), "ipv4");
+    CHECK_MSG(allow_ip, "no ipv4 in the inspect of an allow-list sandbox");
+    /* none: nothing */
+    probe_result r = sbx_probe(none, "203.0.113.10", 80);
+    CHECK_MSG(strcmp(r.kind, "ok") != 0, "none reached the internet");
+    r = sbx_probe(none, "169.254.169.254", 80);
+    CHECK_MSG(strcmp(r.kind, "ok") != 0, "none reached metadata");
+    /* open: the internet, never metadata, the host, the daemon's port or a sandbox */
+    sbx_ok(open, "203.0.113.10", 80);
+    sbx_ok(open, "2001:db8:2::10", 8080);
+    sbx_denied(open, "169.254.169.254", 80);
+    sbx_denied(open, "169.254.170.2", 80);
+    sbx_denied(open, "fd00:ec2::254", 80);
+    sbx_denied(open, "198.51.100.1", 7777);
+    sbx_denied(open, "198.51.100.1", 7780); /* the daemon's TCP API */
+    sbx_denied(open, "10.200.0.1", 7780);
+    sbx_denied(open, "10.9.9.9", 80);
+    sbx_denied(open, allow_ip, 22);
+    /* allow-list: only what it lists; the name resolves inside through /etc/hosts */
+    sbx_ok(allow, "203.0.113.10", 80);
+    sbx_ok(allow, "named.test", 8080);
+    sbx_denied(allow, "203.0.113.20", 80);
+    sbx_denied(allow, "203.0.113.10", 8080);
+    sbx_denied(allow, "169.254.169.254", 80);
+    /* the sandbox cannot change its guard table */
+    char path[128];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", open);
+    json_t *x = api_ok("POST", path,
+                       json_pack("{s:[s,s,s]}", "argv", "sh", "-c", "nft flush ruleset"), 200);
+    CHECK_MSG(json_integer_value(json_object_get(x, "exit_code")) != 0, "nft flush worked");
+    json_decref(x);
+    sbx_denied(open, "169.254.169.254", 80);
+    /* inspect and metrics */
+    json_t *oi = inspect(open);
+    json_t *n = json_object_get(oi, "network");
+    CHECK_STREQ(jstr(n, "mode"), "open");
+    CHECK_MSG(json_integer_value(json_object_get(n, "denied")) >= 9, "%s", json_dumps(n, 0));
+    CHECK(has_last_denied(oi, "169.254.169.254", 80));
+    CHECK(has_last_denied(oi, "198.51.100.1", 7780));
+    int code;
+    free(shell("true"));
+    char cmd[800];
+    snprintf(cmd, sizeof(cmd),
+             "curl -s --unix-socket %s http://sd/metrics | grep "
+             "'sandboxd_egress_denied_total{sandbox=\"%s\"}'",
+             sock, open);
+    char *m = shell(cmd);
+    CHECK_MSG(atoi(strrchr(m, ' ') ? strrchr(m, ' ') + 1 : "0") >= 9, "metrics: %s", m);
+    free(m);
+    /* bad input names the entry and creates nothing */
+    json_t *e =
+        api("POST", "/v1/sandboxes",
+            json_pack("{s:{s:[s,s]}}", "network", "allow", "1.2.3.4", "169.254.169.254"), &code);
+    CHECK_EQ(code, 400);
+    CHECK_MSG(strstr(jstr(e, "message"), "network.allow[1]"), "%s", jstr(e, "message"));
+    json_decref(e);
+    json_decref(oi);
+    json_decref(ai);
+    destroy(none);
+    destroy(open);
+    destroy(allow);
+    free(none);
+    free(open);
+    free(allow);
+    expect_clean();
+    daemon_stop(true);
+}
+
+TEST_T(e2e_rules_survive_restart, 120) {
+    e2e_up();
+    char *id = dupid(create("\"open\""));
+    json_t *before = inspect(id);
+    char ip[64];
+    snprintf(ip, sizeof(ip), "%s", jstr(json_object_get(before, "network"), "ipv4"));
+    json_decref(before);
+    sbx_denied(id, "169.254.169.254", 80);
+    daemon_stop(true);
+    daemon_start();
+    json_t *after = inspect(id);
+    CHECK_STREQ(jstr(after, "state"), "running");
+    CHECK_STREQ(jstr(json_object_get(after, "network"), "ipv4"), ip);
+    json_decref(after);
+    sbx_ok(id, "203.0.113.10", 80);
+    sbx_denied(id, "169.254.169.254", 80);
+    sbx_denied(id, "fd00:ec2::254", 80);
+    destroy(id);
+    free(id);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd),
+             "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
+             "break; sleep 0.1; done",
+             dir);
+    free(shell(cmd));
+    expect_clean();
+    daemon_stop(true);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Create/destroy cycles through the API leave no veth, chain, map element or sandbox; prints
+ * the create latency of `open` vs `none` (measured, not asserted). SBX_NET_CYCLES overrides
+ * the count. */
+TEST_T(e2e_cycles_leave_nothing, 170) {
+    e2e_up();
+    int n = getenv("SBX_NET_CYCLES") ? atoi(getenv("SBX_NET_CYCLES")) : 200;
+    CHECK(n >= 4 && n <= 2000);
+    int n_none = n / 4; /* interleaved with the first open ones, for the latency comparison */
+    uint64_t *t_open = calloc((size_t)n, sizeof(uint64_t)), *t_none = calloc((size_t)n, 8);
+    uint64_t start = now_mono_us();
+    for (int i = 0, o = 0, z = 0; o < n; i++) {
+        bool is_open = i % 2 == 0 || z >= n_none;
+        uint64_t t0 = now_mono_us();
+        char *id = dupid(create(is_open ? "\"open\"" : "\"none\""));
+        if (is_open)
+            t_open[o++] = now_mono_us() - t0;
+        else
+            t_none[z++] = now_mono_us() - t0;
+        destroy(id);
+        free(id);
+    }
+    double secs = (double)(now_mono_us() - start) / 1e6;
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd),
+             "for i in $(seq 100); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
+             "break; sleep 0.1; done; ls -A %s/run/sandboxes | wc -l",
+             dir, dir);
+    char *left = shell(cmd);
+    CHECK_MSG(atoi(left) == 0, "%s sandbox directories left", left);
+    free(left);
+    expect_clean();
+    qsort(t_open, (size_t)n, 8, cmp_u64);
+    qsort(t_none, (size_t)n_none, 8, cmp_u64);
+    printf("e2e cycles: %d open + %d none create/destroy in %.1f s (%.1f sandboxes/s)\n"
+           "create latency none: p50 %.1f ms p99 %.1f ms; open: p50 %.1f ms p99 %.1f ms\n",
+           n, n_none, secs, (n + n_none) / secs, t_none[n_none / 2] / 1e3,
+           t_none[n_none * 99 / 100] / 1e3, t_open[n / 2] / 1e3, t_open[n * 99 / 100] / 1e3);
+    free(t_open);
+    free(t_none);
+    daemon_stop(true);
+}
