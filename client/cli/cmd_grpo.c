@@ -1,5 +1,6 @@
 /* `sbx grpo`: run GRPO (episodes in sandboxes, a generation/training server) with a live progress
  * line and a summary, or `--preview` what a run will cost (`--measure N` times N real episodes). */
+#include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
 #include <getopt.h>
@@ -322,6 +323,8 @@ int cmd_grpo(int argc, char **argv) {
     grpo_cli c = {.step_seconds = 60, .sandbox_hour_usd = 0.0179};
     sbx_grpo_opts_init(&c.o);
     c.o.handle_signals = 1;
+    c.o.sandboxd = cli_opts.host; /* sbx --host / --json before the command */
+    c.json = cli_opts.json;
     if (parse_args(&c, argc, argv) < 0)
         return 2;
     if (c.preview)
