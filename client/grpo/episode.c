@@ -596,6 +596,11 @@ static void on_released(grpo_episode *ep, const grpo_http_resp *r, bool cost) {
     char path[256];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", releasing_id(ep));
     if (!cost) {
+        if (!r->transport_error && r->status == 404) { /* already gone: nothing to release */
+            *(ep->agent_live ? &ep->agent_live : &ep->grader_live) = false;
+            ep_release_next(ep);
+            return;
+        }
         if (r->transport_error || r->status / 100 != 2) {
             char buf[600];
             grpo_run_fail(ep->run, -EIO, "daemon_error", "cannot remove sandbox %s: %s",

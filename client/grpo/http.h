@@ -1,5 +1,6 @@
-/* A small asynchronous HTTP client: libcurl multi driven by a libuv loop. The runner uses it for
- * the generation/training server and for sandboxd's documented wire API (docs/API.md). */
+/* The runner's asynchronous HTTP client, on libsbx's engine (libcurl multi driven by the libuv
+ * loop). The runner uses it for the generation/training server and for sandboxd's documented
+ * wire API (docs/API.md). */
 #pragma once
 
 #include <stddef.h>
@@ -31,8 +32,8 @@ typedef struct grpo_http_resp {
 typedef void (*grpo_http_cb)(void *userdata, const grpo_http_resp *resp);
 
 int grpo_http_new(struct uv_loop_s *loop, grpo_http **ret);
-/* Cancels what is in flight (callbacks do not run) and frees once the loop closes the handles;
- * accepts NULL. Run the loop afterwards until it has no more handles. */
+/* Cancels what is in flight (their callbacks do not run) and frees; accepts NULL. Run the loop
+ * afterwards until it has no more handles. */
 void grpo_http_free(grpo_http *h);
 /* Start a request; cb runs exactly once on the loop (never from inside this call). */
 int grpo_http_submit(grpo_http *h, const grpo_http_req *req, grpo_http_cb cb, void *userdata);
