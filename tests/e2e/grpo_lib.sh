@@ -16,6 +16,22 @@ import json, sys
 print(sum(1 for s in json.load(sys.stdin) if s["state"] != "ended"))'
 }
 
+# The daemon's cgroup parent (ours: named after this shell's PID), once its sandboxes are gone.
+grpo_remove_cgroups() {
+  local d
+  for _ in $(seq 50); do
+    local left=0
+    for d in /sys/fs/cgroup/*/"sbxtest-grpo-$$" /sys/fs/cgroup/"sbxtest-grpo-$$"; do
+      [ -d "$d" ] || continue
+      find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+      [ -d "$d" ] && left=1
+    done
+    [ $left -eq 0 ] && return 0
+    sleep 0.1
+  done
+  echo "warning: cgroup sbxtest-grpo-$$ still busy" >&2
+}
+
 grpo_cleanup() {
   set +e
   [ -n "${GRPO_RUNNER_PID:-}" ] && kill "$GRPO_RUNNER_PID" 2>/dev/null && wait "$GRPO_RUNNER_PID" 2>/dev/null
@@ -27,6 +43,7 @@ print(" ".join(s["id"] for s in json.load(sys.stdin) if s["state"] != "ended"))'
       grpo_api "/v1/sandboxes/$id" -X DELETE >/dev/null
     done
     kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
+    grpo_remove_cgroups
   fi
   [ -n "${T:-}" ] && rm -rf "$T"
 }
