@@ -2,13 +2,39 @@
  * parse its JSON, read one sandbox's denied counter and "last denied" sets. */
 #include "sandboxd/net_internal.h"
 
+#include "common/fdutil.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <nftables/libnftables.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+/* The descriptors open now, as a bitmap of the first 4096. */
+static void open_fds(uint8_t map[512]) {
+    memset(map, 0, 512);
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int fd = atoi(e->d_name);
+        if (fd > 0 && fd < 4096 && fd != dirfd(d))
+            map[fd / 8] |= (uint8_t)(1u << (fd % 8));
+    }
+    if (d)
+        closedir(d);
+}
+
+/* libnftables opens its netlink socket without SOCK_CLOEXEC and does not expose it: mark
+ * every descriptor that nft_ctx_new added, so that no shim inherits it. */
 int sd_net_nft_new(struct nft_ctx **ret, sbx_error *err) {
+    uint8_t before[512], after[512];
+    open_fds(before);
     struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+    open_fds(after);
+    for (int fd = 3; fd < 4096; fd++)
+        if ((after[fd / 8] & ~before[fd / 8]) & (1u << (fd % 8)))
+            fd_set_cloexec(fd, 1);
     if (!ctx)
         return error_set(err, -ENOMEM, "nft_ctx_new failed");
     if (nft_ctx_buffer_output(ctx) < 0 || nft_ctx_buffer_error(ctx) < 0) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 static sd_net_sandbox *sandbox_new(sd_net *n, const char *id, const policy_egress *pol) {
     sd_net_sandbox *s = calloc(1, sizeof(*s));
@@ -40,6 +41,12 @@ static int open_netns(pid_t pid, int *ret, sbx_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open %s", path);
+    struct stat theirs, ours; /* never plumb into the daemon's own namespace */
+    if (fstat(fd, &theirs) < 0 || stat("/proc/self/ns/net", &ours) < 0 ||
+        (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino)) {
+        safe_close(fd);
+        return error_set(err, -EINVAL, "pid %d shares the daemon's network namespace", (int)pid);
+    }
     *ret = fd;
     return 0;
 }
@@ -56,11 +63,9 @@ static int host_rules(sd_net *n, sd_net_sandbox *s, sbx_error *err) {
 /* veth, host-side addresses, the sandbox end (helper thread), then the host rules: the map
  * element is the last thing added, and sandbox interfaces without one are rejected. */
 static int plumb(sd_net *n, sd_net_sandbox *s, sbx_error *err) {
+    /* EEXIST is an error, never a replacement: the name may belong to a live sandbox (a hash
+     * collision). Leftovers of a crash are removed by sd_net_restore. */
     int r = sd_net_link_veth(n->nl, s->ifname, s->nsfd, POLICY_EGRESS_GUARD_IFNAME, err);
-    if (r == -EEXIST) { /* left over from a sandbox with the same id: replace it */
-        sd_net_link_delete(n->nl, s->ifname);
-        r = sd_net_link_veth(n->nl, s->ifname, s->nsfd, POLICY_EGRESS_GUARD_IFNAME, err);
-    }
     if (r >= 0)
         r = sd_net_link_addr(n->nl, s->ifname, &s->gw4, 30, err);
     if (r >= 0 && s->gw6.family)
@@ -208,9 +213,16 @@ static int restore_one(sd_net *n, const sd_net_restore_entry *e, sd_net_sandbox 
         sd_net_sandbox_free(s);
         return sd_net_sandbox_setup(n, e->sandbox_id, e->init_pid, e->pol, ret, err);
     }
+    int slot = sd_net_slot_of(n, &gw4);
+    if (slot < 0 || (uint32_t)slot >= n->n_slots || n->slots[slot]) {
+        /* the pool changed since (or the slot is taken): plumb it again from scratch */
+        sd_net_link_delete(n->nl, s->ifname);
+        sd_net_sandbox_free(s);
+        return sd_net_sandbox_setup(n, e->sandbox_id, e->init_pid, e->pol, ret, err);
+    }
     r = sd_net_forwarding_on(n, err);
     if (r >= 0)
-        r = sd_net_slot_claim(n, s, sd_net_slot_of(n, &gw4));
+        r = sd_net_slot_claim(n, s, slot);
     if (r >= 0)
         r = open_netns(e->init_pid, &s->nsfd, err);
     if (r >= 0)

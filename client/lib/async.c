@@ -145,7 +145,7 @@ static sbx_code submit(op *o, const char *method, const char *path, const char *
     const char *hdrs[] = {ctype ? ct : "Content-Type:", ac, o->idem, NULL};
     sbxi_http_opts opts = {
         .unix_path = c->eps[ep].unix_path,
-        .bearer_token = c->token,
+        .bearer_token = c->eps[ep].unix_path ? NULL : c->token, /* TCP only */
         .connect_timeout_ms = 10000,
     };
     if (o->streaming && cb == on_done) {
@@ -189,10 +189,8 @@ static void create_next(op *o) {
         if (c->n_eps > 1 && e.code == SBX_E_UNAVAILABLE)
             sbxi_err_set(&e, e.code, o->last.http_status, o->last.api_code,
                          "every endpoint is full or unreachable (last: %.400s)", o->last.message);
-        {
-            op_fail(o, &e);
-            return;
-        }
+        op_fail(o, &e);
+        return;
     }
     o->ep = o->order[o->k++];
     if (c->eps[o->ep].free_slots > 0)
@@ -216,10 +214,8 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
             return;
         }
         o->cb.create(o->ud, sb, NULL);
-        {
-            op_free(o);
-            return;
-        }
+        op_free(o);
+        return;
     }
     if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT) {
         op_fail(o, e);
@@ -316,10 +312,8 @@ static void on_done(void *ud, const sbxi_http_result *res) {
         if (is_tar != (o->kind == OP_GET_ARCHIVE)) {
             sbxi_err_set(&e, SBX_E_INVALID, 200, is_tar ? "is_a_directory" : "not_a_directory",
                          "the path is %s", is_tar ? "a directory" : "not a directory");
-            {
-                op_fail(o, &e);
-                return;
-            }
+            op_fail(o, &e);
+            return;
         }
         o->cb.data(o->ud, res->body, res->len, NULL);
         break;

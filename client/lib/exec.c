@@ -319,7 +319,22 @@ static int on_event(void *ud, const char *line, size_t len) {
     json_t *o = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
     const char *type = json_string_value(json_object_get(o, "type"));
     int r = 0;
-    if (!type) {
+    if (!type && json_object_get(o, "reason")) {
+        /* a daemon that ignored Accept sent the plain JSON result: replay it as events */
+        char *d = NULL;
+        size_t n = 0;
+        for (int k = 0; k < 2 && r == 0; k++) {
+            if (take_data(o, k ? "stderr" : "stdout", &d, &n) < 0)
+                r = -EPROTO;
+            else if (n && st->on_output)
+                st->on_output(st->userdata, k ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT, d, n);
+            free(d);
+        }
+        if (r == 0 && fill_status(o, &st->result, &st->err) == SBX_OK)
+            st->got_exit = true;
+        else if (r == 0)
+            r = -EPROTO;
+    } else if (!type) {
         sbxi_err_set(&st->err, SBX_E_PROTOCOL, 200, "", "bad line in the exec stream: %.*s",
                      (int)(len < 120 ? len : 120), line);
         r = -EPROTO;

@@ -105,8 +105,9 @@ void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r) {
     r->easy = NULL;
 }
 
-struct curl_slist *sbxi_api_headers(const sbx_client *c, const char *content_type,
-                                    const char *accept, const char *extra) {
+struct curl_slist *sbxi_api_headers(const sbx_client *c, const sbxi_endpoint *ep,
+                                    const char *content_type, const char *accept,
+                                    const char *extra) {
     char line[1024];
     struct curl_slist *l = NULL, *n;
 #define ADD(s)                                                                                     \
@@ -120,8 +121,8 @@ struct curl_slist *sbxi_api_headers(const sbx_client *c, const char *content_typ
     ADD(content_type ? line : "Content-Type:");
     snprintf(line, sizeof(line), "Accept: %s", accept ? accept : "application/json");
     ADD(line);
-    ADD("Expect:"); /* no 100-continue round trip for uploads */
-    if (c->token && c->token[0]) {
+    ADD("Expect:");                                  /* no 100-continue round trip for uploads */
+    if (c->token && c->token[0] && !ep->unix_path) { /* the socket's permissions suffice */
         snprintf(line, sizeof(line), "Authorization: Bearer %s", c->token);
         ADD(line);
     }
@@ -163,7 +164,7 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
         curl_easy_reset(c->easy);
     }
     _cleanup_free_ char *url = sbxi_url(e, path);
-    struct curl_slist *hdrs = sbxi_api_headers(c, content_type, accept, extra_header);
+    struct curl_slist *hdrs = sbxi_api_headers(c, e, content_type, accept, extra_header);
     if (!url || !hdrs) {
         curl_slist_free_all(hdrs);
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");

@@ -79,9 +79,11 @@ typedef struct sbxi_response {
  * the caller and must outlive the transfer. body is not copied. */
 void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *unix_path,
                      struct curl_slist *headers, const void *body, size_t len, sbxi_response *resp);
-/* Headers for a libsbx API request: JSON content type, bearer token, extras ("K: V"). */
-struct curl_slist *sbxi_api_headers(const sbx_client *c, const char *content_type,
-                                    const char *accept, const char *extra);
+/* Headers for a libsbx API request: content type, accept, the bearer token (TCP endpoints
+ * only), extras ("K: V"). */
+struct curl_slist *sbxi_api_headers(const sbx_client *c, const sbxi_endpoint *ep,
+                                    const char *content_type, const char *accept,
+                                    const char *extra);
 /* base_url + path (path starts with '/'); NULL on OOM. */
 char *sbxi_url(const sbxi_endpoint *ep, const char *path);
 /* "/v1/sandboxes/<id>/files?path=<escaped>" (with &mode when mode_octal != 0). */

@@ -12,6 +12,19 @@ DCGS=()
 
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
+# Remove a daemon's cgroup parent; the shims tear their sandboxes' cgroups down after answering,
+# so retry for a few seconds.
+rm_cgroup() {
+  local c n
+  for c in /sys/fs/cgroup/*/"$1" /sys/fs/cgroup/"$1"; do
+    for n in $(seq 50); do
+      [ -d "$c" ] || break
+      rmdir "$c" 2>/dev/null && break
+      sleep 0.1
+    done
+  done
+}
+
 # Terminate what the daemons still run (shims outlive a daemon by design), stop them, clean up.
 cleanup() {
   local i
@@ -23,9 +36,7 @@ cleanup() {
     kill "${DPIDS[$i]}" 2>/dev/null
     wait "${DPIDS[$i]}" 2>/dev/null
     local c
-    for c in /sys/fs/cgroup/*/"${DCGS[$i]}" /sys/fs/cgroup/"${DCGS[$i]}"; do
-      [ -d "$c" ] && rmdir "$c" 2>/dev/null
-    done
+    rm_cgroup "${DCGS[$i]}"
   done
   [ -n "$T" ] && rm -rf "$T"
   return 0

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,11 +55,13 @@ static void daemon_stop_one(int k) {
     daemons[k].pid = 0;
     static const char *ctl[] = {"cpu",   "cpuacct", "cpuset",  "memory",  "devices", "freezer",
                                 "blkio", "pids",    "systemd", "unified", ""};
+    /* the shims tear their sandboxes' cgroups down after answering: give them a moment */
     for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
         char p[256];
         snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", ctl[i], ctl[i][0] ? "/" : "",
                  daemons[k].cg);
-        rmdir(p);
+        for (int tries = 0; tries < 100 && rmdir(p) < 0 && errno != ENOENT; tries++)
+            usleep(50000);
     }
 }
 
@@ -84,6 +87,7 @@ static const char *daemon_start_k(int k, unsigned max_sandboxes) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* even when the test crashes, the daemon goes */
         FILE *f = freopen(log, "w", stderr);
         (void)f;
         dup2(2, 1);

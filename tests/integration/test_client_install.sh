@@ -16,8 +16,14 @@ cleanup() {
     kill "$DPID" 2>/dev/null
     wait "$DPID" 2>/dev/null
   fi
-  local c
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null; done
+  local c n
+  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
+    for n in $(seq 50); do # the shims remove their sandboxes' cgroups just after answering
+      [ -d "$c" ] || break
+      rmdir "$c" 2>/dev/null && break
+      sleep 0.1
+    done
+  done
   [ -n "$T" ] && rm -rf "$T"
   return 0
 }

@@ -256,12 +256,14 @@ TEST_T(net_many_live_sandboxes, 120) {
         s[i] = setup(id, pids[i], "\"open\"");
         setup_us += now_mono_us() - t0;
         uint64_t d = 0, t1 = now_mono_us();
-        CHECK_OK(sd_net_sandbox_denied(s[i], &d));
+        int reads = i == 0 || i == N - 1 ? 20 : 1;
+        for (int k = 0; k < reads; k++)
+            CHECK_OK(sd_net_sandbox_denied(s[i], &d));
         CHECK_EQ(d, 0);
         if (i == 0)
-            read_first = now_mono_us() - t1;
+            read_first = (now_mono_us() - t1) / 20;
         if (i == N - 1)
-            read_last = now_mono_us() - t1;
+            read_last = (now_mono_us() - t1) / 20;
     }
     char *n = shell("ip -o link show type veth | grep -c ' sbx'");
     CHECK_EQ(atoi(n), N);
@@ -285,4 +287,66 @@ TEST_T(net_many_live_sandboxes, 120) {
            N, setup_us / 1e3 / N, read_first / 1e3, read_last / 1e3, N,
            (now_mono_us() - t0) / 1e3 / N);
     expect_clean();
+}
+
+/* Restart with another pool: the veth's old address is outside it, so the sandbox is plumbed
+ * again; a pid in the daemon's own netns is refused; bad configs are refused by name. */
+TEST_T(net_restore_new_pool_and_bad_input, 60) {
+    world_up(NULL);
+    pid_t p = sandbox_proc();
+    sd_net_sandbox *s = setup("sb-repool", p, "\"open\"");
+    sd_net_sandbox_free(s);
+    sd_net_free(net);
+    net = NULL;
+    sbx_error err = {0};
+    sd_net_config cfg = {.pool4 = "10.201.0.0/16", .pool6 = ""};
+    CHECK_MSG(sd_net_init(&net, &cfg, &err) == 0, "%s", err.message);
+    policy_egress *pol = NULL;
+    json_t *open = json_string("open");
+    CHECK_OK(policy_egress_parse(open, &pol, &err));
+    json_decref(open);
+    sd_net_restore_entry e = {"sb-repool", p, pol};
+    sd_net_sandbox *back = NULL;
+    CHECK_MSG(sd_net_restore(net, &e, 1, &back, &err) == 0, "%s", err.message);
+    json_t *info = sd_net_sandbox_to_json(back);
+    CHECK_STREQ(jstr(info, "ipv4"), "10.201.0.2");
+    CHECK(!json_object_get(info, "ipv6"));
+    json_decref(info);
+    expect_ok(p, "203.0.113.10", 80);
+    expect_denied(p, "169.254.169.254", 80);
+    /* our own netns is never plumbed */
+    sd_net_sandbox *self = NULL;
+    CHECK(sd_net_sandbox_setup(net, "sb-self", getpid(), pol, &self, &err) == -EINVAL);
+    CHECK_MSG(strstr(err.message, "shares the daemon's network namespace"), "%s", err.message);
+    CHECK_OK(sd_net_sandbox_teardown(net, back));
+    sd_net_sandbox_free(back);
+    policy_egress_free(pol);
+    expect_clean();
+    const sd_net_config bad[] = {
+        {.pool4 = "10.0.0.0/30"}, {.pool4 = "fd00::/64"},
+        {.pool6 = "fd00::/64"},   {.ifprefix = "toolong"},
+        {.table = "Bad-Name"},    {.dns = (const char *const[]){"x", NULL}}};
+    const char *names[] = {"pool4", "pool4", "pool6", "prefix", "table", "dns[0]"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        sd_net *n2 = NULL;
+        CHECK(sd_net_init(&n2, &bad[i], &err) == -EINVAL);
+        CHECK_MSG(strstr(err.message, names[i]), "%s lacks %s", err.message, names[i]);
+    }
+}
+
+/* Every descriptor sd_net keeps open is close-on-exec (libnftables' socket included). */
+TEST_T(net_descriptors_cloexec, 30) {
+    world_up(NULL);
+    pid_t p = sandbox_proc();
+    sd_net_sandbox *s = setup("sb-fds", p, "\"open\"");
+    json_decref(sd_net_sandbox_to_json(s));
+    char *o = shell("for f in /proc/$PPID/fdinfo/*; do fd=${f##*/}; [ $fd -gt 2 ] || continue; "
+                    "fl=$(awk '/^flags/{print $2}' $f); "
+                    "[ $(( 0$fl & 02000000 )) -eq 0 ] && echo \"fd $fd: $(readlink "
+                    "/proc/$PPID/fd/$fd)\"; done; true");
+    /* the popen shell's parent is this process; the runner's log/stdin fds are 0-2 */
+    CHECK_MSG(!strstr(o, "socket:"), "sockets without O_CLOEXEC:\n%s", o);
+    free(o);
+    CHECK_OK(sd_net_sandbox_teardown(net, s));
+    sd_net_sandbox_free(s);
 }

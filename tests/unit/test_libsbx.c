@@ -209,6 +209,20 @@ TEST(exec_stream_errors) {
     sbxi_exec_stream_chunk(&st, "{\"type\":\"stdout\",\"data\":\"x\"}\n", 29);
     CHECK_EQ(sbxi_exec_stream_finish(&st, &r, &err), SBX_E_PROTOCOL); /* no exit event */
     sbxi_exec_stream_done(&st);
+    /* a plain JSON result where a stream was asked for is replayed as events */
+    struct out o = {0};
+    eo.on_output = on_output;
+    eo.userdata = &o;
+    sbxi_exec_stream_init(&st, &eo);
+    const char *plain = "{\"exit_code\":2,\"signal\":null,\"reason\":\"exited\",\"stdout\":\"so\","
+                        "\"stderr\":\"se\"}";
+    sbxi_exec_stream_chunk(&st, plain, strlen(plain));
+    CHECK_EQ(sbxi_exec_stream_finish(&st, &r, &err), SBX_OK);
+    CHECK_EQ(r.exit_code, 2);
+    CHECK(o.len == 4 && memcmp(o.text, "sose", 4) == 0);
+    CHECK(o.order[0] == SBX_STREAM_STDOUT && o.order[1] == SBX_STREAM_STDERR);
+    sbxi_exec_stream_done(&st);
+    eo.on_output = NULL;
     sbxi_exec_stream_init(&st, &eo);
     sbxi_exec_stream_chunk(&st, "not json\n", 9);
     CHECK_EQ(sbxi_exec_stream_finish(&st, &r, &err), SBX_E_PROTOCOL);
