@@ -88,7 +88,11 @@ TEST(shim_background_process_survives_its_command) {
     shimdrv *d = start();
     shimdrv_result res;
     /* a daemonized child outlives its command but stays in the sandbox */
-    CHECK_EQ(shimdrv_sh(d, "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo started", &res), 0);
+    CHECK_EQ(shimdrv_sh(d,
+                        "setsid sleep 1000 </dev/null >/dev/null 2>&1 & "
+                        "until cat /proc/[0-9]*/comm 2>/dev/null | grep -qx sleep; do :; done",
+                        &res),
+             0);
     shimdrv_result_free(&res);
     int code;
     char *out = shimdrv_sh_out(d, "cat /proc/[0-9]*/comm | grep -c sleep", &code);
