@@ -49,6 +49,7 @@ static void remove_cgroup_parent(int version, const char *parent) {
  * when the pipe closes it runs `sbx-shim cleanup` on every sandbox directory the test
  * announced, then removes the cgroup parent and the seccomp program. */
 static _Noreturn void watchdog_main(int rfd, const char *shim) {
+    setsid(); /* `timeout` signals its whole process group: the watchdog must outlive that */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; i < 3; i++)
         dup2(null, i);
