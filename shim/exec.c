@@ -99,6 +99,11 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
         if (dup2(fds[i], i) < 0)
             fail_exec(errno);
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (oom >= 0) { /* init and the reapers run at -999; the command is a normal candidate */
+        ssize_t _unused_ w = write(oom, "0", 1);
+        close(oom);
+    }
     if (chdir(cwd) < 0)
         fail_exec(errno);
     /* seccomp goes last: nothing but execve (and the error path) runs under it. */
