@@ -270,3 +270,16 @@ TEST_T(shim_churn_leaks_nothing, 150) {
     /* no sandbox directory (and so no socket) is left in the test's temp dir */
     CHECK_EQ(count_children(test_tmpdir()), 0);
 }
+
+TEST(shim_sigterm_tears_down) {
+    shimdrv *d = start();
+    shimdrv_result res;
+    CHECK_EQ(shimdrv_sh(d, "setsid sleep 1000 & echo", &res), 0);
+    shimdrv_result_free(&res);
+    int init = d->init_pid, st;
+    CHECK_OK(kill(d->shim_pid, SIGTERM));
+    CHECK_EQ(waitpid(d->shim_pid, &st, 0), d->shim_pid);
+    d->shim_pid = 0;
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    check_nothing_left(d, init);
+}
