@@ -135,6 +135,19 @@ if [ "$DAEMON_OK" = 1 ]; then
   fi
   stop_daemon
 
+  # The same cycle with the run dir on a tmpfs, as /run is in production ($T/run is on /tmp,
+  # which may be a disk): how much of a create is file system work there.
+  mkdir -p "$T/runfs"
+  if mount -t tmpfs -o mode=0755 sbxbench "$T/runfs"; then
+    log "sandboxd: run dir on tmpfs"
+    if RUN_DIR=$T/runfs start_daemon "${CAP_ARGS[@]}"; then
+      run_lat cycle api.cycle_tmpfs "$N" "$SOCK" '{}' -- "${BWRAP[@]}" ||
+        note "api.cycle_tmpfs failed (see stderr)"
+      stop_daemon
+    fi
+    umount -l "$T/runfs"
+  fi
+
   # Networking: a second daemon with networking on ({"network":{"enabled":true}}), inside a
   # private network namespace (only lo; no uplink, so nothing can leave the machine), where
   # its nftables table, veths and NAT live. Both modes are measured against that daemon.
