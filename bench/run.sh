@@ -18,6 +18,10 @@ BURST=${SBX_BENCH_BURST:-128}
 BURST_ROUNDS=${SBX_BENCH_BURST_ROUNDS:-3}
 IDLE=${SBX_BENCH_IDLE:-1000}
 OUTDIR=$ROOT/bench/results
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bench: needs root (crun, unshare, mounts, the daemon's cgroups): sudo make bench" >&2
+  exit 1
+fi
 source "$ROOT/bench/common.sh"
 
 # ---- peers ----
