@@ -97,13 +97,14 @@ fi
 if [ "$DAEMON_OK" = 1 ]; then
   SOCK=$T/sock
   log "sandboxd (pid $DPID): create -> exec true -> delete"
-  run_lat cycle api.cycle "$N" "$SOCK" '{}' || note "api.cycle failed (see stderr)"
+  # bwrap runs once before each cycle (reported as api.cycle.peer): both see the same load
+  run_lat cycle api.cycle "$N" "$SOCK" '{}' -- "${BWRAP[@]}" || note "api.cycle failed (see stderr)"
   if [ -x "$B/sbx" ]; then
     SBX_HOST=unix:$SOCK run_lat spawn spawn.sbx_run "$N" "$B/sbx" run -- true ||
       note "\`sbx run -- true\` failed (see stderr)"
   fi
   log "sandboxd: exec round trip"
-  run_lat exec api.exec "$NFAST" "$SOCK" || note "api.exec failed (see stderr)"
+  run_lat exec api.exec "$NFAST" "$SOCK" -- /bin/true || note "api.exec failed (see stderr)"
   log "sandboxd: $BURST creates at once"
   run_lat burst api.burst "$BURST_ROUNDS" "$BURST" "$SOCK" '{}' || note "api.burst failed (see stderr)"
   log "sandboxd: $IDLE idle sandboxes"
@@ -123,7 +124,7 @@ if [ "$DAEMON_OK" = 1 ]; then
     stop_daemon
     if start_daemon "${CAP_ARGS[@]}" $SBX_BENCH_POOL_ARGS; then
       sleep 2 # let the pool fill
-      run_lat cycle api.cycle_pool "$N" "$T/sock" '{}' || note "api.cycle_pool failed"
+      run_lat cycle api.cycle_pool "$N" "$T/sock" '{}' -- "${BWRAP[@]}" || note "api.cycle_pool failed"
       run_lat cycle api.cycle_pool_net_open "$N" "$T/sock" '{"network":"open"}' ||
         note "api.cycle_pool_net_open failed"
     else
