@@ -17,8 +17,12 @@ void sd_api_healthz(sd_daemon *d, sd_request *req) {
 void sd_api_info(sd_daemon *d, sd_request *req) {
     unsigned active = sd_registry_count_active(d);
     unsigned running = 0;
-    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-        running += sb->state == SD_RUNNING;
+    unsigned pool = 0; /* warm pool entries (counted in max_sandboxes, not shown as sandboxes) */
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        running += sb->state == SD_RUNNING && !sb->pool;
+        pool += sb->pool && sb->state != SD_ENDED;
+    }
+    active -= pool;
     unsigned free_slots = active < d->cfg.max_sandboxes ? d->cfg.max_sandboxes - active : 0;
     sd_reply_json(req, 200,
                   json_pack("{s:s,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version", SBX_VERSION,
@@ -103,6 +107,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     policy_create c = {0};
     policy_egress *egress = NULL;
     sbx_error err = {0};
+    sd_sandbox *sb;
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     json_decref(body);
     if (r < 0) {
@@ -122,13 +127,16 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
                        c.image);
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
-    } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes) {
+    } else if ((sb = sd_pool_take(d, &c))) {
+        sd_pool_hand_out(sb, &c, key);
+        sd_reply_json(req, 201, sd_sandbox_to_json(sb));
+        sd_pool_refill(d);
+    } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
         sd_metrics_create(d, "full", 0);
         req->retry_after = RETRY_AFTER_S;
         sd_reply_error(req, 503, "node_full", "the node is full (%u sandboxes)",
                        d->cfg.max_sandboxes);
     } else {
-        sd_sandbox *sb;
         if (sd_registry_add(d, &c, &sb, &err) < 0) {
             req->retry_after = RETRY_AFTER_S;
             sd_reply_error(req, 503, "node_full", "%s", err.message);

@@ -114,7 +114,8 @@ static json_t *spec_json(sd_sandbox *sb) {
 static void start_failed(sd_sandbox *sb, const char *msg) {
     sd_daemon *d = sb->d;
     log_error("sandbox start failed sandbox=%s error=\"%s\"", sb->id, msg);
-    sd_metrics_create(d, "error", (double)(now_mono_us() - sb->start_mono_us) / 1e6);
+    if (!sb->pool)
+        sd_metrics_create(d, "error", (double)(now_mono_us() - sb->start_mono_us) / 1e6);
     sd_create_finish(sb, 500, "internal", msg);
     free(sb->idem_key); /* a retry with the same key tries again */
     sb->idem_key = NULL;
@@ -146,12 +147,14 @@ static void hello_reply(void *ud, json_t *reply) {
     sb->state = SD_RUNNING;
     sb->d->n_starting--;
     double secs = (double)(now_mono_us() - sb->start_mono_us) / 1e6;
-    sd_metrics_create(sb->d, "ok", secs);
-    log_info("sandbox started sandbox=%s init_pid=%d shim_pid=%d seconds=%.3f", sb->id,
-             sb->init_pid, sb->shim_pid, secs);
+    if (!sb->pool)
+        sd_metrics_create(sb->d, "ok", secs);
+    log_info("sandbox started sandbox=%s init_pid=%d shim_pid=%d seconds=%.3f%s", sb->id,
+             sb->init_pid, sb->shim_pid, secs, sb->pool ? " pool=true" : "");
     sd_state_save(sb);
     sd_create_finish(sb, 201, NULL, NULL);
     sd_start_queued(sb->d);
+    sd_pool_refill(sb->d);
 }
 
 static int connect_and_hello(sd_sandbox *sb, sbx_error *err) {
@@ -330,9 +333,14 @@ void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) {
     }
     sd_exec_abort_all(sb, sb->end_message);
     sd_net_daemon_teardown(sb);
-    sd_metrics_end(d, reason, sb->end_cost);
-    log_info("sandbox ended sandbox=%s reason=%s cost_usd=%.7f message=\"%s\"", sb->id, reason,
-             sb->end_cost, sb->end_message);
+    if (sb->pool) {
+        sb->end_cost = 0; /* never handed out: nobody pays for it */
+        sd_pool_entry_ended(sb, strcmp(reason, "infrastructure_failure") == 0);
+    } else {
+        sd_metrics_end(d, reason, sb->end_cost);
+    }
+    log_info("sandbox ended sandbox=%s reason=%s cost_usd=%.7f message=\"%s\"%s", sb->id, reason,
+             sb->end_cost, sb->end_message, sb->pool ? " pool=true" : "");
     if (sb->shim && !d->shutting_down) {
         if (sd_shim_request(sb->shim, "shutdown", NULL, NULL, 0, shutdown_reply, sb) < 0) {
             sd_shim_close(TAKE_PTR(sb->shim));

@@ -135,11 +135,11 @@ json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
     if (sb->state == SD_ENDED)
         end = json_pack("{s:s,s:s,s:o,s:f}", "reason", sb->end_reason, "message", sb->end_message,
                         "ended_at", time_json(sb->ended_ms), "cost_usd", sb->end_cost);
-    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o}", "id", sb->id, "state",
-                     sd_state_name(sb->state), "image", c->image, "limits", limits, "network",
-                     sd_net_daemon_json(sb), "labels", c->labels, "lease",
+    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o}", "id", sb->id,
+                     "state", sd_state_name(sb->state), "image", c->image, "limits", limits,
+                     "network", sd_net_daemon_json(sb), "labels", c->labels, "lease",
                      c->lease ? json_string(c->lease) : json_null(), "created_at",
                      time_json(sb->created_ms), "last_activity_at", time_json(sb->last_activity_ms),
                      "expires_at", time_json(sb->expires_ms), "usage", usage, "cost_usd",
-                     sd_sandbox_cost(sb), "end", end);
+                     sd_sandbox_cost(sb), "end", end, "pooled", json_boolean(sb->pooled));
 }
