@@ -4,6 +4,7 @@
 #include "sandboxd/daemon.h"
 
 #include "common/fdutil.h"
+#include "common/filereplace.h"
 #include "common/shimproto.h"
 #include "common/timeutil.h"
 #include "sandboxd/net_daemon.h"
@@ -227,7 +228,7 @@ void sd_sandbox_start(sd_sandbox *sb) {
     json_decref(spec);
     int p[2] = {-1, -1};
     if (!dump || mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
-        file_write_atomic(spec_path, dump, strlen(dump), 0600) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+        file_replace_nosync(spec_path, dump, strlen(dump), 0600) < 0 || pipe2(p, O_CLOEXEC) < 0) {
         start_failed(sb, "cannot prepare the sandbox directory");
         return;
     }

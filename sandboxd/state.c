@@ -5,6 +5,7 @@
 #include "sandboxd/daemon.h"
 
 #include "common/fdutil.h"
+#include "common/filereplace.h"
 #include "common/timeutil.h"
 
 #include <dirent.h>
@@ -23,7 +24,11 @@ static int save_json(sd_daemon *d, const char *kind, const char *id, json_t *j) 
     json_decref(j);
     if (!s)
         return -ENOMEM;
-    r = file_write_atomic(path, s, strlen(s), 0600);
+    /* A sandbox record is not fsynced: its sandbox dies with the host, and a restarted daemon
+     * only needs the rename's atomicity (a torn or missing record after a power loss is
+     * skipped). Leases outlive sandboxes and are rare: those stay durable. */
+    r = strcmp(kind, "leases") == 0 ? file_write_atomic(path, s, strlen(s), 0600)
+                                    : file_replace_nosync(path, s, strlen(s), 0600);
     free(s);
     if (r < 0)
         log_error("cannot save state file=%s error=\"%s\"", path, strerror(-r));
