@@ -12,12 +12,17 @@
 #include <string.h>
 
 #define POOL_MAX_SIZE 4096
+/* Refills wait until no entry was taken for this long (a burst or a tight loop of creates is
+ * served from the pool without pool starts competing for the CPU), unless the pool is below a
+ * quarter of its size. */
+#define POOL_QUIET_MS 250
 
 typedef struct sd_pool {
     policy_create tmpl;
     unsigned size;
     bool broken; /* an entry failed to start: retry after a pause */
     uint64_t retry_ms;
+    uint64_t last_take_ms;
 } sd_pool;
 
 static bool same_shape(const policy_create *a, const policy_create *b) {
@@ -94,6 +99,7 @@ sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         if (sb->pool == t + 1 && sb->state == SD_RUNNING) {
             d->m.pool_hits++;
+            d->pools[t].last_take_ms = now_mono_ms();
             return sb;
         }
     d->m.pool_misses++;
@@ -169,6 +175,8 @@ void sd_pool_refill(sd_daemon *d) {
         if (p->broken && now < p->retry_ms)
             continue;
         p->broken = false;
+        if (now < p->last_take_ms + POOL_QUIET_MS && count(d, (int)t, NULL) >= p->size / 4)
+            continue;
         while (count(d, (int)t, NULL) < p->size && starting < d->cfg.pool_max_starting &&
                d->n_starting < d->cfg.max_starting &&
                sd_registry_count_active(d) < d->cfg.max_sandboxes) {
