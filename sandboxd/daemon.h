@@ -66,8 +66,12 @@ struct sd_sandbox {
     uint64_t cpu_usec, mem_bytes, mem_peak_bytes, pids, oom_kills;
     struct policy_egress *egress; /* network policy, NULL for none (sandboxd/net_daemon.c) */
     struct sd_net_sandbox *net;   /* its plumbing once running */
-    int pool;    /* a warm pool entry of template pool-1 (never handed out), 0: not */
-    bool pooled; /* handed out from a warm pool */
+    struct sd_fork *fork;         /* the fork request it belongs to while it starts (api_fork.c) */
+    char *seed_dir;               /* its starting files (a fork's snapshot layer), or NULL */
+    uint32_t seed_uid_base;
+    char forked_from[24]; /* the source's id for a fork, else "" */
+    int pool;             /* a warm pool entry of template pool-1 (never handed out), 0: not */
+    bool pooled;          /* handed out from a warm pool */
 };
 
 typedef struct sd_lease {
@@ -196,6 +200,9 @@ void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
+/* A fork finished starting (status 201) or failed (message): called from sd_create_finish. */
+void sd_fork_started(sd_sandbox *sb, int status, const char *msg);
 void sd_api_lease_create(sd_daemon *d, sd_request *req);
 void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
 void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);

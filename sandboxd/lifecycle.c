@@ -105,6 +105,10 @@ static json_t *spec_json(sd_sandbox *sb) {
                              (int)sb->spec.pids, "uid_base", (json_int_t)sd_uid_base(sb->uid_slot),
                              "hostname", sb->id, "env", env, "network", "mode", "none", "cgroup",
                              "version", d->cgroup_version, "parent", d->cgroup_parent);
+    if (spec && sb->seed_dir)
+        json_object_set_new(spec, "seed",
+                            json_pack("{s:s,s:I}", "path", sb->seed_dir, "uid_base",
+                                      (json_int_t)sb->seed_uid_base));
     if (spec && d->seccomp_bpf[0])
         json_object_set_new(spec, "seccomp_bpf", json_string(d->seccomp_bpf));
     if (spec)
@@ -369,5 +373,6 @@ void sd_sandbox_free(sd_sandbox *sb) {
     policy_create_done(&sb->spec);
     free(sb->waiters);
     free(sb->idem_key);
+    free(sb->seed_dir);
     free(sb);
 }

@@ -119,7 +119,16 @@ static json_t *time_json(uint64_t ms) {
     return json_string(buf);
 }
 
+static json_t *sandbox_json(const sd_sandbox *sb);
+
 json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
+    json_t *j = sandbox_json(sb);
+    if (j && sb->forked_from[0])
+        json_object_set_new(j, "forked_from", json_string(sb->forked_from));
+    return j;
+}
+
+static json_t *sandbox_json(const sd_sandbox *sb) {
     const policy_create *c = &sb->spec;
     json_t *limits =
         json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:o}", "cpu", c->cpu, "memory", (json_int_t)c->memory,

@@ -4,6 +4,7 @@
 #include "shim/rootfs.h"
 
 #include "common/fdutil.h"
+#include "shim/seed.h"
 
 #include <fcntl.h>
 #include <stdbool.h>
@@ -114,6 +115,13 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, sbx_error *e
     path_join(p, sizeof(p), staging, "data");
     if ((r = ensure_dir(p, "workspace", 0755, suid, err)) < 0 ||
         (r = ensure_dir(p, "tmp", 01777, ruid, err)) < 0)
+        return r;
+    char seed_dst[4200];
+    snprintf(seed_dst, sizeof(seed_dst), "%s/workspace", p);
+    if ((r = shim_seed_copy(spec, "workspace", seed_dst, err)) < 0)
+        return r;
+    snprintf(seed_dst, sizeof(seed_dst), "%s/tmp", p);
+    if ((r = shim_seed_copy(spec, "tmp", seed_dst, err)) < 0)
         return r;
     path_join(root, sizeof(root), staging, "root");
     if (spec->image_type == SHIM_IMAGE_DIR) {
