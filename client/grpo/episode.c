@@ -373,8 +373,8 @@ char *grpo_file_put_path(const char *id, const grpo_file *f) {
     _cleanup_free_ char *esc = path_escape(f->path);
     bool exe = f->len > 2 && f->data[0] == '#' && f->data[1] == '!';
     char *out = NULL;
-    if (!esc || asprintf(&out, "/v1/sandboxes/%s/files?path=%s%s", id, esc,
-                         exe ? "&mode=0755" : "") < 0)
+    if (!esc ||
+        asprintf(&out, "/v1/sandboxes/%s/files?path=%s%s", id, esc, exe ? "&mode=0755" : "") < 0)
         return NULL;
     return out;
 }

@@ -94,9 +94,9 @@ static void g_fork(grpo_group *g) {
     g->n_waiting = 0;
     char path[160];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/fork", g->tmpl);
-    json_t *body = json_pack("{s:i,s:{s:s,s:s,s:s}}", "count", (int)g->n_forking, "labels",
-                             "grpo_run", g->run->run_id, "grpo_role", "agent", "grpo_task",
-                             g->task->id);
+    json_t *body =
+        json_pack("{s:i,s:{s:s,s:s,s:s}}", "count", (int)g->n_forking, "labels", "grpo_run",
+                  g->run->run_id, "grpo_role", "agent", "grpo_task", g->task->id);
     g->state = G_FORKING;
     g_request(g, "POST", path, body, 120000);
     if (!g->busy)
