@@ -12,17 +12,18 @@
 #include <string.h>
 
 #define POOL_MAX_SIZE 4096
-/* Refills wait until no entry was taken for this long (a burst or a tight loop of creates is
- * served from the pool without pool starts competing for the CPU), unless the pool is below a
- * quarter of its size. */
+/* Refills wait until no entry was taken for POOL_QUIET_MS (a burst or a tight loop of creates is
+ * served from the pool without pool starts competing for the CPU), but never longer than
+ * POOL_MAX_DEFER_MS after the first take they have not made up for (steady load). */
 #define POOL_QUIET_MS 250
+#define POOL_MAX_DEFER_MS 2000
 
 typedef struct sd_pool {
     policy_create tmpl;
     unsigned size;
     bool broken; /* an entry failed to start: retry after a pause */
     uint64_t retry_ms;
-    uint64_t last_take_ms;
+    uint64_t last_take_ms, first_take_ms; /* first_take_ms: 0 when nothing is owed */
 } sd_pool;
 
 static bool same_shape(const policy_create *a, const policy_create *b) {
@@ -100,6 +101,8 @@ sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
         if (sb->pool == t + 1 && sb->state == SD_RUNNING) {
             d->m.pool_hits++;
             d->pools[t].last_take_ms = now_mono_ms();
+            if (!d->pools[t].first_take_ms)
+                d->pools[t].first_take_ms = d->pools[t].last_take_ms;
             return sb;
         }
     d->m.pool_misses++;
@@ -175,8 +178,9 @@ void sd_pool_refill(sd_daemon *d) {
         if (p->broken && now < p->retry_ms)
             continue;
         p->broken = false;
-        if (now < p->last_take_ms + POOL_QUIET_MS && count(d, (int)t, NULL) >= p->size / 4)
+        if (now < p->last_take_ms + POOL_QUIET_MS && now < p->first_take_ms + POOL_MAX_DEFER_MS)
             continue;
+        p->first_take_ms = 0;
         while (count(d, (int)t, NULL) < p->size && starting < d->cfg.pool_max_starting &&
                d->n_starting < d->cfg.max_starting &&
                sd_registry_count_active(d) < d->cfg.max_sandboxes) {
