@@ -38,7 +38,7 @@ start_daemon() {
     SOCK="$D/sd.sock"
     trap cleanup EXIT
   fi
-  "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
+  ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
     --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
     --shim "$(bin sbx-shim)" --log-level debug "$@" >>"$D/log" 2>&1 &
   DPID=$!
@@ -169,6 +169,31 @@ test_restart() {
   req GET "/v1/sandboxes/$used"; expect 200 '.state == "running" and .pooled == true'
   req GET /v1/sandboxes; expect 200 'length == 1'
   req DELETE "/v1/sandboxes/$used"; expect 204
+}
+
+# Networked entries are plumbed ahead (veth, addresses, nftables) in a private network
+# namespace of the daemon's own (only lo: nothing leaves the machine).
+TEST_TIMEOUT_networked_pool=60
+test_networked_pool() {
+  command -v unshare >/dev/null || skip "unshare is needed"
+  D=$(mktemp -d /tmp/sbx-pool.XXXXXX)
+  echo '{"network":{"enabled":true}}' >"$D/net.json"
+  DAEMON_WRAP=(unshare -n -- bash -c 'ip link set lo up && exec "$@"' _)
+  CG="sbxtest-pool-$$-$RANDOM"; SOCK="$D/sd.sock"; trap cleanup EXIT
+  start_daemon --config "$D/net.json" --pool "size=1,network=open"
+  wait_ready 1 20
+  local before; before=$(metric sandboxd_pool_hits_total)
+  req POST /v1/sandboxes -d '{"network":"open","labels":{"n":"1"}}'
+  expect 201 '.pooled == true and .network.mode == "open" and .labels.n == "1"'
+  local id; id=$(echo "$BODY" | jq -r .id)
+  [ "$(metric sandboxd_pool_hits_total)" == $((before + 1)) ] || fail "no pool hit"
+  # an interface besides lo, already up with its address when the create returned
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","grep : /proc/net/dev | grep -v lo: | cut -d: -f1 | tr -d \" \""]}'
+  expect 200 '.exit_code == 0 and (.stdout | length > 1)'
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","tail -n +2 /proc/net/route | wc -l"]}'
+  expect 200 '.exit_code == 0 and (.stdout | tonumber > 0)'
+  req POST /v1/sandboxes -d '{}'; expect 201 '.pooled == false and .network.mode == "none"'
+  wait_ready 1 20
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
