@@ -365,7 +365,7 @@ static void on_created(grpo_episode *ep, const grpo_http_resp *r, bool grader) {
 void grpo_episode_forked(grpo_episode *ep, const char *id) {
     snprintf(ep->agent_id, sizeof(ep->agent_id), "%s", id);
     ep->agent_live = true;
-    ep->setup_i = ep->task->n_setup_files + ep->task->n_setup_commands; /* done in the template */
+    ep->setup_i = ep->task->n_setup_files; /* written in the template; commands run here */
     ep_setup_next(ep);
 }
 
@@ -377,10 +377,6 @@ char *grpo_file_put_path(const char *id, const grpo_file *f) {
         asprintf(&out, "/v1/sandboxes/%s/files?path=%s%s", id, esc, exe ? "&mode=0755" : "") < 0)
         return NULL;
     return out;
-}
-
-json_t *grpo_exec_body(const char *cmd, const char *cwd, uint64_t timeout_ms) {
-    return exec_body(cmd, cwd, timeout_ms);
 }
 
 static void on_setup_cmd(grpo_episode *ep, const grpo_http_resp *r) {

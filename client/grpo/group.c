@@ -1,7 +1,8 @@
 /* A GRPO group's shared start: the first episode of a task's group to need a sandbox makes the
- * group create one template sandbox and run the task's setup (files, commands) in it once;
- * then the waiting episodes get sandboxes forked from it (POST /v1/sandboxes/{id}/fork, one
- * request per batch of waiting episodes), starting right after the setup. The template is
+ * group create one template sandbox and write the task's setup files in it once; then the
+ * waiting episodes get sandboxes forked from it (POST /v1/sandboxes/{id}/fork, one request per
+ * batch of waiting episodes). Setup commands still run in each episode's own sandbox: they may
+ * draw something per episode (docs/GRPO.md). The template is
  * deleted (its cost counted) once every episode of the group has a sandbox. Any failure of
  * the template, its setup or a fork sends the episodes down the cold path (each creates its
  * own sandbox and runs the setup, as without forks), so infrastructure failures are reported
@@ -103,7 +104,7 @@ static void g_fork(grpo_group *g) {
         g_fail(g);
 }
 
-/* Setup in the template: files, then commands; then fork whoever waits. */
+/* Setup files in the template; then fork whoever waits. */
 static void g_setup_next(grpo_group *g) {
     const grpo_task *t = g->task;
     size_t i = g->setup_i++;
@@ -112,12 +113,6 @@ static void g_setup_next(grpo_group *g) {
         g->busy = path && grpo_daemon_request_raw(g->run, "PUT", path, "application/octet-stream",
                                                   t->setup_files[i].data, t->setup_files[i].len,
                                                   g_on_resp, g) == 0;
-    } else if ((i -= t->n_setup_files) < t->n_setup_commands) {
-        char path[160];
-        snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", g->tmpl);
-        g_request(g, "POST", path,
-                  grpo_exec_body(t->setup_commands[i], "/workspace", t->command_timeout_ms),
-                  t->command_timeout_ms + 30000);
     } else {
         g->state = G_READY;
         return g_fork(g);
@@ -145,17 +140,8 @@ static void g_on_created(grpo_group *g, const grpo_http_resp *r) {
 }
 
 static void g_on_setup(grpo_group *g, const grpo_http_resp *r) {
-    bool file = g->setup_i <= g->task->n_setup_files;
-    if (file ? !ok_status(r, 204) : !ok_status(r, 200))
-        return g_fail(g);
-    if (!file) {
-        json_t *j = json_loads(r->body, 0, NULL);
-        json_t *code = json_object_get(j, "exit_code");
-        bool ok = json_is_integer(code) && json_integer_value(code) == 0;
-        json_decref(j);
-        if (!ok)
-            return g_fail(g); /* the episodes run it again and report it as before */
-    }
+    if (!ok_status(r, 204))
+        return g_fail(g); /* the episodes write it again and report it as before */
     g_setup_next(g);
 }
 

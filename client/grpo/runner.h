@@ -103,12 +103,11 @@ void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop
 json_t *grpo_episode_log(const grpo_episode *ep);
 json_t *grpo_episode_train_json(const grpo_episode *ep);
 /* For group.c: the agent's create body (labelled as a template), the cold create (the old
- * path), and a sandbox forked for it (setup already done in the template). */
+ * path), and a sandbox forked for it (setup files already written in the template). */
 json_t *grpo_episode_create_body(const grpo_episode *ep);
 void grpo_episode_create_cold(grpo_episode *ep);
 void grpo_episode_forked(grpo_episode *ep, const char *id);
 char *grpo_file_put_path(const char *id, const grpo_file *f);
-json_t *grpo_exec_body(const char *cmd, const char *cwd, uint64_t timeout_ms);
 /* group.c: a task's group sets up one template sandbox and forks its episodes from it
  * (POST /v1/sandboxes/{id}/fork); any failure sends the episodes down the cold path. */
 grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes);
