@@ -15,8 +15,13 @@ GROUP=${SBX_BENCH_GRPO_GROUP:-8}
 T=$(mktemp -d /tmp/sbx-bench-grpo.XXXXXX)
 SPID=''
 cleanup() {
-  [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+  set +e
+  if [ -n "$SPID" ]; then
+    kill "$SPID" 2>/dev/null
+    wait "$SPID" 2>/dev/null
+  fi
   rm -rf "$T"
+  return 0
 }
 trap cleanup EXIT
 
