@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 typedef struct http_inst {
     sd_http *http;
@@ -347,15 +348,26 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
     log_debug("libmicrohttpd: %s", buf);
 }
 
+/* An idle connection costs one descriptor and a little memory, nothing else: allow many (half
+ * the descriptor limit, the rest is for sandboxes and commands), so that clients holding
+ * thousands of connections open cannot lock others out. Requests in flight are capped
+ * separately (SD_MAX_REQUESTS, 429). */
+static unsigned connection_limit(void) {
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 2 : 0;
+    if (n > 65536)
+        n = 65536;
+    return n < SD_MAX_REQUESTS + 64 ? SD_MAX_REQUESTS + 64 : (unsigned)n;
+}
+
 static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, sbx_error *err) {
     in->http = d->http;
     in->tcp = tcp;
-    in->mhd =
-        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
-                         NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
-                         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb,
-                         in, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SD_MAX_REQUESTS + 64),
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    in->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+                               NULL, NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger,
+                               NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+                               completed_cb, in, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!in->mhd)
         return error_set(err, -EIO, "libmicrohttpd failed to start on fd %d", fd);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(in->mhd, MHD_DAEMON_INFO_EPOLL_FD);
