@@ -195,6 +195,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         memcpy(buf, req->sbuf, n);
         memmove(req->sbuf, req->sbuf + n, req->slen - n);
         req->slen -= n;
+        if (req->on_drain && req->slen <= SD_STREAM_LOW)
+            req->on_drain(req, req->drain_ud);
         return (ssize_t)n;
     }
     if (req->stream_done)
@@ -230,6 +232,10 @@ void sd_stream_write(sd_request *req, const char *data, size_t len) {
     memcpy(req->sbuf + req->slen, data, len);
     req->slen += len;
     req_resume(req);
+}
+
+bool sd_stream_full(const sd_request *req) {
+    return req->stream && !req->closed && req->slen >= SD_STREAM_HIGH;
 }
 
 void sd_stream_end(sd_request *req) {
