@@ -293,6 +293,24 @@ static enum MHD_Result queue_answer(sd_request *req) {
     return ret;
 }
 
+/* A query value with an encoded NUL ("%00") would be cut short where C reads it, turning
+ * "path=/workspace/a%00b" into "/workspace/a": such requests are refused as a whole. */
+static enum MHD_Result nul_arg_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  size_t key_size, const char *value, size_t value_size) {
+    const char **bad = cls;
+    if ((key && strlen(key) != key_size) || (value && strlen(value) != value_size)) {
+        *bad = key ? key : "";
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+static const char *query_with_nul(sd_request *req) {
+    const char *bad = NULL;
+    MHD_get_connection_values_n(req->conn, MHD_GET_ARGUMENT_KIND, nul_arg_cb, &bad);
+    return bad;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
@@ -312,6 +330,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         if (req->too_large)
             sd_reply_error(req, 413, "too_large", "request body is larger than %zu bytes",
                            req->body_max);
+        else if (query_with_nul(req))
+            sd_reply_error(req, 400, "invalid_argument", "%s: must not contain a NUL byte",
+                           query_with_nul(req));
         else if (req->d->active_requests > SD_MAX_REQUESTS)
             sd_reply_error(req, 429, "too_many_requests", "too many concurrent requests");
         else
