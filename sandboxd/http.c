@@ -143,6 +143,22 @@ void sd_reply_json(sd_request *req, unsigned status, json_t *body) {
     set_response(req, status, r);
 }
 
+/* Messages quote what the client sent (a path, an id) and may be cut at any byte: replace
+ * every byte that does not start a well-formed UTF-8 sequence, so the answer stays JSON. */
+static void utf8_sanitize(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : *p < 0xc2 ? 0 : *p < 0xe0 ? 2 : *p < 0xf0 ? 3 : *p < 0xf5 ? 4 : 0;
+        bool ok = n > 0;
+        for (int i = 1; ok && i < n; i++)
+            ok = (p[i] & 0xc0) == 0x80;
+        if (!ok)
+            *p++ = '?';
+        else
+            p += n;
+    }
+}
+
 void sd_reply_error(sd_request *req, unsigned status, const char *code, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
@@ -151,7 +167,12 @@ void sd_reply_error(sd_request *req, unsigned status, const char *code, const ch
     va_end(ap);
     log_debug("request failed path=%s status=%u code=%s message=\"%s\"", req->path, status, code,
               msg);
-    sd_reply_json(req, status, json_pack("{s:s,s:s}", "message", msg, "code", code));
+    json_t *m = json_string(msg);
+    if (!m) {
+        utf8_sanitize(msg);
+        m = json_string(msg) ?: json_string("(the message is not valid UTF-8)");
+    }
+    sd_reply_json(req, status, json_pack("{s:o,s:s}", "message", m, "code", code));
 }
 
 void sd_reply_sbx_error(sd_request *req, const sbx_error *err) {
