@@ -26,7 +26,7 @@ sys.path.insert(0, os.environ["HERE"])
 import sdclient
 sock, sid, lease, D = sys.argv[1:]
 S = "/v1/sandboxes/" + sid
-bad = []
+bad, tried = [], [0]
 
 def snapshot():
     lst = sdclient.request(sock, "GET", "/v1/sandboxes").json()
@@ -38,6 +38,7 @@ def snapshot():
     return keep, files
 
 def try_(method, path, body=b"", headers=None, want=None, may_drop=False):
+    tried[0] += 1
     try:
         r = sdclient.request(sock, method, path, body, headers, timeout=20)
     except (BrokenPipeError, ConnectionResetError) as e:
@@ -143,7 +144,7 @@ if sdclient.request(sock, "GET", "/v1/leases/%s/renew" % lease).status not in (4
     bad.append(("the lease was lost",))
 for b in bad[:30]:
     print("BAD", b)
-print("problems:", len(bad))
+print("bad requests sent: %d, problems: %d" % (tried[0], len(bad)))
 sys.exit(1 if bad else 0)
 PY
   req GET /healthz; expect 200
