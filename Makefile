@@ -128,10 +128,12 @@ install: $(BINS)
 	install -m644 $(LIBSBX_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m755 $(LIBSBX_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libsbx.so.0 $(DESTDIR)$(PREFIX)/lib/libsbx.so
-	install -m644 client/include/sbx.h $(DESTDIR)$(PREFIX)/include/
+	install -m644 client/include/sbx.h client/include/sbx_grpo.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' client/lib/libsbx.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libsbx.pc # PREFIX of this install, not of the build
 	$(if $(wildcard policy/*.json),install -m644 $(wildcard policy/*.json) $(DESTDIR)$(PREFIX)/share/sandboxd/)
+	install -d $(DESTDIR)/etc/sandboxd
+	[ -e $(DESTDIR)/etc/sandboxd/sandboxd.json ] || install -m644 systemd/sandboxd.json $(DESTDIR)/etc/sandboxd/sandboxd.json
 	$(if $(wildcard systemd/*.service systemd/*.socket),install -m644 $(wildcard systemd/*.service systemd/*.socket) $(DESTDIR)/lib/systemd/system/)
 
 # ---- a self-contained bundle for hosts that lack the shared libraries (see build-aux/bundle.sh) ----

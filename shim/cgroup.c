@@ -280,7 +280,9 @@ static void v2_enable_parent(const char *dir) {
     *slash = '\0';
     char p[2200];
     snprintf(p, sizeof(p), "%s/cgroup.subtree_control", parent);
-    file_write_str(p, "+memory +pids +cpu");
+    static const char *const ctl[] = {"+memory", "+pids", "+cpu"};
+    for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) /* one at a time: cpu may be unavailable */
+        file_write_str(p, ctl[i]);
 }
 
 int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids,

@@ -99,6 +99,11 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
         if (dup2(fds[i], i) < 0)
             fail_exec(errno);
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (oom >= 0) { /* init and the reapers run at -999; the command is a normal candidate */
+        ssize_t _unused_ w = write(oom, "0", 1);
+        close(oom);
+    }
     if (chdir(cwd) < 0)
         fail_exec(errno);
     /* seccomp goes last: nothing but execve (and the error path) runs under it. */
@@ -124,9 +129,10 @@ static void reap_children(void) {
         }
 }
 
+/* ppid from /proc/PID/stat ("pid (comm) S ppid ..."); a zombie (state Z) gives -1. */
 static long parse_ppid(const char *stat) {
     const char *p = strrchr(stat, ')');
-    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ' || p[2] == 'Z')
         return -1;
     long v = 0;
     for (p += 4; *p >= '0' && *p <= '9'; p++)
@@ -146,7 +152,7 @@ static long parse_long(const char *s) {
     return v;
 }
 
-/* Read (pid, ppid) of every process in the sandbox. */
+/* Read (pid, ppid) of every live process in the sandbox (zombies get ppid -1). */
 static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
     int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
@@ -180,19 +186,18 @@ static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
     return n;
 }
 
-/* Signal every descendant of this reaper; returns how many were signalled. */
-static size_t tree_signal_once(int sig) {
+/* Signal every live descendant of root; returns how many were signalled. */
+static size_t tree_signal_once(pid_t root, int sig) {
     static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
     static bool in[MAX_PROCS];
     size_t n = proc_table(pids, ppids, MAX_PROCS), hit = 0;
-    pid_t self = getpid();
     memset(in, 0, sizeof(in));
     for (bool grew = true; grew;) {
         grew = false;
         for (size_t i = 0; i < n; i++) {
-            if (in[i])
+            if (in[i] || ppids[i] <= 0)
                 continue;
-            bool parent_in = ppids[i] == self;
+            bool parent_in = ppids[i] == root;
             for (size_t k = 0; !parent_in && k < n; k++)
                 parent_in = in[k] && pids[k] == ppids[i];
             if (parent_in)
@@ -205,16 +210,18 @@ static size_t tree_signal_once(int sig) {
     return hit;
 }
 
-static void tree_signal(int sig) {
+/* Signal root's whole tree (root is a reaper: a subreaper, so nothing escapes it while it
+ * lives). For SIGKILL, repeat until nothing is left alive: a killed process cannot fork again
+ * and whatever was forked meanwhile is caught in the next round. Run by init, which the
+ * sandbox cannot stop or kill, so a command that stops its own reaper still dies. */
+static void tree_signal(pid_t root, int sig) {
+    kill(root, SIGCONT);
     if (sig != SIGKILL) {
-        tree_signal_once(sig);
+        tree_signal_once(root, sig);
         return;
     }
-    /* A killed process cannot fork again; anything forked meanwhile is caught next round. */
-    for (int round = 0; round < 200; round++) {
-        size_t hit = tree_signal_once(SIGKILL);
-        reap_children();
-        if (hit == 0)
+    for (int round = 0; round < 500; round++) {
+        if (tree_signal_once(root, SIGKILL) == 0)
             return;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
@@ -227,7 +234,6 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGRTMIN);
     sigprocmask(SIG_BLOCK, &set, NULL);
     exec_errno = 0;
     pid_t pid = vfork(); /* the command only execs or _exits: no page-table copy */
@@ -251,9 +257,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
     shim_ipc_send(ipc, SHIM_IPC_STARTED, id, cmd_pid, 0, NULL, 0, NULL, 0);
     for (;;) {
         siginfo_t si;
-        int s = sigwaitinfo(&set, &si);
-        if (s == SIGRTMIN)
-            tree_signal(si.si_value.sival_int);
+        sigwaitinfo(&set, &si);
         reap_children();
         if (cmd_done) {
             shim_ipc_send(ipc, SHIM_IPC_EXIT, id, cmd_status, 0, NULL, 0, NULL, 0);
@@ -317,10 +321,8 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
 
 static void kill_exec(shim_ipc_msg *m) {
     for (size_t i = 0; i < n_reapers; i++)
-        if (reapers[i].id == m->id) {
-            union sigval v = {.sival_int = m->a};
-            sigqueue(reapers[i].pid, SIGRTMIN, v);
-        }
+        if (reapers[i].id == m->id && m->a > 0 && m->a < NSIG)
+            tree_signal(reapers[i].pid, m->a);
 }
 
 static void reap_all(int ipc) {

@@ -110,6 +110,16 @@ static int step_pivot(shim_init_ctx *c, sbx_error *err) {
     return 0;
 }
 
+/* The OOM killer should pick a command, not init or a reaper (a dead init is a platform
+ * failure, a killed command is the command's own). Commands reset theirs to 0 (exec.c).
+ * Best effort: lowering needs CAP_SYS_RESOURCE, which a containerized host may lack. */
+static int step_oom_score(shim_init_ctx *c, sbx_error *err) {
+    int r = file_write_str("/proc/self/oom_score_adj", "-999");
+    if (r < 0 && r != -EACCES && r != -EPERM)
+        return error_set_errno(err, r, "oom_score_adj");
+    return 0;
+}
+
 static int step_userns(shim_init_ctx *c, sbx_error *err) {
     if (unshare(CLONE_NEWUSER) < 0)
         return error_set_errno(err, negative_errno(), "unshare user namespace");
@@ -149,12 +159,19 @@ static const struct {
     const char *name;
     init_step_fn fn;
 } init_steps[] = {
-    {"sync", step_sync},         {"namespaces", step_namespaces},
-    {"hostname", step_hostname}, {"loopback", step_loopback},
-    {"rootfs", step_rootfs},     {"etc", step_etc},
-    {"proc", step_proc},         {"dev", step_dev},
-    {"seal", step_seal},         {"pivot-root", step_pivot},
-    {"userns", step_userns},     {"credentials", step_credentials},
+    {"sync", step_sync},
+    {"namespaces", step_namespaces},
+    {"hostname", step_hostname},
+    {"loopback", step_loopback},
+    {"rootfs", step_rootfs},
+    {"etc", step_etc},
+    {"proc", step_proc},
+    {"dev", step_dev},
+    {"seal", step_seal},
+    {"pivot-root", step_pivot},
+    {"oom-score", step_oom_score},
+    {"userns", step_userns},
+    {"credentials", step_credentials},
 };
 
 static _Noreturn void init_fail(shim_init_ctx *c, const char *step, sbx_error *err) {

@@ -174,7 +174,7 @@ static void handle_kill(server *s, conn *c, json_t *msg, json_t *seq) {
     if (!xid || (sig && !json_is_integer(sig)) || signo < 1 || signo > 64)
         return reply_error(c, seq, -EINVAL, "kill needs xid and a signal in 1..64");
     exec_rec *e = exec_by_xid(s, xid);
-    if (!e || !e->started)
+    if (!e)
         return reply_error(c, seq, -ESRCH, "no running command with that xid");
     int r = shim_ipc_send(s->sb->ipc, SHIM_IPC_KILL, e->iid, (int)signo, 0, NULL, 0, NULL, 0);
     if (r < 0)
@@ -288,6 +288,18 @@ static int exec_new(server *s, conn *c, json_t *xid, json_t *seq, uint64_t timeo
     return 0;
 }
 
+/* The timeout runs from the request, so a command that stops its reaper before it reported
+ * the start is still killed. */
+static void arm_timeout(server *s, exec_rec *e) {
+    if (e->timeout_ms == 0)
+        return;
+    e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    struct itimerspec its = {.it_value = {.tv_sec = (time_t)(e->timeout_ms / 1000),
+                                          .tv_nsec = (long)(e->timeout_ms % 1000) * 1000000}};
+    if (e->tfd < 0 || timerfd_settime(e->tfd, 0, &its, NULL) < 0 || ep_add(s, e->tfd, e) < 0)
+        log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
+}
+
 static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, size_t nf) {
     static char buf[SHIM_IPC_MAX - 64];
     json_t *xid = json_object_get(msg, "xid"), *to = json_object_get(msg, "timeout_ms");
@@ -317,6 +329,7 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
         exec_remove(s, e);
         return reply_error(c, seq, r, "cannot reach init");
     }
+    arm_timeout(s, e);
 }
 
 static void dispatch(server *s, conn *c, json_t *msg, int *fds, size_t nf) {
@@ -403,13 +416,6 @@ static void on_listen(server *s) {
 static void on_started(server *s, exec_rec *e, pid_t pid) {
     e->started = true;
     e->pid = pid;
-    if (e->timeout_ms > 0) {
-        e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        struct itimerspec its = {.it_value = {.tv_sec = (time_t)(e->timeout_ms / 1000),
-                                              .tv_nsec = (long)(e->timeout_ms % 1000) * 1000000}};
-        if (e->tfd < 0 || timerfd_settime(e->tfd, 0, &its, NULL) < 0 || ep_add(s, e->tfd, e) < 0)
-            log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
-    }
     send_to(e->requester, json_pack("{s:s, s:O?, s:O, s:i}", "type", "started", "seq", e->seq,
                                     "xid", e->xid, "pid", (int)pid));
     e->requester = NULL;

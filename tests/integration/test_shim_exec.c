@@ -84,11 +84,30 @@ TEST(shim_timeout_kills_whole_tree) {
     free(out);
 }
 
+TEST(shim_timeout_survives_a_stopped_reaper) {
+    shimdrv *d = start();
+    /* the command's parent is its reaper: stopping it must not defeat the timeout */
+    const char *argv[] = {"sh", "-c", "kill -STOP $PPID; sleep 1000", NULL};
+    shimdrv_exec_opts o = {.timeout_ms = 300};
+    shimdrv_result res;
+    CHECK_OK(shimdrv_exec(d, argv, &o, &res));
+    CHECK_STREQ(res.reason, "command_timeout");
+    shimdrv_result_free(&res);
+    int code;
+    char *out = shimdrv_sh_out(d, "cat /proc/[0-9]*/comm | grep -c sleep", &code);
+    CHECK_MSG(strcmp(out, "0\n") == 0, "sleep processes left: %s", out);
+    free(out);
+}
+
 TEST(shim_background_process_survives_its_command) {
     shimdrv *d = start();
     shimdrv_result res;
     /* a daemonized child outlives its command but stays in the sandbox */
-    CHECK_EQ(shimdrv_sh(d, "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo started", &res), 0);
+    CHECK_EQ(shimdrv_sh(d,
+                        "setsid sleep 1000 </dev/null >/dev/null 2>&1 & "
+                        "until cat /proc/[0-9]*/comm 2>/dev/null | grep -qx sleep; do :; done",
+                        &res),
+             0);
     shimdrv_result_free(&res);
     int code;
     char *out = shimdrv_sh_out(d, "cat /proc/[0-9]*/comm | grep -c sleep", &code);

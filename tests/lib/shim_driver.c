@@ -49,6 +49,7 @@ static void remove_cgroup_parent(int version, const char *parent) {
  * when the pipe closes it runs `sbx-shim cleanup` on every sandbox directory the test
  * announced, then removes the cgroup parent and the seccomp program. */
 static _Noreturn void watchdog_main(int rfd, const char *shim) {
+    setsid(); /* `timeout` signals its whole process group: the watchdog must outlive that */
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; i < 3; i++)
         dup2(null, i);
@@ -183,6 +184,9 @@ static int spawn_shim(shimdrv *d) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, p[1], 3);
+    /* the shim's log (and any sanitizer report) goes to a file the driver checks */
+    snprintf(d->log, sizeof(d->log), "%s/%s.log", test_tmpdir(), d->id);
+    posix_spawn_file_actions_addopen(&fa, 2, d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     char *argv[] = {(char *)test_bin("sbx-shim"), d->dir, NULL};
     int r = posix_spawn(&d->shim_pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -524,6 +528,18 @@ static int wait_shim(shimdrv *d, int timeout_ms) {
     return -ETIMEDOUT;
 }
 
+/* Did the shim's log record a sanitizer error? Prints the log when it did. */
+static bool log_has_sanitizer_error(shimdrv *d) {
+    _cleanup_free_ char *log = NULL;
+    if (!d->log[0] || file_read_all(d->log, 1 << 22, &log, NULL) < 0)
+        return false;
+    if (!strstr(log, "runtime error:") && !strstr(log, "AddressSanitizer") &&
+        !strstr(log, "LeakSanitizer"))
+        return false;
+    fprintf(stderr, "sbx-shim reported a sanitizer error:\n%s\n", log);
+    return true;
+}
+
 int shimdrv_shutdown(shimdrv *d) {
     json_t *reply = NULL;
     int r = shimdrv_request(d, json_pack("{s:s}", "type", "shutdown"), &reply);
@@ -531,7 +547,10 @@ int shimdrv_shutdown(shimdrv *d) {
     if (r < 0)
         return r;
     d->sock = safe_close(d->sock);
-    return wait_shim(d, 30000);
+    r = wait_shim(d, 30000);
+    if (r >= 0 && log_has_sanitizer_error(d))
+        return -ENOTRECOVERABLE;
+    return r;
 }
 
 void shimdrv_destroy(shimdrv *d) {
@@ -551,6 +570,10 @@ void shimdrv_destroy(shimdrv *d) {
     json_decref(d->events);
     d->events = NULL;
     d->shim_pid = 0;
+    log_has_sanitizer_error(d);
+    if (d->log[0])
+        unlink(d->log);
+    d->log[0] = '\0';
 }
 
 int shimdrv_count_mounts(const char *needle) {

@@ -20,6 +20,7 @@ typedef struct shimdrv_opts {
 typedef struct shimdrv {
     char id[64];
     char dir[256];
+    char log[300]; /* the shim's stderr */
     pid_t shim_pid;
     int init_pid;
     int sock;
@@ -80,7 +81,8 @@ int shimdrv_sh(shimdrv *d, const char *cmd, shimdrv_result *res);
 void shimdrv_result_free(shimdrv_result *res);
 /* Next event of the given type (queued or newly received), waiting up to timeout_ms. */
 int shimdrv_wait_event(shimdrv *d, const char *type, int timeout_ms, json_t **ret);
-/* Send shutdown, wait for the shim to exit. Returns the shim's exit status or -errno. */
+/* Send shutdown, wait for the shim to exit. Returns the shim's exit status or -errno
+ * (-ENOTRECOVERABLE when the shim's log shows a sanitizer error). */
 int shimdrv_shutdown(shimdrv *d);
 /* Best-effort: shutdown or `sbx-shim cleanup`, whatever is needed. Safe to call twice. */
 void shimdrv_destroy(shimdrv *d);

@@ -1,0 +1,179 @@
+/* The run's outputs: a JSONL log per step (every episode), steps.jsonl (one line per step),
+ * summary.json and reward.svg (the reward curve), and the summary handed back to the caller. */
+#include "client/grpo/runner.h"
+
+#include "common/fdutil.h"
+#include "common/macro.h"
+#include "common/timeutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static FILE *open_out(const grpo_run *run, const char *name, const char *mode) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", run->o.out_dir, name);
+    return fopen(path, mode);
+}
+
+static int write_line(FILE *f, json_t *o) {
+    _cleanup_free_ char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return -ENOMEM;
+    fprintf(f, "%s\n", s);
+    return 0;
+}
+
+int grpo_report_step(grpo_run *run) {
+    char name[64];
+    snprintf(name, sizeof(name), "step-%04u.jsonl", run->step);
+    FILE *f = open_out(run, name, "we");
+    if (!f)
+        return -errno;
+    size_t scored = 0, infra = 0, aborted = 0, trained = 0;
+    double sum = 0;
+    for (size_t i = 0; i < run->n_eps; i++) {
+        grpo_episode *ep = run->eps[i];
+        if (i >= run->next_ep)
+            continue; /* never started */
+        write_line(f, grpo_episode_log(ep));
+        scored += ep->status == GRPO_EP_SCORED;
+        infra += ep->status == GRPO_EP_INFRA;
+        aborted += ep->status == GRPO_EP_ABORTED;
+        trained += ep->trained;
+        if (ep->status == GRPO_EP_SCORED)
+            sum += ep->reward;
+    }
+    fclose(f);
+    f = open_out(run, "steps.jsonl", "ae");
+    if (!f)
+        return -errno;
+    write_line(f, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f, s:f, s:I}", "step",
+                            (json_int_t)run->step, "episodes", (json_int_t)run->next_ep, "scored",
+                            (json_int_t)scored, "infrastructure_failures", (json_int_t)infra,
+                            "aborted", (json_int_t)aborted, "trained", (json_int_t)trained,
+                            "reward_mean", scored ? json_real(sum / (double)scored) : json_null(),
+                            "seconds", (double)(now_mono_ms() - run->t_step_start) / 1000.0,
+                            "cost_usd", grpo_run_cost(run), "policy_version",
+                            (json_int_t)run->policy_version));
+    fclose(f);
+    return 0;
+}
+
+/* The reward curve: mean reward per step, 0..1 (or the observed range), as an SVG polyline. */
+static int write_svg(grpo_run *run, const char *path) {
+    const grpo_dvec *r = &run->step_reward;
+    double lo = 0, hi = 1;
+    for (size_t i = 0; i < r->n; i++)
+        if (!isnan(r->v[i]))
+            lo = MIN(lo, r->v[i]), hi = MAX(hi, r->v[i]);
+    FILE *f = fopen(path, "we");
+    if (!f)
+        return -errno;
+    const double W = 640, H = 360, L = 60, R = 20, T = 40, B = 50;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" "
+            "height=\"100%%\" fill=\"white\"/>\n",
+            W, H);
+    fprintf(f,
+            "<text x=\"%g\" y=\"24\" font-size=\"15\">GRPO reward (%s@%s, %zu episodes)</text>\n",
+            L, run->ts->name, run->ts->version, run->episodes);
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, H - B,
+            W - R, H - B);
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, T, L,
+            H - B);
+    for (int k = 0; k <= 4; k++) {
+        double v = lo + (hi - lo) * k / 4.0, y = H - B - (H - T - B) * k / 4.0;
+        fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.2f</text>\n", L - 6, y + 4, v);
+        fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>\n", L, y, W - R,
+                y);
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", (L + W - R) / 2,
+            H - 12);
+    fprintf(f, "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"");
+    size_t n = r->n;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(r->v[i]))
+            continue;
+        double x = L + (W - L - R) * (n > 1 ? (double)i / (double)(n - 1) : 0.5);
+        double y = H - B - (H - T - B) * (r->v[i] - lo) / (hi - lo);
+        fprintf(f, "%.1f,%.1f ", x, y);
+    }
+    fprintf(f, "\"/>\n");
+    for (size_t i = 0; i < n; i++) {
+        double x = L + (W - L - R) * (n > 1 ? (double)i / (double)(n - 1) : 0.5);
+        if (n <= 20 || i % (n / 10) == 0)
+            fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%zu</text>\n", x,
+                    H - B + 16, i + 1);
+    }
+    fprintf(f, "</svg>\n");
+    return fclose(f) == 0 ? 0 : -errno;
+}
+
+static void fill_summary(grpo_run *run, sbx_grpo_summary *s) {
+    s->steps_done = (unsigned)run->step_reward.n;
+    s->episodes = run->episodes;
+    s->scored = run->scored;
+    s->infra_failures = run->infra;
+    s->trained = run->trained;
+    s->first_reward_mean = run->step_reward.n ? run->step_reward.v[0] : NAN;
+    s->last_reward_mean = run->step_reward.n ? run->step_reward.v[run->step_reward.n - 1] : NAN;
+    s->pass_rate = run->scored ? (double)run->passes / (double)run->scored : 0;
+    s->sandbox_cost_usd = run->sandbox_cost;
+    s->cost_usd = grpo_run_cost(run);
+    s->gpu_cost_usd = s->cost_usd - s->sandbox_cost_usd;
+    s->seconds = (double)(now_mono_ms() - run->t_run_start) / 1000.0;
+    double tot = 0;
+    for (size_t i = 0; i < run->step_seconds.n; i++)
+        tot += run->step_seconds.v[i];
+    s->mean_step_seconds = run->step_seconds.n ? tot / (double)run->step_seconds.n : 0;
+    s->mean_episode_seconds = run->episodes ? run->episode_seconds / (double)run->episodes : 0;
+    s->policy_version = run->policy_version;
+    const char *reason = run->fatal       ? run->fatal_reason
+                         : run->cost_stop ? "max_cost_usd"
+                                          : "completed";
+    snprintf(s->stop_reason, sizeof(s->stop_reason), "%s", reason);
+    if (run->fatal)
+        snprintf(s->message, sizeof(s->message), "%s", run->fatal_msg);
+    else if (run->cost_stop)
+        snprintf(s->message, sizeof(s->message), "stopped at the cost cap: $%.6f >= $%.6f",
+                 s->cost_usd, run->o.max_cost_usd);
+    else
+        snprintf(s->message, sizeof(s->message), "completed %u steps", s->steps_done);
+}
+
+static json_t *num_or_null(double v) {
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+int grpo_report_finish(grpo_run *run) {
+    sbx_grpo_summary *s = run->sum;
+    fill_summary(run, s);
+    snprintf(s->svg_path, sizeof(s->svg_path), "%s/reward.svg", run->o.out_dir);
+    int r = write_svg(run, s->svg_path);
+    json_t *curve = json_array();
+    for (size_t i = 0; i < run->step_reward.n; i++)
+        json_array_append_new(curve, num_or_null(run->step_reward.v[i]));
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:f, s:o, s:f, s:f, s:f, s:f, "
+        "s:f, s:f, s:I, s:s}",
+        "run_id", run->run_id, "task_set", run->ts->name, "version", run->ts->version,
+        "stop_reason", s->stop_reason, "steps", (json_int_t)s->steps_done, "episodes",
+        (json_int_t)s->episodes, "scored", (json_int_t)s->scored, "infrastructure_failures",
+        (json_int_t)s->infra_failures, "trained", (json_int_t)s->trained, "first_reward_mean",
+        num_or_null(s->first_reward_mean), "last_reward_mean", num_or_null(s->last_reward_mean),
+        "pass_rate", s->pass_rate, "reward_curve", curve, "sandbox_cost_usd", s->sandbox_cost_usd,
+        "gpu_cost_usd", s->gpu_cost_usd, "cost_usd", s->cost_usd, "seconds", s->seconds,
+        "mean_step_seconds", s->mean_step_seconds, "mean_episode_seconds", s->mean_episode_seconds,
+        "policy_version", (json_int_t)s->policy_version, "message", s->message);
+    FILE *f = open_out(run, "summary.json", "we");
+    if (!f) {
+        json_decref(o);
+        return -errno;
+    }
+    write_line(f, o);
+    fclose(f);
+    return r;
+}

@@ -1,0 +1,562 @@
+/* The GRPO run (sbx_grpo_run): steps of concurrent episodes on one libuv loop, group statistics,
+ * the training plane (GET /v1/state, POST /v1/train_step with retries), the cost cap, signals. */
+#include "client/grpo/math.h"
+#include "client/grpo/runner.h"
+
+#include "common/fdutil.h"
+#include "common/macro.h"
+#include "common/timeutil.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define GRPO_MAX_GROUP 1024
+
+static void run_next_step(grpo_run *run);
+static void run_finish(grpo_run *run);
+
+void sbx_grpo_opts_init(sbx_grpo_opts *o) {
+    memset(o, 0, sizeof(*o));
+    o->split = "train";
+    o->out_dir = "grpo-out";
+    o->trainer_url = "http://127.0.0.1:8000";
+    o->steps = 10;
+    o->tasks_per_step = 16;
+    o->group_size = 8;
+    o->max_inflight = 64;
+    o->temperature = 1.0;
+    o->gpus = 1;
+    o->trainer_retries = 3;
+}
+
+int grpo_run_fail(grpo_run *run, int code, const char *reason, const char *fmt, ...) {
+    if (run->fatal)
+        return code;
+    run->fatal = code < 0 ? code : -EIO;
+    snprintf(run->fatal_reason, sizeof(run->fatal_reason), "%s", reason);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(run->fatal_msg, sizeof(run->fatal_msg), fmt, ap);
+    va_end(ap);
+    uv_timer_stop(&run->timer);
+    return code;
+}
+
+double grpo_run_cost(const grpo_run *run) {
+    double hours = (double)(now_mono_ms() - run->t_run_start) / 3.6e6;
+    return run->sandbox_cost + run->o.gpu_hour_usd * run->o.gpus * hours;
+}
+
+/* ---- HTTP plumbing ---- */
+
+static int run_http(grpo_run *run, bool daemon, const char *method, const char *path,
+                    const char *ctype, const void *data, size_t len, uint64_t timeout_ms,
+                    grpo_http_cb cb, void *ud) {
+    char url[1024];
+    snprintf(url, sizeof(url), "%s%s", daemon ? run->daemon_base : run->trainer_base, path);
+    grpo_http_req req = {
+        .method = method,
+        .url = url,
+        .unix_socket = daemon && run->sock[0] ? run->sock : NULL,
+        .bearer = daemon && run->token[0] ? run->token : NULL,
+        .content_type = ctype,
+        .body = data,
+        .body_len = len,
+        .timeout_ms = timeout_ms,
+    };
+    return grpo_http_submit(run->http, &req, cb, ud);
+}
+
+static int run_json(grpo_run *run, bool daemon, const char *method, const char *path, json_t *body,
+                    uint64_t timeout_ms, grpo_http_cb cb, void *ud) {
+    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (body && !text)
+        return -ENOMEM;
+    return run_http(run, daemon, method, path, NULL, text, text ? strlen(text) : 0, timeout_ms, cb,
+                    ud);
+}
+
+int grpo_daemon_request(grpo_run *run, const char *method, const char *path, json_t *body,
+                        uint64_t timeout_ms, grpo_http_cb cb, void *ud) {
+    return run_json(run, true, method, path, body, timeout_ms, cb, ud);
+}
+
+int grpo_daemon_request_raw(grpo_run *run, const char *method, const char *path, const char *ctype,
+                            const void *data, size_t len, grpo_http_cb cb, void *ud) {
+    return run_http(run, true, method, path, ctype, data ? data : "", len, 300000, cb, ud);
+}
+
+int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
+                         grpo_http_cb cb, void *ud) {
+    return run_json(run, false, method, path, body, 300000, cb, ud);
+}
+
+/* ---- progress ---- */
+
+static void step_stats(grpo_run *run, double *mean, double *pass, size_t *scored) {
+    double sum = 0;
+    size_t n = 0, passes = 0;
+    for (size_t i = 0; i < run->n_eps; i++) {
+        grpo_episode *ep = run->eps[i];
+        if (ep->status == GRPO_EP_SCORED) {
+            sum += ep->reward;
+            passes += ep->reward >= 1.0;
+            n++;
+        }
+    }
+    *mean = n ? sum / (double)n : 0;
+    *pass = n ? (double)passes / (double)n : 0;
+    if (scored)
+        *scored = n;
+}
+
+static void run_progress(grpo_run *run, bool finished) {
+    if (!run->o.on_progress)
+        return;
+    sbx_grpo_progress p = {
+        .step = run->step,
+        .steps = run->o.steps,
+        .episodes_done = run->done,
+        .episodes_inflight = run->inflight,
+        .episodes_total = run->n_eps,
+        .infra_failures = run->infra,
+        .step_seconds = (double)(now_mono_ms() - run->t_step_start) / 1000.0,
+        .cost_usd = grpo_run_cost(run),
+        .step_finished = finished,
+    };
+    step_stats(run, &p.reward_mean, &p.pass_rate, NULL);
+    run->o.on_progress(run->o.userdata, &p);
+}
+
+/* ---- episodes ---- */
+
+static void run_launch(grpo_run *run) {
+    while (!run->fatal && !run->cost_stop && run->next_ep < run->n_eps &&
+           run->inflight < run->o.max_inflight) {
+        grpo_episode *ep = run->eps[run->next_ep++];
+        run->inflight++;
+        run->episodes++;
+        grpo_episode_start(ep);
+    }
+}
+
+static void check_cost(grpo_run *run) {
+    if (run->o.max_cost_usd > 0 && !run->cost_stop && grpo_run_cost(run) >= run->o.max_cost_usd)
+        run->cost_stop = true;
+}
+
+static void run_train(grpo_run *run);
+
+static void run_step_done(grpo_run *run) {
+    /* Episodes never started (cost cap, fatal) count as aborted. */
+    for (size_t i = run->next_ep; i < run->n_eps; i++)
+        run->eps[i]->status = GRPO_EP_ABORTED;
+    run_train(run);
+}
+
+void grpo_run_episode_done(grpo_run *run, grpo_episode *ep) {
+    run->inflight--;
+    run->done++;
+    run->episode_seconds += (double)(ep->t_end - ep->t_start) / 1000.0;
+    if (ep->status == GRPO_EP_INFRA)
+        run->infra++;
+    check_cost(run);
+    run_progress(run, false);
+    run_launch(run);
+    if (run->inflight == 0 && (run->next_ep == run->n_eps || run->fatal || run->cost_stop))
+        run_step_done(run);
+}
+
+/* Splitmix for failure injection: a deterministic fraction of graders crash. */
+static double unit_hash(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
+static void run_free_episodes(grpo_run *run) {
+    for (size_t i = 0; i < run->n_eps; i++)
+        grpo_episode_free(run->eps[i]);
+    free(run->eps);
+    run->eps = NULL;
+    run->n_eps = run->next_ep = run->done = run->inflight = 0;
+}
+
+static void run_start_episodes(grpo_run *run) {
+    size_t tasks = run->o.tasks_per_step, g = run->o.group_size;
+    run->eps = calloc(tasks * g, sizeof(*run->eps));
+    if (!run->eps) {
+        grpo_run_fail(run, -ENOMEM, "internal", "out of memory");
+        return run_finish(run);
+    }
+    for (size_t t = 0; t < tasks; t++) {
+        const grpo_task *task = run->pool[run->next_task++ % run->n_pool];
+        for (size_t i = 0; i < g; i++) {
+            grpo_episode *ep = grpo_episode_new(run, task, t, i);
+            if (!ep) {
+                grpo_run_fail(run, -ENOMEM, "internal", "out of memory");
+                return run_finish(run);
+            }
+            uint64_t key = run->o.seed * 1000003u + run->step * 7919u + t * 131u + i;
+            ep->inject_failure = unit_hash(key) < run->o.fail_graders;
+            run->eps[run->n_eps++] = ep;
+        }
+    }
+    run->t_step_start = now_mono_ms();
+    run_progress(run, false);
+    run_launch(run);
+}
+
+/* ---- the training plane ---- */
+
+static void on_state(void *ud, const grpo_http_resp *r);
+
+static bool trainer_retry(grpo_run *run, const grpo_http_resp *r, uv_timer_cb cb) {
+    if (run->fatal || !(r->transport_error || r->status >= 500) ||
+        run->train_attempts >= run->o.trainer_retries)
+        return false;
+    uint64_t delay = 500u << MIN(run->train_attempts, 4u);
+    run->train_attempts++;
+    uv_timer_start(&run->timer, cb, delay, 0);
+    return true;
+}
+
+static void trainer_error(grpo_run *run, const grpo_http_resp *r, const char *what) {
+    char buf[300] = "";
+    if (!r->transport_error) {
+        json_t *j = json_loadb(r->body, r->len, 0, NULL);
+        snprintf(buf, sizeof(buf), "HTTP %ld %s", r->status,
+                 json_string_value(json_object_get(j, "message")) ?: "");
+        json_decref(j);
+    }
+    grpo_run_fail(run, -EIO, "trainer_failed", "trainer %s%s failed after %u attempts: %s",
+                  run->trainer_base, what, run->train_attempts + 1,
+                  r->transport_error ? r->error : buf);
+}
+
+static void get_state(uv_timer_t *t) {
+    grpo_run *run = t->data;
+    run->step_request = true;
+    int r = grpo_trainer_request(run, "GET", "/v1/state", NULL, on_state, run);
+    if (r < 0) {
+        grpo_run_fail(run, r, "internal", "cannot start a request");
+        run_finish(run);
+    }
+}
+
+static void on_state(void *ud, const grpo_http_resp *r) {
+    grpo_run *run = ud;
+    run->step_request = false;
+    if (run->fatal)
+        return run_finish(run);
+    if (r->transport_error || r->status != 200) {
+        if (trainer_retry(run, r, get_state))
+            return;
+        trainer_error(run, r, "/v1/state");
+        return run_finish(run);
+    }
+    json_t *j = json_loadb(r->body, r->len, 0, NULL);
+    json_t *v = json_object_get(j, "policy_version");
+    if (!json_is_integer(v)) {
+        json_decref(j);
+        grpo_run_fail(run, -EPROTO, "trainer_failed",
+                      "trainer %s/v1/state: answer lacks an integer \"policy_version\"",
+                      run->trainer_base);
+        return run_finish(run);
+    }
+    run->policy_version = (unsigned long long)json_integer_value(v);
+    json_decref(j);
+    run_start_episodes(run);
+}
+
+static void run_next_step(grpo_run *run) {
+    run_free_episodes(run);
+    check_cost(run);
+    if (run->fatal || run->cost_stop || run->step >= run->o.steps)
+        return run_finish(run);
+    run->step++;
+    run->train_attempts = 0;
+    get_state(&run->timer);
+}
+
+/* Group statistics: advantages for training groups; infrastructure failures excluded. */
+static json_t *run_score_groups(grpo_run *run) {
+    json_t *groups = json_array();
+    size_t g = run->o.group_size;
+    for (size_t start = 0; start + g <= run->n_eps; start += g) {
+        double r[GRPO_MAX_GROUP], adv[GRPO_MAX_GROUP];
+        bool valid[GRPO_MAX_GROUP];
+        for (size_t i = 0; i < g; i++) {
+            r[i] = run->eps[start + i]->reward;
+            valid[i] = run->eps[start + i]->status == GRPO_EP_SCORED;
+        }
+        grpo_group_stats st = grpo_group_advantages(r, valid, g, run->o.dr_grpo, adv);
+        json_t *eps = json_array();
+        for (size_t i = 0; i < g; i++) {
+            grpo_episode *ep = run->eps[start + i];
+            ep->advantage = adv[i];
+            if (!st.trains || !valid[i] || run->o.no_train)
+                continue;
+            ep->trained = true;
+            run->trained++;
+            json_array_append_new(eps, grpo_episode_train_json(ep));
+        }
+        if (json_array_size(eps))
+            json_array_append_new(
+                groups, json_pack("{s:s, s:f, s:f, s:o}", "task_id", run->eps[start]->task->id,
+                                  "reward_mean", st.mean, "reward_std", st.std, "episodes", eps));
+        else
+            json_decref(eps);
+    }
+    return groups;
+}
+
+static void on_trained(void *ud, const grpo_http_resp *r);
+
+static void post_train(uv_timer_t *t) {
+    grpo_run *run = t->data;
+    run->step_request = true;
+    int r = grpo_trainer_request(run, "POST", "/v1/train_step", json_incref(run->train_body),
+                                 on_trained, run);
+    if (r < 0) {
+        grpo_run_fail(run, r, "internal", "cannot start a request");
+        run_finish(run);
+    }
+}
+
+static void on_trained(void *ud, const grpo_http_resp *r) {
+    grpo_run *run = ud;
+    run->step_request = false;
+    if (run->fatal)
+        return run_finish(run);
+    if (r->transport_error || r->status != 200) {
+        if (trainer_retry(run, r, post_train))
+            return;
+        trainer_error(run, r, "/v1/train_step");
+        return run_finish(run);
+    }
+    json_t *j = json_loadb(r->body, r->len, 0, NULL);
+    json_t *v = json_object_get(j, "policy_version");
+    if (json_is_integer(v))
+        run->policy_version = (unsigned long long)json_integer_value(v);
+    json_decref(j);
+    json_decref(run->train_body);
+    run->train_body = NULL;
+    run_next_step(run);
+}
+
+static void run_train(grpo_run *run) {
+    json_t *groups = run_score_groups(run);
+    double mean, pass;
+    size_t scored;
+    step_stats(run, &mean, &pass, &scored);
+    for (size_t i = 0; i < run->n_eps; i++)
+        if (run->eps[i]->status == GRPO_EP_SCORED) {
+            run->scored++;
+            run->passes += run->eps[i]->reward >= 1.0;
+        }
+    if (!run->fatal) {
+        grpo_dvec_push(&run->step_reward, scored ? mean : NAN);
+        grpo_dvec_push(&run->step_seconds, (double)(now_mono_ms() - run->t_step_start) / 1000.0);
+    }
+    grpo_report_step(run);
+    run_progress(run, true);
+    if (run->fatal || json_array_size(groups) == 0) {
+        json_decref(groups);
+        return run->fatal ? run_finish(run) : run_next_step(run);
+    }
+    run->train_body = json_pack("{s:I, s:I, s:o}", "step", (json_int_t)run->step, "policy_version",
+                                (json_int_t)run->policy_version, "groups", groups);
+    run->train_attempts = 0;
+    post_train(&run->timer);
+}
+
+/* ---- start and end ---- */
+
+static void run_finish(grpo_run *run) {
+    if (run->finished)
+        return;
+    run->finished = true;
+    grpo_report_finish(run);
+    uv_stop(run->loop);
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+    grpo_run *run = s->data;
+    grpo_run_fail(run, -EINTR, "interrupted", "interrupted by signal %d", signum);
+    if (run->inflight == 0 && !run->step_request)
+        run_finish(run);
+}
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int run_pool(grpo_run *run, sbx_err *err) {
+    const char *split = run->o.split ? run->o.split : "train";
+    bool all = strcmp(split, "all") == 0, held = strcmp(split, "held_out") == 0;
+    if (!all && !held && strcmp(split, "train") != 0) {
+        snprintf(err->message, sizeof(err->message), "--split must be train, held_out or all");
+        return -EINVAL;
+    }
+    run->pool = calloc(run->ts->n_tasks, sizeof(*run->pool));
+    if (!run->pool)
+        return -ENOMEM;
+    for (size_t i = 0; i < run->ts->n_tasks; i++)
+        if (all || run->ts->tasks[i].held_out == held)
+            run->pool[run->n_pool++] = &run->ts->tasks[i];
+    if (run->n_pool == 0) {
+        snprintf(err->message, sizeof(err->message), "the %s split of %s@%s has no tasks", split,
+                 run->ts->name, run->ts->version);
+        return -EINVAL;
+    }
+    uint64_t s = run->o.seed;
+    for (size_t i = run->n_pool - 1; i > 0; i--) {
+        size_t j = splitmix(&s) % (i + 1);
+        const grpo_task *t = run->pool[i];
+        run->pool[i] = run->pool[j];
+        run->pool[j] = t;
+    }
+    return 0;
+}
+
+static void run_endpoints(grpo_run *run) {
+    const char *h = run->o.sandboxd ? run->o.sandboxd : getenv("SBX_HOST");
+    if (!h || !*h)
+        h = SBX_DEFAULT_SOCKET;
+    char first[512];
+    snprintf(first, sizeof(first), "%.*s", (int)strcspn(h, ","), h);
+    if (strncmp(first, "http://", 7) == 0 || strncmp(first, "https://", 8) == 0) {
+        snprintf(run->daemon_base, sizeof(run->daemon_base), "%s", first);
+    } else {
+        const char *p = strncmp(first, "unix:", 5) == 0 ? first + 5 : first;
+        snprintf(run->sock, sizeof(run->sock), "%s", p);
+        snprintf(run->daemon_base, sizeof(run->daemon_base), "http://localhost");
+    }
+    const char *tok = run->o.token ? run->o.token : getenv("SBX_TOKEN");
+    snprintf(run->token, sizeof(run->token), "%s", tok ? tok : "");
+    snprintf(run->trainer_base, sizeof(run->trainer_base), "%s", run->o.trainer_url);
+    size_t n = strlen(run->trainer_base);
+    while (n && run->trainer_base[n - 1] == '/')
+        run->trainer_base[--n] = 0;
+}
+
+static sbx_code run_check_opts(const sbx_grpo_opts *o, sbx_err *err) {
+    const char *bad =
+        !o->tasks_path                                         ? "a task set is required"
+        : !o->trainer_url                                      ? "a trainer URL is required"
+        : !o->out_dir                                          ? "an output directory is required"
+        : o->steps == 0 || o->steps > 1000000                  ? "steps must be >= 1"
+        : o->tasks_per_step == 0                               ? "tasks per step must be >= 1"
+        : o->group_size == 0 || o->group_size > GRPO_MAX_GROUP ? "group size must be in [1, 1024]"
+        : o->max_inflight == 0                                 ? "max inflight must be >= 1"
+        : o->fail_graders < 0 || o->fail_graders > 1           ? "fail_graders must be in [0, 1]"
+        : o->max_cost_usd < 0 || o->gpu_hour_usd < 0           ? "prices must be >= 0"
+                                                               : NULL;
+    if (!bad)
+        return SBX_OK;
+    err->code = SBX_E_INVALID;
+    snprintf(err->message, sizeof(err->message), "%s", bad);
+    return SBX_E_INVALID;
+}
+
+static void run_close_handles(grpo_run *run) {
+    run_free_episodes(run);
+    grpo_http_free(run->http);
+    uv_close((uv_handle_t *)&run->timer, NULL);
+    if (run->o.handle_signals) {
+        uv_close((uv_handle_t *)&run->sig_int, NULL);
+        uv_close((uv_handle_t *)&run->sig_term, NULL);
+    }
+    uv_run(run->loop, UV_RUN_DEFAULT);
+}
+
+static sbx_code run_prepare(grpo_run *run, sbx_err *err) {
+    sbx_error e = {0};
+    int r = grpo_taskset_load(run->o.tasks_path, &run->ts, &e);
+    if (r < 0) {
+        snprintf(err->message, sizeof(err->message), "%s", e.message);
+        return err->code = SBX_E_INVALID;
+    }
+    if (run_pool(run, err) < 0)
+        return err->code = SBX_E_INVALID;
+    r = mkdir_p(run->o.out_dir, 0755);
+    if (r < 0) {
+        snprintf(err->message, sizeof(err->message), "cannot create %s: %s", run->o.out_dir,
+                 strerror(-r));
+        return err->code = SBX_E_IO;
+    }
+    run_endpoints(run);
+    snprintf(run->run_id, sizeof(run->run_id), "grpo-%llx-%x", (unsigned long long)now_real_ms(),
+             (unsigned)getpid());
+    return SBX_OK;
+}
+
+static sbx_code run_result(grpo_run *run, sbx_err *err) {
+    if (!run->fatal)
+        return SBX_OK;
+    snprintf(err->message, sizeof(err->message), "%s", run->fatal_msg);
+    if (strcmp(run->fatal_reason, "daemon_unreachable") == 0)
+        err->code = SBX_E_CONNECT;
+    else if (strcmp(run->fatal_reason, "trainer_failed") == 0)
+        err->code = SBX_E_SERVER;
+    else if (run->fatal == -ENOMEM)
+        err->code = SBX_E_NOMEM;
+    else
+        err->code = SBX_E_IO;
+    return err->code;
+}
+
+sbx_code sbx_grpo_run(const sbx_grpo_opts *opts, sbx_grpo_summary *ret, sbx_err *err) {
+    sbx_err local;
+    if (!err)
+        err = &local;
+    memset(err, 0, sizeof(*err));
+    sbx_code c = run_check_opts(opts, err);
+    if (c != SBX_OK)
+        return c;
+    sbx_grpo_summary sum = {0};
+    grpo_run run = {.o = *opts, .sum = &sum};
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) < 0 || grpo_http_new(&loop, &run.http) < 0) {
+        snprintf(err->message, sizeof(err->message), "cannot set up the event loop");
+        return err->code = SBX_E_NOMEM;
+    }
+    run.loop = &loop;
+    uv_timer_init(&loop, &run.timer);
+    run.timer.data = &run;
+    if (opts->handle_signals) {
+        uv_signal_init(&loop, &run.sig_int);
+        uv_signal_init(&loop, &run.sig_term);
+        run.sig_int.data = run.sig_term.data = &run;
+        uv_signal_start(&run.sig_int, on_signal, SIGINT);
+        uv_signal_start(&run.sig_term, on_signal, SIGTERM);
+    }
+    c = run_prepare(&run, err);
+    if (c == SBX_OK) {
+        run.t_run_start = now_mono_ms();
+        run_next_step(&run);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        c = run_result(&run, err);
+        if (ret)
+            *ret = sum;
+    }
+    run_close_handles(&run);
+    uv_loop_close(&loop);
+    grpo_taskset_free(run.ts);
+    free(run.pool);
+    free(run.step_reward.v);
+    free(run.step_seconds.v);
+    json_decref(run.train_body);
+    return c;
+}

@@ -1,0 +1,117 @@
+/* The GRPO runner's internals shared by its files: the run, its episodes and their helpers.
+ * run.c drives steps and the training plane, episode.c one episode's state machine,
+ * report.c the logs, summary and reward curve. */
+#pragma once
+
+#include "client/grpo/http.h"
+#include "client/grpo/taskset.h"
+
+#include <jansson.h>
+#include <sbx_grpo.h>
+#include <stdbool.h>
+#include <uv.h>
+
+typedef struct grpo_ivec {
+    int *v;
+    size_t n, cap;
+} grpo_ivec;
+
+typedef struct grpo_dvec {
+    double *v;
+    size_t n, cap;
+} grpo_dvec;
+
+int grpo_ivec_push(grpo_ivec *a, int x);
+int grpo_dvec_push(grpo_dvec *a, double x);
+
+typedef enum grpo_ep_status {
+    GRPO_EP_PENDING,
+    GRPO_EP_SCORED,
+    GRPO_EP_INFRA,  /* infrastructure_failure: no reward, excluded everywhere, counted */
+    GRPO_EP_ABORTED /* the run stopped before the episode finished */
+} grpo_ep_status;
+
+typedef struct grpo_run grpo_run;
+
+typedef struct grpo_episode {
+    grpo_run *run;
+    const grpo_task *task;
+    size_t group, index;
+    int state;
+    unsigned turn, attempts;
+    size_t setup_i;
+    char agent_id[96], grader_id[96];
+    bool agent_live, grader_live; /* created and not yet deleted */
+    grpo_ivec prompt, completion, mask;
+    grpo_dvec logprobs;
+    json_t *trace; /* [{"command": ..., "output": ...}] for the log */
+    void *tar;
+    size_t tar_len;
+    grpo_ep_status status;
+    char message[256];
+    const char *stop; /* "policy_stopped" or "max_turns" */
+    double reward, advantage;
+    bool trained, inject_failure;
+    double cost_usd;
+    uint64_t t_start, t_end, t_mark, gen_ms, exec_ms, grade_ms;
+    unsigned long long policy_version;
+    uv_timer_t timer; /* retries */
+    json_t *req_body; /* the request being retried */
+    char req_path[256];
+    bool req_daemon;
+} grpo_episode;
+
+struct grpo_run {
+    sbx_grpo_opts o;
+    uv_loop_t *loop;
+    grpo_http *http;
+    grpo_taskset *ts;
+    const grpo_task **pool; /* tasks of the chosen split, in seeded order */
+    size_t n_pool, next_task;
+    char sock[512], daemon_base[512], trainer_base[512], token[512];
+    char run_id[32];
+    unsigned step;
+    grpo_episode **eps;
+    size_t n_eps, next_ep, inflight, done;
+    unsigned long long policy_version;
+    int fatal;             /* negative errno once the run must stop */
+    char fatal_reason[32]; /* summary stop_reason */
+    char fatal_msg[512];
+    bool cost_stop;
+    double sandbox_cost;
+    uint64_t t_run_start, t_step_start;
+    unsigned train_attempts;
+    uv_timer_t timer;
+    uv_signal_t sig_int, sig_term;
+    /* totals and curves */
+    size_t episodes, scored, infra, trained, passes;
+    double episode_seconds;
+    grpo_dvec step_reward, step_seconds;
+    json_t *train_body;
+    sbx_grpo_summary *sum;
+    bool finished;
+    bool step_request; /* GET /v1/state or POST /v1/train_step in flight */
+};
+
+/* episode.c */
+grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index);
+void grpo_episode_start(grpo_episode *ep);
+void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop */
+json_t *grpo_episode_log(const grpo_episode *ep);
+json_t *grpo_episode_train_json(const grpo_episode *ep);
+/* run.c: called by an episode when it reaches a final status */
+void grpo_run_episode_done(grpo_run *run, grpo_episode *ep);
+/* Stop the run: first caller wins. Returns code. */
+int grpo_run_fail(grpo_run *run, int code, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+double grpo_run_cost(const grpo_run *run);
+/* HTTP to the daemon / the trainer; body may be NULL (it is stolen when json). */
+int grpo_daemon_request(grpo_run *run, const char *method, const char *path, json_t *body,
+                        uint64_t timeout_ms, grpo_http_cb cb, void *ud);
+int grpo_daemon_request_raw(grpo_run *run, const char *method, const char *path, const char *ctype,
+                            const void *data, size_t len, grpo_http_cb cb, void *ud);
+int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
+                         grpo_http_cb cb, void *ud);
+/* report.c */
+int grpo_report_step(grpo_run *run);
+int grpo_report_finish(grpo_run *run);

@@ -1,0 +1,79 @@
+/* Task sets: a versioned JSONL file of GRPO tasks with a seeded train / held-out split.
+ *
+ * Line 1 is the header, every further non-blank line one task (format: docs/GRPO.md):
+ *   {"task_set":"toy-files@1","split":{"seed":7,"held_out":0.25}}
+ *   {"id":"k3","prompt":"task k3","setup":{...},"limits":{...},"max_turns":1,
+ *    "max_completion_tokens":6,"grader":{"files":{...},"command":"...","reward":"pass_fail"}} */
+#pragma once
+
+#include "common/error.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GRPO_MAX_EXIT_MAP 16
+/* Where hidden tests are placed in the grading sandbox (the root is read-only; /tmp is not). */
+#define GRPO_GRADER_DIR "/tmp/grader"
+
+typedef struct grpo_file {
+    char *path; /* absolute inside the sandbox */
+    char *data;
+    size_t len;
+} grpo_file;
+
+typedef enum grpo_reward_kind {
+    GRPO_REWARD_PASS_FAIL,      /* exit 0 -> 1, exit 1 -> 0, anything else: grader failure */
+    GRPO_REWARD_EXIT_CODES,     /* listed exit codes -> rewards, anything else: grader failure */
+    GRPO_REWARD_EXPECTED_OUTPUT /* stdout (trimmed) == expected -> 1, else 0 */
+} grpo_reward_kind;
+
+typedef struct grpo_task {
+    char *id;
+    char *prompt_text; /* one of prompt_text / prompt_ids */
+    int *prompt_ids;
+    size_t n_prompt_ids;
+    grpo_file *setup_files;
+    size_t n_setup_files;
+    char **setup_commands;
+    size_t n_setup_commands;
+    json_t *limits;  /* object copied into the create request: cpu, memory, disk, pids, ... */
+    char *image;     /* NULL: host */
+    json_t *network; /* NULL: none (agent sandbox only; graders never get a network) */
+    unsigned max_turns;
+    unsigned max_completion_tokens;
+    uint64_t command_timeout_ms;
+    /* the grader */
+    grpo_file *grader_files; /* placed under GRPO_GRADER_DIR in the grading sandbox only */
+    size_t n_grader_files;
+    char *grader_command;
+    uint64_t grader_timeout_ms;
+    grpo_reward_kind reward_kind;
+    int exit_codes[GRPO_MAX_EXIT_MAP];
+    double exit_rewards[GRPO_MAX_EXIT_MAP];
+    size_t n_exit_map;
+    char *expected_output;
+    bool held_out;
+    unsigned line; /* line number in the file */
+} grpo_task;
+
+typedef struct grpo_taskset {
+    char *name;
+    char *version;
+    uint64_t seed;
+    double held_out_fraction;
+    grpo_task *tasks;
+    size_t n_tasks;
+} grpo_taskset;
+
+/* Parse a task set. Errors name the source and line: "tasks.jsonl:4: task \"k3\": ...". */
+int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_taskset **ret,
+                       sbx_error *err);
+int grpo_taskset_load(const char *path, grpo_taskset **ret, sbx_error *err);
+void grpo_taskset_free(grpo_taskset *ts);
+/* The split: the round(n * held_out) tasks with the smallest hash(seed, id) are held out.
+ * Deterministic for a seed, independent of line order. Called by parse; exposed for tests. */
+void grpo_taskset_split(grpo_taskset *ts);
+/* Map a grader's exit code to a reward by the task's rule; false: the grader failed. */
+bool grpo_task_exit_reward(const grpo_task *t, int exit_code, double *ret_reward);

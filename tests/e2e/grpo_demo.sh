@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# A short GRPO run for `make demo`: a private sandboxd, the reference trainer on CPU, `sbx grpo`
+# on the toy task set with its live progress line, then the summary and the reward curve's path.
+# Usage: tests/e2e/grpo_demo.sh [BUILD_DIR] [STEPS]   (needs root, like sandboxd)
+set -euo pipefail
+SBX_SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
+SBX_BUILD_DIR=$(cd "${1:-$SBX_SRC_DIR/build}" && pwd)
+STEPS=${2:-12}
+fail() { echo "grpo demo: $*" >&2; exit 1; }
+skip() { echo "grpo demo: skipped: $*" >&2; exit 0; }
+source "$SBX_SRC_DIR/tests/e2e/grpo_lib.sh"
+
+[ "$(id -u)" -eq 0 ] || skip "needs root (sandboxd)"
+OUT=${GRPO_DEMO_OUT:-$(mktemp -d /tmp/sbx-grpo-demo.XXXXXX)}
+grpo_setup
+grpo_start_trainer --seed 1
+echo "== GRPO: toy task set, $STEPS steps x 8 tasks x 8 episodes, trainer on CPU at $TRAINER_URL"
+grpo_run --tasks "$SBX_SRC_DIR/tasks/toy-files.jsonl" --out "$OUT" --steps "$STEPS" \
+  --tasks-per-step 8 --group-size 8 --seed 3 --gpu-hour-usd 2.0
+echo "== outputs in $OUT: step-NNNN.jsonl (every episode), steps.jsonl, summary.json"
+echo "== reward curve: $OUT/reward.svg"

@@ -1,0 +1,159 @@
+/* GRPO task sets: parsing (bad lines -> errors naming the line), the reward rules, and the seeded
+ * deterministic train / held-out split. */
+#include "client/grpo/taskset.h"
+#include "tests/lib/test.h"
+
+#define HDR "{\"task_set\":\"toy@3\",\"split\":{\"seed\":7,\"held_out\":0.25}}\n"
+#define GRADER "\"grader\":{\"command\":\"sh t.sh\",\"files\":{\"t.sh\":\"exit 0\"}}"
+
+static grpo_taskset *parse_ok(const char *text) {
+    grpo_taskset *ts = NULL;
+    sbx_error err = {0};
+    int r = grpo_taskset_parse(text, strlen(text), "t.jsonl", &ts, &err);
+    CHECK_MSG(r == 0, "parse failed: %s", err.message);
+    return ts;
+}
+
+static void parse_bad(const char *text, const char *want) {
+    grpo_taskset *ts = NULL;
+    sbx_error err = {0};
+    int r = grpo_taskset_parse(text, strlen(text), "t.jsonl", &ts, &err);
+    CHECK_MSG(r < 0, "parse of a bad task set succeeded (want \"%s\")", want);
+    CHECK(ts == NULL);
+    CHECK_MSG(strstr(err.message, want), "error \"%s\" lacks \"%s\"", err.message, want);
+}
+
+TEST(grpo_tasks_parse) {
+    grpo_taskset *ts = parse_ok(
+        HDR "{\"id\":\"a\",\"prompt\":\"task a\",\"max_turns\":3,\"max_completion_tokens\":9,"
+            "\"limits\":{\"cpu\":0.5},\"network\":\"none\",\"command_timeout\":\"2s\","
+            "\"setup\":{\"files\":{\"x.txt\":\"hi\",\"/etc/y\":\"z\"},\"commands\":[\"true\"]},"
+            "\"grader\":{\"command\":\"sh t.sh\",\"files\":{\"t.sh\":\"#!/bin/sh\\nexit 1\"},"
+            "\"timeout\":5,\"reward\":{\"exit_codes\":{\"0\":1,\"10\":0.4}}}}\n"
+            "\n"
+            "{\"id\":\"b\",\"prompt\":[5,6,7],\"grader\":{\"command\":\"cat o\","
+            "\"expected_output\":\"42\"}}\n");
+    CHECK_STREQ(ts->name, "toy");
+    CHECK_STREQ(ts->version, "3");
+    CHECK_EQ(ts->n_tasks, 2);
+    grpo_task *a = &ts->tasks[0], *b = &ts->tasks[1];
+    CHECK_STREQ(a->prompt_text, "task a");
+    CHECK_EQ(a->max_turns, 3);
+    CHECK_EQ(a->max_completion_tokens, 9);
+    CHECK_EQ(a->command_timeout_ms, 2000);
+    CHECK_EQ(a->n_setup_files, 2);
+    CHECK_STREQ(a->setup_files[0].path, "/workspace/x.txt");
+    CHECK_STREQ(a->setup_files[1].path, "/etc/y");
+    CHECK_EQ(a->n_setup_commands, 1);
+    CHECK_STREQ(a->grader_files[0].path, "/tmp/grader/t.sh");
+    CHECK_EQ(a->grader_timeout_ms, 5000);
+    CHECK_EQ(a->line, 2);
+    CHECK_EQ(b->line, 4);
+    double r = -1;
+    CHECK(grpo_task_exit_reward(a, 10, &r) && r == 0.4);
+    CHECK(!grpo_task_exit_reward(a, 1, &r)); /* unlisted: grader failure */
+    CHECK_EQ(b->n_prompt_ids, 3);
+    CHECK_EQ(b->prompt_ids[2], 7);
+    CHECK_EQ(b->max_turns, 1);
+    CHECK_EQ(b->reward_kind, GRPO_REWARD_EXPECTED_OUTPUT);
+    CHECK_STREQ(b->expected_output, "42");
+    grpo_taskset_free(ts);
+}
+
+TEST(grpo_tasks_pass_fail) {
+    grpo_taskset *ts = parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\"," GRADER "}\n");
+    double r = -1;
+    CHECK(grpo_task_exit_reward(&ts->tasks[0], 0, &r) && r == 1.0);
+    CHECK(grpo_task_exit_reward(&ts->tasks[0], 1, &r) && r == 0.0);
+    CHECK(!grpo_task_exit_reward(&ts->tasks[0], 2, &r));
+    CHECK(!grpo_task_exit_reward(&ts->tasks[0], 139, &r));
+    grpo_taskset_free(ts);
+}
+
+TEST(grpo_tasks_errors) {
+    parse_bad("", "no header");
+    parse_bad("{\"name\":\"x\"}\n", "t.jsonl:1: the first line must be the header");
+    parse_bad("{\"task_set\":\"x\"}\n", "t.jsonl:1:");
+    parse_bad(HDR, "no tasks");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\"," GRADER "}\n{not json\n",
+              "t.jsonl:3: invalid JSON");
+    parse_bad(HDR "\n\n{\"prompt\":\"p\"," GRADER "}\n", "t.jsonl:4: missing \"id\"");
+    parse_bad(HDR "{\"id\":\"a\"," GRADER "}\n", "t.jsonl:2: task \"a\": \"prompt\"");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\"}\n", "t.jsonl:2: task \"a\": missing \"grader\"");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"max_turns\":0," GRADER "}\n",
+              "t.jsonl:2: task \"a\": \"max_turns\"");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":[1,-2]," GRADER "}\n", "\"prompt\"[1]");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"command_timeout\":\"soon\"," GRADER "}\n",
+              "bad duration");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                  "\"reward\":{\"exit_codes\":{\"zero\":1}}}}\n",
+              "t.jsonl:2: task \"a\": \"grader.reward.exit_codes\": bad entry \"zero\"");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"setup\":{\"files\":{\"../x\":\"y\"}}," GRADER
+                  "}\n",
+              "without \"..\"");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\"," GRADER
+                  "}\n{\"id\":\"a\",\"prompt\":\"q\"," GRADER "}\n",
+              "t.jsonl:3: duplicate task id \"a\"");
+    parse_bad("{\"task_set\":\"x@1\",\"split\":{\"held_out\":1.5}}\n", "t.jsonl:1: header");
+}
+
+static char *many_tasks(unsigned n, unsigned seed, bool reversed) {
+    size_t cap = 256 + n * 128, len = 0;
+    char *s = malloc(cap);
+    len += (size_t)snprintf(
+        s, cap, "{\"task_set\":\"m@1\",\"split\":{\"seed\":%u,\"held_out\":0.3}}\n", seed);
+    for (unsigned k = 0; k < n; k++) {
+        unsigned i = reversed ? n - 1 - k : k;
+        len += (size_t)snprintf(s + len, cap - len,
+                                "{\"id\":\"t%u\",\"prompt\":\"p\"," GRADER "}\n", i);
+    }
+    return s;
+}
+
+static unsigned held_mask(grpo_taskset *ts, bool *held, unsigned n) {
+    unsigned count = 0;
+    for (size_t i = 0; i < ts->n_tasks; i++) {
+        unsigned id = (unsigned)atoi(ts->tasks[i].id + 1);
+        CHECK(id < n);
+        held[id] = ts->tasks[i].held_out;
+        count += ts->tasks[i].held_out;
+    }
+    return count;
+}
+
+TEST(grpo_tasks_split) {
+    enum { N = 40 };
+    char *a = many_tasks(N, 7, false), *b = many_tasks(N, 7, true), *c = many_tasks(N, 8, false);
+    grpo_taskset *ta = parse_ok(a), *tb = parse_ok(b), *tc = parse_ok(c), *ta2 = parse_ok(a);
+    bool ha[N] = {0}, hb[N] = {0}, hc[N] = {0}, ha2[N] = {0};
+    CHECK_EQ(held_mask(ta, ha, N), 12); /* round(40 * 0.3) */
+    CHECK_EQ(held_mask(tb, hb, N), 12);
+    CHECK_EQ(held_mask(tc, hc, N), 12);
+    CHECK_EQ(held_mask(ta2, ha2, N), 12);
+    CHECK(memcmp(ha, ha2, sizeof(ha)) == 0); /* deterministic */
+    CHECK(memcmp(ha, hb, sizeof(ha)) == 0);  /* independent of line order */
+    CHECK(memcmp(ha, hc, sizeof(ha)) != 0);  /* the seed matters */
+    grpo_taskset_free(ta);
+    grpo_taskset_free(tb);
+    grpo_taskset_free(tc);
+    grpo_taskset_free(ta2);
+    free(a);
+    free(b);
+    free(c);
+}
+
+TEST(grpo_tasks_toy_set) {
+    /* the committed toy task set parses and splits 33 -> 24 train / 8 held out */
+    char path[1024];
+    const char *src = getenv("SBX_SRC_DIR");
+    snprintf(path, sizeof(path), "%s/tasks/toy-files.jsonl", src ? src : ".");
+    grpo_taskset *ts = NULL;
+    sbx_error err = {0};
+    CHECK_MSG(grpo_taskset_load(path, &ts, &err) == 0, "%s", err.message);
+    CHECK_EQ(ts->n_tasks, 32);
+    size_t held = 0;
+    for (size_t i = 0; i < ts->n_tasks; i++)
+        held += ts->tasks[i].held_out;
+    CHECK_EQ(held, 8);
+    grpo_taskset_free(ts);
+}

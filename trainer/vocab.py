@@ -1,0 +1,45 @@
+"""Word-level vocabulary of the toy task family: text is split on whitespace, one id per word.
+
+The policy may only emit ACTION words (a tiny shell vocabulary); prompts and tool output use the
+whole vocabulary, unknown words map to <unk>. With dynamic=True (the scripted policy used by the
+tests) unknown words are added instead, so any command round-trips through /tokenize."""
+
+import threading
+
+PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
+FILES = ["a.txt", "b.txt", "c.txt", "d.txt"]
+WORDS = ["red", "green", "blue", "gold"]
+ACTIONS = [EOS, "echo", "cat", ">", "hint.txt"] + FILES + WORDS
+PROMPT_WORDS = ["task", "hint"] + [f"k{i}" for i in range(32)] + [f"h{i}" for i in range(16)]
+
+
+class Vocab:
+    def __init__(self, dynamic=False):
+        self.words = [PAD, UNK] + ACTIONS + PROMPT_WORDS
+        self.ids = {w: i for i, w in enumerate(self.words)}
+        self.dynamic = dynamic
+        self.lock = threading.Lock()
+        self.eos = self.ids[EOS]
+        self.action_ids = [self.ids[w] for w in ACTIONS]
+
+    def __len__(self):
+        return len(self.words)
+
+    def encode(self, text):
+        out = []
+        for w in text.split():
+            i = self.ids.get(w)
+            if i is None and self.dynamic:
+                with self.lock:
+                    i = self.ids.setdefault(w, len(self.words))
+                    if i == len(self.words):
+                        self.words.append(w)
+            out.append(self.ids[UNK] if i is None else i)
+        return out
+
+    def decode(self, ids):
+        words = []
+        for i in ids:
+            if 0 <= i < len(self.words) and self.words[i] not in (PAD, EOS):
+                words.append(self.words[i])
+        return " ".join(words)
