@@ -102,6 +102,21 @@ static bool idempotent_replay(sd_daemon *d, sd_request *req, const char *key) {
     return true;
 }
 
+/* Save a new sandbox before anything is started: one the state directory does not know would
+ * be lost by a restart. On failure (a full or read-only state directory) it is forgotten. */
+static int persist_new(sd_sandbox *sb, const char *key) {
+    sb->idem_key = key ? strdup(key) : NULL;
+    int r = sd_state_save(sb);
+    if (r < 0) {
+        sd_daemon *d = sb->d;
+        sd_state_remove(d, sb->id);
+        sd_slot_release(d, sb->uid_slot);
+        sd_registry_remove(d, sb);
+        sd_metrics_create(d, "error", 0);
+    }
+    return r;
+}
+
 void sd_api_create(sd_daemon *d, sd_request *req) {
     json_t *body = sd_req_json(req);
     if (!body)
@@ -142,11 +157,12 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         if (sd_registry_add(d, &c, &sb, &err) < 0) {
             req->retry_after = RETRY_AFTER_S;
             sd_reply_error(req, 503, "node_full", "%s", err.message);
+        } else if ((r = persist_new(sb, key)) < 0) {
+            sd_reply_error(req, 507, "insufficient_storage", "cannot save the sandbox's state: %s",
+                           strerror(-r));
         } else {
-            sb->idem_key = key ? strdup(key) : NULL;
             sb->egress = TAKE_PTR(egress);
             add_waiter(sb, req);
-            sd_state_save(sb); /* a restart while it starts must not lose it */
             log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
                      (unsigned long long)sb->spec.memory);
             if (d->n_starting < d->cfg.max_starting)

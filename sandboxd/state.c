@@ -155,10 +155,14 @@ static void restore_dir(sd_daemon *d, const char *kind) {
     struct dirent *de;
     while ((de = readdir(dir))) {
         size_t n = strlen(de->d_name);
-        if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
-            continue;
         char file[PATH_MAX + 256];
         snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+        if (strstr(de->d_name, ".json.tmp.")) {
+            unlink(file); /* a write that a crash interrupted; the record before it stands */
+            continue;
+        }
+        if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
+            continue;
         json_t *j = json_load_file(file, 0, NULL);
         int r = !j                            ? -EINVAL
                 : strcmp(kind, "leases") == 0 ? sd_lease_restore(d, j)

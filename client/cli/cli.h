@@ -29,6 +29,10 @@ enum {
     }
 /* Handles --host/--json; returns true when opt was one of them. */
 bool cli_common_opt(int opt, const char *arg);
+/* Parse a subcommand that takes only the common options and positional arguments: on return
+ * optind is the first positional argument. Returns 0 to go on, -1 after printing help (exit 0),
+ * or CLI_EXIT_USAGE after a usage error. */
+int cli_parse_common(const char *cmd, int argc, char **argv, void (*help)(void));
 
 /* "sbx: message" on stderr; returns CLI_EXIT_ERROR. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

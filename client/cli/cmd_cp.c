@@ -260,17 +260,9 @@ static int download(sbx_sandbox *sb, const char *path, const char *local) {
 }
 
 int cmd_cp(int argc, char **argv) {
-    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0}};
-    int opt;
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        if (opt == 'h') {
-            help();
-            return 0;
-        }
-        if (!cli_common_opt(opt, optarg))
-            return cli_usage_error("cp", "unknown option");
-    }
+    int prc = cli_parse_common("cp", argc, argv, help);
+    if (prc != 0)
+        return prc < 0 ? 0 : prc;
     if (argc - optind != 2)
         return cli_usage_error("cp", "wants exactly two arguments: a source and a destination");
     char id_src[160], id_dst[160];

@@ -64,17 +64,9 @@ static int inspect_one(sbx_client *c, const char *id, json_t *all) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0}};
-    int opt;
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        if (opt == 'h') {
-            help();
-            return 0;
-        }
-        if (!cli_common_opt(opt, optarg))
-            return cli_usage_error("inspect", "unknown option");
-    }
+    int prc = cli_parse_common("inspect", argc, argv, help);
+    if (prc != 0)
+        return prc < 0 ? 0 : prc;
     if (optind >= argc)
         return cli_usage_error("inspect", "missing the sandbox id");
     sbx_client *c = NULL;

@@ -21,6 +21,21 @@ bool cli_common_opt(int opt, const char *arg) {
     return true;
 }
 
+int cli_parse_common(const char *cmd, int argc, char **argv, void (*help)(void)) {
+    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0}};
+    int opt;
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        if (opt == 'h') {
+            help();
+            return -1;
+        }
+        if (!cli_common_opt(opt, optarg))
+            return cli_usage_error(cmd, "unknown option");
+    }
+    return 0;
+}
+
 int cli_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

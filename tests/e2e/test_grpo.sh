@@ -224,9 +224,9 @@ test_cost_preview() {
     --gpu-hour-usd 2.5 --sandboxes 128 --sandbox-hour-usd 0.0179)
   echo "$out"
   # 1 hour: GPU 8 x 2.5 = $20, sandboxes 128 x 0.0179 = $2.2912, share 10.28%
-  echo "$out" | grep -q 'GPU: .*= \$20.0000' || fail "GPU cost"
-  echo "$out" | grep -q 'sandboxes: .*= \$2.2912' || fail "sandbox cost"
-  echo "$out" | grep -q 'total: *\$22.2912 *(sandbox share 10.3%)' || fail "total"
+  grep -q 'GPU: .*= \$20.0000' <<<"$out" || fail "GPU cost"
+  grep -q 'sandboxes: .*= \$2.2912' <<<"$out" || fail "sandbox cost"
+  grep -q 'total: *\$22.2912 *(sandbox share 10.3%)' <<<"$out" || fail "total"
   "$SBX_BUILD_DIR/sbx" grpo --preview --steps x 2>/dev/null && fail "bad --steps accepted"
   return 0
 }
@@ -240,8 +240,8 @@ test_cost_preview_measure() {
   out=$(grpo_run --preview --measure 4 --tasks "$SBX_SRC_DIR/tasks/toy-files.jsonl" \
     --out "$T/out" --steps 10 --gpu-hour-usd 2)
   echo "$out"
-  echo "$out" | grep -q '^measured: 4 episodes in' || fail "no measurement"
-  echo "$out" | grep -q 'total:' || fail "no total"
+  grep -q '^measured: 4 episodes in' <<<"$out" || fail "no measurement"
+  grep -q 'total:' <<<"$out" || fail "no total"
   assert_eq "$(wc -l <"$T/out/measure/step-0001.jsonl")" 4 "measured episodes"
 }
 

@@ -44,5 +44,7 @@ TEST_TIMEOUT_tar=300
 test_tar() { fuzz tar; }
 TEST_TIMEOUT_spec=300
 test_spec() { fuzz spec; }
+TEST_TIMEOUT_grpo_tasks=300
+test_grpo_tasks() { fuzz grpo_tasks; }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

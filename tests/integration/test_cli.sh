@@ -204,8 +204,8 @@ test_json_output() {
   assert_eq "$v" "True" "ls --json --label"
   v=$("$SBX" exec --json "$id" -- sh -c 'echo hi; exit 4' | json "(d['exit_code'], d['stdout'], d['reason'])")
   assert_eq "$v" "(4, 'hi\\n', 'exited')" "exec --json"
-  "$SBX" inspect "$id" | grep -q '^cost_usd ' || fail "human inspect shows cost_usd"
-  "$SBX" ls | grep -q "^$id " || fail "human ls lists the sandbox"
+  "$SBX" inspect "$id" | grep '^cost_usd ' >/dev/null || fail "human inspect shows cost_usd"
+  "$SBX" ls | grep "^$id " >/dev/null || fail "human ls lists the sandbox"
 }
 
 test_daemon_not_running() {
@@ -226,9 +226,9 @@ test_daemon_not_running() {
   assert_eq $rc 2 "usage error"
   "$SBX" frobnicate 2>/dev/null; rc=$?
   assert_eq $rc 2 "unknown command"
-  "$SBX" --version | grep -q '^sbx [0-9]' || fail "--version"
-  "$SBX" --help | grep -q 'exec' || fail "--help"
-  "$SBX" exec --help | grep -q -- '--timeout' || fail "exec --help"
+  "$SBX" --version | grep '^sbx [0-9]' >/dev/null || fail "--version"
+  "$SBX" --help | grep 'exec' >/dev/null || fail "--help"
+  "$SBX" exec --help | grep -- '--timeout' >/dev/null || fail "exec --help"
   "$SBX" create --memory lots 2>/dev/null; rc=$?
   assert_eq $rc 2 "bad size is a usage error"
 }

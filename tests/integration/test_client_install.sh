@@ -43,9 +43,9 @@ test_install_and_compile_hello() {
   # only the public API is exported from the shared library
   local syms
   syms=$(nm -D --defined-only "$stage/usr/lib/libsbx.so.0" | awk '{print $3}' | sed 's/@.*//')
-  echo "$syms" | grep -v '^sbx_' | grep -v '^LIBSBX_0$' | grep -q . &&
+  echo "$syms" | grep -v '^sbx_' | grep -v '^LIBSBX_0$' | grep . >/dev/null &&
     fail "libsbx.so exports non-sbx_ symbols: $(echo "$syms" | grep -v '^sbx_' | head -3)"
-  echo "$syms" | grep -qx 'sbx_sandbox_exec' ||
+  echo "$syms" | grep -x 'sbx_sandbox_exec' >/dev/null ||
     fail "sbx_sandbox_exec not exported"
 
   export PKG_CONFIG_PATH=$stage/usr/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage
@@ -77,7 +77,7 @@ test_install_and_compile_hello() {
   [[ "$out" == *"exit 0 (exited)"* ]] || fail "no exit line"
   [[ "$out" == *"answer.txt: 42"* ]] || fail "file not read back"
   # the shared build really uses the staged library
-  LD_LIBRARY_PATH=$stage/usr/lib ldd "$T/hello" | grep -q "$stage/usr/lib/libsbx.so.0" ||
+  LD_LIBRARY_PATH=$stage/usr/lib ldd "$T/hello" | grep "$stage/usr/lib/libsbx.so.0" >/dev/null ||
     fail "hello is not linked against the staged libsbx.so"
   out=$(SBX_HOST="unix:$T/sock" "$T/hello-static") || fail "static hello failed: $out"
   [[ "$out" == *"answer.txt: 42"* ]] || fail "static hello: file not read back"
