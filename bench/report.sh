@@ -100,6 +100,8 @@ report_md() {
   row api.cycle.create "… of which create (POST /v1/sandboxes)" spawn.bwrap bwrap
   row api.cycle.exec "… of which exec \`true\`" spawn.true "fork+exec"
   row api.cycle.delete "… of which delete" spawn.bwrap bwrap
+  row api.cycle_tmpfs "create → exec → delete with the run dir on tmpfs (as /run in production)" api.cycle_tmpfs.peer "bwrap, interleaved"
+  row api.cycle_tmpfs.create "… of which create (run dir on tmpfs)" api.cycle.create "run dir on /tmp"
   row api.exec "command round trip: POST exec \`true\` in a running sandbox" api.exec.peer "fork+exec, interleaved"
   row api.exec.peer "… fork + exec + wait of \`/bin/true\` before each round trip (interleaved)" spawn.true "fork+exec, alone"
   row api.burst "$BURST creates at once: until all are ready (per round)"
