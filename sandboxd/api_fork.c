@@ -132,10 +132,13 @@ static int fork_one(sd_fork *f, unsigned i, sbx_error *err) {
     sb->seed_dir = strdup(f->layer);
     sb->seed_uid_base = f->src_uid_base;
     snprintf(sb->forked_from, sizeof(sb->forked_from), "%s", f->src_id);
+    if ((r = sd_state_save(sb)) < 0) { /* never run a sandbox a restart would not know */
+        sd_sandbox_end(sb, "infrastructure_failure", "its state could not be saved");
+        return error_set_errno(err, r, "cannot save a fork's state");
+    }
     sb->fork = f;
     f->sbs[i] = sb;
     f->pending++;
-    sd_state_save(sb);
     log_info("sandbox created sandbox=%s forked_from=%s", sb->id, f->src_id);
     if (d->n_starting < d->cfg.max_starting)
         sd_sandbox_start(sb);

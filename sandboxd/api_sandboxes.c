@@ -145,8 +145,15 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
     } else if ((sb = sd_pool_take(d, &c))) {
-        sd_pool_hand_out(sb, &c, key);
-        sd_reply_json(req, 201, sd_sandbox_to_json(sb));
+        if ((r = sd_pool_hand_out(sb, &c, key)) < 0) {
+            free(sb->idem_key); /* a retry with the same key tries again */
+            sb->idem_key = NULL;
+            sd_sandbox_end(sb, "infrastructure_failure", "its state could not be saved");
+            sd_reply_error(req, 507, "insufficient_storage", "cannot save the sandbox's state: %s",
+                           strerror(-r));
+        } else {
+            sd_reply_json(req, 201, sd_sandbox_to_json(sb));
+        }
         sd_pool_refill(d);
     } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
         sd_metrics_create(d, "full", 0);

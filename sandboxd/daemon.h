@@ -156,8 +156,9 @@ void sd_pool_done(sd_daemon *d);
 /* A running, never handed-out entry whose template matches c, or NULL (a miss when a template
  * of c's shape exists). */
 sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c);
-/* Give entry sb to a create: its spec becomes c (moved), timers and cost start now. */
-void sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key);
+/* Give entry sb to a create: its spec becomes c (moved), timers and cost start now. Returns
+ * the state file's save result; on failure the caller ends sb (nobody has used it). */
+int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key);
 /* Start entries until every pool is full, within the budget and --max-sandboxes. */
 void sd_pool_refill(sd_daemon *d);
 /* End one pool entry to make room for a cold create. Returns true when one was ended. */

@@ -109,7 +109,7 @@ sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
     return NULL;
 }
 
-void sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
+int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
     policy_create old = sb->spec;
     sb->spec = *c; /* same shape (same_shape), the user's labels, env, timeouts, lease, cap */
     *c = (policy_create){0};
@@ -123,10 +123,14 @@ void sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
     sb->cpu_usec = sb->mem_bytes = sb->mem_peak_bytes = sb->pids = 0;
     free(sb->idem_key);
     sb->idem_key = idem_key ? strdup(idem_key) : NULL;
-    sd_state_save(sb);
+    /* Saved before the answer: a restarted daemon must never take it for a pool entry again. */
+    int r = sd_state_save(sb);
+    if (r < 0)
+        return r;
     sd_metrics_create(sb->d, "ok", 0);
     log_info("sandbox created sandbox=%s cpu=%g memory=%llu pooled=true", sb->id, sb->spec.cpu,
              (unsigned long long)sb->spec.memory);
+    return 0;
 }
 
 static unsigned count(sd_daemon *d, int t, unsigned *starting) {
