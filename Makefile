@@ -175,17 +175,20 @@ $(FZ)/fuzz_%: $(FZ)/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
 fuzz-build: $(FUZZ_BINS)
 
 fuzz-run: fuzz-build
-	@for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p $(FZ)/corpus/$${n#fuzz_}; \
+	@set -o pipefail; for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p $(FZ)/corpus/$${n#fuzz_}; \
 	  echo "== $$n ($(FUZZ_TIME) s)"; \
 	  $$f -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 	    -artifact_prefix=$(FZ)/$$n- $(FZ)/corpus/$${n#fuzz_} tests/fuzz/corpus/$${n#fuzz_} \
 	    2>&1 | tail -n 12 || exit 1; done
 
-.PHONY: fuzz-build fuzz-run
+fuzz-clean:
+	rm -rf $(FZ)
+
+.PHONY: fuzz-build fuzz-run fuzz-clean
 -include $(shell find $(FZ) -name '*.d' 2>/dev/null)
 
 clean:
-	rm -rf build build-san build-static build-fuzz
+	rm -rf build build-san build-static
 
 .PHONY: all deps check demo install static format format-check bench clean tests-build
 

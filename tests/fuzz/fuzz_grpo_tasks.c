@@ -26,7 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         held += t->held_out;
         double r;
-        if (t->reward_kind == GRPO_REWARD_PASS_FAIL && (!grpo_task_exit_reward(t, 0, &r) || r != 1.0))
+        if (t->reward_kind == GRPO_REWARD_PASS_FAIL &&
+            (!grpo_task_exit_reward(t, 0, &r) || r != 1.0))
             abort();
     }
     if (held != (size_t)llround((double)ts->n_tasks * ts->held_out_fraction))

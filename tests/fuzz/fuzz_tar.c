@@ -21,13 +21,25 @@ static char root[64], box[96], out[128], tarpath[96];
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
     (void)st, (void)flag, (void)f;
-    chmod(p, 0700);
-    return remove(p);
+    remove(p);
+    return 0;
+}
+
+static int open_up(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)f;
+    if (flag == FTW_D || flag == FTW_DNR)
+        chmod(p, 0700); /* before nftw reads it: archives may hold mode 000 directories */
+    return 0;
+}
+
+static void rm_tree(const char *path) {
+    nftw(path, open_up, 16, FTW_PHYS);
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void at_exit(void) {
     if (root[0])
-        nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        rm_tree(root);
 }
 
 static void setup(void) {
@@ -76,6 +88,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_box(r == 0);
     if (r < 0 && err.message[0] == '\0')
         abort();
-    nftw(out, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rm_tree(out);
     return 0;
 }

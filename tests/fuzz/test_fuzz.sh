@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Short libFuzzer runs in CI: one case per target in tests/fuzz/fuzz_<name>.c. Each case builds
 # the fuzzers (`make fuzz-build`, clang with ASan+UBSan, into build-fuzz/), replays the seed
-# corpus tests/fuzz/corpus/<name>, then fuzzes for $SBX_FUZZ_SECONDS (default 20) seconds.
+# corpus tests/fuzz/corpus/<name>, then fuzzes for $SBX_FUZZ_SECONDS (default 20) seconds; in
+# CI's second pass (build-san) the same binaries run again, so the default there is 8 s.
 # Any crash, sanitizer report, leak, timeout (>10 s per input) or broken invariant fails the case;
 # the reproducer is printed as base64. The long runs are `make fuzz-run` (docs/RELIABILITY.md).
 
@@ -16,9 +17,11 @@ fuzz() {
   dir=$(mktemp -d /tmp/sbx-fuzz-$name.XXXXXX)
   trap "rm -rf '$dir'" EXIT
   mkdir "$dir/corpus"
-  local rc=0
+  local rc=0 secs=20
+  [ "$(basename "$SBX_BUILD_DIR")" == build-san ] && secs=8
+  secs=${SBX_FUZZ_SECONDS:-$secs}
   # the fuzzers themselves must not leak; ASAN_OPTIONS from tests/run are fine for them
-  (cd "$dir" && "$exe" -max_total_time="${SBX_FUZZ_SECONDS:-20}" -timeout=10 -rss_limit_mb=2048 \
+  (cd "$dir" && "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$dir/" "$dir/corpus" "$seeds") \
     >"$dir/log" 2>&1 || rc=$?
   grep -E '^#[0-9]+ +DONE|stat::number_of_executed_units|Done [0-9]+ runs' "$dir/log" || true

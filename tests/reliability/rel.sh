@@ -92,8 +92,10 @@ daemon_hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$DPID/status"; }
 # network namespace (networked setups), run dirs and state files of live sandboxes.
 leak_counts() {
   local shims=0 procs=0 cgdirs=0 mounts links=0 chains=0 p
+  local cmd
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -q "sbx-shim.* $D/run" && shims=$((shims + 1))
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ "$cmd" == *sbx-shim*" $D/run"* ]] && shims=$((shims + 1))
   done
   for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
     [ -d "$c" ] || continue

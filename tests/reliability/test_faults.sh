@@ -132,8 +132,10 @@ PY
       jq -e '.id' "$f" >/dev/null || fail "round $r: state file $f does not parse: $(head -c 300 "$f")"
     done
   done
+  # what a crash between write and rename leaves (rare to hit by chance): removed at start
+  echo '{"id":"sb-00000000000000' >"$D/state/sandboxes/sb-0000000000000000.json.tmp.4242"
   start_daemon
-  ls "$D"/state/sandboxes | grep -q '\.tmp\.' && fail "temporary state files left after the restart"
+  compgen -G "$D/state/sandboxes/*.tmp.*" >/dev/null && fail "temporary state files left after the restart"
   # registry == live shims: each running sandbox has its shim, each shim (run dir) its sandbox
   sleep 2
   req GET /v1/sandboxes; expect 200
@@ -187,13 +189,13 @@ test_client_disconnects() {
     done
     wait "${pids[@]}" || true
   done
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     req GET "/v1/sandboxes/$id"; echo "$BODY" | jq -e '.usage.commands_running == 0' >/dev/null && break; sleep 0.1
   done
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","wc -l < /workspace/count"]}'; expect 200
   [ "$(echo "$BODY" | jq -r .stdout)" == 50 ] || fail "not every command ran to its end after its client left: $BODY"
-  sleep 0.5
-  local now; now=$(daemon_fds)
+  local now
+  for _ in $(seq 50); do now=$(daemon_fds); [ "$now" -le $((base + 1)) ] && break; sleep 0.2; done
   echo "daemon fds: $base before, $now after 50 abandoned streams"
   [ "$now" -le $((base + 1)) ] || { ls -l /proc/$DPID/fd >&2; fail "daemon fds grew from $base to $now"; }
 }
@@ -268,7 +270,10 @@ if got != 64 << 20 or not ex or ex["stdout_bytes"] != 268435456:
 PY
   local rss1 hwm1; rss1=$(daemon_rss_kb); hwm1=$(daemon_hwm_kb)
   echo "daemon VmRSS ${rss0} -> ${rss1} KiB, VmHWM ${hwm0} -> ${hwm1} KiB"
-  local slack=$((48 * 1024))
+  # ASan's allocator (redzones, quarantine) needs more room; the unfixed daemon grew by 66 MiB
+  # in a normal build
+  local slack=$((40 * 1024))
+  [ "$(basename "$SBX_BUILD_DIR")" == build-san ] && slack=$((112 * 1024))
   [ "$hwm1" -le $((hwm0 + slack)) ] || fail "daemon peak RSS grew by $(( (hwm1 - hwm0) / 1024 )) MiB"
   [ "$rss1" -le $((rss0 + slack)) ] || fail "daemon RSS grew by $(( (rss1 - rss0) / 1024 )) MiB"
 }
