@@ -23,4 +23,10 @@ exec "\$here/lib/ld.so" --library-path "\$here/lib" --argv0 "\$0" "\$here/libexe
 WRAP
   chmod +x "$out/bin/$prog"
 done
+# sbx-shim loads libarchive only to import an image (dlopen): bundle it and what it needs too.
+arch=$(ldconfig -p | awk '/libarchive\.so\.13 /{print $NF; exit}')
+if [ -n "$arch" ]; then
+  cp -Ln "$arch" "$out/lib/" 2>/dev/null || true
+  ldd "$arch" | awk '/=> \//{print $3}' | while read -r lib; do cp -Ln "$lib" "$out/lib/" 2>/dev/null || true; done
+fi
 echo "bundle: $out ($(du -sh "$out" | cut -f1)); run $out/bin/sandboxd"

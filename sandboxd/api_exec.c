@@ -27,6 +27,7 @@ struct sd_exec {
     uint64_t xid;
     sd_request *req;
     bool stream, started, finished;
+    bool paused; /* output reads stopped: the client's stream is full (backpressure) */
     uv_pipe_t *in, *out[2];
     uv_write_t wreq;
     unsigned char *stdin_data;
@@ -83,9 +84,35 @@ static uv_pipe_t *open_pipe(sd_exec *e, int fd) {
     return p;
 }
 
+static void alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *buf);
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+/* Backpressure: while a streaming client has not taken what is buffered for it, the command's
+ * pipes are not read, so the command blocks on write instead of the daemon buffering. */
+static void output_pause(sd_exec *e) {
+    e->paused = true;
+    for (int i = 0; i < 2; i++)
+        if (e->out[i])
+            uv_read_stop((uv_stream_t *)e->out[i]);
+}
+
+static void output_resume(sd_exec *e) {
+    if (!e->paused)
+        return;
+    e->paused = false;
+    for (int i = 0; i < 2; i++)
+        if (e->out[i])
+            uv_read_start((uv_stream_t *)e->out[i], alloc_cb, read_cb);
+}
+
+static void req_drained(sd_request *req, void *ud) {
+    output_resume(ud);
+}
+
 static void req_gone(sd_request *req, void *ud) {
     sd_exec *e = ud;
     e->req = NULL; /* the command goes on; its output is discarded */
+    output_resume(e);
 }
 
 static void stream_json(sd_exec *e, json_t *line) {
@@ -173,6 +200,8 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     if (n > 0)
         got_output(e, which, buf->base, (size_t)n);
     free(buf->base);
+    if (n > 0 && e->req && sd_stream_full(e->req))
+        output_pause(e);
     if (n < 0)
         close_pipe(&e->out[which]);
 }
@@ -212,6 +241,7 @@ static void exec_detach(sd_exec *e) {
     close_pipe(&e->out[1]);
     if (e->req) {
         e->req->on_close = NULL;
+        e->req->on_drain = NULL;
         e->req = NULL;
     }
     exec_maybe_free(e);
@@ -423,6 +453,8 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     sb->execs = e;
     req->on_close = req_gone;
     req->close_ud = e;
+    req->on_drain = req_drained;
+    req->drain_ud = e;
     r = exec_send(e, &pe, &err);
     policy_exec_done(&pe);
     if (r < 0)

@@ -278,20 +278,27 @@ static int write_file(int root, const char *path, const void *data, size_t len, 
     return fd_write_all(fd, data, len);
 }
 
-static int untar_entry(int root, const char *dest, struct archive *a, struct archive_entry *e,
-                       uid_t uid) {
+/* The absolute path in the sandbox of an archive entry: 1 and the path, 0 for the archive's
+ * root itself ("." or "/"), -EINVAL for a name with ".." components. */
+static int entry_path(const char *dest, struct archive_entry *e, char *full, size_t size) {
     const char *name = archive_entry_pathname(e);
     while (name && (*name == '/' || strncmp(name, "./", 2) == 0))
         name += *name == '/' ? 1 : 2;
     if (!name || !*name || strcmp(name, ".") == 0)
         return 0;
-    char full[8192];
-    snprintf(full, sizeof(full), "%s/%s", strcmp(dest, "/") ? dest : "", name);
+    snprintf(full, size, "%s/%s", strcmp(dest, "/") ? dest : "", name);
     size_t fl = strlen(full);
     while (fl > 1 && full[fl - 1] == '/')
         full[--fl] = 0;
-    if (!valid_path(full))
-        return -EINVAL;
+    return valid_path(full) ? 1 : -EINVAL;
+}
+
+static int untar_entry(int root, const char *dest, struct archive *a, struct archive_entry *e,
+                       uid_t uid) {
+    char full[8192];
+    int k = entry_path(dest, e, full, sizeof(full));
+    if (k <= 0)
+        return k;
     mode_t type = archive_entry_filetype(e), mode = archive_entry_perm(e) & 0777;
     if (type == AE_IFDIR) {
         int fd = mkdirs(root, full, uid);
@@ -341,7 +348,51 @@ static int untar_entry(int root, const char *dest, struct archive *a, struct arc
     return 0; /* other types are skipped */
 }
 
+/* Whether a proper ancestor of path is one of the archive's symlinks (a set of paths). */
+static bool beneath_link(char *path, json_t *links) {
+    for (char *p = path + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        bool hit = json_object_get(links, path) != NULL;
+        *p = '/';
+        if (hit)
+            return true;
+    }
+    return false;
+}
+
+/* A first pass, so that an archive that is refused changes nothing: every entry's name must be
+ * valid and none may lie beneath a symlink that the archive itself makes. */
+static int untar_check(const char *dest, const void *data, size_t len) {
+    struct archive *a = archive_read_new();
+    json_t *links = json_object();
+    int r = a && links ? 0 : -ENOMEM;
+    if (r == 0) {
+        archive_read_support_format_tar(a);
+        archive_read_support_format_gnutar(a);
+        r = archive_read_open_memory(a, data, len) == ARCHIVE_OK ? 0 : -EINVAL;
+    }
+    struct archive_entry *e;
+    while (r >= 0) {
+        int h = archive_read_next_header(a, &e);
+        if (h == ARCHIVE_EOF)
+            break;
+        char full[8192];
+        if ((h != ARCHIVE_OK && h != ARCHIVE_WARN) ||
+            (r = entry_path(dest, e, full, sizeof(full))) < 0 || beneath_link(full, links))
+            r = -EINVAL;
+        else if (r > 0 && archive_entry_filetype(e) == AE_IFLNK &&
+                 json_object_set_new_nocheck(links, full, json_true()) < 0)
+            r = -ENOMEM;
+    }
+    json_decref(links);
+    archive_read_free(a);
+    return r < 0 ? r : 0;
+}
+
 static int untar(int root, const char *dest, const void *data, size_t len, uid_t uid) {
+    int c = untar_check(dest, data, len);
+    if (c < 0)
+        return c;
     _cleanup_close_ int dfd = mkdirs(root, dest, uid);
     if (dfd < 0)
         return dfd;

@@ -52,6 +52,8 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
             not_allowed(req);
     } else if (strcmp(sub, "/timeout") == 0) {
         is(req, "POST") ? sd_api_timeout(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/fork") == 0) {
+        is(req, "POST") ? sd_api_fork(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/exec") == 0) {
         is(req, "POST") ? sd_api_exec(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/files") == 0) {

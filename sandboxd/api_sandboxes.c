@@ -17,8 +17,12 @@ void sd_api_healthz(sd_daemon *d, sd_request *req) {
 void sd_api_info(sd_daemon *d, sd_request *req) {
     unsigned active = sd_registry_count_active(d);
     unsigned running = 0;
-    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-        running += sb->state == SD_RUNNING;
+    unsigned pool = 0; /* warm pool entries (counted in max_sandboxes, not shown as sandboxes) */
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        running += sb->state == SD_RUNNING && !sb->pool;
+        pool += sb->pool && sb->state != SD_ENDED;
+    }
+    active -= pool;
     unsigned free_slots = active < d->cfg.max_sandboxes ? d->cfg.max_sandboxes - active : 0;
     sd_reply_json(req, 200,
                   json_pack("{s:s,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version", SBX_VERSION,
@@ -60,6 +64,8 @@ static int add_waiter(sd_sandbox *sb, sd_request *req) {
 }
 
 void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *msg) {
+    if (sb->fork)
+        sd_fork_started(sb, status, msg);
     while (sb->n_waiters) {
         sd_request *req = sb->waiters[--sb->n_waiters];
         req->on_close = NULL;
@@ -96,6 +102,21 @@ static bool idempotent_replay(sd_daemon *d, sd_request *req, const char *key) {
     return true;
 }
 
+/* Save a new sandbox before anything is started: one the state directory does not know would
+ * be lost by a restart. On failure (a full or read-only state directory) it is forgotten. */
+static int persist_new(sd_sandbox *sb, const char *key) {
+    sb->idem_key = key ? strdup(key) : NULL;
+    int r = sd_state_save(sb);
+    if (r < 0) {
+        sd_daemon *d = sb->d;
+        sd_state_remove(d, sb->id);
+        sd_slot_release(d, sb->uid_slot);
+        sd_registry_remove(d, sb);
+        sd_metrics_create(d, "error", 0);
+    }
+    return r;
+}
+
 void sd_api_create(sd_daemon *d, sd_request *req) {
     json_t *body = sd_req_json(req);
     if (!body)
@@ -103,6 +124,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     policy_create c = {0};
     policy_egress *egress = NULL;
     sbx_error err = {0};
+    sd_sandbox *sb;
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     json_decref(body);
     if (r < 0) {
@@ -122,21 +144,32 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
                        c.image);
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
-    } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes) {
+    } else if ((sb = sd_pool_take(d, &c))) {
+        if ((r = sd_pool_hand_out(sb, &c, key)) < 0) {
+            free(sb->idem_key); /* a retry with the same key tries again */
+            sb->idem_key = NULL;
+            sd_sandbox_end(sb, "infrastructure_failure", "its state could not be saved");
+            sd_reply_error(req, 507, "insufficient_storage", "cannot save the sandbox's state: %s",
+                           strerror(-r));
+        } else {
+            sd_reply_json(req, 201, sd_sandbox_to_json(sb));
+        }
+        sd_pool_refill(d);
+    } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
         sd_metrics_create(d, "full", 0);
         req->retry_after = RETRY_AFTER_S;
         sd_reply_error(req, 503, "node_full", "the node is full (%u sandboxes)",
                        d->cfg.max_sandboxes);
     } else {
-        sd_sandbox *sb;
         if (sd_registry_add(d, &c, &sb, &err) < 0) {
             req->retry_after = RETRY_AFTER_S;
             sd_reply_error(req, 503, "node_full", "%s", err.message);
+        } else if ((r = persist_new(sb, key)) < 0) {
+            sd_reply_error(req, 507, "insufficient_storage", "cannot save the sandbox's state: %s",
+                           strerror(-r));
         } else {
-            sb->idem_key = key ? strdup(key) : NULL;
             sb->egress = TAKE_PTR(egress);
             add_waiter(sb, req);
-            sd_state_save(sb); /* a restart while it starts must not lose it */
             log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
                      (unsigned long long)sb->spec.memory);
             if (d->n_starting < d->cfg.max_starting)

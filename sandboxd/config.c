@@ -22,6 +22,8 @@ enum {
     OPT_MAX_SB,
     OPT_MAX_START,
     OPT_LOG,
+    OPT_POOL,
+    OPT_POOL_MAX_START,
     OPT_HELP,
     OPT_VERSION
 };
@@ -39,6 +41,8 @@ static const struct option options[] = {
     {"max-sandboxes", required_argument, NULL, OPT_MAX_SB},
     {"max-starting", required_argument, NULL, OPT_MAX_START},
     {"log-level", required_argument, NULL, OPT_LOG},
+    {"pool", required_argument, NULL, OPT_POOL},
+    {"pool-max-starting", required_argument, NULL, OPT_POOL_MAX_START},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {0},
@@ -48,7 +52,9 @@ static const char usage[] =
     "usage: sandboxd [--config FILE] [--socket PATH] [--tcp HOST:PORT --token TOKEN]\n"
     "                [--run-dir DIR] [--state-dir DIR] [--shim PATH] [--seccomp-profile PATH]\n"
     "                [--cgroup-parent NAME] [--max-sandboxes N] [--max-starting N]\n"
-    "                [--log-level debug|info|warn|error]\n";
+    "                [--log-level debug|info|warn|error]\n"
+    "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
+    "                [--pool-max-starting N]\n";
 
 static void set_str(char **dst, const char *v) {
     free(*dst);
@@ -61,6 +67,43 @@ static int parse_uint(const char *s, const char *what, unsigned *ret, sbx_error 
     if (!*s || *end || v == 0 || v > 100000)
         return error_set(err, -EINVAL, "%s: expected a positive integer, got \"%s\"", what, s);
     *ret = (unsigned)v;
+    return 0;
+}
+
+/* --pool: a JSON object, or key=value pairs separated by commas ("size=8,cpu=1,memory=2Gi").
+ * Numbers stay numbers; everything else is a string, as in a create body. */
+static int parse_pool(sd_config *c, const char *v, sbx_error *err) {
+    json_t *o = NULL;
+    if (*v == '{') {
+        o = json_loads(v, JSON_REJECT_DUPLICATES, NULL);
+    } else {
+        o = json_object();
+        _cleanup_free_ char *copy = strdup(v);
+        char *save = NULL;
+        for (char *kv = copy ? strtok_r(copy, ",", &save) : NULL; kv && o;
+             kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '='), *end = NULL;
+            if (!eq) {
+                json_decref(o);
+                o = NULL;
+                break;
+            }
+            *eq = 0;
+            double num = strtod(eq + 1, &end);
+            json_object_set_new(
+                o, kv,
+                eq[1] && !*end
+                    ? (num == (json_int_t)num ? json_integer((json_int_t)num) : json_real(num))
+                    : json_string(eq + 1));
+        }
+    }
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return error_set(err, -EINVAL, "pool: expected a JSON object or key=value,...: \"%s\"", v);
+    }
+    if (!c->pools)
+        c->pools = json_array();
+    json_array_append_new(c->pools, o);
     return 0;
 }
 
@@ -96,6 +139,10 @@ static int apply(sd_config *c, int opt, const char *v, sbx_error *err) {
         return parse_uint(v, "max-sandboxes", &c->max_sandboxes, err);
     case OPT_MAX_START:
         return parse_uint(v, "max-starting", &c->max_starting, err);
+    case OPT_POOL:
+        return parse_pool(c, v, err);
+    case OPT_POOL_MAX_START:
+        return parse_uint(v, "pool-max-starting", &c->pool_max_starting, err);
     case OPT_LOG:
         if (log_level_from_string(v, &c->log_level) < 0)
             return error_set(err, -EINVAL, "log-level: expected debug, info, warn or error");
@@ -142,6 +189,7 @@ static int load_file(sd_config *c, const char *path, bool required, sbx_error *e
                 {"cgroup_parent", OPT_CGROUP},
                 {"max_sandboxes", OPT_MAX_SB},
                 {"max_starting", OPT_MAX_START},
+                {"pool_max_starting", OPT_POOL_MAX_START},
                 {"log_level", OPT_LOG}};
     int r = 0;
     for (size_t i = 0; i < ARRAY_SIZE(keys) && r >= 0; i++) {
@@ -166,6 +214,13 @@ static int load_file(sd_config *c, const char *path, bool required, sbx_error *e
             r = error_set(err, -EINVAL, "config %s: defaults must be an object", path);
         else
             c->defaults = json_incref(defs);
+    }
+    json_t *pools = json_object_get(j, "pools");
+    if (r >= 0 && pools) {
+        if (!json_is_array(pools))
+            r = error_set(err, -EINVAL, "config %s: pools must be an array", path);
+        else
+            c->pools = json_deep_copy(pools);
     }
     if (r >= 0 && json_is_object(json_object_get(j, "network")))
         c->network = json_incref(json_object_get(j, "network"));
@@ -228,5 +283,6 @@ void sd_config_done(sd_config *c) {
     free(c->cgroup_parent);
     json_decref(c->defaults);
     json_decref(c->network);
+    json_decref(c->pools);
     *c = (sd_config){0};
 }

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -29,6 +30,8 @@ typedef struct sd_config {
     policy_price price;
     json_t *defaults; /* create defaults (operator overrides), object or NULL */
     json_t *network;  /* the config file's "network" object (sandboxd/net_daemon.c), or NULL */
+    json_t *pools;    /* warm pool templates: array of create bodies with "size" (pool.c) */
+    unsigned pool_max_starting; /* pool entries starting at once (refill budget) */
 } sd_config;
 
 typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED } sd_state;
@@ -63,6 +66,12 @@ struct sd_sandbox {
     uint64_t cpu_usec, mem_bytes, mem_peak_bytes, pids, oom_kills;
     struct policy_egress *egress; /* network policy, NULL for none (sandboxd/net_daemon.c) */
     struct sd_net_sandbox *net;   /* its plumbing once running */
+    struct sd_fork *fork;         /* the fork request it belongs to while it starts (api_fork.c) */
+    char *seed_dir;               /* its starting files (a fork's snapshot layer), or NULL */
+    uint32_t seed_uid_base;
+    char forked_from[24]; /* the source's id for a fork, else "" */
+    int pool;             /* a warm pool entry of template pool-1 (never handed out), 0: not */
+    bool pooled;          /* handed out from a warm pool */
 };
 
 typedef struct sd_lease {
@@ -81,6 +90,7 @@ typedef struct sd_metrics {
     double exec_sum;
     double cost_total;
     uint64_t oom_kills;
+    uint64_t pool_hits, pool_misses, pool_evictions;
 } sd_metrics;
 
 struct sd_daemon {
@@ -101,7 +111,9 @@ struct sd_daemon {
     bool shutting_down;
     unsigned active_requests;
     sd_metrics m;
-    struct sd_net *net; /* NULL: networking off */
+    struct sd_net *net;    /* NULL: networking off */
+    struct sd_pool *pools; /* warm pool templates (pool.c) */
+    unsigned n_pools;
 };
 
 /* config.c */
@@ -138,6 +150,25 @@ int sd_state_restore(sd_daemon *d);
 int sd_lease_save(sd_daemon *d, sd_lease *l);
 void sd_lease_state_remove(sd_daemon *d, const char *id);
 
+/* pool.c: warm pools of ready sandboxes per template (image, limits, network mode) */
+int sd_pool_init(sd_daemon *d, sbx_error *err);
+void sd_pool_done(sd_daemon *d);
+/* A running, never handed-out entry whose template matches c, or NULL (a miss when a template
+ * of c's shape exists). */
+sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c);
+/* Give entry sb to a create: its spec becomes c (moved), timers and cost start now. Returns
+ * the state file's save result; on failure the caller ends sb (nobody has used it). */
+int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key);
+/* Start entries until every pool is full, within the budget and --max-sandboxes. */
+void sd_pool_refill(sd_daemon *d);
+/* End one pool entry to make room for a cold create. Returns true when one was ended. */
+bool sd_pool_evict(sd_daemon *d);
+/* After restore: the template index + 1 that a restored entry still fits, or 0. */
+int sd_pool_match_restored(sd_daemon *d, const sd_sandbox *sb);
+void sd_pool_metrics(sd_daemon *d, FILE *f);
+/* A pool entry ended (failed: it did not start; refills pause a few seconds). */
+void sd_pool_entry_ended(sd_sandbox *sb, bool failed);
+
 /* timers.c */
 void sd_timers_start(sd_daemon *d);
 void sd_timers_tick(sd_daemon *d);
@@ -172,6 +203,9 @@ void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
+/* A fork finished starting (status 201) or failed (message): called from sd_create_finish. */
+void sd_fork_started(sd_sandbox *sb, int status, const char *msg);
 void sd_api_lease_create(sd_daemon *d, sd_request *req);
 void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
 void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 typedef struct http_inst {
     sd_http *http;
@@ -142,6 +143,22 @@ void sd_reply_json(sd_request *req, unsigned status, json_t *body) {
     set_response(req, status, r);
 }
 
+/* Messages quote what the client sent (a path, an id) and may be cut at any byte: replace
+ * every byte that does not start a well-formed UTF-8 sequence, so the answer stays JSON. */
+static void utf8_sanitize(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : *p < 0xc2 ? 0 : *p < 0xe0 ? 2 : *p < 0xf0 ? 3 : *p < 0xf5 ? 4 : 0;
+        bool ok = n > 0;
+        for (int i = 1; ok && i < n; i++)
+            ok = (p[i] & 0xc0) == 0x80;
+        if (!ok)
+            *p++ = '?';
+        else
+            p += n;
+    }
+}
+
 void sd_reply_error(sd_request *req, unsigned status, const char *code, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
@@ -150,7 +167,12 @@ void sd_reply_error(sd_request *req, unsigned status, const char *code, const ch
     va_end(ap);
     log_debug("request failed path=%s status=%u code=%s message=\"%s\"", req->path, status, code,
               msg);
-    sd_reply_json(req, status, json_pack("{s:s,s:s}", "message", msg, "code", code));
+    json_t *m = json_string(msg);
+    if (!m) {
+        utf8_sanitize(msg);
+        m = json_string(msg) ?: json_string("(the message is not valid UTF-8)");
+    }
+    sd_reply_json(req, status, json_pack("{s:o,s:s}", "message", m, "code", code));
 }
 
 void sd_reply_sbx_error(sd_request *req, const sbx_error *err) {
@@ -194,6 +216,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         memcpy(buf, req->sbuf, n);
         memmove(req->sbuf, req->sbuf + n, req->slen - n);
         req->slen -= n;
+        if (req->on_drain && req->slen <= SD_STREAM_LOW)
+            req->on_drain(req, req->drain_ud);
         return (ssize_t)n;
     }
     if (req->stream_done)
@@ -229,6 +253,10 @@ void sd_stream_write(sd_request *req, const char *data, size_t len) {
     memcpy(req->sbuf + req->slen, data, len);
     req->slen += len;
     req_resume(req);
+}
+
+bool sd_stream_full(const sd_request *req) {
+    return req->stream && !req->closed && req->slen >= SD_STREAM_HIGH;
 }
 
 void sd_stream_end(sd_request *req) {
@@ -286,6 +314,24 @@ static enum MHD_Result queue_answer(sd_request *req) {
     return ret;
 }
 
+/* A query value with an encoded NUL ("%00") would be cut short where C reads it, turning
+ * "path=/workspace/a%00b" into "/workspace/a": such requests are refused as a whole. */
+static enum MHD_Result nul_arg_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  size_t key_size, const char *value, size_t value_size) {
+    const char **bad = cls;
+    if ((key && strlen(key) != key_size) || (value && strlen(value) != value_size)) {
+        *bad = key ? key : "";
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+static const char *query_with_nul(sd_request *req) {
+    const char *bad = NULL;
+    MHD_get_connection_values_n(req->conn, MHD_GET_ARGUMENT_KIND, nul_arg_cb, &bad);
+    return bad;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
@@ -305,6 +351,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         if (req->too_large)
             sd_reply_error(req, 413, "too_large", "request body is larger than %zu bytes",
                            req->body_max);
+        else if (query_with_nul(req))
+            sd_reply_error(req, 400, "invalid_argument", "%s: must not contain a NUL byte",
+                           query_with_nul(req));
         else if (req->d->active_requests > SD_MAX_REQUESTS)
             sd_reply_error(req, 429, "too_many_requests", "too many concurrent requests");
         else
@@ -347,15 +396,26 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
     log_debug("libmicrohttpd: %s", buf);
 }
 
+/* An idle connection costs one descriptor and a little memory, nothing else: allow many (half
+ * the descriptor limit, the rest is for sandboxes and commands), so that clients holding
+ * thousands of connections open cannot lock others out. Requests in flight are capped
+ * separately (SD_MAX_REQUESTS, 429). */
+static unsigned connection_limit(void) {
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur / 2 : 0;
+    if (n > 65536)
+        n = 65536;
+    return n < SD_MAX_REQUESTS + 64 ? SD_MAX_REQUESTS + 64 : (unsigned)n;
+}
+
 static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, sbx_error *err) {
     in->http = d->http;
     in->tcp = tcp;
-    in->mhd =
-        MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL,
-                         NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
-                         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed_cb,
-                         in, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SD_MAX_REQUESTS + 64),
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    in->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+                               NULL, NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger,
+                               NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+                               completed_cb, in, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     if (!in->mhd)
         return error_set(err, -EIO, "libmicrohttpd failed to start on fd %d", fd);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(in->mhd, MHD_DAEMON_INFO_EPOLL_FD);

@@ -31,6 +31,9 @@ struct sd_request {
     /* told when the request is over (completed or client gone) */
     void (*on_close)(sd_request *req, void *ud);
     void *close_ud;
+    /* streaming backpressure: told when a full buffer (sd_stream_full) has drained to the client */
+    void (*on_drain)(sd_request *req, void *ud);
+    void *drain_ud;
     uint64_t start_us;
 };
 
@@ -58,3 +61,8 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64
 void sd_stream_begin(sd_request *req, const char *ctype);
 void sd_stream_write(sd_request *req, const char *data, size_t len);
 void sd_stream_end(sd_request *req);
+/* True when the stream holds SD_STREAM_HIGH bytes the client has not taken yet: the producer
+ * should stop reading its source until on_drain is called (below SD_STREAM_LOW). */
+#define SD_STREAM_HIGH (256u << 10)
+#define SD_STREAM_LOW (64u << 10)
+bool sd_stream_full(const sd_request *req);

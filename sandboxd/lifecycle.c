@@ -4,6 +4,7 @@
 #include "sandboxd/daemon.h"
 
 #include "common/fdutil.h"
+#include "common/filereplace.h"
 #include "common/shimproto.h"
 #include "common/timeutil.h"
 #include "sandboxd/net_daemon.h"
@@ -104,6 +105,10 @@ static json_t *spec_json(sd_sandbox *sb) {
                              (int)sb->spec.pids, "uid_base", (json_int_t)sd_uid_base(sb->uid_slot),
                              "hostname", sb->id, "env", env, "network", "mode", "none", "cgroup",
                              "version", d->cgroup_version, "parent", d->cgroup_parent);
+    if (spec && sb->seed_dir)
+        json_object_set_new(spec, "seed",
+                            json_pack("{s:s,s:I}", "path", sb->seed_dir, "uid_base",
+                                      (json_int_t)sb->seed_uid_base));
     if (spec && d->seccomp_bpf[0])
         json_object_set_new(spec, "seccomp_bpf", json_string(d->seccomp_bpf));
     if (spec)
@@ -114,7 +119,8 @@ static json_t *spec_json(sd_sandbox *sb) {
 static void start_failed(sd_sandbox *sb, const char *msg) {
     sd_daemon *d = sb->d;
     log_error("sandbox start failed sandbox=%s error=\"%s\"", sb->id, msg);
-    sd_metrics_create(d, "error", (double)(now_mono_us() - sb->start_mono_us) / 1e6);
+    if (!sb->pool)
+        sd_metrics_create(d, "error", (double)(now_mono_us() - sb->start_mono_us) / 1e6);
     sd_create_finish(sb, 500, "internal", msg);
     free(sb->idem_key); /* a retry with the same key tries again */
     sb->idem_key = NULL;
@@ -146,12 +152,14 @@ static void hello_reply(void *ud, json_t *reply) {
     sb->state = SD_RUNNING;
     sb->d->n_starting--;
     double secs = (double)(now_mono_us() - sb->start_mono_us) / 1e6;
-    sd_metrics_create(sb->d, "ok", secs);
-    log_info("sandbox started sandbox=%s init_pid=%d shim_pid=%d seconds=%.3f", sb->id,
-             sb->init_pid, sb->shim_pid, secs);
+    if (!sb->pool)
+        sd_metrics_create(sb->d, "ok", secs);
+    log_info("sandbox started sandbox=%s init_pid=%d shim_pid=%d seconds=%.3f%s", sb->id,
+             sb->init_pid, sb->shim_pid, secs, sb->pool ? " pool=true" : "");
     sd_state_save(sb);
     sd_create_finish(sb, 201, NULL, NULL);
     sd_start_queued(sb->d);
+    sd_pool_refill(sb->d);
 }
 
 static int connect_and_hello(sd_sandbox *sb, sbx_error *err) {
@@ -224,7 +232,7 @@ void sd_sandbox_start(sd_sandbox *sb) {
     json_decref(spec);
     int p[2] = {-1, -1};
     if (!dump || mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
-        file_write_atomic(spec_path, dump, strlen(dump), 0600) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+        file_replace_nosync(spec_path, dump, strlen(dump), 0600) < 0 || pipe2(p, O_CLOEXEC) < 0) {
         start_failed(sb, "cannot prepare the sandbox directory");
         return;
     }
@@ -330,9 +338,14 @@ void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) {
     }
     sd_exec_abort_all(sb, sb->end_message);
     sd_net_daemon_teardown(sb);
-    sd_metrics_end(d, reason, sb->end_cost);
-    log_info("sandbox ended sandbox=%s reason=%s cost_usd=%.7f message=\"%s\"", sb->id, reason,
-             sb->end_cost, sb->end_message);
+    if (sb->pool) {
+        sb->end_cost = 0; /* never handed out: nobody pays for it */
+        sd_pool_entry_ended(sb, strcmp(reason, "infrastructure_failure") == 0);
+    } else {
+        sd_metrics_end(d, reason, sb->end_cost);
+    }
+    log_info("sandbox ended sandbox=%s reason=%s cost_usd=%.7f message=\"%s\"%s", sb->id, reason,
+             sb->end_cost, sb->end_message, sb->pool ? " pool=true" : "");
     if (sb->shim && !d->shutting_down) {
         if (sd_shim_request(sb->shim, "shutdown", NULL, NULL, 0, shutdown_reply, sb) < 0) {
             sd_shim_close(TAKE_PTR(sb->shim));
@@ -360,5 +373,6 @@ void sd_sandbox_free(sd_sandbox *sb) {
     policy_create_done(&sb->spec);
     free(sb->waiters);
     free(sb->idem_key);
+    free(sb->seed_dir);
     free(sb);
 }

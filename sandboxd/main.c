@@ -120,6 +120,8 @@ static int setup(sd_daemon *d, sbx_error *err) {
     if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
         return r;
     sd_net_daemon_init(d);
+    if ((r = sd_pool_init(d, err)) < 0)
+        return r;
     sd_state_restore(d);
     sd_net_daemon_restore(d);
     if ((r = sd_http_start(d, ufd, tfd, err)) < 0)

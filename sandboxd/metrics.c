@@ -71,6 +71,8 @@ char *sd_metrics_render(sd_daemon *d) {
     unsigned running = 0, starting = 0;
     double live_cost = 0;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        if (sb->pool)
+            continue; /* warm pool entries: sandboxd_pool_entries */
         running += sb->state == SD_RUNNING;
         starting += sb->state == SD_STARTING;
         if (sb->state != SD_ENDED)
@@ -103,6 +105,7 @@ char *sd_metrics_render(sd_daemon *d) {
     fprintf(f, "# TYPE sandboxd_oom_kills_total counter\nsandboxd_oom_kills_total %llu\n",
             (unsigned long long)d->m.oom_kills);
     sd_net_daemon_metrics(d, f);
+    sd_pool_metrics(d, f);
     fclose(f);
     return buf;
 }

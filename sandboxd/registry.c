@@ -119,7 +119,16 @@ static json_t *time_json(uint64_t ms) {
     return json_string(buf);
 }
 
+static json_t *sandbox_json(const sd_sandbox *sb);
+
 json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
+    json_t *j = sandbox_json(sb);
+    if (j && sb->forked_from[0])
+        json_object_set_new(j, "forked_from", json_string(sb->forked_from));
+    return j;
+}
+
+static json_t *sandbox_json(const sd_sandbox *sb) {
     const policy_create *c = &sb->spec;
     json_t *limits =
         json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:o}", "cpu", c->cpu, "memory", (json_int_t)c->memory,
@@ -135,11 +144,11 @@ json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
     if (sb->state == SD_ENDED)
         end = json_pack("{s:s,s:s,s:o,s:f}", "reason", sb->end_reason, "message", sb->end_message,
                         "ended_at", time_json(sb->ended_ms), "cost_usd", sb->end_cost);
-    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o}", "id", sb->id, "state",
-                     sd_state_name(sb->state), "image", c->image, "limits", limits, "network",
-                     sd_net_daemon_json(sb), "labels", c->labels, "lease",
+    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o}", "id", sb->id,
+                     "state", sd_state_name(sb->state), "image", c->image, "limits", limits,
+                     "network", sd_net_daemon_json(sb), "labels", c->labels, "lease",
                      c->lease ? json_string(c->lease) : json_null(), "created_at",
                      time_json(sb->created_ms), "last_activity_at", time_json(sb->last_activity_ms),
                      "expires_at", time_json(sb->expires_ms), "usage", usage, "cost_usd",
-                     sd_sandbox_cost(sb), "end", end);
+                     sd_sandbox_cost(sb), "end", end, "pooled", json_boolean(sb->pooled));
 }

@@ -5,6 +5,7 @@
 #include "sandboxd/daemon.h"
 
 #include "common/fdutil.h"
+#include "common/filereplace.h"
 #include "common/timeutil.h"
 
 #include <dirent.h>
@@ -23,7 +24,11 @@ static int save_json(sd_daemon *d, const char *kind, const char *id, json_t *j) 
     json_decref(j);
     if (!s)
         return -ENOMEM;
-    r = file_write_atomic(path, s, strlen(s), 0600);
+    /* A sandbox record is not fsynced: its sandbox dies with the host, and a restarted daemon
+     * only needs the rename's atomicity (a torn or missing record after a power loss is
+     * skipped). Leases outlive sandboxes and are rare: those stay durable. */
+    r = strcmp(kind, "leases") == 0 ? file_write_atomic(path, s, strlen(s), 0600)
+                                    : file_replace_nosync(path, s, strlen(s), 0600);
     free(s);
     if (r < 0)
         log_error("cannot save state file=%s error=\"%s\"", path, strerror(-r));
@@ -39,6 +44,8 @@ int sd_state_save(sd_sandbox *sb) {
         (json_int_t)sb->ended_ms, "init_pid", sb->init_pid, "shim_pid", sb->shim_pid,
         "idempotency_key", sb->idem_key ? json_string(sb->idem_key) : json_null(), "commands_run",
         (int)sb->commands_run, "oom_kills", (json_int_t)sb->oom_kills, "dir", sb->dir);
+    if (j && (sb->pool || sb->pooled))
+        json_object_set_new(j, sb->pool ? "pool" : "pooled", json_true());
     if (j && sb->state == SD_ENDED)
         json_object_set_new(j, "end",
                             json_pack("{s:s,s:s,s:f}", "reason", sb->end_reason, "message",
@@ -112,10 +119,23 @@ static int restore_sandbox(sd_daemon *d, json_t *j) {
         snprintf(sb->end_message, sizeof(sb->end_message), "%s",
                  json_string_value(json_object_get(end, "message")) ?: "");
         sb->end_cost = json_number_value(json_object_get(end, "cost_usd"));
+        sb->hidden = json_is_true(json_object_get(j, "pool"));
         return 0;
     }
     sb->state = SD_RUNNING; /* "running", or "starting" when the daemon stopped mid-start */
     sd_slot_claim(d, sb->uid_slot);
+    sb->pooled = json_is_true(json_object_get(j, "pooled"));
+    bool pool = json_is_true(json_object_get(j, "pool"));
+    if (pool) { /* a warm pool entry: kept if its template is still configured */
+        sb->hidden = true;
+        sb->pool = sd_pool_match_restored(d, sb);
+        if (!sb->pool) {
+            sb->pool = INT_MAX;
+            sd_sandbox_adopt(sb, &err);
+            sd_sandbox_end(sb, "terminated", "warm pool entry of a template no longer configured");
+            return 0;
+        }
+    }
     if (sd_sandbox_adopt(sb, &err) < 0) {
         log_warn("cannot re-adopt sandbox=%s error=\"%s\"", sb->id, err.message);
         sd_sandbox_end(sb, "infrastructure_failure",
@@ -135,10 +155,14 @@ static void restore_dir(sd_daemon *d, const char *kind) {
     struct dirent *de;
     while ((de = readdir(dir))) {
         size_t n = strlen(de->d_name);
-        if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
-            continue;
         char file[PATH_MAX + 256];
         snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
+        if (strstr(de->d_name, ".json.tmp.")) {
+            unlink(file); /* a write that a crash interrupted; the record before it stands */
+            continue;
+        }
+        if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
+            continue;
         json_t *j = json_load_file(file, 0, NULL);
         int r = !j                            ? -EINVAL
                 : strcmp(kind, "leases") == 0 ? sd_lease_restore(d, j)

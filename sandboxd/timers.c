@@ -51,7 +51,9 @@ void sd_timers_tick(sd_daemon *d) {
     sd_leases_expire(d);
     for (sd_sandbox *sb = d->sandboxes, *next; sb; sb = next) {
         next = sb->next;
-        if (sb->state == SD_RUNNING) {
+        if (sb->state == SD_RUNNING && sb->pool) {
+            continue; /* a warm pool entry: its timers and cost start at hand-out */
+        } else if (sb->state == SD_RUNNING) {
             check_running(sb, now, stats);
         } else if (sb->state == SD_STARTING && !sb->queued &&
                    now_mono_us() > sb->start_mono_us + START_TIMEOUT_MS * 1000ull) {
@@ -67,6 +69,7 @@ void sd_timers_tick(sd_daemon *d) {
             }
         }
     }
+    sd_pool_refill(d);
 }
 
 static void tick_cb(uv_timer_t *t) {

@@ -4,6 +4,7 @@
 #include "shim/rootfs.h"
 
 #include "common/fdutil.h"
+#include "shim/seed.h"
 
 #include <fcntl.h>
 #include <stdbool.h>
@@ -115,6 +116,13 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, sbx_error *e
     if ((r = ensure_dir(p, "workspace", 0755, suid, err)) < 0 ||
         (r = ensure_dir(p, "tmp", 01777, ruid, err)) < 0)
         return r;
+    char seed_dst[4200];
+    snprintf(seed_dst, sizeof(seed_dst), "%s/workspace", p);
+    if ((r = shim_seed_copy(spec, "workspace", seed_dst, err)) < 0)
+        return r;
+    snprintf(seed_dst, sizeof(seed_dst), "%s/tmp", p);
+    if ((r = shim_seed_copy(spec, "tmp", seed_dst, err)) < 0)
+        return r;
     path_join(root, sizeof(root), staging, "root");
     if (spec->image_type == SHIM_IMAGE_DIR) {
         char lower[4200];
@@ -223,19 +231,42 @@ int shim_rootfs_etc(const shim_spec *spec, const char *staging, sbx_error *err) 
     return 0;
 }
 
-int shim_rootfs_proc(const char *staging, sbx_error *err) {
-    char proc[4200], p[4400], empty[4200];
-    snprintf(proc, sizeof(proc), "%s/root/proc", staging);
-    snprintf(empty, sizeof(empty), "%s/empty", staging);
-    int fd = open(empty, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444);
-    if (fd < 0)
-        return error_set_errno(err, negative_errno(), "create %s", empty);
-    close(fd);
-    int r = mnt("proc", proc, "proc", MS_SAFE | MS_NOEXEC, NULL, err);
+/* A small read-only tmpfs holding an empty file and an empty directory: a bind mount copies
+ * its source mount's flags, so each masked /proc entry costs one mount(2) (no remount, no new
+ * superblock per directory). */
+static int make_mask(const char *staging, char *mask, size_t len, sbx_error *err) {
+    snprintf(mask, len, "%s/mask", staging);
+    if (mkdir(mask, 0755) < 0)
+        return error_set_errno(err, negative_errno(), "mkdir %s", mask);
+    int r =
+        mnt("sbx-mask", mask, "tmpfs", MS_SAFE | MS_NOEXEC, "size=4k,nr_inodes=4,mode=0555", err);
     if (r < 0)
         return r;
-    /* Masked like Docker's defaults: files get an empty read-only file, directories an empty
-     * read-only tmpfs. */
+    char p[4300];
+    snprintf(p, sizeof(p), "%s/file", mask);
+    int fd = open(p, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "create %s", p);
+    close(fd);
+    snprintf(p, sizeof(p), "%s/dir", mask);
+    if (mkdir(p, 0555) < 0)
+        return error_set_errno(err, negative_errno(), "mkdir %s", p);
+    return mnt(NULL, mask, NULL, MS_REMOUNT | MS_RDONLY | MS_SAFE | MS_NOEXEC,
+               "size=4k,nr_inodes=4,mode=0555", err);
+}
+
+int shim_rootfs_proc(const char *staging, sbx_error *err) {
+    char proc[4200], p[4400], mask[4200], empty_file[4300], empty_dir[4300];
+    snprintf(proc, sizeof(proc), "%s/root/proc", staging);
+    int r = make_mask(staging, mask, sizeof(mask), err);
+    if (r < 0)
+        return r;
+    snprintf(empty_file, sizeof(empty_file), "%s/file", mask);
+    snprintf(empty_dir, sizeof(empty_dir), "%s/dir", mask);
+    if ((r = mnt("proc", proc, "proc", MS_SAFE | MS_NOEXEC, NULL, err)) < 0)
+        return r;
+    /* Masked like Docker's defaults: files show an empty read-only file, directories an empty
+     * read-only directory. */
     static const char *const masked[] = {
         "kcore",       "keys",       "latency_stats", "timer_list", "timer_stats",
         "sched_debug", "kmsg",       "interrupts",    "kallsyms",   "sysrq-trigger",
@@ -247,12 +278,8 @@ int shim_rootfs_proc(const char *staging, sbx_error *err) {
         snprintf(p, sizeof(p), "%s/%s", proc, masked[i]);
         if (lstat(p, &st) < 0)
             continue;
-        if (S_ISDIR(st.st_mode))
-            r = mnt("sbx-mask", p, "tmpfs", MS_RDONLY | MS_SAFE | MS_NOEXEC, "size=0,mode=0555",
-                    err);
-        else
-            r = bind(empty, p, MS_RDONLY | MS_SAFE | MS_NOEXEC, err);
-        if (r < 0)
+        if ((r = mnt(S_ISDIR(st.st_mode) ? empty_dir : empty_file, p, NULL, MS_BIND, NULL, err)) <
+            0)
             return r;
     }
     static const char *const ro[] = {"sys", "irq", "bus", "fs"};

@@ -3,6 +3,7 @@
 #include "shim/sandbox.h"
 
 #include "common/fdutil.h"
+#include "common/filereplace.h"
 #include "policy/seccomp.h"
 #include "shim/init.h"
 #include "shim/ipc.h"
@@ -175,7 +176,7 @@ static int step_pidfile(shim_sandbox *sb, sbx_error *err) {
     char p[4200], buf[32];
     snprintf(p, sizeof(p), "%s/shim.pid", sb->dir);
     int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-    int r = file_write_atomic(p, buf, (size_t)n, 0600);
+    int r = file_replace_nosync(p, buf, (size_t)n, 0600); /* run dir: no fsync */
     return r < 0 ? error_set_errno(err, r, "write %s", p) : 0;
 }
 

@@ -38,6 +38,7 @@ void shim_spec_free(shim_spec *s) {
     free(s->hosts);
     strv_free(s->dns);
     free(s->seccomp_bpf);
+    free(s->seed_path);
     free(s->cgroup_parent);
     free(s);
 }
@@ -182,6 +183,20 @@ static int parse_scalars(shim_spec *s, json_t *root, sbx_error *err) {
     return 0;
 }
 
+static int parse_seed(shim_spec *s, json_t *seed, sbx_error *err) {
+    if (!seed)
+        return 0;
+    const char *path = json_string_value(json_object_get(seed, "path"));
+    json_t *ub = json_object_get(seed, "uid_base");
+    if (!path || path[0] != '/' || strstr(path, "..") || !text_clean(path) ||
+        !json_is_integer(ub) || json_integer_value(ub) <= 0 ||
+        json_integer_value(ub) > (json_int_t)(UINT32_MAX - SHIM_UID_RANGE))
+        return error_set(err, -EINVAL, "spec: seed must be {path (absolute), uid_base}");
+    s->seed_uid_base = (uint32_t)json_integer_value(ub);
+    s->seed_path = strdup(path);
+    return s->seed_path ? 0 : -ENOMEM;
+}
+
 static int parse_all(shim_spec *s, json_t *root, sbx_error *err) {
     int r;
     const char *id = json_string_value(json_object_get(root, "id"));
@@ -215,7 +230,7 @@ static int parse_all(shim_spec *s, json_t *root, sbx_error *err) {
     if (!bpf || bpf[0] != '/')
         return error_set(err, -EINVAL, "spec: seccomp_bpf (absolute path) is required");
     s->seccomp_bpf = strdup(bpf);
-    return s->seccomp_bpf ? 0 : -ENOMEM;
+    return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
 int shim_spec_parse(const char *text, shim_spec **ret, sbx_error *err) {

@@ -8,9 +8,13 @@
  *  "network":{"mode":"none"} | {"mode":"veth"},
  *  "etc_hosts":[["127.0.0.1","localhost"]], "dns":["10.0.0.1"],   (optional)
  *  "seccomp_bpf":"/path/seccomp.bpf",       raw struct sock_filter array (required)
- *  "cgroup":{"version":1|2, "parent":"..."}}
+ *  "cgroup":{"version":1|2, "parent":"..."},
+ *  "seed":{"path":"/abs/layer", "uid_base":N}}   (optional: a fork's starting files, below)
  * v2 parent: absolute directory of a delegated subtree; v1 parent: path relative to each
- * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored. */
+ * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored.
+ * seed: a host directory with `workspace` and `tmp` (a snapshot of another sandbox whose uid
+ * range starts at seed.uid_base); they are copied into the new sandbox's /workspace and /tmp,
+ * owners shifted into its own range (shim/seed.c). */
 #pragma once
 
 #include "common/error.h"
@@ -51,6 +55,8 @@ typedef struct shim_spec {
     char *seccomp_bpf;
     int cgroup_version; /* 1 or 2 */
     char *cgroup_parent;
+    char *seed_path;        /* NULL: start empty */
+    uint32_t seed_uid_base; /* the seed's owners are seed_uid_base + (0..65535) */
 } shim_spec;
 
 /* Parse and validate spec JSON text. */

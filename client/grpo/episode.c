@@ -267,6 +267,19 @@ static json_t *create_body(const grpo_episode *ep, bool grader) {
 }
 
 static void ep_create(grpo_episode *ep) {
+    ep->state = S_CREATE;
+    if (grpo_group_want(ep)) /* its group's template forks it (group.c) */
+        return;
+    ep_post(ep, S_CREATE, true, "/v1/sandboxes", create_body(ep, false));
+}
+
+json_t *grpo_episode_create_body(const grpo_episode *ep) {
+    json_t *b = create_body(ep, false);
+    json_object_set_new(b, "labels", labels(ep, "template"));
+    return b;
+}
+
+void grpo_episode_create_cold(grpo_episode *ep) {
     ep_post(ep, S_CREATE, true, "/v1/sandboxes", create_body(ep, false));
 }
 
@@ -347,6 +360,23 @@ static void on_created(grpo_episode *ep, const grpo_http_resp *r, bool grader) {
     } else {
         ep_setup_next(ep);
     }
+}
+
+void grpo_episode_forked(grpo_episode *ep, const char *id) {
+    snprintf(ep->agent_id, sizeof(ep->agent_id), "%s", id);
+    ep->agent_live = true;
+    ep->setup_i = ep->task->n_setup_files; /* written in the template; commands run here */
+    ep_setup_next(ep);
+}
+
+char *grpo_file_put_path(const char *id, const grpo_file *f) {
+    _cleanup_free_ char *esc = path_escape(f->path);
+    bool exe = f->len > 2 && f->data[0] == '#' && f->data[1] == '!';
+    char *out = NULL;
+    if (!esc ||
+        asprintf(&out, "/v1/sandboxes/%s/files?path=%s%s", id, esc, exe ? "&mode=0755" : "") < 0)
+        return NULL;
+    return out;
 }
 
 static void on_setup_cmd(grpo_episode *ep, const grpo_http_resp *r) {

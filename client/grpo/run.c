@@ -187,17 +187,27 @@ static void run_free_episodes(grpo_run *run) {
     free(run->eps);
     run->eps = NULL;
     run->n_eps = run->next_ep = run->done = run->inflight = 0;
+    for (size_t i = 0; i < run->n_groups; i++)
+        grpo_group_free(run->groups[i]);
+    free(run->groups);
+    run->groups = NULL;
+    run->n_groups = 0;
 }
 
 static void run_start_episodes(grpo_run *run) {
     size_t tasks = run->o.tasks_per_step, g = run->o.group_size;
     run->eps = calloc(tasks * g, sizeof(*run->eps));
-    if (!run->eps) {
+    run->groups = calloc(tasks, sizeof(*run->groups));
+    if (!run->eps || !run->groups) {
         grpo_run_fail(run, -ENOMEM, "internal", "out of memory");
         return run_finish(run);
     }
     for (size_t t = 0; t < tasks; t++) {
         const grpo_task *task = run->pool[run->next_task++ % run->n_pool];
+        if (!(run->groups[run->n_groups++] = grpo_group_new(run, task, g))) {
+            grpo_run_fail(run, -ENOMEM, "internal", "out of memory");
+            return run_finish(run);
+        }
         for (size_t i = 0; i < g; i++) {
             grpo_episode *ep = grpo_episode_new(run, task, t, i);
             if (!ep) {

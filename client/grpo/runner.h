@@ -32,6 +32,7 @@ typedef enum grpo_ep_status {
 } grpo_ep_status;
 
 typedef struct grpo_run grpo_run;
+typedef struct grpo_group grpo_group;
 
 typedef struct grpo_episode {
     grpo_run *run;
@@ -73,6 +74,8 @@ struct grpo_run {
     unsigned step;
     grpo_episode **eps;
     size_t n_eps, next_ep, inflight, done;
+    grpo_group **groups; /* one per task of the step: its template sandbox (group.c) */
+    size_t n_groups;
     unsigned long long policy_version;
     int fatal;             /* negative errno once the run must stop */
     char fatal_reason[32]; /* summary stop_reason */
@@ -99,6 +102,18 @@ void grpo_episode_start(grpo_episode *ep);
 void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop */
 json_t *grpo_episode_log(const grpo_episode *ep);
 json_t *grpo_episode_train_json(const grpo_episode *ep);
+/* For group.c: the agent's create body (labelled as a template), the cold create (the old
+ * path), and a sandbox forked for it (setup files already written in the template). */
+json_t *grpo_episode_create_body(const grpo_episode *ep);
+void grpo_episode_create_cold(grpo_episode *ep);
+void grpo_episode_forked(grpo_episode *ep, const char *id);
+char *grpo_file_put_path(const char *id, const grpo_file *f);
+/* group.c: a task's group sets up one template sandbox and forks its episodes from it
+ * (POST /v1/sandboxes/{id}/fork); any failure sends the episodes down the cold path. */
+grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes);
+/* True when the group takes care of ep's sandbox (grpo_episode_forked or _create_cold). */
+bool grpo_group_want(grpo_episode *ep);
+void grpo_group_free(grpo_group *g);
 /* run.c: called by an episode when it reaches a final status */
 void grpo_run_episode_done(grpo_run *run, grpo_episode *ep);
 /* Stop the run: first caller wins. Returns code. */

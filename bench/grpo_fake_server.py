@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""A stand-in generation + training server for bench/grpo.sh (no torch, no model): every
+completion takes a fixed --delay-ms (a generation server with room for every request in its
+batch) and answers one token that decodes to --command. Tokens are strings interned on the
+fly. /v1/train_step only bumps the policy version. Usage:
+  bench/grpo_fake_server.py --port-file F [--delay-ms 50] [--command 'echo red > b.txt']"""
+
+import argparse
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+strings, ids = [], {}
+state = {"version": 0, "completions": 0}
+
+
+def intern(s):
+    with lock:
+        if s not in ids:
+            ids[s] = len(strings)
+            strings.append(s)
+        return ids[s]
+
+
+def make_handler(args):
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def reply(self, obj):
+            data = json.dumps(obj).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.reply({"policy_version": state["version"]})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+            if self.path == "/v1/completions":
+                time.sleep(args.delay_ms / 1000.0)
+                state["completions"] += 1
+                tok = intern(args.command)
+                return self.reply({"choices": [{"token_ids": [tok], "finish_reason": "stop",
+                                                "logprobs": {"token_logprobs": [-0.1]}}]})
+            if self.path == "/tokenize":
+                toks = [intern(w) for w in str(body.get("prompt", "")).split()] or [intern("")]
+                return self.reply({"tokens": toks, "count": len(toks), "max_model_len": 4096})
+            if self.path == "/detokenize":
+                return self.reply({"prompt": " ".join(strings[t] for t in body.get("tokens", []))})
+            if self.path == "/v1/train_step":
+                state["version"] += 1
+                return self.reply({"policy_version": state["version"], "loss": 0.0, "episodes": 0})
+            self.send_error(404)
+
+    return H
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--delay-ms", type=float, default=50.0)
+    ap.add_argument("--command", default="echo red > b.txt")
+    args = ap.parse_args()
+    ThreadingHTTPServer.request_queue_size = 1024
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(args))
+    srv.daemon_threads = True
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(srv.server_address[1]))
+    import os
+    os.rename(args.port_file + ".tmp", args.port_file)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+/* Warm pools: per template (image, cpu, memory, disk, pids, network mode) the daemon keeps
+ * `size` sandboxes started ahead and never handed out. A create whose shape matches a template
+ * takes a running entry at once; its labels, env, timeouts, lease and cost cap are applied at
+ * hand-out, and its created_at, timers and cost start then. Entries are hidden from the API,
+ * count toward --max-sandboxes (a cold create that finds the node full ends one to make room),
+ * and are refilled from the timer, at most pool_max_starting at a time. */
+#include "sandboxd/daemon.h"
+
+#include "common/timeutil.h"
+#include "sandboxd/net_daemon.h"
+
+#include <string.h>
+
+#define POOL_MAX_SIZE 4096
+/* Refills wait until no entry was taken for POOL_QUIET_MS (a burst or a tight loop of creates is
+ * served from the pool without pool starts competing for the CPU), but never longer than
+ * POOL_MAX_DEFER_MS after the first take they have not made up for (steady load). */
+#define POOL_QUIET_MS 250
+#define POOL_MAX_DEFER_MS 2000
+
+typedef struct sd_pool {
+    policy_create tmpl;
+    unsigned size;
+    bool broken; /* an entry failed to start: retry after a pause */
+    uint64_t retry_ms;
+    uint64_t last_take_ms, first_take_ms; /* first_take_ms: 0 when nothing is owed */
+} sd_pool;
+
+static bool same_shape(const policy_create *a, const policy_create *b) {
+    return strcmp(a->image, b->image) == 0 && a->cpu == b->cpu && a->memory == b->memory &&
+           a->disk == b->disk && a->pids == b->pids && a->net_mode == b->net_mode &&
+           a->net_mode != POLICY_NET_ALLOW;
+}
+
+static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, sbx_error *err) {
+    if (!json_is_object(j))
+        return error_set(err, -EINVAL, "pools: every entry must be an object");
+    json_t *sz = json_object_get(j, "size");
+    if (!json_is_integer(sz) || json_integer_value(sz) < 1 ||
+        json_integer_value(sz) > POOL_MAX_SIZE)
+        return error_set(err, -EINVAL, "pools: size must be an integer in [1, %d]", POOL_MAX_SIZE);
+    json_t *body = json_copy(j);
+    if (!body)
+        return error_set(err, -ENOMEM, "out of memory");
+    json_object_del(body, "size");
+    int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &p->tmpl, err);
+    json_decref(body);
+    if (r < 0)
+        return error_prefix(err, "pools");
+    p->size = (unsigned)json_integer_value(sz);
+    if (p->tmpl.net_mode == POLICY_NET_ALLOW)
+        return error_set(err, -EINVAL, "pools: network \"allow\" cannot be pooled (none, open)");
+    policy_egress *eg = NULL;
+    r = sd_net_daemon_check(d, &p->tmpl, &eg, err);
+    policy_egress_free(eg);
+    return r < 0 ? error_prefix(err, "pools") : 0;
+}
+
+int sd_pool_init(sd_daemon *d, sbx_error *err) {
+    if (!d->cfg.pool_max_starting)
+        d->cfg.pool_max_starting = MAX(1u, d->cfg.max_starting / 2);
+    size_t n = json_array_size(d->cfg.pools);
+    if (!n)
+        return 0;
+    d->pools = calloc(n, sizeof(sd_pool));
+    if (!d->pools)
+        return error_set(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        int r = parse_one(d, json_array_get(d->cfg.pools, i), &d->pools[i], err);
+        d->n_pools = (unsigned)i + 1;
+        if (r < 0)
+            return r;
+        log_info("warm pool %zu image=%s cpu=%g memory=%llu network=%s size=%u", i,
+                 d->pools[i].tmpl.image, d->pools[i].tmpl.cpu,
+                 (unsigned long long)d->pools[i].tmpl.memory,
+                 d->pools[i].tmpl.net_mode == POLICY_NET_OPEN ? "open" : "none", d->pools[i].size);
+    }
+    return 0;
+}
+
+void sd_pool_done(sd_daemon *d) {
+    for (unsigned i = 0; i < d->n_pools; i++)
+        policy_create_done(&d->pools[i].tmpl);
+    free(d->pools);
+    d->pools = NULL;
+    d->n_pools = 0;
+}
+
+static int template_of(sd_daemon *d, const policy_create *c) {
+    for (unsigned i = 0; i < d->n_pools; i++)
+        if (same_shape(&d->pools[i].tmpl, c))
+            return (int)i;
+    return -1;
+}
+
+sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
+    int t = template_of(d, c);
+    if (t < 0)
+        return NULL;
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        if (sb->pool == t + 1 && sb->state == SD_RUNNING) {
+            d->m.pool_hits++;
+            d->pools[t].last_take_ms = now_mono_ms();
+            if (!d->pools[t].first_take_ms)
+                d->pools[t].first_take_ms = d->pools[t].last_take_ms;
+            return sb;
+        }
+    d->m.pool_misses++;
+    return NULL;
+}
+
+int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
+    policy_create old = sb->spec;
+    sb->spec = *c; /* same shape (same_shape), the user's labels, env, timeouts, lease, cap */
+    *c = (policy_create){0};
+    policy_create_done(&old);
+    sb->pool = 0;
+    sb->hidden = false;
+    sb->pooled = true;
+    sb->created_ms = sb->last_activity_ms = now_real_ms();
+    sb->expires_ms = sb->created_ms + sb->spec.timeout_ms;
+    sb->start_mono_us = now_mono_us();
+    sb->cpu_usec = sb->mem_bytes = sb->mem_peak_bytes = sb->pids = 0;
+    free(sb->idem_key);
+    sb->idem_key = idem_key ? strdup(idem_key) : NULL;
+    /* Saved before the answer: a restarted daemon must never take it for a pool entry again. */
+    int r = sd_state_save(sb);
+    if (r < 0)
+        return r;
+    sd_metrics_create(sb->d, "ok", 0);
+    log_info("sandbox created sandbox=%s cpu=%g memory=%llu pooled=true", sb->id, sb->spec.cpu,
+             (unsigned long long)sb->spec.memory);
+    return 0;
+}
+
+static unsigned count(sd_daemon *d, int t, unsigned *starting) {
+    unsigned n = 0;
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        if (sb->pool && sb->state != SD_ENDED && (t < 0 || sb->pool == t + 1)) {
+            n++;
+            if (starting && sb->state == SD_STARTING)
+                (*starting)++;
+        }
+    return n;
+}
+
+static int start_entry(sd_daemon *d, sd_pool *p, int t) {
+    policy_create c = {0};
+    sbx_error err = {0};
+    json_t *j = policy_create_to_json(&p->tmpl);
+    static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
+    int r = j ? policy_limits_parse_create(j, NULL, &any_host, &c, &err) : -ENOMEM;
+    json_decref(j);
+    policy_egress *eg = NULL;
+    if (r >= 0)
+        r = sd_net_daemon_check(d, &c, &eg, &err);
+    sd_sandbox *sb = NULL;
+    if (r >= 0)
+        r = sd_registry_add(d, &c, &sb, &err);
+    policy_create_done(&c);
+    if (r < 0) {
+        policy_egress_free(eg);
+        log_error("warm pool %d: cannot add an entry: %s", t, err.message);
+        return r;
+    }
+    sb->egress = eg;
+    sb->pool = t + 1;
+    sb->hidden = true;
+    sd_state_save(sb);
+    sd_sandbox_start(sb);
+    return 0;
+}
+
+void sd_pool_refill(sd_daemon *d) {
+    if (d->shutting_down || !d->n_pools)
+        return;
+    unsigned starting = 0;
+    count(d, -1, &starting);
+    uint64_t now = now_mono_ms();
+    for (unsigned t = 0; t < d->n_pools; t++) {
+        sd_pool *p = &d->pools[t];
+        if (p->broken && now < p->retry_ms)
+            continue;
+        p->broken = false;
+        if (now < p->last_take_ms + POOL_QUIET_MS && now < p->first_take_ms + POOL_MAX_DEFER_MS)
+            continue;
+        p->first_take_ms = 0;
+        while (count(d, (int)t, NULL) < p->size && starting < d->cfg.pool_max_starting &&
+               d->n_starting < d->cfg.max_starting &&
+               sd_registry_count_active(d) < d->cfg.max_sandboxes) {
+            if (start_entry(d, p, (int)t) < 0) {
+                p->broken = true;
+                p->retry_ms = now + 5000;
+                break;
+            }
+            starting++;
+        }
+    }
+}
+
+/* A failed pool start must not be retried in a tight loop: called from lifecycle on a failure. */
+static void pool_failed(sd_daemon *d, int t) {
+    if (t >= 1 && (unsigned)t <= d->n_pools) {
+        d->pools[t - 1].broken = true;
+        d->pools[t - 1].retry_ms = now_mono_ms() + 5000;
+    }
+}
+
+bool sd_pool_evict(sd_daemon *d) {
+    sd_sandbox *victim = NULL;
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        if (sb->pool && sb->state != SD_ENDED &&
+            (!victim || (victim->state == SD_RUNNING && sb->state == SD_STARTING)))
+            victim = sb; /* prefer one still starting: nothing is lost */
+    if (!victim)
+        return false;
+    d->m.pool_evictions++;
+    sd_sandbox_end(victim, "terminated", "warm pool entry ended to make room for a create");
+    return true;
+}
+
+int sd_pool_match_restored(sd_daemon *d, const sd_sandbox *sb) {
+    int t = template_of(d, &sb->spec);
+    if (t < 0 || count(d, t, NULL) >= d->pools[t].size)
+        return 0;
+    return t + 1;
+}
+
+void sd_pool_metrics(sd_daemon *d, FILE *f) {
+    fprintf(f,
+            "# TYPE sandboxd_pool_hits_total counter\nsandboxd_pool_hits_total %llu\n"
+            "# TYPE sandboxd_pool_misses_total counter\nsandboxd_pool_misses_total %llu\n"
+            "# TYPE sandboxd_pool_evictions_total counter\nsandboxd_pool_evictions_total %llu\n"
+            "# TYPE sandboxd_pool_entries gauge\n",
+            (unsigned long long)d->m.pool_hits, (unsigned long long)d->m.pool_misses,
+            (unsigned long long)d->m.pool_evictions);
+    for (unsigned t = 0; t < d->n_pools; t++) {
+        unsigned ready = 0;
+        for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+            ready += sb->pool == (int)t + 1 && sb->state == SD_RUNNING;
+        unsigned starting = 0;
+        count(d, (int)t, &starting);
+        fprintf(f, "sandboxd_pool_entries{pool=\"%u\",state=\"ready\"} %u\n", t, ready);
+        fprintf(f, "sandboxd_pool_entries{pool=\"%u\",state=\"starting\"} %u\n", t, starting);
+    }
+}
+
+void sd_pool_entry_ended(sd_sandbox *sb, bool failed) {
+    if (failed)
+        pool_failed(sb->d, sb->pool);
+}

@@ -1,0 +1,127 @@
+/* Seeding a fork's /workspace and /tmp from a snapshot directory (see seed.h). */
+#include "shim/seed.h"
+
+#include "common/fdutil.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SEED_MAX_DEPTH 128
+
+typedef struct seed_ctx {
+    uint32_t from, to; /* uid bases */
+    sbx_error *err;
+} seed_ctx;
+
+static uid_t shift(const seed_ctx *c, uint32_t id) {
+    if (id >= c->from && id - c->from < SHIM_UID_RANGE)
+        return c->to + (id - c->from);
+    return c->to + 65534; /* unmapped in the source: nobody */
+}
+
+static int copy_data(int in, int out) {
+    for (;;) {
+        ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+        if (n == 0)
+            return 0;
+        if (n > 0)
+            continue;
+        if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+            return -errno;
+        break; /* no in-kernel copy between these filesystems: read and write */
+    }
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : 0;
+        int r = fd_write_all(out, buf, (size_t)n);
+        if (r < 0)
+            return r;
+    }
+}
+
+static int copy_dir(seed_ctx *c, int sfd, int dfd, int depth);
+
+static int copy_entry(seed_ctx *c, int sfd, int dfd, const char *name, int depth) {
+    struct stat st;
+    if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return error_set_errno(c->err, negative_errno(), "seed: stat %s", name);
+    uid_t u = shift(c, st.st_uid), g = shift(c, st.st_gid);
+    mode_t mode = st.st_mode & 07777;
+    struct timespec ts[2] = {st.st_atim, st.st_mtim};
+    int r = 0;
+    if (S_ISDIR(st.st_mode)) {
+        if (mkdirat(dfd, name, 0700) < 0)
+            return error_set_errno(c->err, negative_errno(), "seed: mkdir %s", name);
+        _cleanup_close_ int s2 = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int d2 = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (s2 < 0 || d2 < 0)
+            return error_set_errno(c->err, negative_errno(), "seed: open %s", name);
+        if ((r = copy_dir(c, s2, d2, depth + 1)) < 0)
+            return r;
+        if (fchown(d2, u, g) < 0 || fchmod(d2, mode) < 0 || futimens(d2, ts) < 0)
+            return error_set_errno(c->err, negative_errno(), "seed: set %s", name);
+    } else if (S_ISREG(st.st_mode)) {
+        _cleanup_close_ int in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int out =
+            openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (in < 0 || out < 0)
+            return error_set_errno(c->err, negative_errno(), "seed: open %s", name);
+        if ((r = copy_data(in, out)) < 0)
+            return error_set_errno(c->err, r, "seed: copy %s", name);
+        if (fchown(out, u, g) < 0 || fchmod(out, mode) < 0 || futimens(out, ts) < 0)
+            return error_set_errno(c->err, negative_errno(), "seed: set %s", name);
+    } else if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX];
+        ssize_t n = readlinkat(sfd, name, target, sizeof(target) - 1);
+        if (n < 0)
+            return error_set_errno(c->err, negative_errno(), "seed: readlink %s", name);
+        target[n] = 0;
+        if (symlinkat(target, dfd, name) < 0 || fchownat(dfd, name, u, g, AT_SYMLINK_NOFOLLOW) < 0)
+            return error_set_errno(c->err, negative_errno(), "seed: symlink %s", name);
+    } /* sockets, fifos, devices: not carried over */
+    return 0;
+}
+
+static int copy_dir(seed_ctx *c, int sfd, int dfd, int depth) {
+    if (depth > SEED_MAX_DEPTH)
+        return error_set(c->err, -ELOOP, "seed: directories nested deeper than %d", SEED_MAX_DEPTH);
+    int fd = dup(sfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int r = negative_errno();
+        if (fd >= 0)
+            close(fd);
+        return error_set_errno(c->err, r, "seed: read a directory");
+    }
+    struct dirent *de;
+    int r = 0;
+    while (r >= 0 && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            r = copy_entry(c, sfd, dfd, de->d_name, depth);
+    closedir(d);
+    return r;
+}
+
+int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir, sbx_error *err) {
+    if (!spec->seed_path)
+        return 0;
+    char src[PATH_MAX];
+    snprintf(src, sizeof(src), "%s/%s", spec->seed_path, name);
+    _cleanup_close_ int sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0 && errno == ENOENT)
+        return 0;
+    _cleanup_close_ int dfd = open(dst_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0 || dfd < 0)
+        return error_set_errno(err, negative_errno(), "seed: open %s", sfd < 0 ? src : dst_dir);
+    seed_ctx c = {.from = spec->seed_uid_base, .to = spec->uid_base, .err = err};
+    return copy_dir(&c, sfd, dfd, 0);
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Integration tests of POST /v1/sandboxes/{id}/fork: forks see the source's /workspace and /tmp
+# as they were at fork time (owners mapped into their own uid range), later changes in the
+# source or a sibling are invisible to the others, limits are the source's unless the body
+# overrides them, the snapshot layer is gone once the forks have started, bad count -> 400,
+# forking an ended sandbox -> 409. Each case starts its own daemon and removes what it made.
+
+D='' DPID='' SOCK='' CG='' CODE='' BODY=''
+
+cleanup() {
+  set +e
+  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
+  fi
+  for dir in "$D"/run/sandboxes/*/; do # pool entries and sandboxes outlive the daemon
+    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
+  done
+  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
+    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+  local bad=0
+  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
+    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
+    bad=1
+  fi
+  [ -n "$D" ] && rm -rf "$D"
+  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
+}
+
+start_daemon() {
+  require_root
+  command -v jq >/dev/null || skip "jq is needed"
+  if [ -z "$D" ]; then
+    D=$(mktemp -d /tmp/sbx-fork.XXXXXX)
+    CG="sbxtest-fork-$$-$RANDOM"
+    SOCK="$D/sd.sock"
+    trap cleanup EXIT
+  fi
+  "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
+    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
+    --shim "$(bin sbx-shim)" --log-level debug "$@" >>"$D/log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 100); do
+    curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
+    kill -0 "$DPID" 2>/dev/null || { cat "$D/log" >&2; fail "daemon exited at start"; }
+    sleep 0.05
+  done
+  fail "daemon did not answer /healthz"
+}
+
+stop_daemon() {
+  kill -TERM "$DPID"; local rc=0; wait "$DPID" || rc=$?
+  [ "$rc" == 0 ] || fail "daemon exit status $rc after SIGTERM"
+}
+
+req() {
+  local m=$1 p=$2; shift 2
+  CODE=$(curl -s --max-time 30 --unix-socket "$SOCK" -X "$m" -o "$D/body" -w '%{http_code}' \
+    "$@" "http://sd$p") || true
+  BODY=$(cat "$D/body")
+}
+expect() { # CODE [jq-expression that must be true]
+  [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
+  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
+}
+metric() { # NAME-with-labels -> value
+  curl -s --max-time 5 --unix-socket "$SOCK" http://sd/metrics | awk -v m="$1" '$1 == m {print $2}'
+}
+wait_ready() { # N seconds: until pool 0 has N ready entries
+  for _ in $(seq $(( $2 * 10 ))); do
+    [ "$(metric 'sandboxd_pool_entries{pool="0",state="ready"}')" == "$1" ] && return 0
+    sleep 0.1
+  done
+  tail -20 "$D/log" >&2
+  fail "pool 0 did not reach $1 ready entries in $2 s"
+}
+
+
+TEST_TIMEOUT_fork_copies_state=90
+test_fork_copies_state() {
+  start_daemon
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi","labels":{"role":"template"},"env":{"E":"src"}}'
+  expect 201; local src; src=$(echo "$BODY" | jq -r .id)
+  req POST "/v1/sandboxes/$src/exec" -d '{"argv":["sh","-c","mkdir -p /workspace/d && echo task > /workspace/d/f && chmod 640 /workspace/d/f && ln -s /etc/passwd /workspace/link && echo t > /tmp/t"]}'
+  expect 200 '.exit_code == 0'
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":3,"labels":{"role":"episode"}}'
+  expect 201 'length == 3 and all(.[]; .state == "running" and .labels.role == "episode" and .limits.cpu == 0.5 and .limits.memory == 268435456)'
+  echo "$BODY" | jq -e --arg s "$src" 'all(.[]; .forked_from == $s and .id != $s)' >/dev/null || fail "forked_from: $BODY"
+  local forks; forks=$(echo "$BODY" | jq -r '.[].id')
+  [ -z "$(ls -A "$D/run/layers" 2>/dev/null)" ] || fail "the snapshot layer is still there: $(ls "$D/run/layers")"
+  local i=0
+  for f in $forks; do
+    i=$((i + 1))
+    req POST "/v1/sandboxes/$f/exec" -d '{"argv":["sh","-c","cat /workspace/d/f /tmp/t; stat -c %U:%a /workspace/d/f; readlink /workspace/link; echo $E"]}'
+    expect 200 '.exit_code == 0'
+    echo "$BODY" | jq -e '.stdout == "task\nt\nsandbox:640\n/etc/passwd\nsrc\n"' >/dev/null || fail "fork $f: $BODY"
+    req POST "/v1/sandboxes/$f/exec" -d "{\"argv\":[\"sh\",\"-c\",\"echo $i > /workspace/d/f && touch /workspace/only-$i\"]}"
+    expect 200 '.exit_code == 0'
+  done
+  req POST "/v1/sandboxes/$src/exec" -d '{"argv":["sh","-c","echo changed > /workspace/d/f; ls /workspace"]}'
+  expect 200 '.stdout == "d\nlink\n"' # nothing of the forks' writes
+  i=0
+  for f in $forks; do
+    i=$((i + 1))
+    req POST "/v1/sandboxes/$f/exec" -d '{"argv":["sh","-c","cat /workspace/d/f; ls /workspace | grep only-"]}'
+    echo "$BODY" | jq -e --arg i "$i" '.stdout == "\($i)\nonly-\($i)\n"' >/dev/null || fail "fork $f sees others: $BODY"
+  done
+  # a fork of a fork, with overridden limits
+  local first; first=$(echo "$forks" | head -1)
+  req POST "/v1/sandboxes/$first/fork" -d '{"count":1,"memory":"512Mi"}'
+  expect 201 'length == 1 and .[0].limits.memory == 536870912 and .[0].limits.cpu == 0.5'
+  local ff; ff=$(echo "$BODY" | jq -r '.[0].id')
+  req POST "/v1/sandboxes/$ff/exec" -d '{"argv":["cat","/workspace/d/f"]}'
+  expect 200 '.stdout == "1\n"'
+  req GET /metrics; expect 200
+}
+
+TEST_TIMEOUT_fork_errors=60
+test_fork_errors() {
+  start_daemon --max-sandboxes 3
+  req POST /v1/sandboxes -d '{}'; expect 201; local src; src=$(echo "$BODY" | jq -r .id)
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":0}'; expect 400 '.code == "invalid_argument"'
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":"2"}'; expect 400
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":1000}'; expect 400
+  req POST "/v1/sandboxes/$src/fork" -d '{}'; expect 400
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":1,"cpu":"lots"}'; expect 400 '.message | startswith("cpu")'
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":3}'; expect 503 '.code == "node_full"'
+  req GET "/v1/sandboxes/$src/fork"; expect 405
+  req POST /v1/sandboxes/sb-0123456789abcdef/fork -d '{"count":1}'; expect 404
+  # a fork that cannot hold the source's files fails as a whole, and leaves nothing behind
+  req POST "/v1/sandboxes/$src/exec" -d '{"argv":["sh","-c","head -c 3000000 /dev/zero > /workspace/big"]}'
+  expect 200 '.exit_code == 0'
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":2,"disk":"2Mi"}'; expect 500 '.message | test("seed")'
+  req GET /v1/sandboxes; expect 200 'length == 1 or all(.[]; .id == "'"$src"'" or .state == "ended")'
+  [ -z "$(ls -A "$D/run/layers" 2>/dev/null)" ] || fail "the snapshot layer is still there"
+  req DELETE "/v1/sandboxes/$src"; expect 204
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":1}'; expect 409 '.code == "conflict"'
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"

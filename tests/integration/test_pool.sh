@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Integration tests of warm pools (--pool): the pool fills to its size, a matching create is
+# served from it (pooled: true, sandboxd_pool_hits_total) with the create's labels, env and
+# timers applied at hand-out and a fresh /workspace and /tmp, a non-matching create goes cold,
+# the pool refills, pool entries are hidden from the API, a full node ends a pool entry for a
+# cold create, and after a restart entries are re-adopted (same template) or ended (gone).
+# Each case starts its own daemon and removes everything it made (trap on EXIT).
+
+D='' DPID='' SOCK='' CG='' CODE='' BODY=''
+POOL='size=2,cpu=0.5,memory=256Mi'
+
+cleanup() {
+  set +e
+  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
+  fi
+  for dir in "$D"/run/sandboxes/*/; do # pool entries and sandboxes outlive the daemon
+    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
+  done
+  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
+    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+  local bad=0
+  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
+    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
+    bad=1
+  fi
+  [ -n "$D" ] && rm -rf "$D"
+  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
+}
+
+start_daemon() {
+  require_root
+  command -v jq >/dev/null || skip "jq is needed"
+  if [ -z "$D" ]; then
+    D=$(mktemp -d /tmp/sbx-pool.XXXXXX)
+    CG="sbxtest-pool-$$-$RANDOM"
+    SOCK="$D/sd.sock"
+    trap cleanup EXIT
+  fi
+  ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
+    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
+    --shim "$(bin sbx-shim)" --log-level debug "$@" >>"$D/log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 100); do
+    curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
+    kill -0 "$DPID" 2>/dev/null || { cat "$D/log" >&2; fail "daemon exited at start"; }
+    sleep 0.05
+  done
+  fail "daemon did not answer /healthz"
+}
+
+stop_daemon() {
+  kill -TERM "$DPID"; local rc=0; wait "$DPID" || rc=$?
+  [ "$rc" == 0 ] || fail "daemon exit status $rc after SIGTERM"
+}
+
+req() {
+  local m=$1 p=$2; shift 2
+  CODE=$(curl -s --max-time 30 --unix-socket "$SOCK" -X "$m" -o "$D/body" -w '%{http_code}' \
+    "$@" "http://sd$p") || true
+  BODY=$(cat "$D/body")
+}
+expect() { # CODE [jq-expression that must be true]
+  [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
+  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
+}
+metric() { # NAME-with-labels -> value
+  curl -s --max-time 5 --unix-socket "$SOCK" http://sd/metrics | awk -v m="$1" '$1 == m {print $2}'
+}
+wait_ready() { # N seconds: until pool 0 has N ready entries
+  for _ in $(seq $(( $2 * 10 ))); do
+    [ "$(metric 'sandboxd_pool_entries{pool="0",state="ready"}')" == "$1" ] && return 0
+    sleep 0.1
+  done
+  tail -20 "$D/log" >&2
+  fail "pool 0 did not reach $1 ready entries in $2 s"
+}
+
+TEST_TIMEOUT_fill_hit_refill=60
+test_fill_hit_refill() {
+  start_daemon --pool "$POOL"
+  wait_ready 2 20
+  req GET /v1/sandboxes; expect 200 'length == 0' # entries are not anybody's sandboxes
+  req GET /v1/info; expect 200 '.active_sandboxes == 0'
+  [ "$(ls "$D/run/sandboxes" | wc -l)" == 2 ] || fail "expected 2 pool sandboxes on disk"
+  sleep 1.2 # cost and created_at must start at hand-out, not at pre-creation
+  local t0; t0=$(date +%s)
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi","labels":{"run":"p1"},"env":{"FOO":"bar"},"idle_timeout":"42s","timeout":"9m"}'
+  expect 201 '.pooled == true and .state == "running" and .labels.run == "p1" and .limits.idle_timeout == 42 and .limits.timeout == 540'
+  local id; id=$(echo "$BODY" | jq -r .id)
+  local created; created=$(date -d "$(echo "$BODY" | jq -r .created_at)" +%s)
+  [ "$created" -ge "$t0" ] || fail "created_at $created is before the create ($t0)"
+  local exp; exp=$(date -d "$(echo "$BODY" | jq -r .expires_at)" +%s)
+  [ $(( exp - created )) -ge 539 ] || fail "expires_at does not count from hand-out: $BODY"
+  echo "$BODY" | jq -e '.cost_usd < 0.0000005' >/dev/null || fail "cost did not start at hand-out: $BODY"
+  [ "$(metric sandboxd_pool_hits_total)" == 1 ] || fail "pool hit not counted"
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","echo $FOO; find /workspace /tmp -mindepth 1; hostname"]}'
+  expect 200 '.exit_code == 0'
+  echo "$BODY" | jq -e --arg id "$id" '.stdout == "bar\n\($id)\n"' >/dev/null \
+    || fail "env not applied or /workspace,/tmp not fresh: $BODY"
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","echo $FOO"],"env":{"FOO":"req"}}'
+  echo "$BODY" | jq -e '.stdout == "req\n"' >/dev/null || fail "request env must win: $BODY"
+  req GET /v1/sandboxes; expect 200 "length == 1 and .[0].id == \"$id\""
+  # a create of another shape goes cold
+  req POST /v1/sandboxes -d '{"cpu":0.25,"memory":"256Mi"}'
+  expect 201 '.pooled == false and .state == "running"'
+  [ "$(metric sandboxd_pool_hits_total)" == 1 ] || fail "a cold create counted as a hit"
+  wait_ready 2 20 # refilled
+  # drain it: two hits, then a miss (cold, still answered)
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 '.pooled == true'
+  local id2; id2=$(echo "$BODY" | jq -r .id)
+  [ "$id2" != "$id" ] || fail "a pool entry was handed out twice"
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 '.pooled == true'
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 '.state == "running"'
+  [ "$(metric sandboxd_pool_hits_total)" -ge 3 ] || fail "hits not counted"
+  # a deleted pooled sandbox is never reused: its id is gone for good
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  req GET "/v1/sandboxes/$id"; expect 200 '.end.reason == "terminated" and .pooled == true'
+  wait_ready 2 20
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 ".pooled == true and .id != \"$id\""
+}
+
+TEST_TIMEOUT_full_node_evicts=60
+test_full_node_evicts() {
+  start_daemon --pool "$POOL" --max-sandboxes 2
+  wait_ready 2 20
+  req POST /v1/sandboxes -d '{"cpu":0.25,"memory":"256Mi"}' # cold, the node is full of entries
+  expect 201 '.pooled == false and .state == "running"'
+  [ "$(metric sandboxd_pool_evictions_total)" == 1 ] || fail "no pool entry was ended"
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 '.pooled == true'
+  req POST /v1/sandboxes -d '{"cpu":0.25,"memory":"256Mi"}'; expect 503 '.code == "node_full"'
+}
+
+TEST_TIMEOUT_bad_pool_config=20
+test_bad_pool_config() {
+  require_root
+  local d; d=$(mktemp -d /tmp/sbx-pool.XXXXXX)
+  for p in 'size=0,cpu=1' 'cpu=1' 'size=2,cpu=lots' 'size=1,network=allow' 'nonsense' 'size=1,network=open'; do
+    if timeout 10 "$(bin sandboxd)" --socket "$d/s" --run-dir "$d/run" --state-dir "$d/state" \
+        --cgroup-parent "sbxtest-pool-$$" --shim "$(bin sbx-shim)" --pool "$p" >"$d/log" 2>&1; then
+      rm -rf "$d"; fail "--pool $p was accepted"
+    fi
+    grep -q "pool" "$d/log" || { cat "$d/log" >&2; rm -rf "$d"; fail "no message about --pool $p"; }
+  done
+  rm -rf "$d"
+}
+
+TEST_TIMEOUT_restart=60
+test_restart() {
+  start_daemon --pool "size=1,cpu=0.5,memory=256Mi"
+  wait_ready 1 20
+  local entry; entry=$(ls "$D/run/sandboxes")
+  jq -e '.pool == true' "$D/state/sandboxes/$entry.json" >/dev/null || fail "entry not saved as a pool entry"
+  stop_daemon
+  start_daemon --pool "size=1,cpu=0.5,memory=256Mi" # same template: re-adopted as the entry
+  wait_ready 1 10
+  [ "$(ls "$D/run/sandboxes")" == "$entry" ] || fail "the entry was not re-adopted: $(ls "$D/run/sandboxes")"
+  req GET "/v1/sandboxes/$entry"; expect 404
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 ".pooled == true and .id == \"$entry\""
+  local used=$entry
+  wait_ready 1 20
+  entry=$(ls "$D/run/sandboxes" | grep -v "$used")
+  stop_daemon
+  start_daemon # no pool any more: the entry is ended, the handed-out sandbox kept
+  for _ in $(seq 100); do [ -d "$D/run/sandboxes/$entry" ] || break; sleep 0.1; done
+  [ -d "$D/run/sandboxes/$entry" ] && fail "an unconfigured pool entry was kept"
+  jq -e '.state == "ended"' "$D/state/sandboxes/$entry.json" >/dev/null || fail "entry not ended"
+  req GET "/v1/sandboxes/$used"; expect 200 '.state == "running" and .pooled == true'
+  req GET /v1/sandboxes; expect 200 'length == 1'
+  req DELETE "/v1/sandboxes/$used"; expect 204
+}
+
+# Networked entries are plumbed ahead (veth, addresses, nftables) in a private network
+# namespace of the daemon's own (only lo: nothing leaves the machine).
+TEST_TIMEOUT_networked_pool=60
+test_networked_pool() {
+  command -v unshare >/dev/null || skip "unshare is needed"
+  D=$(mktemp -d /tmp/sbx-pool.XXXXXX)
+  echo '{"network":{"enabled":true}}' >"$D/net.json"
+  DAEMON_WRAP=(unshare -n -- bash -c 'ip link set lo up && exec "$@"' _)
+  CG="sbxtest-pool-$$-$RANDOM"; SOCK="$D/sd.sock"; trap cleanup EXIT
+  start_daemon --config "$D/net.json" --pool "size=1,network=open"
+  wait_ready 1 20
+  local before; before=$(metric sandboxd_pool_hits_total)
+  req POST /v1/sandboxes -d '{"network":"open","labels":{"n":"1"}}'
+  expect 201 '.pooled == true and .network.mode == "open" and .labels.n == "1"'
+  local id; id=$(echo "$BODY" | jq -r .id)
+  [ "$(metric sandboxd_pool_hits_total)" == $((before + 1)) ] || fail "no pool hit"
+  # an interface besides lo, already up with its address when the create returned
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","grep : /proc/net/dev | grep -v lo: | cut -d: -f1 | tr -d \" \""]}'
+  expect 200 '.exit_code == 0 and (.stdout | length > 1)'
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","tail -n +2 /proc/net/route | wc -l"]}'
+  expect 200 '.exit_code == 0 and (.stdout | tonumber > 0)'
+  req POST /v1/sandboxes -d '{}'; expect 201 '.pooled == false and .network.mode == "none"'
+  wait_ready 1 20
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
