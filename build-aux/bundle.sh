@@ -9,22 +9,32 @@
 set -euo pipefail
 build=$1 out=$2
 rm -rf "$out"
-mkdir -p "$out/lib" "$out/libexec" "$out/bin"
+mkdir -p "$out/lib" "$out/libexec/real" "$out/libexec/sandboxd" "$out/bin"
 loader=$(readelf -l "$build/sandboxd" | sed -n 's/.*interpreter: \(.*\)]/\1/p')
 cp -L "$loader" "$out/lib/ld.so"
-for prog in sandboxd sbx-shim sbx; do
-  cp "$build/$prog" "$out/libexec/$prog"
-  ldd "$build/$prog" | awk '/=> \//{print $3}' | while read -r lib; do cp -Ln "$lib" "$out/lib/" 2>/dev/null || true; done
-  cat >"$out/bin/$prog" <<WRAP
+
+# wrapper PATH PROG: a script at PATH that runs libexec/real/PROG through the bundled loader.
+# sandboxd looks for the shim at <its exe's dir>/../libexec/sandboxd/sbx-shim; its exe is the
+# bundled lib/ld.so, so the shim's wrapper lives there.
+wrapper() {
+  local up=$1 path=$2 prog=$3
+  cat >"$path" <<WRAP
 #!/bin/sh
 # Runs the bundled $prog with the bundled loader and libraries.
-here=\$(cd "\$(dirname "\$0")/.." && pwd)
-exec "\$here/lib/ld.so" --library-path "\$here/lib" --argv0 "\$0" "\$here/libexec/$prog" "\$@"
+here=\$(cd "\$(dirname "\$0")/$up" && pwd)
+exec "\$here/lib/ld.so" --library-path "\$here/lib" --argv0 "\$0" "\$here/libexec/real/$prog" "\$@"
 WRAP
-  chmod +x "$out/bin/$prog"
+  chmod +x "$path"
+}
+for prog in sandboxd sbx-shim sbx; do
+  cp "$build/$prog" "$out/libexec/real/$prog"
+  ldd "$build/$prog" | awk '/=> \//{print $3}' | while read -r lib; do cp -Ln "$lib" "$out/lib/" 2>/dev/null || true; done
 done
+wrapper .. "$out/bin/sandboxd" sandboxd
+wrapper .. "$out/bin/sbx" sbx
+wrapper ../.. "$out/libexec/sandboxd/sbx-shim" sbx-shim
 # sbx-shim loads libarchive only to import an image (dlopen): bundle it and what it needs too.
-arch=$(ldconfig -p | awk '/libarchive\.so\.13 /{print $NF; exit}')
+arch=$(ldconfig -p | awk '/libarchive\.so\.13 /{p=$NF} END{print p}')
 if [ -n "$arch" ]; then
   cp -Ln "$arch" "$out/lib/" 2>/dev/null || true
   ldd "$arch" | awk '/=> \//{print $3}' | while read -r lib; do cp -Ln "$lib" "$out/lib/" 2>/dev/null || true; done
