@@ -62,9 +62,11 @@ cc -std=c17 -O2 -Wall -Wextra -Werror -o "$LAT" bench/lat.c $(pkg-config --cflag
 run_lat() { "$LAT" "$@" | tee -a "$RES" >&2; }
 
 start_daemon() { # extra daemon flags as arguments
-  rm -rf "$T/run" "$T/state" "$T/sock"
-  mkdir -p "$T/run" "$T/state"
-  ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$B/sandboxd" --socket "$T/sock" --run-dir "$T/run" --state-dir "$T/state" \
+  local run=${RUN_DIR:-$T/run} # RUN_DIR: another run dir (e.g. a tmpfs mounted by the caller)
+  [ "$run" != "$T/run" ] || rm -rf "$T/run"
+  rm -rf "$T/state" "$T/sock"
+  mkdir -p "$run" "$T/state"
+  ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$B/sandboxd" --socket "$T/sock" --run-dir "$run" --state-dir "$T/state" \
     --cgroup-parent "$CGPARENT" --seccomp-profile policy/seccomp.json \
     ${SBX_BENCH_DAEMON_ARGS:-} "$@" >>"$T/daemon.log" 2>&1 &
   DPID=$!

@@ -4,8 +4,11 @@
  *   lat stats   NAME                       the same statistics of numbers (ms) read from stdin
  *   lat spawn   NAME N ARGV...             fork + exec + wait of ARGV, N times ("{i}" in an
  *                                          argument becomes "<pid>-<iteration>")
- *   lat cycle   NAME N SOCK BODY           POST /v1/sandboxes BODY, POST exec of `true`, DELETE
- *   lat exec    NAME N SOCK                one sandbox, N round trips of POST exec `true`
+ *   lat cycle   NAME N SOCK BODY [-- PEER]  POST /v1/sandboxes BODY, POST exec of `true`, DELETE
+ *   lat exec    NAME N SOCK [-- PEER]      one sandbox, N round trips of POST exec `true`
+ *                                          (with "-- PEER ARGV...", one timed run of the peer
+ *                                          before each iteration, reported as NAME.peer: both
+ *                                          see the same machine load)
  *   lat burst   NAME ROUNDS K SOCK BODY    K creates at once (one connection each), until all
  *                                          answered 201; then deletes them, 32 at a time
  *   lat idle    NAME K SOCK DAEMON_PID SHIM_PATH CGROUP_PARENT BODY
@@ -241,15 +244,39 @@ static int sb_delete(CURL *h, const char *sock, const char *id, struct buf *b) {
     return 0;
 }
 
-static int cmd_cycle(const char *name, int n, const char *sock, const char *body) {
-    double *s[4];
+/* One timed run of the interleaved peer (argv NULL: none) into *slot. */
+static int peer_once(char **peer, int i, double *slot) {
+    if (!peer)
+        return 0;
+    double t0 = now_ms();
+    if (spawn_once(peer, i) < 0) {
+        fprintf(stderr, "lat: interleaved peer %s failed\n", peer[0]);
+        return -1;
+    }
+    if (i >= 0)
+        *slot = now_ms() - t0;
+    return 0;
+}
+
+static void report_peer(const char *name, char **peer, double *s, size_t n) {
+    char nm[256];
+    if (!peer)
+        return;
+    snprintf(nm, sizeof(nm), "%s.peer", name);
+    report(nm, s, n);
+}
+
+static int cmd_cycle(const char *name, int n, const char *sock, const char *body, char **peer) {
+    double *s[5];
     char id[128], nm[256];
     struct buf b = {0};
     int ret = 1;
     CURL *h = curl_easy_init();
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         s[k] = calloc((size_t)n + 1, sizeof(double));
     for (int i = -1; i < n; i++) { /* i == -1: warm-up, not recorded */
+        if (peer_once(peer, i, &s[4][i < 0 ? 0 : i]) < 0)
+            goto out;
         double t0 = now_ms(), t1, t2, t3;
         if (sb_create(h, sock, body, id, &b) < 0)
             goto out;
@@ -270,24 +297,27 @@ static int cmd_cycle(const char *name, int n, const char *sock, const char *body
         snprintf(nm, sizeof(nm), "%s.%s", name, parts[k]);
         report(nm, s[k], (size_t)n);
     }
+    report_peer(name, peer, s[4], (size_t)n);
     ret = 0;
 out:
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 5; k++)
         free(s[k]);
     free(b.data);
     curl_easy_cleanup(h);
     return ret;
 }
 
-static int cmd_exec(const char *name, int n, const char *sock) {
+static int cmd_exec(const char *name, int n, const char *sock, char **peer) {
     char id[128];
     struct buf b = {0};
-    double *s = calloc((size_t)n, sizeof(*s));
+    double *s = calloc((size_t)n, sizeof(*s)), *ps = calloc((size_t)n + 1, sizeof(*ps));
     int ret = 1;
     CURL *h = curl_easy_init();
     if (sb_create(h, sock, "{}", id, &b) < 0)
         goto out;
     for (int i = -3; i < n; i++) { /* three warm-up round trips */
+        if (peer_once(peer, i, &ps[i < 0 ? 0 : i]) < 0)
+            goto del;
         double t0 = now_ms();
         if (sb_exec_true(h, sock, id, &b) < 0)
             goto del;
@@ -295,12 +325,14 @@ static int cmd_exec(const char *name, int n, const char *sock) {
             s[i] = now_ms() - t0;
     }
     report(name, s, (size_t)n);
+    report_peer(name, peer, ps, (size_t)n);
     ret = 0;
 del:
     if (sb_delete(h, sock, id, &b) < 0)
         ret = 1;
 out:
     free(s);
+    free(ps);
     free(b.data);
     curl_easy_cleanup(h);
     return ret;
@@ -589,10 +621,10 @@ static int cmd_idle(const char *name, int k, const char *sock, pid_t daemon, con
 }
 
 static int usage(void) {
-    fprintf(
-        stderr,
-        "usage: lat stats NAME | spawn NAME N ARGV... | cycle NAME N SOCK BODY | exec NAME N SOCK"
-        " | burst NAME ROUNDS K SOCK BODY | idle NAME K SOCK PID SHIM CGPARENT BODY\n");
+    fprintf(stderr,
+            "usage: lat stats NAME | spawn NAME N ARGV... | cycle NAME N SOCK BODY [-- PEER...]"
+            " | exec NAME N SOCK [-- PEER...] | burst NAME ROUNDS K SOCK BODY"
+            " | idle NAME K SOCK PID SHIM CGPARENT BODY\n");
     return 2;
 }
 
@@ -608,10 +640,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "spawn") == 0 && argc >= 5)
         return cmd_spawn(name, n, argv + 4);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (strcmp(cmd, "cycle") == 0 && argc == 6)
-        return cmd_cycle(name, n, argv[4], argv[5]);
-    if (strcmp(cmd, "exec") == 0 && argc == 5)
-        return cmd_exec(name, n, argv[4]);
+    if (strcmp(cmd, "cycle") == 0 && (argc == 6 || (argc > 7 && strcmp(argv[6], "--") == 0)))
+        return cmd_cycle(name, n, argv[4], argv[5], argc > 7 ? argv + 7 : NULL);
+    if (strcmp(cmd, "exec") == 0 && (argc == 5 || (argc > 6 && strcmp(argv[5], "--") == 0)))
+        return cmd_exec(name, n, argv[4], argc > 6 ? argv + 6 : NULL);
     if (strcmp(cmd, "burst") == 0 && argc == 7 && atoi(argv[4]) > 0 && atoi(argv[4]) <= BURST_MAX)
         return cmd_burst(name, n, atoi(argv[4]), argv[5], argv[6]);
     if (strcmp(cmd, "idle") == 0 && argc == 9)

@@ -3,8 +3,8 @@
 # ("where the time goes"). Usage: bench/profile.sh [BUILD_DIR]; writes bench/results/profile.txt.
 #   1. callgrind on the daemon (user space of the daemon only; the shim runs natively), since
 #      `perf stat -e instructions` has no hardware counters on this VM;
-#   2. perf record -a -e cpu-clock (a software clock, works without counters): the whole machine,
-#      kernel included, while the same loops run against a native daemon;
+#   2. perf record -g -e cpu-clock (a software clock, works without counters) of the daemon and
+#      everything it starts, kernel included, while the same loops run against it;
 #   3. the daemon's own create/exec histograms; 4. the shim binary's start-up cost.
 # Needs root, valgrind, perf. Knobs: SBX_PROF_N (create cycles, 30), SBX_PROF_NEXEC (execs, 300).
 set -euo pipefail
@@ -48,28 +48,33 @@ if command -v valgrind >/dev/null; then
   unset DAEMON_WRAP
 fi
 
-COMMS=sandboxd,sbx-shim,sbx-init,true,lat
 if command -v perf >/dev/null; then
-  log "perf record -a -e cpu-clock"
-  if start_daemon; then
-    perf record -q -a -g -e cpu-clock -F 4000 -o "$T/perf.cycle" -- \
-      "$LAT" cycle prof.cycle "$NC" "$T/sock" '{}' >&3 2>/dev/null
-    perf record -q -a -g -e cpu-clock -F 4000 -o "$T/perf.exec" -- \
-      "$LAT" exec prof.exec "$NE" "$T/sock" >&3 2>/dev/null
-    section "the daemon's own histograms (server side) after both loops"
+  # perf runs the daemon, so it samples only this daemon and what it starts (shims, inits,
+  # commands), not the other jobs on the machine.
+  for k in cycle exec; do
+    log "perf record -g -e cpu-clock: $k"
+    DAEMON_WRAP=(perf record -q -g -e cpu-clock -F 4000 -o "$T/perf.$k" --)
+    if ! start_daemon; then
+      section "perf: the daemon did not start: $(tail -n 3 "$T/daemon.log")"
+      continue
+    fi
+    if [ "$k" = cycle ]; then
+      "$LAT" cycle prof.cycle "$NC" "$T/sock" '{}' >&3
+    else
+      "$LAT" exec prof.exec "$NE" "$T/sock" >&3
+    fi
+    section "the daemon's own histograms (server side) after the $k loop"
     curl -s --unix-socket "$T/sock" http://x/metrics | grep -E '^sandboxd_(create|exec)_seconds_(sum|count)' >&3 || true
     stop_daemon
-    for k in cycle exec; do
-      section "perf ($k): CPU time by process, whole machine (other engineers' jobs included)"
-      perf report -i "$T/perf.$k" --no-children --sort comm --stdio -g none 2>/dev/null |
-        grep -v '^#' | grep -v '^$' | head -n 12 >&3 || true
-      section "perf ($k): $COMMS only, by process and symbol ([k] kernel, [.] user), top 45"
-      perf report -i "$T/perf.$k" --comms "$COMMS" --no-children --sort comm,dso,sym --stdio \
-        -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -n 45 >&3 || true
-    done
-  else
-    section "perf: the daemon did not start: $(tail -n 3 "$T/daemon.log")"
-  fi
+    sleep 1 # perf writes its file after the daemon exits
+    section "perf ($k): CPU time by process (daemon and its descendants only)"
+    perf report -i "$T/perf.$k" --no-children --sort comm --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -n 12 >&3 || true
+    section "perf ($k): by process and symbol ([k] kernel, [.] user), top 45"
+    perf report -i "$T/perf.$k" --no-children --sort comm,dso,sym --stdio -g none 2>/dev/null |
+      grep -v '^#' | grep -v '^$' | head -n 45 >&3 || true
+  done
+  unset DAEMON_WRAP
 fi
 
 section "startup cost of the shim binary vs /bin/true (perf stat -r 100, exec + dynamic loading)"

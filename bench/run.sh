@@ -18,6 +18,10 @@ BURST=${SBX_BENCH_BURST:-128}
 BURST_ROUNDS=${SBX_BENCH_BURST_ROUNDS:-3}
 IDLE=${SBX_BENCH_IDLE:-1000}
 OUTDIR=$ROOT/bench/results
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bench: needs root (crun, unshare, mounts, the daemon's cgroups): sudo make bench" >&2
+  exit 1
+fi
 source "$ROOT/bench/common.sh"
 
 # ---- peers ----
@@ -97,13 +101,14 @@ fi
 if [ "$DAEMON_OK" = 1 ]; then
   SOCK=$T/sock
   log "sandboxd (pid $DPID): create -> exec true -> delete"
-  run_lat cycle api.cycle "$N" "$SOCK" '{}' || note "api.cycle failed (see stderr)"
+  # bwrap runs once before each cycle (reported as api.cycle.peer): both see the same load
+  run_lat cycle api.cycle "$N" "$SOCK" '{}' -- "${BWRAP[@]}" || note "api.cycle failed (see stderr)"
   if [ -x "$B/sbx" ]; then
     SBX_HOST=unix:$SOCK run_lat spawn spawn.sbx_run "$N" "$B/sbx" run -- true ||
       note "\`sbx run -- true\` failed (see stderr)"
   fi
   log "sandboxd: exec round trip"
-  run_lat exec api.exec "$NFAST" "$SOCK" || note "api.exec failed (see stderr)"
+  run_lat exec api.exec "$NFAST" "$SOCK" -- /bin/true || note "api.exec failed (see stderr)"
   log "sandboxd: $BURST creates at once"
   run_lat burst api.burst "$BURST_ROUNDS" "$BURST" "$SOCK" '{}' || note "api.burst failed (see stderr)"
   log "sandboxd: $IDLE idle sandboxes"
@@ -123,7 +128,7 @@ if [ "$DAEMON_OK" = 1 ]; then
     stop_daemon
     if start_daemon "${CAP_ARGS[@]}" $SBX_BENCH_POOL_ARGS; then
       sleep 2 # let the pool fill
-      run_lat cycle api.cycle_pool "$N" "$T/sock" '{}' || note "api.cycle_pool failed"
+      run_lat cycle api.cycle_pool "$N" "$T/sock" '{}' -- "${BWRAP[@]}" || note "api.cycle_pool failed"
       run_lat cycle api.cycle_pool_net_open "$N" "$T/sock" '{"network":"open"}' ||
         note "api.cycle_pool_net_open failed"
     else
@@ -133,6 +138,19 @@ if [ "$DAEMON_OK" = 1 ]; then
     note "no warm-pool rows: set SBX_BENCH_POOL_ARGS to the daemon's pool flags to measure them."
   fi
   stop_daemon
+
+  # The same cycle with the run dir on a tmpfs, as /run is in production ($T/run is on /tmp,
+  # which may be a disk): how much of a create is file system work there.
+  mkdir -p "$T/runfs"
+  if mount -t tmpfs -o mode=0755 sbxbench "$T/runfs"; then
+    log "sandboxd: run dir on tmpfs"
+    if RUN_DIR=$T/runfs start_daemon "${CAP_ARGS[@]}"; then
+      run_lat cycle api.cycle_tmpfs "$N" "$SOCK" '{}' -- "${BWRAP[@]}" ||
+        note "api.cycle_tmpfs failed (see stderr)"
+      stop_daemon
+    fi
+    umount -l "$T/runfs"
+  fi
 
   # Networking: a second daemon with networking on ({"network":{"enabled":true}}), inside a
   # private network namespace (only lo; no uplink, so nothing can leave the machine), where

@@ -7,6 +7,7 @@
 
 #include "common/fdutil.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -78,4 +79,21 @@ int sd_cgroup_setup(sd_daemon *d, sbx_error *err) {
     snprintf(d->cgroup_parent, sizeof(d->cgroup_parent), "%s",
              d->cfg.cgroup_parent ? d->cfg.cgroup_parent : "sandboxd");
     return 0;
+}
+
+void sd_cgroup_release(const sd_daemon *d) {
+    if (d->cgroup_version != 1)
+        return; /* v2: the parent is the daemon's own delegated cgroup, owned by systemd */
+    DIR *root = opendir(CG_ROOT);
+    if (!root)
+        return;
+    struct dirent *de;
+    while ((de = readdir(root))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), CG_ROOT "/%s/%s", de->d_name, d->cgroup_parent);
+        (void)rmdir(path); /* fails, as it should, while sandboxes still live in it */
+    }
+    closedir(root);
 }

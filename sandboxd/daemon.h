@@ -150,6 +150,8 @@ char *sd_metrics_render(sd_daemon *d);
 
 /* cgroup.c */
 int sd_cgroup_setup(sd_daemon *d, sbx_error *err);
+/* On exit: remove the v1 parent cgroups when no sandbox lives in them any more. */
+void sd_cgroup_release(const sd_daemon *d);
 
 /* seccomp (main.c) and listening sockets (listen.c) */
 int sd_listen_unix(const char *path, int *ret_fd, sbx_error *err);
