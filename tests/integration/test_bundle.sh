@@ -6,11 +6,22 @@
 
 TEST_TIMEOUT_runs_without_host_libraries=120
 
+# The shim may still be tearing its sandbox down when the daemon stops: retry the rmdir.
+cleanup_bundle() {
+  local i c
+  for i in $(seq 50); do
+    for c in /sys/fs/cgroup/*/sbxbundle-$$; do [ -d "$c" ] && rmdir "$c" 2>/dev/null; done
+    compgen -G "/sys/fs/cgroup/*/sbxbundle-$$" >/dev/null || break
+    sleep 0.1
+  done
+  rm -rf "${T:-/nonexistent}"
+}
+
 test_runs_without_host_libraries() {
   require_root
   T=""
   T=$(mktemp -d /tmp/sbx-bundle-test.XXXXXX)
-  trap 'rm -rf "${T:-/nonexistent}"; for c in /sys/fs/cgroup/*/sbxbundle-$$; do [ -d "$c" ] && rmdir "$c"; done; true' EXIT
+  trap cleanup_bundle EXIT
   "$SBX_SRC_DIR/build-aux/bundle.sh" "$SBX_BUILD_DIR" "$T/b" >/dev/null || fail "bundle.sh failed"
   [ -x "$T/b/bin/sandboxd" ] && [ -x "$T/b/bin/sbx" ] && [ -x "$T/b/libexec/sandboxd/sbx-shim" ] ||
     fail "bundle lacks a program"
