@@ -5,71 +5,12 @@
 # shim. Each case starts its own daemon on a temporary socket/run-dir/state-dir with a unique
 # cgroup parent, and always stops it and removes everything it made (trap on EXIT).
 
-D='' DPID='' SOCK='' CG='' CODE='' BODY=''
-
-cleanup() {
-  set +e
-  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-    for id in $(curl -s --max-time 5 --unix-socket "$SOCK" http://sd/v1/sandboxes | jq -r '.[].id' 2>/dev/null); do
-      curl -s --max-time 5 --unix-socket "$SOCK" -X DELETE "http://sd/v1/sandboxes/$id" >/dev/null
-    done
-    for _ in $(seq 50); do [ -z "$(ls -A "$D/run/sandboxes" 2>/dev/null)" ] && break; sleep 0.1; done
-    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
-  fi
-  # sandboxes whose shim outlived the daemon: let the shim tear them down
-  for dir in "$D"/run/sandboxes/*/; do
-    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
-  done
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
-    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-  done
-  local bad=0
-  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
-    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
-    bad=1
-  fi
-  [ -n "$D" ] && rm -rf "$D"
-  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
-}
+DAEMON_TAG=api
+source "$(dirname "$0")/../lib/daemon.sh"
 
 # start_daemon [extra flags...]: a fresh daemon (or, with REUSE=1, on the same dirs)
-start_daemon() {
-  require_root
-  command -v jq >/dev/null || skip "jq is needed"
-  if [ -z "$D" ]; then
-    D=$(mktemp -d /tmp/sbx-api.XXXXXX)
-    CG="sbxtest-api-$$-$RANDOM"
-    SOCK="$D/sd.sock"
-    trap cleanup EXIT
-  fi
-  "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
-    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    --shim "$(bin sbx-shim)" --log-level debug "$@" >>"$D/log" 2>&1 &
-  DPID=$!
-  for _ in $(seq 100); do
-    curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
-    kill -0 "$DPID" 2>/dev/null || { cat "$D/log" >&2; fail "daemon exited at start"; }
-    sleep 0.05
-  done
-  fail "daemon did not answer /healthz"
-}
 
 # req METHOD PATH [curl args...]: sets CODE and BODY
-req() {
-  local m=$1 p=$2; shift 2
-  CODE=$(curl -s --max-time 30 --unix-socket "$SOCK" -X "$m" -o "$D/body" -D "$D/headers" \
-    -w '%{http_code}' "$@" "http://sd$p") || true
-  BODY=$(cat "$D/body")
-}
-expect() { # CODE [jq-expression that must be true]
-  [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
-  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
-}
-create() { # [json] -> ID
-  req POST /v1/sandboxes -d "${1:-{\}}"
-  expect 201 '.state == "running"'
-  ID=$(echo "$BODY" | jq -r .id)
-}
 run_cmd() { # ID json -> BODY
   req POST "/v1/sandboxes/$1/exec" -d "$2"
   expect 200
@@ -458,7 +399,7 @@ test_killed_init() {
 test_config_file() {
   require_root
   D=$(mktemp -d /tmp/sbx-api.XXXXXX); CG="sbxtest-api-$$-$RANDOM"; SOCK="$D/sd.sock"
-  trap cleanup EXIT
+  trap daemon_cleanup EXIT
   cat >"$D/conf.json" <<JSON
 {"max_sandboxes": 3, "price": {"vcpu_hour_usd": 1.0, "gib_hour_usd": 0.5},
  "defaults": {"cpu": 0.5, "memory": "512Mi", "idle_timeout": "2m"}}

@@ -4,38 +4,15 @@
 # answer must be a well-formed HTTP status below 500 (or a dropped garbage connection), the
 # daemon must stay up and answer /healthz, and under sanitizers its log must stay clean.
 
-D='' DPID='' CG=''
-
-cleanup() {
-  set +e
-  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-    for id in $(curl -s --max-time 5 --unix-socket "$D/sd.sock" http://sd/v1/sandboxes | jq -r '.[].id' 2>/dev/null); do
-      curl -s --max-time 5 --unix-socket "$D/sd.sock" -X DELETE "http://sd/v1/sandboxes/$id" >/dev/null
-    done
-    for _ in $(seq 50); do [ -z "$(ls -A "$D/run/sandboxes" 2>/dev/null)" ] && break; sleep 0.1; done
-    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
-  fi
-  for dir in "$D"/run/sandboxes/*/; do
-    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
-  done
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
-    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-  done
-  local bad=0
-  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
-    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
-    bad=1
-  fi
-  [ -n "$D" ] && rm -rf "$D"
-  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
-}
+DAEMON_TAG=fuzz
+source "$(dirname "$0")/../lib/daemon.sh"
 
 TEST_TIMEOUT_random_requests=120
 test_random_requests() {
   require_root
   command -v jq >/dev/null || skip "jq is needed"
-  D=$(mktemp -d /tmp/sbx-fuzz.XXXXXX); CG="sbxtest-fuzz-$$-$RANDOM"
-  trap cleanup EXIT
+  D=$(mktemp -d /tmp/sbx-fuzz.XXXXXX); CG="sbxtest-fuzz-$$-$RANDOM"; SOCK="$D/sd.sock"
+  trap daemon_cleanup EXIT
   "$(bin sandboxd)" --socket "$D/sd.sock" --run-dir "$D/run" --state-dir "$D/state" \
     --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
     --shim "$(bin sbx-shim)" --max-sandboxes 4 >"$D/log" 2>&1 &

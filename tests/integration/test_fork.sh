@@ -5,76 +5,8 @@
 # overrides them, the snapshot layer is gone once the forks have started, bad count -> 400,
 # forking an ended sandbox -> 409. Each case starts its own daemon and removes what it made.
 
-D='' DPID='' SOCK='' CG='' CODE='' BODY=''
-
-cleanup() {
-  set +e
-  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
-  fi
-  for dir in "$D"/run/sandboxes/*/; do # pool entries and sandboxes outlive the daemon
-    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
-  done
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
-    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-  done
-  local bad=0
-  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
-    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
-    bad=1
-  fi
-  [ -n "$D" ] && rm -rf "$D"
-  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
-}
-
-start_daemon() {
-  require_root
-  command -v jq >/dev/null || skip "jq is needed"
-  if [ -z "$D" ]; then
-    D=$(mktemp -d /tmp/sbx-fork.XXXXXX)
-    CG="sbxtest-fork-$$-$RANDOM"
-    SOCK="$D/sd.sock"
-    trap cleanup EXIT
-  fi
-  "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
-    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    --shim "$(bin sbx-shim)" --log-level debug "$@" >>"$D/log" 2>&1 &
-  DPID=$!
-  for _ in $(seq 100); do
-    curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
-    kill -0 "$DPID" 2>/dev/null || { cat "$D/log" >&2; fail "daemon exited at start"; }
-    sleep 0.05
-  done
-  fail "daemon did not answer /healthz"
-}
-
-stop_daemon() {
-  kill -TERM "$DPID"; local rc=0; wait "$DPID" || rc=$?
-  [ "$rc" == 0 ] || fail "daemon exit status $rc after SIGTERM"
-}
-
-req() {
-  local m=$1 p=$2; shift 2
-  CODE=$(curl -s --max-time 30 --unix-socket "$SOCK" -X "$m" -o "$D/body" -w '%{http_code}' \
-    "$@" "http://sd$p") || true
-  BODY=$(cat "$D/body")
-}
-expect() { # CODE [jq-expression that must be true]
-  [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
-  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
-}
-metric() { # NAME-with-labels -> value
-  curl -s --max-time 5 --unix-socket "$SOCK" http://sd/metrics | awk -v m="$1" '$1 == m {print $2}'
-}
-wait_ready() { # N seconds: until pool 0 has N ready entries
-  for _ in $(seq $(( $2 * 10 ))); do
-    [ "$(metric 'sandboxd_pool_entries{pool="0",state="ready"}')" == "$1" ] && return 0
-    sleep 0.1
-  done
-  tail -20 "$D/log" >&2
-  fail "pool 0 did not reach $1 ready entries in $2 s"
-}
-
+DAEMON_TAG=fork
+source "$(dirname "$0")/../lib/daemon.sh"
 
 TEST_TIMEOUT_fork_copies_state=90
 test_fork_copies_state() {

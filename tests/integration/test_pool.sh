@@ -6,76 +6,9 @@
 # cold create, and after a restart entries are re-adopted (same template) or ended (gone).
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
 
-D='' DPID='' SOCK='' CG='' CODE='' BODY=''
+DAEMON_TAG=pool
+source "$(dirname "$0")/../lib/daemon.sh"
 POOL='size=2,cpu=0.5,memory=256Mi'
-
-cleanup() {
-  set +e
-  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
-  fi
-  for dir in "$D"/run/sandboxes/*/; do # pool entries and sandboxes outlive the daemon
-    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
-  done
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
-    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-  done
-  local bad=0
-  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
-    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
-    bad=1
-  fi
-  [ -n "$D" ] && rm -rf "$D"
-  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
-}
-
-start_daemon() {
-  require_root
-  command -v jq >/dev/null || skip "jq is needed"
-  if [ -z "$D" ]; then
-    D=$(mktemp -d /tmp/sbx-pool.XXXXXX)
-    CG="sbxtest-pool-$$-$RANDOM"
-    SOCK="$D/sd.sock"
-    trap cleanup EXIT
-  fi
-  ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$(bin sandboxd)" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
-    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    --shim "$(bin sbx-shim)" --log-level debug "$@" >>"$D/log" 2>&1 &
-  DPID=$!
-  for _ in $(seq 100); do
-    curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
-    kill -0 "$DPID" 2>/dev/null || { cat "$D/log" >&2; fail "daemon exited at start"; }
-    sleep 0.05
-  done
-  fail "daemon did not answer /healthz"
-}
-
-stop_daemon() {
-  kill -TERM "$DPID"; local rc=0; wait "$DPID" || rc=$?
-  [ "$rc" == 0 ] || fail "daemon exit status $rc after SIGTERM"
-}
-
-req() {
-  local m=$1 p=$2; shift 2
-  CODE=$(curl -s --max-time 30 --unix-socket "$SOCK" -X "$m" -o "$D/body" -w '%{http_code}' \
-    "$@" "http://sd$p") || true
-  BODY=$(cat "$D/body")
-}
-expect() { # CODE [jq-expression that must be true]
-  [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
-  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
-}
-metric() { # NAME-with-labels -> value
-  curl -s --max-time 5 --unix-socket "$SOCK" http://sd/metrics | awk -v m="$1" '$1 == m {print $2}'
-}
-wait_ready() { # N seconds: until pool 0 has N ready entries
-  for _ in $(seq $(( $2 * 10 ))); do
-    [ "$(metric 'sandboxd_pool_entries{pool="0",state="ready"}')" == "$1" ] && return 0
-    sleep 0.1
-  done
-  tail -20 "$D/log" >&2
-  fail "pool 0 did not reach $1 ready entries in $2 s"
-}
 
 TEST_TIMEOUT_fill_hit_refill=60
 test_fill_hit_refill() {
@@ -179,7 +112,7 @@ test_networked_pool() {
   D=$(mktemp -d /tmp/sbx-pool.XXXXXX)
   echo '{"network":{"enabled":true}}' >"$D/net.json"
   DAEMON_WRAP=(unshare -n -- bash -c 'ip link set lo up && exec "$@"' _)
-  CG="sbxtest-pool-$$-$RANDOM"; SOCK="$D/sd.sock"; trap cleanup EXIT
+  CG="sbxtest-pool-$$-$RANDOM"; SOCK="$D/sd.sock"; trap daemon_cleanup EXIT
   start_daemon --config "$D/net.json" --pool "size=1,network=open"
   wait_ready 1 20
   local before; before=$(metric sandboxd_pool_hits_total)
