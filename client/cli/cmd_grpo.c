@@ -99,166 +99,101 @@ static int parse_num(const char *s, double lo, double hi, double *ret, const cha
     return 0;
 }
 
+#define GRPO_MAX_FLAGS 32
+
+/* One row per flag: where its value goes and, for numbers, the accepted range. */
+typedef enum { F_STR, F_ON, F_UINT, F_ULL, F_DBL, F_HELP } flag_kind;
+typedef struct grpo_flag {
+    const char *name;
+    flag_kind kind;
+    void *dst;
+    double lo, hi;
+} grpo_flag;
+
+static size_t grpo_flags(grpo_cli *c, grpo_flag *f) {
+    const grpo_flag t[] = {
+        {"tasks", F_STR, &c->o.tasks_path, 0, 0},
+        {"split", F_STR, &c->o.split, 0, 0},
+        {"trainer", F_STR, &c->o.trainer_url, 0, 0},
+        {"host", F_STR, &c->o.sandboxd, 0, 0},
+        {"out", F_STR, &c->o.out_dir, 0, 0},
+        {"model", F_STR, &c->o.model, 0, 0},
+        {"dr-grpo", F_ON, &c->o.dr_grpo, 0, 0},
+        {"no-train", F_ON, &c->o.no_train, 0, 0},
+        {"json", F_ON, &c->json, 0, 0},
+        {"preview", F_ON, &c->preview, 0, 0},
+        {"steps", F_UINT, &c->o.steps, 1, 1e6},
+        {"tasks-per-step", F_UINT, &c->o.tasks_per_step, 1, 1e5},
+        {"group-size", F_UINT, &c->o.group_size, 1, 1024},
+        {"max-inflight", F_UINT, &c->o.max_inflight, 1, 1e5},
+        {"temperature", F_DBL, &c->o.temperature, 0, 100},
+        {"seed", F_ULL, &c->o.seed, 0, 1e18},
+        {"max-cost-usd", F_DBL, &c->o.max_cost_usd, 0, 1e9},
+        {"gpu-hour-usd", F_DBL, &c->o.gpu_hour_usd, 0, 1e6},
+        {"gpus", F_UINT, &c->o.gpus, 1, 1e5},
+        {"trainer-retries", F_UINT, &c->o.trainer_retries, 0, 100},
+        {"fail-graders", F_DBL, &c->o.fail_graders, 0, 1},
+        {"step-seconds", F_DBL, &c->step_seconds, 0, 1e7},
+        {"sandboxes", F_UINT, &c->sandboxes, 0, 1e7},
+        {"sandbox-hour-usd", F_DBL, &c->sandbox_hour_usd, 0, 1e6},
+        {"measure", F_UINT, &c->measure, 1, 1e5},
+        {"help", F_HELP, NULL, 0, 0},
+    };
+    _Static_assert(sizeof(t) / sizeof(t[0]) <= GRPO_MAX_FLAGS, "grow GRPO_MAX_FLAGS");
+    memcpy(f, t, sizeof(t));
+    return sizeof(t) / sizeof(t[0]);
+}
+
+/* Store one flag's value. Returns 0, 1 for --help, or -1 after printing what is wrong. */
+static int apply_flag(const grpo_flag *f, const char *arg) {
+    char name[40];
+    snprintf(name, sizeof(name), "--%s", f->name);
+    double v = 0;
+    if (f->kind >= F_UINT && f->kind <= F_DBL && parse_num(arg, f->lo, f->hi, &v, name) < 0)
+        return -1;
+    switch (f->kind) {
+    case F_STR:
+        *(const char **)f->dst = arg;
+        break;
+    case F_ON:
+        *(int *)f->dst = 1;
+        break;
+    case F_UINT:
+        *(unsigned *)f->dst = (unsigned)v;
+        break;
+    case F_ULL:
+        *(unsigned long long *)f->dst = (unsigned long long)v;
+        break;
+    case F_DBL:
+        *(double *)f->dst = v;
+        break;
+    case F_HELP:
+        return 1;
+    }
+    return 0;
+}
+
+/* Returns 0, 1 when --help was printed, or -1 on a usage error (printed). */
 static int parse_args(grpo_cli *c, int argc, char **argv) {
-    enum {
-        O_TASKS = 256,
-        O_SPLIT,
-        O_TRAINER,
-        O_HOST,
-        O_OUT,
-        O_STEPS,
-        O_TPS,
-        O_GROUP,
-        O_INFL,
-        O_DR,
-        O_NOTRAIN,
-        O_TEMP,
-        O_SEED,
-        O_MODEL,
-        O_MAXC,
-        O_GPUH,
-        O_GPUS,
-        O_RETR,
-        O_FAIL,
-        O_JSON,
-        O_PREV,
-        O_STEPS_S,
-        O_SBX,
-        O_SBXH,
-        O_MEAS,
-        O_HELP
-    };
-    static const struct option opts[] = {
-        {"tasks", 1, 0, O_TASKS},
-        {"split", 1, 0, O_SPLIT},
-        {"trainer", 1, 0, O_TRAINER},
-        {"host", 1, 0, O_HOST},
-        {"out", 1, 0, O_OUT},
-        {"steps", 1, 0, O_STEPS},
-        {"tasks-per-step", 1, 0, O_TPS},
-        {"group-size", 1, 0, O_GROUP},
-        {"max-inflight", 1, 0, O_INFL},
-        {"dr-grpo", 0, 0, O_DR},
-        {"no-train", 0, 0, O_NOTRAIN},
-        {"temperature", 1, 0, O_TEMP},
-        {"seed", 1, 0, O_SEED},
-        {"model", 1, 0, O_MODEL},
-        {"max-cost-usd", 1, 0, O_MAXC},
-        {"gpu-hour-usd", 1, 0, O_GPUH},
-        {"gpus", 1, 0, O_GPUS},
-        {"trainer-retries", 1, 0, O_RETR},
-        {"fail-graders", 1, 0, O_FAIL},
-        {"json", 0, 0, O_JSON},
-        {"preview", 0, 0, O_PREV},
-        {"step-seconds", 1, 0, O_STEPS_S},
-        {"sandboxes", 1, 0, O_SBX},
-        {"sandbox-hour-usd", 1, 0, O_SBXH},
-        {"measure", 1, 0, O_MEAS},
-        {"help", 0, 0, O_HELP},
-        {0, 0, 0, 0},
-    };
+    grpo_flag flags[GRPO_MAX_FLAGS];
+    struct option opts[GRPO_MAX_FLAGS + 1];
+    size_t n = grpo_flags(c, flags);
+    for (size_t i = 0; i < n; i++)
+        opts[i] = (struct option){flags[i].name, flags[i].kind != F_ON && flags[i].kind != F_HELP,
+                                  NULL, 256 + (int)i};
+    opts[n] = (struct option){0};
     int ch;
-    double v;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        const char *flag = "--?";
-        for (const struct option *o = opts; o->name; o++)
-            if (o->val == ch)
-                flag = o->name;
-        int r = 0;
-        switch (ch) {
-        case O_TASKS:
-            c->o.tasks_path = optarg;
-            break;
-        case O_SPLIT:
-            c->o.split = optarg;
-            break;
-        case O_TRAINER:
-            c->o.trainer_url = optarg;
-            break;
-        case O_HOST:
-            c->o.sandboxd = optarg;
-            break;
-        case O_OUT:
-            c->o.out_dir = optarg;
-            break;
-        case O_MODEL:
-            c->o.model = optarg;
-            break;
-        case O_DR:
-            c->o.dr_grpo = 1;
-            break;
-        case O_NOTRAIN:
-            c->o.no_train = 1;
-            break;
-        case O_JSON:
-            c->json = 1;
-            break;
-        case O_PREV:
-            c->preview = 1;
-            break;
-        case O_STEPS:
-            r = parse_num(optarg, 1, 1e6, &v, flag);
-            c->o.steps = (unsigned)v;
-            break;
-        case O_TPS:
-            r = parse_num(optarg, 1, 1e5, &v, flag);
-            c->o.tasks_per_step = (unsigned)v;
-            break;
-        case O_GROUP:
-            r = parse_num(optarg, 1, 1024, &v, flag);
-            c->o.group_size = (unsigned)v;
-            break;
-        case O_INFL:
-            r = parse_num(optarg, 1, 1e5, &v, flag);
-            c->o.max_inflight = (unsigned)v;
-            break;
-        case O_TEMP:
-            r = parse_num(optarg, 0, 100, &c->o.temperature, flag);
-            break;
-        case O_SEED:
-            r = parse_num(optarg, 0, 1e18, &v, flag);
-            c->o.seed = (unsigned long long)v;
-            break;
-        case O_MAXC:
-            r = parse_num(optarg, 0, 1e9, &c->o.max_cost_usd, flag);
-            break;
-        case O_GPUH:
-            r = parse_num(optarg, 0, 1e6, &c->o.gpu_hour_usd, flag);
-            break;
-        case O_GPUS:
-            r = parse_num(optarg, 1, 1e5, &v, flag);
-            c->o.gpus = (unsigned)v;
-            break;
-        case O_RETR:
-            r = parse_num(optarg, 0, 100, &v, flag);
-            c->o.trainer_retries = (unsigned)v;
-            break;
-        case O_FAIL:
-            r = parse_num(optarg, 0, 1, &c->o.fail_graders, flag);
-            break;
-        case O_STEPS_S:
-            r = parse_num(optarg, 0, 1e7, &c->step_seconds, flag);
-            break;
-        case O_SBX:
-            r = parse_num(optarg, 0, 1e7, &v, flag);
-            c->sandboxes = (unsigned)v;
-            break;
-        case O_SBXH:
-            r = parse_num(optarg, 0, 1e6, &c->sandbox_hour_usd, flag);
-            break;
-        case O_MEAS:
-            r = parse_num(optarg, 1, 1e5, &v, flag);
-            c->measure = (unsigned)v;
-            break;
-        case 'h':
-        case O_HELP:
+        int r = ch == 'h'                        ? 1
+                : ch >= 256 && ch < 256 + (int)n ? apply_flag(&flags[ch - 256], optarg)
+                                                 : -2;
+        if (r == 1) {
             usage(stdout);
-            exit(0);
-        default:
-            usage(stderr);
-            return -1;
+            return 1;
         }
+        if (r == -2)
+            usage(stderr);
         if (r < 0)
             return -1;
     }
@@ -325,8 +260,9 @@ int cmd_grpo(int argc, char **argv) {
     c.o.handle_signals = 1;
     c.o.sandboxd = cli_opts.host; /* sbx --host / --json before the command */
     c.json = cli_opts.json;
-    if (parse_args(&c, argc, argv) < 0)
-        return 2;
+    int pr = parse_args(&c, argc, argv);
+    if (pr != 0)
+        return pr < 0 ? 2 : 0;
     if (c.preview)
         return preview(&c);
     if (!c.o.tasks_path) {
