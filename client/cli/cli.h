@@ -98,3 +98,14 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *opts);
 /* Build the argv to send from the words after the sandbox id: with sh, one script of the words
  * joined by spaces. *script (malloc'd) must be freed. Returns 0 or -ENOMEM. */
 int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script);
+
+/* What exec and run send: the argv (cli_command_argv) and, with -i, all of stdin. */
+typedef struct cli_command {
+    const char **argv;
+    char *script, *stdin_buf;
+} cli_command;
+/* Fill opts' argv, shell and stdin from the words after the sandbox id. Returns 0, or
+ * CLI_EXIT_ERROR with the message printed. cli_command_free releases what it holds. */
+int cli_command_prepare(cli_command *cmd, char **words, int n, bool sh, bool want_stdin,
+                        sbx_exec_opts *opts);
+void cli_command_free(cli_command *cmd);

@@ -186,21 +186,11 @@ int cmd_exec(int argc, char **argv) {
         return cli_usage_error("exec", "missing the command to run");
     }
     o.env = env.v;
-    char *script = NULL, *in = NULL;
-    const char **cmdv = NULL;
+    cli_command cmd = {0};
     sbx_client *c = NULL;
     sbx_sandbox *sb = NULL;
     sbx_err err = {0};
-    if (cli_command_argv(argv + optind, argc - optind, sh, &cmdv, &script) < 0)
-        rc = cli_error("out of memory");
-    if (rc == 0 && want_stdin) {
-        int r = cli_read_fd(0, &in, &o.stdin_len);
-        if (r < 0)
-            rc = cli_error("cannot read stdin: %s", strerror(-r));
-        o.stdin_data = in;
-    }
-    o.argv = cmdv;
-    o.shell = sh;
+    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, want_stdin, &o);
     if (rc == 0)
         rc = cli_client(&c);
     if (rc == 0 && sbx_sandbox_open(c, id, &sb, &err) != SBX_OK)
@@ -209,9 +199,7 @@ int cmd_exec(int argc, char **argv) {
         rc = cli_exec(sb, &o);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
-    free(in);
-    free(script);
-    free(cmdv);
+    cli_command_free(&cmd);
     cli_strv_free(&env);
     return rc;
 }

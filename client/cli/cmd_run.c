@@ -143,18 +143,8 @@ int cmd_run(int argc, char **argv) {
         cli_create_flags_free(&f);
         return rc < 0 ? 0 : rc;
     }
-    char *script = NULL, *in = NULL;
-    const char **cmdv = NULL;
-    if (cli_command_argv(argv + optind, argc - optind, sh, &cmdv, &script) < 0)
-        rc = cli_error("out of memory");
-    if (rc == 0 && want_stdin) {
-        int r = cli_read_fd(0, &in, &o.stdin_len);
-        if (r < 0)
-            rc = cli_error("cannot read stdin: %s", strerror(-r));
-        o.stdin_data = in;
-    }
-    o.argv = cmdv;
-    o.shell = sh;
+    cli_command cmd = {0};
+    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, want_stdin, &o);
     static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -166,9 +156,7 @@ int cmd_run(int argc, char **argv) {
         rc = cli_error("cannot set up signal handling");
     if (rc == 0)
         rc = run(&f, &o);
-    free(in);
-    free(script);
-    free(cmdv);
+    cli_command_free(&cmd);
     cli_create_flags_free(&f);
     return rc;
 }
