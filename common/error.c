@@ -1,11 +1,11 @@
-/* The error record: formatting helpers for sbx_error. */
+/* The error record: formatting helpers for error_rec. */
 #include "common/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static int error_vset(sbx_error *err, int code, int with_errno, const char *fmt, va_list ap) {
+static int error_vset(error_rec *err, int code, int with_errno, const char *fmt, va_list ap) {
     if (!err)
         return code;
     err->code = code;
@@ -15,7 +15,7 @@ static int error_vset(sbx_error *err, int code, int with_errno, const char *fmt,
     return code;
 }
 
-int error_set(sbx_error *err, int code, const char *fmt, ...) {
+int error_set(error_rec *err, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     error_vset(err, code, 0, fmt, ap);
@@ -23,7 +23,7 @@ int error_set(sbx_error *err, int code, const char *fmt, ...) {
     return code;
 }
 
-int error_set_errno(sbx_error *err, int code, const char *fmt, ...) {
+int error_set_errno(error_rec *err, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     error_vset(err, code, 1, fmt, ap);
@@ -31,10 +31,10 @@ int error_set_errno(sbx_error *err, int code, const char *fmt, ...) {
     return code;
 }
 
-int error_prefix(sbx_error *err, const char *fmt, ...) {
+int error_prefix(error_rec *err, const char *fmt, ...) {
     if (!err)
         return -EIO;
-    char prefix[SBX_ERROR_MSG_MAX], old[SBX_ERROR_MSG_MAX];
+    char prefix[ERROR_MSG_MAX], old[ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
@@ -44,7 +44,7 @@ int error_prefix(sbx_error *err, const char *fmt, ...) {
     return err->code;
 }
 
-void error_clear(sbx_error *err) {
+void error_clear(error_rec *err) {
     if (err) {
         err->code = 0;
         err->message[0] = '\0';

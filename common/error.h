@@ -4,18 +4,18 @@
 
 #include "common/macro.h"
 
-#define SBX_ERROR_MSG_MAX 512
+#define ERROR_MSG_MAX 512
 
-typedef struct sbx_error {
+typedef struct error_rec {
     int code; /* negative errno, 0 when unset */
-    char message[SBX_ERROR_MSG_MAX];
-} sbx_error;
+    char message[ERROR_MSG_MAX];
+} error_rec;
 
 /* Record an error and return `code` (a negative errno) so callers can `return error_set(...)`.
  * `err` may be NULL. The message is formatted; when errno_suffix is wanted use error_setf_errno. */
-int error_set(sbx_error *err, int code, const char *fmt, ...) _printf_(3, 4);
+int error_set(error_rec *err, int code, const char *fmt, ...) _printf_(3, 4);
 /* Like error_set, appending ": <strerror(-code)>". */
-int error_set_errno(sbx_error *err, int code, const char *fmt, ...) _printf_(3, 4);
+int error_set_errno(error_rec *err, int code, const char *fmt, ...) _printf_(3, 4);
 /* Prefix an existing message with more context ("step mount: ..."). Returns err->code. */
-int error_prefix(sbx_error *err, const char *fmt, ...) _printf_(2, 3);
-void error_clear(sbx_error *err);
+int error_prefix(error_rec *err, const char *fmt, ...) _printf_(2, 3);
+void error_clear(error_rec *err);

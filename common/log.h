@@ -1,5 +1,5 @@
 /* Structured logging for the edges (daemon and shim mains, request handlers). Libraries never log:
- * they return an sbx_error and the edge logs it once. Lines are logfmt: `level=info msg="..." k=v`.
+ * they return an error_rec and the edge logs it once. Lines are logfmt: `level=info msg="..." k=v`.
  */
 #pragma once
 

@@ -49,12 +49,12 @@ int shimproto_recv(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n
     return 0;
 }
 
-json_t *shimproto_error(json_t *seq, const sbx_error *err) {
+json_t *shimproto_error(json_t *seq, const error_rec *err) {
     return json_pack("{s:s, s:O?, s:i, s:s}", "type", "error", "seq", seq, "errno",
                      err->code < 0 ? -err->code : EIO, "message", err->message);
 }
 
-int shimproto_error_parse(json_t *msg, sbx_error *err) {
+int shimproto_error_parse(json_t *msg, error_rec *err) {
     int e = (int)json_integer_value(json_object_get(msg, "errno"));
     const char *m = json_string_value(json_object_get(msg, "message"));
     if (e <= 0)

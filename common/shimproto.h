@@ -30,7 +30,7 @@
  *   oom       {oom_kills}                     the cgroup's OOM kill counter went up
  *   dead      {reason, message}               the sandbox's init died; the shim tears down and
  *                                             exits 1 (reason "init_exited")
- * Errors: {type:"error", seq, errno (positive), message}. This is the sbx_error record.
+ * Errors: {type:"error", seq, errno (positive), message}. This is the error_rec record.
  * Malformed input (not JSON, wrong "v", no "type") gets errno EPROTO and seq null; an unknown
  * type EOPNOTSUPP; bad fields EINVAL; exec without 3 fds EBADF; kill of an unknown xid ESRCH.
  * A lost connection changes nothing: the shim keeps running, and SIGTERM to the shim is the
@@ -63,8 +63,8 @@ int shimproto_send(int sock, json_t *msg, const int *fds, size_t n_fds);
  * -EPROTO for a malformed message or wrong version (any attached fds are closed). */
 int shimproto_recv(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n_fds);
 /* Build {"type":"error","seq":seq,"errno":-err->code,"message":...}. */
-json_t *shimproto_error(json_t *seq, const sbx_error *err);
-/* Convert an error reply into an sbx_error; returns its negative errno. */
-int shimproto_error_parse(json_t *msg, sbx_error *err);
+json_t *shimproto_error(json_t *seq, const error_rec *err);
+/* Convert an error reply into an error_rec; returns its negative errno. */
+int shimproto_error_parse(json_t *msg, error_rec *err);
 /* The message's "type", or "" when absent. */
 const char *shimproto_type(json_t *msg);

@@ -173,7 +173,7 @@ static int split_port(const char *s, char *target, size_t len, uint16_t *port) {
     return colon ? parse_port(colon + 1, port) : 0;
 }
 
-static int parse_entry(const char *s, size_t idx, policy_egress_entry *e, sbx_error *err) {
+static int parse_entry(const char *s, size_t idx, policy_egress_entry *e, error_rec *err) {
     char target[300];
     int r = split_port(s, target, sizeof(target), &e->port);
     if (r == -ERANGE)
@@ -205,7 +205,7 @@ static int parse_entry(const char *s, size_t idx, policy_egress_entry *e, sbx_er
     return e->text ? 0 : error_set(err, -ENOMEM, "out of memory");
 }
 
-static int parse_allow(json_t *allow, policy_egress *p, sbx_error *err) {
+static int parse_allow(json_t *allow, policy_egress *p, error_rec *err) {
     if (!json_is_array(allow))
         return error_set(err, -EINVAL, "network.allow: must be an array of strings");
     size_t n = json_array_size(allow);
@@ -239,7 +239,7 @@ static int parse_mode(const char *s, policy_egress_mode *ret) {
     return 0;
 }
 
-static int parse_object(json_t *o, policy_egress *p, sbx_error *err) {
+static int parse_object(json_t *o, policy_egress *p, error_rec *err) {
     json_t *mode = json_object_get(o, "mode"), *allow = json_object_get(o, "allow");
     if (mode && (!json_is_string(mode) || parse_mode(json_string_value(mode), &p->mode) < 0))
         return error_set(err, -EINVAL, "network.mode: must be \"none\", \"open\" or \"allow\"");
@@ -254,7 +254,7 @@ static int parse_object(json_t *o, policy_egress *p, sbx_error *err) {
     return allow ? parse_allow(allow, p, err) : 0;
 }
 
-int policy_egress_parse(json_t *network_field, policy_egress **ret, sbx_error *err) {
+int policy_egress_parse(json_t *network_field, policy_egress **ret, error_rec *err) {
     policy_egress *p = calloc(1, sizeof(*p));
     if (!p)
         return error_set(err, -ENOMEM, "out of memory");

@@ -50,7 +50,7 @@ typedef struct policy_egress {
  * Entries: "1.2.3.4", "10.1.0.0/16", "1.2.3.4:443", "10.0.0.0/8:53", "2001:db8::/32",
  * "[2001:db8::1]:443", "example.com", "example.com:443". Errors name the offending entry
  * ("network.allow[2]: ..."), including entries that lie inside an always-denied range. */
-int policy_egress_parse(json_t *network_field, policy_egress **ret, sbx_error *err);
+int policy_egress_parse(json_t *network_field, policy_egress **ret, error_rec *err);
 void policy_egress_free(policy_egress *p);
 /* Deep copy (resolved addresses included); NULL on allocation failure. */
 policy_egress *policy_egress_dup(const policy_egress *p);

@@ -21,11 +21,11 @@ static json_t *pick(json_t *body, json_t *defaults, const char *key) {
     return v && !json_is_null(v) ? v : NULL;
 }
 
-static int bad(sbx_error *err, const char *field, const char *what) {
+static int bad(error_rec *err, const char *field, const char *what) {
     return error_set(err, -EINVAL, "%s: %s", field, what);
 }
 
-int policy_parse_size(json_t *v, const char *field, uint64_t *ret, sbx_error *err) {
+int policy_parse_size(json_t *v, const char *field, uint64_t *ret, error_rec *err) {
     if (json_is_integer(v)) {
         if (json_integer_value(v) < 0)
             return bad(err, field, "must not be negative");
@@ -47,7 +47,7 @@ int policy_parse_size(json_t *v, const char *field, uint64_t *ret, sbx_error *er
     return bad(err, field, "must be a number of bytes or a size string like \"512Mi\"");
 }
 
-int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, sbx_error *err) {
+int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, error_rec *err) {
     if (json_is_number(v)) {
         double d = json_number_value(v);
         if (!isfinite(d) || d < 0 || d > 1e12)
@@ -64,7 +64,7 @@ int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, sbx_er
 }
 
 static int parse_duration_range(json_t *v, const char *field, uint64_t def, uint64_t min,
-                                uint64_t max, uint64_t *ret, sbx_error *err) {
+                                uint64_t max, uint64_t *ret, error_rec *err) {
     if (!v) {
         *ret = def;
         return 0;
@@ -81,7 +81,7 @@ static int parse_duration_range(json_t *v, const char *field, uint64_t def, uint
 }
 
 /* A string -> string object: keys non-empty, without '=', bounded sizes. Returns a copy. */
-static int parse_string_map(json_t *v, const char *field, json_t **ret, sbx_error *err) {
+static int parse_string_map(json_t *v, const char *field, json_t **ret, error_rec *err) {
     if (!v) {
         *ret = json_object();
         return 0;
@@ -114,7 +114,7 @@ static bool path_ok(const char *p) {
     return true;
 }
 
-static int parse_image(json_t *v, char **ret, sbx_error *err) {
+static int parse_image(json_t *v, char **ret, error_rec *err) {
     const char *s = v ? json_string_value(v) : "host";
     if (!s)
         return bad(err, "image", "must be a string: \"host\" or an absolute directory path");
@@ -124,7 +124,7 @@ static int parse_image(json_t *v, char **ret, sbx_error *err) {
     return *ret ? 0 : -ENOMEM;
 }
 
-static int parse_cpu(json_t *v, const policy_host *host, double *ret, sbx_error *err) {
+static int parse_cpu(json_t *v, const policy_host *host, double *ret, error_rec *err) {
     if (!v) {
         *ret = MIN(1.0, host->cpus);
         return 0;
@@ -139,7 +139,7 @@ static int parse_cpu(json_t *v, const policy_host *host, double *ret, sbx_error 
 }
 
 static int parse_size_range(json_t *v, const char *field, uint64_t def, uint64_t min, uint64_t max,
-                            uint64_t *ret, sbx_error *err) {
+                            uint64_t *ret, error_rec *err) {
     uint64_t b = def;
     if (v) {
         int r = policy_parse_size(v, field, &b, err);
@@ -153,7 +153,7 @@ static int parse_size_range(json_t *v, const char *field, uint64_t def, uint64_t
     return 0;
 }
 
-static int parse_pids(json_t *v, uint32_t *ret, sbx_error *err) {
+static int parse_pids(json_t *v, uint32_t *ret, error_rec *err) {
     if (!v) {
         *ret = 256;
         return 0;
@@ -164,7 +164,7 @@ static int parse_pids(json_t *v, uint32_t *ret, sbx_error *err) {
     return 0;
 }
 
-static int parse_cost(json_t *v, double *ret, sbx_error *err) {
+static int parse_cost(json_t *v, double *ret, error_rec *err) {
     *ret = 0;
     if (!v)
         return 0;
@@ -174,7 +174,7 @@ static int parse_cost(json_t *v, double *ret, sbx_error *err) {
     return 0;
 }
 
-static int parse_network(json_t *v, policy_create *c, sbx_error *err) {
+static int parse_network(json_t *v, policy_create *c, error_rec *err) {
     c->net_mode = POLICY_NET_NONE;
     if (!v || (json_is_string(v) && strcmp(json_string_value(v), "none") == 0))
         return 0;
@@ -198,7 +198,7 @@ static int parse_network(json_t *v, policy_create *c, sbx_error *err) {
     return 0;
 }
 
-static int parse_lease(json_t *v, char **ret, sbx_error *err) {
+static int parse_lease(json_t *v, char **ret, error_rec *err) {
     *ret = NULL;
     if (!v)
         return 0;
@@ -209,7 +209,7 @@ static int parse_lease(json_t *v, char **ret, sbx_error *err) {
 }
 
 int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host *host,
-                               policy_create *ret, sbx_error *err) {
+                               policy_create *ret, error_rec *err) {
     if (!json_is_object(body))
         return error_set(err, -EINVAL, "body: must be a JSON object");
     policy_create c = {0};
@@ -262,7 +262,7 @@ json_t *policy_create_to_json(const policy_create *c) {
                      "lease", c->lease ? json_string(c->lease) : json_null());
 }
 
-static int parse_argv(json_t *v, json_t **ret, sbx_error *err) {
+static int parse_argv(json_t *v, json_t **ret, error_rec *err) {
     if (!json_is_array(v) || json_array_size(v) == 0)
         return bad(err, "argv", "must be a non-empty array of strings");
     if (json_array_size(v) > MAX_ARGV)
@@ -279,7 +279,7 @@ static int parse_argv(json_t *v, json_t **ret, sbx_error *err) {
     return 0;
 }
 
-static int parse_stdin(json_t *body, policy_exec *e, sbx_error *err) {
+static int parse_stdin(json_t *body, policy_exec *e, error_rec *err) {
     json_t *text = pick(body, NULL, "stdin"), *b64 = pick(body, NULL, "stdin_b64");
     if (text && b64)
         return bad(err, "stdin", "give either stdin or stdin_b64, not both");
@@ -299,7 +299,7 @@ static int parse_stdin(json_t *body, policy_exec *e, sbx_error *err) {
     return 0;
 }
 
-int policy_limits_parse_exec(json_t *body, policy_exec *ret, sbx_error *err) {
+int policy_limits_parse_exec(json_t *body, policy_exec *ret, error_rec *err) {
     if (!json_is_object(body))
         return error_set(err, -EINVAL, "body: must be a JSON object");
     policy_exec e = {0};
@@ -341,7 +341,7 @@ void policy_exec_done(policy_exec *e) {
     *e = (policy_exec){0};
 }
 
-int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, sbx_error *err) {
+int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, error_rec *err) {
     json_t *v = json_is_object(body) ? json_object_get(body, "timeout") : NULL;
     if (!json_is_object(body))
         return error_set(err, -EINVAL, "body: must be a JSON object");
@@ -350,7 +350,7 @@ int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, sbx_error *err) 
     return parse_duration_range(v, "timeout", 0, 1000, POLICY_MAX_DURATION_MS, ret_ms, err);
 }
 
-int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, sbx_error *err) {
+int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, error_rec *err) {
     if (body && !json_is_object(body))
         return error_set(err, -EINVAL, "body: must be a JSON object");
     return parse_duration_range(pick(body, NULL, "ttl"), "ttl", 60000, 1000, POLICY_MAX_DURATION_MS,

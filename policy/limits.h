@@ -1,6 +1,6 @@
 /* Validation of API request bodies (create, exec, timeout, lease): every field with its type,
  * default and range, turning the user's JSON into typed structs. Pure: no I/O, no state. Errors
- * name the offending field ("cpu: must be ..."); sbx_error.code is -EINVAL. */
+ * name the offending field ("cpu: must be ..."); error_rec.code is -EINVAL. */
 #pragma once
 
 #include "common/error.h"
@@ -50,20 +50,20 @@ typedef struct policy_exec {
 /* Parse a create body. `defaults` (may be NULL) is an object with the same fields that replaces
  * the built-in defaults (operator configuration); it is validated like the body. */
 int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host *host,
-                               policy_create *ret, sbx_error *err);
+                               policy_create *ret, error_rec *err);
 void policy_create_done(policy_create *c);
 /* Serialize the limits part back to JSON ({"cpu":..,"memory":..,...}) and the whole create
  * (for persistence; policy_limits_parse_create accepts it back). */
 json_t *policy_create_to_json(const policy_create *c);
 
-int policy_limits_parse_exec(json_t *body, policy_exec *ret, sbx_error *err);
+int policy_limits_parse_exec(json_t *body, policy_exec *ret, error_rec *err);
 void policy_exec_done(policy_exec *e);
 
 /* {"timeout": duration} in [1s, 7d]. */
-int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, sbx_error *err);
+int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, error_rec *err);
 /* {"ttl": duration} in [1s, 7d], default 60s. */
-int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, sbx_error *err);
+int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, error_rec *err);
 
 /* Field helpers (also used by the daemon's configuration parser). */
-int policy_parse_size(json_t *v, const char *field, uint64_t *ret, sbx_error *err);
-int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, sbx_error *err);
+int policy_parse_size(json_t *v, const char *field, uint64_t *ret, error_rec *err);
+int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, error_rec *err);

@@ -95,7 +95,7 @@ static const struct {
 /* ---- small parsers ---- */
 
 /* Refuse keys outside `allowed` (NULL-terminated); "comment" is always allowed. */
-static int check_keys(json_t *obj, const char *const *allowed, const char *where, sbx_error *err) {
+static int check_keys(json_t *obj, const char *const *allowed, const char *where, error_rec *err) {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
@@ -154,7 +154,7 @@ static int parse_value_string(const char *s, uint64_t *ret) {
     return 0;
 }
 
-static int parse_value(json_t *v, const char *where, uint64_t *ret, sbx_error *err) {
+static int parse_value(json_t *v, const char *where, uint64_t *ret, error_rec *err) {
     if (json_is_integer(v) && json_integer_value(v) >= 0) {
         *ret = (uint64_t)json_integer_value(v);
         return 0;
@@ -184,7 +184,7 @@ static int errno_from_name(const char *s) {
 }
 
 static int parse_action(json_t *v, const char *where, bool allow_ok, uint32_t *ret,
-                        sbx_error *err) {
+                        error_rec *err) {
     const char *s = json_string_value(v);
     if (!s)
         return error_set(err, -EINVAL, "%s: expected a string", where);
@@ -210,7 +210,7 @@ static int parse_action(json_t *v, const char *where, bool allow_ok, uint32_t *r
 
 /* ---- rules ---- */
 
-static int parse_arg(json_t *a, const char *where, struct scmp_arg_cmp *ret, sbx_error *err) {
+static int parse_arg(json_t *a, const char *where, struct scmp_arg_cmp *ret, error_rec *err) {
     static const char *const keys[] = {"index", "op", "value", "mask", NULL};
     char w[96];
     if (!json_is_object(a))
@@ -251,7 +251,7 @@ static int parse_arg(json_t *a, const char *where, struct scmp_arg_cmp *ret, sbx
 }
 
 static int parse_args(json_t *args, size_t ri, struct scmp_arg_cmp *cmp, unsigned *ret_n,
-                      sbx_error *err) {
+                      error_rec *err) {
     if (!args) {
         *ret_n = 0;
         return 0;
@@ -278,7 +278,7 @@ static int parse_args(json_t *args, size_t ri, struct scmp_arg_cmp *cmp, unsigne
 
 /* Refuse a syscall that would mix an unconditional rule with any other rule for it. */
 static int note_syscall(compile_state *st, int nr, size_t ri, size_t ni, const char *name,
-                        bool conditional, sbx_error *err) {
+                        bool conditional, error_rec *err) {
     for (size_t i = 0; i < st->n_seen; i++) {
         seen_syscall *s = &st->seen[i];
         if (s->nr != nr || (s->conditional && conditional))
@@ -301,7 +301,7 @@ static int note_syscall(compile_state *st, int nr, size_t ri, size_t ni, const c
 }
 
 static int add_names(compile_state *st, json_t *names, size_t ri, uint32_t action,
-                     const struct scmp_arg_cmp *cmp, unsigned n_cmp, sbx_error *err) {
+                     const struct scmp_arg_cmp *cmp, unsigned n_cmp, error_rec *err) {
     for (size_t i = 0; i < json_array_size(names); i++) {
         const char *name = json_string_value(json_array_get(names, i));
         if (!name)
@@ -325,7 +325,7 @@ static int add_names(compile_state *st, json_t *names, size_t ri, uint32_t actio
     return 0;
 }
 
-static int add_rule(compile_state *st, json_t *rule, size_t ri, sbx_error *err) {
+static int add_rule(compile_state *st, json_t *rule, size_t ri, error_rec *err) {
     static const char *const keys[] = {"names", "action", "args", NULL};
     char w[64];
     snprintf(w, sizeof(w), "rules[%zu]", ri);
@@ -350,7 +350,7 @@ static int add_rule(compile_state *st, json_t *rule, size_t ri, sbx_error *err) 
 
 /* ---- the document ---- */
 
-static int parse_header(json_t *doc, uint32_t *ret_default, uint32_t *ret_badarch, sbx_error *err) {
+static int parse_header(json_t *doc, uint32_t *ret_default, uint32_t *ret_badarch, error_rec *err) {
     static const char *const keys[] = {"version", "default_action", "bad_arch_action", "rules",
                                        NULL};
     if (!json_is_object(doc))
@@ -372,7 +372,7 @@ static int parse_header(json_t *doc, uint32_t *ret_default, uint32_t *ret_badarc
     return 0;
 }
 
-static int compile_doc(json_t *doc, policy_seccomp *p, sbx_error *err) {
+static int compile_doc(json_t *doc, policy_seccomp *p, error_rec *err) {
     uint32_t def, badarch;
     int r = parse_header(doc, &def, &badarch, err);
     if (r < 0)
@@ -398,7 +398,7 @@ static int compile_doc(json_t *doc, policy_seccomp *p, sbx_error *err) {
     return r;
 }
 
-static int load_doc(json_t *doc, policy_seccomp **ret, sbx_error *err) {
+static int load_doc(json_t *doc, policy_seccomp **ret, error_rec *err) {
     policy_seccomp *p = calloc(1, sizeof(*p));
     if (!p)
         return error_set(err, -ENOMEM, "out of memory");
@@ -411,7 +411,7 @@ static int load_doc(json_t *doc, policy_seccomp **ret, sbx_error *err) {
     return 0;
 }
 
-int policy_seccomp_load_string(const char *json, policy_seccomp **ret, sbx_error *err) {
+int policy_seccomp_load_string(const char *json, policy_seccomp **ret, error_rec *err) {
     json_error_t jerr;
     _cleanup_(json_decrefp) json_t *doc = json_loads(json, JSON_REJECT_DUPLICATES, &jerr);
     if (!doc)
@@ -419,7 +419,7 @@ int policy_seccomp_load_string(const char *json, policy_seccomp **ret, sbx_error
     return load_doc(doc, ret, err);
 }
 
-int policy_seccomp_load(const char *json_path, policy_seccomp **ret, sbx_error *err) {
+int policy_seccomp_load(const char *json_path, policy_seccomp **ret, error_rec *err) {
     _cleanup_free_ char *text = NULL;
     int r = file_read_all(json_path, 1 << 20, &text, NULL);
     if (r < 0)
@@ -451,7 +451,7 @@ size_t policy_seccomp_n_syscalls(const policy_seccomp *p) {
 /* ---- exports ---- */
 
 int policy_seccomp_export_bpf(const policy_seccomp *p, void **ret, size_t *ret_len,
-                              sbx_error *err) {
+                              error_rec *err) {
     /* libseccomp 2.5 exports only to a descriptor (seccomp_export_bpf_mem is 2.6). */
     _cleanup_close_ int fd = memfd_create("policy-seccomp-bpf", MFD_CLOEXEC);
     if (fd < 0)
@@ -480,14 +480,14 @@ int policy_seccomp_export_bpf(const policy_seccomp *p, void **ret, size_t *ret_l
     return 0;
 }
 
-int policy_seccomp_export_pfc(const policy_seccomp *p, int fd, sbx_error *err) {
+int policy_seccomp_export_pfc(const policy_seccomp *p, int fd, error_rec *err) {
     int r = seccomp_export_pfc(p->ctx, fd);
     if (r < 0)
         return error_set_errno(err, r, "seccomp_export_pfc");
     return 0;
 }
 
-int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path, sbx_error *err) {
+int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path, error_rec *err) {
     policy_seccomp *p;
     int r = policy_seccomp_load(json_path, &p, err);
     if (r < 0)
@@ -509,7 +509,7 @@ static bool bpf_len_ok(size_t len) {
            len / sizeof(struct sock_filter) <= MAX_INSNS;
 }
 
-int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, sbx_error *err) {
+int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, error_rec *err) {
     char *buf;
     size_t len;
     int r = file_read_all(bpf_path, (MAX_INSNS + 1) * sizeof(struct sock_filter), &buf, &len);

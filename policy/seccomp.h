@@ -49,8 +49,8 @@
 typedef struct policy_seccomp policy_seccomp;
 
 /* Parse and validate a profile and build the libseccomp filter. */
-int policy_seccomp_load(const char *json_path, policy_seccomp **ret, sbx_error *err);
-int policy_seccomp_load_string(const char *json, policy_seccomp **ret, sbx_error *err);
+int policy_seccomp_load(const char *json_path, policy_seccomp **ret, error_rec *err);
+int policy_seccomp_load_string(const char *json, policy_seccomp **ret, error_rec *err);
 void policy_seccomp_free(policy_seccomp *p);
 
 /* Number of rules in the document and of distinct syscalls compiled into the filter. */
@@ -58,14 +58,14 @@ size_t policy_seccomp_n_rules(const policy_seccomp *p);
 size_t policy_seccomp_n_syscalls(const policy_seccomp *p);
 
 /* The raw BPF program: an array of struct sock_filter (8 bytes each), malloc'd. */
-int policy_seccomp_export_bpf(const policy_seccomp *p, void **ret, size_t *ret_len, sbx_error *err);
+int policy_seccomp_export_bpf(const policy_seccomp *p, void **ret, size_t *ret_len, error_rec *err);
 /* libseccomp's human-readable pseudo filter code, written to fd. */
-int policy_seccomp_export_pfc(const policy_seccomp *p, int fd, sbx_error *err);
+int policy_seccomp_export_pfc(const policy_seccomp *p, int fd, error_rec *err);
 
 /* Load json_path and write its raw BPF program atomically to bpf_out_path (mode 0644). */
-int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path, sbx_error *err);
+int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path, error_rec *err);
 /* Read a program written by policy_seccomp_compile_file, checking its size. Call before fork. */
-int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, sbx_error *err);
+int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, error_rec *err);
 
 /* Set no_new_privs and install the program on the calling thread. Async-signal-safe (only
  * prctl and seccomp), for use between fork and exec. Returns 0 or -errno (-EINVAL for a length

@@ -61,7 +61,7 @@ static void set_str(char **dst, const char *v) {
     *dst = v ? strdup(v) : NULL;
 }
 
-static int parse_uint(const char *s, const char *what, unsigned *ret, sbx_error *err) {
+static int parse_uint(const char *s, const char *what, unsigned *ret, error_rec *err) {
     char *end;
     unsigned long v = strtoul(s, &end, 10);
     if (!*s || *end || v == 0 || v > 100000)
@@ -72,7 +72,7 @@ static int parse_uint(const char *s, const char *what, unsigned *ret, sbx_error 
 
 /* --pool: a JSON object, or key=value pairs separated by commas ("size=8,cpu=1,memory=2Gi").
  * Numbers stay numbers; everything else is a string, as in a create body. */
-static int parse_pool(sd_config *c, const char *v, sbx_error *err) {
+static int parse_pool(sd_config *c, const char *v, error_rec *err) {
     json_t *o = NULL;
     if (*v == '{') {
         o = json_loads(v, JSON_REJECT_DUPLICATES, NULL);
@@ -107,7 +107,7 @@ static int parse_pool(sd_config *c, const char *v, sbx_error *err) {
     return 0;
 }
 
-static int apply(sd_config *c, int opt, const char *v, sbx_error *err) {
+static int apply(sd_config *c, int opt, const char *v, error_rec *err) {
     switch (opt) {
     case OPT_SOCKET:
         set_str(&c->socket_path, v);
@@ -151,7 +151,7 @@ static int apply(sd_config *c, int opt, const char *v, sbx_error *err) {
     return 0;
 }
 
-static int load_price(sd_config *c, json_t *p, sbx_error *err) {
+static int load_price(sd_config *c, json_t *p, error_rec *err) {
     if (!p)
         return 0;
     json_t *v = json_object_get(p, "vcpu_hour_usd"), *g = json_object_get(p, "gib_hour_usd");
@@ -165,7 +165,7 @@ static int load_price(sd_config *c, json_t *p, sbx_error *err) {
     return 0;
 }
 
-static int load_file(sd_config *c, const char *path, bool required, sbx_error *err) {
+static int load_file(sd_config *c, const char *path, bool required, error_rec *err) {
     struct stat st;
     if (!required && stat(path, &st) < 0)
         return 0;
@@ -228,7 +228,7 @@ static int load_file(sd_config *c, const char *path, bool required, sbx_error *e
     return r;
 }
 
-int sd_config_load(int argc, char **argv, sd_config *c, sbx_error *err) {
+int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
     *c = (sd_config){.log_level = LOG_LEVEL_INFO, .price = policy_price_default()};
     const char *config = NULL;
     for (int i = 1; i < argc; i++) { /* the file comes first, flags override it */

@@ -29,7 +29,7 @@ typedef struct sd_config {
     enum log_level log_level;
     policy_price price;
     json_t *defaults; /* create defaults (operator overrides), object or NULL */
-    json_t *network;  /* the config file's "network" object (sandboxd/net_daemon.c), or NULL */
+    json_t *network;  /* the config file's "network" object (sandboxd/net/daemon.c), or NULL */
     json_t *pools;    /* warm pool templates: array of create bodies with "size" (pool.c) */
     unsigned pool_max_starting; /* pool entries starting at once (refill budget) */
 } sd_config;
@@ -64,7 +64,7 @@ struct sd_sandbox {
     uint64_t next_xid;
     /* last stats from the shim */
     uint64_t cpu_usec, mem_bytes, mem_peak_bytes, pids, oom_kills;
-    struct policy_egress *egress; /* network policy, NULL for none (sandboxd/net_daemon.c) */
+    struct policy_egress *egress; /* network policy, NULL for none (sandboxd/net/daemon.c) */
     struct sd_net_sandbox *net;   /* its plumbing once running */
     struct sd_fork *fork;         /* the fork request it belongs to while it starts (api_fork.c) */
     char *seed_dir;               /* its starting files (a fork's snapshot layer), or NULL */
@@ -117,13 +117,13 @@ struct sd_daemon {
 };
 
 /* config.c */
-int sd_config_load(int argc, char **argv, sd_config *cfg, sbx_error *err);
+int sd_config_load(int argc, char **argv, sd_config *cfg, error_rec *err);
 void sd_config_done(sd_config *cfg);
 
 /* registry.c */
 sd_sandbox *sd_registry_find(sd_daemon *d, const char *id);
 sd_sandbox *sd_registry_find_idem(sd_daemon *d, const char *key);
-int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, sbx_error *err);
+int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, error_rec *err);
 void sd_registry_remove(sd_daemon *d, sd_sandbox *sb);
 unsigned sd_registry_count_active(sd_daemon *d);
 int sd_slot_alloc(sd_daemon *d);
@@ -139,7 +139,7 @@ void sd_sandbox_start(sd_sandbox *sb);
 void sd_start_queued(sd_daemon *d);
 void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) _printf_(3, 4);
 void sd_sandbox_touch(sd_sandbox *sb);
-int sd_sandbox_adopt(sd_sandbox *sb, sbx_error *err);
+int sd_sandbox_adopt(sd_sandbox *sb, error_rec *err);
 void sd_sandbox_free(sd_sandbox *sb);
 int sd_uid_base(int slot);
 
@@ -151,7 +151,7 @@ int sd_lease_save(sd_daemon *d, sd_lease *l);
 void sd_lease_state_remove(sd_daemon *d, const char *id);
 
 /* pool.c: warm pools of ready sandboxes per template (image, limits, network mode) */
-int sd_pool_init(sd_daemon *d, sbx_error *err);
+int sd_pool_init(sd_daemon *d, error_rec *err);
 void sd_pool_done(sd_daemon *d);
 /* A running, never handed-out entry whose template matches c, or NULL (a miss when a template
  * of c's shape exists). */
@@ -180,13 +180,13 @@ void sd_metrics_create(sd_daemon *d, const char *outcome, double seconds);
 char *sd_metrics_render(sd_daemon *d);
 
 /* cgroup.c */
-int sd_cgroup_setup(sd_daemon *d, sbx_error *err);
+int sd_cgroup_setup(sd_daemon *d, error_rec *err);
 /* On exit: remove the v1 parent cgroups when no sandbox lives in them any more. */
 void sd_cgroup_release(const sd_daemon *d);
 
 /* seccomp (main.c) and listening sockets (listen.c) */
-int sd_listen_unix(const char *path, int *ret_fd, sbx_error *err);
-int sd_listen_tcp(const char *hostport, int *ret_fd, sbx_error *err);
+int sd_listen_unix(const char *path, int *ret_fd, error_rec *err);
+int sd_listen_tcp(const char *hostport, int *ret_fd, error_rec *err);
 int sd_listen_activated(void);
 void sd_notify_ready(void);
 

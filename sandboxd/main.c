@@ -6,9 +6,9 @@
 
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
-#include "sandboxd/http.h"
-#include "sandboxd/net_daemon.h"
-#include "sandboxd/shim_client.h"
+#include "sandboxd/api/http.h"
+#include "sandboxd/net/daemon.h"
+#include "sandboxd/core/shim_client.h"
 
 #include <libgen.h>
 #include <signal.h>
@@ -51,7 +51,7 @@ static const char *seccomp_profile(sd_daemon *d, char *buf, size_t len) {
     return "policy/seccomp.json";
 }
 
-static int setup_seccomp(sd_daemon *d, sbx_error *err) {
+static int setup_seccomp(sd_daemon *d, error_rec *err) {
     char buf[PATH_MAX + 32];
     const char *profile = seccomp_profile(d, buf, sizeof(buf));
     snprintf(d->seccomp_bpf, sizeof(d->seccomp_bpf), "%s/seccomp.bpf", d->cfg.run_dir);
@@ -97,7 +97,7 @@ static void raise_nofile(void) {
     }
 }
 
-static int setup(sd_daemon *d, sbx_error *err) {
+static int setup(sd_daemon *d, error_rec *err) {
     int r;
     raise_nofile();
     host_limits(d);
@@ -137,7 +137,7 @@ static int setup(sd_daemon *d, sbx_error *err) {
 
 int main(int argc, char **argv) {
     static sd_daemon d;
-    sbx_error err = {0};
+    error_rec err = {0};
     signal(SIGPIPE, SIG_IGN);
     signal(SIGHUP, SIG_IGN); /* a closed terminal must not stop the fleet */
     if (sd_config_load(argc, argv, &d.cfg, &err) < 0) {

@@ -118,7 +118,7 @@ void shim_cgroup_free(shim_cgroup *cg) {
     free(cg);
 }
 
-static int open_v1(shim_cgroup *cg, const char *parent, const char *id, sbx_error *err) {
+static int open_v1(shim_cgroup *cg, const char *parent, const char *id, error_rec *err) {
     for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
         char mnt[512], dir[2048];
         if (shim_cgroup_v1_mount(v1_ctrls[i], mnt, sizeof(mnt)) < 0) {
@@ -141,7 +141,7 @@ static int open_v1(shim_cgroup *cg, const char *parent, const char *id, sbx_erro
 }
 
 int shim_cgroup_open(int version, const char *parent, const char *id, shim_cgroup **ret,
-                     sbx_error *err) {
+                     error_rec *err) {
     _cleanup_(shim_cgroup_freep) shim_cgroup *cg = calloc(1, sizeof(*cg));
     if (!cg)
         return -ENOMEM;
@@ -161,7 +161,7 @@ int shim_cgroup_open(int version, const char *parent, const char *id, shim_cgrou
     return 0;
 }
 
-static int knob_write(const char *dir, const char *knob, const char *val, sbx_error *err) {
+static int knob_write(const char *dir, const char *knob, const char *val, error_rec *err) {
     char path[2200];
     snprintf(path, sizeof(path), "%s/%s", dir, knob);
     int r = file_write_str(path, val);
@@ -219,7 +219,7 @@ static const char *dir_of(shim_cgroup *cg, const char *ctrl) {
     return NULL;
 }
 
-static int limits_v1(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, sbx_error *err) {
+static int limits_v1(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, error_rec *err) {
     char buf[64];
     int r;
     const char *mem = dir_of(cg, "memory");
@@ -247,7 +247,7 @@ static int limits_v1(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids
     return 0;
 }
 
-static int limits_v2(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, sbx_error *err) {
+static int limits_v2(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, error_rec *err) {
     const char *d = cg->dirs[0];
     char buf[64], p[2200];
     int r;
@@ -286,7 +286,7 @@ static void v2_enable_parent(const char *dir) {
 }
 
 int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids,
-                       sbx_error *err) {
+                       error_rec *err) {
     for (size_t i = 0; i < cg->n; i++) {
         int r = mkdir_p(cg->dirs[i], 0755);
         if (r < 0)
@@ -299,7 +299,7 @@ int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pi
     return limits_v1(cg, cpu, memory, pids, err);
 }
 
-int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, sbx_error *err) {
+int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, error_rec *err) {
     char buf[32];
     snprintf(buf, sizeof(buf), "%d", (int)pid);
     for (size_t i = 0; i < cg->n; i++) {
@@ -361,7 +361,7 @@ int shim_cgroup_kill_all(shim_cgroup *cg) {
     return -EBUSY;
 }
 
-int shim_cgroup_destroy(shim_cgroup *cg, sbx_error *err) {
+int shim_cgroup_destroy(shim_cgroup *cg, error_rec *err) {
     int ret = shim_cgroup_kill_all(cg);
     for (size_t i = 0; i < cg->n; i++) {
         int r = -EBUSY;

@@ -29,19 +29,19 @@ int shim_cgroup_v1_mount(const char *ctrl, char *buf, size_t len);
 
 /* Resolve the sandbox's cgroup directories (nothing is created). */
 int shim_cgroup_open(int version, const char *parent, const char *id, shim_cgroup **ret,
-                     sbx_error *err);
+                     error_rec *err);
 void shim_cgroup_free(shim_cgroup *cg);
 static inline void shim_cgroup_freep(shim_cgroup **cg) {
     shim_cgroup_free(*cg);
 }
 /* mkdir the directories (parents too) and apply limits. cpu in vCPUs (0 = no quota),
  * memory in bytes (0 = no limit), swap is always off. */
-int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, sbx_error *err);
-int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, sbx_error *err);
+int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, error_rec *err);
+int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, error_rec *err);
 /* SIGKILL every process in the cgroup and wait (bounded) until it is empty. */
 int shim_cgroup_kill_all(shim_cgroup *cg);
 /* Kill everything, then rmdir every directory. Missing directories are fine (idempotent). */
-int shim_cgroup_destroy(shim_cgroup *cg, sbx_error *err);
+int shim_cgroup_destroy(shim_cgroup *cg, error_rec *err);
 int shim_cgroup_stats_read(shim_cgroup *cg, shim_cgroup_stats *ret);
 int shim_cgroup_oom_kills(shim_cgroup *cg, uint64_t *ret);
 /* A descriptor that becomes readable when an OOM event may have happened (v1: eventfd on

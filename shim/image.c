@@ -48,7 +48,7 @@ static struct {
 #undef AX_DECL
 } ax;
 
-static int load_libarchive(sbx_error *err) {
+static int load_libarchive(error_rec *err) {
     static void *handle;
     if (handle)
         return 0;
@@ -93,7 +93,7 @@ static int clean_path(const char *in, char *buf, size_t len) {
     return 0;
 }
 
-static int check_type(struct archive_entry *e, const char *path, sbx_error *err) {
+static int check_type(struct archive_entry *e, const char *path, error_rec *err) {
     switch (ax.archive_entry_filetype(e)) {
     case AE_IFREG:
     case AE_IFDIR:
@@ -106,7 +106,7 @@ static int check_type(struct archive_entry *e, const char *path, sbx_error *err)
 }
 
 /* Rewrite one entry to live under dest; returns 1 to skip it. */
-static int rewrite_entry(struct archive_entry *e, const char *dest, sbx_error *err) {
+static int rewrite_entry(struct archive_entry *e, const char *dest, error_rec *err) {
     char rel[PATH_MAX], full[PATH_MAX + 8];
     const char *name = ax.archive_entry_pathname(e);
     if (clean_path(name, rel, sizeof(rel)) < 0)
@@ -131,7 +131,7 @@ static int rewrite_entry(struct archive_entry *e, const char *dest, sbx_error *e
     return 0;
 }
 
-static int copy_data(struct archive *in, struct archive *out, sbx_error *err) {
+static int copy_data(struct archive *in, struct archive *out, error_rec *err) {
     for (;;) {
         const void *buf;
         size_t len;
@@ -146,7 +146,7 @@ static int copy_data(struct archive *in, struct archive *out, sbx_error *err) {
     }
 }
 
-static int extract(struct archive *in, struct archive *out, const char *dest, sbx_error *err) {
+static int extract(struct archive *in, struct archive *out, const char *dest, error_rec *err) {
     for (;;) {
         struct archive_entry *e;
         int r = ax.archive_read_next_header(in, &e);
@@ -170,7 +170,7 @@ static int extract(struct archive *in, struct archive *out, const char *dest, sb
     }
 }
 
-int shim_image_import_tar(const char *tar_path, const char *dest_dir, sbx_error *err) {
+int shim_image_import_tar(const char *tar_path, const char *dest_dir, error_rec *err) {
     int lr = load_libarchive(err);
     if (lr < 0)
         return lr;

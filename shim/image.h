@@ -9,4 +9,4 @@
  * tree are rejected, nothing is ever written through a symlink, device nodes and sockets are
  * rejected, setuid/setgid bits are stripped and ownership is not restored. On any failure
  * dest_dir is removed again. */
-int shim_image_import_tar(const char *tar_path, const char *dest_dir, sbx_error *err);
+int shim_image_import_tar(const char *tar_path, const char *dest_dir, error_rec *err);

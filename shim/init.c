@@ -30,7 +30,7 @@ char *shim_init_title;
 size_t shim_init_title_len;
 
 /* Wait for the shim's go-ahead. */
-static int wait_go(int ipc, sbx_error *err) {
+static int wait_go(int ipc, error_rec *err) {
     int fds[3];
     size_t nf;
     int r = shim_ipc_recv(ipc, ipc_buf, fds, &nf);
@@ -43,25 +43,25 @@ static int wait_go(int ipc, sbx_error *err) {
     return 0;
 }
 
-static int step_sync(shim_init_ctx *c, sbx_error *err) {
+static int step_sync(shim_init_ctx *c, error_rec *err) {
     return wait_go(c->ipc, err);
 }
 
-static int step_namespaces(shim_init_ctx *c, sbx_error *err) {
+static int step_namespaces(shim_init_ctx *c, error_rec *err) {
     /* The cgroup namespace is made after the shim moved us into the sandbox's cgroup. */
     if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) < 0)
         return error_set_errno(err, negative_errno(), "unshare");
     return 0;
 }
 
-static int step_hostname(shim_init_ctx *c, sbx_error *err) {
+static int step_hostname(shim_init_ctx *c, error_rec *err) {
     const char *h = c->spec->hostname;
     if (sethostname(h, strlen(h)) < 0 || setdomainname("", 0) < 0)
         return error_set_errno(err, negative_errno(), "sethostname");
     return 0;
 }
 
-static int step_loopback(shim_init_ctx *c, sbx_error *err) {
+static int step_loopback(shim_init_ctx *c, error_rec *err) {
     _cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct ifreq ifr = {0};
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
@@ -73,23 +73,23 @@ static int step_loopback(shim_init_ctx *c, sbx_error *err) {
     return 0;
 }
 
-static int step_rootfs(shim_init_ctx *c, sbx_error *err) {
+static int step_rootfs(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_prepare(c->spec, c->staging, err);
 }
-static int step_etc(shim_init_ctx *c, sbx_error *err) {
+static int step_etc(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_etc(c->spec, c->staging, err);
 }
-static int step_proc(shim_init_ctx *c, sbx_error *err) {
+static int step_proc(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_proc(c->staging, err);
 }
-static int step_dev(shim_init_ctx *c, sbx_error *err) {
+static int step_dev(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_dev(c->spec, c->staging, err);
 }
-static int step_seal(shim_init_ctx *c, sbx_error *err) {
+static int step_seal(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_seal(c->staging, err);
 }
 
-static int step_pivot(shim_init_ctx *c, sbx_error *err) {
+static int step_pivot(shim_init_ctx *c, error_rec *err) {
     int r = shim_rootfs_pivot(c->staging, err);
     if (r < 0)
         return r;
@@ -113,14 +113,14 @@ static int step_pivot(shim_init_ctx *c, sbx_error *err) {
 /* The OOM killer should pick a command, not init or a reaper (a dead init is a platform
  * failure, a killed command is the command's own). Commands reset theirs to 0 (exec.c).
  * Best effort: lowering needs CAP_SYS_RESOURCE, which a containerized host may lack. */
-static int step_oom_score(shim_init_ctx *c, sbx_error *err) {
+static int step_oom_score(shim_init_ctx *c, error_rec *err) {
     int r = file_write_str("/proc/self/oom_score_adj", "-999");
     if (r < 0 && r != -EACCES && r != -EPERM)
         return error_set_errno(err, r, "oom_score_adj");
     return 0;
 }
 
-static int step_userns(shim_init_ctx *c, sbx_error *err) {
+static int step_userns(shim_init_ctx *c, error_rec *err) {
     if (unshare(CLONE_NEWUSER) < 0)
         return error_set_errno(err, negative_errno(), "unshare user namespace");
     int r = shim_ipc_send(c->ipc, SHIM_IPC_USERNS, 0, 0, 0, NULL, 0, NULL, 0);
@@ -129,7 +129,7 @@ static int step_userns(shim_init_ctx *c, sbx_error *err) {
     return wait_go(c->ipc, err);
 }
 
-static int step_credentials(shim_init_ctx *c, sbx_error *err) {
+static int step_credentials(shim_init_ctx *c, error_rec *err) {
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             return error_set_errno(err, negative_errno(), "drop bounding capability %d", cap);
@@ -154,7 +154,7 @@ static int step_credentials(shim_init_ctx *c, sbx_error *err) {
     return 0;
 }
 
-typedef int (*init_step_fn)(shim_init_ctx *, sbx_error *);
+typedef int (*init_step_fn)(shim_init_ctx *, error_rec *);
 static const struct {
     const char *name;
     init_step_fn fn;
@@ -174,8 +174,8 @@ static const struct {
     {"credentials", step_credentials},
 };
 
-static _Noreturn void init_fail(shim_init_ctx *c, const char *step, sbx_error *err) {
-    char msg[SBX_ERROR_MSG_MAX + 64];
+static _Noreturn void init_fail(shim_init_ctx *c, const char *step, error_rec *err) {
+    char msg[ERROR_MSG_MAX + 64];
     int n = snprintf(msg, sizeof(msg), "step %s: %s", step, err->message);
     shim_ipc_send(c->ipc, SHIM_IPC_ERROR, 0, err->code < 0 ? -err->code : EIO, 0, msg,
                   (size_t)MIN(n, (int)sizeof(msg) - 1), NULL, 0);
@@ -196,7 +196,7 @@ _Noreturn void shim_init_main(shim_init_ctx *c) {
     }
     close_range(4, ~0U, 0);
     for (size_t i = 0; i < ARRAY_SIZE(init_steps); i++) {
-        sbx_error err = {0};
+        error_rec err = {0};
         if (init_steps[i].fn(c, &err) < 0)
             init_fail(c, init_steps[i].name, &err);
     }

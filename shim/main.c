@@ -58,7 +58,7 @@ static int cmd_run(const char *arg) {
     setsid(); /* survive the daemon: own session, no controlling terminal */
     shim_server_block_signals();
     shim_sandbox *sb = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = shim_sandbox_build(dir, &sb, &err);
     if (r < 0) {
         log_error("build failed: %s", err.message);
@@ -77,7 +77,7 @@ static int cmd_cleanup(const char *arg) {
     char dir[PATH_MAX];
     if (!realpath(arg, dir))
         return access(arg, F_OK) < 0 ? 0 : 1; /* nothing left: already clean */
-    sbx_error err = {0};
+    error_rec err = {0};
     if (shim_sandbox_cleanup(dir, &err) < 0) {
         log_error("cleanup %s: %s", dir, err.message);
         return 1;
@@ -86,7 +86,7 @@ static int cmd_cleanup(const char *arg) {
 }
 
 static int cmd_seccomp_compile(const char *in, const char *out) {
-    sbx_error err = {0};
+    error_rec err = {0};
     if (policy_seccomp_compile_file(in, out, &err) < 0) {
         fprintf(stderr, "sbx-shim: %s\n", err.message);
         return 1;

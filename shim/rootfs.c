@@ -19,7 +19,7 @@
 #define MS_SAFE (MS_NOSUID | MS_NODEV)
 
 static int mnt(const char *src, const char *tgt, const char *type, unsigned long flags,
-               const char *data, sbx_error *err) {
+               const char *data, error_rec *err) {
     if (mount(src, tgt, type, flags, data) < 0)
         return error_set_errno(err, negative_errno(), "mount %s on %s",
                                type ? type : (src ? src : "(remount)"), tgt);
@@ -27,7 +27,7 @@ static int mnt(const char *src, const char *tgt, const char *type, unsigned long
 }
 
 /* Bind src onto tgt, then apply flags (MS_RDONLY, MS_NOSUID...) to the new mount. */
-static int bind(const char *src, const char *tgt, unsigned long flags, sbx_error *err) {
+static int bind(const char *src, const char *tgt, unsigned long flags, error_rec *err) {
     int r = mnt(src, tgt, NULL, MS_BIND, NULL, err);
     if (r < 0)
         return r;
@@ -39,7 +39,7 @@ static void path_join(char *buf, size_t len, const char *a, const char *b) {
 }
 
 /* Make root/name a real directory (replacing a symlink or file an image may have put there). */
-static int ensure_dir(const char *root, const char *name, mode_t mode, uid_t uid, sbx_error *err) {
+static int ensure_dir(const char *root, const char *name, mode_t mode, uid_t uid, error_rec *err) {
     _cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (rfd < 0)
         return error_set_errno(err, negative_errno(), "open %s", root);
@@ -57,7 +57,7 @@ static int ensure_dir(const char *root, const char *name, mode_t mode, uid_t uid
 
 /* Write a fresh file dirfd/name (never through a symlink). */
 static int write_new(int dirfd, const char *name, const void *buf, size_t len, uid_t uid,
-                     sbx_error *err) {
+                     error_rec *err) {
     if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
         return error_set_errno(err, negative_errno(), "replace /etc/%s", name);
     _cleanup_close_ int fd =
@@ -70,7 +70,7 @@ static int write_new(int dirfd, const char *name, const void *buf, size_t len, u
     return 0;
 }
 
-static int prepare_host_image(const char *root, uid_t root_uid, sbx_error *err) {
+static int prepare_host_image(const char *root, uid_t root_uid, error_rec *err) {
     static const char *const dirs[] = {"usr", "etc",  "proc", "dev", "tmp", "workspace", "run",
                                        "var", "root", "home", "mnt", "opt", "srv"};
     for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
@@ -97,7 +97,7 @@ static int prepare_host_image(const char *root, uid_t root_uid, sbx_error *err) 
     return bind("/usr", p, MS_RDONLY | MS_SAFE, err);
 }
 
-int shim_rootfs_prepare(const shim_spec *spec, const char *staging, sbx_error *err) {
+int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err) {
     char opts[128], p[4096], root[4096];
     uid_t ruid = spec->uid_base, suid = spec->uid_base + SHIM_SANDBOX_UID;
     int r = mnt(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, err);
@@ -149,7 +149,7 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, sbx_error *e
     return bind(src, dst, MS_SAFE, err);
 }
 
-static int copy_host_file(const char *src, int etcfd, const char *name, uid_t uid, sbx_error *err) {
+static int copy_host_file(const char *src, int etcfd, const char *name, uid_t uid, error_rec *err) {
     _cleanup_free_ char *buf = NULL;
     size_t len = 0;
     int r = file_read_all(src, 64u << 20, &buf, &len);
@@ -160,7 +160,7 @@ static int copy_host_file(const char *src, int etcfd, const char *name, uid_t ui
     return write_new(etcfd, name, buf, len, uid, err);
 }
 
-static int etc_generated(const shim_spec *spec, int etcfd, bool full, sbx_error *err) {
+static int etc_generated(const shim_spec *spec, int etcfd, bool full, error_rec *err) {
     uid_t u = spec->uid_base;
     char buf[16384];
     int r, n;
@@ -201,7 +201,7 @@ static int etc_generated(const shim_spec *spec, int etcfd, bool full, sbx_error 
     return write_new(etcfd, "resolv.conf", buf, MIN((size_t)n, sizeof(buf) - 1), u, err);
 }
 
-int shim_rootfs_etc(const shim_spec *spec, const char *staging, sbx_error *err) {
+int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err) {
     char etc[4200];
     snprintf(etc, sizeof(etc), "%s/root/etc", staging);
     _cleanup_close_ int etcfd = open(etc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -234,7 +234,7 @@ int shim_rootfs_etc(const shim_spec *spec, const char *staging, sbx_error *err) 
 /* A small read-only tmpfs holding an empty file and an empty directory: a bind mount copies
  * its source mount's flags, so each masked /proc entry costs one mount(2) (no remount, no new
  * superblock per directory). */
-static int make_mask(const char *staging, char *mask, size_t len, sbx_error *err) {
+static int make_mask(const char *staging, char *mask, size_t len, error_rec *err) {
     snprintf(mask, len, "%s/mask", staging);
     if (mkdir(mask, 0755) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", mask);
@@ -255,7 +255,7 @@ static int make_mask(const char *staging, char *mask, size_t len, sbx_error *err
                "size=4k,nr_inodes=4,mode=0555", err);
 }
 
-int shim_rootfs_proc(const char *staging, sbx_error *err) {
+int shim_rootfs_proc(const char *staging, error_rec *err) {
     char proc[4200], p[4400], mask[4200], empty_file[4300], empty_dir[4300];
     snprintf(proc, sizeof(proc), "%s/root/proc", staging);
     int r = make_mask(staging, mask, sizeof(mask), err);
@@ -291,7 +291,7 @@ int shim_rootfs_proc(const char *staging, sbx_error *err) {
     return 0;
 }
 
-static int dev_nodes(const char *dev, uid_t root_uid, sbx_error *err) {
+static int dev_nodes(const char *dev, uid_t root_uid, error_rec *err) {
     static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
     char src[64], dst[4400];
     int r;
@@ -315,7 +315,7 @@ static int dev_nodes(const char *dev, uid_t root_uid, sbx_error *err) {
     return 0;
 }
 
-int shim_rootfs_dev(const shim_spec *spec, const char *staging, sbx_error *err) {
+int shim_rootfs_dev(const shim_spec *spec, const char *staging, error_rec *err) {
     char dev[4200], p[4400], opts[128];
     uid_t ru = spec->uid_base;
     snprintf(dev, sizeof(dev), "%s/root/dev", staging);
@@ -335,13 +335,13 @@ int shim_rootfs_dev(const shim_spec *spec, const char *staging, sbx_error *err) 
     return mnt("shm", p, "tmpfs", MS_SAFE | MS_NOEXEC, opts, err);
 }
 
-int shim_rootfs_seal(const char *staging, sbx_error *err) {
+int shim_rootfs_seal(const char *staging, error_rec *err) {
     char root[4200];
     snprintf(root, sizeof(root), "%s/root", staging);
     return mnt(NULL, root, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_SAFE, NULL, err);
 }
 
-int shim_rootfs_pivot(const char *staging, sbx_error *err) {
+int shim_rootfs_pivot(const char *staging, error_rec *err) {
     char root[4200];
     snprintf(root, sizeof(root), "%s/root", staging);
     if (chdir(root) < 0)

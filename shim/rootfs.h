@@ -8,9 +8,9 @@
 #include "shim/spec.h"
 
 /* Each function is one named start-up step; `staging` is an empty directory on the host. */
-int shim_rootfs_prepare(const shim_spec *spec, const char *staging, sbx_error *err);
-int shim_rootfs_etc(const shim_spec *spec, const char *staging, sbx_error *err);
-int shim_rootfs_proc(const char *staging, sbx_error *err);
-int shim_rootfs_dev(const shim_spec *spec, const char *staging, sbx_error *err);
-int shim_rootfs_seal(const char *staging, sbx_error *err);
-int shim_rootfs_pivot(const char *staging, sbx_error *err);
+int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err);
+int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err);
+int shim_rootfs_proc(const char *staging, error_rec *err);
+int shim_rootfs_dev(const shim_spec *spec, const char *staging, error_rec *err);
+int shim_rootfs_seal(const char *staging, error_rec *err);
+int shim_rootfs_pivot(const char *staging, error_rec *err);

@@ -27,13 +27,13 @@
 
 #define BUILD_TIMEOUT_S 60
 
-static int step_spec(shim_sandbox *sb, sbx_error *err) {
+static int step_spec(shim_sandbox *sb, error_rec *err) {
     char p[4200];
     snprintf(p, sizeof(p), "%s/spec.json", sb->dir);
     return shim_spec_load(p, &sb->spec, err);
 }
 
-static int step_seccomp(shim_sandbox *sb, sbx_error *err) {
+static int step_seccomp(shim_sandbox *sb, error_rec *err) {
     void *buf = NULL;
     size_t len = 0;
     int r = policy_seccomp_read_bpf(sb->spec->seccomp_bpf, &buf, &len, err);
@@ -44,7 +44,7 @@ static int step_seccomp(shim_sandbox *sb, sbx_error *err) {
     return 0;
 }
 
-static int step_cgroup(shim_sandbox *sb, sbx_error *err) {
+static int step_cgroup(shim_sandbox *sb, error_rec *err) {
     const shim_spec *s = sb->spec;
     int r = shim_cgroup_open(s->cgroup_version, s->cgroup_parent, s->id, &sb->cg, err);
     if (r < 0)
@@ -52,7 +52,7 @@ static int step_cgroup(shim_sandbox *sb, sbx_error *err) {
     return shim_cgroup_create(sb->cg, s->cpu, s->memory, s->pids, err);
 }
 
-static int step_socket(shim_sandbox *sb, sbx_error *err) {
+static int step_socket(shim_sandbox *sb, error_rec *err) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/shim.sock", sb->dir);
     if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
@@ -76,7 +76,7 @@ static _Noreturn void run_init(shim_sandbox *sb, int ipc, const char *staging) {
     shim_init_main(&ctx);
 }
 
-static int step_fork(shim_sandbox *sb, sbx_error *err) {
+static int step_fork(shim_sandbox *sb, error_rec *err) {
     char staging[4200];
     snprintf(staging, sizeof(staging), "%s/rootfs", sb->dir);
     if (mkdir(staging, 0700) < 0 && errno != EEXIST)
@@ -112,13 +112,13 @@ static int step_fork(shim_sandbox *sb, sbx_error *err) {
     return 0;
 }
 
-static int send_go(shim_sandbox *sb, sbx_error *err) {
+static int send_go(shim_sandbox *sb, error_rec *err) {
     int r = shim_ipc_send(sb->ipc, SHIM_IPC_GO, 0, 0, 0, NULL, 0, NULL, 0);
     return r < 0 ? error_set_errno(err, r, "signal init") : 0;
 }
 
 /* Wait for init to reach `want`; relays init's own failure message unchanged. */
-static int wait_init(shim_sandbox *sb, uint32_t want, sbx_error *err) {
+static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
     static union {
         shim_ipc_msg m;
         char raw[SHIM_IPC_MAX];
@@ -142,12 +142,12 @@ static int wait_init(shim_sandbox *sb, uint32_t want, sbx_error *err) {
     return 0;
 }
 
-static int step_cgroup_join(shim_sandbox *sb, sbx_error *err) {
+static int step_cgroup_join(shim_sandbox *sb, error_rec *err) {
     int r = shim_cgroup_add_pid(sb->cg, sb->init_pid, err);
     return r < 0 ? r : send_go(sb, err);
 }
 
-static int write_map(pid_t pid, const char *file, uint32_t base, sbx_error *err) {
+static int write_map(pid_t pid, const char *file, uint32_t base, error_rec *err) {
     char path[64], line[64];
     snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
     snprintf(line, sizeof(line), "0 %u %u\n", base, SHIM_UID_RANGE);
@@ -155,7 +155,7 @@ static int write_map(pid_t pid, const char *file, uint32_t base, sbx_error *err)
     return r < 0 ? error_set_errno(err, r, "write %s", path) : 0;
 }
 
-static int step_userns(shim_sandbox *sb, sbx_error *err) {
+static int step_userns(shim_sandbox *sb, error_rec *err) {
     int r = wait_init(sb, SHIM_IPC_USERNS, err);
     if (r < 0 || (r = write_map(sb->init_pid, "uid_map", sb->spec->uid_base, err)) < 0 ||
         (r = write_map(sb->init_pid, "gid_map", sb->spec->uid_base, err)) < 0)
@@ -163,7 +163,7 @@ static int step_userns(shim_sandbox *sb, sbx_error *err) {
     return send_go(sb, err);
 }
 
-static int step_ready(shim_sandbox *sb, sbx_error *err) {
+static int step_ready(shim_sandbox *sb, error_rec *err) {
     int r = wait_init(sb, SHIM_IPC_READY, err);
     if (r < 0)
         return r;
@@ -172,7 +172,7 @@ static int step_ready(shim_sandbox *sb, sbx_error *err) {
     return fd_set_nonblock(sb->ipc, 1);
 }
 
-static int step_pidfile(shim_sandbox *sb, sbx_error *err) {
+static int step_pidfile(shim_sandbox *sb, error_rec *err) {
     char p[4200], buf[32];
     snprintf(p, sizeof(p), "%s/shim.pid", sb->dir);
     int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
@@ -180,7 +180,7 @@ static int step_pidfile(shim_sandbox *sb, sbx_error *err) {
     return r < 0 ? error_set_errno(err, r, "write %s", p) : 0;
 }
 
-typedef int (*host_step_fn)(shim_sandbox *, sbx_error *);
+typedef int (*host_step_fn)(shim_sandbox *, error_rec *);
 static const struct {
     const char *name;
     host_step_fn fn;
@@ -196,7 +196,7 @@ static const struct {
     {"ready", step_ready},
 };
 
-int shim_sandbox_build(const char *dir, shim_sandbox **ret, sbx_error *err) {
+int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err) {
     _cleanup_(shim_sandbox_freep) shim_sandbox *sb = calloc(1, sizeof(*sb));
     if (!sb || !(sb->dir = strdup(dir)))
         return error_set(err, -ENOMEM, "out of memory");
@@ -239,7 +239,7 @@ static void reap_init(shim_sandbox *sb) {
     sb->init_pid = 0;
 }
 
-int shim_sandbox_teardown(shim_sandbox *sb, sbx_error *err) {
+int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err) {
     if (!sb || sb->torn_down)
         return 0;
     sb->torn_down = true;
@@ -311,7 +311,7 @@ static void kill_old_shim(const char *dir) {
     close(pfd);
 }
 
-int shim_sandbox_cleanup(const char *dir, sbx_error *err) {
+int shim_sandbox_cleanup(const char *dir, error_rec *err) {
     char p[4200];
     snprintf(p, sizeof(p), "%s/spec.json", dir);
     _cleanup_(shim_spec_freep) shim_spec *spec = NULL;

@@ -25,14 +25,14 @@ typedef struct shim_sandbox {
 } shim_sandbox;
 
 /* Run every build step; on failure err says "step <name>: ..." and everything made is undone. */
-int shim_sandbox_build(const char *dir, shim_sandbox **ret, sbx_error *err);
+int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err);
 /* Kill every process (cgroup-wide), reap init, remove the cgroup and the directory. Idempotent. */
-int shim_sandbox_teardown(shim_sandbox *sb, sbx_error *err);
+int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err);
 void shim_sandbox_free(shim_sandbox *sb);
 static inline void shim_sandbox_freep(shim_sandbox **sb) {
     shim_sandbox_free(*sb);
 }
 /* Reclaim what a killed shim left behind in dir: its processes, cgroup and the directory. */
-int shim_sandbox_cleanup(const char *dir, sbx_error *err);
+int shim_sandbox_cleanup(const char *dir, error_rec *err);
 /* Bytes used in the sandbox's writable layer. */
 int shim_sandbox_disk_used(shim_sandbox *sb, uint64_t *ret);

@@ -15,7 +15,7 @@
 
 typedef struct seed_ctx {
     uint32_t from, to; /* uid bases */
-    sbx_error *err;
+    error_rec *err;
 } seed_ctx;
 
 static uid_t shift(const seed_ctx *c, uint32_t id) {
@@ -111,7 +111,7 @@ static int copy_dir(seed_ctx *c, int sfd, int dfd, int depth) {
     return r;
 }
 
-int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir, sbx_error *err) {
+int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir, error_rec *err) {
     if (!spec->seed_path)
         return 0;
     char src[PATH_MAX];

@@ -8,4 +8,4 @@
 #include "shim/spec.h"
 
 /* Copy spec->seed_path/<name> into dst_dir (which exists). A missing <name> copies nothing. */
-int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir, sbx_error *err);
+int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir, error_rec *err);

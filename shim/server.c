@@ -92,7 +92,7 @@ static void broadcast(server *s, json_t *msg) {
 
 static void reply_error(conn *c, json_t *seq, int code, const char *fmt, ...) _printf_(4, 5);
 static void reply_error(conn *c, json_t *seq, int code, const char *fmt, ...) {
-    sbx_error e = {.code = code};
+    error_rec e = {.code = code};
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e.message, sizeof(e.message), fmt, ap);
@@ -594,7 +594,7 @@ int shim_server_run(shim_sandbox *sb) {
             server_dispatch(&s, evs[i].data.ptr);
         }
     }
-    sbx_error err = {0};
+    error_rec err = {0};
     if (shim_sandbox_teardown(sb, &err) < 0)
         log_error("teardown: %s", err.message);
     while (s.n_execs)

@@ -51,7 +51,7 @@ static bool text_clean(const char *s) {
     return true;
 }
 
-static int parse_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n, sbx_error *err) {
+static int parse_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n, error_rec *err) {
     if (!arr) {
         *ret = calloc(1, sizeof(char *));
         *ret_n = 0;
@@ -79,7 +79,7 @@ static int parse_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n
 }
 
 static int parse_u64(json_t *o, const char *key, uint64_t def, uint64_t max, uint64_t *ret,
-                     sbx_error *err) {
+                     error_rec *err) {
     json_t *v = json_object_get(o, key);
     if (!v) {
         *ret = def;
@@ -92,7 +92,7 @@ static int parse_u64(json_t *o, const char *key, uint64_t def, uint64_t max, uin
     return 0;
 }
 
-static int parse_image(shim_spec *s, json_t *img, sbx_error *err) {
+static int parse_image(shim_spec *s, json_t *img, error_rec *err) {
     const char *type = json_string_value(json_object_get(img, "type"));
     if (!img || !type)
         return error_set(err, -EINVAL, "spec: image.type is required");
@@ -111,7 +111,7 @@ static int parse_image(shim_spec *s, json_t *img, sbx_error *err) {
     return s->image_path ? 0 : -ENOMEM;
 }
 
-static int parse_hosts(shim_spec *s, json_t *arr, sbx_error *err) {
+static int parse_hosts(shim_spec *s, json_t *arr, error_rec *err) {
     if (!arr)
         return 0;
     if (!json_is_array(arr) || json_array_size(arr) > SPEC_LIST_MAX)
@@ -144,7 +144,7 @@ static int parse_hosts(shim_spec *s, json_t *arr, sbx_error *err) {
     return 0;
 }
 
-static int parse_cgroup(shim_spec *s, json_t *cg, sbx_error *err) {
+static int parse_cgroup(shim_spec *s, json_t *cg, error_rec *err) {
     json_t *ver = json_object_get(cg, "version");
     const char *parent = json_string_value(json_object_get(cg, "parent"));
     if (!json_is_object(cg) || !json_is_integer(ver) || !parent)
@@ -159,7 +159,7 @@ static int parse_cgroup(shim_spec *s, json_t *cg, sbx_error *err) {
     return s->cgroup_parent ? 0 : -ENOMEM;
 }
 
-static int parse_scalars(shim_spec *s, json_t *root, sbx_error *err) {
+static int parse_scalars(shim_spec *s, json_t *root, error_rec *err) {
     int r;
     json_t *cpu = json_object_get(root, "cpu");
     if (cpu && (!json_is_number(cpu) || !isfinite(json_number_value(cpu)) ||
@@ -183,7 +183,7 @@ static int parse_scalars(shim_spec *s, json_t *root, sbx_error *err) {
     return 0;
 }
 
-static int parse_seed(shim_spec *s, json_t *seed, sbx_error *err) {
+static int parse_seed(shim_spec *s, json_t *seed, error_rec *err) {
     if (!seed)
         return 0;
     const char *path = json_string_value(json_object_get(seed, "path"));
@@ -197,7 +197,7 @@ static int parse_seed(shim_spec *s, json_t *seed, sbx_error *err) {
     return s->seed_path ? 0 : -ENOMEM;
 }
 
-static int parse_all(shim_spec *s, json_t *root, sbx_error *err) {
+static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     int r;
     const char *id = json_string_value(json_object_get(root, "id"));
     if (!id || !shim_spec_id_valid(id))
@@ -233,7 +233,7 @@ static int parse_all(shim_spec *s, json_t *root, sbx_error *err) {
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
-int shim_spec_parse(const char *text, shim_spec **ret, sbx_error *err) {
+int shim_spec_parse(const char *text, shim_spec **ret, error_rec *err) {
     json_error_t jerr;
     json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
     if (!root || !json_is_object(root)) {
@@ -251,7 +251,7 @@ int shim_spec_parse(const char *text, shim_spec **ret, sbx_error *err) {
     return 0;
 }
 
-int shim_spec_load(const char *path, shim_spec **ret, sbx_error *err) {
+int shim_spec_load(const char *path, shim_spec **ret, error_rec *err) {
     _cleanup_free_ char *text = NULL;
     int r = file_read_all(path, SPEC_FILE_MAX, &text, NULL);
     if (r < 0)

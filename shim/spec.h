@@ -60,9 +60,9 @@ typedef struct shim_spec {
 } shim_spec;
 
 /* Parse and validate spec JSON text. */
-int shim_spec_parse(const char *text, shim_spec **ret, sbx_error *err);
+int shim_spec_parse(const char *text, shim_spec **ret, error_rec *err);
 /* Read and parse a spec file. */
-int shim_spec_load(const char *path, shim_spec **ret, sbx_error *err);
+int shim_spec_load(const char *path, shim_spec **ret, error_rec *err);
 void shim_spec_free(shim_spec *s);
 static inline void shim_spec_freep(shim_spec **s) {
     shim_spec_free(*s);

@@ -492,7 +492,7 @@ static void run_close_handles(grpo_run *run) {
 }
 
 static sbx_code run_prepare(grpo_run *run, sbx_err *err) {
-    sbx_error e = {0};
+    error_rec e = {0};
     int r = grpo_taskset_load(run->o.tasks_path, &run->ts, &e);
     if (r < 0) {
         snprintf(err->message, sizeof(err->message), "%s", e.message);

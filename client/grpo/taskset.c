@@ -48,7 +48,7 @@ void grpo_taskset_free(grpo_taskset *ts) {
 
 /* Files given as {"path": "content"}; relative paths are placed under base. */
 static int parse_files(json_t *obj, const char *base, grpo_file **ret, size_t *ret_n,
-                       const char *what, sbx_error *err) {
+                       const char *what, error_rec *err) {
     if (!json_is_object(obj))
         return error_set(err, -EINVAL, "\"%s\" must be an object of path: content", what);
     size_t n = json_object_size(obj), i = 0;
@@ -84,7 +84,7 @@ static int parse_files(json_t *obj, const char *base, grpo_file **ret, size_t *r
 }
 
 static int parse_duration(json_t *v, uint64_t dflt, uint64_t *ret, const char *what,
-                          sbx_error *err) {
+                          error_rec *err) {
     if (!v) {
         *ret = dflt;
         return 0;
@@ -102,7 +102,7 @@ static int parse_duration(json_t *v, uint64_t dflt, uint64_t *ret, const char *w
 }
 
 static int parse_uint(json_t *v, unsigned dflt, unsigned max, unsigned *ret, const char *what,
-                      sbx_error *err) {
+                      error_rec *err) {
     if (!v) {
         *ret = dflt;
         return 0;
@@ -113,7 +113,7 @@ static int parse_uint(json_t *v, unsigned dflt, unsigned max, unsigned *ret, con
     return 0;
 }
 
-static int parse_prompt(json_t *v, grpo_task *t, sbx_error *err) {
+static int parse_prompt(json_t *v, grpo_task *t, error_rec *err) {
     if (json_is_string(v) && json_string_length(v) > 0)
         return (t->prompt_text = strdup(json_string_value(v))) ? 0 : -ENOMEM;
     if (!json_is_array(v) || json_array_size(v) == 0)
@@ -131,7 +131,7 @@ static int parse_prompt(json_t *v, grpo_task *t, sbx_error *err) {
     return 0;
 }
 
-static int parse_setup(json_t *setup, grpo_task *t, sbx_error *err) {
+static int parse_setup(json_t *setup, grpo_task *t, error_rec *err) {
     if (!setup)
         return 0;
     if (!json_is_object(setup))
@@ -160,7 +160,7 @@ static int parse_setup(json_t *setup, grpo_task *t, sbx_error *err) {
     return 0;
 }
 
-static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, sbx_error *err) {
+static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, error_rec *err) {
     if (expected) {
         if (!json_is_string(expected))
             return error_set(err, -EINVAL, "\"grader.expected_output\" must be a string");
@@ -192,7 +192,7 @@ static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, sbx_error 
     return 0;
 }
 
-static int parse_grader(json_t *g, grpo_task *t, sbx_error *err) {
+static int parse_grader(json_t *g, grpo_task *t, error_rec *err) {
     if (!json_is_object(g))
         return error_set(err, -EINVAL, "missing \"grader\" object");
     json_t *cmd = json_object_get(g, "command"), *files = json_object_get(g, "files");
@@ -214,7 +214,7 @@ static int parse_grader(json_t *g, grpo_task *t, sbx_error *err) {
                         err);
 }
 
-static int parse_sandbox(json_t *o, grpo_task *t, sbx_error *err) {
+static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
     json_t *limits = json_object_get(o, "limits"), *image = json_object_get(o, "image");
     json_t *net = json_object_get(o, "network");
     if (limits && !json_is_object(limits))
@@ -232,7 +232,7 @@ static int parse_sandbox(json_t *o, grpo_task *t, sbx_error *err) {
     return 0;
 }
 
-static int parse_task(json_t *o, grpo_task *t, sbx_error *err) {
+static int parse_task(json_t *o, grpo_task *t, error_rec *err) {
     if (!json_is_object(o))
         return error_set(err, -EINVAL, "a task must be a JSON object");
     json_t *id = json_object_get(o, "id");
@@ -260,7 +260,7 @@ static int parse_task(json_t *o, grpo_task *t, sbx_error *err) {
     return r;
 }
 
-static int parse_header(json_t *o, grpo_taskset *ts, sbx_error *err) {
+static int parse_header(json_t *o, grpo_taskset *ts, error_rec *err) {
     json_t *name = json_object_get(o, "task_set"), *split = json_object_get(o, "split");
     const char *s = json_string_value(name), *at = s ? strchr(s, '@') : NULL;
     if (!at || at == s || !at[1])
@@ -293,7 +293,7 @@ static int check_unique(const grpo_taskset *ts, const char *id) {
 
 /* One line: the header when it is the first, else a task appended to ts. */
 static int parse_line(grpo_taskset *ts, const char *line, size_t len, bool header, unsigned lineno,
-                      sbx_error *err) {
+                      error_rec *err) {
     json_error_t jerr;
     json_t *o = json_loadb(line, len, 0, &jerr);
     if (!o)
@@ -320,7 +320,7 @@ static int parse_line(grpo_taskset *ts, const char *line, size_t len, bool heade
 }
 
 int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_taskset **ret,
-                       sbx_error *err) {
+                       error_rec *err) {
     grpo_taskset *ts = calloc(1, sizeof(*ts));
     if (!ts)
         return -ENOMEM;
@@ -353,7 +353,7 @@ int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_ta
     return 0;
 }
 
-int grpo_taskset_load(const char *path, grpo_taskset **ret, sbx_error *err) {
+int grpo_taskset_load(const char *path, grpo_taskset **ret, error_rec *err) {
     _cleanup_free_ char *text = NULL;
     size_t len;
     int r = file_read_all(path, TASKSET_MAX_BYTES, &text, &len);

@@ -69,8 +69,8 @@ typedef struct grpo_taskset {
 
 /* Parse a task set. Errors name the source and line: "tasks.jsonl:4: task \"k3\": ...". */
 int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_taskset **ret,
-                       sbx_error *err);
-int grpo_taskset_load(const char *path, grpo_taskset **ret, sbx_error *err);
+                       error_rec *err);
+int grpo_taskset_load(const char *path, grpo_taskset **ret, error_rec *err);
 void grpo_taskset_free(grpo_taskset *ts);
 /* The split: the round(n * held_out) tasks with the smallest hash(seed, id) are held out.
  * Deterministic for a seed, independent of line order. Called by parse; exposed for tests. */

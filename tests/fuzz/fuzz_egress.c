@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!j)
         return 0;
     policy_egress *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     if (policy_egress_parse(j, &p, &err) == 0) {
         policy_egress *d = policy_egress_dup(p);
         if (!d || d->n_entries != p->n_entries)

@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 1 << 20)
         return 0;
     grpo_taskset *ts = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     if (grpo_taskset_parse((const char *)data, size, "fuzz.jsonl", &ts, &err) < 0) {
         if (err.message[0] == '\0')
             abort();

@@ -14,7 +14,7 @@ static const policy_host host = {.cpus = 8, .memory_bytes = 16ull << 30};
 
 static void check_create(json_t *body, json_t *defaults) {
     policy_create c = {0};
-    sbx_error err = {0};
+    error_rec err = {0};
     if (policy_limits_parse_create(body, defaults, &host, &c, &err) < 0) {
         if (err.message[0] == '\0')
             abort(); /* every rejection names its field */
@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         json_loadb((const char *)data + 1, size - 1, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     if (!j)
         return 0;
-    sbx_error err = {0};
+    error_rec err = {0};
     uint64_t u = 0;
     switch (data[0] % 7) {
     case 0:

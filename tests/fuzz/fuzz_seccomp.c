@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(text, data, size);
     text[size] = '\0';
     policy_seccomp *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     if (policy_seccomp_load_string(text, &p, &err) == 0) {
         void *bpf = NULL;
         size_t len = 0;

@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *type = shimproto_type(msg);
         if (!type)
             abort();
-        sbx_error err = {0};
+        error_rec err = {0};
         int e = shimproto_error_parse(msg, &err);
         if (e > 0)
             abort();

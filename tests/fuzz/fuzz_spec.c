@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(text, data, size);
     text[size] = '\0';
     shim_spec *s = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     if (shim_spec_parse(text, &s, &err) == 0) {
         if (!shim_spec_id_valid(s->id) || (s->n_env > 0 && !s->env))
             abort();

@@ -83,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (fd < 0 || write(fd, data, size) != (ssize_t)size)
         abort();
     close(fd);
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = shim_image_import_tar(tarpath, out, &err);
     check_box(r == 0);
     if (r < 0 && err.message[0] == '\0')

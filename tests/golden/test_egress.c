@@ -33,7 +33,7 @@ static policy_egress *parse(const char *json) {
     json_t *j = json_loads(json, JSON_DECODE_ANY, &je);
     CHECK(j);
     policy_egress *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(policy_egress_parse(j, &p, &err) == 0, "parse %s: %s", json, err.message);
     json_decref(j);
     return p;

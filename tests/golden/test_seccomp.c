@@ -23,7 +23,7 @@ static const char *src_path(const char *rel) {
 
 static policy_seccomp *load_profile(void) {
     policy_seccomp *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = policy_seccomp_load(src_path("policy/seccomp.json"), &p, &err);
     CHECK_MSG(r == 0, "load: %s", err.message);
     return p;
@@ -32,7 +32,7 @@ static policy_seccomp *load_profile(void) {
 static char *pfc_of(policy_seccomp *p) {
     int fd = memfd_create("pfc", MFD_CLOEXEC);
     CHECK(fd >= 0);
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(policy_seccomp_export_pfc(p, fd, &err) == 0, "pfc: %s", err.message);
     CHECK(lseek(fd, 0, SEEK_SET) == 0);
     char *text;
@@ -111,7 +111,7 @@ TEST(bpf_file_matches_export) {
     policy_seccomp *p = load_profile();
     void *mem;
     size_t mem_len;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(policy_seccomp_export_bpf(p, &mem, &mem_len, &err) == 0, "%s", err.message);
     CHECK(mem_len > 0 && mem_len % 8 == 0 && mem_len / 8 <= 4096);
     policy_seccomp_free(p);

@@ -46,7 +46,7 @@ static void load_program(void) {
     char json[512], out[512];
     snprintf(json, sizeof(json), "%s/policy/seccomp.json", src ? src : ".");
     snprintf(out, sizeof(out), "%s/seccomp.bpf", test_tmpdir());
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = policy_seccomp_compile_file(json, out, &err);
     CHECK_MSG(r == 0, "compile %s: %s", json, err.message);
     r = policy_seccomp_read_bpf(out, &bpf, &bpf_len, &err);

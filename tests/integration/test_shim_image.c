@@ -90,7 +90,7 @@ TEST(shim_image_import_is_safe) {
     tar_add(&t, 'l', "./etc/abs", "/etc/motd", 0, 0777);
     tar_add(&t, 'h', "./etc/motd2", "./etc/motd", 0, 0644);
     tar_close(&t);
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(shim_image_import_tar(tar, dest, &err) == 0, "%s", err.message);
     struct stat st;
     snprintf(p, sizeof(p), "%s/etc/motd", dest);
@@ -169,7 +169,7 @@ TEST(shim_dir_image_sandbox) {
     tar_add(&t, 'd', "etc", NULL, 0, 0755);
     tar_add(&t, 'l', "etc/hosts", "/etc/shadow", 0, 0777); /* must not redirect a host write */
     tar_close(&t);
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(shim_image_import_tar(tar, img, &err) == 0, "%s", err.message);
     shimdrv_opts o = {.image_dir = img};
     int r = shimdrv_start(&drv, &o);

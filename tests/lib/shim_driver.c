@@ -123,7 +123,7 @@ const char *shimdrv_seccomp_bpf(void) {
         char json[512];
         snprintf(json, sizeof(json), "%s/policy/seccomp.json", src ? src : ".");
         snprintf(bpf_path, sizeof(bpf_path), "/tmp/sbx-test-seccomp-%d.bpf", (int)getpid());
-        sbx_error err = {0};
+        error_rec err = {0};
         if (policy_seccomp_compile_file(json, bpf_path, &err) < 0) {
             fprintf(stderr, "seccomp compile: %s\n", err.message);
             bpf_path[0] = '\0';

@@ -12,7 +12,7 @@ static sd_net_sandbox *setup(const char *id, pid_t pid, const char *network) {
     CHECK(j);
     policy_egress *pol = NULL;
     sd_net_sandbox *s = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(policy_egress_parse(j, &pol, &err) == 0, "%s", err.message);
     json_decref(j);
     CHECK_MSG(sd_net_resolve(net, pol, &err) == 0, "resolve: %s", err.message);
@@ -98,7 +98,7 @@ TEST_T(net_allow_list, 60) {
     /* a name that resolves only to metadata is refused with a message naming it */
     json_t *j = json_loads("{\"allow\":[\"1.1.1.1\",\"meta.test\"]}", 0, NULL);
     policy_egress *pol = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(policy_egress_parse(j, &pol, &err));
     CHECK(sd_net_resolve(net, pol, &err) < 0);
     CHECK_MSG(strstr(err.message, "network.allow[1]"), "%s", err.message);
@@ -169,7 +169,7 @@ TEST_T(net_restore_after_restart, 60) {
     sd_net_sandbox_free(gone);
     sd_net_free(net);
     net = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(sd_net_init(&net, NULL, &err) == 0, "%s", err.message);
     expect_denied(p, "203.0.113.10", 80); /* fail closed until restored */
     policy_egress *pol = NULL;
@@ -298,7 +298,7 @@ TEST_T(net_restore_new_pool_and_bad_input, 60) {
     sd_net_sandbox_free(s);
     sd_net_free(net);
     net = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     sd_net_config cfg = {.pool4 = "10.201.0.0/16", .pool6 = ""};
     CHECK_MSG(sd_net_init(&net, &cfg, &err) == 0, "%s", err.message);
     policy_egress *pol = NULL;

@@ -4,7 +4,7 @@
 #pragma once
 #pragma GCC diagnostic ignored "-Wunused-function"
 
-#include "sandboxd/net.h"
+#include "sandboxd/net/net.h"
 #include "tests/lib/test.h"
 
 #include "common/fdutil.h"
@@ -173,7 +173,7 @@ static void world_up_opt(const sd_net_config *cfg, bool no_net) {
     serve(inet_pid, "80");
     serve(inet_pid, "8080");
     serve(0, "7777"); /* stands for the daemon's TCP port on the host */
-    sbx_error err = {0};
+    error_rec err = {0};
     if (!no_net)
         CHECK_MSG(sd_net_init(&net, cfg, &err) == 0, "sd_net_init: %s", err.message);
 }

@@ -65,7 +65,7 @@ TEST(units_duration) {
 }
 
 TEST(error_record) {
-    sbx_error e = {0};
+    error_rec e = {0};
     CHECK_EQ(error_set_errno(&e, -ENOENT, "open %s", "/x"), -ENOENT);
     CHECK_STREQ(e.message, "open /x: No such file or directory");
     error_prefix(&e, "step %s", "mounts");
@@ -104,11 +104,11 @@ TEST(shimproto_roundtrip_with_fds) {
 }
 
 TEST(shimproto_error_record) {
-    sbx_error e;
+    error_rec e;
     error_set(&e, -EACCES, "mount /proc failed");
     json_t *seq = json_integer(3);
     json_t *m = shimproto_error(seq, &e);
-    sbx_error back;
+    error_rec back;
     CHECK_EQ(shimproto_error_parse(m, &back), -EACCES);
     CHECK_STREQ(back.message, "mount /proc failed");
     json_decref(m);

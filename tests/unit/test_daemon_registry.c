@@ -19,7 +19,7 @@ static sd_daemon *new_daemon(void) {
 
 static sd_sandbox *add(sd_daemon *d, const char *body) {
     policy_create c;
-    sbx_error err = {0};
+    error_rec err = {0};
     json_t *j = json_loads(body, 0, NULL);
     CHECK_OK(policy_limits_parse_create(j, NULL, &d->host, &c, &err));
     json_decref(j);

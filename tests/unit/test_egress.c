@@ -5,7 +5,7 @@
 
 #include <sys/socket.h>
 
-static int parse(const char *json, policy_egress **ret, sbx_error *err) {
+static int parse(const char *json, policy_egress **ret, error_rec *err) {
     json_error_t je;
     json_t *j = json_loads(json, JSON_DECODE_ANY, &je);
     CHECK_MSG(j, "bad test JSON %s", json);
@@ -16,7 +16,7 @@ static int parse(const char *json, policy_egress **ret, sbx_error *err) {
 
 static void expect_error(const char *json, const char *needle) {
     policy_egress *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(parse(json, &p, &err) == -EINVAL, "%s was accepted", json);
     CHECK(p == NULL);
     CHECK_MSG(strstr(err.message, needle), "%s: message \"%s\" lacks \"%s\"", json, err.message,
@@ -25,7 +25,7 @@ static void expect_error(const char *json, const char *needle) {
 
 TEST(egress_modes) {
     policy_egress *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(parse("null", &p, &err));
     CHECK_EQ(p->mode, POLICY_EGRESS_NONE);
     policy_egress_free(p);
@@ -42,7 +42,7 @@ TEST(egress_modes) {
 
 TEST(egress_allow_entries) {
     policy_egress *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(parse("{\"allow\":[\"1.2.3.4\",\"10.1.2.9/24\",\"1.2.3.4:443\",\"10.0.0.0/8:53\","
                    "\"2001:db8::/32\",\"[2001:db8::1]:443\",\"Example.COM\",\"api.x.io:8443\"]}",
                    &p, &err));
@@ -108,7 +108,7 @@ TEST(egress_always_denied_and_resolution) {
     CHECK_OK(policy_cidr_parse("0.0.0.0/0", &c)); /* contains metadata but is not inside it */
     CHECK(!policy_egress_always_denied(&c));
     policy_egress *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(parse("{\"allow\":[\"a.test\"]}", &p, &err));
     policy_cidr addrs[3];
     CHECK_OK(policy_cidr_parse("203.0.113.5", &addrs[0]));

@@ -8,7 +8,7 @@
 
 static grpo_taskset *parse_ok(const char *text) {
     grpo_taskset *ts = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = grpo_taskset_parse(text, strlen(text), "t.jsonl", &ts, &err);
     CHECK_MSG(r == 0, "parse failed: %s", err.message);
     return ts;
@@ -16,7 +16,7 @@ static grpo_taskset *parse_ok(const char *text) {
 
 static void parse_bad(const char *text, const char *want) {
     grpo_taskset *ts = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = grpo_taskset_parse(text, strlen(text), "t.jsonl", &ts, &err);
     CHECK_MSG(r < 0, "parse of a bad task set succeeded (want \"%s\")", want);
     CHECK(ts == NULL);
@@ -148,7 +148,7 @@ TEST(grpo_tasks_toy_set) {
     const char *src = getenv("SBX_SRC_DIR");
     snprintf(path, sizeof(path), "%s/tasks/toy-files.jsonl", src ? src : ".");
     grpo_taskset *ts = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(grpo_taskset_load(path, &ts, &err) == 0, "%s", err.message);
     CHECK_EQ(ts->n_tasks, 32);
     size_t held = 0;

@@ -14,7 +14,7 @@ static json_t *J(const char *s) {
     return j;
 }
 
-static int create(const char *body, policy_create *c, sbx_error *err) {
+static int create(const char *body, policy_create *c, error_rec *err) {
     json_t *j = J(body);
     int r = policy_limits_parse_create(j, NULL, &host, c, err);
     json_decref(j);
@@ -23,7 +23,7 @@ static int create(const char *body, policy_create *c, sbx_error *err) {
 
 TEST(create_defaults) {
     policy_create c;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(create("{}", &c, &err));
     CHECK_STREQ(c.image, "host");
     CHECK(c.cpu == 1.0);
@@ -41,7 +41,7 @@ TEST(create_defaults) {
 
 TEST(create_units_and_values) {
     policy_create c;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(create("{\"cpu\":0.5,\"memory\":\"512Mi\",\"disk\":1048576,\"pids\":64,"
                     "\"idle_timeout\":\"30s\",\"timeout\":90.5,\"max_cost_usd\":0.25,"
                     "\"labels\":{\"task\":\"t1\"},\"env\":{\"K\":\"V\"},\"lease\":\"ls-1\","
@@ -103,7 +103,7 @@ TEST(create_errors_name_the_field) {
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         policy_create c = {0};
-        sbx_error err = {0};
+        error_rec err = {0};
         CHECK_MSG(create(cases[i].body, &c, &err) == -EINVAL, "accepted %s", cases[i].body);
         CHECK_MSG(strncmp(err.message, cases[i].field, strlen(cases[i].field)) == 0,
                   "%s: message \"%s\" does not start with %s", cases[i].body, err.message,
@@ -115,7 +115,7 @@ TEST(create_operator_defaults) {
     json_t *defs = J("{\"cpu\":0.25,\"memory\":\"256Mi\",\"idle_timeout\":\"10m\"}");
     json_t *body = J("{\"memory\":\"1Gi\"}");
     policy_create c;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(policy_limits_parse_create(body, defs, &host, &c, &err));
     CHECK(c.cpu == 0.25);
     CHECK_EQ(c.memory, 1ull << 30);
@@ -127,7 +127,7 @@ TEST(create_operator_defaults) {
 
 TEST(exec_parse) {
     policy_exec e;
-    sbx_error err = {0};
+    error_rec err = {0};
     json_t *j = J("{\"argv\":[\"python3\",\"-c\",\"print(1)\"],\"stdin_b64\":\"aGk=\","
                   "\"timeout\":\"30s\",\"max_output\":\"2Mi\",\"env\":{\"A\":\"b\"}}");
     CHECK_OK(policy_limits_parse_exec(j, &e, &err));
@@ -170,7 +170,7 @@ TEST(exec_errors) {
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         policy_exec e = {0};
-        sbx_error err = {0};
+        error_rec err = {0};
         json_t *j = J(cases[i].body);
         CHECK_MSG(policy_limits_parse_exec(j, &e, &err) == -EINVAL, "accepted %s", cases[i].body);
         CHECK_MSG(strncmp(err.message, cases[i].field, strlen(cases[i].field)) == 0,
@@ -182,7 +182,7 @@ TEST(exec_errors) {
 
 TEST(timeout_and_lease) {
     uint64_t ms;
-    sbx_error err = {0};
+    error_rec err = {0};
     json_t *j = J("{\"timeout\":\"30m\"}");
     CHECK_OK(policy_limits_parse_timeout(j, &ms, &err));
     CHECK_EQ(ms, 1800000);

@@ -15,7 +15,7 @@
 /* Load must fail with -EINVAL, leave *ret alone, and the message must contain `want`. */
 static void check_rejected(const char *json, const char *want) {
     policy_seccomp *sentinel = (policy_seccomp *)&sentinel, *p = sentinel;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = policy_seccomp_load_string(json, &p, &err);
     CHECK_MSG(r == -EINVAL, "accepted or wrong code %d for: %s", r, json);
     CHECK_MSG(p == sentinel, "ret written on failure");
@@ -25,7 +25,7 @@ static void check_rejected(const char *json, const char *want) {
 
 static policy_seccomp *check_loads(const char *json) {
     policy_seccomp *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = policy_seccomp_load_string(json, &p, &err);
     CHECK_MSG(r == 0 && p, "rejected: %s\n  %s", err.message, json);
     return p;
@@ -34,7 +34,7 @@ static policy_seccomp *check_loads(const char *json) {
 static char *pfc_of(policy_seccomp *p) {
     int fd = memfd_create("pfc", MFD_CLOEXEC);
     CHECK(fd >= 0);
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(policy_seccomp_export_pfc(p, fd, &err));
     CHECK(lseek(fd, 0, SEEK_SET) == 0);
     char *text;
@@ -138,7 +138,7 @@ TEST(rule_fields_and_conflicts) {
 
 TEST(missing_file) {
     policy_seccomp *p = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_EQ(policy_seccomp_load("/nonexistent/seccomp.json", &p, &err), -ENOENT);
     CHECK(p == NULL);
     CHECK(strstr(err.message, "/nonexistent/seccomp.json") != NULL);
@@ -174,7 +174,7 @@ TEST(accepted_forms_compile) {
     free(pfc);
     void *bpf;
     size_t len;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_OK(policy_seccomp_export_bpf(p, &bpf, &len, &err));
     CHECK(len > 0 && len % 8 == 0);
     free(bpf);
@@ -193,7 +193,7 @@ TEST(bpf_sizes_checked) {
     CHECK_OK(file_write_atomic(path, buf, 12, 0644));
     void *bpf = NULL;
     size_t len = 0;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_EQ(policy_seccomp_read_bpf(path, &bpf, &len, &err), -EINVAL);
     CHECK(bpf == NULL && strstr(err.message, "bad size 12"));
 }

@@ -11,7 +11,7 @@
 
 TEST(shim_spec_defaults) {
     shim_spec *s = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(shim_spec_parse("{" BASE "}", &s, &err) == 0, "%s", err.message);
     CHECK_STREQ(s->id, "sb-1");
     CHECK_STREQ(s->hostname, "sb-1");
@@ -39,7 +39,7 @@ TEST(shim_spec_all_fields) {
         "sd\"},"
         "\"unknown\":true}";
     shim_spec *s = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_MSG(shim_spec_parse(text, &s, &err) == 0, "%s", err.message);
     CHECK_EQ(s->image_type, SHIM_IMAGE_DIR);
     CHECK_STREQ(s->image_path, "/var/lib/img");
@@ -85,7 +85,7 @@ TEST(shim_spec_rejects) {
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         shim_spec *s = NULL;
-        sbx_error err = {0};
+        error_rec err = {0};
         CHECK_MSG(shim_spec_parse(bad[i].text, &s, &err) == -EINVAL, "accepted: %s", bad[i].text);
         CHECK(s == NULL);
         CHECK_MSG(strstr(err.message, bad[i].needle), "%s: message \"%s\" lacks \"%s\"",
@@ -94,7 +94,7 @@ TEST(shim_spec_rejects) {
     const char *no_bpf = "{\"id\":\"a\",\"image\":{\"type\":\"host\"},\"uid_base\":5,"
                          "\"cgroup\":{\"version\":1,\"parent\":\"p\"}}";
     shim_spec *s = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     CHECK_EQ(shim_spec_parse(no_bpf, &s, &err), -EINVAL);
     CHECK(strstr(err.message, "seccomp_bpf"));
     const char *bad_cg = "{\"id\":\"a\",\"image\":{\"type\":\"host\"},\"uid_base\":5,"

@@ -37,7 +37,7 @@ static void enable_controllers(const char *dir) {
         file_write_str(path, ctl[i]); /* a controller the kernel lacks is not fatal */
 }
 
-static int setup_v2(sd_daemon *d, sbx_error *err) {
+static int setup_v2(sd_daemon *d, error_rec *err) {
     char own[PATH_MAX / 2] = "/", base[PATH_MAX], path[PATH_MAX + 32];
     own_cgroup_v2(own, sizeof(own));
     if (d->cfg.cgroup_parent || strcmp(own, "/") == 0) {
@@ -72,7 +72,7 @@ static int setup_v2(sd_daemon *d, sbx_error *err) {
     return 0;
 }
 
-int sd_cgroup_setup(sd_daemon *d, sbx_error *err) {
+int sd_cgroup_setup(sd_daemon *d, error_rec *err) {
     if (access(CG_ROOT "/cgroup.controllers", F_OK) == 0)
         return setup_v2(d, err);
     d->cgroup_version = 1;

@@ -1,5 +1,5 @@
 /* One shim connection, driven by the loop (see shim_client.h). */
-#include "sandboxd/shim_client.h"
+#include "sandboxd/core/shim_client.h"
 
 #include "common/fdutil.h"
 #include "common/macro.h"
@@ -91,7 +91,7 @@ static void poll_cb(uv_poll_t *h, int status, int events) {
 }
 
 int sd_shim_connect(uv_loop_t *loop, const char *sock_path, const sd_shim_ops *ops, void *ud,
-                    sd_shim **ret, sbx_error *err) {
+                    sd_shim **ret, error_rec *err) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(sock_path) >= sizeof(sa.sun_path))
         return error_set(err, -ENAMETOOLONG, "socket path too long: %s", sock_path);

@@ -37,7 +37,7 @@ struct sd_request {
     uint64_t start_us;
 };
 
-int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sbx_error *err);
+int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, error_rec *err);
 void sd_http_stop(sd_daemon *d);
 
 const char *sd_req_header(sd_request *req, const char *name);
@@ -53,7 +53,7 @@ json_t *sd_req_json(sd_request *req);
 void sd_reply_json(sd_request *req, unsigned status, json_t *body /* stolen; NULL: none */);
 void sd_reply_error(sd_request *req, unsigned status, const char *code, const char *fmt, ...)
     _printf_(4, 5);
-void sd_reply_sbx_error(sd_request *req, const sbx_error *err);
+void sd_reply_error_rec(sd_request *req, const error_rec *err);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);

@@ -1,6 +1,6 @@
 /* libnl-route-3 helpers for sandbox networking: veth pairs, addresses, default routes, link
  * listing. Each takes the netlink socket of the namespace to act in. */
-#include "sandboxd/net_internal.h"
+#include "sandboxd/net/internal.h"
 
 #include "common/fdutil.h"
 
@@ -36,11 +36,11 @@ static int nlerr(int e) {
     }
 }
 
-static int fail(sbx_error *err, int e, const char *what, const char *ifname) {
+static int fail(error_rec *err, int e, const char *what, const char *ifname) {
     return error_set(err, nlerr(e), "%s %s: %s", what, ifname, nl_geterror(e));
 }
 
-int sd_net_nl_open(struct nl_sock **ret, sbx_error *err) {
+int sd_net_nl_open(struct nl_sock **ret, error_rec *err) {
     struct nl_sock *sk = nl_socket_alloc();
     if (!sk)
         return error_set(err, -ENOMEM, "out of memory");
@@ -60,7 +60,7 @@ void sd_net_nl_close(struct nl_sock *sk) {
 }
 
 int sd_net_link_veth(struct nl_sock *sk, const char *host_if, int nsfd, const char *peer_if,
-                     sbx_error *err) {
+                     error_rec *err) {
     struct rtnl_link *link = rtnl_link_veth_alloc();
     if (!link)
         return error_set(err, -ENOMEM, "out of memory");
@@ -84,7 +84,7 @@ int sd_net_link_delete(struct nl_sock *sk, const char *ifname) {
     return r < 0 ? nlerr(r) : 0;
 }
 
-int sd_net_link_up(struct nl_sock *sk, const char *ifname, sbx_error *err) {
+int sd_net_link_up(struct nl_sock *sk, const char *ifname, error_rec *err) {
     struct rtnl_link *link = NULL, *change = rtnl_link_alloc();
     int r = rtnl_link_get_kernel(sk, 0, ifname, &link);
     if (r >= 0 && change) {
@@ -107,7 +107,7 @@ static struct nl_addr *to_nl_addr(const policy_cidr *c, unsigned plen) {
 }
 
 int sd_net_link_addr(struct nl_sock *sk, const char *ifname, const policy_cidr *addr, unsigned plen,
-                     sbx_error *err) {
+                     error_rec *err) {
     struct rtnl_link *link = NULL;
     int r = rtnl_link_get_kernel(sk, 0, ifname, &link);
     if (r < 0)
@@ -132,7 +132,7 @@ int sd_net_link_addr(struct nl_sock *sk, const char *ifname, const policy_cidr *
 }
 
 int sd_net_link_default_route(struct nl_sock *sk, const char *ifname, const policy_cidr *gw,
-                              sbx_error *err) {
+                              error_rec *err) {
     struct rtnl_link *link = NULL;
     int r = rtnl_link_get_kernel(sk, 0, ifname, &link);
     if (r < 0)

@@ -1,7 +1,7 @@
 /* Sandbox endpoints: create (admission, queueing, Idempotency-Key), list, get, delete, timeout;
  * plus healthz, info and metrics. */
-#include "sandboxd/http.h"
-#include "sandboxd/net_daemon.h"
+#include "sandboxd/api/http.h"
+#include "sandboxd/net/daemon.h"
 
 #include "common/timeutil.h"
 
@@ -123,13 +123,13 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         return;
     policy_create c = {0};
     policy_egress *egress = NULL;
-    sbx_error err = {0};
+    error_rec err = {0};
     sd_sandbox *sb;
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     json_decref(body);
     if (r < 0) {
         sd_metrics_create(d, "error", 0);
-        sd_reply_sbx_error(req, &err);
+        sd_reply_error_rec(req, &err);
         return;
     }
     const char *key = sd_req_header(req, "Idempotency-Key");
@@ -138,7 +138,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     } else if (key && idempotent_replay(d, req, key)) {
     } else if (sd_net_daemon_check(d, &c, &egress, &err) < 0) {
         sd_metrics_create(d, "error", 0);
-        sd_reply_sbx_error(req, &err);
+        sd_reply_error_rec(req, &err);
     } else if (strcmp(c.image, "host") != 0 && !is_dir(c.image)) {
         sd_reply_error(req, 400, "invalid_argument", "image: %s is not a directory on this node",
                        c.image);
@@ -222,11 +222,11 @@ void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     if (!body)
         return;
     uint64_t ms;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = policy_limits_parse_timeout(body, &ms, &err);
     json_decref(body);
     if (r < 0) {
-        sd_reply_sbx_error(req, &err);
+        sd_reply_error_rec(req, &err);
         return;
     }
     if (sb->state == SD_ENDED) {

@@ -14,7 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int sd_listen_unix(const char *path, int *ret_fd, sbx_error *err) {
+int sd_listen_unix(const char *path, int *ret_fd, error_rec *err) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
         return error_set(err, -ENAMETOOLONG, "socket path too long: %s", path);
@@ -45,7 +45,7 @@ int sd_listen_unix(const char *path, int *ret_fd, sbx_error *err) {
     return 0;
 }
 
-int sd_listen_tcp(const char *hostport, int *ret_fd, sbx_error *err) {
+int sd_listen_tcp(const char *hostport, int *ret_fd, error_rec *err) {
     char host[256];
     const char *colon = strrchr(hostport, ':');
     if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof(host))

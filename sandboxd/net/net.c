@@ -1,6 +1,6 @@
 /* Sandbox networking: configuration and address pools, the host table, per-sandbox setup,
  * teardown, restore after a daemon restart, and what inspect / metrics show. */
-#include "sandboxd/net_internal.h"
+#include "sandboxd/net/internal.h"
 
 #include "common/fdutil.h"
 
@@ -17,7 +17,7 @@
 
 /* ---- configuration ---- */
 
-static int config_pools(sd_net *n, const sd_net_config *cfg, sbx_error *err) {
+static int config_pools(sd_net *n, const sd_net_config *cfg, error_rec *err) {
     const char *p4 = cfg->pool4 ? cfg->pool4 : DEFAULT_POOL4;
     const char *p6 = cfg->pool6 ? cfg->pool6 : DEFAULT_POOL6;
     if (policy_cidr_parse(p4, &n->host.pool4) < 0 || n->host.pool4.family != AF_INET ||
@@ -36,7 +36,7 @@ static int config_pools(sd_net *n, const sd_net_config *cfg, sbx_error *err) {
     return n->slots ? 0 : error_set(err, -ENOMEM, "out of memory");
 }
 
-static int config_names(sd_net *n, const sd_net_config *cfg, sbx_error *err) {
+static int config_names(sd_net *n, const sd_net_config *cfg, error_rec *err) {
     const char *t = cfg->table ? cfg->table : "sandboxd";
     const char *p = cfg->ifprefix ? cfg->ifprefix : "sbx";
     if (!*t || strlen(t) >= sizeof(n->table) ||
@@ -64,7 +64,7 @@ static int config_names(sd_net *n, const sd_net_config *cfg, sbx_error *err) {
     return 0;
 }
 
-int sd_net_init(sd_net **ret, const sd_net_config *cfg, sbx_error *err) {
+int sd_net_init(sd_net **ret, const sd_net_config *cfg, error_rec *err) {
     static const sd_net_config defaults = {0};
     sd_net *n = calloc(1, sizeof(*n));
     if (!n)
@@ -103,7 +103,7 @@ void sd_net_free(sd_net *n) {
     free(n);
 }
 
-int sd_net_destroy_table(sd_net *n, sbx_error *err) {
+int sd_net_destroy_table(sd_net *n, error_rec *err) {
     char **links = NULL;
     if (sd_net_link_list(n->nl, n->ifprefix, &links) >= 0)
         for (size_t i = 0; links[i]; i++)
@@ -119,7 +119,7 @@ int sd_net_destroy_table(sd_net *n, sbx_error *err) {
 
 /* ---- forwarding: switched on (in the daemon's netns only) by the first networked sandbox */
 
-int sd_net_forwarding_on(sd_net *n, sbx_error *err) {
+int sd_net_forwarding_on(sd_net *n, error_rec *err) {
     if (n->forwarding_on)
         return 0;
     int r = file_write_str("/proc/sys/net/ipv4/ip_forward", "1");
@@ -200,7 +200,7 @@ const char *sd_net_sandbox_ifname(const sd_net_sandbox *s) {
 
 /* ---- name resolution and the spec's /etc files ---- */
 
-int sd_net_resolve(sd_net *n, policy_egress *pol, sbx_error *err) {
+int sd_net_resolve(sd_net *n, policy_egress *pol, error_rec *err) {
     for (size_t i = 0; pol->mode == POLICY_EGRESS_ALLOW && i < pol->n_entries; i++) {
         policy_egress_entry *e = &pol->entries[i];
         if (!e->host)

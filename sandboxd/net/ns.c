@@ -2,7 +2,7 @@
  * (the network namespace is per thread), opens its own netlink and nftables sockets there,
  * configures the sandbox end of the veth and the guard table, or reads the guard counters.
  * The daemon's own threads never change namespace. */
-#include "sandboxd/net_internal.h"
+#include "sandboxd/net/internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -15,7 +15,7 @@ typedef struct ns_job {
     int (*fn)(struct ns_job *job, struct nl_sock *sk, struct nft_ctx *nft);
     uint64_t count;
     json_t *last;
-    sbx_error err;
+    error_rec err;
     int r;
 } ns_job;
 
@@ -49,7 +49,7 @@ static int ns_run(ns_job *job) {
 static int configure(ns_job *job, struct nl_sock *sk, struct nft_ctx *nft) {
     const sd_net_sandbox *s = job->s;
     const char *eth = POLICY_EGRESS_GUARD_IFNAME;
-    sbx_error *err = &job->err;
+    error_rec *err = &job->err;
     int r = sd_net_link_addr(sk, eth, &s->addr4, 30, err);
     if (r >= 0 && s->addr6.family)
         r = sd_net_link_addr(sk, eth, &s->addr6, 64, err);
@@ -71,7 +71,7 @@ static int configure(ns_job *job, struct nl_sock *sk, struct nft_ctx *nft) {
     return r;
 }
 
-int sd_net_ns_configure(sd_net *n, const sd_net_sandbox *s, sbx_error *err) {
+int sd_net_ns_configure(sd_net *n, const sd_net_sandbox *s, error_rec *err) {
     ns_job job = {.s = s, .n = n, .fn = configure};
     int r = ns_run(&job);
     if (r < 0 && err)

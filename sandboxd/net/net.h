@@ -33,15 +33,15 @@ typedef struct sd_net_config {
 
 /* Validate the config, replace the nft table atomically (base chains, sets, NAT; sandbox
  * interfaces without a map element are rejected: fail closed until sd_net_restore). */
-int sd_net_init(sd_net **ret, const sd_net_config *cfg, sbx_error *err);
+int sd_net_init(sd_net **ret, const sd_net_config *cfg, error_rec *err);
 /* Removes nothing from the kernel (sandboxes outlive a daemon restart); frees memory. */
 void sd_net_free(sd_net *n);
 /* Remove the table (and any sandbox veths) — for an orderly shutdown with no sandboxes left. */
-int sd_net_destroy_table(sd_net *n, sbx_error *err);
+int sd_net_destroy_table(sd_net *n, error_rec *err);
 
 /* Resolve the allow-list's host names with getaddrinfo (in the daemon's netns). Unresolvable
  * names are an error naming the entry. */
-int sd_net_resolve(sd_net *n, policy_egress *pol, sbx_error *err);
+int sd_net_resolve(sd_net *n, policy_egress *pol, error_rec *err);
 /* The spec's "etc_hosts" ([[ip, name], ...] for resolved names) and "dns" ([ip, ...]: the
  * configured resolvers in `open` mode, none otherwise). */
 json_t *sd_net_etc_hosts(const policy_egress *pol);
@@ -51,7 +51,7 @@ json_t *sd_net_dns(const sd_net *n, const policy_egress *pol);
  * Mode none: nothing is done and *ret describes a loopback-only sandbox. The policy is
  * copied. On failure everything made so far is undone. */
 int sd_net_sandbox_setup(sd_net *n, const char *sandbox_id, pid_t init_pid,
-                         const policy_egress *pol, sd_net_sandbox **ret, sbx_error *err);
+                         const policy_egress *pol, sd_net_sandbox **ret, error_rec *err);
 /* Remove chain, map element, counter, veth and give back the addresses. Idempotent; returns
  * the first error but always tries every step. */
 int sd_net_sandbox_teardown(sd_net *n, sd_net_sandbox *s);
@@ -78,4 +78,4 @@ typedef struct sd_net_restore_entry {
     const policy_egress *pol;
 } sd_net_restore_entry;
 int sd_net_restore(sd_net *n, const sd_net_restore_entry *entries, size_t n_entries,
-                   sd_net_sandbox **ret, sbx_error *err);
+                   sd_net_sandbox **ret, error_rec *err);

@@ -1,6 +1,6 @@
 /* libnftables helpers: apply a JSON document as one transaction, run a listing command and
  * parse its JSON, read one sandbox's denied counter and "last denied" sets. */
-#include "sandboxd/net_internal.h"
+#include "sandboxd/net/internal.h"
 
 #include "common/fdutil.h"
 
@@ -27,7 +27,7 @@ static void open_fds(uint8_t map[512]) {
 
 /* libnftables opens its netlink socket without SOCK_CLOEXEC and does not expose it: mark
  * every descriptor that nft_ctx_new added, so that no shim inherits it. */
-int sd_net_nft_new(struct nft_ctx **ret, sbx_error *err) {
+int sd_net_nft_new(struct nft_ctx **ret, error_rec *err) {
     uint8_t before[512], after[512];
     open_fds(before);
     struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
@@ -52,14 +52,14 @@ void sd_net_nft_free(struct nft_ctx *ctx) {
 }
 
 /* The first line of libnftables' error buffer: enough to name the failing command. */
-static int nft_fail(sbx_error *err, struct nft_ctx *ctx, const char *what) {
+static int nft_fail(error_rec *err, struct nft_ctx *ctx, const char *what) {
     const char *e = nft_ctx_get_error_buffer(ctx);
     const char *nl = e ? strchr(e, '\n') : NULL;
     int len = e ? (nl ? (int)(nl - e) : (int)strlen(e)) : 0;
     return error_set(err, -EIO, "nft %s: %.*s", what, len, e ? e : "");
 }
 
-int sd_net_nft_apply(struct nft_ctx *ctx, json_t *doc, sbx_error *err) {
+int sd_net_nft_apply(struct nft_ctx *ctx, json_t *doc, error_rec *err) {
     char *buf = json_dumps(doc, JSON_COMPACT);
     if (!buf)
         return error_set(err, -ENOMEM, "out of memory");
@@ -68,7 +68,7 @@ int sd_net_nft_apply(struct nft_ctx *ctx, json_t *doc, sbx_error *err) {
     return r != 0 ? nft_fail(err, ctx, "apply") : 0;
 }
 
-int sd_net_nft_list(struct nft_ctx *ctx, const char *cmd, json_t **ret, sbx_error *err) {
+int sd_net_nft_list(struct nft_ctx *ctx, const char *cmd, json_t **ret, error_rec *err) {
     if (nft_run_cmd_from_buffer(ctx, cmd) != 0)
         return nft_fail(err, ctx, cmd);
     json_error_t je;

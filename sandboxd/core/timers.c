@@ -4,7 +4,7 @@
 #include "sandboxd/daemon.h"
 
 #include "common/timeutil.h"
-#include "sandboxd/shim_client.h"
+#include "sandboxd/core/shim_client.h"
 
 #include <string.h>
 

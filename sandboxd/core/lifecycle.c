@@ -7,8 +7,8 @@
 #include "common/filereplace.h"
 #include "common/shimproto.h"
 #include "common/timeutil.h"
-#include "sandboxd/net_daemon.h"
-#include "sandboxd/shim_client.h"
+#include "sandboxd/net/daemon.h"
+#include "sandboxd/core/shim_client.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -144,7 +144,7 @@ static void hello_reply(void *ud, json_t *reply) {
         sb->oom_kills = (uint64_t)json_integer_value(oom);
     if (sb->state != SD_STARTING)
         return;
-    sbx_error nerr = {0};
+    error_rec nerr = {0};
     if (sd_net_daemon_setup(sb, &nerr) < 0) {
         start_failed(sb, nerr.message);
         return;
@@ -162,7 +162,7 @@ static void hello_reply(void *ud, json_t *reply) {
     sd_pool_refill(sb->d);
 }
 
-static int connect_and_hello(sd_sandbox *sb, sbx_error *err) {
+static int connect_and_hello(sd_sandbox *sb, error_rec *err) {
     char path[PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/shim.sock", sb->dir);
     int r = sd_shim_connect(sb->d->loop, path, &shim_ops, sb, &sb->shim, err);
@@ -200,7 +200,7 @@ static void start_line(sd_sandbox *sb) {
     sb->init_pid = (int)json_integer_value(json_object_get(j, "init_pid"));
     sb->shim_pid = (int)json_integer_value(json_object_get(j, "shim_pid"));
     json_decref(j);
-    sbx_error err = {0};
+    error_rec err = {0};
     if (connect_and_hello(sb, &err) < 0)
         start_failed(sb, err.message);
 }
@@ -286,7 +286,7 @@ static void on_shim_lost(void *ud) {
         sb->uid_slot = -1;
         return;
     }
-    sbx_error err = {0};
+    error_rec err = {0};
     if (!sb->d->shutting_down && connect_and_hello(sb, &err) == 0) {
         log_warn("shim connection lost, reconnected sandbox=%s", sb->id);
         return;
@@ -358,7 +358,7 @@ void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) {
     sd_start_queued(d);
 }
 
-int sd_sandbox_adopt(sd_sandbox *sb, sbx_error *err) {
+int sd_sandbox_adopt(sd_sandbox *sb, error_rec *err) {
     return connect_and_hello(sb, err);
 }
 

@@ -2,7 +2,7 @@
  * external-epoll mode; the loop polls MHD's epoll fd and runs MHD_run when it is readable or
  * when MHD's timeout expires. Suspended connections are resumed through MHD's ITC, which makes
  * the epoll fd readable again. */
-#include "sandboxd/http.h"
+#include "sandboxd/api/http.h"
 
 #include "common/macro.h"
 #include "common/timeutil.h"
@@ -175,7 +175,7 @@ void sd_reply_error(sd_request *req, unsigned status, const char *code, const ch
     sd_reply_json(req, status, json_pack("{s:o,s:s}", "message", m, "code", code));
 }
 
-void sd_reply_sbx_error(sd_request *req, const sbx_error *err) {
+void sd_reply_error_rec(sd_request *req, const error_rec *err) {
     if (err->code == -EINVAL)
         sd_reply_error(req, 400, "invalid_argument", "%s", err->message);
     else if (err->code == -ENOENT)
@@ -408,7 +408,7 @@ static unsigned connection_limit(void) {
     return n < SD_MAX_REQUESTS + 64 ? SD_MAX_REQUESTS + 64 : (unsigned)n;
 }
 
-static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, sbx_error *err) {
+static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, error_rec *err) {
     in->http = d->http;
     in->tcp = tcp;
     in->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
@@ -431,7 +431,7 @@ static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, sbx_error *
     return 0;
 }
 
-int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sbx_error *err) {
+int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, error_rec *err) {
     d->http = calloc(1, sizeof(*d->http));
     if (!d->http)
         return error_set(err, -ENOMEM, "out of memory");

@@ -1,6 +1,6 @@
 /* One sandbox's network: setup (veth, addresses, routes, guard table, host chain and map
  * element), teardown, re-adoption after a daemon restart, and its inspect / metrics view. */
-#include "sandboxd/net_internal.h"
+#include "sandboxd/net/internal.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ void sd_net_sandbox_free(sd_net_sandbox *s) {
     free(s);
 }
 
-static int open_netns(pid_t pid, int *ret, sbx_error *err) {
+static int open_netns(pid_t pid, int *ret, error_rec *err) {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -51,7 +51,7 @@ static int open_netns(pid_t pid, int *ret, sbx_error *err) {
     return 0;
 }
 
-static int host_rules(sd_net *n, sd_net_sandbox *s, sbx_error *err) {
+static int host_rules(sd_net *n, sd_net_sandbox *s, error_rec *err) {
     policy_egress_sandbox ps;
     sd_net_sandbox_facts(s, &ps);
     json_t *doc = policy_egress_nft_sandbox_add(&n->host, &ps, s->pol);
@@ -62,7 +62,7 @@ static int host_rules(sd_net *n, sd_net_sandbox *s, sbx_error *err) {
 
 /* veth, host-side addresses, the sandbox end (helper thread), then the host rules: the map
  * element is the last thing added, and sandbox interfaces without one are rejected. */
-static int plumb(sd_net *n, sd_net_sandbox *s, sbx_error *err) {
+static int plumb(sd_net *n, sd_net_sandbox *s, error_rec *err) {
     /* EEXIST is an error, never a replacement: the name may belong to a live sandbox (a hash
      * collision). Leftovers of a crash are removed by sd_net_restore. */
     int r = sd_net_link_veth(n->nl, s->ifname, s->nsfd, POLICY_EGRESS_GUARD_IFNAME, err);
@@ -80,7 +80,7 @@ static int plumb(sd_net *n, sd_net_sandbox *s, sbx_error *err) {
 }
 
 int sd_net_sandbox_setup(sd_net *n, const char *sandbox_id, pid_t init_pid,
-                         const policy_egress *pol, sd_net_sandbox **ret, sbx_error *err) {
+                         const policy_egress *pol, sd_net_sandbox **ret, error_rec *err) {
     sd_net_sandbox *s = sandbox_new(n, sandbox_id, pol);
     if (!s)
         return error_set(err, -ENOMEM, "out of memory");
@@ -201,7 +201,7 @@ json_t *sd_net_sandbox_to_json(const sd_net_sandbox *s) {
 /* Re-adopt one sandbox: its veth exists -> claim the slot its address says and re-add the
  * host rules; otherwise plumb it from scratch. */
 static int restore_one(sd_net *n, const sd_net_restore_entry *e, sd_net_sandbox **ret,
-                       sbx_error *err) {
+                       error_rec *err) {
     if (e->pol->mode == POLICY_EGRESS_NONE)
         return sd_net_sandbox_setup(n, e->sandbox_id, e->init_pid, e->pol, ret, err);
     sd_net_sandbox *s = sandbox_new(n, e->sandbox_id, e->pol);
@@ -245,13 +245,13 @@ static bool is_live(char **live, size_t n, const char *name) {
 }
 
 int sd_net_restore(sd_net *n, const sd_net_restore_entry *entries, size_t n_entries,
-                   sd_net_sandbox **ret, sbx_error *err) {
+                   sd_net_sandbox **ret, error_rec *err) {
     int first = 0;
     char **live = calloc(n_entries ? n_entries : 1, sizeof(*live)), **links = NULL;
     if (!live)
         return error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n_entries; i++) {
-        sbx_error e1 = {0};
+        error_rec e1 = {0};
         ret[i] = NULL;
         int r = restore_one(n, &entries[i], &ret[i], &e1);
         if (r < 0 && first == 0) {

@@ -7,7 +7,7 @@
 #include "sandboxd/daemon.h"
 
 #include "common/timeutil.h"
-#include "sandboxd/net_daemon.h"
+#include "sandboxd/net/daemon.h"
 
 #include <string.h>
 
@@ -32,7 +32,7 @@ static bool same_shape(const policy_create *a, const policy_create *b) {
            a->net_mode != POLICY_NET_ALLOW;
 }
 
-static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, sbx_error *err) {
+static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
     if (!json_is_object(j))
         return error_set(err, -EINVAL, "pools: every entry must be an object");
     json_t *sz = json_object_get(j, "size");
@@ -56,7 +56,7 @@ static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, sbx_error *err) {
     return r < 0 ? error_prefix(err, "pools") : 0;
 }
 
-int sd_pool_init(sd_daemon *d, sbx_error *err) {
+int sd_pool_init(sd_daemon *d, error_rec *err) {
     if (!d->cfg.pool_max_starting)
         d->cfg.pool_max_starting = MAX(1u, d->cfg.max_starting / 2);
     size_t n = json_array_size(d->cfg.pools);
@@ -146,7 +146,7 @@ static unsigned count(sd_daemon *d, int t, unsigned *starting) {
 
 static int start_entry(sd_daemon *d, sd_pool *p, int t) {
     policy_create c = {0};
-    sbx_error err = {0};
+    error_rec err = {0};
     json_t *j = policy_create_to_json(&p->tmpl);
     static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
     int r = j ? policy_limits_parse_create(j, NULL, &any_host, &c, &err) : -ENOMEM;

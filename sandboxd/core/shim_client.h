@@ -20,7 +20,7 @@ typedef struct sd_shim_ops {
 } sd_shim_ops;
 
 int sd_shim_connect(uv_loop_t *loop, const char *sock_path, const sd_shim_ops *ops, void *ud,
-                    sd_shim **ret, sbx_error *err);
+                    sd_shim **ret, error_rec *err);
 /* Send {type, ...fields} (fields stolen, may be NULL) with fds (not closed here). */
 int sd_shim_request(sd_shim *s, const char *type, json_t *fields, const int *fds, size_t n_fds,
                     sd_shim_reply_fn cb, void *ud);

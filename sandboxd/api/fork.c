@@ -6,8 +6,8 @@
  * writable tmpfs, shifting owners into its own uid range (shim/seed.c); the layer is removed
  * once every fork has started. All or nothing: when one fork fails, the others are ended and
  * the request gets the error; otherwise 201 with the array of sandbox objects. */
-#include "sandboxd/http.h"
-#include "sandboxd/net_daemon.h"
+#include "sandboxd/api/http.h"
+#include "sandboxd/net/daemon.h"
 
 #include "common/fdutil.h"
 #include "common/timeutil.h"
@@ -110,7 +110,7 @@ void sd_fork_started(sd_sandbox *sb, int status, const char *msg) {
         fork_done(f);
 }
 
-static int fork_one(sd_fork *f, unsigned i, sbx_error *err) {
+static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
     sd_daemon *d = f->d;
     static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
     policy_create c = {0};
@@ -158,7 +158,7 @@ static void cp_exit(uv_process_t *p, int64_t status, int sig) {
     if (f->frozen)
         freeze(f->d, f->src_id, false);
     f->frozen = false;
-    sbx_error err = {0};
+    error_rec err = {0};
     if (status != 0 || sig != 0) {
         snprintf(f->message, sizeof(f->message),
                  "copying the source's files failed (cp exit %d signal %d)", (int)status, sig);
@@ -173,7 +173,7 @@ static void cp_exit(uv_process_t *p, int64_t status, int sig) {
     uv_close((uv_handle_t *)p, cp_closed);
 }
 
-static int make_layer(sd_fork *f, uint64_t disk, sbx_error *err) {
+static int make_layer(sd_fork *f, uint64_t disk, error_rec *err) {
     char id[24];
     sd_random_id("ly-", id, sizeof(id));
     snprintf(f->layer, sizeof(f->layer), "%s/layers/%s", f->d->cfg.run_dir, id);
@@ -190,7 +190,7 @@ static int make_layer(sd_fork *f, uint64_t disk, sbx_error *err) {
     return 0;
 }
 
-static int start_copy(sd_fork *f, int init_pid, sbx_error *err) {
+static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
     char ws[64], tmp[64];
     snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", init_pid);
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", init_pid);
@@ -221,7 +221,7 @@ static int start_copy(sd_fork *f, int init_pid, sbx_error *err) {
 
 /* The source's create with the body's fields (except count) laid over it. */
 static int fork_spec(sd_daemon *d, sd_sandbox *src, json_t *body, policy_create *ret,
-                     sbx_error *err) {
+                     error_rec *err) {
     json_t *merged = policy_create_to_json(&src->spec);
     if (!merged)
         return error_set(err, -ENOMEM, "out of memory");
@@ -243,7 +243,7 @@ static bool lease_ok(sd_daemon *d, const char *id) {
     return !id;
 }
 
-static int net_ok(sd_daemon *d, const policy_create *c, sbx_error *err) {
+static int net_ok(sd_daemon *d, const policy_create *c, error_rec *err) {
     policy_egress *eg = NULL;
     int r = sd_net_daemon_check(d, c, &eg, err);
     policy_egress_free(eg);
@@ -263,7 +263,7 @@ void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src) {
         return;
     json_t *cnt = json_object_get(body, "count");
     policy_create c = {0};
-    sbx_error err = {0};
+    error_rec err = {0};
     if (!json_is_object(body)) {
         sd_reply_error(req, 400, "invalid_argument", "the body must be a JSON object");
     } else if (!json_is_integer(cnt) || json_integer_value(cnt) < 1 ||
@@ -274,7 +274,7 @@ void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src) {
         sd_reply_error(req, 409, "conflict", "sandbox %s is %s: only a running sandbox forks",
                        src->id, src->state == SD_ENDED ? "ended" : "still starting");
     } else if (fork_spec(d, src, body, &c, &err) < 0 || net_ok(d, &c, &err) < 0) {
-        sd_reply_sbx_error(req, &err);
+        sd_reply_error_rec(req, &err);
     } else if (!lease_ok(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
     } else if (!room_for(d, (unsigned)json_integer_value(cnt))) {

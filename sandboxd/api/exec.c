@@ -2,13 +2,13 @@
  * ends to the shim (SCM_RIGHTS), writes stdin and reads stdout/stderr on the loop, and answers
  * with one JSON result or an NDJSON stream. The shim's `exit` event ends the command: what is
  * still readable is drained, then the answer is finished. */
-#include "sandboxd/http.h"
+#include "sandboxd/api/http.h"
 
 #include "common/b64.h"
 #include "common/macro.h"
 #include "common/shimproto.h"
 #include "common/timeutil.h"
-#include "sandboxd/shim_client.h"
+#include "sandboxd/core/shim_client.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -336,7 +336,7 @@ static void started_reply(void *ud, json_t *reply) {
     if (e->finished || !e->sb)
         return;
     if (!reply || strcmp(shimproto_type(reply), "started") != 0) {
-        sbx_error err = {0};
+        error_rec err = {0};
         if (reply)
             shimproto_error_parse(reply, &err);
         else
@@ -384,7 +384,7 @@ static json_t *exec_env(sd_sandbox *sb, json_t *extra) {
 }
 
 /* Make the pipes, send the exec request. Returns 0 or -errno (message in err). */
-static int exec_send(sd_exec *e, policy_exec *pe, sbx_error *err) {
+static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
     int in[2], out[2], errp[2];
     if (pipe2(in, O_CLOEXEC) < 0)
         return error_set_errno(err, negative_errno(), "pipe");
@@ -421,11 +421,11 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     if (!body)
         return;
     policy_exec pe = {0};
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = policy_limits_parse_exec(body, &pe, &err);
     json_decref(body);
     if (r < 0) {
-        sd_reply_sbx_error(req, &err);
+        sd_reply_error_rec(req, &err);
         return;
     }
     if (sb->state != SD_RUNNING || !sb->shim) {

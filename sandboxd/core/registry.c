@@ -1,7 +1,7 @@
 /* The registry: the daemon's table of sandboxes (running and recently ended), uid slots, ids,
  * and the sandbox object as the API shows it. */
 #include "sandboxd/daemon.h"
-#include "sandboxd/net_daemon.h"
+#include "sandboxd/net/daemon.h"
 
 #include "common/timeutil.h"
 
@@ -70,7 +70,7 @@ int sd_uid_base(int slot) {
     return 100000 + 65536 * slot;
 }
 
-int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, sbx_error *err) {
+int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, error_rec *err) {
     int slot = sd_slot_alloc(d);
     if (slot < 0)
         return error_set(err, slot, "no free uid slot");

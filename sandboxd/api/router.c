@@ -1,6 +1,6 @@
 /* Routing: method + path -> handler, authentication on TCP, and the checks every request
  * shares (unknown ids are 404, wrong methods 405, shutting down is 503). */
-#include "sandboxd/http.h"
+#include "sandboxd/api/http.h"
 
 #include <string.h>
 

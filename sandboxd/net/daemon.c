@@ -1,9 +1,9 @@
 /* Glue between the daemon's sandboxes and sd_net: config, create-time validation and name
  * resolution, spec fields, setup when the shim reports, teardown at the end, inspect, metrics,
  * and re-adoption after a restart. */
-#include "sandboxd/net_daemon.h"
+#include "sandboxd/net/daemon.h"
 
-#include "sandboxd/net.h"
+#include "sandboxd/net/net.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +30,7 @@ void sd_net_daemon_init(sd_daemon *d) {
                          .uplink = str(c, "uplink"),
                          .dns = dns,
                          .no_guard = json_is_false(json_object_get(c, "guard"))};
-    sbx_error err = {0};
+    error_rec err = {0};
     if (sd_net_init(&d->net, &cfg, &err) < 0)
         log_error("networking disabled: %s", err.message);
     else
@@ -43,7 +43,7 @@ static json_t *network_value(const policy_create *c) {
     return json_string(c->net_mode == POLICY_NET_OPEN ? "open" : "none");
 }
 
-int sd_net_daemon_check(sd_daemon *d, const policy_create *c, policy_egress **ret, sbx_error *err) {
+int sd_net_daemon_check(sd_daemon *d, const policy_create *c, policy_egress **ret, error_rec *err) {
     policy_egress *p = NULL;
     json_t *v = network_value(c);
     int r = policy_egress_parse(v, &p, err);
@@ -76,7 +76,7 @@ void sd_net_daemon_spec(sd_sandbox *sb, json_t *spec) {
     json_object_set_new(spec, "dns", sd_net_dns(sb->d->net, sb->egress));
 }
 
-int sd_net_daemon_setup(sd_sandbox *sb, sbx_error *err) {
+int sd_net_daemon_setup(sd_sandbox *sb, error_rec *err) {
     if (!sb->egress || sb->egress->mode == POLICY_EGRESS_NONE || sb->net)
         return 0;
     if (!sb->d->net)
@@ -132,7 +132,7 @@ void sd_net_daemon_restore(sd_daemon *d) {
     sd_sandbox **who = calloc(n ? n : 1, sizeof(*who));
     sd_net_sandbox **got = calloc(n ? n : 1, sizeof(*got));
     for (sd_sandbox *sb = d->sandboxes; e && who && got && sb; sb = sb->next) {
-        sbx_error err = {0};
+        error_rec err = {0};
         if (sb->state != SD_RUNNING || sb->spec.net_mode == POLICY_NET_NONE)
             continue;
         if (!sb->egress && sd_net_daemon_check(d, &sb->spec, &sb->egress, &err) < 0) {
@@ -142,7 +142,7 @@ void sd_net_daemon_restore(sd_daemon *d) {
         e[k] = (sd_net_restore_entry){sb->id, sb->init_pid, sb->egress};
         who[k++] = sb;
     }
-    sbx_error err = {0};
+    error_rec err = {0};
     if (e && who && got && sd_net_restore(d->net, e, k, got, &err) < 0)
         log_warn("network restore incomplete: %s", err.message);
     for (size_t i = 0; e && who && got && i < k; i++) {

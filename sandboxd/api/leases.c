@@ -1,6 +1,6 @@
 /* Leases: a client holds a lease and renews it; sandboxes created under it are terminated when
  * it expires or is deleted (so a crashed trainer does not leave sandboxes running). */
-#include "sandboxd/http.h"
+#include "sandboxd/api/http.h"
 
 #include "common/timeutil.h"
 
@@ -48,11 +48,11 @@ void sd_api_lease_create(sd_daemon *d, sd_request *req) {
     if (!body)
         return;
     uint64_t ttl;
-    sbx_error err = {0};
+    error_rec err = {0};
     int r = policy_limits_parse_lease(body, &ttl, &err);
     json_decref(body);
     if (r < 0) {
-        sd_reply_sbx_error(req, &err);
+        sd_reply_error_rec(req, &err);
         return;
     }
     sd_lease *l = calloc(1, sizeof(*l));

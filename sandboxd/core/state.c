@@ -82,7 +82,7 @@ static int restore_sandbox(sd_daemon *d, json_t *j) {
     static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
     const char *id = json_string_value(json_object_get(j, "id"));
     const char *state = json_string_value(json_object_get(j, "state"));
-    sbx_error err = {0};
+    error_rec err = {0};
     policy_create spec = {0};
     if (!id || strlen(id) >= sizeof(((sd_sandbox *)0)->id) || !state ||
         policy_limits_parse_create(json_object_get(j, "spec"), NULL, &any_host, &spec, &err) < 0)

@@ -1,7 +1,7 @@
 /* Prometheus metrics: counters and histograms kept in sd_metrics, rendered as text on
  * GET /metrics (names in docs/API.md). */
 #include "sandboxd/daemon.h"
-#include "sandboxd/net_daemon.h"
+#include "sandboxd/net/daemon.h"
 
 #include <stdio.h>
 #include <string.h>
