@@ -24,6 +24,9 @@ enum {
     OPT_LOG,
     OPT_POOL,
     OPT_POOL_MAX_START,
+    OPT_SF_LISTEN,
+    OPT_SF_MAX,
+    OPT_SF_QUEUE,
     OPT_HELP,
     OPT_VERSION
 };
@@ -43,6 +46,9 @@ static const struct option options[] = {
     {"log-level", required_argument, NULL, OPT_LOG},
     {"pool", required_argument, NULL, OPT_POOL},
     {"pool-max-starting", required_argument, NULL, OPT_POOL_MAX_START},
+    {"sandboxfusion-listen", required_argument, NULL, OPT_SF_LISTEN},
+    {"sandboxfusion-max-running", required_argument, NULL, OPT_SF_MAX},
+    {"sandboxfusion-queue-timeout", required_argument, NULL, OPT_SF_QUEUE},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {0},
@@ -54,7 +60,9 @@ static const char usage[] =
     "                [--cgroup-parent NAME] [--max-sandboxes N] [--max-starting N]\n"
     "                [--log-level debug|info|warn|error]\n"
     "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
-    "                [--pool-max-starting N]\n";
+    "                [--pool-max-starting N]\n"
+    "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
+    "                [--sandboxfusion-queue-timeout SECONDS]\n";
 
 static void set_str(char **dst, const char *v) {
     free(*dst);
@@ -143,6 +151,13 @@ static int apply(sd_config *c, int opt, const char *v, error_rec *err) {
         return parse_pool(c, v, err);
     case OPT_POOL_MAX_START:
         return parse_uint(v, "pool-max-starting", &c->pool_max_starting, err);
+    case OPT_SF_LISTEN:
+        set_str(&c->sf_listen, v);
+        return 0;
+    case OPT_SF_MAX:
+        return parse_uint(v, "sandboxfusion-max-running", &c->sf_max_running, err);
+    case OPT_SF_QUEUE:
+        return parse_uint(v, "sandboxfusion-queue-timeout", &c->sf_queue_timeout_s, err);
     case OPT_LOG:
         if (log_level_from_string(v, &c->log_level) < 0)
             return error_set(err, -EINVAL, "log-level: expected debug, info, warn or error");
@@ -190,6 +205,9 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
                 {"max_sandboxes", OPT_MAX_SB},
                 {"max_starting", OPT_MAX_START},
                 {"pool_max_starting", OPT_POOL_MAX_START},
+                {"sandboxfusion_listen", OPT_SF_LISTEN},
+                {"sandboxfusion_max_running", OPT_SF_MAX},
+                {"sandboxfusion_queue_timeout", OPT_SF_QUEUE},
                 {"log_level", OPT_LOG}};
     int r = 0;
     for (size_t i = 0; i < ARRAY_SIZE(keys) && r >= 0; i++) {
@@ -275,6 +293,7 @@ void sd_config_done(sd_config *c) {
     free(c->config_path);
     free(c->socket_path);
     free(c->tcp);
+    free(c->sf_listen);
     free(c->token);
     free(c->run_dir);
     free(c->state_dir);

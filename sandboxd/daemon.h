@@ -32,6 +32,9 @@ typedef struct sd_config {
     json_t *network;  /* the config file's "network" object (sandboxd/net/daemon.c), or NULL */
     json_t *pools;    /* warm pool templates: array of create bodies with "size" (pool.c) */
     unsigned pool_max_starting; /* pool entries starting at once (refill budget) */
+    char *sf_listen;            /* SandboxFusion-compatible TCP listener, or NULL (off) */
+    unsigned sf_max_running;    /* SandboxFusion requests running at once (0: default) */
+    unsigned sf_queue_timeout_s; /* how long one may wait for a sandbox (0: default) */
 } sd_config;
 
 typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED } sd_state;
@@ -72,6 +75,10 @@ struct sd_sandbox {
     char forked_from[24]; /* the source's id for a fork, else "" */
     int pool;             /* a warm pool entry of template pool-1 (never handed out), 0: not */
     bool pooled;          /* handed out from a warm pool */
+    /* An in-daemon creator (api/sandboxfusion.c) told once when the start ends: status 201,
+     * or an HTTP status with msg. Called from sd_create_finish. */
+    void (*on_started)(sd_sandbox *sb, int status, const char *msg, void *ud);
+    void *started_ud;
 };
 
 typedef struct sd_lease {
@@ -114,6 +121,7 @@ struct sd_daemon {
     struct sd_net *net;    /* NULL: networking off */
     struct sd_pool *pools; /* warm pool templates (pool.c) */
     unsigned n_pools;
+    struct sd_sf *sf; /* SandboxFusion-compatible endpoints (api/sandboxfusion.c) */
 };
 
 /* config.c */
@@ -188,6 +196,8 @@ void sd_cgroup_release(const sd_daemon *d);
 int sd_listen_unix(const char *path, int *ret_fd, error_rec *err);
 int sd_listen_tcp(const char *hostport, int *ret_fd, error_rec *err);
 int sd_listen_activated(void);
+/* Whether a bound socket listens on a loopback address only. */
+bool sd_listen_is_loopback(int fd);
 void sd_notify_ready(void);
 
 /* api_*.c: request handlers, dispatched by api_router.c */
@@ -213,6 +223,28 @@ void sd_leases_expire(sd_daemon *d);
 int sd_lease_restore(sd_daemon *d, json_t *j);
 /* Answer create requests waiting on sb (201 with the object, or the error). */
 void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *msg);
+
+/* api_exec.c: a command started from inside the daemon; done is called once, from a later loop
+ * callback or from within sd_sandbox_end (so it must only record and schedule). */
+typedef struct sd_exec_done {
+    const char *error_code; /* NULL when the command ran; else why it did not (message) */
+    const char *message;
+    int exit_code; /* -1 when signaled */
+    int signal;
+    const char *reason; /* exited | signaled | command_timeout | oom_killed */
+    double duration_s;
+    const char *out[2]; /* stdout, stderr (not NUL-terminated; valid during the call) */
+    size_t out_len[2];
+} sd_exec_done;
+typedef void (*sd_exec_done_fn)(void *ud, const sd_exec_done *res);
+int sd_exec_start(sd_sandbox *sb, policy_exec *pe, sd_exec_done_fn done, void *ud,
+                  error_rec *err);
+
+/* api/sandboxfusion.c: POST /run_code, POST /run_jupyter, GET /v1/ping */
+int sd_sf_init(sd_daemon *d, error_rec *err);
+void sd_sf_done(sd_daemon *d);
+bool sd_sf_path(const char *path);
+void sd_api_sandboxfusion(sd_daemon *d, sd_request *req);
 
 /* api_exec.c: events for running commands */
 void sd_exec_on_exit(sd_sandbox *sb, json_t *ev);

@@ -79,6 +79,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     sd_daemon *d = s->data;
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     d->shutting_down = true;
+    sd_sf_done(d);
     sd_http_stop(d);
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
         if (sb->state == SD_RUNNING)
@@ -124,8 +125,19 @@ static int setup(sd_daemon *d, error_rec *err) {
         return r;
     sd_state_restore(d);
     sd_net_daemon_restore(d);
-    if ((r = sd_http_start(d, ufd, tfd, err)) < 0)
+    if ((r = sd_http_start(d, ufd, tfd, err)) < 0 || (r = sd_sf_init(d, err)) < 0)
         return r;
+    if (d->cfg.sf_listen) {
+        int sfd;
+        if ((r = sd_listen_tcp(d->cfg.sf_listen, &sfd, err)) < 0 ||
+            (r = sd_http_start_sandboxfusion(d, sfd, err)) < 0)
+            return r;
+        if (!sd_listen_is_loopback(sfd))
+            log_warn("SandboxFusion endpoints on %s take requests without a token from "
+                     "anyone who can reach that address",
+                     d->cfg.sf_listen);
+        log_info("SandboxFusion endpoints on %s", d->cfg.sf_listen);
+    }
     sd_timers_start(d);
     uv_signal_init(d->loop, &d->sigterm);
     uv_signal_init(d->loop, &d->sigint);

@@ -37,6 +37,8 @@ struct sd_exec {
     char carry[2][4]; /* a UTF-8 character split between two reads (streaming) */
     size_t carry_len[2];
     int open_handles;
+    sd_exec_done_fn done; /* an in-daemon caller (sd_exec_start) instead of a request */
+    void *done_ud;
 };
 
 static const char *const stream_names[2] = {"stdout", "stderr"};
@@ -274,6 +276,21 @@ static json_t *result_json(sd_exec *e, json_t *ev) {
     return r;
 }
 
+static void tell_done(sd_exec *e, json_t *ev, const char *reason) {
+    sd_exec_done_fn fn = e->done;
+    e->done = NULL;
+    json_t *code = json_object_get(ev, "exit_code"), *sig = json_object_get(ev, "signal");
+    sd_exec_done r = {
+        .exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1,
+        .signal = json_is_integer(sig) ? (int)json_integer_value(sig) : 0,
+        .reason = reason,
+        .duration_s = json_number_value(json_object_get(ev, "duration_ms")) / 1000.0,
+        .out = {e->ob[0].data, e->ob[1].data},
+        .out_len = {e->ob[0].len, e->ob[1].len},
+    };
+    fn(e->done_ud, &r);
+}
+
 void sd_exec_on_exit(sd_sandbox *sb, json_t *ev) {
     uint64_t xid = (uint64_t)json_integer_value(json_object_get(ev, "xid"));
     sd_exec *e = sb->execs;
@@ -288,8 +305,13 @@ void sd_exec_on_exit(sd_sandbox *sb, json_t *ev) {
     json_t *reason = json_object_get(ev, "reason");
     const char *rs = json_is_string(reason) ? json_string_value(reason) : "exited";
     sd_metrics_exec(sb->d, rs, (double)(now_mono_us() - e->start_us) / 1e6);
-    json_t *res = result_json(e, ev);
     log_debug("command ended sandbox=%s xid=%llu reason=%s", sb->id, (unsigned long long)xid, rs);
+    if (e->done) {
+        tell_done(e, ev, rs);
+        exec_detach(e);
+        return;
+    }
+    json_t *res = result_json(e, ev);
     if (e->req && e->stream) {
         for (int i = 0; i < 2; i++)
             if (e->carry_len[i])
@@ -308,6 +330,11 @@ void sd_exec_on_exit(sd_sandbox *sb, json_t *ev) {
 static void exec_fail(sd_exec *e, unsigned status, const char *code, const char *msg) {
     e->finished = true;
     sd_metrics_exec(e->sb->d, "error", 0);
+    if (e->done) {
+        sd_exec_done_fn fn = e->done;
+        e->done = NULL;
+        fn(e->done_ud, &(sd_exec_done){.error_code = code, .message = msg, .exit_code = -1});
+    }
     if (e->req && e->stream && e->started) {
         stream_json(e, json_pack("{s:s,s:s,s:s}", "type", "error", "code", code, "message", msg));
         sd_stream_end(e->req);
@@ -459,4 +486,31 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     policy_exec_done(&pe);
     if (r < 0)
         exec_fail(e, 500, "internal", err.message);
+}
+
+int sd_exec_start(sd_sandbox *sb, policy_exec *pe, sd_exec_done_fn done, void *ud,
+                  error_rec *err) {
+    if (sb->state != SD_RUNNING || !sb->shim)
+        return error_set(err, -ESRCH, "sandbox %s is %s", sb->id,
+                         sb->state == SD_ENDED ? "ended" : "not running yet");
+    sd_exec *e = calloc(1, sizeof(*e));
+    if (!e)
+        return error_set(err, -ENOMEM, "out of memory");
+    e->sb = sb;
+    e->xid = sb->next_xid++;
+    e->max_output = pe->max_output;
+    e->start_us = now_mono_us();
+    e->stdin_data = TAKE_PTR(pe->stdin_data);
+    e->stdin_len = pe->stdin_len;
+    e->next = sb->execs;
+    sb->execs = e;
+    int r = exec_send(e, pe, err);
+    if (r < 0) {
+        exec_fail(e, 500, "internal", err->message); /* done not yet set: nobody is told */
+        return r;
+    }
+    e->done = done;
+    e->done_ud = ud;
+    sd_sandbox_touch(sb);
+    return 0;
 }

@@ -66,6 +66,11 @@ static int add_waiter(sd_sandbox *sb, sd_request *req) {
 void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *msg) {
     if (sb->fork)
         sd_fork_started(sb, status, msg);
+    if (sb->on_started) {
+        void (*fn)(sd_sandbox *, int, const char *, void *) = sb->on_started;
+        sb->on_started = NULL;
+        fn(sb, status, msg, sb->started_ud);
+    }
     while (sb->n_waiters) {
         sd_request *req = sb->waiters[--sb->n_waiters];
         req->on_close = NULL;
