@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The Python SDK (python/sandboxd) and the SandboxFusion-compatible endpoints, tested with
+# pytest against a real daemon: each case starts one (tests/lib/daemon.sh), points the SDK at it
+# (SBX_HOST, SANDBOXD_LIBSBX) and runs one pytest file; pytest's own fixture checks that no
+# sandbox is left running. Also: a daemon whose shim cannot start answers SandboxError, the
+# token-protected TCP port never serves the endpoints without the token, and the package
+# installs offline with pip and with `make install`.
+
+DAEMON_TAG=py
+source "$(dirname "$0")/../lib/daemon.sh"
+
+# Debian's interpreter (where python3-pytest and friends are), unless told otherwise.
+PY=${SBX_PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+
+need_pytest() {
+  "$PY" -c 'import pytest' 2>/dev/null || skip "python3-pytest is needed"
+}
+
+free_port() {
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+pytest_run() { # FILE [pytest args...]
+  local f=$1; shift
+  SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
+    PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
+    "$PY" -m pytest -q -p no:cacheprovider "$SBX_SRC_DIR/python/tests/$f" "$@" \
+    || { tail -30 "$D/log" >&2; fail "pytest $f failed"; }
+}
+
+TEST_TIMEOUT_sdk=400
+test_sdk() {
+  need_pytest
+  start_daemon --max-sandboxes 210 --max-starting 16
+  SANDBOXD_MAX_SANDBOXES=210 pytest_run test_sdk.py
+}
+
+TEST_TIMEOUT_sandboxfusion=500
+test_sandboxfusion() {
+  need_pytest
+  "$PY" -c 'import requests' 2>/dev/null || skip "python3-requests is needed"
+  local port; port=$(free_port)
+  start_daemon --sandboxfusion-listen "127.0.0.1:$port" --sandboxfusion-max-running 16 \
+    --max-sandboxes 40
+  grep -q "SandboxFusion endpoints on 127.0.0.1:$port" "$D/log" || fail "no log line for the listener"
+  ! grep -q "without a token" "$D/log" || fail "a loopback listener must not warn"
+  SANDBOXD_SF_URL="http://127.0.0.1:$port" pytest_run test_sandboxfusion.py
+}
+
+# The endpoints on the Unix socket, and a daemon that cannot start sandboxes: SandboxError.
+TEST_TIMEOUT_sandboxfusion_shim_fails=60
+test_sandboxfusion_shim_fails() {
+  start_daemon --shim /bin/false
+  req GET /v1/ping; expect 200 '. == "pong"'
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "SandboxError" and (.message | test("could not be started")) and .run_result == null'
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "SandboxError"'
+  req GET /v1/sandboxes; expect 200 'all(.[]; .state == "ended")'
+}
+
+# --tcp is token-protected: the endpoints are there only with the token; a non-loopback
+# --sandboxfusion-listen logs a warning.
+TEST_TIMEOUT_sandboxfusion_token_port=60
+test_sandboxfusion_token_port() {
+  local port sfport; port=$(free_port); sfport=$(free_port)
+  start_daemon --tcp "127.0.0.1:$port" --token s3cret --sandboxfusion-listen "0.0.0.0:$sfport"
+  grep -q "without a token" "$D/log" || fail "no warning for a non-loopback listener"
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$port/run_code" \
+    -d '{"code":"print(1)","language":"python"}')
+  assert_eq "$code" 401 "run_code on the token port without the token"
+  out=$(curl -s -H 'Authorization: Bearer s3cret' -X POST "http://127.0.0.1:$port/run_code" \
+    -d '{"code":"print(1)","language":"python"}')
+  echo "$out" | jq -e '.status == "Success" and .run_result.stdout == "1\n"' >/dev/null \
+    || fail "run_code with the token: $out"
+  out=$(curl -s "http://127.0.0.1:$sfport/v1/ping")
+  assert_eq "$out" '"pong"' "ping on the SandboxFusion listener"
+}
+
+TEST_TIMEOUT_install=120
+test_install() {
+  T=$(mktemp -d /tmp/sbx-pyinstall.XXXXXX)
+  trap 'rm -rf "$T"' EXIT
+  local t=$T
+  "$PY" -m pip --version >/dev/null 2>&1 || skip "python3-pip is needed"
+  (cd "$SBX_SRC_DIR" && PIP_NO_INDEX=1 "$PY" -m pip install -q --no-build-isolation --no-deps \
+    --no-index --target "$t/pip" ./python) >"$t/pip.log" 2>&1 || { cat "$t/pip.log" >&2; fail "pip install"; }
+  [ -f "$t/pip/sandboxd/__init__.py" ] && [ -f "$t/pip/sandboxd/aio.py" ] || fail "pip did not install the package"
+  SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$t/pip" "$PY" -c \
+    'import sandboxd; assert sandboxd.parse_size("1Ki", "x") == 1024' || fail "the pip-installed package does not work"
+  make -s -C "$SBX_SRC_DIR" B="$SBX_BUILD_DIR" install DESTDIR="$t/root" PREFIX=/usr >"$t/make.log" 2>&1 \
+    || { cat "$t/make.log" >&2; fail "make install"; }
+  [ -f "$t/root/usr/lib/python3/dist-packages/sandboxd/__init__.py" ] || fail "make install did not install the package"
+  # found next to libsbx by the plain soname when the library is installed: here by the env var
+  PYTHONPATH="$t/root/usr/lib/python3/dist-packages" SANDBOXD_LIBSBX="$t/root/usr/lib/libsbx.so.0" \
+    "$PY" -c 'import sandboxd; sandboxd.parse_duration_ms("1s", "x")' || fail "make-installed package"
+}
+
+source "$(dirname "$0")/../lib/lib.sh"
