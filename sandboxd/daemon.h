@@ -31,9 +31,9 @@ typedef struct sd_config {
     json_t *defaults; /* create defaults (operator overrides), object or NULL */
     json_t *network;  /* the config file's "network" object (sandboxd/net/daemon.c), or NULL */
     json_t *pools;    /* warm pool templates: array of create bodies with "size" (pool.c) */
-    unsigned pool_max_starting; /* pool entries starting at once (refill budget) */
-    char *sf_listen;            /* SandboxFusion-compatible TCP listener, or NULL (off) */
-    unsigned sf_max_running;    /* SandboxFusion requests running at once (0: default) */
+    unsigned pool_max_starting;  /* pool entries starting at once (refill budget) */
+    char *sf_listen;             /* SandboxFusion-compatible TCP listener, or NULL (off) */
+    unsigned sf_max_running;     /* SandboxFusion requests running at once (0: default) */
     unsigned sf_queue_timeout_s; /* how long one may wait for a sandbox (0: default) */
 } sd_config;
 
@@ -237,8 +237,7 @@ typedef struct sd_exec_done {
     size_t out_len[2];
 } sd_exec_done;
 typedef void (*sd_exec_done_fn)(void *ud, const sd_exec_done *res);
-int sd_exec_start(sd_sandbox *sb, policy_exec *pe, sd_exec_done_fn done, void *ud,
-                  error_rec *err);
+int sd_exec_start(sd_sandbox *sb, policy_exec *pe, sd_exec_done_fn done, void *ud, error_rec *err);
 
 /* api/sandboxfusion.c: POST /run_code, POST /run_jupyter, GET /v1/ping */
 int sd_sf_init(sd_daemon *d, error_rec *err);

@@ -488,8 +488,7 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
         exec_fail(e, 500, "internal", err.message);
 }
 
-int sd_exec_start(sd_sandbox *sb, policy_exec *pe, sd_exec_done_fn done, void *ud,
-                  error_rec *err) {
+int sd_exec_start(sd_sandbox *sb, policy_exec *pe, sd_exec_done_fn done, void *ud, error_rec *err) {
     if (sb->state != SD_RUNNING || !sb->shim)
         return error_set(err, -ESRCH, "sandbox %s is %s", sb->id,
                          sb->state == SD_ENDED ? "ended" : "not running yet");

@@ -112,8 +112,7 @@ bool sd_listen_is_loopback(int fd) {
         return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
     if (ss.ss_family == AF_INET6) {
         const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) ||
-               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
     return false;
 }

@@ -90,8 +90,9 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
     const char *p = req->path;
     if (req->sandboxfusion) { /* a listener without a token: nothing but these endpoints */
         if (!sd_sf_path(p))
-            sd_reply_error(req, 404, "not_found", "only /run_code, /run_jupyter and /v1/ping "
-                                                  "are served on this socket");
+            sd_reply_error(req, 404, "not_found",
+                           "only /run_code, /run_jupyter and /v1/ping "
+                           "are served on this socket");
         else if (d->shutting_down)
             sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
         else

@@ -31,23 +31,29 @@ typedef struct sf_lang {
 
 static const sf_lang langs[] = {
     {"python", "main.py", NULL, "exec python3 main.py", {"python3"}},
-    {"pytest", "test_main.py", NULL, "exec python3 -m pytest -q -p no:cacheprovider test_main.py",
+    {"pytest",
+     "test_main.py",
+     NULL,
+     "exec python3 -m pytest -q -p no:cacheprovider test_main.py",
      {"python3", "/usr/lib/python3/dist-packages/pytest"}},
     {"bash", "main.sh", NULL, "exec bash main.sh", {"bash"}},
     {"cpp", "main.cpp", "g++ -O2 -std=c++17 -o main main.cpp", "exec ./main", {"g++"}},
     {"c", "main.c", "gcc -O2 -o main main.c -lm", "exec ./main", {"gcc"}},
     {"nodejs", "main.js", NULL, "exec node main.js", {"node"}},
-    {"go", "main.go", "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
-     "exec ./main", {"go"}},
+    {"go",
+     "main.go",
+     "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
+     "exec ./main",
+     {"go"}},
     {"java", "Main.java", "javac Main.java", "exec java -cp . Main", {"javac", "java"}},
     {"rust", "main.rs", "rustc -O -o main main.rs", "exec ./main", {"rustc"}},
 };
 
 /* The languages SandboxFusion knows that this node does not run: refused as SandboxError. */
 static const char *const known_elsewhere[] = {
-    "go_test", "php",  "csharp", "typescript", "sql",   "cuda",          "lua",
-    "R",       "perl", "D_ut",   "ruby",       "scala", "julia",         "junit",
-    "jest",    "verilog", "python_gpu", "lean", "swift", "kotlin_script", "racket"};
+    "go_test", "php",     "csharp",     "typescript", "sql",   "cuda",          "lua",
+    "R",       "perl",    "D_ut",       "ruby",       "scala", "julia",         "junit",
+    "jest",    "verilog", "python_gpu", "lean",       "swift", "kotlin_script", "racket"};
 
 /* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
  * prints {"status","cells":[{stdout,stderr,display,error}]} as JSON. Input: the request. */
@@ -110,9 +116,9 @@ typedef struct sf_job {
     char *failure; /* a platform fault: answered SandboxError */
     uv_timer_t timer;
     bool timer_on;
-    bool last_ok; /* the last command exited 0 */
+    bool last_ok;        /* the last command exited 0 */
     json_t *last_result; /* the last command's result object */
-    char *last_out; /* its stdout (fetch, jupyter driver) */
+    char *last_out;      /* its stdout (fetch, jupyter driver) */
     size_t last_out_len;
 } sf_job;
 
@@ -151,8 +157,11 @@ static json_t *lossy_string(const char *s, size_t n) {
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                  : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
         json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
         if (probe) {
             memcpy(out + o, s + i, len);
@@ -303,14 +312,15 @@ static json_t *command_result(const sd_exec_done *r, const char **ret_status) {
     } else {
         rc = json_integer(r->exit_code);
     }
-    json_t *res = json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time",
-                            r->duration_s, "return_code", rc, "stdout",
-                            lossy_string(r->out[0], r->out_len[0]), "stderr",
-                            lossy_string(r->out[1], r->out_len[1]));
+    json_t *res =
+        json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time", r->duration_s,
+                  "return_code", rc, "stdout", lossy_string(r->out[0], r->out_len[0]), "stderr",
+                  lossy_string(r->out[1], r->out_len[1]));
     if (strcmp(r->reason, "oom_killed") == 0) {
         json_t *err = json_object_get(res, "stderr");
         char *s;
-        if (asprintf(&s, "%sKilled: out of memory (memory_limit_MB)\n", json_string_value(err)) >= 0) {
+        if (asprintf(&s, "%sKilled: out of memory (memory_limit_MB)\n", json_string_value(err)) >=
+            0) {
             json_object_set_new(res, "stderr", json_string(s));
             free(s);
         }
@@ -352,8 +362,8 @@ static int job_exec(sf_job *j, const char *script, const char *arg, const void *
                  sb ? ": " : "", sb ? sb->end_message : "");
         return -1;
     }
-    json_t *body = json_pack("{s:[sssss],s:s,s:s}", "argv", "sh", "-c", script, "sh", arg ? arg : "",
-                             "cwd", "/workspace", "max_output", "64Mi");
+    json_t *body = json_pack("{s:[sssss],s:s,s:s}", "argv", "sh", "-c", script, "sh",
+                             arg ? arg : "", "cwd", "/workspace", "max_output", "64Mi");
     if (timeout_s > 0)
         json_object_set_new(body, "timeout", json_real(timeout_s < 0.001 ? 0.001 : timeout_s));
     policy_exec pe = {0};
@@ -558,8 +568,7 @@ static void job_step(sf_job *j) {
         if (j->jupyter) {
             char *in = json_dumps(j->body, JSON_COMPACT);
             double t = json_number_value(json_object_get(j->body, "total_timeout"));
-            job_exec(j, "exec python3 -c \"$1\"", jupyter_driver, in, in ? strlen(in) : 0,
-                     t + 60);
+            job_exec(j, "exec python3 -c \"$1\"", jupyter_driver, in, in ? strlen(in) : 0, t + 60);
             free(in);
         } else if (j->lang->compile) {
             job_exec(j, j->lang->compile, NULL, NULL, 0, j->compile_timeout);
