@@ -326,12 +326,20 @@ class Process:
         self._future = sandbox.client.submit(self._run, opts_args)
 
     def _run(self, a: Dict[str, Any]) -> CommandResult:
+        got = [0, 0]
+
         def on_output(_ud: Any, stream: int, data: Any, n: int) -> None:
-            self._raw[0 if stream == 1 else 1].feed(ctypes.string_at(data, n))
+            i = 0 if stream == 1 else 1
+            got[i] += n
+            self._raw[i].feed(ctypes.string_at(data, n))
 
         cb = _lib.OUTPUT_CB(on_output)
         try:
-            return self.sandbox._exec_raw(a, cb, self._text)
+            r = self.sandbox._exec_raw(a, cb, self._text)
+            # a stream's end says how much was written, not what was kept: compare
+            r.stdout_truncated = r.stdout_truncated or r.stdout_bytes > got[0]
+            r.stderr_truncated = r.stderr_truncated or r.stderr_bytes > got[1]
+            return r
         finally:
             for p in self._raw:
                 p.finish()
@@ -403,6 +411,19 @@ class SandboxInfo:
     raw: Dict[str, Any] = field(repr=False, default_factory=dict)
 
 
+class _ClassOrInstance:
+    """``Sandbox.open(id)`` attaches to a sandbox; ``sb.open(path, mode)`` opens a file in
+    one: the same name, told apart by what it is looked up on."""
+
+    def __init__(self, on_class: str, on_instance: str):
+        self.on_class, self.on_instance = on_class, on_instance
+
+    def __get__(self, obj: Any, cls: Any) -> Any:
+        if obj is None:
+            return getattr(cls, self.on_class)
+        return getattr(obj, self.on_instance)
+
+
 class Sandbox:
     """One sandbox. ``Sandbox.create(...)`` makes one, ``Sandbox.open(id)`` attaches to one;
     as a context manager it is terminated when the block ends."""
@@ -468,8 +489,9 @@ class Sandbox:
         return cls(h, client)
 
     @classmethod
-    def open(cls, sandbox_id: str, client: Optional[Client] = None) -> "Sandbox":
-        """Attach to an existing sandbox (NotFound when there is none)."""
+    def attach(cls, sandbox_id: str, client: Optional[Client] = None) -> "Sandbox":
+        """Attach to an existing sandbox (NotFound when there is none). Also spelled
+        ``Sandbox.open(id)``."""
         client = client or default_client()
         h = ctypes.c_void_p()
         _call(_lib.lib().sbx_sandbox_open, client.handle(), sandbox_id.encode(), ctypes.byref(h))
@@ -567,7 +589,7 @@ class Sandbox:
               ctypes.byref(n))
         return _lib.take_bytes(out, n.value)
 
-    def open(self, path: str, mode: str = "r", encoding: str = "utf-8") -> Any:  # type: ignore[override]
+    def open_file(self, path: str, mode: str = "r", encoding: str = "utf-8") -> Any:
         """A file object for ``path`` in the sandbox: modes r, w, a (and + variants), text by
         default, binary with "b". Writes reach the sandbox when the file is closed."""
         if not mode or mode[0] not in "rwa" or any(c not in "rwab+t" for c in mode):
@@ -607,6 +629,8 @@ class Sandbox:
                             and os.path.isabs(m.linkname):
                         raise SandboxdError(f"download_dir: unsafe entry {m.name!r}", "unsafe_archive")
                 tar.extractall(local_dir)
+
+    open = _ClassOrInstance("attach", "open_file")
 
     # ---- lifecycle ----
     def fork(self, n: int = 1) -> List["Sandbox"]:

@@ -55,8 +55,9 @@ def test_create_every_field_and_inspect(client):
         after = sb.inspect()
         assert after.usage["commands_run"] == 1 and after.cost_usd >= info.cost_usd
         assert any(s["id"] == sb.id for s in client.list(label="case=fields"))
+        before = sb.inspect().raw["expires_at"]
         sb.set_timeout("20m")
-        assert sb.inspect().limits["timeout"] >= 1199
+        assert sb.inspect().raw["expires_at"] > before
     assert Sandbox.open(sb.id).inspect().end_reason == EndReason.TERMINATED
 
 
@@ -151,6 +152,8 @@ def test_files_modes_and_dirs(tmp_path):
 
 def test_fork_copies_the_workspace():
     if not hasattr(sandboxd._lib.lib(), "sbx_sandbox_fork"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("libsbx has no sbx_sandbox_fork (CI may not skip)")
         pytest.skip("SKIP (prerequisite missing): this libsbx has no sbx_sandbox_fork")
     with Sandbox.create(**SMALL) as sb:
         sb.write_file("/workspace/state", b"base")
