@@ -60,6 +60,33 @@ test_sandboxfusion_shim_fails() {
   req GET /v1/sandboxes; expect 200 'all(.[]; .state == "ended")'
 }
 
+# With a matching warm pool, requests take its entries (pool hits) and it refills.
+TEST_TIMEOUT_sandboxfusion_pool=90
+test_sandboxfusion_pool() {
+  start_daemon --pool 'size=2,memory=1Gi'
+  wait_ready 2 30
+  local i
+  for i in 1 2 3; do
+    req POST /run_code -d '{"code":"print(6*7)","language":"python","memory_limit_MB":1024}'
+    expect 200 '.status == "Success" and .run_result.stdout == "42\n"'
+  done
+  [ "$(metric sandboxd_pool_hits_total)" -ge 2 ] || fail "no pool hits: $(metric sandboxd_pool_hits_total)"
+  wait_ready 2 30
+  req GET /v1/sandboxes; expect 200 'all(.[]; .state == "ended")'
+}
+
+# A node that stays full: the request waits its queue timeout, then SandboxError (not Failed).
+TEST_TIMEOUT_sandboxfusion_node_full=60
+test_sandboxfusion_node_full() {
+  start_daemon --max-sandboxes 1 --sandboxfusion-queue-timeout 1
+  create '{"cpu":0.25,"memory":"64Mi"}'
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "SandboxError" and (.message | test("full")) and .run_result == null'
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "Success"'
+}
+
 # --tcp is token-protected: the endpoints are there only with the token; a non-loopback
 # --sandboxfusion-listen logs a warning.
 TEST_TIMEOUT_sandboxfusion_token_port=60
