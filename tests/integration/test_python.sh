@@ -33,8 +33,10 @@ pytest_run() { # FILE [pytest args...]
   local f=$1; shift
   env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
     PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
-    "$PY" -m pytest -q -p no:cacheprovider "$SBX_SRC_DIR/python/tests/$f" "$@" \
-    || { tail -30 "$D/log" >&2; fail "pytest $f failed"; }
+    "$PY" -m pytest -q -p no:cacheprovider -rfE "$SBX_SRC_DIR/python/tests/$f" "$@" >"$D/pytest.out" 2>&1 \
+    || { tail -20 "$D/log" >&2; echo "---- pytest ----" >&2; grep -E '^(E |FAILED|ERROR|>)' "$D/pytest.out" | tail -30 >&2
+         tail -3 "$D/pytest.out" >&2; fail "pytest $f failed"; }
+  tail -1 "$D/pytest.out"
 }
 
 TEST_TIMEOUT_sdk=400
@@ -123,7 +125,7 @@ test_install() {
   (cd "$SBX_SRC_DIR" && PIP_NO_INDEX=1 "$PY" -m pip install -q --no-build-isolation --no-deps \
     --no-index --target "$t/pip" ./python) >"$t/pip.log" 2>&1 || { cat "$t/pip.log" >&2; fail "pip install"; }
   [ -f "$t/pip/sandboxd/__init__.py" ] && [ -f "$t/pip/sandboxd/aio.py" ] || fail "pip did not install the package"
-  SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$t/pip" "$PY" -c \
+  env $(asan_env) SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$t/pip" "$PY" -c \
     'import sandboxd; assert sandboxd.parse_size("1Ki", "x") == 1024' || fail "the pip-installed package does not work"
   make -s -C "$SBX_SRC_DIR" B="$SBX_BUILD_DIR" install DESTDIR="$t/root" PREFIX=/usr >"$t/make.log" 2>&1 \
     || { cat "$t/make.log" >&2; fail "make install"; }

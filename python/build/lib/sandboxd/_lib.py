@@ -45,6 +45,10 @@ class CreateOpts(ctypes.Structure):
     ]
 
 
+class ForkOpts(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint), ("overrides", CreateOpts)]
+
+
 OUTPUT_CB = ctypes.CFUNCTYPE(None, c_void_p, c_int, ctypes.POINTER(ctypes.c_char), c_size_t)
 
 
@@ -154,8 +158,12 @@ def lib() -> ctypes.CDLL:
             fn = getattr(cdll, name)
             fn.restype = res
             fn.argtypes = args
-        if hasattr(cdll, "sbx_sandbox_fork"):
+        if hasattr(cdll, "sbx_sandbox_fork") and hasattr(cdll, "sbx_fork_opts_init"):
+            cdll.sbx_fork_opts_init.restype = None
+            cdll.sbx_fork_opts_init.argtypes = [_P(ForkOpts)]
             cdll.sbx_sandbox_fork.restype = c_int
+            cdll.sbx_sandbox_fork.argtypes = [c_void_p, _P(ForkOpts), _P(_P(c_void_p)),
+                                              _P(c_size_t), _P(SbxErr)]
         _lib = cdll
         return cdll
 

@@ -74,7 +74,7 @@ class AsyncSandbox:
 
     @classmethod
     async def open(cls, sandbox_id: str, client: Optional[Client] = None) -> "AsyncSandbox":
-        return cls(await _off(Sandbox.open, sandbox_id, client))
+        return cls(await _off(Sandbox.attach, sandbox_id, client))
 
     async def exec(self, *argv: str, **kw: Any) -> AsyncProcess:
         """Start a command (same arguments as Sandbox.exec)."""

@@ -80,6 +80,55 @@ def _kv(m: Optional[Mapping[str, str]], what: str) -> Optional[List[str]]:
     return out
 
 
+
+def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
+                      cpu: Optional[float] = None, memory: Optional[Size] = None,
+                      disk: Optional[Size] = None, pids: Optional[int] = None,
+                      env: Optional[Mapping[str, str]] = None,
+                      labels: Optional[Mapping[str, str]] = None,
+                      idle_timeout: Optional[Duration] = None, timeout: Optional[Duration] = None,
+                      max_cost: Optional[float] = None, network: Optional[Egress] = None,
+                      lease: Union["Lease", str, None] = None,
+                      idempotency_key: Optional[str] = None) -> List[Any]:
+    """Fill an sbx_create_opts from keyword arguments (None keeps the C default). Returns the
+    ctypes objects that must stay alive while o is used."""
+    keep: List[Any] = []
+
+    def s(v: Optional[str]) -> Optional[bytes]:
+        return v.encode() if v is not None else None
+
+    if cpu is not None:
+        if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or cpu <= 0:
+            raise InvalidArgument("cpu: must be a positive number", "invalid_argument")
+        o.cpu = float(cpu)
+    if pids is not None:
+        if isinstance(pids, bool) or not isinstance(pids, int) or pids <= 0:
+            raise InvalidArgument("pids: must be a positive integer", "invalid_argument")
+        o.pids = pids
+    if max_cost is not None:
+        if isinstance(max_cost, bool) or not isinstance(max_cost, (int, float)) or max_cost <= 0:
+            raise InvalidArgument("max_cost: must be a positive number", "invalid_argument")
+        o.max_cost_usd = float(max_cost)
+    if network is not None and not isinstance(network, Egress):
+        raise InvalidArgument("network: use Egress.none(), Egress.open() or Egress.allow([...])",
+                              "invalid_argument")
+    o.image = s(image)
+    o.memory = parse_size(memory, "memory")
+    o.disk = parse_size(disk, "disk")
+    o.idle_timeout_ms = parse_duration_ms(idle_timeout, "idle_timeout")
+    o.timeout_ms = parse_duration_ms(timeout, "timeout")
+    o.network = s(network.value) if network else None
+    o.idempotency_key = s(idempotency_key)
+    o.lease_id = s(lease.id if isinstance(lease, Lease) else lease)
+    keep += [o.image, o.network, o.idempotency_key, o.lease_id]
+    for name, m in (("env", env), ("labels", labels)):
+        arr = _lib.strv(_kv(m, name))
+        if arr is not None:
+            keep.append(arr)
+            setattr(o, name, ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)))
+    return keep
+
+
 class Egress:
     """A sandbox's network policy: ``Egress.none()`` (the default), ``Egress.open()`` or
     ``Egress.allow(["10.1.2.0/24", "example.com:443"])``."""
@@ -326,12 +375,20 @@ class Process:
         self._future = sandbox.client.submit(self._run, opts_args)
 
     def _run(self, a: Dict[str, Any]) -> CommandResult:
+        got = [0, 0]
+
         def on_output(_ud: Any, stream: int, data: Any, n: int) -> None:
-            self._raw[0 if stream == 1 else 1].feed(ctypes.string_at(data, n))
+            i = 0 if stream == 1 else 1
+            got[i] += n
+            self._raw[i].feed(ctypes.string_at(data, n))
 
         cb = _lib.OUTPUT_CB(on_output)
         try:
-            return self.sandbox._exec_raw(a, cb, self._text)
+            r = self.sandbox._exec_raw(a, cb, self._text)
+            # a stream's end says how much was written, not what was kept: compare
+            r.stdout_truncated = r.stdout_truncated or r.stdout_bytes > got[0]
+            r.stderr_truncated = r.stderr_truncated or r.stderr_bytes > got[1]
+            return r
         finally:
             for p in self._raw:
                 p.finish()
@@ -403,6 +460,19 @@ class SandboxInfo:
     raw: Dict[str, Any] = field(repr=False, default_factory=dict)
 
 
+class _ClassOrInstance:
+    """``Sandbox.open(id)`` attaches to a sandbox; ``sb.open(path, mode)`` opens a file in
+    one: the same name, told apart by what it is looked up on."""
+
+    def __init__(self, on_class: str, on_instance: str):
+        self.on_class, self.on_instance = on_class, on_instance
+
+    def __get__(self, obj: Any, cls: Any) -> Any:
+        if obj is None:
+            return getattr(cls, self.on_class)
+        return getattr(obj, self.on_instance)
+
+
 class Sandbox:
     """One sandbox. ``Sandbox.create(...)`` makes one, ``Sandbox.open(id)`` attaches to one;
     as a context manager it is terminated when the block ends."""
@@ -430,46 +500,18 @@ class Sandbox:
         L = _lib.lib()
         o = _lib.CreateOpts()
         L.sbx_create_opts_init(ctypes.byref(o))
-        keep: List[Any] = []
-
-        def s(v: Optional[str]) -> Optional[bytes]:
-            return v.encode() if v is not None else None
-
-        if cpu is not None:
-            if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or cpu <= 0:
-                raise InvalidArgument("cpu: must be a positive number", "invalid_argument")
-            o.cpu = float(cpu)
-        if pids is not None:
-            if isinstance(pids, bool) or not isinstance(pids, int) or pids <= 0:
-                raise InvalidArgument("pids: must be a positive integer", "invalid_argument")
-            o.pids = pids
-        if max_cost is not None:
-            if isinstance(max_cost, bool) or not isinstance(max_cost, (int, float)) or max_cost <= 0:
-                raise InvalidArgument("max_cost: must be a positive number", "invalid_argument")
-            o.max_cost_usd = float(max_cost)
-        if network is not None and not isinstance(network, Egress):
-            raise InvalidArgument("network: use Egress.none(), Egress.open() or Egress.allow([...])",
-                                  "invalid_argument")
-        o.image = s(image)
-        o.memory = parse_size(memory, "memory")
-        o.disk = parse_size(disk, "disk")
-        o.idle_timeout_ms = parse_duration_ms(idle_timeout, "idle_timeout")
-        o.timeout_ms = parse_duration_ms(timeout, "timeout")
-        o.network = s(network.value) if network else None
-        o.idempotency_key = s(idempotency_key)
-        o.lease_id = s(lease.id if isinstance(lease, Lease) else lease)
-        for name in ("env", "labels"):
-            arr = _lib.strv(_kv(env if name == "env" else labels, name))
-            if arr is not None:
-                keep.append(arr)
-                setattr(o, name, ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)))
+        keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
+                                 env=env, labels=labels, idle_timeout=idle_timeout,
+                                 timeout=timeout, max_cost=max_cost, network=network, lease=lease,
+                                 idempotency_key=idempotency_key)
         h = ctypes.c_void_p()
         _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
         return cls(h, client)
 
     @classmethod
-    def open(cls, sandbox_id: str, client: Optional[Client] = None) -> "Sandbox":
-        """Attach to an existing sandbox (NotFound when there is none)."""
+    def attach(cls, sandbox_id: str, client: Optional[Client] = None) -> "Sandbox":
+        """Attach to an existing sandbox (NotFound when there is none). Also spelled
+        ``Sandbox.open(id)``."""
         client = client or default_client()
         h = ctypes.c_void_p()
         _call(_lib.lib().sbx_sandbox_open, client.handle(), sandbox_id.encode(), ctypes.byref(h))
@@ -567,7 +609,7 @@ class Sandbox:
               ctypes.byref(n))
         return _lib.take_bytes(out, n.value)
 
-    def open(self, path: str, mode: str = "r", encoding: str = "utf-8") -> Any:  # type: ignore[override]
+    def open_file(self, path: str, mode: str = "r", encoding: str = "utf-8") -> Any:
         """A file object for ``path`` in the sandbox: modes r, w, a (and + variants), text by
         default, binary with "b". Writes reach the sandbox when the file is closed."""
         if not mode or mode[0] not in "rwa" or any(c not in "rwab+t" for c in mode):
@@ -608,15 +650,31 @@ class Sandbox:
                         raise SandboxdError(f"download_dir: unsafe entry {m.name!r}", "unsafe_archive")
                 tar.extractall(local_dir)
 
+    open = _ClassOrInstance("attach", "open_file")
+
     # ---- lifecycle ----
-    def fork(self, n: int = 1) -> List["Sandbox"]:
-        """``n`` copies of this sandbox (its files and settings), each a new Sandbox."""
+    def fork(self, n: int = 1, **overrides: Any) -> List["Sandbox"]:
+        """``n`` copies of this sandbox: each a new Sandbox whose /workspace and /tmp start as
+        copies of this one's, with its settings (``overrides``: any create field, e.g.
+        labels=). All or nothing."""
         L = _lib.lib()
-        if not hasattr(L, "sbx_sandbox_fork"):
+        if not hasattr(L, "sbx_sandbox_fork") or not hasattr(L, "sbx_fork_opts_init"):
             raise SandboxdError("this libsbx has no sbx_sandbox_fork", "unsupported")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise InvalidArgument("fork: n must be a positive integer", "invalid_argument")
-        return _fork(self, n)
+        o = _lib.ForkOpts()
+        L.sbx_fork_opts_init(ctypes.byref(o))
+        o.count = n
+        keep = _fill_create_opts(o.overrides, **overrides)
+        arr = ctypes.POINTER(ctypes.c_void_p)()
+        count = ctypes.c_size_t()
+        _call(L.sbx_sandbox_fork, self._handle(), ctypes.byref(o), ctypes.byref(arr),
+              ctypes.byref(count))
+        try:
+            return [Sandbox(ctypes.c_void_p(arr[i]), self.client) for i in range(count.value)]
+        finally:
+            _lib.free(arr)  # the array only: the handles now belong to the Sandbox objects
+            del keep
 
     def inspect(self) -> SandboxInfo:
         """State, limits, usage, cost and end reason (GET /v1/sandboxes/{id})."""
@@ -656,7 +714,3 @@ class Sandbox:
     def __repr__(self) -> str:
         return f"Sandbox({self.id!r})"
 
-
-def _fork(sb: Sandbox, n: int) -> List[Sandbox]:
-    """Filled in once libsbx has sbx_sandbox_fork (see _bind_fork)."""
-    raise SandboxdError("this libsbx has no sbx_sandbox_fork", "unsupported")
