@@ -21,7 +21,17 @@ struct sbx_async {
     bool closed;
 };
 
-enum op_kind { OP_CREATE, OP_EXEC, OP_READ, OP_GET_ARCHIVE, OP_DONE };
+enum op_kind {
+    OP_CREATE,
+    OP_FORK,
+    OP_EXEC,
+    OP_READ,
+    OP_GET_ARCHIVE,
+    OP_INSPECT,
+    OP_STATUS,
+    OP_LEASE,
+    OP_DONE
+};
 
 typedef struct op {
     sbx_async *as;
@@ -29,7 +39,10 @@ typedef struct op {
     size_t ep;
     union {
         sbx_create_cb create;
+        sbx_fork_cb fork;
         sbx_exec_cb exec;
+        sbx_status_cb status;
+        sbx_lease_cb lease;
         sbx_data_cb data;
         sbx_done_cb done;
     } cb;
@@ -112,12 +125,22 @@ static void op_fail(op *o, const sbx_err *e) {
     case OP_CREATE:
         o->cb.create(o->ud, NULL, e);
         break;
+    case OP_FORK:
+        o->cb.fork(o->ud, NULL, 0, e);
+        break;
     case OP_EXEC:
         o->cb.exec(o->ud, NULL, e);
         break;
     case OP_READ:
     case OP_GET_ARCHIVE:
+    case OP_INSPECT:
         o->cb.data(o->ud, NULL, 0, e);
+        break;
+    case OP_STATUS:
+        o->cb.status(o->ud, NULL, e);
+        break;
+    case OP_LEASE:
+        o->cb.lease(o->ud, NULL, e);
         break;
     case OP_DONE:
         o->cb.done(o->ud, e);
@@ -133,19 +156,19 @@ static void cancelled(op *o) {
 }
 
 static void on_done(void *ud, const sbxi_http_result *res);
+static void fork_result(op *o, const sbxi_http_result *res);
 
 static sbx_code submit(op *o, const char *method, const char *path, const char *ctype,
                        const char *accept, const void *body, size_t len, sbxi_http_cb cb,
                        void *cb_ud, size_t ep) {
     sbx_client *c = o->as->client;
     _cleanup_free_ char *url = sbxi_url(&c->eps[ep], path);
-    char ct[128], ac[128];
-    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "");
-    snprintf(ac, sizeof(ac), "Accept: %s", accept ? accept : "application/json");
-    const char *hdrs[] = {ctype ? ct : "Content-Type:", ac, o->idem, NULL};
     sbxi_http_opts opts = {
         .unix_path = c->eps[ep].unix_path,
-        .bearer_token = c->eps[ep].unix_path ? NULL : c->token, /* TCP only */
+        .bearer_token = sbxi_bearer(c, &c->eps[ep]),
+        .content_type = ctype,
+        .accept = accept,
+        .extra_header = o->idem,
         .connect_timeout_ms = 10000,
     };
     if (o->streaming && cb == on_done) {
@@ -154,7 +177,7 @@ static sbx_code submit(op *o, const char *method, const char *path, const char *
     }
     if (!url)
         return SBX_E_NOMEM;
-    int r = sbxi_http_async_request_ex(o->as->engine, method, url, hdrs, body, len, &opts, cb,
+    int r = sbxi_http_async_request_ex(o->as->engine, method, url, NULL, body, len, &opts, cb,
                                        cb_ud ? cb_ud : o);
     return r == 0            ? SBX_OK
            : r == -ENOMEM    ? SBX_E_NOMEM
@@ -276,6 +299,21 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
     return SBX_OK;
 }
 
+/* ---- fork: one request, many handles ---- */
+static void fork_result(op *o, const sbxi_http_result *res) {
+    sbx_sandbox **sbs = NULL;
+    size_t n = 0;
+    sbx_err e;
+    if (sbxi_sandboxes_from_body(o->as->client, o->ep, res->body, res->len, &sbs, &n, &e) !=
+        SBX_OK) {
+        op_fail(o, &e);
+        return;
+    }
+    o->cb.fork(o->ud, sbs, n, NULL); /* the handles are the callee's now */
+    free(sbs);
+    op_free(o);
+}
+
 /* ---- completion of every other operation ---- */
 static void on_done(void *ud, const sbxi_http_result *res) {
     op *o = ud;
@@ -294,6 +332,30 @@ static void on_done(void *ud, const sbxi_http_result *res) {
         return;
     }
     switch (o->kind) {
+    case OP_FORK:
+        fork_result(o, res);
+        return;
+    case OP_STATUS: {
+        sbx_sandbox_status st;
+        if (sbxi_status_parse(res->body, res->len, &st, &e) != SBX_OK) {
+            op_fail(o, &e);
+            return;
+        }
+        o->cb.status(o->ud, &st, NULL);
+        break;
+    }
+    case OP_LEASE: {
+        _cleanup_free_ char *id = NULL;
+        if (sbxi_lease_id_parse(res->body, res->len, &id, &e) != SBX_OK) {
+            op_fail(o, &e);
+            return;
+        }
+        o->cb.lease(o->ud, id, NULL);
+        break;
+    }
+    case OP_INSPECT:
+        o->cb.data(o->ud, res->body, res->len, NULL);
+        break;
     case OP_EXEC: {
         sbx_exec_result r = {0};
         rc = o->streaming ? sbxi_exec_stream_finish(&o->st, &r, &e)
@@ -363,14 +425,14 @@ sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opt
 
 static sbx_code files_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, const char *method,
                          const char *ctype, const char *path, const void *data, size_t len,
-                         void *ud, op **ret) {
-    if (!path || (!data && len))
+                         unsigned mode, void *ud, op **ret) {
+    if (!path || (!data && len) || mode > 0777)
         return SBX_E_INVALID;
     op *o = op_new(as, kind, sb, ud);
     if (!o)
         return SBX_E_NOMEM;
     *ret = o;
-    _cleanup_free_ char *p = sbxi_files_path(sb->id, path);
+    _cleanup_free_ char *p = sbxi_files_path(sb->id, path, mode);
     return start(as, o, method, p, ctype, "*/*", data, len);
 }
 
@@ -381,7 +443,7 @@ sbx_code sbx_async_write_file(sbx_async *as, sbx_sandbox *sb, const char *path, 
     ASYNC_CHECK(as, sb, cb);
     op *o = NULL;
     sbx_code rc =
-        files_op(as, sb, OP_DONE, "PUT", "application/octet-stream", path, data, len, ud, &o);
+        files_op(as, sb, OP_DONE, "PUT", "application/octet-stream", path, data, len, 0, ud, &o);
     if (rc == SBX_OK)
         o->cb.done = cb;
     return rc;
@@ -391,7 +453,7 @@ sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path,
                                size_t len, sbx_done_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
     op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_DONE, "PUT", "application/x-tar", path, tar, len, ud, &o);
+    sbx_code rc = files_op(as, sb, OP_DONE, "PUT", "application/x-tar", path, tar, len, 0, ud, &o);
     if (rc == SBX_OK)
         o->cb.done = cb;
     return rc;
@@ -401,7 +463,7 @@ sbx_code sbx_async_read_file(sbx_async *as, sbx_sandbox *sb, const char *path, s
                              void *ud) {
     ASYNC_CHECK(as, sb, cb);
     op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_READ, "GET", NULL, path, NULL, 0, ud, &o);
+    sbx_code rc = files_op(as, sb, OP_READ, "GET", NULL, path, NULL, 0, 0, ud, &o);
     if (rc == SBX_OK)
         o->cb.data = cb;
     return rc;
@@ -411,7 +473,7 @@ sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path,
                                void *ud) {
     ASYNC_CHECK(as, sb, cb);
     op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_GET_ARCHIVE, "GET", NULL, path, NULL, 0, ud, &o);
+    sbx_code rc = files_op(as, sb, OP_GET_ARCHIVE, "GET", NULL, path, NULL, 0, 0, ud, &o);
     if (rc == SBX_OK)
         o->cb.data = cb;
     return rc;
@@ -427,4 +489,97 @@ sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, voi
     if (asprintf(&path, "/v1/sandboxes/%s", sb->id) < 0)
         path = NULL;
     return start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
+}
+
+sbx_code sbx_async_write_file_mode(sbx_async *as, sbx_sandbox *sb, const char *path,
+                                   const void *data, size_t len, unsigned mode, sbx_done_cb cb,
+                                   void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = NULL;
+    sbx_code rc =
+        files_op(as, sb, OP_DONE, "PUT", "application/octet-stream", path, data, len, mode, ud, &o);
+    if (rc == SBX_OK)
+        o->cb.done = cb;
+    return rc;
+}
+
+sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_fork_cb cb,
+                        void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    _cleanup_free_ char *body = sbxi_fork_body(opts, NULL);
+    if (!body)
+        return SBX_E_INVALID;
+    op *o = op_new(as, OP_FORK, sb, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->cb.fork = cb;
+    _cleanup_free_ char *path = NULL;
+    if (asprintf(&path, "/v1/sandboxes/%s/fork", sb->id) < 0)
+        path = NULL;
+    return start(as, o, "POST", path, "application/json", NULL, body, strlen(body));
+}
+
+/* GET of the sandbox object: its JSON (inspect) or its status. */
+static sbx_code get_sandbox(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void *ud, op **ret) {
+    op *o = op_new(as, kind, sb, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    *ret = o;
+    _cleanup_free_ char *path = NULL;
+    if (asprintf(&path, "/v1/sandboxes/%s", sb->id) < 0)
+        path = NULL;
+    return start(as, o, "GET", path, NULL, NULL, NULL, 0);
+}
+
+sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = NULL;
+    sbx_code rc = get_sandbox(as, sb, OP_INSPECT, ud, &o);
+    if (rc == SBX_OK)
+        o->cb.data = cb;
+    return rc;
+}
+
+sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    op *o = NULL;
+    sbx_code rc = get_sandbox(as, sb, OP_STATUS, ud, &o);
+    if (rc == SBX_OK)
+        o->cb.status = cb;
+    return rc;
+}
+
+/* ---- leases (on the first endpoint, as the sync API) ---- */
+sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb, void *ud) {
+    if (!as || !cb || as->closed || ttl_ms == 0)
+        return SBX_E_INVALID;
+    _cleanup_free_ char *body = sbxi_lease_body(ttl_ms);
+    if (!body)
+        return SBX_E_NOMEM;
+    op *o = op_new(as, OP_LEASE, NULL, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->cb.lease = cb;
+    return start(as, o, "POST", "/v1/leases", "application/json", NULL, body, strlen(body));
+}
+
+static sbx_code lease_call(sbx_async *as, const char *lease_id, bool renew, sbx_done_cb cb,
+                           void *ud) {
+    _cleanup_free_ char *path = sbxi_lease_path(lease_id, renew ? "/renew" : "");
+    if (!as || !cb || as->closed || !path)
+        return SBX_E_INVALID;
+    op *o = op_new(as, OP_DONE, NULL, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->cb.done = cb;
+    return renew ? start(as, o, "POST", path, "application/json", NULL, "{}", 2)
+                 : start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
+}
+
+sbx_code sbx_async_lease_renew(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud) {
+    return lease_call(as, lease_id, true, cb, ud);
+}
+
+sbx_code sbx_async_lease_delete(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud) {
+    return lease_call(as, lease_id, false, cb, ud);
 }
