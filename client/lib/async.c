@@ -37,15 +37,7 @@ typedef struct op {
     sbx_async *as;
     enum op_kind kind;
     size_t ep;
-    union {
-        sbx_create_cb create;
-        sbx_fork_cb fork;
-        sbx_exec_cb exec;
-        sbx_status_cb status;
-        sbx_lease_cb lease;
-        sbx_data_cb data;
-        sbx_done_cb done;
-    } cb;
+    void (*fn)(void); /* the caller's callback, of the type its kind says (CB) */
     void *ud;
     /* create */
     char *body, *idem;
@@ -94,13 +86,18 @@ size_t sbx_async_pending(const sbx_async *as) {
     return as ? as->ops : 0;
 }
 
-static op *op_new(sbx_async *as, enum op_kind kind, sbx_sandbox *sb, void *ud) {
+/* The callback as its kind's type, and any callback as the generic one op_new stores. */
+#define CB(o, type) ((type)(o)->fn)
+#define FN(cb) ((void (*)(void))(cb))
+
+static op *op_new(sbx_async *as, enum op_kind kind, sbx_sandbox *sb, void (*fn)(void), void *ud) {
     op *o = calloc(1, sizeof(*o));
     if (!o)
         return NULL;
     o->as = as;
     o->kind = kind;
     o->ep = sb ? sb->ep : 0;
+    o->fn = fn;
     o->ud = ud;
     as->refs++;
     as->ops++;
@@ -123,27 +120,27 @@ static void op_free(op *o) {
 static void op_fail(op *o, const sbx_err *e) {
     switch (o->kind) {
     case OP_CREATE:
-        o->cb.create(o->ud, NULL, e);
+        CB(o, sbx_create_cb)(o->ud, NULL, e);
         break;
     case OP_FORK:
-        o->cb.fork(o->ud, NULL, 0, e);
+        CB(o, sbx_fork_cb)(o->ud, NULL, 0, e);
         break;
     case OP_EXEC:
-        o->cb.exec(o->ud, NULL, e);
+        CB(o, sbx_exec_cb)(o->ud, NULL, e);
         break;
     case OP_READ:
     case OP_GET_ARCHIVE:
     case OP_INSPECT:
-        o->cb.data(o->ud, NULL, 0, e);
+        CB(o, sbx_data_cb)(o->ud, NULL, 0, e);
         break;
     case OP_STATUS:
-        o->cb.status(o->ud, NULL, e);
+        CB(o, sbx_status_cb)(o->ud, NULL, e);
         break;
     case OP_LEASE:
-        o->cb.lease(o->ud, NULL, e);
+        CB(o, sbx_lease_cb)(o->ud, NULL, e);
         break;
     case OP_DONE:
-        o->cb.done(o->ud, e);
+        CB(o, sbx_done_cb)(o->ud, e);
         break;
     }
     op_free(o);
@@ -236,7 +233,7 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
             op_fail(o, &pe);
             return;
         }
-        o->cb.create(o->ud, sb, NULL);
+        CB(o, sbx_create_cb)(o->ud, sb, NULL);
         op_free(o);
         return;
     }
@@ -254,10 +251,9 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
     if (!as || !cb || as->closed || (opts && !sbxi_header_safe(opts->idempotency_key)))
         return SBX_E_INVALID;
     sbx_client *c = as->client;
-    op *o = op_new(as, OP_CREATE, NULL, ud);
+    op *o = op_new(as, OP_CREATE, NULL, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
-    o->cb.create = cb;
     sbx_err e;
     o->body = sbxi_create_body(opts, &e);
     o->order = calloc(c->n_eps, sizeof(size_t));
@@ -309,7 +305,7 @@ static void fork_result(op *o, const sbxi_http_result *res) {
         op_fail(o, &e);
         return;
     }
-    o->cb.fork(o->ud, sbs, n, NULL); /* the handles are the callee's now */
+    CB(o, sbx_fork_cb)(o->ud, sbs, n, NULL); /* the handles are the callee's now */
     free(sbs);
     op_free(o);
 }
@@ -341,7 +337,7 @@ static void on_done(void *ud, const sbxi_http_result *res) {
             op_fail(o, &e);
             return;
         }
-        o->cb.status(o->ud, &st, NULL);
+        CB(o, sbx_status_cb)(o->ud, &st, NULL);
         break;
     }
     case OP_LEASE: {
@@ -350,11 +346,11 @@ static void on_done(void *ud, const sbxi_http_result *res) {
             op_fail(o, &e);
             return;
         }
-        o->cb.lease(o->ud, id, NULL);
+        CB(o, sbx_lease_cb)(o->ud, id, NULL);
         break;
     }
     case OP_INSPECT:
-        o->cb.data(o->ud, res->body, res->len, NULL);
+        CB(o, sbx_data_cb)(o->ud, res->body, res->len, NULL);
         break;
     case OP_EXEC: {
         sbx_exec_result r = {0};
@@ -364,7 +360,7 @@ static void on_done(void *ud, const sbxi_http_result *res) {
             op_fail(o, &e);
             return;
         }
-        o->cb.exec(o->ud, &r, NULL);
+        CB(o, sbx_exec_cb)(o->ud, &r, NULL);
         sbx_exec_result_free(&r);
         break;
     }
@@ -377,11 +373,11 @@ static void on_done(void *ud, const sbxi_http_result *res) {
             op_fail(o, &e);
             return;
         }
-        o->cb.data(o->ud, res->body, res->len, NULL);
+        CB(o, sbx_data_cb)(o->ud, res->body, res->len, NULL);
         break;
     }
     default:
-        o->cb.done(o->ud, NULL);
+        CB(o, sbx_done_cb)(o->ud, NULL);
         break;
     }
     op_free(o);
@@ -402,105 +398,78 @@ static sbx_code start(sbx_async *as, op *o, const char *method, const char *path
             return SBX_E_INVALID;                                                                  \
     } while (0)
 
+/* One operation about sb (path: /v1/sandboxes/{id}<suffix>, or the files path when given). */
+static sbx_code sb_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void (*fn)(void), void *ud,
+                      const char *method, const char *suffix, const char *ctype, const char *accept,
+                      const void *body, size_t len) {
+    op *o = op_new(as, kind, sb, fn, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, suffix);
+    return start(as, o, method, path, ctype, accept, body, len);
+}
+
 sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_cb cb,
                         void *ud) {
     ASYNC_CHECK(as, sb, cb);
     _cleanup_free_ char *body = sbxi_exec_body(opts, NULL);
     if (!body)
         return SBX_E_INVALID;
-    op *o = op_new(as, OP_EXEC, sb, ud);
+    op *o = op_new(as, OP_EXEC, sb, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
-    o->cb.exec = cb;
     if (opts->on_output) {
         o->streaming = true;
         sbxi_exec_stream_init(&o->st, opts);
     }
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/v1/sandboxes/%s/exec", sb->id) < 0)
-        path = NULL;
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/exec");
     return start(as, o, "POST", path, "application/json",
                  o->streaming ? "application/x-ndjson" : NULL, body, strlen(body));
 }
 
-static sbx_code files_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, const char *method,
-                         const char *ctype, const char *path, const void *data, size_t len,
-                         unsigned mode, void *ud, op **ret) {
+static sbx_code files_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void (*fn)(void),
+                         void *ud, const char *method, const char *ctype, const char *path,
+                         const void *data, size_t len, unsigned mode) {
+    ASYNC_CHECK(as, sb, fn);
     if (!path || (!data && len) || mode > 0777)
         return SBX_E_INVALID;
-    op *o = op_new(as, kind, sb, ud);
+    op *o = op_new(as, kind, sb, fn, ud);
     if (!o)
         return SBX_E_NOMEM;
-    *ret = o;
     _cleanup_free_ char *p = sbxi_files_path(sb->id, path, mode);
     return start(as, o, method, p, ctype, "*/*", data, len);
 }
 
-/* The callback pointer must be set before the request can complete; the engine never calls
- * back from inside the submitting call, so setting it right after is safe. */
 sbx_code sbx_async_write_file(sbx_async *as, sbx_sandbox *sb, const char *path, const void *data,
                               size_t len, sbx_done_cb cb, void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc =
-        files_op(as, sb, OP_DONE, "PUT", "application/octet-stream", path, data, len, 0, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.done = cb;
-    return rc;
-}
-
-sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path, const void *tar,
-                               size_t len, sbx_done_cb cb, void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_DONE, "PUT", "application/x-tar", path, tar, len, 0, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.done = cb;
-    return rc;
-}
-
-sbx_code sbx_async_read_file(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
-                             void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_READ, "GET", NULL, path, NULL, 0, 0, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.data = cb;
-    return rc;
-}
-
-sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
-                               void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_GET_ARCHIVE, "GET", NULL, path, NULL, 0, 0, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.data = cb;
-    return rc;
-}
-
-sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = op_new(as, OP_DONE, sb, ud);
-    if (!o)
-        return SBX_E_NOMEM;
-    o->cb.done = cb;
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/v1/sandboxes/%s", sb->id) < 0)
-        path = NULL;
-    return start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
+    return sbx_async_write_file_mode(as, sb, path, data, len, 0, cb, ud);
 }
 
 sbx_code sbx_async_write_file_mode(sbx_async *as, sbx_sandbox *sb, const char *path,
                                    const void *data, size_t len, unsigned mode, sbx_done_cb cb,
                                    void *ud) {
+    return files_op(as, sb, OP_DONE, FN(cb), ud, "PUT", "application/octet-stream", path, data, len,
+                    mode);
+}
+
+sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path, const void *tar,
+                               size_t len, sbx_done_cb cb, void *ud) {
+    return files_op(as, sb, OP_DONE, FN(cb), ud, "PUT", "application/x-tar", path, tar, len, 0);
+}
+
+sbx_code sbx_async_read_file(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
+                             void *ud) {
+    return files_op(as, sb, OP_READ, FN(cb), ud, "GET", NULL, path, NULL, 0, 0);
+}
+
+sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
+                               void *ud) {
+    return files_op(as, sb, OP_GET_ARCHIVE, FN(cb), ud, "GET", NULL, path, NULL, 0, 0);
+}
+
+sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc =
-        files_op(as, sb, OP_DONE, "PUT", "application/octet-stream", path, data, len, mode, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.done = cb;
-    return rc;
+    return sb_op(as, sb, OP_DONE, FN(cb), ud, "DELETE", "", NULL, NULL, NULL, 0);
 }
 
 sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_fork_cb cb,
@@ -509,44 +478,18 @@ sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opt
     _cleanup_free_ char *body = sbxi_fork_body(opts, NULL);
     if (!body)
         return SBX_E_INVALID;
-    op *o = op_new(as, OP_FORK, sb, ud);
-    if (!o)
-        return SBX_E_NOMEM;
-    o->cb.fork = cb;
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/v1/sandboxes/%s/fork", sb->id) < 0)
-        path = NULL;
-    return start(as, o, "POST", path, "application/json", NULL, body, strlen(body));
-}
-
-/* GET of the sandbox object: its JSON (inspect) or its status. */
-static sbx_code get_sandbox(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void *ud, op **ret) {
-    op *o = op_new(as, kind, sb, ud);
-    if (!o)
-        return SBX_E_NOMEM;
-    *ret = o;
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/v1/sandboxes/%s", sb->id) < 0)
-        path = NULL;
-    return start(as, o, "GET", path, NULL, NULL, NULL, 0);
+    return sb_op(as, sb, OP_FORK, FN(cb), ud, "POST", "/fork", "application/json", NULL, body,
+                 strlen(body));
 }
 
 sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = get_sandbox(as, sb, OP_INSPECT, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.data = cb;
-    return rc;
+    return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "GET", "", NULL, NULL, NULL, 0);
 }
 
 sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = get_sandbox(as, sb, OP_STATUS, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.status = cb;
-    return rc;
+    return sb_op(as, sb, OP_STATUS, FN(cb), ud, "GET", "", NULL, NULL, NULL, 0);
 }
 
 /* ---- leases (on the first endpoint, as the sync API) ---- */
@@ -554,12 +497,9 @@ sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb,
     if (!as || !cb || as->closed || ttl_ms == 0)
         return SBX_E_INVALID;
     _cleanup_free_ char *body = sbxi_lease_body(ttl_ms);
-    if (!body)
-        return SBX_E_NOMEM;
-    op *o = op_new(as, OP_LEASE, NULL, ud);
+    op *o = body ? op_new(as, OP_LEASE, NULL, FN(cb), ud) : NULL;
     if (!o)
         return SBX_E_NOMEM;
-    o->cb.lease = cb;
     return start(as, o, "POST", "/v1/leases", "application/json", NULL, body, strlen(body));
 }
 
@@ -568,10 +508,9 @@ static sbx_code lease_call(sbx_async *as, const char *lease_id, bool renew, sbx_
     _cleanup_free_ char *path = sbxi_lease_path(lease_id, renew ? "/renew" : "");
     if (!as || !cb || as->closed || !path)
         return SBX_E_INVALID;
-    op *o = op_new(as, OP_DONE, NULL, ud);
+    op *o = op_new(as, OP_DONE, NULL, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
-    o->cb.done = cb;
     return renew ? start(as, o, "POST", path, "application/json", NULL, "{}", 2)
                  : start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
 }

@@ -53,6 +53,8 @@ bool sbxi_info_stale(const sbx_client *client, uint64_t now_ms);
 /* Record an info answer (free_slots, or -1 when it failed). */
 void sbxi_info_record(sbx_client *client, size_t ep, const char *body, size_t len, bool ok);
 sbx_sandbox *sbxi_sandbox_new(sbx_client *client, const char *id, size_t ep);
+/* "/v1/sandboxes/<id><suffix>"; NULL on OOM. */
+char *sbxi_sandbox_path(const sbx_sandbox *sb, const char *suffix);
 /* Lease bodies, paths (NULL for a bad id or OOM) and the create answer's id. */
 char *sbxi_lease_body(uint64_t ttl_ms);
 char *sbxi_lease_path(const char *lease_id, const char *suffix);

@@ -225,7 +225,7 @@ static sbx_code sb_request(sbx_sandbox *sb, const char *method, const char *path
     return rc;
 }
 
-static char *sb_path(const sbx_sandbox *sb, const char *suffix) {
+char *sbxi_sandbox_path(const sbx_sandbox *sb, const char *suffix) {
     char *s;
     return asprintf(&s, "/v1/sandboxes/%s%s", sb->id, suffix) < 0 ? NULL : s;
 }
@@ -233,7 +233,7 @@ static char *sb_path(const sbx_sandbox *sb, const char *suffix) {
 sbx_code sbx_sandbox_inspect(sbx_sandbox *sb, char **ret_json, sbx_err *err) {
     if (!sb || !ret_json)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or ret_json is NULL");
-    _cleanup_free_ char *path = sb_path(sb, "");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "");
     if (!path)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     return sb_request(sb, "GET", path, NULL, NULL, 0, ret_json, NULL, NULL, 0, err);
@@ -252,7 +252,7 @@ sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbo
     if (!sb || !ret_array || !ret_count)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, ret_array or ret_count is NULL");
     _cleanup_free_ char *body = sbxi_fork_body(opts, err);
-    _cleanup_free_ char *path = sb_path(sb, "/fork");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/fork");
     if (!body)
         return err ? err->code : SBX_E_INVALID;
     if (!path)
@@ -269,7 +269,7 @@ sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbo
 sbx_code sbx_sandbox_set_timeout(sbx_sandbox *sb, uint64_t timeout_ms, sbx_err *err) {
     if (!sb || timeout_ms == 0)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL or timeout is 0");
-    _cleanup_free_ char *path = sb_path(sb, "/timeout");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/timeout");
     char body[64];
     snprintf(body, sizeof(body), "{\"timeout\":%.3f}", (double)timeout_ms / 1000.0);
     if (!path)
@@ -341,7 +341,7 @@ sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, 
 sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err) {
     if (!sb)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL");
-    _cleanup_free_ char *path = sb_path(sb, "");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "");
     if (!path)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     return sb_request(sb, "DELETE", path, NULL, NULL, 0, NULL, NULL, NULL, 0, err);
@@ -352,7 +352,7 @@ sbx_code sbx_sandbox_exec(sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_r
     if (!sb || !ret)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or ret is NULL");
     _cleanup_free_ char *body = sbxi_exec_body(opts, err);
-    _cleanup_free_ char *path = sb_path(sb, "/exec");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/exec");
     if (!body)
         return err ? err->code : SBX_E_INVALID;
     if (!path)

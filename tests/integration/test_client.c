@@ -859,54 +859,44 @@ struct fork_box {
     sbx_sandbox *created;
 };
 
-static void fbox_fork(void *ud, sbx_sandbox **sbs, size_t n, const sbx_err *err) {
-    struct fork_box *b = ud;
+/* Count the call and keep the error; true on success. */
+static bool fbox_hit(struct fork_box *b, const sbx_err *err) {
     b->calls++;
     b->ok = !err;
     if (err)
         b->err = *err;
-    for (size_t i = 0; !err && i < n && i < 8; i++)
+    return !err;
+}
+
+static void fbox_fork(void *ud, sbx_sandbox **sbs, size_t n, const sbx_err *err) {
+    struct fork_box *b = ud;
+    b->n = fbox_hit(b, err) ? n : 0;
+    for (size_t i = 0; i < b->n && i < 8; i++)
         b->sbs[i] = sbs[i];
-    b->n = err ? 0 : n;
 }
 
 static void fbox_lease(void *ud, const char *id, const sbx_err *err) {
     struct fork_box *b = ud;
-    b->calls++;
-    b->ok = !err;
-    if (err)
-        b->err = *err;
-    else
+    if (fbox_hit(b, err))
         snprintf(b->lease, sizeof(b->lease), "%s", id);
 }
 
 static void fbox_status(void *ud, const sbx_sandbox_status *st, const sbx_err *err) {
     struct fork_box *b = ud;
-    b->calls++;
-    b->ok = !err;
-    if (err)
-        b->err = *err;
-    else
+    if (fbox_hit(b, err))
         b->st = *st;
 }
 
 static void fbox_create(void *ud, sbx_sandbox *sb, const sbx_err *err) {
     struct fork_box *b = ud;
-    b->calls++;
-    b->ok = !err;
-    if (err)
-        b->err = *err;
+    fbox_hit(b, err);
     b->created = sb;
 }
 
 static void fbox_inspect(void *ud, const void *data, size_t len, const sbx_err *err) {
     struct fork_box *b = ud;
-    b->calls++;
-    b->ok = !err;
-    if (err) {
-        b->err = *err;
+    if (!fbox_hit(b, err))
         return;
-    }
     json_t *j = json_loadb(data, len, 0, NULL);
     snprintf(b->lease, sizeof(b->lease), "%s",
              json_string_value(json_object_get(j, "forked_from")) ?: "");
@@ -914,11 +904,7 @@ static void fbox_inspect(void *ud, const void *data, size_t len, const sbx_err *
 }
 
 static void fbox_done(void *ud, const sbx_err *err) {
-    struct fork_box *b = ud;
-    b->calls++;
-    b->ok = !err;
-    if (err)
-        b->err = *err;
+    fbox_hit(ud, err);
 }
 
 /* Run the loop until b has been called back once. */
