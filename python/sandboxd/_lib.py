@@ -158,6 +158,9 @@ def lib() -> ctypes.CDLL:
             fn = getattr(cdll, name)
             fn.restype = res
             fn.argtypes = args
+        if hasattr(cdll, "sbx_lease_delete"):
+            cdll.sbx_lease_delete.restype = c_int
+            cdll.sbx_lease_delete.argtypes = [c_void_p, c_char_p, _P(SbxErr)]
         if hasattr(cdll, "sbx_sandbox_fork") and hasattr(cdll, "sbx_fork_opts_init"):
             cdll.sbx_fork_opts_init.restype = None
             cdll.sbx_fork_opts_init.argtypes = [_P(ForkOpts)]

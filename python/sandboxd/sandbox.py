@@ -269,11 +269,25 @@ class Lease:
                 self._thread.join()
         self._stop = self._thread = None
 
+    def delete(self) -> None:
+        """Delete the lease now: its sandboxes are terminated."""
+        self.stop()
+        L = _lib.lib()
+        if not hasattr(L, "sbx_lease_delete"):
+            raise SandboxdError("this libsbx has no sbx_lease_delete", "unsupported")
+        _call(L.sbx_lease_delete, self.client.handle(), self.id.encode())
+
     def __enter__(self) -> "Lease":
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Stop renewing and delete the lease (its sandboxes end with it)."""
         self.stop()
+        if hasattr(_lib.lib(), "sbx_lease_delete"):
+            try:
+                self.delete()
+            except NotFound:
+                pass
 
     def __repr__(self) -> str:
         return f"Lease({self.id!r})"

@@ -187,9 +187,13 @@ def test_lease_expiry_ends_sandboxes():
 
 def test_lease_keep_alive_holds_sandboxes():
     with Lease.create("1s", renew_every=0.3) as lease:
-        with Sandbox.create(lease=lease, **SMALL) as sb:
-            time.sleep(2.5)
-            assert sb.inspect().state == "running"
+        sb = Sandbox.create(lease=lease, **SMALL)
+        time.sleep(2.5)
+        assert sb.inspect().state == "running"
+    # leaving the block deletes the lease, which ends its sandboxes
+    info = sb.inspect()
+    assert info.state == "ended" and info.end_reason == EndReason.TERMINATED
+    sb.close()
 
 
 def test_error_classes():

@@ -24,7 +24,8 @@ free_port() {
 # An ASan-built libsbx (build-san) loads into python only behind the ASan runtime; python's own
 # allocations are not ours to check for leaks.
 asan_env() {
-  if nm -D "$SBX_BUILD_DIR/libsbx.so.0" 2>/dev/null | grep -q __asan_init; then
+  local syms; syms=$(nm -D "$SBX_BUILD_DIR/libsbx.so.0" 2>/dev/null || true)
+  if [[ "$syms" == *__asan_init* ]]; then
     echo "LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"
   fi
 }
