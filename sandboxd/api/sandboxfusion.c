@@ -441,7 +441,6 @@ static int job_create(sf_job *j, error_rec *err) {
         sb->on_started = on_started;
         sb->started_ud = j;
         snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
-        sd_metrics_create(d, "ok", 0);
         log_info("sandbox created sandbox=%s for a SandboxFusion request", sb->id);
         if (d->n_starting < d->cfg.max_starting)
             sd_sandbox_start(sb);
@@ -638,10 +637,7 @@ static void sf_admit(sd_daemon *d) {
         }
         if (sf->n_running >= max_running(d) || d->shutting_down)
             break;
-        error_rec err = {0};
-        int r = job_create(j, &err);
-        if (r == -EAGAIN)
-            break;
+        /* running before its create: a start that fails at once tells it already */
         sf->queue = j->next;
         if (!sf->queue)
             sf->queue_tail = &sf->queue;
@@ -649,14 +645,24 @@ static void sf_admit(sd_daemon *d) {
         sf->running = j;
         sf->n_running++;
         j->step = SF_CREATING;
-        if (r < 0) {
-            job_fail(j, "the sandbox could not be created: %s", err.message);
-        } else if (r == 1) {
-            json_object_set_new(j->resp, "executor_pod_name", json_string(j->sb_id));
-            on_started(NULL, 201, NULL, j);
-        } else {
-            json_object_set_new(j->resp, "executor_pod_name", json_string(j->sb_id));
+        error_rec err = {0};
+        int r = job_create(j, &err);
+        if (r == -EAGAIN) { /* back to the head of the queue */
+            list_remove(&sf->running, j);
+            sf->n_running--;
+            j->step = SF_QUEUED;
+            j->next = sf->queue;
+            sf->queue = j;
+            if (!j->next)
+                sf->queue_tail = &j->next;
+            break;
         }
+        if (j->sb_id[0])
+            json_object_set_new(j->resp, "executor_pod_name", json_string(j->sb_id));
+        if (r < 0)
+            job_fail(j, "the sandbox could not be created: %s", err.message);
+        else if (r == 1)
+            on_started(NULL, 201, NULL, j);
     }
     if (sf->queue)
         uv_timer_start(&sf->retry, retry_cb, SF_RETRY_MS, 0);

@@ -123,8 +123,9 @@ test_install() {
   trap 'rm -rf "$T"' EXIT
   local t=$T
   "$PY" -m pip --version >/dev/null 2>&1 || skip "python3-pip is needed"
-  (cd "$SBX_SRC_DIR" && PIP_NO_INDEX=1 "$PY" -m pip install -q --no-build-isolation --no-deps \
-    --no-index --target "$t/pip" ./python) >"$t/pip.log" 2>&1 || { cat "$t/pip.log" >&2; fail "pip install"; }
+  cp -r "$SBX_SRC_DIR/python" "$t/src" # setuptools builds in the source folder: a copy of it
+  (cd "$t" && PIP_NO_INDEX=1 "$PY" -m pip install -q --no-build-isolation --no-deps \
+    --no-index --target "$t/pip" ./src) >"$t/pip.log" 2>&1 || { cat "$t/pip.log" >&2; fail "pip install"; }
   [ -f "$t/pip/sandboxd/__init__.py" ] && [ -f "$t/pip/sandboxd/aio.py" ] || fail "pip did not install the package"
   env $(asan_env) SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$t/pip" "$PY" -c \
     'import sandboxd; assert sandboxd.parse_size("1Ki", "x") == 1024' || fail "the pip-installed package does not work"
@@ -132,7 +133,7 @@ test_install() {
     || { cat "$t/make.log" >&2; fail "make install"; }
   [ -f "$t/root/usr/lib/python3/dist-packages/sandboxd/__init__.py" ] || fail "make install did not install the package"
   # found next to libsbx by the plain soname when the library is installed: here by the env var
-  PYTHONPATH="$t/root/usr/lib/python3/dist-packages" SANDBOXD_LIBSBX="$t/root/usr/lib/libsbx.so.0" \
+  env $(asan_env) PYTHONPATH="$t/root/usr/lib/python3/dist-packages" SANDBOXD_LIBSBX="$t/root/usr/lib/libsbx.so.0" \
     "$PY" -c 'import sandboxd; sandboxd.parse_duration_ms("1s", "x")' || fail "make-installed package"
 }
 
