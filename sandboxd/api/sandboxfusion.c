@@ -6,12 +6,16 @@
  * then the sandbox is ended. Jobs beyond --sandboxfusion-max-running wait in a FIFO (none is
  * refused for load); one that waits past the queue timeout, and every platform fault, is
  * answered status "SandboxError", never "Failed". */
-#include "sandboxd/api/http.h"
-#include "sandboxd/net/daemon.h"
+#include "sandboxd/api/sandboxfusion.h"
 
 #include "common/b64.h"
+#include "common/end_reason.h"
 #include "common/macro.h"
 #include "common/timeutil.h"
+#include "sandboxd/core/create.h"
+#include "sandboxd/core/exec.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/registry.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -116,6 +120,7 @@ typedef struct sf_job {
     char *failure; /* a platform fault: answered SandboxError */
     uv_timer_t timer;
     bool timer_on;
+    bool finishing;      /* being answered: the listener ignores it */
     bool last_ok;        /* the last command exited 0 */
     json_t *last_result; /* the last command's result object */
     char *last_out;      /* its stdout (fetch, jupyter driver) */
@@ -247,11 +252,9 @@ static void job_finish(sf_job *j) {
                  j->failure);
     }
     sd_sandbox *sb = j->sb_id[0] ? sd_registry_find(d, j->sb_id) : NULL;
-    if (sb) { /* no command of the job runs now: ending it tells nobody */
-        sb->on_started = NULL;
-        if (sb->state != SD_ENDED)
-            sd_sandbox_end(sb, "terminated", "the SandboxFusion request is done");
-    }
+    j->finishing = true; /* the listener forgets it: no command of it runs now */
+    if (sb && sb->state != SD_ENDED)
+        sd_sandbox_end(sb, END_TERMINATED, "the SandboxFusion request is done");
     if (j->req) {
         j->req->on_close = NULL;
         sd_reply_json(j->req, 200, json_incref(j->resp));
@@ -289,11 +292,11 @@ static void job_later(sf_job *j, uint64_t ms) {
     uv_timer_start(&j->timer, step_timer, ms, 0);
 }
 
-static void on_started(sd_sandbox *sb, int status, const char *msg, void *ud) {
-    sf_job *j = ud;
-    if (status != 201) {
+/* The start of the job's sandbox finished: err NULL when it runs. */
+static void on_started(sf_job *j, const error_rec *err) {
+    if (err) {
         free(j->failure);
-        if (asprintf(&j->failure, "the sandbox could not be started: %s", msg ? msg : "") < 0)
+        if (asprintf(&j->failure, "the sandbox could not be started: %s", err->message) < 0)
             j->failure = NULL;
     }
     j->step = SF_FILES;
@@ -301,22 +304,35 @@ static void on_started(sd_sandbox *sb, int status, const char *msg, void *ud) {
     job_later(j, 0);
 }
 
-static json_t *command_result(const sd_exec_done *r, const char **ret_status) {
+static void sf_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
+    struct sd_sf *sf = ((sd_daemon *)ud)->sf;
+    for (sf_job *j = sf ? sf->running : NULL; j; j = j->next)
+        if (j->step == SF_CREATING && !j->finishing && strcmp(j->sb_id, sb->id) == 0) {
+            on_started(j, err);
+            return;
+        }
+}
+
+static const sd_listener sf_listener = {.create_finished = sf_create_finished};
+
+static json_t *command_result(const sd_exec_result *r, bool *ret_ok) {
     const char *status = "Finished";
+    int sig = json_is_integer(r->signal) ? (int)json_integer_value(r->signal) : 0;
+    int code = json_is_integer(r->exit_code) ? (int)json_integer_value(r->exit_code) : -1;
     json_t *rc;
-    if (strcmp(r->reason, "command_timeout") == 0) {
+    if (r->reason == END_COMMAND_TIMEOUT) {
         status = "TimeLimitExceeded";
         rc = json_null();
-    } else if (r->signal) {
-        rc = json_integer(-r->signal);
+    } else if (sig) {
+        rc = json_integer(-sig);
     } else {
-        rc = json_integer(r->exit_code);
+        rc = json_integer(code);
     }
     json_t *res =
-        json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time", r->duration_s,
-                  "return_code", rc, "stdout", lossy_string(r->out[0], r->out_len[0]), "stderr",
-                  lossy_string(r->out[1], r->out_len[1]));
-    if (strcmp(r->reason, "oom_killed") == 0) {
+        json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time", r->duration,
+                  "return_code", rc, "stdout", lossy_string(r->data[0], r->len[0]), "stderr",
+                  lossy_string(r->data[1], r->len[1]));
+    if (r->reason == END_OOM_KILLED) {
         json_t *err = json_object_get(res, "stderr");
         char *s;
         if (asprintf(&s, "%sKilled: out of memory (memory_limit_MB)\n", json_string_value(err)) >=
@@ -325,35 +341,44 @@ static json_t *command_result(const sd_exec_done *r, const char **ret_status) {
             free(s);
         }
     }
-    *ret_status = status;
+    *ret_ok = r->reason == END_EXITED && code == 0;
     return res;
 }
 
-static void exec_done(void *ud, const sd_exec_done *r) {
-    sf_job *j = ud;
+static void cmd_reset(sf_job *j) {
     json_decref(j->last_result);
     j->last_result = NULL;
     free(j->last_out);
     j->last_out = NULL;
-    if (r->error_code) {
-        free(j->failure);
-        if (asprintf(&j->failure, "a command could not run: %s", r->message) < 0)
-            j->failure = NULL;
-    } else {
-        const char *status;
-        j->last_result = command_result(r, &status);
-        j->last_ok = strcmp(status, "Finished") == 0 && !r->signal && r->exit_code == 0;
-        j->last_out = malloc(r->out_len[0] + 1);
-        if (j->last_out) {
-            memcpy(j->last_out, r->out[0] ? r->out[0] : "", r->out_len[0]);
-            j->last_out[r->out_len[0]] = 0;
-            j->last_out_len = r->out_len[0];
-        }
+    j->last_out_len = 0;
+}
+
+/* The core's callbacks for a job's command; both only record and schedule the next step. */
+static void cmd_exited(void *ud, const sd_exec_result *r) {
+    sf_job *j = ud;
+    cmd_reset(j);
+    j->last_result = command_result(r, &j->last_ok);
+    j->last_out = malloc(r->len[0] + 1);
+    if (j->last_out) {
+        memcpy(j->last_out, r->data[0] ? r->data[0] : "", r->len[0]);
+        j->last_out[r->len[0]] = 0;
+        j->last_out_len = r->len[0];
     }
     job_later(j, 0);
 }
 
-/* Run argv (sh -c script "$@") in the job's sandbox; exec_done continues the job. */
+static void cmd_failed(void *ud, bool started, const error_rec *err) {
+    sf_job *j = ud;
+    cmd_reset(j);
+    free(j->failure);
+    if (asprintf(&j->failure, "a command could not run: %s", err->message) < 0)
+        j->failure = NULL;
+    job_later(j, 0);
+}
+
+static const sd_exec_ops sf_exec_ops = {.exited = cmd_exited, .failed = cmd_failed};
+
+/* Run argv (sh -c script "$@") in the job's sandbox; its callbacks continue the job. */
 static int job_exec(sf_job *j, const char *script, const char *arg, const void *in, size_t in_len,
                     double timeout_s) {
     sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
@@ -379,8 +404,9 @@ static int job_exec(sf_job *j, const char *script, const char *arg, const void *
             r = error_set(&err, -ENOMEM, "out of memory");
         }
     }
+    sd_exec *e;
     if (r >= 0)
-        r = sd_exec_start(sb, &pe, exec_done, j, &err);
+        r = sd_exec_start(sb, &pe, false, &sf_exec_ops, j, &e, &err);
     policy_exec_done(&pe);
     if (r < 0) {
         job_fail(j, "cannot run a command: %s", err.message);
@@ -403,54 +429,25 @@ static int create_spec(sf_job *j, policy_create *c, error_rec *err) {
     return r;
 }
 
-/* Returns 1 when the sandbox runs now (pool), 0 when it is starting (on_started follows),
- * -EAGAIN when the node is full (try again later), other -errno on failure. */
+/* Returns 1 when the sandbox runs now (pool), 0 when it is starting (the listener's
+ * create_finished follows), -EAGAIN when the node is full (try again later), other -errno. */
 static int job_create(sf_job *j, error_rec *err) {
-    sd_daemon *d = j->d;
     policy_create c = {0};
-    policy_egress *egress = NULL;
     sd_sandbox *sb;
+    bool starting = false, is_new = false;
     int r = create_spec(j, &c, err);
     if (r >= 0)
-        r = sd_net_daemon_check(d, &c, &egress, err);
-    if (r < 0) {
-        policy_create_done(&c);
-        return r;
-    }
-    if ((sb = sd_pool_take(d, &c))) {
-        r = sd_pool_hand_out(sb, &c, NULL);
-        if (r < 0) {
-            sd_sandbox_end(sb, "infrastructure_failure", "its state could not be saved");
-            error_set_errno(err, r, "cannot save the sandbox's state");
-        } else {
-            snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
-            r = 1;
-        }
-        sd_pool_refill(d);
-    } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
-        r = -EAGAIN;
-    } else if ((r = sd_registry_add(d, &c, &sb, err)) < 0) {
-        r = -EAGAIN;
-    } else if ((r = sd_state_save(sb)) < 0) {
-        sd_state_remove(d, sb->id);
-        sd_slot_release(d, sb->uid_slot);
-        sd_registry_remove(d, sb);
-        error_set_errno(err, r, "cannot save the sandbox's state");
-    } else {
-        sb->egress = TAKE_PTR(egress);
-        sb->on_started = on_started;
-        sb->started_ud = j;
-        snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
-        log_info("sandbox created sandbox=%s for a SandboxFusion request", sb->id);
-        if (d->n_starting < d->cfg.max_starting)
-            sd_sandbox_start(sb);
-        else
-            sb->queued = true;
-        r = 0;
-    }
-    policy_egress_free(egress);
+        r = sd_create(j->d, &c, NULL, &sb, &starting, &is_new, err);
     policy_create_done(&c);
-    return r;
+    if (r < 0)
+        return r;
+    snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
+    log_info("sandbox created sandbox=%s for a SandboxFusion request", sb->id);
+    if (!starting)
+        return 1;
+    if (is_new)
+        sd_sandbox_start_or_queue(sb); /* a start that fails at once tells the listener now */
+    return 0;
 }
 
 /* ---- the steps ---- */
@@ -662,7 +659,7 @@ static void sf_admit(sd_daemon *d) {
         if (r < 0)
             job_fail(j, "the sandbox could not be created: %s", err.message);
         else if (r == 1)
-            on_started(NULL, 201, NULL, j);
+            on_started(j, NULL);
     }
     if (sf->queue)
         uv_timer_start(&sf->retry, retry_cb, SF_RETRY_MS, 0);
@@ -853,6 +850,8 @@ int sd_sf_init(sd_daemon *d, error_rec *err) {
     d->sf->queue_tail = &d->sf->queue;
     uv_timer_init(d->loop, &d->sf->retry);
     d->sf->retry.data = d;
+    if (sd_listener_add(d, &sf_listener, d) < 0)
+        return error_set(err, -ENOSPC, "too many listeners");
     return 0;
 }
 
