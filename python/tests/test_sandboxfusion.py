@@ -144,11 +144,15 @@ def test_pytest_language():
     assert "1 failed, 1 passed" in out["run_result"]["stdout"]
 
 
-def test_language_without_toolchain_is_refused():
-    if shutil.which("rustc"):
-        pytest.skip("rustc is installed here; the refusal needs a missing toolchain")
-    out = run_code(code="fn main(){}", language="rust")
-    assert out["status"] == "SandboxError" and "rustc" in out["message"]
+def test_rust_runs_or_is_refused_by_name():
+    # the host image has what the host's /usr has: rustc in /usr/bin or /usr/local/bin, or not
+    have = any(os.access(os.path.join(d, "rustc"), os.X_OK) for d in ("/usr/local/bin", "/usr/bin", "/bin"))
+    out = run_code(code='fn main(){ println!("{}", 6*7); }', language="rust", compile_timeout=120)
+    if have:
+        assert out["status"] == "Success" and out["run_result"]["stdout"] == "42\n", out
+    else:
+        assert out["status"] == "SandboxError" and "rustc" in out["message"], out
+        assert out["run_result"] is None
 
 
 def test_unknown_and_unsupported_languages():

@@ -68,6 +68,12 @@ def test_network_values_reach_the_daemon():
         Sandbox.create(network=Egress.allow(["not a destination!"]), **SMALL)
     assert e.value.http_status == 400 and "network" in e.value.message
     assert Egress.open().value == "open" and Egress.none().value == "none"
+    # this test daemon has egress off: the daemon, not the SDK, refuses open with its reason
+    with pytest.raises(InvalidArgument) as e:
+        Sandbox.create(network=Egress.open(), **SMALL)
+    assert "egress is not enabled" in e.value.message
+    with Sandbox.create(network=Egress.none(), **SMALL) as sb:
+        assert sb.inspect().raw["network"]["mode"] == "none"
 
 
 def test_open_attaches_and_not_found(client):
