@@ -123,6 +123,32 @@ test_sandboxfusion_missing_toolchain() {
   req GET /v1/sandboxes; expect 200 'length == 0'
 }
 
+# SIGTERM with a request running: the daemon stops cleanly (exit 0), the request's sandbox is
+# ended (not left running like API sandboxes are), and the client gets SandboxError or, when the
+# listener closed first, no answer (never Failed).
+TEST_TIMEOUT_sandboxfusion_shutdown=90
+test_sandboxfusion_shutdown() {
+  start_daemon
+  curl -s --max-time 60 --unix-socket "$SOCK" -X POST http://sd/run_code \
+    -d '{"code":"import time; time.sleep(40)","language":"python","run_timeout":60}' >"$D/answer" &
+  local cpid=$! i
+  for i in $(seq 100); do
+    req GET '/v1/sandboxes?label=sandboxfusion=run_code'
+    echo "$BODY" | jq -e 'length == 1 and .[0].state == "running"' >/dev/null && break
+    sleep 0.1
+  done
+  echo "$BODY" | jq -e 'length == 1' >/dev/null || fail "the request's sandbox did not start: $BODY"
+  stop_daemon
+  wait "$cpid" || true
+  if [ -s "$D/answer" ]; then
+    jq -e '.status == "SandboxError" and (.message | test("shutting down"))' "$D/answer" >/dev/null \
+      || fail "answer at shutdown: $(cat "$D/answer")"
+  fi
+  start_daemon
+  req GET '/v1/sandboxes?label=sandboxfusion=run_code'
+  expect 200 'length == 1 and .[0].state == "ended" and .[0].end.reason == "terminated"'
+}
+
 # --tcp is token-protected: the endpoints are there only with the token; a non-loopback
 # --sandboxfusion-listen logs a warning.
 TEST_TIMEOUT_sandboxfusion_token_port=60
