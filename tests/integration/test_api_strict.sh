@@ -55,4 +55,103 @@ test_number_ranges() {
   req GET /v1/sandboxes; expect 200 'length == 3'
 }
 
+# Raw requests over the Unix socket (curl normalises what these tests need to get wrong).
+TEST_TIMEOUT_http_framing=60
+test_http_framing() {
+  start_daemon
+  python3 - "$SOCK" <<'PY' || fail "HTTP framing (above)"
+import json, socket, sys
+sock, bad = sys.argv[1], []
+
+def conv(raw, timeout=5):
+    """Send raw bytes; return (list of (status, body) answers, closed by the daemon)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(sock)
+    s.sendall(raw)
+    data, closed = b"", False
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                closed = True
+                break
+            data += d
+    except socket.timeout:
+        pass
+    s.close()
+    out = []
+    while data.startswith(b"HTTP/1."):
+        head, _, rest = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ")[1])
+        n = 0
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                n = int(v)
+        out.append((status, rest[:n]))
+        data = rest[n:]
+    return out, closed
+
+def refused(name, raw, want):
+    answers, closed = conv(raw)
+    if not answers:
+        bad.append((name, "no answer (hung)"))
+        return
+    status, body = answers[0]
+    try:
+        j = json.loads(body)
+    except ValueError:
+        j = {}
+    if status != 400 or j.get("code") != "invalid_argument" or want not in j.get("message", ""):
+        bad.append((name, status, body[:200]))
+    elif len(answers) != 1 or not closed:
+        bad.append((name, "more was read after the refusal", answers, closed))
+
+H = b"Host: sd\r\n"
+lease = b"{\"ttl\":\"5m\"}"
+smuggled = b"POST /v1/sandboxes HTTP/1.1\r\n" + H + b"Content-Length: 2\r\n\r\n{}"
+refused("two Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Content-Length: 12\r\nContent-Length: 2\r\n\r\n" + lease, "two different Content-Length")
+refused("smuggled by two Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Content-Length: 0\r\nContent-Length: 50\r\n\r\n" + smuggled, "two different Content-Length")
+refused("space before colon", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Foo : bar\r\n\r\n",
+        "whitespace before the colon")
+refused("Content-Length with a space before colon", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Content-Length : 48\r\n\r\n" + smuggled, "whitespace before the colon")
+refused("tab before colon", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Foo\t: bar\r\n\r\n", "not a token")
+refused("bare LF everywhere", b"GET /healthz HTTP/1.1\nHost: sd\n\n", "request line does not end in CRLF")
+refused("bare LF in one field line", b"GET /healthz HTTP/1.1\r\nHost: sd\nX-A: b\r\n\r\n",
+        "does not end in CRLF")
+refused("bare CR in a value", b"GET /healthz HTTP/1.1\r\nHost: sd\rX-A: b\r\n\r\n", "CR or LF")
+refused("Transfer-Encoding gzip (hung before)", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: gzip\r\n\r\n" + lease, "Transfer-Encoding")
+refused("Transfer-Encoding gzip, chunked", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding")
+refused("Transfer-Encoding chunked twice", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding")
+refused("Transfer-Encoding and Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", "both Transfer-Encoding")
+refused("Transfer-Encoding in HTTP/1.0", b"POST /v1/leases HTTP/1.0\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.0")
+
+# What is well framed still works: keep-alive, OWS around values, empty values, chunked,
+# the same Content-Length twice, and a refusal on a kept-alive connection after a good request.
+answers, _ = conv(b"GET /healthz HTTP/1.1\r\n" + H + b"X-A:\r\nX-B:\t v \t\r\nX-C:x\r\n\r\n" +
+                  b"POST /v1/leases HTTP/1.1\r\n" + H + b"Content-Length: 12\r\nContent-Length: 12\r\n\r\n" +
+                  lease + b"POST /v1/leases HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                  b"c\r\n" + lease + b"\r\n0\r\n\r\n" + b"GET /healthz HTTP/1.1\nHost: sd\n\n")
+if [a[0] for a in answers] != [200, 201, 201, 400]:
+    bad.append(("well-framed keep-alive", answers))
+# nothing smuggled got through: no sandbox was created
+answers, _ = conv(b"GET /v1/sandboxes HTTP/1.1\r\n" + H + b"Connection: close\r\n\r\n")
+if not answers or answers[0] != (200, b"[]\n"):
+    bad.append(("sandboxes after the smuggling attempts", answers))
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+  req GET /healthz; expect 200
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
