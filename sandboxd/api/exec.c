@@ -343,7 +343,11 @@ static void started_reply(void *ud, json_t *reply) {
             error_set(&err, -ECONNRESET, "the shim went away");
         bool user = err.code == -ENOENT || err.code == -EINVAL || err.code == -ENOTDIR ||
                     err.code == -EACCES;
-        exec_fail(e, user ? 400 : 500, user ? "invalid_argument" : "internal", err.message);
+        const char *limit = json_string_value(json_object_get(reply, "limit"));
+        if (limit && strcmp(limit, "pids") == 0) /* the sandbox's own limit: nothing started */
+            exec_fail(e, 409, "pids_limit", err.message);
+        else
+            exec_fail(e, user ? 400 : 500, user ? "invalid_argument" : "internal", err.message);
         return;
     }
     e->started = true;

@@ -154,4 +154,44 @@ PY
   req GET /healthz; expect 200
 }
 
+# A command that starts when the sandbox is at its pids limit: 409 pids_limit (the sandbox's
+# own limit, like docker exec in a container at its pids limit), not 500 internal; the sandbox
+# keeps running and commands start again once processes have exited.
+TEST_TIMEOUT_exec_at_pids_limit=60
+test_exec_at_pids_limit() {
+  start_daemon
+  create '{"pids":8}'; local id=$ID S=/v1/sandboxes/$ID
+  # forks until the kernel refuses, then marks /workspace/full and holds every pid for 4 s
+  local fill='import os,time
+n=0
+while True:
+    try:
+        pid=os.fork()
+    except OSError:
+        break
+    if pid==0:
+        time.sleep(60); os._exit(0)
+    n+=1
+open("/workspace/full","w").write(str(n))
+time.sleep(60)'
+  curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd$S/exec" \
+    -d "$(jq -nc --arg p "$fill" '{argv:["python3","-c",$p],timeout:4}')" >"$D/fill.out" &
+  local fill_pid=$! i
+  for i in $(seq 100); do
+    req GET "$S/files?path=/workspace/full"
+    [ "$CODE" == 200 ] && break
+    sleep 0.05
+  done
+  [ "$CODE" == 200 ] || fail "the filler did not reach the pids limit: $CODE $BODY"
+  req POST "$S/exec" -d '{"argv":["true"]}'
+  expect 409 '.code == "pids_limit" and (.message | contains("pids limit (8 processes)"))'
+  req POST "$S/exec" -H 'Accept: application/x-ndjson' -d '{"argv":["true"]}'
+  expect 409 '.code == "pids_limit"'
+  req GET "$S"; expect 200 '.state == "running"'
+  wait "$fill_pid"
+  jq -e '.reason == "command_timeout"' "$D/fill.out" >/dev/null || fail "filler: $(cat "$D/fill.out")"
+  req POST "$S/exec" -d '{"argv":["echo","again"]}'
+  expect 200 '.exit_code == 0 and .stdout == "again\n"'
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
