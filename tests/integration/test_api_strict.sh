@@ -58,16 +58,23 @@ test_number_ranges() {
 # Raw requests over the Unix socket (curl normalises what these tests need to get wrong).
 TEST_TIMEOUT_http_framing=60
 test_http_framing() {
-  start_daemon
-  python3 - "$SOCK" <<'PY' || fail "HTTP framing (above)"
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  local via
+  for via in unix tcp; do # the same on the Unix socket and on the TCP listener
+    python3 - "$SOCK" "$port" "$tok" "$via" <<'PY' || fail "HTTP framing over $via (above)"
 import json, socket, sys
-sock, bad = sys.argv[1], []
+sock, port, tok, via = sys.argv[1:]
+bad = []
 
 def conv(raw, timeout=5):
     """Send raw bytes; return (list of (status, body) answers, closed by the daemon)."""
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(timeout)
-    s.connect(sock)
+    if via == "unix":
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(timeout)
+        s.connect(sock)
+    else:
+        s = socket.create_connection(("127.0.0.1", int(port)), timeout=timeout)
     s.sendall(raw)
     data, closed = b"", False
     try:
@@ -108,7 +115,7 @@ def refused(name, raw, want):
     elif len(answers) != 1 or not closed:
         bad.append((name, "more was read after the refusal", answers, closed))
 
-H = b"Host: sd\r\n"
+H = b"Host: sd\r\nAuthorization: Bearer " + tok.encode() + b"\r\n"
 lease = b"{\"ttl\":\"5m\"}"
 smuggled = b"POST /v1/sandboxes HTTP/1.1\r\n" + H + b"Content-Length: 2\r\n\r\n{}"
 refused("two Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
@@ -120,10 +127,11 @@ refused("space before colon", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Foo : bar\r
 refused("Content-Length with a space before colon", b"POST /v1/leases HTTP/1.1\r\n" + H +
         b"Content-Length : 48\r\n\r\n" + smuggled, "whitespace before the colon")
 refused("tab before colon", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Foo\t: bar\r\n\r\n", "not a token")
-refused("bare LF everywhere", b"GET /healthz HTTP/1.1\nHost: sd\n\n", "request line does not end in CRLF")
-refused("bare LF in one field line", b"GET /healthz HTTP/1.1\r\nHost: sd\nX-A: b\r\n\r\n",
+refused("bare LF everywhere", b"GET /healthz HTTP/1.1\n" + H.replace(b"\r\n", b"\n") + b"\n",
+        "request line does not end in CRLF")
+refused("bare LF in one field line", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Z: y\nX-A: b\r\n\r\n",
         "does not end in CRLF")
-refused("bare CR in a value", b"GET /healthz HTTP/1.1\r\nHost: sd\rX-A: b\r\n\r\n", "CR or LF")
+refused("bare CR in a value", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Z: y\rX-A: b\r\n\r\n", "CR or LF")
 refused("Transfer-Encoding gzip (hung before)", b"POST /v1/leases HTTP/1.1\r\n" + H +
         b"Transfer-Encoding: gzip\r\n\r\n" + lease, "Transfer-Encoding")
 refused("Transfer-Encoding gzip, chunked", b"POST /v1/leases HTTP/1.1\r\n" + H +
@@ -132,7 +140,7 @@ refused("Transfer-Encoding chunked twice", b"POST /v1/leases HTTP/1.1\r\n" + H +
         b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding")
 refused("Transfer-Encoding and Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
         b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", "both Transfer-Encoding")
-refused("Transfer-Encoding in HTTP/1.0", b"POST /v1/leases HTTP/1.0\r\n"
+refused("Transfer-Encoding in HTTP/1.0", b"POST /v1/leases HTTP/1.0\r\n" + H +
         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.0")
 
 # What is well framed still works: keep-alive, OWS around values, empty values, chunked,
@@ -140,7 +148,7 @@ refused("Transfer-Encoding in HTTP/1.0", b"POST /v1/leases HTTP/1.0\r\n"
 answers, _ = conv(b"GET /healthz HTTP/1.1\r\n" + H + b"X-A:\r\nX-B:\t v \t\r\nX-C:x\r\n\r\n" +
                   b"POST /v1/leases HTTP/1.1\r\n" + H + b"Content-Length: 12\r\nContent-Length: 12\r\n\r\n" +
                   lease + b"POST /v1/leases HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
-                  b"c\r\n" + lease + b"\r\n0\r\n\r\n" + b"GET /healthz HTTP/1.1\nHost: sd\n\n")
+                  b"c\r\n" + lease + b"\r\n0\r\n\r\n" + b"GET /healthz HTTP/1.1\n" + H + b"\r\n")
 if [a[0] for a in answers] != [200, 201, 201, 400]:
     bad.append(("well-framed keep-alive", answers))
 # nothing smuggled got through: no sandbox was created
@@ -148,9 +156,10 @@ answers, _ = conv(b"GET /v1/sandboxes HTTP/1.1\r\n" + H + b"Connection: close\r\
 if not answers or answers[0] != (200, b"[]\n"):
     bad.append(("sandboxes after the smuggling attempts", answers))
 for b in bad:
-    print("FAIL:", b)
+    print("FAIL:", via, b)
 sys.exit(1 if bad else 0)
 PY
+  done
   req GET /healthz; expect 200
 }
 
