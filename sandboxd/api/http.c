@@ -3,7 +3,6 @@
  * when MHD's timeout expires. Suspended connections are resumed through MHD's ITC, which makes
  * the epoll fd readable again. */
 #include "sandboxd/api/http.h"
-#include "sandboxd/api/sandboxfusion.h"
 
 #include "common/macro.h"
 #include "common/timeutil.h"
@@ -283,6 +282,11 @@ void sd_stream_end(sd_request *req) {
     req_resume(req);
 }
 
+/* The SandboxFusion endpoints (api/sandboxfusion.c) take files as base64 in their body. */
+static bool sf_body(const char *url) {
+    return strcmp(url, "/run_code") == 0 || strcmp(url, "/run_jupyter") == 0;
+}
+
 static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
                            const char *method) {
     sd_request *req = calloc(1, sizeof(*req));
@@ -296,7 +300,7 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
     req->sandboxfusion = in->sandboxfusion;
     req->start_us = now_mono_us();
     req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX
-                    : sd_sf_path(url)          ? SD_SF_BODY_MAX
+                    : sf_body(url)             ? SD_SF_BODY_MAX
                                                : SD_BODY_MAX;
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > req->body_max)
