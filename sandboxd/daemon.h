@@ -32,6 +32,8 @@ typedef struct sd_config {
     json_t *network;  /* the config file's "network" object (sandboxd/net/daemon.c), or NULL */
     json_t *pools;    /* warm pool templates: array of create bodies with "size" (pool.c) */
     unsigned pool_max_starting; /* pool entries starting at once (refill budget) */
+    json_t *images;       /* images: config "images" {"NAME": "/dir"}, or NULL (core/images.c) */
+    json_t *image_import; /* images: config "image_import" {max_archive, max_unpacked} or NULL */
 } sd_config;
 
 typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED } sd_state;
@@ -114,6 +116,7 @@ struct sd_daemon {
     struct sd_net *net;    /* NULL: networking off */
     struct sd_pool *pools; /* warm pool templates (pool.c) */
     unsigned n_pools;
+    struct sd_images *images; /* images: the image store (core/images.h) */
 };
 
 /* config.c */
@@ -163,6 +166,8 @@ int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key);
 void sd_pool_refill(sd_daemon *d);
 /* End one pool entry to make room for a cold create. Returns true when one was ended. */
 bool sd_pool_evict(sd_daemon *d);
+/* images: true when a pool template names image `name` (core/images.c's delete check). */
+bool sd_pool_uses_image(sd_daemon *d, const char *name);
 /* After restore: the template index + 1 that a restored entry still fits, or 0. */
 int sd_pool_match_restored(sd_daemon *d, const sd_sandbox *sb);
 void sd_pool_metrics(sd_daemon *d, FILE *f);
@@ -211,6 +216,10 @@ void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
 void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);
 void sd_leases_expire(sd_daemon *d);
 int sd_lease_restore(sd_daemon *d, json_t *j);
+/* images: api/images.c */
+void sd_api_images_import(sd_daemon *d, sd_request *req);
+void sd_api_images_list(sd_daemon *d, sd_request *req);
+void sd_api_images_route(sd_daemon *d, sd_request *req, const char *rest);
 /* Answer create requests waiting on sb (201 with the object, or the error). */
 void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *msg);
 

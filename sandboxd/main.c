@@ -3,6 +3,7 @@
  * directory, serves the API on the libuv loop and tells systemd it is ready. SIGTERM/SIGINT
  * stop serving and exit 0, leaving sandboxes (and their shims) running for the next start. */
 #include "sandboxd/daemon.h"
+#include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
@@ -120,6 +121,8 @@ static int setup(sd_daemon *d, error_rec *err) {
     if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
         return r;
     sd_net_daemon_init(d);
+    if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
+        return r;
     if ((r = sd_pool_init(d, err)) < 0)
         return r;
     sd_state_restore(d);

@@ -1,5 +1,6 @@
 /* Parsing and validation of the sandbox spec (see spec.h). */
 #include "shim/spec.h"
+#include "shim/layers.h"
 
 #include "common/fdutil.h"
 
@@ -30,6 +31,7 @@ void shim_spec_free(shim_spec *s) {
     if (!s)
         return;
     free(s->image_path);
+    strv_free(s->layers);
     strv_free(s->env);
     for (size_t i = 0; i < s->n_hosts; i++) {
         free(s->hosts[i].addr);
@@ -100,6 +102,8 @@ static int parse_image(shim_spec *s, json_t *img, error_rec *err) {
         s->image_type = SHIM_IMAGE_HOST;
         return 0;
     }
+    if (strcmp(type, "layers") == 0) /* images: store layers */
+        return shim_layers_parse(s, img, err);
     if (strcmp(type, "dir") != 0)
         return error_set(err, -EINVAL, "spec: unknown image type \"%s\"", type);
     const char *path = json_string_value(json_object_get(img, "path"));

@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config git curl ca-certificates
   libuv1-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libseccomp-dev libcap-dev
-  libnl-3-dev libnl-route-3-dev libnftables-dev libarchive-dev
+  libnl-3-dev libnl-route-3-dev libnftables-dev libarchive-dev libssl-dev
   iproute2 nftables procps psmisc util-linux kmod jq
   python3 python3-torch python3-numpy
   clang libclang-rt-14-dev clang-format valgrind

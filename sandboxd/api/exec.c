@@ -3,6 +3,7 @@
  * with one JSON result or an NDJSON stream. The shim's `exit` event ends the command: what is
  * still readable is drained, then the answer is finished. */
 #include "sandboxd/api/http.h"
+#include "sandboxd/core/images.h"
 
 #include "common/b64.h"
 #include "common/macro.h"
@@ -423,10 +424,15 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     policy_exec pe = {0};
     error_rec err = {0};
     int r = policy_limits_parse_exec(body, &pe, &err);
+    const char *wd = json_object_get(body, "cwd") ? NULL : sd_images_workdir(d, sb->spec.image);
     json_decref(body);
     if (r < 0) {
         sd_reply_error_rec(req, &err);
         return;
+    }
+    if (wd && (wd = strdup(wd))) { /* images: the image's WorkingDir is the default cwd */
+        free(pe.cwd);
+        pe.cwd = (char *)wd;
     }
     if (sb->state != SD_RUNNING || !sb->shim) {
         sd_reply_error(req, 409, "conflict", "sandbox %s is %s", sb->id,

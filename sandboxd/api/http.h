@@ -35,6 +35,10 @@ struct sd_request {
     void (*on_drain)(sd_request *req, void *ud);
     void *drain_ud;
     uint64_t start_us;
+    /* images: POST /v1/images streams its body into this temp file (core/images.c) */
+    int upload_fd;     /* -1: the body is kept in memory */
+    char *upload_path; /* removed when the request ends unless a handler took it */
+    int upload_err;    /* -errno of a failed write (ENOSPC: 507) */
 };
 
 int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, error_rec *err);

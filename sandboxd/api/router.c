@@ -111,6 +111,12 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
             not_allowed(req);
     } else if (strncmp(p, "/v1/sandboxes/", 14) == 0)
         sandbox_route(d, req, p + 14);
+    else if (strcmp(p, "/v1/images") == 0) /* images: api/images.c */
+        is(req, "POST")  ? sd_api_images_import(d, req)
+        : is(req, "GET") ? sd_api_images_list(d, req)
+                         : not_allowed(req);
+    else if (strncmp(p, "/v1/images/", 11) == 0)
+        sd_api_images_route(d, req, p + 11);
     else if (strcmp(p, "/v1/leases") == 0)
         is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
     else if (strncmp(p, "/v1/leases/", 11) == 0)

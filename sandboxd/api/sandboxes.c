@@ -1,6 +1,7 @@
 /* Sandbox endpoints: create (admission, queueing, Idempotency-Key), list, get, delete, timeout;
  * plus healthz, info and metrics. */
 #include "sandboxd/api/http.h"
+#include "sandboxd/core/images.h"
 #include "sandboxd/net/daemon.h"
 
 #include "common/timeutil.h"
@@ -76,11 +77,6 @@ void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *
     }
 }
 
-static bool is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 static bool lease_exists(sd_daemon *d, const char *id) {
     for (sd_lease *l = d->leases; l; l = l->next)
         if (strcmp(l->id, id) == 0)
@@ -139,9 +135,8 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     } else if (sd_net_daemon_check(d, &c, &egress, &err) < 0) {
         sd_metrics_create(d, "error", 0);
         sd_reply_error_rec(req, &err);
-    } else if (strcmp(c.image, "host") != 0 && !is_dir(c.image)) {
-        sd_reply_error(req, 400, "invalid_argument", "image: %s is not a directory on this node",
-                       c.image);
+    } else if (sd_images_check(d, c.image, &err) < 0) { /* images: a store or config image */
+        sd_reply_error_rec(req, &err);
     } else if (c.lease && !lease_exists(d, c.lease)) {
         sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
     } else if ((sb = sd_pool_take(d, &c))) {

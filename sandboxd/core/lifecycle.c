@@ -2,6 +2,7 @@
  * start-up line, connect, hello), events from the shim, re-adoption after a restart, and the
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
 #include "sandboxd/daemon.h"
+#include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
 #include "common/filereplace.h"
@@ -85,20 +86,19 @@ static void run_cleanup(sd_sandbox *sb) {
 
 static json_t *spec_json(sd_sandbox *sb) {
     sd_daemon *d = sb->d;
-    json_t *env =
-        json_pack("[sss]", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8");
+    /* images: the image's Env over the defaults, the create's env over both */
+    json_t *env = json_array(), *base = sd_images_env(d, sb->spec.image), *v;
     const char *k;
-    json_t *v;
-    json_object_foreach(sb->spec.env, k, v) {
+    json_object_update(base, sb->spec.env);
+    json_object_foreach(base, k, v) {
         char *kv;
         if (asprintf(&kv, "%s=%s", k, json_string_value(v)) >= 0) {
             json_array_append_new(env, json_string(kv));
             free(kv);
         }
     }
-    json_t *image = strcmp(sb->spec.image, "host") == 0
-                        ? json_pack("{s:s}", "type", "host")
-                        : json_pack("{s:s,s:s}", "type", "dir", "path", sb->spec.image);
+    json_decref(base);
+    json_t *image = sd_images_spec(d, sb->spec.image);
     json_t *spec = json_pack("{s:s,s:o,s:f,s:I,s:I,s:i,s:I,s:s,s:o,s:{s:s},s:{s:i,s:s}}", "id",
                              sb->id, "image", image, "cpu", sb->spec.cpu, "memory",
                              (json_int_t)sb->spec.memory, "disk", (json_int_t)sb->spec.disk, "pids",

@@ -198,6 +198,14 @@ void sd_pool_refill(sd_daemon *d) {
     }
 }
 
+/* images: a template naming the image keeps it from being deleted. */
+bool sd_pool_uses_image(sd_daemon *d, const char *name) {
+    for (unsigned t = 0; t < d->n_pools; t++)
+        if (strcmp(d->pools[t].tmpl.image, name) == 0)
+            return true;
+    return false;
+}
+
 /* A failed pool start must not be retried in a tight loop: called from lifecycle on a failure. */
 static void pool_failed(sd_daemon *d, int t) {
     if (t >= 1 && (unsigned)t <= d->n_pools) {
