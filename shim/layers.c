@@ -49,23 +49,27 @@ static int idmap_userns(uint32_t base, int *ret_fd) {
     }
     pid_t pid = fork();
     if (pid == 0) {
-        char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
-        (void)!write(ready[1], &c, 1);
-        (void)!read(go[0], &c, 1);
+        /* init's /proc is still the host's: its pid there, not fork's, names it */
+        close(go[1]), close(ready[0]);
+        char self[32] = "";
+        if (unshare(CLONE_NEWUSER) < 0 || readlink("/proc/self", self, sizeof(self) - 1) < 0)
+            self[0] = 0;
+        (void)!write(ready[1], self, sizeof(self));
+        (void)!read(go[0], self, 1);
         _exit(0);
     }
     close(go[0]), close(ready[1]);
-    char c = 'n', path[64], line[64];
+    char c[32] = "", path[64], line[64];
     int r = pid < 0 ? -errno : 0, fd = -1;
-    if (r == 0 && (read(ready[0], &c, 1) != 1 || c != 'y'))
+    if (r == 0 && (read(ready[0], c, sizeof(c)) != sizeof(c) || !c[0] || strlen(c) > 10))
         r = -EPERM;
     snprintf(line, sizeof(line), "0 %u 65536\n", base);
     static const char *const maps[] = {"uid_map", "gid_map"};
     for (size_t i = 0; i < ARRAY_SIZE(maps) && r == 0; i++) {
-        snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, maps[i]);
+        snprintf(path, sizeof(path), "/proc/%s/%s", c, maps[i]);
         r = file_write_str(path, line);
     }
-    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+    snprintf(path, sizeof(path), "/proc/%s/ns/user", c);
     if (r == 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         r = -errno;
     close(go[1]), close(ready[0]);

@@ -257,6 +257,7 @@ static int copy_data(layer_ctx *c, struct archive *a, int fd) {
         if ((c->b->unpacked += len) > c->b->unpacked_max)
             return error_set(c->err, -EFBIG, "image: unpacks to more than %llu bytes (the limit)",
                              (unsigned long long)c->b->unpacked_max);
+        c->size += len;
         if (fd < 0)
             continue;
         for (size_t done = 0; done < len;) {
@@ -267,7 +268,6 @@ static int copy_data(layer_ctx *c, struct archive *a, int fd) {
                 return disk_err(c->err, negative_errno(), "write", c->path);
             done += (size_t)n;
         }
-        c->size += len;
     }
 }
 
