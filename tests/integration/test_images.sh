@@ -209,6 +209,30 @@ test_pools_and_forks() {
   done
 }
 
+TEST_TIMEOUT_cli=60
+test_cli() {
+  start_daemon
+  local sbx; sbx="$(bin sbx)"
+  "$sbx" --host "$SOCK" image import "$(img oci)" cli:v1 >"$D/out" || fail "import: $(cat "$D/out")"
+  grep -q '^cli:v1 sha256:' "$D/out" || fail "import printed: $(cat "$D/out")"
+  gzip -c "$(img docker)" | "$sbx" --host "$SOCK" --json image import - piped >"$D/out" || fail "import from a pipe"
+  jq -e '.name == "piped:latest" and .format == "docker"' "$D/out" >/dev/null || fail "piped: $(cat "$D/out")"
+  "$sbx" --host "$SOCK" image import "$(img oci setuid)" su 2>"$D/err" && fail "a setuid file was accepted"
+  grep -q 'setuid/setgid files are not allowed' "$D/err" || fail "error: $(cat "$D/err")"
+  "$sbx" --host "$SOCK" image import --strip-setuid "$(img oci setuid)" su >/dev/null || fail "--strip-setuid"
+  "$sbx" --host "$SOCK" image ls >"$D/out"
+  [ "$(grep -cE '^(cli:v1|piped:latest|su:latest) ' "$D/out")" == 3 ] || fail "ls: $(cat "$D/out")"
+  "$sbx" --host "$SOCK" image inspect cli:v1 | jq -e '.workdir == "/app"' >/dev/null || fail "inspect"
+  local id; id=$("$sbx" --host "$SOCK" create --image cli:v1) || fail "create --image"
+  "$sbx" --host "$SOCK" exec "$id" cat /etc/base.txt >"$D/out" || fail "exec"
+  assert_eq "$(cat "$D/out")" "changed" "file from the image"
+  "$sbx" --host "$SOCK" image rm cli:v1 2>/dev/null && fail "removed an image in use"
+  "$sbx" --host "$SOCK" rm "$id" >/dev/null
+  "$sbx" --host "$SOCK" image rm cli:v1 piped su >/dev/null || fail "rm"
+  "$sbx" --host "$SOCK" image inspect cli:v1 2>/dev/null && fail "still there"
+  true
+}
+
 TEST_TIMEOUT_debian=900
 test_debian() {
   command -v debootstrap >/dev/null || skip "debootstrap is needed (tests/deps.sh)"
