@@ -14,29 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SHIM_MAX_LAYERS 128
-
-int shim_layers_parse(shim_spec *s, json_t *img, error_rec *err) {
-    json_t *arr = json_object_get(img, "layers"), *v;
-    size_t i, n = json_array_size(arr);
-    if (!json_is_array(arr) || n == 0 || n > SHIM_MAX_LAYERS)
-        return error_set(err, -EINVAL, "spec: image.layers must list 1-%d paths", SHIM_MAX_LAYERS);
-    if (!(s->layers = calloc(n + 1, sizeof(char *))))
-        return -ENOMEM;
-    json_array_foreach(arr, i, v) {
-        const char *p = json_string_value(v);
-        if (!p || p[0] != '/' || strstr(p, "/../") || strpbrk(p, ",:\n") ||
-            strlen(p) != json_string_length(v))
-            return error_set(err, -EINVAL, "spec: image.layers[%zu] must be a clean absolute path",
-                             i);
-        if (!(s->layers[i] = strdup(p)))
-            return -ENOMEM;
-        s->n_layers = i + 1;
-    }
-    s->image_type = SHIM_IMAGE_LAYERS;
-    return 0;
-}
-
 /* A user namespace whose map is the sandbox's (0..65535 -> uid_base..): the id-mapping of
  * the layer mounts. A short-lived child makes it; its namespace lives on in the fd. */
 static int idmap_userns(uint32_t base, int *ret_fd) {

@@ -4,13 +4,10 @@
 #pragma once
 
 #include "common/error.h"
-#include "shim/spec.h"
+#include "common/spec.h"
 
-#include <jansson.h>
 #include <stddef.h>
 
-/* Parse the image object's "layers" (absolute paths, bottom layer first). */
-int shim_layers_parse(shim_spec *s, json_t *img, error_rec *err);
 /* Mount each layer at <staging>/l/<i> (id-mapped to the sandbox's uid range where the kernel
  * can; plain read-only binds elsewhere) and write the overlay "lowerdir=" list, relative to
  * staging and top layer first, into buf. */

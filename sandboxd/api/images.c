@@ -1,7 +1,7 @@
 /* The images resource: POST /v1/images?name=NAME (the body, an archive, was streamed to a temp
  * file by api/http.c), GET /v1/images, GET and DELETE /v1/images/{name}. The store is
  * core/images.c. */
-#include "sandboxd/api/http.h"
+#include "sandboxd/api/api.h"
 #include "sandboxd/core/images.h"
 #include "policy/image_name.h"
 

@@ -4,8 +4,11 @@
 #include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
+#include "common/spec.h"
 #include "common/timeutil.h"
 #include "policy/image_name.h"
+#include "sandboxd/core/pool.h"
+#include "sandboxd/core/registry.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -150,34 +153,52 @@ int sd_images_check(sd_daemon *d, const char *name, error_rec *err) {
     return error_set(err, -ENOENT, "image: %s not found (import it with POST /v1/images)", name);
 }
 
-json_t *sd_images_spec(sd_daemon *d, const char *name) {
+int sd_images_spec_fill(sd_daemon *d, const char *name, shim_spec *s, error_rec *err) {
     sd_image *im = strcmp(name, "host") ? sd_images_find(d, name) : NULL;
-    if (!im)
-        return json_pack("{s:s}", "type", "host");
-    if (im->dir_path)
-        return json_pack("{s:s,s:s}", "type", "dir", "path", im->dir_path);
-    json_t *paths = json_array(), *l;
-    size_t i;
-    json_array_foreach(json_object_get(im->meta, "layers"), i, l) {
+    if (!im) {
+        s->image_type = SHIM_IMAGE_HOST;
+        return 0;
+    }
+    if (im->dir_path) {
+        s->image_type = SHIM_IMAGE_DIR;
+        s->image_path = strdup(im->dir_path);
+        return s->image_path ? 0 : error_set(err, -ENOMEM, "out of memory");
+    }
+    json_t *layers = json_object_get(im->meta, "layers"), *l;
+    size_t i, n = 0;
+    if (!(s->layers = calloc(json_array_size(layers) + 1, sizeof(char *))))
+        return error_set(err, -ENOMEM, "out of memory");
+    s->image_type = SHIM_IMAGE_LAYERS;
+    json_array_foreach(layers, i, l) {
         const char *dg = json_string_value(json_object_get(l, "digest"));
         char p[PATH_MAX + 100];
         if (!dg || strlen(dg) < 8)
             continue;
         sub(d->images, p, sizeof(p), "layers", dg + 7);
         /* a layer repeated higher up already gives the same files: keep its top copy */
-        for (size_t k = 0; k < json_array_size(paths); k++)
-            if (strcmp(json_string_value(json_array_get(paths, k)), p) == 0)
-                json_array_remove(paths, k--);
-        json_array_append_new(paths, json_string(p));
+        for (size_t k = 0; k < n; k++)
+            if (strcmp(s->layers[k], p) == 0) {
+                free(s->layers[k]);
+                memmove(&s->layers[k], &s->layers[k + 1], (n - k) * sizeof(char *));
+                n--;
+                break;
+            }
+        if (!(s->layers[n] = strdup(p)))
+            return error_set(err, -ENOMEM, "out of memory");
+        s->n_layers = ++n;
     }
-    return json_pack("{s:s,s:o}", "type", "layers", "layers", paths);
+    return 0;
 }
 
-json_t *sd_images_env(sd_daemon *d, const char *name) {
-    json_t *env = json_pack("{s:s,s:s,s:s}", "PATH", "/usr/local/bin:/usr/bin:/bin", "HOME",
-                            "/workspace", "LANG", "C.UTF-8");
+json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env) {
+    json_t *env = json_object(), *e, *arr = json_array();
+    for (size_t i = 0; spec_default_env[i]; i++) {
+        const char *kv = spec_default_env[i], *eq = strchr(kv, '=');
+        char k[64];
+        snprintf(k, sizeof(k), "%.*s", (int)(eq - kv), kv);
+        json_object_set_new(env, k, json_string(eq + 1));
+    }
     sd_image *im = sd_images_find(d, name);
-    json_t *e;
     size_t i;
     json_array_foreach(im ? json_object_get(im->meta, "env") : NULL, i, e) {
         const char *kv = json_string_value(e), *eq = kv ? strchr(kv, '=') : NULL;
@@ -188,7 +209,18 @@ json_t *sd_images_env(sd_daemon *d, const char *name) {
         k[eq - kv] = 0;
         json_object_set_new(env, k, json_string(eq + 1));
     }
-    return env;
+    json_object_update(env, create_env);
+    const char *k;
+    json_t *v;
+    json_object_foreach(env, k, v) {
+        char *kv;
+        if (arr && asprintf(&kv, "%s=%s", k, json_string_value(v)) >= 0) {
+            json_array_append_new(arr, json_string(kv));
+            free(kv);
+        }
+    }
+    json_decref(env);
+    return arr;
 }
 
 const char *sd_images_workdir(sd_daemon *d, const char *name) {

@@ -11,7 +11,8 @@
  * config file ("images": {"NAME": "/path"}) are listed too but are never stored or deleted. */
 #pragma once
 
-#include "sandboxd/daemon.h"
+#include "sandboxd/core/sandbox.h"
+#include "common/spec.h"
 #include "sandboxd/core/image_archive.h"
 
 static inline void img_json_freep(json_t **j) {
@@ -38,10 +39,11 @@ void sd_images_done(sd_daemon *d);
 sd_image *sd_images_find(sd_daemon *d, const char *name);
 /* For a create: 0 when name is "host" or a known image, else -ENOENT with a message. */
 int sd_images_check(sd_daemon *d, const char *name, error_rec *err);
-/* The spec.json "image" object for a sandbox of image `name` (host, dir or layers). */
-json_t *sd_images_spec(sd_daemon *d, const char *name);
-/* The environment base of a sandbox: defaults overridden by the image's Env (object). */
-json_t *sd_images_env(sd_daemon *d, const char *name);
+/* The spec's image for a sandbox of image `name`: host, dir or layers (bottom first). */
+int sd_images_spec_fill(sd_daemon *d, const char *name, struct shim_spec *s, error_rec *err);
+/* The environment of a sandbox (["K=V", ...]): the defaults (common/spec.h), overridden by the
+ * image's Env, overridden by create_env (an object of strings, or NULL). */
+json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env);
 /* The default cwd of commands: the image's WorkingDir when it exists in the image, else NULL. */
 const char *sd_images_workdir(sd_daemon *d, const char *name);
 

@@ -1,8 +1,9 @@
-/* The sandbox spec: `<dir>/spec.json`, written by the daemon and read by sbx-shim at start-up.
+/* The sandbox spec: `<dir>/spec.json`, written by the daemon (shim_spec_to_json) and read by
+ * sbx-shim at start-up (shim_spec_parse): one struct, one schema, both directions here.
  *
  * {"id":"sb-0123abcd",                      [a-z0-9-]{1,64}
  *  "image":{"type":"host"} | {"type":"dir","path":"/abs/rootfs"}
- *         | {"type":"layers","layers":["/abs/bottom", ..., "/abs/top"]},   (shim/layers.c)
+ *         | {"type":"layers","layers":["/abs/bottom", ..., "/abs/top"]},   (images)
  *  "cpu":1.0, "memory":2147483648, "disk":1073741824, "pids":256,
  *  "uid_base":1065536,                      sandbox uid/gid 0..65535 -> uid_base..uid_base+65535
  *  "hostname":"sb-0123abcd", "env":["PATH=...", ...],
@@ -20,6 +21,7 @@
 
 #include "common/error.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +29,7 @@
 #define SHIM_ID_MAX 64
 #define SHIM_UID_RANGE 65536u
 #define SHIM_SANDBOX_UID 1000u
+#define SHIM_MAX_LAYERS 128 /* images: layers of one store image */
 
 enum shim_image_type { SHIM_IMAGE_HOST, SHIM_IMAGE_DIR, SHIM_IMAGE_LAYERS };
 enum shim_net_mode { SHIM_NET_NONE, SHIM_NET_VETH };
@@ -40,7 +43,7 @@ typedef struct shim_spec {
     char id[SHIM_ID_MAX + 1];
     enum shim_image_type image_type;
     char *image_path; /* SHIM_IMAGE_DIR only */
-    char **layers;    /* SHIM_IMAGE_LAYERS: store layers, bottom first (shim/layers.c) */
+    char **layers;    /* SHIM_IMAGE_LAYERS: store layers, bottom first (images) */
     size_t n_layers;
     double cpu;      /* vCPUs; 0 = unlimited */
     uint64_t memory; /* bytes; 0 = unlimited */
@@ -72,3 +75,20 @@ static inline void shim_spec_freep(shim_spec **s) {
 }
 /* True when s matches [a-z0-9-]{1,64}. */
 bool shim_spec_id_valid(const char *s);
+
+/* The spec as JSON (what shim_spec_parse reads back), or NULL (out of memory). */
+json_t *shim_spec_to_json(const shim_spec *s);
+/* Set fields from their JSON form, validated as the reader does: env (["K=V", ...]),
+ * etc_hosts ([[addr, name...], ...]) and dns ([addr, ...]). */
+int shim_spec_set_env(shim_spec *s, json_t *env, error_rec *err);
+int shim_spec_set_hosts(shim_spec *s, json_t *etc_hosts, error_rec *err);
+int shim_spec_set_dns(shim_spec *s, json_t *dns, error_rec *err);
+
+/* The environment of a sandbox's init and of every command before the create's and the
+ * command's own variables: PATH, HOME=/workspace, LANG=C.UTF-8. */
+extern const char *const spec_default_env[];
+/* ["KEY=VALUE", ...]: spec_default_env, then the entries of env (an object of strings, or
+ * NULL), in order. */
+json_t *spec_env_json(json_t *env);
+/* The environment of helper processes the daemon runs on the host (sbx-shim, cp). */
+extern char *spec_host_env[];
