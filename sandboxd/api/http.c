@@ -7,6 +7,7 @@
 #include "common/macro.h"
 #include "common/fdutil.h"
 #include "common/timeutil.h"
+#include "sandboxd/api/api.h"
 #include "sandboxd/core/images.h"
 
 #include <microhttpd.h>
@@ -296,7 +297,9 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
     req->start_us = now_mono_us();
     req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX : SD_BODY_MAX;
     req->upload_fd = -1;
-    if (strcmp(method, "POST") == 0 && strcmp(url, "/v1/images") == 0) { /* images: to disk */
+    /* images: an import's body goes to disk (only for a client that may import) */
+    if (strcmp(method, "POST") == 0 && strcmp(url, "/v1/images") == 0 &&
+        (!req->tcp || sd_api_token_ok(req->d, req))) {
         uint64_t max = 0;
         int fd = sd_images_upload_open(req->d, &req->upload_path, &max);
         if (fd >= 0)

@@ -66,6 +66,10 @@ void sd_api_images_import(sd_daemon *d, sd_request *req) {
         img_job *j =
             sd_images_import(d, name, TAKE_PTR(req->upload_path),
                              setuid && strcmp(setuid, "strip") == 0, import_done, req, &err);
+        if (!j && err.code == -EBUSY) {
+            req->retry_after = 5;
+            sd_reply_error(req, 429, "too_many_requests", "%s", err.message);
+        }
         if (!j) {
             reply_err(req, err.code, &err);
             return;

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-static bool token_ok(sd_daemon *d, sd_request *req) {
+bool sd_api_token_ok(sd_daemon *d, sd_request *req) {
     const char *h = sd_req_header(req, "Authorization");
     const char *tok = d->cfg.token;
     if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
@@ -91,7 +91,7 @@ static void lease_route(sd_daemon *d, sd_request *req, const char *rest) {
 
 void sd_api_dispatch(sd_daemon *d, sd_request *req) {
     const char *p = req->path;
-    if (req->tcp && !token_ok(d, req)) {
+    if (req->tcp && !sd_api_token_ok(d, req)) {
         sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
         return;
     }

@@ -459,9 +459,14 @@ img_job *sd_images_import(sd_daemon *d, const char *name, char *upload, bool str
     sub(s, j->layers_dir, sizeof(j->layers_dir), "layers", NULL);
     char p[PATH_MAX + 32];
     int r = -EEXIST;
-    for (img_job *o = s->jobs; o; o = o->next)
+    unsigned running = 0;
+    for (img_job *o = s->jobs; o; o = o->next, running++)
         if (strcmp(o->name, name) == 0)
             goto fail;
+    if (running >= SD_IMAGES_MAX_IMPORTS) { /* each holds a worker thread */
+        r = error_set(err, -EBUSY, "%u imports are running: try again later", running);
+        goto fail;
+    }
     if (sd_images_find(d, name))
         goto fail;
     snprintf(p, sizeof(p), "%s/tmp/import-XXXXXX", s->root);

@@ -26,6 +26,8 @@ typedef struct sd_image {
     json_t *meta;   /* the API object */
 } sd_image;
 
+#define SD_IMAGES_MAX_IMPORTS 2 /* imports at once (libuv has 4 worker threads) */
+
 typedef struct sd_images {
     char root[PATH_MAX]; /* <state-dir>/images */
     sd_image *list;
@@ -58,8 +60,9 @@ int sd_images_delete(sd_daemon *d, const char *name, error_rec *err);
 /* An import finished: r < 0 with err, or 0 with the new image. */
 typedef void (*sd_image_done_fn)(void *ud, int r, const error_rec *err, sd_image *img);
 /* Import the archive in upload (a file in tmp/, taken over) as name on a worker thread; done
- * is called on the loop thread. NULL with err (-EEXIST: the name exists or is being imported)
- * when it cannot start. The returned job's ud may be cleared (the client went away). */
+ * is called on the loop thread. NULL with err (-EEXIST: the name exists or is being imported;
+ * -EBUSY: SD_IMAGES_MAX_IMPORTS are running) when it cannot start. The returned job's ud may be
+ * cleared (the client went away). */
 struct img_job *sd_images_import(sd_daemon *d, const char *name, char *upload, bool strip_setuid,
                                  sd_image_done_fn done, void *ud, error_rec *err);
 

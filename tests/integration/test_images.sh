@@ -187,6 +187,20 @@ EOF
   stop_daemon
 }
 
+TEST_TIMEOUT_restart=60
+test_restart() {
+  start_daemon
+  import t:v1 "$(img docker)"; expect 201
+  create '{"image":"t:v1"}'
+  run_in "$ID" 'echo kept > /app/f'
+  stop_daemon
+  start_daemon # the store and the sandbox (its overlay) outlive the daemon
+  req GET /v1/images/t:v1; expect 200 '.format == "docker" and (.layers | length) == 2'
+  run_in "$ID" 'cat /app/f /etc/base.txt; pwd'
+  expect 200 '.stdout == "kept\nchanged\n/app\n"'
+  req DELETE /v1/images/t:v1; expect 409
+}
+
 TEST_TIMEOUT_pools_and_forks=120
 test_pools_and_forks() {
   start_daemon
