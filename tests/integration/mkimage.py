@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tarfile
 
-BINS = ["sh", "cat", "stat", "ls", "id", "touch", "rm", "mkdir", "du"]
+BINS = ["sh", "cat", "stat", "ls", "id", "touch", "rm", "mkdir", "du", "true"]
 
 
 def host_files():
