@@ -155,6 +155,8 @@ int sd_images_check(sd_daemon *d, const char *name, error_rec *err) {
 
 int sd_images_spec_fill(sd_daemon *d, const char *name, shim_spec *s, error_rec *err) {
     sd_image *im = strcmp(name, "host") ? sd_images_find(d, name) : NULL;
+    if (!im && strcmp(name, "host") != 0) /* never another image than the one asked for */
+        return error_set(err, -ENOENT, "image %s is not in the store", name);
     if (!im) {
         s->image_type = SHIM_IMAGE_HOST;
         return 0;

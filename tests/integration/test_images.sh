@@ -214,6 +214,7 @@ test_pools_and_forks() {
   run_in "$src" 'cat /etc/base.txt; echo task > /workspace/f; echo app > /app/mine'
   expect 200 '.stdout == "changed\n"'
   req DELETE /v1/images/t:v1; expect 409
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":1,"image":"nope:v1"}'; expect 404
   req POST "/v1/sandboxes/$src/fork" -d '{"count":2}'
   expect 201 'length == 2 and all(.[]; .image == "t:v1")'
   local f
