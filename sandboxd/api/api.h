@@ -24,8 +24,6 @@ void sd_api_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_delete(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb);
-/* The request carries the daemon's bearer token (router.c; TCP requests need it). */
-bool sd_api_token_ok(sd_daemon *d, sd_request *req);
 /* images: api/images.c */
 void sd_api_images_import(sd_daemon *d, sd_request *req);
 void sd_api_images_list(sd_daemon *d, sd_request *req);

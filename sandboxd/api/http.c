@@ -7,7 +7,6 @@
 #include "common/macro.h"
 #include "common/fdutil.h"
 #include "common/timeutil.h"
-#include "sandboxd/api/api.h"
 #include "sandboxd/core/images.h"
 
 #include <microhttpd.h>
@@ -284,6 +283,19 @@ void sd_stream_end(sd_request *req) {
     req_resume(req);
 }
 
+bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
+    const char *h = sd_req_header(req, "Authorization");
+    const char *tok = d->cfg.token;
+    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(tok);
+    unsigned char diff = a != b;
+    for (size_t i = 0; i < b; i++)
+        diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
+    return diff == 0;
+}
+
 static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
                            const char *method) {
     sd_request *req = calloc(1, sizeof(*req));
@@ -299,7 +311,7 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
     req->upload_fd = -1;
     /* images: an import's body goes to disk (only for a client that may import) */
     if (strcmp(method, "POST") == 0 && strcmp(url, "/v1/images") == 0 &&
-        (!req->tcp || sd_api_token_ok(req->d, req))) {
+        (!req->tcp || sd_req_token_ok(req->d, req))) {
         uint64_t max = 0;
         int fd = sd_images_upload_open(req->d, &req->upload_path, &max);
         if (fd >= 0)
@@ -381,7 +393,13 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     sd_request *req = *con_cls;
     if (!req) {
         *con_cls = req = req_new(in, conn, url, method);
-        return req ? MHD_YES : MHD_NO;
+        char msg[192];
+        if (!req || !sd_http_framing_error(conn, version, msg, sizeof(msg)))
+            return req ? MHD_YES : MHD_NO;
+        /* Answered before the body is read: libmicrohttpd then closes the connection. */
+        req->dispatched = true;
+        sd_reply_error(req, 400, "invalid_argument", "%s", msg);
+        return queue_answer(req);
     }
     if (*upload_data_size) {
         req_body(req, upload_data, *upload_data_size);

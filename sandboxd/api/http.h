@@ -52,6 +52,8 @@ int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sd_http_handler handler
 void sd_http_stop(sd_daemon *d);
 
 const char *sd_req_header(sd_request *req, const char *name);
+/* The request carries the daemon's bearer token (every TCP request needs it). */
+bool sd_req_token_ok(sd_daemon *d, sd_request *req);
 const char *sd_req_query(sd_request *req, const char *key);
 /* All values of a repeated query argument (at most max); returns how many. */
 size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max);
@@ -67,6 +69,14 @@ void sd_reply_error(sd_request *req, unsigned status, const char *code, const ch
 /* err->code as the status: -EINVAL 400, -ENOENT 404, -EBUSY 409, -EAGAIN 503 node_full (with
  * Retry-After), -EDQUOT 507, anything else 500. */
 void sd_reply_error_rec(sd_request *req, const error_rec *err);
+
+/* RFC 9112 framing (framing.c): true, with a message naming the problem in msg, for a request
+ * head a proxy could frame differently than libmicrohttpd does: two different Content-Lengths,
+ * a header name that is not a token (whitespace before the colon), a line not ended by CRLF
+ * (bare LF or CR) or a value holding CR or LF,
+ * a Transfer-Encoding other than one "chunked", or both. conn is the MHD_Connection, version
+ * the access callback's; call it on the request's first callback, before the body is read. */
+bool sd_http_framing_error(void *conn, const char *version, char *msg, size_t cap);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);

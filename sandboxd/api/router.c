@@ -7,19 +7,6 @@
 
 #include <string.h>
 
-bool sd_api_token_ok(sd_daemon *d, sd_request *req) {
-    const char *h = sd_req_header(req, "Authorization");
-    const char *tok = d->cfg.token;
-    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
-        return false;
-    h += 7;
-    size_t a = strlen(h), b = strlen(tok);
-    unsigned char diff = a != b;
-    for (size_t i = 0; i < b; i++)
-        diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
-    return diff == 0;
-}
-
 static bool is(sd_request *req, const char *m) {
     return strcmp(req->method, m) == 0;
 }
@@ -91,7 +78,7 @@ static void lease_route(sd_daemon *d, sd_request *req, const char *rest) {
 
 void sd_api_dispatch(sd_daemon *d, sd_request *req) {
     const char *p = req->path;
-    if (req->tcp && !sd_api_token_ok(d, req)) {
+    if (req->tcp && !sd_req_token_ok(d, req)) {
         sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
         return;
     }
