@@ -187,6 +187,19 @@ EOF
   stop_daemon
 }
 
+TEST_TIMEOUT_tcp_token=60
+test_tcp_token() { # an unauthenticated client cannot even make the daemon store an upload
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  local before c; before=$(store_state)
+  c=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$(img oci)" "http://127.0.0.1:$port/v1/images?name=x")
+  [ "$c" == 401 ] || [ "$c" == 413 ] || fail "no token: $c"
+  nothing_left "$before"
+  c=$(curl -s -o "$D/out" -w '%{http_code}' -H "Authorization: Bearer $tok" -X POST \
+    --data-binary @"$(img oci)" "http://127.0.0.1:$port/v1/images?name=x")
+  [ "$c" == 201 ] || fail "with the token: $c $(cat "$D/out")"
+}
+
 TEST_TIMEOUT_restart=60
 test_restart() {
   start_daemon
