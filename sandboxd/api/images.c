@@ -3,6 +3,7 @@
  * core/images.c. */
 #include "sandboxd/api/api.h"
 #include "sandboxd/core/images.h"
+#include "sandboxd/core/pool.h"
 #include "policy/image_name.h"
 
 #include <string.h>
@@ -97,7 +98,9 @@ void sd_api_images_route(sd_daemon *d, sd_request *req, const char *rest) {
         else
             sd_reply_error(req, 404, "not_found", "image %s not found", name);
     } else if (strcmp(req->method, "DELETE") == 0) {
-        int r = sd_images_delete(d, name, &err);
+        int r = sd_pool_uses_image(d, name)
+                    ? error_set(&err, -EBUSY, "image %s is in use by a warm pool", name)
+                    : sd_images_delete(d, name, &err);
         if (r < 0)
             reply_err(req, r, &err);
         else

@@ -7,7 +7,6 @@
 #include "common/spec.h"
 #include "common/timeutil.h"
 #include "policy/image_name.h"
-#include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 
 #include <dirent.h>
@@ -257,10 +256,6 @@ bool sd_images_in_use(sd_daemon *d, const char *name, char *who, size_t len) {
             snprintf(who, len, "sandbox %s", sb->id);
             return true;
         }
-    if (sd_pool_uses_image(d, name)) {
-        snprintf(who, len, "a warm pool");
-        return true;
-    }
     return false;
 }
 

@@ -49,12 +49,13 @@ json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env);
 /* The default cwd of commands: the image's WorkingDir when it exists in the image, else NULL. */
 const char *sd_images_workdir(sd_daemon *d, const char *name);
 
-/* Active sandboxes and warm pools of image name (who: a short description of one). */
+/* Sandboxes (warm pool entries included) of image name that are not ended (who: one of them).
+ * Pool templates are the caller's to check (core/pool.h sd_pool_uses_image). */
 bool sd_images_in_use(sd_daemon *d, const char *name, char *who, size_t len);
 json_t *sd_images_to_json(const sd_image *im);
 json_t *sd_images_list_json(sd_daemon *d);
-/* -ENOENT, -EBUSY (in use, or a config directory image), or 0: the name is gone and the layers
- * no other image uses are removed. */
+/* -ENOENT, -EBUSY (a sandbox uses it, or a config directory image), or 0: the name is gone and the
+ * layers no other image uses are removed. */
 int sd_images_delete(sd_daemon *d, const char *name, error_rec *err);
 
 /* An import finished: r < 0 with err, or 0 with the new image. */
