@@ -11,6 +11,7 @@ PKGS=(
   python3 python3-torch python3-numpy
   clang libclang-rt-14-dev clang-format valgrind
   bubblewrap crun
+  debootstrap
 )
 
 missing=()
