@@ -233,29 +233,42 @@ static void trainer_error(grpo_run *run, const sbxi_http_result *r, const char *
                   grpo_trainer_error(r, buf, sizeof(buf)));
 }
 
-static void get_state(uv_timer_t *t) {
-    grpo_run *run = t->data;
+/* One call of the training plane (GET /v1/state, POST /v1/train_step). */
+static void step_call(grpo_run *run, const char *method, const char *path, json_t *body,
+                      sbxi_http_cb cb) {
     run->step_request = true;
-    int r = grpo_trainer_request(run, "GET", "/v1/state", NULL, on_state, run);
+    int r = grpo_trainer_request(run, method, path, body, cb, run);
     if (r < 0) {
         grpo_run_fail(run, r, "internal", "cannot start a request");
         run_finish(run);
     }
 }
 
+/* true: a 200 answer to act on. false: cancelled, retried (retry runs later), or the run
+ * stopped. */
+static bool step_answer(grpo_run *run, const sbxi_http_result *r, uv_timer_cb retry,
+                        const char *what) {
+    if (r->cancelled)
+        return false;
+    run->step_request = false;
+    if (!run->fatal && r->status == 200)
+        return true;
+    if (!run->fatal && trainer_retry(run, r, retry))
+        return false;
+    if (!run->fatal)
+        trainer_error(run, r, what);
+    run_finish(run);
+    return false;
+}
+
+static void get_state(uv_timer_t *t) {
+    step_call(t->data, "GET", "/v1/state", NULL, on_state);
+}
+
 static void on_state(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
-    if (r->cancelled)
+    if (!step_answer(run, r, get_state, "/v1/state"))
         return;
-    run->step_request = false;
-    if (run->fatal)
-        return run_finish(run);
-    if (r->status != 200) {
-        if (trainer_retry(run, r, get_state))
-            return;
-        trainer_error(run, r, "/v1/state");
-        return run_finish(run);
-    }
     json_t *j = json_loadb(r->body, r->len, 0, NULL);
     json_t *v = json_object_get(j, "policy_version");
     if (!json_is_integer(v)) {
@@ -316,28 +329,13 @@ static void on_trained(void *ud, const sbxi_http_result *r);
 
 static void post_train(uv_timer_t *t) {
     grpo_run *run = t->data;
-    run->step_request = true;
-    int r = grpo_trainer_request(run, "POST", "/v1/train_step", json_incref(run->train_body),
-                                 on_trained, run);
-    if (r < 0) {
-        grpo_run_fail(run, r, "internal", "cannot start a request");
-        run_finish(run);
-    }
+    step_call(run, "POST", "/v1/train_step", json_incref(run->train_body), on_trained);
 }
 
 static void on_trained(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
-    if (r->cancelled)
+    if (!step_answer(run, r, post_train, "/v1/train_step"))
         return;
-    run->step_request = false;
-    if (run->fatal)
-        return run_finish(run);
-    if (r->status != 200) {
-        if (trainer_retry(run, r, post_train))
-            return;
-        trainer_error(run, r, "/v1/train_step");
-        return run_finish(run);
-    }
     json_t *j = json_loadb(r->body, r->len, 0, NULL);
     json_t *v = json_object_get(j, "policy_version");
     if (json_is_integer(v))
