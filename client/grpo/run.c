@@ -452,8 +452,24 @@ static sbx_code run_check_opts(const sbx_grpo_opts *o, sbx_err *err) {
     return bad ? sbxi_err_set(err, SBX_E_INVALID, 0, "", "%s", bad) : SBX_OK;
 }
 
+static void on_release_timeout(uv_timer_t *t) {
+    uv_stop(t->loop);
+}
+
+/* The groups' templates are released once the episodes are freed: let those calls finish (for
+ * at most RELEASE_WAIT_MS, with the signals no longer keeping the loop alive), then cancel
+ * whatever is left. */
+#define RELEASE_WAIT_MS 60000
 static void run_close_handles(grpo_run *run) {
+    if (run->o.handle_signals) {
+        uv_signal_stop(&run->sig_int);
+        uv_signal_stop(&run->sig_term);
+    }
     run_free_episodes(run);
+    uv_timer_start(&run->timer, on_release_timeout, RELEASE_WAIT_MS, 0);
+    uv_unref((uv_handle_t *)&run->timer); /* the releases keep the loop running, not the timer */
+    uv_run(run->loop, UV_RUN_DEFAULT);
+    uv_timer_stop(&run->timer);
     run->closing = true; /* what is still in flight is called back, cancelled, and returns */
     sbx_async_free(run->sbx);
     sbxi_http_async_free(run->trainer);
