@@ -109,10 +109,10 @@ test_restart() {
 TEST_TIMEOUT_networked_pool=60
 test_networked_pool() {
   command -v unshare >/dev/null || skip "unshare is needed"
-  D=$(mktemp -d /tmp/sbx-pool.XXXXXX)
+  require_root
+  daemon_dirs
   echo '{"network":{"enabled":true}}' >"$D/net.json"
   DAEMON_WRAP=(unshare -n -- bash -c 'ip link set lo up && exec "$@"' _)
-  CG="sbxtest-pool-$$-$RANDOM"; SOCK="$D/sd.sock"; trap daemon_cleanup EXIT
   start_daemon --config "$D/net.json" --pool "size=1,network=open"
   wait_ready 1 20
   local before; before=$(metric sandboxd_pool_hits_total)
