@@ -133,6 +133,7 @@ void test_daemon_start(test_daemon *d, const test_daemon_opts *opts) {
     CHECK(pid >= 0);
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* even when the test crashes, the daemon goes */
+        setpgid(0, 0); /* the runner's SIGTERM reaches the test, whose teardown stops us */
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
             _exit(126);

@@ -34,6 +34,8 @@ declare -gA DAEMON_DIR=() DAEMON_SOCK=() DAEMON_CG=() DAEMON_PID=()
 declare -ga DAEMON_EXIT_HOOKS=()
 SBX_BUILD_DIR=${SBX_BUILD_DIR:-build}
 SBX_SRC_DIR=${SBX_SRC_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# (lib.sh defines these for tests; a script outside the runner, like the GRPO demo, may not)
+declare -F require_root >/dev/null || require_root() { [ "$(id -u)" -eq 0 ] || skip "needs root"; }
 SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:'
 
 # ---- cleanup of one instance directory (also run by the C helper and by tests/run) ----
@@ -45,12 +47,12 @@ pid_alive() { # PID: a process that has not exited (a zombie has)
 daemon_env() { sed -n "s/^$2=//p" "$1/daemon.env" 2>/dev/null; } # DIR KEY
 
 daemon_sweep() { # DIR: end and remove what the daemon of DIR made; status 1 on a sanitizer report
-  local dir=$1 pid sock cg shim ids id i c
+  local dir=$1 pid sock cg shim ids='' id='' i c
   pid=$(daemon_env "$dir" pid) sock=$(daemon_env "$dir" sock) cg=$(daemon_env "$dir" cg)
   shim=$(daemon_env "$dir" shim)
   [ -n "$shim" ] || shim=$SBX_BUILD_DIR/sbx-shim
-  # the recorded PID is ours only while its command line still names our socket
-  if pid_alive "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$sock"; then
+  # the recorded PID is ours only while its command line still names our directory
+  if pid_alive "$pid" && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$dir/"; then
     ids=$(curl -s --max-time 5 --unix-socket "$sock" http://sd/v1/sandboxes |
       jq -r '.[] | select(.state != "ended") | .id' 2>/dev/null)
     for id in $ids; do
@@ -85,7 +87,7 @@ daemon_sweep() { # DIR: end and remove what the daemon of DIR made; status 1 on 
 }
 
 daemon_cleanup() {
-  set +e
+  set +eu
   local i n bad=0
   for ((i = ${#DAEMON_EXIT_HOOKS[@]} - 1; i >= 0; i--)); do eval "${DAEMON_EXIT_HOOKS[$i]}"; done
   DAEMON_EXIT_HOOKS=()
@@ -112,6 +114,7 @@ daemon_init() { # the case's temp dir ($DAEMON_ROOT, also free for the test's ow
 daemon_save() { # the current instance's variables back into the tables (a test may set DPID)
   DAEMON_DIR[$DAEMON_NAME]=$D DAEMON_SOCK[$DAEMON_NAME]=$SOCK DAEMON_CG[$DAEMON_NAME]=$CG
   DAEMON_PID[$DAEMON_NAME]=$DPID
+  daemon_write_env
 }
 
 daemon_use() { # NAME: make NAME current, creating its directories on first use
@@ -150,12 +153,13 @@ start_daemon() { # [flags...]: start (or restart) the current instance
   local level=${DAEMON_LOG_LEVEL-debug} opt=()
   [ -n "$shim" ] && opt+=(--shim "$shim")
   [ -n "$level" ] && opt+=(--log-level "$level")
-  ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$bin" --socket "$SOCK" --run-dir "$D/run" \
+  # its own session and process group: the runner's SIGTERM for a timed-out case reaches the
+  # test, whose cleanup then stops the daemon through its API
+  setsid ${DAEMON_WRAP[@]+"${DAEMON_WRAP[@]}"} "$bin" --socket "$SOCK" --run-dir "$D/run" \
     --state-dir "$D/state" --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
     "${opt[@]}" ${DAEMON_FLAGS[@]+"${DAEMON_FLAGS[@]}"} "$@" >>"$D/log" 2>&1 &
   DPID=$!
   daemon_save
-  daemon_write_env
   for _ in $(seq $(( ${DAEMON_WAIT_S:-10} * 20 ))); do
     curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
     kill -0 "$DPID" 2>/dev/null || { tail -30 "$D/log" >&2; fail "daemon $DAEMON_NAME exited at start"; }
