@@ -99,19 +99,23 @@ static size_t push_argv(const char **argv, size_t n, const char *const *more) {
     return n;
 }
 
+/* The paths an argv points into. */
+struct argv_paths {
+    char prof[512], run[400], state[400];
+};
+
 static size_t daemon_argv(const test_daemon *d, const test_daemon_opts *o, const char **argv,
-                          char *prof, size_t prof_len) {
-    snprintf(prof, prof_len, "%s/policy/seccomp.json", src_dir());
-    static char run[400], state[400];
-    snprintf(run, sizeof(run), "%s/run", d->dir);
-    snprintf(state, sizeof(state), "%s/state", d->dir);
+                          struct argv_paths *p) {
+    snprintf(p->prof, sizeof(p->prof), "%s/policy/seccomp.json", src_dir());
+    snprintf(p->run, sizeof(p->run), "%s/run", d->dir);
+    snprintf(p->state, sizeof(p->state), "%s/state", d->dir);
     const char *bin = o->bin ? o->bin : test_bin("sandboxd");
     const char *shim = o->shim ? o->shim : test_bin("sbx-shim");
     const char *level = o->log_level ? o->log_level : "debug";
     size_t n = push_argv(argv, 0, o->wrap);
-    const char *base[] = {bin,   "--socket",          d->sock, "--run-dir",
-                          run,   "--state-dir",       state,   "--cgroup-parent",
-                          d->cg, "--seccomp-profile", prof,    NULL};
+    const char *base[] = {bin,    "--socket",          d->sock,  "--run-dir",
+                          p->run, "--state-dir",       p->state, "--cgroup-parent",
+                          d->cg,  "--seccomp-profile", p->prof,  NULL};
     n = push_argv(argv, n, base);
     if (*shim)
         n = push_argv(argv, n, (const char *const[]){"--shim", shim, NULL});
@@ -126,8 +130,8 @@ void test_daemon_start(test_daemon *d, const test_daemon_opts *opts) {
     test_require_root();
     static const test_daemon_opts none;
     const char *argv[MAX_ARGS];
-    char prof[512];
-    daemon_argv(d, opts ? opts : &none, argv, prof, sizeof(prof));
+    struct argv_paths paths;
+    daemon_argv(d, opts ? opts : &none, argv, &paths);
     fflush(NULL);
     pid_t pid = fork();
     CHECK(pid >= 0);
