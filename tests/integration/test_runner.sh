@@ -16,7 +16,11 @@ write_fixture() { # DIR
 #!/usr/bin/env bash
 source "$SBX_SRC_DIR/tests/lib/daemon.sh"
 TEST_TIMEOUT_term=3
-test_term() { start_daemon; create; echo "\$D \$CG \$ID" >"$1/term.info"; sleep 100; }
+test_term() {
+  start_daemon; create; echo "\$D \$CG \$ID" >"$1/term.info"
+  daemon_at_exit kill -TERM \$\$ # a second SIGTERM, during the cleanup, must not cut it short
+  sleep 100
+}
 TEST_TIMEOUT_kill=3
 test_kill() {
   trap '' TERM

@@ -88,6 +88,7 @@ daemon_sweep() { # DIR: end and remove what the daemon of DIR made; status 1 on 
 
 daemon_cleanup() {
   set +eu
+  trap '' TERM INT # the runner's SIGTERM may come twice (to the case, to its group): finish
   local i n bad=0
   for ((i = ${#DAEMON_EXIT_HOOKS[@]} - 1; i >= 0; i--)); do eval "${DAEMON_EXIT_HOOKS[$i]}"; done
   DAEMON_EXIT_HOOKS=()

@@ -103,6 +103,7 @@ void test_at_teardown(test_teardown_fn fn) {
 
 /* The runner's timeout: exit, so that atexit handlers (teardowns, the temp dir) still run. */
 static void on_sigterm(int sig) {
+    signal(SIGTERM, SIG_IGN); /* it may come twice (to the case, to its group): finish */
     exit(128 + sig);
 }
 
