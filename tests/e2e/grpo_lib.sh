@@ -33,8 +33,17 @@ grpo_tmp() { # T: the case's scratch dir, cleaned up (helpers stopped) at exit
   daemon_at_exit grpo_stop_helpers
 }
 
+# grpo_start_daemon [2]: the private daemon on $SOCK (PID $DAEMON_PID), or with 2 a second one
+# on $SOCK2 (PID $DAEMON2_PID) with its own directories and cgroup parent.
 grpo_start_daemon() {
-  DAEMON_SHIM='' DAEMON_LOG_LEVEL='' start_daemon
+  if [ -n "${1:-}" ]; then # instance sd2; sd stays the current one ($SOCK, req, ...)
+    DAEMON_SHIM='' DAEMON_LOG_LEVEL='' daemon_start "sd$1"
+    SOCK2=$SOCK DAEMON2_PID=$DPID
+    daemon_use sd
+  else
+    DAEMON_SHIM='' DAEMON_LOG_LEVEL='' daemon_start sd
+    DAEMON_PID=$DPID
+  fi
 }
 
 # grpo_start_trainer [server.py args...]
