@@ -168,6 +168,10 @@ int safepath_dir(const safepath *sp, const char *path, bool write, bool create, 
     return 0;
 }
 
+int safepath_dir_at(int dir, const char *name, int *ret_fd) {
+    return open_component(dir, name, O_RDONLY | O_DIRECTORY, ret_fd);
+}
+
 int safepath_node(int dir, const char *name, int *ret_fd, struct stat *ret_st) {
     int fd, r = open_component(dir, name, O_PATH, &fd);
     if (r < 0)

@@ -39,6 +39,8 @@ int safepath_allowed(const safepath *sp, int fd, const struct stat *st, bool wri
  * component checked; create: make missing ones (mode 0755, owned by uid:uid). */
 int safepath_dir(const safepath *sp, const char *path, bool write, bool create, uid_t uid,
                  int *ret_fd);
+/* An O_RDONLY|O_DIRECTORY fd of the directory name in dir (not a symlink; no mount checks). */
+int safepath_dir_at(int dir, const char *name, int *ret_fd);
 /* An O_PATH fd of name in dir (never followed: a symlink gives the link itself) and its stat. */
 int safepath_node(int dir, const char *name, int *ret_fd, struct stat *ret_st);
 /* Open what an O_PATH fd refers to (through /proc/self/fd: the same inode, no second lookup).
