@@ -12,6 +12,7 @@
 #include "common/macro.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -63,6 +64,7 @@ typedef struct files_job {
     size_t body_len;
     mode_t mode;
     uid_t uid;
+    char memcg[PATH_MAX + 64]; /* the sandbox's memory cgroup directory */
     char buf[65536];
 } files_job;
 
@@ -170,18 +172,15 @@ static void job_done(void *ud, const error_rec *err) {
     job_free_if_done(j);
 }
 
-static int memcg_procs(sd_daemon *d, sd_sandbox *sb, char *buf, size_t len) {
-    if (d->cgroup_version == 2)
-        return snprintf(buf, len, "%s/%s/cgroup.procs", d->cgroup_parent, sb->id);
-    return snprintf(buf, len, "/sys/fs/cgroup/memory/%s/%s/cgroup.procs", d->cgroup_parent, sb->id);
-}
-
 static int job_start(sd_daemon *d, sd_sandbox *sb, files_job *j, sd_files_fn fn) {
-    char procs[PATH_MAX + 64];
-    memcg_procs(d, sb, procs, sizeof(procs));
+    if (d->cgroup_version == 2)
+        snprintf(j->memcg, sizeof(j->memcg), "%s/%s", d->cgroup_parent, sb->id);
+    else
+        snprintf(j->memcg, sizeof(j->memcg), "/sys/fs/cgroup/memory/%s/%s", d->cgroup_parent,
+                 sb->id);
     int keep[] = {j->root, j->dirfd, j->data_w};
     error_rec err = {0};
-    int r = sd_files_worker_start(d->loop, procs, keep, ARRAY_SIZE(keep), fn, j, job_done, j,
+    int r = sd_files_worker_start(d->loop, j->memcg, keep, ARRAY_SIZE(keep), fn, j, job_done, j,
                                   &j->worker, &err);
     if (r < 0) {
         log_warn("files: %s", err.message);
@@ -320,8 +319,12 @@ static int parse_mode(const char *s, mode_t *ret) {
 
 static int put_job(void *ud, error_rec *err) {
     files_job *j = ud;
-    return j->tar ? sd_files_untar(&j->sp, j->path, j->body, j->body_len, j->uid, err)
-                  : sd_files_write(&j->sp, j->path, j->body, j->body_len, j->mode, j->uid, err);
+    uint64_t room;
+    if (sd_files_memcg_room(j->memcg, &room) < 0)
+        room = UINT64_MAX; /* no memory accounting to go by: the disk's size bounds it */
+    return j->tar
+               ? sd_files_untar(&j->sp, j->path, j->body, j->body_len, j->uid, room, err)
+               : sd_files_write(&j->sp, j->path, j->body, j->body_len, j->mode, j->uid, room, err);
 }
 
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb) {

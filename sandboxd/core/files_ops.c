@@ -11,6 +11,7 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,18 @@ int sd_files_open_read(const safepath *sp, const char *path, int *ret_fd, uint64
     return 0;
 }
 
+static int too_large(error_rec *err, uint64_t len, uint64_t room) {
+    return error_set(err, -EFBIG,
+                     "%" PRIu64 " bytes do not fit in the sandbox's memory (%" PRIu64
+                     " bytes left under its limit; its files live in memory and count "
+                     "against it)",
+                     len, room);
+}
+
 int sd_files_write(const safepath *sp, const char *path, const void *data, size_t len, mode_t mode,
-                   uid_t uid, error_rec *err) {
+                   uid_t uid, uint64_t room, error_rec *err) {
+    if (len > room)
+        return too_large(err, len, room);
     _cleanup_free_ char *parent = NULL;
     const char *base;
     _cleanup_close_ int dir = -1, fd = -1;
@@ -186,7 +197,9 @@ static bool supported(struct archive_entry *e) {
 /* A first pass, so that an archive that is refused changes nothing: every entry's name (and
  * hard link target) must be valid, of a supported type and not beneath a symlink the archive
  * itself makes. */
-static int untar_check(const char *dest, const void *data, size_t len, error_rec *err) {
+static int untar_check(const char *dest, const void *data, size_t len, uint64_t *ret_bytes,
+                       error_rec *err) {
+    uint64_t bytes = 0;
     struct archive *a = tar_reader(data, len);
     json_t *links = json_object();
     int r = a && links ? 0 : error_set(err, -EINVAL, "not a tar archive");
@@ -211,10 +224,14 @@ static int untar_check(const char *dest, const void *data, size_t len, error_rec
         else if (r > 0 && archive_entry_filetype(e) == AE_IFLNK && !hl &&
                  json_object_set_new_nocheck(links, full, json_true()) < 0)
             r = error_set(err, -ENOMEM, "out of memory");
+        else if (r > 0)
+            bytes += (uint64_t)MAX(archive_entry_size(e), (la_int64_t)0) + 512; /* + inode */
     }
     json_decref(links);
     if (a)
         archive_read_free(a);
+    if (r >= 0)
+        *ret_bytes = bytes;
     return r < 0 ? r : 0;
 }
 
@@ -293,21 +310,51 @@ static int extract_file(const safepath *sp, int dir, const char *base, struct ar
     return 0;
 }
 
+/* The last entry's parent directory, kept: consecutive entries of one directory (the usual
+ * order) cost one walk, not one per entry (a 1000-level path times 20k entries). The fd was
+ * checked when it was opened; renames by the sandbox since cannot move it to another mount. */
+typedef struct parent_cache {
+    char *path;
+    int fd;
+} parent_cache;
+
+static int cached_parent(const safepath *sp, parent_cache *c, const char *parent, uid_t uid,
+                         int *ret_fd) {
+    if (c->path && strcmp(c->path, parent) == 0) {
+        *ret_fd = c->fd;
+        return 0;
+    }
+    int fd, r = safepath_dir(sp, parent, true, true, uid, &fd);
+    if (r < 0)
+        return r;
+    char *p = strdup(parent);
+    if (!p) {
+        safe_close(fd);
+        return -ENOMEM;
+    }
+    free(c->path);
+    safe_close(c->fd);
+    c->path = p;
+    c->fd = fd;
+    *ret_fd = fd;
+    return 0;
+}
+
 static int untar_entry(const safepath *sp, const char *dest, struct archive *a,
-                       struct archive_entry *e, uid_t uid, error_rec *err) {
+                       struct archive_entry *e, uid_t uid, parent_cache *pc, error_rec *err) {
     _cleanup_free_ char *full = NULL, *parent = NULL;
     const char *base;
     const char *name = archive_entry_pathname(e);
     int r = entry_path(dest, name, &full);
     if (r <= 0)
         return r;
-    _cleanup_close_ int dir = -1;
+    int dir = -1;
     if (archive_entry_filetype(e) == AE_IFDIR && !archive_entry_hardlink(e)) {
-        r = safepath_dir(sp, full, true, true, uid, &dir);
+        r = cached_parent(sp, pc, full, uid, &dir);
         return r < 0 ? describe(err, r, full) : 0;
     }
     if ((r = split_parent(full, &parent, &base)) < 0 ||
-        (r = safepath_dir(sp, parent, true, true, uid, &dir)) < 0)
+        (r = cached_parent(sp, pc, parent, uid, &dir)) < 0)
         return describe(err, r, full);
     if (archive_entry_hardlink(e) || archive_entry_filetype(e) == AE_IFLNK)
         r = extract_link(sp, dir, base, dest, e, uid);
@@ -317,10 +364,13 @@ static int untar_entry(const safepath *sp, const char *dest, struct archive *a,
 }
 
 int sd_files_untar(const safepath *sp, const char *dest, const void *data, size_t len, uid_t uid,
-                   error_rec *err) {
-    int r = untar_check(dest, data, len, err);
+                   uint64_t room, error_rec *err) {
+    uint64_t bytes = 0;
+    int r = untar_check(dest, data, len, &bytes, err);
     if (r < 0)
         return r;
+    if (bytes > room)
+        return too_large(err, bytes, room);
     _cleanup_close_ int dfd = -1;
     if ((r = safepath_dir(sp, dest, true, true, uid, &dfd)) < 0)
         return describe(err, r, dest);
@@ -328,6 +378,7 @@ int sd_files_untar(const safepath *sp, const char *dest, const void *data, size_
     if (!a)
         return error_set(err, -EINVAL, "not a tar archive");
     struct archive_entry *e;
+    parent_cache pc = {.fd = -1};
     while (r >= 0) {
         int h = archive_read_next_header(a, &e);
         if (h == ARCHIVE_EOF)
@@ -335,8 +386,10 @@ int sd_files_untar(const safepath *sp, const char *dest, const void *data, size_
         if (h != ARCHIVE_OK && h != ARCHIVE_WARN)
             r = error_set(err, -EINVAL, "bad tar archive: %s", archive_error_string(a));
         else
-            r = untar_entry(sp, dest, a, e, uid, err);
+            r = untar_entry(sp, dest, a, e, uid, &pc, err);
     }
+    free(pc.path);
+    safe_close(pc.fd);
     archive_read_free(a);
     return r;
 }

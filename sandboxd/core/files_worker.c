@@ -7,6 +7,9 @@
 #include "common/macro.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
 #include <locale.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -49,7 +52,7 @@ static void close_others(const int *keep, size_t n) {
     syscall(SYS_close_range, from, ~0u, 0);
 }
 
-static _Noreturn void child(int res, const char *memcg_procs, const int *keep, size_t n_keep,
+static _Noreturn void child(int res, const char *memcg, const int *keep, size_t n_keep,
                             sd_files_fn fn, void *fn_ud) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_IGN);
@@ -60,7 +63,9 @@ static _Noreturn void child(int res, const char *memcg_procs, const int *keep, s
     close_others(k, n_keep + 1);
     error_rec err = {0};
     int r = 0;
-    if (memcg_procs && (r = file_write_str(memcg_procs, "0")) < 0)
+    char procs[PATH_MAX + 16];
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", memcg ? memcg : "");
+    if (memcg && (r = file_write_str(procs, "0")) < 0)
         error_set_errno(&err, r == -ENOENT ? -ESRCH : r, "cannot join the sandbox's memory cgroup");
     if (r == 0) {
         struct rlimit rl;
@@ -108,7 +113,7 @@ static void worker_exited(uv_poll_t *p, int status, int events) {
     uv_close((uv_handle_t *)p, worker_closed);
 }
 
-int sd_files_worker_start(uv_loop_t *loop, const char *memcg_procs, const int *keep, size_t n_keep,
+int sd_files_worker_start(uv_loop_t *loop, const char *memcg, const int *keep, size_t n_keep,
                           sd_files_fn fn, void *fn_ud, sd_files_done_fn done, void *done_ud,
                           sd_files_worker **ret, error_rec *err) {
     int res[2];
@@ -122,7 +127,7 @@ int sd_files_worker_start(uv_loop_t *loop, const char *memcg_procs, const int *k
         return error_set_errno(err, r, "files: fork");
     }
     if (pid == 0)
-        child(res[1], memcg_procs, keep, n_keep, fn, fn_ud);
+        child(res[1], memcg, keep, n_keep, fn, fn_ud);
     safe_close(res[1]);
     sd_files_worker *w = calloc(1, sizeof(*w));
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -149,4 +154,37 @@ int sd_files_worker_start(uv_loop_t *loop, const char *memcg_procs, const int *k
 
 void sd_files_worker_cancel(sd_files_worker *w) {
     syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
+}
+
+static int read_u64(const char *dir, const char *knob, uint64_t *ret) {
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof(p), "%s/%s", dir, knob);
+    _cleanup_free_ char *s = NULL;
+    int r = file_read_all(p, 64, &s, NULL);
+    if (r < 0)
+        return r;
+    if (strncmp(s, "max", 3) == 0) {
+        *ret = UINT64_MAX;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -EINVAL;
+    *ret = v;
+    return 0;
+}
+
+int sd_files_memcg_room(const char *dir, uint64_t *ret) {
+    uint64_t limit, usage;
+    bool v2 = read_u64(dir, "memory.max", &limit) == 0;
+    int r = v2 ? read_u64(dir, "memory.current", &usage)
+               : read_u64(dir, "memory.limit_in_bytes", &limit);
+    if (r == 0 && !v2)
+        r = read_u64(dir, "memory.usage_in_bytes", &usage);
+    if (r < 0)
+        return r;
+    *ret = limit > usage ? limit - usage : 0;
+    return 0;
 }
