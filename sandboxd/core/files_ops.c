@@ -165,6 +165,8 @@ static int entry_path(const char *dest, const char *name, char **ret) {
 
 /* Whether a proper ancestor of path is one of the archive's symlinks (a set of paths). */
 static bool beneath_link(char *path, json_t *links) {
+    if (json_object_size(links) == 0)
+        return false;
     for (char *p = path + 1; (p = strchr(p, '/')); p++) {
         *p = '\0';
         bool hit = json_object_get(links, path) != NULL;
