@@ -151,4 +151,38 @@ for i in range(20000): entry("%s/f%d" % (deep, i))'
   [ "$n" == 20000 ] || fail "the tar has $n files under the deep path, not 20000"
 }
 
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status"; }
+
+TEST_TIMEOUT_slow_readers=180
+test_slow_readers() {
+  start_daemon
+  create '{"memory":"1Gi","disk":"1Gi"}'; local id=$ID
+  run_ok "$id" 'mkdir /workspace/big && for i in $(seq 20); do head -c 10M /dev/urandom > /workspace/big/f$i; done'
+  local base; base=$(rss_kib)
+  # six clients reading a 200 MiB directory at 1 MiB/s: the daemon holds what is in flight,
+  # not six copies of the tar
+  local pids=() i
+  for i in 1 2 3 4 5 6; do
+    curl -s --max-time 60 --limit-rate 1M --unix-socket "$SOCK" -o /dev/null \
+      "http://sd/v1/sandboxes/$id/files?path=/workspace/big" &
+    pids+=($!)
+  done
+  local peak=0 r
+  for _ in $(seq 20); do
+    r=$(rss_kib); [ "$r" -gt "$peak" ] && peak=$r
+    sleep 0.25
+  done
+  curl -s --max-time 3 --unix-socket "$SOCK" -o /dev/null http://sd/healthz || fail "/healthz did not answer with six slow readers"
+  for i in "${pids[@]}"; do kill "$i" 2>/dev/null; done
+  for i in "${pids[@]}"; do wait "$i" 2>/dev/null || true; done
+  [ $((peak - base)) -lt $((100 << 10)) ] ||
+    fail "the daemon grew by $(((peak - base) >> 10)) MiB for six slow readers of a 200 MiB directory"
+  # the workers went with their readers; a full read still works
+  local code
+  code=$(curl -s --max-time 120 --unix-socket "$SOCK" -o "$D/big.tar" -w '%{http_code}' \
+    "http://sd/v1/sandboxes/$id/files?path=/workspace/big") || true
+  [ "$code" == 200 ] || fail "GET of the directory: HTTP $code"
+  [ "$(tar -tf "$D/big.tar" | wc -l)" == 20 ] || fail "the tar does not hold the 20 files"
+}
+
 source "$(dirname "$0")/../lib/lib.sh"
