@@ -25,7 +25,7 @@
  *                                                removes its directory and exits
  * Shim -> daemon events (no seq), sent to every connected client:
  *   exit      {xid, exit_code, signal, reason, duration_ms, message?}
- *             reason: "exited" | "signaled" | "command_timeout" | "oom_killed"
+ *             reason: "exited" | "signaled" | "command_timeout" | "oom_killed" (end_reason.h)
  *             exit_code is 128+signal when signaled; duration_ms counts from the exec request.
  *   oom       {oom_kills}                     the cgroup's OOM kill counter went up
  *   dead      {reason, message}               the sandbox's init died; the shim tears down and
@@ -36,7 +36,7 @@
  * A lost connection changes nothing: the shim keeps running, and SIGTERM to the shim is the
  * same as shutdown.
  *
- * Start-up: the daemon writes `<dir>/spec.json` (see shim/spec.h) and runs
+ * Start-up: the daemon writes `<dir>/spec.json` (see common/spec.h) and runs
  * `sbx-shim <dir>` with fd 3 the write end of a pipe. The shim detaches (setsid), builds the
  * sandbox, listens on shim.sock, then writes one line to fd 3 and closes it:
  *   {"ok":true,"init_pid":N,"shim_pid":N}  or  {"ok":false,"errno":N,"message":"..."}

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -504,7 +503,7 @@ int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path,
     return 0;
 }
 
-static bool bpf_len_ok(size_t len) {
+bool policy_seccomp_bpf_len_ok(size_t len) {
     return len > 0 && len % sizeof(struct sock_filter) == 0 &&
            len / sizeof(struct sock_filter) <= MAX_INSNS;
 }
@@ -515,27 +514,11 @@ int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, e
     int r = file_read_all(bpf_path, (MAX_INSNS + 1) * sizeof(struct sock_filter), &buf, &len);
     if (r < 0)
         return error_set_errno(err, r, "reading seccomp program %s", bpf_path);
-    if (!bpf_len_ok(len)) {
+    if (!policy_seccomp_bpf_len_ok(len)) {
         free(buf);
         return error_set(err, -EINVAL, "seccomp program %s: bad size %zu bytes", bpf_path, len);
     }
     *ret = buf;
     *ret_len = len;
-    return 0;
-}
-
-/* ---- after fork ---- */
-
-int policy_seccomp_apply_bpf(const void *bpf, size_t len) {
-    if (!bpf || !bpf_len_ok(len))
-        return -EINVAL;
-    struct sock_fprog prog = {
-        .len = (unsigned short)(len / sizeof(struct sock_filter)),
-        .filter = (struct sock_filter *)bpf,
-    };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return negative_errno();
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-        return negative_errno();
     return 0;
 }

@@ -1,8 +1,11 @@
 /* Configuration: built-in defaults, then the JSON config file (keys mirror the flags in
  * snake_case, plus `price` and `defaults`), then command-line flags. */
-#include "sandboxd/daemon.h"
+#include "sandboxd/config.h"
+
+#include "common/macro.h"
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>

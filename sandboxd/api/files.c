@@ -5,8 +5,10 @@
  * a tar (entries relative to the directory). Writes and directory tars run in a worker process
  * in the sandbox's memory cgroup (sandboxd/core/files.h), never on the loop; a directory tar is
  * streamed as the worker makes it. Written files belong to the sandbox user (uid_base + 1000). */
-#include "sandboxd/api/http.h"
+#include "sandboxd/api/api.h"
+
 #include "sandboxd/core/files.h"
+#include "sandboxd/core/registry.h"
 
 #include "common/fdutil.h"
 #include "common/macro.h"

@@ -1,10 +1,11 @@
 /* The compiled seccomp profile on real processes: each case forks a child, installs the BPF
  * program the daemon would write (policy_seccomp_compile_file -> policy_seccomp_read_bpf ->
- * policy_seccomp_apply_bpf) and checks what the kernel answers: EPERM for the known-dangerous
+ * shim_seccomp_apply_bpf) and checks what the kernel answers: EPERM for the known-dangerous
  * calls, ENOSYS for the unknown, SIGSYS for the 32-bit and x32 ABIs, and that bash, python3,
  * cc, git and make still work. Needs no root. */
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
+#include "shim/seccomp.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -61,7 +62,7 @@ static int run_probe(int (*fn)(void), int filtered) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        if (filtered && policy_seccomp_apply_bpf(bpf, bpf_len) < 0)
+        if (filtered && shim_seccomp_apply_bpf(bpf, bpf_len) < 0)
             _exit(CHILD_SETUP_FAILED);
         _exit(fn());
     }
@@ -382,7 +383,7 @@ static char *run_workload(const char *script, int *ret_status) {
     if (pid == 0) {
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
-            chdir(dir) < 0 || policy_seccomp_apply_bpf(bpf, bpf_len) < 0)
+            chdir(dir) < 0 || shim_seccomp_apply_bpf(bpf, bpf_len) < 0)
             _exit(CHILD_SETUP_FAILED);
         execve("/bin/bash", argv, envp);
         _exit(127);

@@ -3,6 +3,7 @@
  * (symbolic values, numeric errnos, masked compares) compile to the expected filter code. */
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
+#include "shim/seccomp.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -184,10 +185,10 @@ TEST(accepted_forms_compile) {
 
 TEST(bpf_sizes_checked) {
     char buf[16] = {0};
-    CHECK_EQ(policy_seccomp_apply_bpf(NULL, 8), -EINVAL);
-    CHECK_EQ(policy_seccomp_apply_bpf(buf, 0), -EINVAL);
-    CHECK_EQ(policy_seccomp_apply_bpf(buf, 12), -EINVAL);
-    CHECK_EQ(policy_seccomp_apply_bpf(buf, 4097 * 8), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(NULL, 8), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(buf, 0), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(buf, 12), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(buf, 4097 * 8), -EINVAL);
     char path[512];
     snprintf(path, sizeof(path), "%s/odd.bpf", test_tmpdir());
     CHECK_OK(file_write_atomic(path, buf, 12, 0644));
