@@ -184,7 +184,7 @@ static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
     char ws[64], tmp[64];
     snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", init_pid);
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", init_pid);
-    char *args[] = {"cp", "-a", "--sparse=always", "--", ws, tmp, f->layer, NULL};
+    char *args[] = {"cp", "-a", "--", ws, tmp, f->layer, NULL};
     uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
                                      {.flags = UV_INHERIT_FD, .data.fd = 2},
                                      {.flags = UV_INHERIT_FD, .data.fd = 2}};
