@@ -17,6 +17,8 @@
  *             cwd: absolute, default /workspace. timeout_ms: 0 or absent = none; on expiry the
  *             command's whole process tree is killed. pid: the command's pid in the sandbox.
  *             A missing program or cwd is an error reply (errno ENOENT), not an exit.
+ *             A fork refused inside the sandbox (its pids limit) is an error reply with errno
+ *             EAGAIN and "limit": "pids".
  *   kill      {xid, signal}                   -> ok  (signal 1..64, default SIGKILL; sent to the
  *                                                command's whole process tree)
  *   stats     {}                              -> stats {cpu_usec, mem_bytes, mem_peak_bytes,

@@ -15,6 +15,8 @@
  *       { "names": ["read", ...],     syscall names as libseccomp knows them
  *         "action": ACTION,
  *         "args": [ARG, ...] }        optional, at most 6, ANDed; at most one per index
+ *       { "names": [...], "action": ACTION,
+ *         "otherwise": true }         the calls of these syscalls that no earlier rule matched
  *     ]
  *   }
  *
@@ -35,6 +37,11 @@
  *   actions; calls that match none of them take the default action.
  * - The kernel truncates int arguments to 32 bits while seccomp compares all 64, so compare
  *   int arguments with "masked_eq" and mask 0xffffffff, or an allow rule can be bypassed.
+ * - "otherwise" (e.g. EPERM for every personality value but the allowed ones, where the
+ *   default would be ENOSYS) must be the last rule for each of its syscalls, and every earlier
+ *   rule for them must be one masked_eq on one and the same argument. It compiles to an
+ *   always-true comparison (index >= 0), which libseccomp checks after a level's masked_eq
+ *   ones; the restriction keeps that the only order in play (golden and behaviour tests pin it).
  * - A rule whose action equals the default action is accepted and compiles to nothing.
  * - A name libseccomp knows but the native architecture lacks is skipped; an unknown name is
  *   an error. The program is built for the native architecture only.

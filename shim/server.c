@@ -451,6 +451,25 @@ static void on_exit_report(server *s, exec_rec *e, int st, bool reaper_died) {
     exec_remove(s, e);
 }
 
+/* The command could not start. A fork inside the sandbox that fails with EAGAIN met the
+ * sandbox's pids limit (nothing else limits processes there): the error says so and carries
+ * "limit": "pids", so that the daemon answers with the sandbox's code, not a platform one. */
+static void on_exec_failed(server *s, exec_rec *e, const shim_ipc_msg *m) {
+    int en = m->a > 0 ? m->a : EIO;
+    error_rec err = {.code = -en};
+    int n = (int)MIN(m->len, 200u);
+    if (en == EAGAIN)
+        snprintf(err.message, sizeof(err.message),
+                 "the sandbox is at its pids limit (%llu processes): exec %.*s: %s",
+                 (unsigned long long)s->sb->spec->pids, n, m->data, strerror(en));
+    else
+        snprintf(err.message, sizeof(err.message), "exec %.*s: %s", n, m->data, strerror(en));
+    json_t *reply = shimproto_error(e->seq, &err);
+    if (en == EAGAIN)
+        json_object_set_new(reply, "limit", json_string("pids"));
+    send_to(e->requester, reply);
+}
+
 static void on_ipc(server *s) {
     int fds[3];
     size_t nf = 0;
@@ -474,8 +493,7 @@ static void on_ipc(server *s) {
     else if (m->type == SHIM_IPC_EXIT)
         on_exit_report(s, e, m->a, m->b != 0);
     else if (m->type == SHIM_IPC_EXECFAIL) {
-        reply_error(e->requester, e->seq, m->a > 0 ? -m->a : -EIO, "exec %.*s: %s",
-                    (int)MIN(m->len, 200u), m->data, strerror(m->a > 0 ? m->a : EIO));
+        on_exec_failed(s, e, m);
         exec_remove(s, e);
     }
 }

@@ -137,6 +137,8 @@ static void on_failed(void *ud, bool started, const error_rec *err) {
         stream_json(
             a, json_pack("{s:s,s:s,s:s}", "type", "error", "code", code, "message", err->message));
         sd_stream_end(a->req);
+    } else if (err->code == SD_EXEC_E_PIDS) {
+        sd_reply_error(a->req, 409, "pids_limit", "%s", err->message);
     } else {
         sd_reply_error_rec(a->req, err);
     }

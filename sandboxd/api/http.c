@@ -361,7 +361,13 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     sd_request *req = *con_cls;
     if (!req) {
         *con_cls = req = req_new(in, conn, url, method);
-        return req ? MHD_YES : MHD_NO;
+        char msg[192];
+        if (!req || !sd_http_framing_error(conn, version, msg, sizeof(msg)))
+            return req ? MHD_YES : MHD_NO;
+        /* Answered before the body is read: libmicrohttpd then closes the connection. */
+        req->dispatched = true;
+        sd_reply_error(req, 400, "invalid_argument", "%s", msg);
+        return queue_answer(req);
     }
     if (*upload_data_size) {
         req_body(req, upload_data, *upload_data_size);

@@ -63,6 +63,14 @@ void sd_reply_error(sd_request *req, unsigned status, const char *code, const ch
 /* err->code as the status: -EINVAL 400, -ENOENT 404, -EBUSY 409, -EAGAIN 503 node_full (with
  * Retry-After), -EDQUOT 507, anything else 500. */
 void sd_reply_error_rec(sd_request *req, const error_rec *err);
+
+/* RFC 9112 framing (framing.c): true, with a message naming the problem in msg, for a request
+ * head a proxy could frame differently than libmicrohttpd does: two different Content-Lengths,
+ * a header name that is not a token (whitespace before the colon), a line not ended by CRLF
+ * (bare LF or CR) or a value holding CR or LF,
+ * a Transfer-Encoding other than one "chunked", or both. conn is the MHD_Connection, version
+ * the access callback's; call it on the request's first callback, before the body is read. */
+bool sd_http_framing_error(void *conn, const char *version, char *msg, size_t cap);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);

@@ -270,7 +270,9 @@ static void started_reply(void *ud, json_t *reply) {
             error_set(&err, -ECONNRESET, "the shim went away");
         bool user = err.code == -ENOENT || err.code == -EINVAL || err.code == -ENOTDIR ||
                     err.code == -EACCES;
-        exec_fail(e, user ? -EINVAL : -EIO, err.message);
+        const char *limit = json_string_value(json_object_get(reply, "limit"));
+        bool pids = limit && strcmp(limit, "pids") == 0; /* nothing started */
+        exec_fail(e, pids ? SD_EXEC_E_PIDS : user ? -EINVAL : -EIO, err.message);
         return;
     }
     e->started = true;

@@ -7,6 +7,7 @@
 #include "policy/limits.h"
 #include "sandboxd/core/sandbox.h"
 
+#include <errno.h>
 #include <stdbool.h>
 
 typedef struct sd_exec sd_exec;
@@ -21,6 +22,10 @@ typedef struct sd_exec_result {
     bool truncated[2];
 } sd_exec_result;
 
+/* The error code of a command that could not start because the sandbox is at its pids limit
+ * (the shim's error says "limit": "pids"): the sandbox's own limit, not a platform failure. */
+#define SD_EXEC_E_PIDS (-EUSERS)
+
 /* After exited or failed the session is gone for its owner. */
 typedef struct sd_exec_ops {
     void (*started)(void *ud, json_t *pid);
@@ -29,7 +34,8 @@ typedef struct sd_exec_ops {
     bool (*output)(void *ud, int which, const char *data, size_t len);
     void (*exited)(void *ud, const sd_exec_result *res);
     /* err->code: -EINVAL (the command cannot run), -EBUSY (the sandbox is not running or
-     * ended), else an internal failure. started: the started callback came. */
+     * ended), SD_EXEC_E_PIDS (the sandbox is at its pids limit: nothing started), else an
+     * internal failure. started: the started callback came. */
     void (*failed)(void *ud, bool started, const error_rec *err);
 } sd_exec_ops;
 

@@ -107,12 +107,9 @@ static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
 
 static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
     sd_daemon *d = f->d;
-    static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
     policy_create c = {0};
     policy_egress *eg = NULL;
-    json_t *j = policy_create_to_json(&f->spec);
-    int r = j ? policy_limits_parse_create(j, NULL, &any_host, &c, err) : -ENOMEM;
-    json_decref(j);
+    int r = sd_spec_copy(&f->spec, &c, err);
     if (r >= 0)
         r = sd_network_check(d, &c, &eg, err);
     sd_sandbox *sb = NULL;

@@ -162,10 +162,7 @@ static unsigned count(sd_daemon *d, int t, unsigned *starting) {
 static int start_entry(sd_daemon *d, sd_pool *p, int t) {
     policy_create c = {0};
     error_rec err = {0};
-    json_t *j = policy_create_to_json(&p->tmpl);
-    static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
-    int r = j ? policy_limits_parse_create(j, NULL, &any_host, &c, &err) : -ENOMEM;
-    json_decref(j);
+    int r = sd_spec_copy(&p->tmpl, &c, &err);
     policy_egress *eg = NULL;
     if (r >= 0)
         r = sd_network_check(d, &c, &eg, &err);

@@ -33,6 +33,12 @@ int sd_registry_set_seed(sd_sandbox *sb, const char *dir, uint32_t uid_base, con
 /* Replace sb's create by c (moved): a warm pool entry handed to a create of its shape. */
 void sd_registry_replace_spec(sd_sandbox *sb, policy_create *c);
 
+/* Limits for a create already admitted once (a fork, a pool entry, a restored record): any
+ * size fits. */
+extern const policy_host sd_any_host;
+/* A copy of create src (through its JSON form, as a new create would be read). */
+int sd_spec_copy(const policy_create *src, policy_create *ret, error_rec *err);
+
 /* The cost so far (the end's cost once ended). */
 double sd_sandbox_cost(const sd_sandbox *sb);
 void sd_random_id(const char *prefix, char *buf, size_t len);

@@ -1,7 +1,7 @@
 /* A sandbox as the daemon's core holds it. Each group of fields is written only by the module
  * named next to it (through that module's functions); every other file only reads them.
- * core/state.c, which rebuilds sandboxes from their records after a restart, is the one
- * other writer. */
+ * Initial values come from the constructors: sd_registry_add (a new sandbox) and
+ * core/state.c (a sandbox rebuilt from its record after a restart). */
 #pragma once
 
 #include "common/end_reason.h"

@@ -7,6 +7,7 @@
 #include "common/fdutil.h"
 #include "common/filereplace.h"
 #include "common/timeutil.h"
+#include "sandboxd/core/registry.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -95,13 +96,12 @@ static void load_fields(sd_sandbox *sb, json_t *j) {
 }
 
 int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
-    static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
     const char *id = json_string_value(json_object_get(j, "id"));
     const char *state = json_string_value(json_object_get(j, "state"));
     error_rec err = {0};
     policy_create spec = {0};
     if (!id || strlen(id) >= sizeof(((sd_sandbox *)0)->id) || !state ||
-        policy_limits_parse_create(json_object_get(j, "spec"), NULL, &any_host, &spec, &err) < 0)
+        policy_limits_parse_create(json_object_get(j, "spec"), NULL, &sd_any_host, &spec, &err) < 0)
         return -EINVAL;
     sd_sandbox *sb = calloc(1, sizeof(*sb));
     if (!sb) {
