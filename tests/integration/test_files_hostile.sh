@@ -35,7 +35,7 @@ private_ns() {
   mkdir -p "$SN/ssl" /etc/ssl && echo "host file" >"$SN/ssl/host.cnf" && chmod 0640 "$SN/ssl/host.cnf"
   mount --bind "$SN/ssl" /etc/ssl || fail "bind the stand-in over /etc/ssl"
   [ "$(stat -c %i /dev/null)" == "$(stat -c %i "$SN/null")" ] || fail "the stand-in is not in place"
-  standins >"$SN.before"
+  standins >"$SN/.before"
 }
 
 standins() { # owner, mode, type and size of every stand-in, and the bound file's contents
@@ -43,8 +43,8 @@ standins() { # owner, mode, type and size of every stand-in, and the bound file'
   cat "$SN/ssl/host.cnf"
 }
 check_standins() {
-  standins >"$SN.after"
-  diff "$SN.before" "$SN.after" >&2 || fail "a stand-in host node changed ($1)"
+  standins >"$SN/.after"
+  diff "$SN/.before" "$SN/.after" >&2 || fail "a stand-in host node changed ($1)"
 }
 
 run_ok() { # ID script: run sh -c script in the sandbox, exit 0 wanted
