@@ -136,6 +136,8 @@ install: $(BINS)
 	install -d $(DESTDIR)/etc/sandboxd
 	[ -e $(DESTDIR)/etc/sandboxd/sandboxd.json ] || install -m644 systemd/sandboxd.json $(DESTDIR)/etc/sandboxd/sandboxd.json
 	$(if $(wildcard systemd/*.service systemd/*.socket),install -m644 $(wildcard systemd/*.service systemd/*.socket) $(DESTDIR)/lib/systemd/system/)
+	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/sandboxd # the Python SDK (python/)
+	install -m644 python/sandboxd/*.py python/sandboxd/py.typed $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/sandboxd/
 
 # ---- a self-contained bundle for hosts that lack the shared libraries (see build-aux/bundle.sh) ----
 static: $(SHIM) $(DAEMON) $(SBX)

@@ -39,6 +39,9 @@ static const opt_row rows[] = {
     {"log-level", "log_level", K_LOG, F(log_level)},
     {"pool", NULL, K_POOL, F(pools)},
     {"pool-max-starting", "pool_max_starting", K_UINT, F(pool_max_starting)},
+    {"sandboxfusion-listen", "sandboxfusion_listen", K_STR, F(sf_listen)},
+    {"sandboxfusion-max-running", "sandboxfusion_max_running", K_UINT, F(sf_max_running)},
+    {"sandboxfusion-queue-timeout", "sandboxfusion_queue_timeout", K_UINT, F(sf_queue_timeout_s)},
 };
 #undef F
 
@@ -50,7 +53,9 @@ static const char usage[] =
     "                [--cgroup-parent NAME] [--max-sandboxes N] [--max-starting N]\n"
     "                [--log-level debug|info|warn|error]\n"
     "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
-    "                [--pool-max-starting N]\n";
+    "                [--pool-max-starting N]\n"
+    "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
+    "                [--sandboxfusion-queue-timeout SECONDS]\n";
 
 static void set_str(char **dst, const char *v) {
     free(*dst);
@@ -249,6 +254,7 @@ void sd_config_done(sd_config *c) {
     free(c->config_path);
     free(c->socket_path);
     free(c->tcp);
+    free(c->sf_listen);
     free(c->token);
     free(c->run_dir);
     free(c->state_dir);

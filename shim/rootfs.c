@@ -213,10 +213,12 @@ int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err) 
     int r = etc_generated(spec, etcfd, full, err);
     if (r < 0 || !host)
         return r;
-    /* ld.so needs its cache to find /usr/lib/<triplet>; alternatives and ssl are read-only. */
+    /* ld.so needs its cache to find /usr/lib/<triplet>; alternatives, ssl and the JDK's
+     * configuration (its conf/ links there; java does not start without it) are read-only. */
     if ((r = copy_host_file("/etc/ld.so.cache", etcfd, "ld.so.cache", spec->uid_base, err)) < 0)
         return r;
-    static const char *const ro[] = {"alternatives", "ssl", "ca-certificates"};
+    static const char *const ro[] = {"alternatives", "ssl", "ca-certificates", "java-17-openjdk",
+                                     "java-21-openjdk"};
     for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
         char src[64], dst[4400];
         snprintf(src, sizeof(src), "/etc/%s", ro[i]);

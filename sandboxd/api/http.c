@@ -19,12 +19,13 @@ typedef struct http_inst {
     uv_poll_t poll;
     uv_timer_t timer;
     bool tcp, active;
+    bool sandboxfusion; /* the --sandboxfusion-listen socket: only those endpoints, no token */
 } http_inst;
 
 struct sd_http {
     sd_daemon *d;
     sd_http_handler handler;
-    http_inst inst[2];
+    http_inst inst[3]; /* Unix socket, --tcp, --sandboxfusion-listen */
 };
 
 static void inst_run(http_inst *in);
@@ -51,7 +52,7 @@ static void inst_run(http_inst *in) {
 static void http_kick(sd_daemon *d) {
     if (!d->http)
         return;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (d->http->inst[i].mhd)
             uv_timer_start(&d->http->inst[i].timer, timer_cb, 0, 0);
 }
@@ -288,6 +289,11 @@ void sd_stream_abort(sd_request *req) {
     sd_stream_end(req);
 }
 
+/* The SandboxFusion endpoints (api/sandboxfusion.c) take files as base64 in their body. */
+static bool sf_body(const char *url) {
+    return strcmp(url, "/run_code") == 0 || strcmp(url, "/run_jupyter") == 0;
+}
+
 static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
                            const char *method) {
     sd_request *req = calloc(1, sizeof(*req));
@@ -298,8 +304,11 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
     req->method = method;
     req->path = strdup(url);
     req->tcp = in->tcp;
+    req->sandboxfusion = in->sandboxfusion;
     req->start_us = now_mono_us();
-    req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX : SD_BODY_MAX;
+    req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX
+                    : sf_body(url)             ? SD_SF_BODY_MAX
+                                               : SD_BODY_MAX;
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > req->body_max)
         req->too_large = true;
@@ -471,10 +480,15 @@ int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sd_http_handler handler
     return r;
 }
 
+int sd_http_start_sandboxfusion(sd_daemon *d, int fd, error_rec *err) {
+    d->http->inst[2].sandboxfusion = true;
+    return inst_start(d, &d->http->inst[2], fd, false, err);
+}
+
 void sd_http_stop(sd_daemon *d) {
     if (!d->http)
         return;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         http_inst *in = &d->http->inst[i];
         if (!in->active)
             continue;

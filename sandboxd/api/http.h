@@ -12,6 +12,7 @@ typedef struct sd_request sd_request;
 typedef struct sd_http sd_http;
 
 #define SD_BODY_MAX (1u << 20)
+#define SD_SF_BODY_MAX (64u << 20) /* SandboxFusion bodies carry files as base64 */
 #define SD_UPLOAD_MAX (256u << 20)
 #define SD_MAX_REQUESTS 1024
 #define SD_RETRY_AFTER_S 5 /* Retry-After on 503 node_full */
@@ -22,6 +23,7 @@ struct sd_request {
     const char *method;
     char *path;
     bool tcp;
+    bool sandboxfusion; /* came in on the --sandboxfusion-listen socket */
     char *body;
     size_t body_len, body_max, body_cap;
     bool too_large, dispatched, suspended, answered, closed;
@@ -46,6 +48,8 @@ struct sd_request {
 typedef void (*sd_http_handler)(sd_daemon *d, sd_request *req);
 int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sd_http_handler handler, error_rec *err);
 void sd_http_stop(sd_daemon *d);
+/* The --sandboxfusion-listen socket (after sd_http_start): SandboxFusion endpoints only. */
+int sd_http_start_sandboxfusion(sd_daemon *d, int fd, error_rec *err);
 
 const char *sd_req_header(sd_request *req, const char *name);
 const char *sd_req_query(sd_request *req, const char *key);

@@ -1,6 +1,7 @@
 /* Routing: method + path -> handler, authentication on TCP, and the checks every request
  * shares (unknown ids are 404, wrong methods 405, shutting down is 503). */
 #include "sandboxd/api/api.h"
+#include "sandboxd/api/sandboxfusion.h"
 
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
@@ -91,6 +92,17 @@ static void lease_route(sd_daemon *d, sd_request *req, const char *rest) {
 
 void sd_api_dispatch(sd_daemon *d, sd_request *req) {
     const char *p = req->path;
+    if (req->sandboxfusion) { /* a listener without a token: nothing but these endpoints */
+        if (!sd_sf_path(p))
+            sd_reply_error(req, 404, "not_found",
+                           "only /run_code, /run_jupyter and /v1/ping "
+                           "are served on this socket");
+        else if (d->shutting_down)
+            sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
+        else
+            sd_api_sandboxfusion(d, req);
+        return;
+    }
     if (req->tcp && !token_ok(d, req)) {
         sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
         return;
@@ -118,6 +130,8 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
         is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
     else if (strncmp(p, "/v1/leases/", 11) == 0)
         lease_route(d, req, p + 11);
+    else if (sd_sf_path(p))
+        sd_api_sandboxfusion(d, req);
     else
         sd_reply_error(req, 404, "not_found", "no such endpoint: %s", p);
 }

@@ -58,6 +58,7 @@ struct sd_daemon {
     /* the upper layers' own state, opaque to the core */
     struct sd_http *http;        /* api/http.c */
     struct sd_api *api;          /* api/sandboxes.c */
+    struct sd_sf *sf;            /* api/sandboxfusion.c */
     unsigned active_requests;    /* api/http.c */
     uv_signal_t sigterm, sigint; /* main.c */
 };
