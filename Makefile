@@ -20,7 +20,7 @@ endif
 CC      ?= cc
 V ?= 0
 Q := $(if $(filter 1,$(V)),,@)
-PKGS    := libuv libmicrohttpd libcurl jansson libseccomp libcap libnl-route-3.0 libnftables libarchive
+PKGS    := libuv libmicrohttpd libcurl jansson libseccomp libcap libnl-route-3.0 libnftables libarchive libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -165,7 +165,8 @@ FUZZ_CFLAGS := -std=c17 -D_GNU_SOURCE -DSBX_VERSION=\"$(VERSION)\" -g -O1 -Wall 
 FUZZ_SRCS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(patsubst tests/fuzz/%.c,$(FZ)/%,$(FUZZ_SRCS))
 FUZZ_LIB    := $(patsubst %.c,$(FZ)/obj/%.o,$(call src,common) $(call src,policy) \
-               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c))
+               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c) \
+               sandboxd/core/image_archive.c)
 
 $(FZ)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -192,6 +192,14 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
         else
             c->pools = json_deep_copy(pools);
     }
+    /* images: directory images and import limits, validated by core/images.c */
+    if (r >= 0 && json_object_get(j, "images") && !json_is_object(json_object_get(j, "images")))
+        r = error_set(err, -EINVAL, "config %s: images must be an object {\"NAME\": \"/dir\"}",
+                      path);
+    if (r >= 0) {
+        c->images = json_incref(json_object_get(j, "images"));
+        c->image_import = json_incref(json_object_get(j, "image_import"));
+    }
     if (r >= 0 && json_is_object(json_object_get(j, "network")))
         c->network = json_incref(json_object_get(j, "network"));
     json_decref(j);
@@ -264,5 +272,7 @@ void sd_config_done(sd_config *c) {
     json_decref(c->defaults);
     json_decref(c->network);
     json_decref(c->pools);
+    json_decref(c->images);
+    json_decref(c->image_import);
     *c = (sd_config){0};
 }

@@ -11,6 +11,7 @@
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/fork.h"
+#include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/pool.h"
@@ -106,6 +107,8 @@ static void raise_nofile(void) {
 static int wire(sd_daemon *d, error_rec *err) {
     int r;
     sd_network_init(d);
+    if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
+        return r;
     if (sd_exec_init(d) < 0 || sd_fork_init(d) < 0)
         return error_set(err, -ENOSPC, "too many listeners");
     if ((r = sd_pool_init(d, err)) < 0 || (r = sd_api_init(d, err)) < 0 ||

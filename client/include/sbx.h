@@ -77,6 +77,19 @@ sbx_code sbx_lease_renew(sbx_client *client, const char *lease_id, sbx_err *err)
 /* DELETE /v1/leases/{id}: ends the lease and terminates its sandboxes. */
 sbx_code sbx_lease_delete(sbx_client *client, const char *lease_id, sbx_err *err);
 
+/* ---- images: a node's image store (client/lib/images.c). With several endpoints these talk
+ * to the first one. ---- */
+#define SBX_IMAGE_STRIP_SETUID 1u /* clear setuid/setgid bits instead of refusing the archive */
+/* Import an archive (docker save, OCI image layout or rootfs tarball; gzip or not) read from
+ * fd to its end, streamed, as name ("NAME" or "NAME:TAG"). ret_json (may be NULL): the image
+ * object, free() it. */
+sbx_code sbx_image_import(sbx_client *client, const char *name, int fd, unsigned flags,
+                          char **ret_json, sbx_err *err);
+sbx_code sbx_image_list(sbx_client *client, char **ret_json, sbx_err *err);
+sbx_code sbx_image_inspect(sbx_client *client, const char *name, char **ret_json, sbx_err *err);
+/* SBX_E_CONFLICT while a sandbox or a warm pool uses it. */
+sbx_code sbx_image_remove(sbx_client *client, const char *name, sbx_err *err);
+
 /* ---- sandboxes ---- */
 typedef struct sbx_sandbox sbx_sandbox;
 

@@ -42,6 +42,10 @@ struct sd_request {
     void (*on_drain)(sd_request *req, void *ud);
     void *drain_ud;
     uint64_t start_us;
+    /* images: POST /v1/images streams its body into this temp file (core/images.c) */
+    int upload_fd;     /* -1: the body is kept in memory */
+    char *upload_path; /* removed when the request ends unless a handler took it */
+    int upload_err;    /* -errno of a failed write (ENOSPC: 507) */
 };
 
 /* Called with every request read whole (api/router.c's sd_api_dispatch). */
@@ -52,6 +56,8 @@ void sd_http_stop(sd_daemon *d);
 int sd_http_start_sandboxfusion(sd_daemon *d, int fd, error_rec *err);
 
 const char *sd_req_header(sd_request *req, const char *name);
+/* The request carries the daemon's bearer token (every TCP request needs it). */
+bool sd_req_token_ok(sd_daemon *d, sd_request *req);
 const char *sd_req_query(sd_request *req, const char *key);
 /* All values of a repeated query argument (at most max); returns how many. */
 size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max);

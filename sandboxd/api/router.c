@@ -8,19 +8,6 @@
 
 #include <string.h>
 
-static bool token_ok(sd_daemon *d, sd_request *req) {
-    const char *h = sd_req_header(req, "Authorization");
-    const char *tok = d->cfg.token;
-    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
-        return false;
-    h += 7;
-    size_t a = strlen(h), b = strlen(tok);
-    unsigned char diff = a != b;
-    for (size_t i = 0; i < b; i++)
-        diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
-    return diff == 0;
-}
-
 static bool is(sd_request *req, const char *m) {
     return strcmp(req->method, m) == 0;
 }
@@ -103,7 +90,7 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
             sd_api_sandboxfusion(d, req);
         return;
     }
-    if (req->tcp && !token_ok(d, req)) {
+    if (req->tcp && !sd_req_token_ok(d, req)) {
         sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
         return;
     }
@@ -126,6 +113,12 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
             not_allowed(req);
     } else if (strncmp(p, "/v1/sandboxes/", 14) == 0)
         sandbox_route(d, req, p + 14);
+    else if (strcmp(p, "/v1/images") == 0) /* images: api/images.c */
+        is(req, "POST")  ? sd_api_images_import(d, req)
+        : is(req, "GET") ? sd_api_images_list(d, req)
+                         : not_allowed(req);
+    else if (strncmp(p, "/v1/images/", 11) == 0)
+        sd_api_images_route(d, req, p + 11);
     else if (strcmp(p, "/v1/leases") == 0)
         is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
     else if (strncmp(p, "/v1/leases/", 11) == 0)

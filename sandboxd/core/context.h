@@ -49,7 +49,8 @@ struct sd_daemon {
     struct sd_net *net;    /* core/network.c; NULL: networking off */
     struct sd_pool *pools; /* core/pool.c */
     unsigned n_pools;
-    uv_timer_t tick; /* core/timers.c */
+    struct sd_images *images; /* core/images.c: the image store */
+    uv_timer_t tick;          /* core/timers.c */
     struct {
         const sd_listener *ops;
         void *ud;
