@@ -239,7 +239,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         return (ssize_t)n;
     }
     if (req->stream_done)
-        return MHD_CONTENT_READER_END_OF_STREAM;
+        return req->stream_abort ? MHD_CONTENT_READER_END_WITH_ERROR
+                                 : MHD_CONTENT_READER_END_OF_STREAM;
     req->suspended = true;
     MHD_suspend_connection(req->conn);
     return 0;
@@ -282,6 +283,12 @@ void sd_stream_end(sd_request *req) {
         return;
     req->stream_done = true;
     req_resume(req);
+}
+
+void sd_stream_abort(sd_request *req) {
+    if (req->stream && !req->closed)
+        req->stream_abort = true;
+    sd_stream_end(req);
 }
 
 /* The SandboxFusion endpoints (api/sandboxfusion.c) take files as base64 in their body. */

@@ -31,7 +31,7 @@ struct sd_request {
     unsigned status;
     unsigned retry_after;
     /* streaming */
-    bool stream, stream_done;
+    bool stream, stream_done, stream_abort;
     char *sbuf;
     size_t slen, scap;
     char *ctype;
@@ -88,6 +88,8 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64
 void sd_stream_begin(sd_request *req, const char *ctype);
 void sd_stream_write(sd_request *req, const char *data, size_t len);
 void sd_stream_end(sd_request *req);
+/* End a stream badly: the client sees the connection close without the final chunk. */
+void sd_stream_abort(sd_request *req);
 /* True when the stream holds SD_STREAM_HIGH bytes the client has not taken yet: the producer
  * should stop reading its source until on_drain is called (below SD_STREAM_LOW). */
 #define SD_STREAM_HIGH (256u << 10)
