@@ -1,5 +1,14 @@
-"""The policy: a small GRU language model trained from scratch. Its output head is restricted
-to the action vocabulary (logits of other words are -inf), which keeps exploration tractable."""
+"""The policy: a small pointer-generator language model trained from scratch (See et al., 2017).
+
+A GRU reads the sequence (prompt, then the commands and tool outputs so far). At each position
+the next token's distribution mixes two parts, weighted by a learned gate g:
+  - generate: a softmax over the action vocabulary (the few words the policy may emit);
+  - copy: one attention head over the action words of the request's prompt (the task's text,
+    earlier commands and tool outputs; not the words of the command being sampled), query from
+    the GRU state, key from the word's embedding; attending to a word proposes that word.
+The copy path lets one skill ("take the file named in the prompt") serve every task, including
+word/file pairs never trained on. Only action words can be emitted: any other word has
+probability 0, which keeps exploration tractable."""
 
 import torch
 import torch.nn as nn
@@ -10,18 +19,48 @@ class Policy(nn.Module):
         super().__init__()
         self.emb = nn.Embedding(capacity, dim)
         self.gru = nn.GRU(dim, hidden, batch_first=True)
-        self.head = nn.Linear(hidden, capacity)
-        mask = torch.full((capacity,), float("-inf"))
-        mask[torch.tensor(action_ids)] = 0.0
-        self.register_buffer("action_mask", mask)
+        self.head = nn.Linear(hidden, len(action_ids))
+        self.query = nn.Linear(hidden, dim)
+        self.key = nn.Linear(dim, dim)
+        self.gate = nn.Linear(hidden, 1)
+        self.register_buffer("actions", torch.tensor(action_ids))
+        slot = torch.full((capacity,), -1, dtype=torch.long)
+        slot[self.actions] = torch.arange(len(action_ids))
+        self.register_buffer("slot", slot)  # vocabulary id -> action index, -1 for other words
 
-    def logits(self, h):
-        return self.head(h) + self.action_mask
+    def mix(self, h, keys, ctx, valid):
+        """h [B, T, H] GRU states; keys [B, L, D], ctx [B, L] (ids), valid [B, T, L] (which
+        context positions each state may see) -> log-probabilities over actions [B, T, A]."""
+        gen = torch.softmax(self.head(h), dim=-1)
+        slot = self.slot[ctx]
+        seen = valid & (slot >= 0).unsqueeze(1)  # only action words can be copied
+        score = self.query(h) @ keys.transpose(1, 2) / keys.shape[-1] ** 0.5
+        score = score.masked_fill(~seen, float("-inf"))
+        att = torch.softmax(score, dim=-1).nan_to_num(0.0)  # no action word yet: all zero
+        onehot = nn.functional.one_hot(slot.clamp(min=0), gen.shape[-1]).to(gen.dtype)
+        copy = att @ (onehot * (slot >= 0).unsqueeze(-1))
+        g = torch.sigmoid(self.gate(h)) * seen.any(-1, keepdim=True)
+        return torch.log((1 - g) * gen + g * copy + 1e-12)
 
-    def forward(self, ids):
-        """ids [B, T] -> log-probabilities of the next token [B, T, V]."""
-        out, _ = self.gru(self.emb(ids))
-        return torch.log_softmax(self.logits(out), dim=-1)
+    def forward(self, ids, bound=None):
+        """ids [B, T] -> log-probabilities of the next action [B, T, A]. bound [B, T]: position
+        t may copy tokens 0..bound[t]-1 (the prompt of the request that sampled token t+1);
+        by default t+1 (everything so far)."""
+        e = self.emb(ids)
+        h, _ = self.gru(e)
+        t = ids.shape[1]
+        if bound is None:
+            bound = torch.arange(1, t + 1, device=ids.device).expand(ids.shape[0], t)
+        valid = torch.arange(t, device=ids.device).view(1, 1, t) < bound.unsqueeze(2)
+        return self.mix(h, self.key(e), ids, valid)
+
+    def next_logprobs(self, ids, bound=None):
+        """ids [B, T] -> [B, T-1]: the log-probability of token t+1 after tokens 0..t
+        (-inf where token t+1 is not an action: the policy never emits it)."""
+        logp = self(ids[:, :-1], None if bound is None else bound[:, :-1])
+        slot = self.slot[ids[:, 1:]]
+        lp = logp.gather(2, slot.clamp(min=0).unsqueeze(2)).squeeze(2)
+        return torch.where(slot >= 0, lp, torch.full_like(lp, float("-inf")))
 
     @torch.no_grad()
     def generate(self, prompts, max_tokens, temperature, eos, device):
@@ -35,18 +74,22 @@ class Policy(nn.Module):
             if p:
                 ids[i, : len(p)] = torch.tensor(p)
         ids = ids.to(device)
-        packed = nn.utils.rnn.pack_padded_sequence(
-            self.emb(ids), lens, batch_first=True, enforce_sorted=False)
-        _, h = self.gru(packed)  # h [1, B, H]
+        e = self.emb(ids)
+        packed = nn.utils.rnn.pack_padded_sequence(e, lens, batch_first=True,
+                                                   enforce_sorted=False)
+        _, h = self.gru(packed)  # h [1, B, H]: the state after each prompt's last token
+        ctx, keys = ids, self.key(e)  # the copy source: the prompt
+        valid = (torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)).to(device)
         toks = [[] for _ in range(n)]
         lps = [[] for _ in range(n)]
         done = [False] * n
         steps = max(max_tokens) if max_tokens else 0
         for t in range(steps):
-            logits = self.logits(h[0]) / max(temperature, 1e-5)
-            logp = torch.log_softmax(logits, dim=-1)
-            nxt = torch.multinomial(logp.exp(), 1).squeeze(1)
-            lp = logp.gather(1, nxt.unsqueeze(1)).squeeze(1)
+            logp = self.mix(h.transpose(0, 1), keys, ctx, valid.unsqueeze(1)).squeeze(1)
+            logp = torch.log_softmax(logp / max(temperature, 1e-5), dim=-1)
+            pick = torch.multinomial(logp.exp(), 1).squeeze(1)
+            lp = logp.gather(1, pick.unsqueeze(1)).squeeze(1)
+            nxt = self.actions[pick]
             nxt_l, lp_l = nxt.tolist(), lp.tolist()
             for i in range(n):
                 if done[i] or t >= max_tokens[i]:
@@ -58,7 +101,8 @@ class Policy(nn.Module):
                     done[i] = True
             if all(done):
                 break
-            _, h = self.gru(self.emb(nxt.unsqueeze(1)), h)
+            en = self.emb(nxt.unsqueeze(1))
+            _, h = self.gru(en, h)  # the sampled words join the state, not the copy source
         out = []
         for i in range(n):
             reason = "stop" if toks[i] and toks[i][-1] == eos else "length"

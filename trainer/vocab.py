@@ -1,6 +1,7 @@
 """Word-level vocabulary of the toy task family: text is split on whitespace, one id per word.
 
-The policy may only emit ACTION words (a tiny shell vocabulary); prompts and tool output use the
+The policy may only emit ACTION words (a tiny shell vocabulary: end of sequence, echo, >, four
+files, four words); prompts and tool output use the
 whole vocabulary, unknown words map to <unk>. With dynamic=True (the scripted policy used by the
 tests) unknown words are added instead, so any command round-trips through /tokenize."""
 
@@ -9,8 +10,9 @@ import threading
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 FILES = ["a.txt", "b.txt", "c.txt", "d.txt"]
 WORDS = ["red", "green", "blue", "gold"]
-ACTIONS = [EOS, "echo", "cat", ">", "hint.txt"] + FILES + WORDS
-PROMPT_WORDS = ["task", "hint"] + [f"k{i}" for i in range(32)] + [f"h{i}" for i in range(16)]
+ACTIONS = [EOS, "echo", ">"] + FILES + WORDS
+# the toy prompts' other words; "task kN" names tasks in the tests' own task sets
+PROMPT_WORDS = ["write", "to", "put", "in", "task"] + [f"k{i}" for i in range(32)]
 
 
 class Vocab:
