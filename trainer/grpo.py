@@ -24,24 +24,16 @@ def grpo_loss(policy, episodes, device, clip=0.2, entropy=0.0):
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
     mask = torch.zeros((len(seqs), width - 1))
     old = torch.zeros((len(seqs), width - 1))
-    # bound[i, t]: how much of the sequence the request that sampled token t+1 had as its prompt
-    # (the start of that token's run of sampled tokens); causal elsewhere
-    bound = torch.arange(1, width).repeat(len(seqs), 1)
     adv = torch.tensor([float(ep["advantage"]) for ep in episodes])
     for i, (s, ep) in enumerate(zip(seqs, episodes)):
         ids[i, : len(s)] = torch.tensor(s)
         p = len(ep["prompt_ids"])
         n = len(ep["completion_ids"])
-        start = None
-        for k, m in enumerate(ep["loss_mask"]):
-            start = (start if start is not None else p + k) if m else None
-            if m:
-                bound[i, p + k - 1] = start
         # target position j predicts token j+1: completion token k sits at p+k, predicted at p+k-1
         mask[i, p - 1 : p - 1 + n] = torch.tensor(ep["loss_mask"], dtype=torch.float)
         old[i, p - 1 : p - 1 + n] = torch.tensor(ep["sampling_logprobs"], dtype=torch.float)
     ids, mask, old, adv = ids.to(device), mask.to(device), old.to(device), adv.to(device)
-    logp = policy(ids[:, :-1], bound.to(device))  # [B, T-1, A]: over the action words
+    logp = policy(ids[:, :-1])  # [B, T-1, A]: over the action words
     slot = policy.slot[ids[:, 1:]]
     new = logp.gather(2, slot.clamp(min=0).unsqueeze(2)).squeeze(2)
     new = torch.where((mask > 0) & (slot >= 0), new, torch.zeros_like(new))

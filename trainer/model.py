@@ -3,9 +3,12 @@
 A GRU reads the sequence (prompt, then the commands and tool outputs so far). At each position
 the next token's distribution mixes two parts, weighted by a learned gate g:
   - generate: a softmax over the action vocabulary (the few words the policy may emit);
-  - copy: one attention head over the action words of the request's prompt (the task's text,
-    earlier commands and tool outputs; not the words of the command being sampled), query from
-    the GRU state, key from the word's embedding; attending to a word proposes that word.
+  - copy: one attention head over the action words of the context up to its last word that is
+    not an action (query from the GRU state, key from the word's embedding); attending to a word
+    proposes that word. The tokenizer ends every text it encodes (the task's prompt, a tool's
+    output) with <eot>, which is not an action, so the copy source is exactly the observations
+    so far and never the command being sampled (nor an earlier command with no output). The rule
+    reads only the token sequence, so sampling and training see the same source.
 The copy path lets one skill ("take the file named in the prompt") serve every task, including
 word/file pairs never trained on. Only action words can be emitted: any other word has
 probability 0, which keeps exploration tractable."""
@@ -42,22 +45,27 @@ class Policy(nn.Module):
         g = torch.sigmoid(self.gate(h)) * seen.any(-1, keepdim=True)
         return torch.log((1 - g) * gen + g * copy + 1e-12)
 
-    def forward(self, ids, bound=None):
-        """ids [B, T] -> log-probabilities of the next action [B, T, A]. bound [B, T]: position
-        t may copy tokens 0..bound[t]-1 (the prompt of the request that sampled token t+1);
-        by default t+1 (everything so far)."""
+    def source(self, ids, lens=None):
+        """ids [B, T] -> [B, T, T]: position s is in the copy source of position t when s is at
+        or before the last non-action token at or before t (positions >= lens are padding)."""
+        b, t = ids.shape
+        pos = torch.arange(t, device=ids.device).expand(b, t)
+        other = self.slot[ids] < 0
+        if lens is not None:
+            other = other & (pos < lens.unsqueeze(1))
+        last = torch.where(other, pos, torch.full_like(pos, -1)).cummax(1).values  # [B, T]
+        return pos.unsqueeze(1) <= last.unsqueeze(2)
+
+    def forward(self, ids):
+        """ids [B, T] -> log-probabilities of the next action [B, T, A] (causal)."""
         e = self.emb(ids)
         h, _ = self.gru(e)
-        t = ids.shape[1]
-        if bound is None:
-            bound = torch.arange(1, t + 1, device=ids.device).expand(ids.shape[0], t)
-        valid = torch.arange(t, device=ids.device).view(1, 1, t) < bound.unsqueeze(2)
-        return self.mix(h, self.key(e), ids, valid)
+        return self.mix(h, self.key(e), ids, self.source(ids))
 
-    def next_logprobs(self, ids, bound=None):
+    def next_logprobs(self, ids):
         """ids [B, T] -> [B, T-1]: the log-probability of token t+1 after tokens 0..t
         (-inf where token t+1 is not an action: the policy never emits it)."""
-        logp = self(ids[:, :-1], None if bound is None else bound[:, :-1])
+        logp = self(ids[:, :-1])
         slot = self.slot[ids[:, 1:]]
         lp = logp.gather(2, slot.clamp(min=0).unsqueeze(2)).squeeze(2)
         return torch.where(slot >= 0, lp, torch.full_like(lp, float("-inf")))
@@ -78,8 +86,9 @@ class Policy(nn.Module):
         packed = nn.utils.rnn.pack_padded_sequence(e, lens, batch_first=True,
                                                    enforce_sorted=False)
         _, h = self.gru(packed)  # h [1, B, H]: the state after each prompt's last token
-        ctx, keys = ids, self.key(e)  # the copy source: the prompt
-        valid = (torch.arange(width).unsqueeze(0) < lens.unsqueeze(1)).to(device)
+        # the copy source stays the prompt's: sampled words are actions and never extend it
+        ctx, keys = ids, self.key(e)
+        valid = self.source(ids, lens.to(device))[torch.arange(n), lens.to(device) - 1]
         toks = [[] for _ in range(n)]
         lps = [[] for _ in range(n)]
         done = [False] * n
@@ -102,7 +111,7 @@ class Policy(nn.Module):
             if all(done):
                 break
             en = self.emb(nxt.unsqueeze(1))
-            _, h = self.gru(en, h)  # the sampled words join the state, not the copy source
+            _, h = self.gru(en, h)
         out = []
         for i in range(n):
             reason = "stop" if toks[i] and toks[i][-1] == eos else "length"

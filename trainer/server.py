@@ -188,7 +188,7 @@ def make_handler(tr):
                 if self.path == "/v1/completions":
                     return self.reply(200, tr.complete(body))
                 if self.path == "/tokenize":
-                    toks = tr.vocab.encode(str(body.get("prompt", "")))
+                    toks = tr.vocab.encode(str(body.get("prompt", "")), eot=True)
                     return self.reply(200, {"tokens": toks, "count": len(toks),
                                             "max_model_len": 4096})
                 if self.path == "/detokenize":

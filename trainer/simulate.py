@@ -42,7 +42,7 @@ def episodes(pol, v, tasks, temperature):
     eps = []
     for t in tasks:
         eps.append(dict(task=t, ws={},
-                        prompt_ids=v.encode(t["prompt"]), completion_ids=[], loss_mask=[],
+                        prompt_ids=v.encode(t["prompt"], eot=True), completion_ids=[], loss_mask=[],
                         sampling_logprobs=[], live=True))
     for turn in range(max(t["max_turns"] for t in tasks)):
         live = [e for e in eps if e["live"] and turn < e["task"]["max_turns"]]
@@ -61,7 +61,7 @@ def episodes(pol, v, tasks, temperature):
                 continue
             out = toy.simulate_command(cmd, e["ws"])
             if turn + 1 < e["task"]["max_turns"] and out:
-                o = v.encode(out)
+                o = v.encode(out, eot=True)
                 e["completion_ids"] += o
                 e["loss_mask"] += [0] * len(o)
                 e["sampling_logprobs"] += [0.0] * len(o)

@@ -7,7 +7,7 @@ tests) unknown words are added instead, so any command round-trips through /toke
 
 import threading
 
-PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
+PAD, EOS, UNK, EOT = "<pad>", "<eos>", "<unk>", "<eot>"
 FILES = ["a.txt", "b.txt", "c.txt", "d.txt"]
 WORDS = ["red", "green", "blue", "gold"]
 ACTIONS = [EOS, "echo", ">"] + FILES + WORDS
@@ -17,7 +17,7 @@ PROMPT_WORDS = ["write", "to", "put", "in", "task"] + [f"k{i}" for i in range(32
 
 class Vocab:
     def __init__(self, dynamic=False):
-        self.words = [PAD, UNK] + ACTIONS + PROMPT_WORDS
+        self.words = [PAD, UNK, EOT] + ACTIONS + PROMPT_WORDS
         self.ids = {w: i for i, w in enumerate(self.words)}
         self.dynamic = dynamic
         self.lock = threading.Lock()
@@ -27,7 +27,9 @@ class Vocab:
     def __len__(self):
         return len(self.words)
 
-    def encode(self, text):
+    def encode(self, text, eot=False):
+        """Ids of the words of text; with eot, an observation (a prompt, a tool's output) that
+        ends with <eot> (the policy's copy source ends at the last non-action word)."""
         out = []
         for w in text.split():
             i = self.ids.get(w)
@@ -37,11 +39,11 @@ class Vocab:
                     if i == len(self.words):
                         self.words.append(w)
             out.append(self.ids[UNK] if i is None else i)
-        return out
+        return out + [self.ids[EOT]] if eot and out else out
 
     def decode(self, ids):
         words = []
         for i in ids:
-            if 0 <= i < len(self.words) and self.words[i] not in (PAD, EOS):
+            if 0 <= i < len(self.words) and self.words[i] not in (PAD, EOS, EOT):
                 words.append(self.words[i])
         return " ".join(words)
