@@ -262,4 +262,45 @@ test_cost_preview_measure() {
   assert_eq "$(wc -l <"$T/out/measure/step-0001.jsonl")" 4 "measured episodes"
 }
 
+# The Python coding task set (tasks/python-funcs.jsonl) end to end with a scripted policy
+# (bench/grpo_fake_server.py --answers): right solutions score 1 on every task, plausible wrong
+# ones (off-by-one, a missed case, an endless loop) score 0, as scored episodes, never as
+# infrastructure failures.
+TEST_TIMEOUT_python_funcs_scripted=240
+test_python_funcs_scripted() {
+  require_root
+  grpo_setup
+  local which want
+  for which in right wrong; do
+    /usr/bin/python3 "$SBX_SRC_DIR/tests/e2e/python_funcs_solutions.py" "$which" >"$T/$which.json"
+    rm -f "$T/port.$which"
+    /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port.$which" \
+      --delay-ms 0 --answers "$T/$which.json" &
+    TRAINER_PID=$!
+    for _ in $(seq 100); do [ -s "$T/port.$which" ] && break; sleep 0.1; done
+    [ -s "$T/port.$which" ] || fail "the scripted server did not start"
+    TRAINER_URL=http://127.0.0.1:$(cat "$T/port.$which")
+    grpo_run --tasks "$SBX_SRC_DIR/tasks/python-funcs.jsonl" --out "$T/$which" --steps 1 \
+      --tasks-per-step 6 --group-size 2 --no-train --json >"$T/$which.txt"
+    cat "$T/$which.txt"
+    kill "$TRAINER_PID" && wait "$TRAINER_PID" 2>/dev/null
+    TRAINER_PID=
+    want=1.0
+    [ "$which" == wrong ] && want=0.0
+    /usr/bin/python3 - "$T/$which/step-0001.jsonl" "$want" <<'PY'
+import json, sys
+eps = [json.loads(l) for l in open(sys.argv[1])]
+want = float(sys.argv[2])
+for e in eps:
+    print(e["task"], e["status"], e["reward"], (e.get("message") or "")[:80])
+assert sorted(set(e["task"] for e in eps)) == ["fizzbuzz", "flatten", "median", "palindrome",
+                                               "roman", "word_count"], eps
+assert len(eps) == 12, len(eps)
+bad = [e for e in eps if e["status"] != "scored" or e["reward"] != want]
+assert not bad, bad
+PY
+  done
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
