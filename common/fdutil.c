@@ -97,34 +97,6 @@ int file_write_str(const char *path, const char *s) {
     return fd_write_all(fd, s, strlen(s));
 }
 
-int file_write_atomic(const char *path, const void *buf, size_t len, mode_t mode) {
-    char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
-        return -ENAMETOOLONG;
-    _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0)
-        return -errno;
-    int r = fd_write_all(fd, buf, len);
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0) {
-        unlink(tmp);
-        return r;
-    }
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) {
-        *slash = slash == dir ? (slash[1] = '\0', '/') : '\0';
-        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0)
-            fsync(dfd);
-    }
-    return 0;
-}
-
 int mkdir_p(const char *path, mode_t mode) {
     char buf[PATH_MAX];
     if ((size_t)snprintf(buf, sizeof(buf), "%s", path) >= sizeof(buf))

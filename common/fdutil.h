@@ -1,5 +1,8 @@
-/* Descriptor and file helpers: CLOEXEC/nonblocking flags, whole-file reads, atomic writes. */
+/* Descriptor and file helpers: CLOEXEC/nonblocking flags, whole-file reads; atomic writes
+ * (file_write_atomic) come from common/filereplace.h. */
 #pragma once
+
+#include "common/filereplace.h"
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -13,8 +16,6 @@ int fd_read_all(int fd, size_t max, char **ret, size_t *ret_len);
 int file_read_all(const char *path, size_t max, char **ret, size_t *ret_len);
 /* Write a small string to a file that already exists (sysfs/cgroupfs/procfs knobs). */
 int file_write_str(const char *path, const char *s);
-/* Write path atomically: temp file in the same dir, fsync, rename, fsync dir. */
-int file_write_atomic(const char *path, const void *buf, size_t len, mode_t mode);
 /* mkdir -p with mode for each created component. */
 int mkdir_p(const char *path, mode_t mode);
 /* Remove a directory tree without following symlinks. Missing path is not an error. */

@@ -1,4 +1,4 @@
-/* file_replace_nosync: atomic (rename) but not durable (no fsync) file replacement. */
+/* The atomic-file writer (common/filereplace.h). */
 #include "common/filereplace.h"
 
 #include "common/fdutil.h"
@@ -7,10 +7,24 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
-int file_replace_nosync(const char *path, const void *buf, size_t len, mode_t mode) {
+static void fsync_dir_of(const char *path) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = slash == dir ? (slash[1] = '\0', '/') : '\0';
+    _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0)
+        fsync(dfd);
+}
+
+static int replace(const char *path, const void *buf, size_t len, mode_t mode, bool durable) {
     char tmp[PATH_MAX];
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= sizeof(tmp))
         return -ENAMETOOLONG;
@@ -18,9 +32,23 @@ int file_replace_nosync(const char *path, const void *buf, size_t len, mode_t mo
     if (fd < 0)
         return -errno;
     int r = fd_write_all(fd, buf, len);
+    if (r == 0 && durable && fsync(fd) < 0)
+        r = -errno;
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
-    if (r < 0)
+    if (r < 0) {
         unlink(tmp);
-    return r;
+        return r;
+    }
+    if (durable)
+        fsync_dir_of(path);
+    return 0;
+}
+
+int file_write_atomic(const char *path, const void *buf, size_t len, mode_t mode) {
+    return replace(path, buf, len, mode, true);
+}
+
+int file_replace_nosync(const char *path, const void *buf, size_t len, mode_t mode) {
+    return replace(path, buf, len, mode, false);
 }

@@ -17,6 +17,8 @@
  *             cwd: absolute, default /workspace. timeout_ms: 0 or absent = none; on expiry the
  *             command's whole process tree is killed. pid: the command's pid in the sandbox.
  *             A missing program or cwd is an error reply (errno ENOENT), not an exit.
+ *             A fork refused inside the sandbox (its pids limit) is an error reply with errno
+ *             EAGAIN and "limit": "pids".
  *   kill      {xid, signal}                   -> ok  (signal 1..64, default SIGKILL; sent to the
  *                                                command's whole process tree)
  *   stats     {}                              -> stats {cpu_usec, mem_bytes, mem_peak_bytes,
@@ -25,7 +27,7 @@
  *                                                removes its directory and exits
  * Shim -> daemon events (no seq), sent to every connected client:
  *   exit      {xid, exit_code, signal, reason, duration_ms, message?}
- *             reason: "exited" | "signaled" | "command_timeout" | "oom_killed"
+ *             reason: "exited" | "signaled" | "command_timeout" | "oom_killed" (end_reason.h)
  *             exit_code is 128+signal when signaled; duration_ms counts from the exec request.
  *   oom       {oom_kills}                     the cgroup's OOM kill counter went up
  *   dead      {reason, message}               the sandbox's init died; the shim tears down and
@@ -36,7 +38,7 @@
  * A lost connection changes nothing: the shim keeps running, and SIGTERM to the shim is the
  * same as shutdown.
  *
- * Start-up: the daemon writes `<dir>/spec.json` (see shim/spec.h) and runs
+ * Start-up: the daemon writes `<dir>/spec.json` (see common/spec.h) and runs
  * `sbx-shim <dir>` with fd 3 the write end of a pipe. The shim detaches (setsid), builds the
  * sandbox, listens on shim.sock, then writes one line to fd 3 and closes it:
  *   {"ok":true,"init_pid":N,"shim_pid":N}  or  {"ok":false,"errno":N,"message":"..."}

@@ -34,8 +34,10 @@ int policy_parse_size(json_t *v, const char *field, uint64_t *ret, error_rec *er
     }
     if (json_is_real(v)) {
         double d = json_real_value(v);
-        if (!isfinite(d) || d < 0 || d != floor(d) || d >= 1.8e19)
+        if (!isfinite(d) || d < 0 || d != floor(d))
             return bad(err, field, "must be a whole number of bytes");
+        if (d >= 1.8e19)
+            return bad(err, field, "is too large (at most 2^64-1 bytes)");
         *ret = (uint64_t)d;
         return 0;
     }
@@ -50,8 +52,10 @@ int policy_parse_size(json_t *v, const char *field, uint64_t *ret, error_rec *er
 int policy_parse_duration(json_t *v, const char *field, uint64_t *ret_ms, error_rec *err) {
     if (json_is_number(v)) {
         double d = json_number_value(v);
-        if (!isfinite(d) || d < 0 || d > 1e12)
+        if (!isfinite(d) || d < 0)
             return bad(err, field, "must be a non-negative number of seconds");
+        if (d > 1e12)
+            return bad(err, field, "is too long (at most 1e12 seconds)");
         *ret_ms = (uint64_t)llround(d * 1000.0);
         return 0;
     }
@@ -132,8 +136,9 @@ static int parse_cpu(json_t *v, const policy_host *host, double *ret, error_rec 
     if (!json_is_number(v))
         return bad(err, "cpu", "must be a number of vCPUs");
     double c = json_number_value(v);
-    if (!isfinite(c) || c <= 0 || c > host->cpus)
-        return error_set(err, -EINVAL, "cpu: must be in (0, %g] vCPUs", host->cpus);
+    if (!isfinite(c) || c < POLICY_MIN_CPU || c > host->cpus)
+        return error_set(err, -EINVAL, "cpu: must be in [%g, %g] vCPUs", POLICY_MIN_CPU,
+                         host->cpus);
     *ret = c;
     return 0;
 }
@@ -168,8 +173,13 @@ static int parse_cost(json_t *v, double *ret, error_rec *err) {
     *ret = 0;
     if (!v)
         return 0;
-    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) <= 0)
-        return bad(err, "max_cost_usd", "must be a number > 0 (or null for no cap)");
+    double usd = json_number_value(v);
+    if (!json_is_number(v) || !isfinite(usd) || usd < POLICY_MIN_COST_USD ||
+        usd > POLICY_MAX_COST_USD)
+        return error_set(err, -EINVAL,
+                         "max_cost_usd: must be a number of dollars in [%g, %g] (or null for no "
+                         "cap)",
+                         POLICY_MIN_COST_USD, POLICY_MAX_COST_USD);
     *ret = json_number_value(v);
     return 0;
 }
@@ -321,7 +331,7 @@ int policy_limits_parse_exec(json_t *body, policy_exec *ret, error_rec *err) {
         (r = parse_stdin(body, &e, err)) < 0 ||
         (r = parse_duration_range(pick(body, NULL, "timeout"), "timeout", 0, 1,
                                   POLICY_MAX_DURATION_MS, &e.timeout_ms, err)) < 0 ||
-        (r = parse_size_range(pick(body, NULL, "max_output"), "max_output", 1ull << 20, 0,
+        (r = parse_size_range(pick(body, NULL, "max_output"), "max_output", 1ull << 20, 1,
                               POLICY_MAX_OUTPUT, &e.max_output, err)) < 0)
         goto fail;
     *ret = e;

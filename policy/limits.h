@@ -13,6 +13,12 @@
 #define POLICY_MIN_MEMORY (16ull << 20)
 #define POLICY_MAX_DISK (64ull << 30)
 #define POLICY_MAX_OUTPUT (64ull << 20)
+/* cgroup v1 and v2 quotas have a floor of 1 ms per 100 ms period: 0.01 vCPU. */
+#define POLICY_MIN_CPU 0.01
+/* A cost cap below a micro-dollar (0.2 s of the default sandbox) or above a million dollars
+ * means nothing the daemon can honour: refused. */
+#define POLICY_MIN_COST_USD 1e-6
+#define POLICY_MAX_COST_USD 1e6
 
 /* What the host offers: the upper bounds of cpu and memory. */
 typedef struct policy_host {

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -38,11 +37,21 @@ struct policy_seccomp {
     size_t n_syscalls;
 };
 
-/* One syscall seen while compiling: to refuse rules that libseccomp would silently drop. */
+/* How a rule constrains one syscall. */
+typedef enum rule_kind {
+    RULE_PLAIN,     /* no args: every call */
+    RULE_MASKED,    /* one masked_eq comparison (on seen_syscall.index) */
+    RULE_ARGS,      /* any other comparisons */
+    RULE_OTHERWISE, /* "otherwise": the calls no earlier rule for the syscall matched */
+} rule_kind;
+
+/* One (syscall, rule) pair seen while compiling: to refuse rules that libseccomp would silently
+ * drop or resolve by an order of its own. */
 typedef struct seen_syscall {
     int nr;
     size_t rule;
-    bool conditional;
+    rule_kind kind;
+    unsigned index;
 } seen_syscall;
 
 typedef struct compile_state {
@@ -276,18 +285,7 @@ static int parse_args(json_t *args, size_t ri, struct scmp_arg_cmp *cmp, unsigne
     return 0;
 }
 
-/* Refuse a syscall that would mix an unconditional rule with any other rule for it. */
-static int note_syscall(compile_state *st, int nr, size_t ri, size_t ni, const char *name,
-                        bool conditional, error_rec *err) {
-    for (size_t i = 0; i < st->n_seen; i++) {
-        seen_syscall *s = &st->seen[i];
-        if (s->nr != nr || (s->conditional && conditional))
-            continue;
-        return error_set(err, -EINVAL,
-                         "rules[%zu].names[%zu]: syscall \"%s\" also appears in rules[%zu]; a "
-                         "syscall with a rule without args may appear in no other rule",
-                         ri, ni, name, s->rule);
-    }
+static int seen_add(compile_state *st, seen_syscall s, error_rec *err) {
     if (st->n_seen == st->cap_seen) {
         size_t cap = st->cap_seen ? st->cap_seen * 2 : 256;
         seen_syscall *n = realloc(st->seen, cap * sizeof(*n));
@@ -296,11 +294,75 @@ static int note_syscall(compile_state *st, int nr, size_t ri, size_t ni, const c
         st->seen = n;
         st->cap_seen = cap;
     }
-    st->seen[st->n_seen++] = (seen_syscall){.nr = nr, .rule = ri, .conditional = conditional};
+    st->seen[st->n_seen++] = s;
     return 0;
 }
 
-static int add_names(compile_state *st, json_t *names, size_t ri, uint32_t action,
+/* An "otherwise" rule is compiled as an always-true comparison (index >= 0). libseccomp checks
+ * a level's masked_eq comparisons before its >= ones, so it catches exactly the calls the
+ * earlier rules did not; that holds when every earlier rule for the syscall is one masked_eq
+ * on the same argument, which is what this refuses otherwise. */
+static int check_otherwise(compile_state *st, const seen_syscall *s, size_t ni, const char *name,
+                           unsigned *ret_index, error_rec *err) {
+    size_t n = 0;
+    for (size_t i = 0; i < st->n_seen; i++) {
+        const seen_syscall *o = &st->seen[i];
+        if (o->nr != s->nr)
+            continue;
+        if (o->kind != RULE_MASKED || (n > 0 && o->index != *ret_index))
+            return error_set(err, -EINVAL,
+                             "rules[%zu].names[%zu]: \"otherwise\" for \"%s\" needs every "
+                             "earlier rule for it to be one masked_eq on the same argument "
+                             "(rules[%zu] is not)",
+                             s->rule, ni, name, o->rule);
+        *ret_index = o->index;
+        n++;
+    }
+    if (n == 0)
+        return error_set(err, -EINVAL,
+                         "rules[%zu].names[%zu]: \"otherwise\" for \"%s\" needs earlier rules "
+                         "with args for it",
+                         s->rule, ni, name);
+    return 0;
+}
+
+/* Refuse a syscall that would mix an unconditional rule with any other rule for it, or have a
+ * rule after its "otherwise". */
+static int note_syscall(compile_state *st, seen_syscall s, size_t ni, const char *name,
+                        unsigned *ret_index, error_rec *err) {
+    for (size_t i = 0; i < st->n_seen; i++) {
+        const seen_syscall *o = &st->seen[i];
+        if (o->nr != s.nr)
+            continue;
+        if (o->kind == RULE_PLAIN || s.kind == RULE_PLAIN)
+            return error_set(err, -EINVAL,
+                             "rules[%zu].names[%zu]: syscall \"%s\" also appears in rules[%zu]; "
+                             "a syscall with a rule without args may appear in no other rule",
+                             s.rule, ni, name, o->rule);
+        if (o->kind == RULE_OTHERWISE)
+            return error_set(err, -EINVAL,
+                             "rules[%zu].names[%zu]: syscall \"%s\" has its \"otherwise\" "
+                             "rule in rules[%zu]; it must be the last rule for it",
+                             s.rule, ni, name, o->rule);
+    }
+    if (s.kind == RULE_OTHERWISE) {
+        int r = check_otherwise(st, &s, ni, name, &s.index, err);
+        if (r < 0)
+            return r;
+        *ret_index = s.index;
+    }
+    return seen_add(st, s, err);
+}
+
+static rule_kind kind_of(bool otherwise, const struct scmp_arg_cmp *cmp, unsigned n_cmp) {
+    if (otherwise)
+        return RULE_OTHERWISE;
+    if (n_cmp == 0)
+        return RULE_PLAIN;
+    return n_cmp == 1 && cmp[0].op == SCMP_CMP_MASKED_EQ ? RULE_MASKED : RULE_ARGS;
+}
+
+static int add_names(compile_state *st, json_t *names, size_t ri, uint32_t action, bool otherwise,
                      const struct scmp_arg_cmp *cmp, unsigned n_cmp, error_rec *err) {
     for (size_t i = 0; i < json_array_size(names); i++) {
         const char *name = json_string_value(json_array_get(names, i));
@@ -312,12 +374,19 @@ static int add_names(compile_state *st, json_t *names, size_t ri, uint32_t actio
                              name);
         if (nr < 0) /* known to libseccomp, absent on this architecture */
             continue;
-        int r = note_syscall(st, nr, ri, i, name, n_cmp > 0, err);
+        seen_syscall s = {.nr = nr,
+                          .rule = ri,
+                          .kind = kind_of(otherwise, cmp, n_cmp),
+                          .index = n_cmp ? cmp[0].arg : 0};
+        unsigned index = 0;
+        int r = note_syscall(st, s, i, name, &index, err);
         if (r < 0)
             return r;
         if (action == st->default_action)
             continue;
-        r = seccomp_rule_add_exact_array(st->ctx, action, nr, n_cmp, cmp);
+        struct scmp_arg_cmp always = {.arg = index, .op = SCMP_CMP_GE, .datum_a = 0};
+        r = otherwise ? seccomp_rule_add_exact_array(st->ctx, action, nr, 1, &always)
+                      : seccomp_rule_add_exact_array(st->ctx, action, nr, n_cmp, cmp);
         if (r < 0)
             return error_set_errno(err, r, "rules[%zu].names[%zu]: libseccomp refused \"%s\"", ri,
                                    i, name);
@@ -326,7 +395,7 @@ static int add_names(compile_state *st, json_t *names, size_t ri, uint32_t actio
 }
 
 static int add_rule(compile_state *st, json_t *rule, size_t ri, error_rec *err) {
-    static const char *const keys[] = {"names", "action", "args", NULL};
+    static const char *const keys[] = {"names", "action", "args", "otherwise", NULL};
     char w[64];
     snprintf(w, sizeof(w), "rules[%zu]", ri);
     if (!json_is_object(rule))
@@ -345,7 +414,13 @@ static int add_rule(compile_state *st, json_t *rule, size_t ri, error_rec *err) 
     unsigned n_cmp = 0;
     if ((r = parse_args(json_object_get(rule, "args"), ri, cmp, &n_cmp, err)) < 0)
         return r;
-    return add_names(st, names, ri, action, cmp, n_cmp, err);
+    json_t *otherwise = json_object_get(rule, "otherwise");
+    if (otherwise && !json_is_true(otherwise))
+        return error_set(err, -EINVAL, "rules[%zu].otherwise: expected true", ri);
+    if (otherwise && n_cmp > 0)
+        return error_set(err, -EINVAL, "rules[%zu]: \"otherwise\" and \"args\" exclude each other",
+                         ri);
+    return add_names(st, names, ri, action, otherwise != NULL, cmp, n_cmp, err);
 }
 
 /* ---- the document ---- */
@@ -504,7 +579,7 @@ int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path,
     return 0;
 }
 
-static bool bpf_len_ok(size_t len) {
+bool policy_seccomp_bpf_len_ok(size_t len) {
     return len > 0 && len % sizeof(struct sock_filter) == 0 &&
            len / sizeof(struct sock_filter) <= MAX_INSNS;
 }
@@ -515,27 +590,11 @@ int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, e
     int r = file_read_all(bpf_path, (MAX_INSNS + 1) * sizeof(struct sock_filter), &buf, &len);
     if (r < 0)
         return error_set_errno(err, r, "reading seccomp program %s", bpf_path);
-    if (!bpf_len_ok(len)) {
+    if (!policy_seccomp_bpf_len_ok(len)) {
         free(buf);
         return error_set(err, -EINVAL, "seccomp program %s: bad size %zu bytes", bpf_path, len);
     }
     *ret = buf;
     *ret_len = len;
-    return 0;
-}
-
-/* ---- after fork ---- */
-
-int policy_seccomp_apply_bpf(const void *bpf, size_t len) {
-    if (!bpf || !bpf_len_ok(len))
-        return -EINVAL;
-    struct sock_fprog prog = {
-        .len = (unsigned short)(len / sizeof(struct sock_filter)),
-        .filter = (struct sock_filter *)bpf,
-    };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return negative_errno();
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
-        return negative_errno();
     return 0;
 }

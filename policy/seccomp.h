@@ -1,7 +1,7 @@
 /* The sandbox's seccomp profile: a JSON document (policy/seccomp.json) parsed, validated and
  * compiled with libseccomp into a classic-BPF program. The daemon compiles it once at start-up
  * (policy_seccomp_compile_file); the shim loads the raw program after fork with
- * policy_seccomp_apply_bpf, so no libseccomp is needed at exec time.
+ * shim_seccomp_apply_bpf (shim/seccomp.h), so no libseccomp is needed at exec time.
  *
  * Schema (version 1). Every object may carry a "comment" string; any other unknown key is an
  * error, so typos never silently weaken the profile.
@@ -15,6 +15,8 @@
  *       { "names": ["read", ...],     syscall names as libseccomp knows them
  *         "action": ACTION,
  *         "args": [ARG, ...] }        optional, at most 6, ANDed; at most one per index
+ *       { "names": [...], "action": ACTION,
+ *         "otherwise": true }         the calls of these syscalls that no earlier rule matched
  *     ]
  *   }
  *
@@ -35,6 +37,11 @@
  *   actions; calls that match none of them take the default action.
  * - The kernel truncates int arguments to 32 bits while seccomp compares all 64, so compare
  *   int arguments with "masked_eq" and mask 0xffffffff, or an allow rule can be bypassed.
+ * - "otherwise" (e.g. EPERM for every personality value but the allowed ones, where the
+ *   default would be ENOSYS) must be the last rule for each of its syscalls, and every earlier
+ *   rule for them must be one masked_eq on one and the same argument. It compiles to an
+ *   always-true comparison (index >= 0), which libseccomp checks after a level's masked_eq
+ *   ones; the restriction keeps that the only order in play (golden and behaviour tests pin it).
  * - A rule whose action equals the default action is accepted and compiles to nothing.
  * - A name libseccomp knows but the native architecture lacks is skipped; an unknown name is
  *   an error. The program is built for the native architecture only.
@@ -44,6 +51,7 @@
 
 #include "common/error.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct policy_seccomp policy_seccomp;
@@ -67,7 +75,6 @@ int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path,
 /* Read a program written by policy_seccomp_compile_file, checking its size. Call before fork. */
 int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, error_rec *err);
 
-/* Set no_new_privs and install the program on the calling thread. Async-signal-safe (only
- * prctl and seccomp), for use between fork and exec. Returns 0 or -errno (-EINVAL for a length
- * that is not a non-empty multiple of 8 bytes of at most 4096 instructions). */
-int policy_seccomp_apply_bpf(const void *bpf, size_t len);
+/* A program length the kernel takes: a non-empty multiple of 8 bytes of at most 4096
+ * instructions. (Installing it changes the calling process: shim/seccomp.h.) */
+bool policy_seccomp_bpf_len_ok(size_t len);

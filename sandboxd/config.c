@@ -1,52 +1,48 @@
 /* Configuration: built-in defaults, then the JSON config file (keys mirror the flags in
  * snake_case, plus `price` and `defaults`), then command-line flags. */
-#include "sandboxd/daemon.h"
+#include "sandboxd/config.h"
+
+#include "common/macro.h"
 
 #include <getopt.h>
+#include <stddef.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define DEFAULT_CONFIG "/etc/sandboxd/sandboxd.json"
 
-enum {
-    OPT_CONFIG = 256,
-    OPT_SOCKET,
-    OPT_TCP,
-    OPT_TOKEN,
-    OPT_RUN_DIR,
-    OPT_STATE_DIR,
-    OPT_SHIM,
-    OPT_SECCOMP,
-    OPT_CGROUP,
-    OPT_MAX_SB,
-    OPT_MAX_START,
-    OPT_LOG,
-    OPT_POOL,
-    OPT_POOL_MAX_START,
-    OPT_HELP,
-    OPT_VERSION
-};
+/* One row per setting: its flag, its key in the config file (NULL: flag only), how its value
+ * is read, and the sd_config field it sets. A new setting is one row (and one field). */
+typedef enum { K_STR, K_CGROUP, K_UINT, K_LOG, K_POOL, K_CONFIG } opt_kind;
 
-static const struct option options[] = {
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"socket", required_argument, NULL, OPT_SOCKET},
-    {"tcp", required_argument, NULL, OPT_TCP},
-    {"token", required_argument, NULL, OPT_TOKEN},
-    {"run-dir", required_argument, NULL, OPT_RUN_DIR},
-    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-    {"shim", required_argument, NULL, OPT_SHIM},
-    {"seccomp-profile", required_argument, NULL, OPT_SECCOMP},
-    {"cgroup-parent", required_argument, NULL, OPT_CGROUP},
-    {"max-sandboxes", required_argument, NULL, OPT_MAX_SB},
-    {"max-starting", required_argument, NULL, OPT_MAX_START},
-    {"log-level", required_argument, NULL, OPT_LOG},
-    {"pool", required_argument, NULL, OPT_POOL},
-    {"pool-max-starting", required_argument, NULL, OPT_POOL_MAX_START},
-    {"help", no_argument, NULL, OPT_HELP},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {0},
+typedef struct opt_row {
+    const char *flag, *key;
+    opt_kind kind;
+    size_t field; /* offsetof(sd_config, ...) */
+} opt_row;
+
+#define F(name) offsetof(sd_config, name)
+static const opt_row rows[] = {
+    {"config", NULL, K_CONFIG, 0},
+    {"socket", "socket", K_STR, F(socket_path)},
+    {"tcp", "tcp", K_STR, F(tcp)},
+    {"token", "token", K_STR, F(token)},
+    {"run-dir", "run_dir", K_STR, F(run_dir)},
+    {"state-dir", "state_dir", K_STR, F(state_dir)},
+    {"shim", "shim", K_STR, F(shim_path)},
+    {"seccomp-profile", "seccomp_profile", K_STR, F(seccomp_profile)},
+    {"cgroup-parent", "cgroup_parent", K_CGROUP, F(cgroup_parent)},
+    {"max-sandboxes", "max_sandboxes", K_UINT, F(max_sandboxes)},
+    {"max-starting", "max_starting", K_UINT, F(max_starting)},
+    {"log-level", "log_level", K_LOG, F(log_level)},
+    {"pool", NULL, K_POOL, F(pools)},
+    {"pool-max-starting", "pool_max_starting", K_UINT, F(pool_max_starting)},
 };
+#undef F
+
+enum { OPT_ROW = 256, OPT_HELP = 1000, OPT_VERSION };
 
 static const char usage[] =
     "usage: sandboxd [--config FILE] [--socket PATH] [--tcp HOST:PORT --token TOKEN]\n"
@@ -107,46 +103,27 @@ static int parse_pool(sd_config *c, const char *v, error_rec *err) {
     return 0;
 }
 
-static int apply(sd_config *c, int opt, const char *v, error_rec *err) {
-    switch (opt) {
-    case OPT_SOCKET:
-        set_str(&c->socket_path, v);
-        return 0;
-    case OPT_TCP:
-        set_str(&c->tcp, v);
-        return 0;
-    case OPT_TOKEN:
-        set_str(&c->token, v);
-        return 0;
-    case OPT_RUN_DIR:
-        set_str(&c->run_dir, v);
-        return 0;
-    case OPT_STATE_DIR:
-        set_str(&c->state_dir, v);
-        return 0;
-    case OPT_SHIM:
-        set_str(&c->shim_path, v);
-        return 0;
-    case OPT_SECCOMP:
-        set_str(&c->seccomp_profile, v);
-        return 0;
-    case OPT_CGROUP:
+static int apply(sd_config *c, const opt_row *row, const char *v, error_rec *err) {
+    void *field = (char *)c + row->field;
+    switch (row->kind) {
+    case K_CGROUP:
         if (!*v || strstr(v, ".."))
-            return error_set(err, -EINVAL, "cgroup-parent: invalid name \"%s\"", v);
-        set_str(&c->cgroup_parent, v);
+            return error_set(err, -EINVAL, "%s: invalid name \"%s\"", row->flag, v);
+        set_str(field, v);
         return 0;
-    case OPT_MAX_SB:
-        return parse_uint(v, "max-sandboxes", &c->max_sandboxes, err);
-    case OPT_MAX_START:
-        return parse_uint(v, "max-starting", &c->max_starting, err);
-    case OPT_POOL:
+    case K_STR:
+        set_str(field, v);
+        return 0;
+    case K_UINT:
+        return parse_uint(v, row->flag, field, err);
+    case K_POOL:
         return parse_pool(c, v, err);
-    case OPT_POOL_MAX_START:
-        return parse_uint(v, "pool-max-starting", &c->pool_max_starting, err);
-    case OPT_LOG:
-        if (log_level_from_string(v, &c->log_level) < 0)
-            return error_set(err, -EINVAL, "log-level: expected debug, info, warn or error");
+    case K_LOG:
+        if (log_level_from_string(v, field) < 0)
+            return error_set(err, -EINVAL, "%s: expected debug, info, warn or error", row->flag);
         return 0;
+    case K_CONFIG:
+        return 0; /* read first, by sd_config_load */
     }
     return 0;
 }
@@ -165,6 +142,20 @@ static int load_price(sd_config *c, json_t *p, error_rec *err) {
     return 0;
 }
 
+/* A config file value: strings as they are, integers as their digits. */
+static int apply_json(sd_config *c, const opt_row *row, json_t *v, const char *path,
+                      error_rec *err) {
+    char num[32];
+    if (!v)
+        return 0;
+    if (json_is_string(v))
+        return apply(c, row, json_string_value(v), err);
+    if (!json_is_integer(v))
+        return error_set(err, -EINVAL, "config %s: %s has the wrong type", path, row->key);
+    snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+    return apply(c, row, num, err);
+}
+
 static int load_file(sd_config *c, const char *path, bool required, error_rec *err) {
     struct stat st;
     if (!required && stat(path, &st) < 0)
@@ -176,36 +167,10 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
         return error_set(err, -EINVAL, "config %s: %s (line %d)", path,
                          j ? "not an object" : je.text, je.line);
     }
-    static const struct {
-        const char *key;
-        int opt;
-    } keys[] = {{"socket", OPT_SOCKET},
-                {"tcp", OPT_TCP},
-                {"token", OPT_TOKEN},
-                {"run_dir", OPT_RUN_DIR},
-                {"state_dir", OPT_STATE_DIR},
-                {"shim", OPT_SHIM},
-                {"seccomp_profile", OPT_SECCOMP},
-                {"cgroup_parent", OPT_CGROUP},
-                {"max_sandboxes", OPT_MAX_SB},
-                {"max_starting", OPT_MAX_START},
-                {"pool_max_starting", OPT_POOL_MAX_START},
-                {"log_level", OPT_LOG}};
     int r = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(keys) && r >= 0; i++) {
-        json_t *v = json_object_get(j, keys[i].key);
-        char num[32];
-        if (!v)
-            continue;
-        if (json_is_integer(v)) {
-            snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
-            r = apply(c, keys[i].opt, num, err);
-        } else if (json_is_string(v)) {
-            r = apply(c, keys[i].opt, json_string_value(v), err);
-        } else {
-            r = error_set(err, -EINVAL, "config %s: %s has the wrong type", path, keys[i].key);
-        }
-    }
+    for (size_t i = 0; i < ARRAY_SIZE(rows) && r >= 0; i++)
+        if (rows[i].key)
+            r = apply_json(c, &rows[i], json_object_get(j, rows[i].key), path, err);
     if (r >= 0)
         r = load_price(c, json_object_get(j, "price"), err);
     json_t *defs = json_object_get(j, "defaults");
@@ -228,21 +193,14 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
     return r;
 }
 
-int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
-    *c = (sd_config){.log_level = LOG_LEVEL_INFO, .price = policy_price_default()};
-    const char *config = NULL;
-    for (int i = 1; i < argc; i++) { /* the file comes first, flags override it */
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-            config = argv[i + 1];
-        else if (strncmp(argv[i], "--config=", 9) == 0)
-            config = argv[i] + 9;
-    }
-    int r = load_file(c, config ? config : DEFAULT_CONFIG, config != NULL, err);
-    if (r < 0)
-        return r;
-    c->config_path = strdup(config ? config : DEFAULT_CONFIG);
+static int parse_flags(int argc, char **argv, sd_config *c, error_rec *err) {
+    static struct option options[ARRAY_SIZE(rows) + 3];
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+        options[i] = (struct option){rows[i].flag, required_argument, NULL, OPT_ROW + (int)i};
+    options[ARRAY_SIZE(rows)] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    options[ARRAY_SIZE(rows) + 1] = (struct option){"version", no_argument, NULL, OPT_VERSION};
     optind = 1;
-    int opt;
+    int opt, r;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (opt == OPT_VERSION) {
             printf("sandboxd %s\n", SBX_VERSION);
@@ -254,11 +212,27 @@ int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
         }
         if (opt == '?' || opt == ':')
             return error_set(err, -EINVAL, "%s", usage);
-        if ((r = apply(c, opt, optarg, err)) < 0)
+        if ((r = apply(c, &rows[opt - OPT_ROW], optarg, err)) < 0)
             return r;
     }
     if (optind < argc)
         return error_set(err, -EINVAL, "unexpected argument \"%s\"\n%s", argv[optind], usage);
+    return 0;
+}
+
+int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
+    *c = (sd_config){.log_level = LOG_LEVEL_INFO, .price = policy_price_default()};
+    const char *config = NULL;
+    for (int i = 1; i < argc; i++) { /* the file comes first, flags override it */
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            config = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            config = argv[i] + 9;
+    }
+    int r = load_file(c, config ? config : DEFAULT_CONFIG, config != NULL, err);
+    if (r < 0 || (r = parse_flags(argc, argv, c, err)) < 0)
+        return r;
+    c->config_path = strdup(config ? config : DEFAULT_CONFIG);
     if (!c->socket_path)
         c->socket_path = strdup("/run/sandboxd/sandboxd.sock");
     if (!c->run_dir)

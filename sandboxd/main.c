@@ -2,13 +2,19 @@
  * directories, the seccomp filter and the cgroup subtree, re-adopts sandboxes from the state
  * directory, serves the API on the libuv loop and tells systemd it is ready. SIGTERM/SIGINT
  * stop serving and exit 0, leaving sandboxes (and their shims) running for the next start. */
-#include "sandboxd/daemon.h"
-
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
-#include "sandboxd/api/http.h"
-#include "sandboxd/net/daemon.h"
-#include "sandboxd/core/shim_client.h"
+#include "sandboxd/api/api.h"
+#include "sandboxd/api/listen.h"
+#include "sandboxd/config.h"
+#include "sandboxd/core/cgroup.h"
+#include "sandboxd/core/exec.h"
+#include "sandboxd/core/fork.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/network.h"
+#include "sandboxd/core/pool.h"
+#include "sandboxd/core/restore.h"
+#include "sandboxd/core/timers.h"
 
 #include <libgen.h>
 #include <signal.h>
@@ -80,11 +86,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     d->shutting_down = true;
     sd_http_stop(d);
-    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
-        if (sb->state == SD_RUNNING)
-            sd_state_save(sb);
-        sd_shim_cancel(sb->shim, sb);
-    }
+    sd_lifecycle_stop(d);
     uv_stop(d->loop);
 }
 
@@ -95,6 +97,18 @@ static void raise_nofile(void) {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+}
+
+/* The core's modules, then the API layer, each registering its listener (in this order: the
+ * listeners hear news in the order they were added). */
+static int wire(sd_daemon *d, error_rec *err) {
+    int r;
+    sd_network_init(d);
+    if (sd_exec_init(d) < 0 || sd_fork_init(d) < 0)
+        return error_set(err, -ENOSPC, "too many listeners");
+    if ((r = sd_pool_init(d, err)) < 0 || (r = sd_api_init(d, err)) < 0)
+        return r;
+    return 0;
 }
 
 static int setup(sd_daemon *d, error_rec *err) {
@@ -119,12 +133,10 @@ static int setup(sd_daemon *d, error_rec *err) {
         return r;
     if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
         return r;
-    sd_net_daemon_init(d);
-    if ((r = sd_pool_init(d, err)) < 0)
+    if ((r = wire(d, err)) < 0)
         return r;
-    sd_state_restore(d);
-    sd_net_daemon_restore(d);
-    if ((r = sd_http_start(d, ufd, tfd, err)) < 0)
+    sd_restore(d);
+    if ((r = sd_http_start(d, ufd, tfd, sd_api_dispatch, err)) < 0)
         return r;
     sd_timers_start(d);
     uv_signal_init(d->loop, &d->sigterm);

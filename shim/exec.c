@@ -3,7 +3,7 @@
 #include "shim/exec.h"
 
 #include "common/macro.h"
-#include "policy/seccomp.h"
+#include "shim/seccomp.h"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -107,7 +107,7 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     if (chdir(cwd) < 0)
         fail_exec(errno);
     /* seccomp goes last: nothing but execve (and the error path) runs under it. */
-    int r = policy_seccomp_apply_bpf(prog->filter, prog->len * sizeof(struct sock_filter));
+    int r = shim_seccomp_apply_bpf(prog->filter, prog->len * sizeof(struct sock_filter));
     if (r < 0)
         fail_exec(-r);
     fail_exec(-exec_search(argv, envp));

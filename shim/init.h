@@ -3,7 +3,7 @@
  * command under its own reaper so that a timeout or kill reaches the command's whole tree. */
 #pragma once
 
-#include "shim/spec.h"
+#include "common/spec.h"
 
 #include <linux/filter.h>
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "common/error.h"
-#include "shim/spec.h"
+#include "common/spec.h"
 
 /* Each function is one named start-up step; `staging` is an empty directory on the host. */
 int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err);

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 #include "shim/cgroup.h"
-#include "shim/spec.h"
+#include "common/spec.h"
 
 #include <linux/filter.h>
 #include <stdbool.h>

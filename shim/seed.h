@@ -5,7 +5,7 @@
 #pragma once
 
 #include "common/error.h"
-#include "shim/spec.h"
+#include "common/spec.h"
 
 /* Copy spec->seed_path/<name> into dst_dir (which exists). A missing <name> copies nothing. */
 int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir, error_rec *err);

@@ -2,6 +2,7 @@
  * serves one message per wake-up. */
 #include "shim/server.h"
 
+#include "common/end_reason.h"
 #include "common/fdutil.h"
 #include "common/log.h"
 #include "common/shimproto.h"
@@ -423,31 +424,50 @@ static void on_started(server *s, exec_rec *e, pid_t pid) {
 
 static void on_exit_report(server *s, exec_rec *e, int st, bool reaper_died) {
     int code = 0, sig = 0;
-    const char *reason = "exited";
+    end_reason reason = END_EXITED;
     if (WIFEXITED(st))
         code = WEXITSTATUS(st);
     else if (WIFSIGNALED(st)) {
         sig = WTERMSIG(st);
         code = 128 + sig;
-        reason = "signaled";
+        reason = END_SIGNALED;
     }
     check_oom(s);
     uint64_t ooms = 0;
     if (e->timed_out)
-        reason = "command_timeout";
+        reason = END_COMMAND_TIMEOUT;
     else if (sig == SIGKILL && shim_cgroup_oom_kills(s->sb->cg, &ooms) == 0 && ooms > e->oom0)
-        reason = "oom_killed";
+        reason = END_OOM_KILLED;
     if (!e->started) {
         reply_error(e->requester, e->seq, -EIO, "the command's reaper died before it started");
         return exec_remove(s, e);
     }
     json_t *ev = json_pack("{s:s, s:O, s:i, s:i, s:s, s:I}", "type", "exit", "xid", e->xid,
-                           "exit_code", code, "signal", sig, "reason", reason, "duration_ms",
-                           (json_int_t)(now_mono_ms() - e->start_ms));
+                           "exit_code", code, "signal", sig, "reason", end_reason_name(reason),
+                           "duration_ms", (json_int_t)(now_mono_ms() - e->start_ms));
     if (ev && reaper_died)
         json_object_set_new(ev, "message", json_string("the command's reaper was killed"));
     broadcast(s, ev);
     exec_remove(s, e);
+}
+
+/* The command could not start. A fork inside the sandbox that fails with EAGAIN met the
+ * sandbox's pids limit (nothing else limits processes there): the error says so and carries
+ * "limit": "pids", so that the daemon answers with the sandbox's code, not a platform one. */
+static void on_exec_failed(server *s, exec_rec *e, const shim_ipc_msg *m) {
+    int en = m->a > 0 ? m->a : EIO;
+    error_rec err = {.code = -en};
+    int n = (int)MIN(m->len, 200u);
+    if (en == EAGAIN)
+        snprintf(err.message, sizeof(err.message),
+                 "the sandbox is at its pids limit (%llu processes): exec %.*s: %s",
+                 (unsigned long long)s->sb->spec->pids, n, m->data, strerror(en));
+    else
+        snprintf(err.message, sizeof(err.message), "exec %.*s: %s", n, m->data, strerror(en));
+    json_t *reply = shimproto_error(e->seq, &err);
+    if (en == EAGAIN)
+        json_object_set_new(reply, "limit", json_string("pids"));
+    send_to(e->requester, reply);
 }
 
 static void on_ipc(server *s) {
@@ -473,8 +493,7 @@ static void on_ipc(server *s) {
     else if (m->type == SHIM_IPC_EXIT)
         on_exit_report(s, e, m->a, m->b != 0);
     else if (m->type == SHIM_IPC_EXECFAIL) {
-        reply_error(e->requester, e->seq, m->a > 0 ? -m->a : -EIO, "exec %.*s: %s",
-                    (int)MIN(m->len, 200u), m->data, strerror(m->a > 0 ? m->a : EIO));
+        on_exec_failed(s, e, m);
         exec_remove(s, e);
     }
 }

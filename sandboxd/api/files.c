@@ -2,7 +2,9 @@
  * (/proc/<init_pid>/root) with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS), so no symlink
  * or ".." can reach the host. One file travels as octet-stream, a directory as a tar (entries
  * relative to the directory). Written files belong to the sandbox user (uid_base + 1000). */
-#include "sandboxd/api/http.h"
+#include "sandboxd/api/api.h"
+
+#include "sandboxd/core/registry.h"
 
 #include "common/fdutil.h"
 #include "common/macro.h"

@@ -23,6 +23,7 @@ typedef struct http_inst {
 
 struct sd_http {
     sd_daemon *d;
+    sd_http_handler handler;
     http_inst inst[2];
 };
 
@@ -175,13 +176,27 @@ void sd_reply_error(sd_request *req, unsigned status, const char *code, const ch
     sd_reply_json(req, status, json_pack("{s:o,s:s}", "message", m, "code", code));
 }
 
+/* The error codes of the core (and of policy/) as HTTP answers. */
 void sd_reply_error_rec(sd_request *req, const error_rec *err) {
-    if (err->code == -EINVAL)
-        sd_reply_error(req, 400, "invalid_argument", "%s", err->message);
-    else if (err->code == -ENOENT)
-        sd_reply_error(req, 404, "not_found", "%s", err->message);
-    else
-        sd_reply_error(req, 500, "internal", "%s", err->message);
+    static const struct {
+        int code;
+        unsigned status;
+        const char *name;
+    } map[] = {
+        {-EINVAL, 400, "invalid_argument"},
+        {-ENOENT, 404, "not_found"},
+        {-EBUSY, 409, "conflict"},
+        {-EAGAIN, 503, "node_full"},
+        {-EDQUOT, 507, "insufficient_storage"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+        if (err->code == map[i].code) {
+            if (map[i].status == 503)
+                req->retry_after = SD_RETRY_AFTER_S;
+            sd_reply_error(req, map[i].status, map[i].name, "%s", err->message);
+            return;
+        }
+    sd_reply_error(req, 500, "internal", "%s", err->message);
 }
 
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data, size_t len) {
@@ -339,7 +354,13 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     sd_request *req = *con_cls;
     if (!req) {
         *con_cls = req = req_new(in, conn, url, method);
-        return req ? MHD_YES : MHD_NO;
+        char msg[192];
+        if (!req || !sd_http_framing_error(conn, version, msg, sizeof(msg)))
+            return req ? MHD_YES : MHD_NO;
+        /* Answered before the body is read: libmicrohttpd then closes the connection. */
+        req->dispatched = true;
+        sd_reply_error(req, 400, "invalid_argument", "%s", msg);
+        return queue_answer(req);
     }
     if (*upload_data_size) {
         req_body(req, upload_data, *upload_data_size);
@@ -357,7 +378,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         else if (req->d->active_requests > SD_MAX_REQUESTS)
             sd_reply_error(req, 429, "too_many_requests", "too many concurrent requests");
         else
-            sd_api_dispatch(req->d, req);
+            req->d->http->handler(req->d, req);
     }
     if (req->response)
         return queue_answer(req);
@@ -431,11 +452,12 @@ static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, error_rec *
     return 0;
 }
 
-int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, error_rec *err) {
+int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sd_http_handler handler, error_rec *err) {
     d->http = calloc(1, sizeof(*d->http));
     if (!d->http)
         return error_set(err, -ENOMEM, "out of memory");
     d->http->d = d;
+    d->http->handler = handler;
     int r = inst_start(d, &d->http->inst[0], unix_fd, false, err);
     if (r >= 0 && tcp_fd >= 0)
         r = inst_start(d, &d->http->inst[1], tcp_fd, true, err);

@@ -1,15 +1,20 @@
 /* The HTTP layer: libmicrohttpd driven from the libuv loop (MHD_USE_EPOLL; a uv_poll on MHD's
  * epoll fd and a uv_timer from MHD_get_timeout). A request is read whole (bounded), handed to
- * sd_api_dispatch, and answered now or later (suspend/resume), as one body or as a stream. */
+ * the handler (api/router.c's sd_api_dispatch), and answered now or later (suspend/resume), as one
+ * body or as a stream. */
 #pragma once
 
-#include "sandboxd/daemon.h"
+#include "sandboxd/core/context.h"
 
 #include <stddef.h>
+
+typedef struct sd_request sd_request;
+typedef struct sd_http sd_http;
 
 #define SD_BODY_MAX (1u << 20)
 #define SD_UPLOAD_MAX (256u << 20)
 #define SD_MAX_REQUESTS 1024
+#define SD_RETRY_AFTER_S 5 /* Retry-After on 503 node_full */
 
 struct sd_request {
     sd_daemon *d;
@@ -37,7 +42,9 @@ struct sd_request {
     uint64_t start_us;
 };
 
-int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, error_rec *err);
+/* Called with every request read whole (api/router.c's sd_api_dispatch). */
+typedef void (*sd_http_handler)(sd_daemon *d, sd_request *req);
+int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sd_http_handler handler, error_rec *err);
 void sd_http_stop(sd_daemon *d);
 
 const char *sd_req_header(sd_request *req, const char *name);
@@ -53,7 +60,17 @@ json_t *sd_req_json(sd_request *req);
 void sd_reply_json(sd_request *req, unsigned status, json_t *body /* stolen; NULL: none */);
 void sd_reply_error(sd_request *req, unsigned status, const char *code, const char *fmt, ...)
     _printf_(4, 5);
+/* err->code as the status: -EINVAL 400, -ENOENT 404, -EBUSY 409, -EAGAIN 503 node_full (with
+ * Retry-After), -EDQUOT 507, anything else 500. */
 void sd_reply_error_rec(sd_request *req, const error_rec *err);
+
+/* RFC 9112 framing (framing.c): true, with a message naming the problem in msg, for a request
+ * head a proxy could frame differently than libmicrohttpd does: two different Content-Lengths,
+ * a header name that is not a token (whitespace before the colon), a line not ended by CRLF
+ * (bare LF or CR) or a value holding CR or LF,
+ * a Transfer-Encoding other than one "chunked", or both. conn is the MHD_Connection, version
+ * the access callback's; call it on the request's first callback, before the body is read. */
+bool sd_http_framing_error(void *conn, const char *version, char *msg, size_t cap);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);

@@ -1,7 +1,11 @@
 /* Listening sockets and systemd integration without libsystemd: the Unix socket (mode 0660,
  * group `sandboxd` when it exists), the optional TCP socket, a socket passed by systemd
  * (LISTEN_FDS/LISTEN_PID, fd 3) and the READY=1 notification (NOTIFY_SOCKET). */
-#include "sandboxd/daemon.h"
+#include "sandboxd/api/listen.h"
+
+#include "common/log.h"
+
+#include <limits.h>
 
 #include "common/fdutil.h"
 

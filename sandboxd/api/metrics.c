@@ -1,73 +1,25 @@
-/* Prometheus metrics: counters and histograms kept in sd_metrics, rendered as text on
- * GET /metrics (names in docs/API.md). */
-#include "sandboxd/daemon.h"
-#include "sandboxd/net/daemon.h"
+/* GET /metrics: the core's counters (core/metrics.h), sandbox gauges, egress denials and warm
+ * pool entries as Prometheus text (names in docs/API.md). */
+#include "sandboxd/api/api.h"
+
+#include "sandboxd/core/network.h"
+#include "sandboxd/core/pool.h"
+#include "sandboxd/core/registry.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const char *const end_reasons[9] = {"exited",     "signaled",     "command_timeout",
-                                           "oom_killed", "idle_timeout", "lifetime_exceeded",
-                                           "cost_limit", "terminated",   "infrastructure_failure"};
-static const char *const exec_outcomes[5] = {"exited", "signaled", "command_timeout", "oom_killed",
-                                             "error"};
-static const double bounds[11] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-
-static int index_of(const char *const *names, size_t n, const char *s) {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(names[i], s) == 0)
-            return (int)i;
-    return -1;
-}
-
-static void observe(uint64_t *buckets, uint64_t *count, double *sum, double v) {
-    for (int i = 0; i < 11; i++)
-        if (v <= bounds[i])
-            buckets[i]++;
-    buckets[11]++;
-    (*count)++;
-    *sum += v;
-}
-
-void sd_metrics_end(sd_daemon *d, const char *reason, double cost) {
-    int i = index_of(end_reasons, 9, reason);
-    if (i >= 0)
-        d->m.ends[i]++;
-    d->m.cost_total += cost;
-}
-
-void sd_metrics_exec(sd_daemon *d, const char *outcome, double seconds) {
-    int i = index_of(exec_outcomes, 5, outcome);
-    d->m.execs[i >= 0 ? i : 4]++;
-    if (i >= 0 && i < 4)
-        observe(d->m.exec_buckets, &d->m.exec_count, &d->m.exec_sum, seconds);
-}
-
-void sd_metrics_create(sd_daemon *d, const char *outcome, double seconds) {
-    if (strcmp(outcome, "ok") == 0) {
-        d->m.creates_ok++;
-        observe(d->m.create_buckets, &d->m.create_count, &d->m.create_sum, seconds);
-    } else if (strcmp(outcome, "full") == 0) {
-        d->m.creates_full++;
-    } else {
-        d->m.creates_error++;
-    }
-}
-
-static void histogram(FILE *f, const char *name, const uint64_t *b, uint64_t count, double sum) {
+static void histogram(FILE *f, const char *name, const sd_histogram *h) {
     fprintf(f, "# TYPE %s histogram\n", name);
-    for (int i = 0; i < 11; i++)
-        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)b[i]);
-    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)b[11]);
-    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, sum, name, (unsigned long long)count);
+    for (int i = 0; i < SD_HIST_BOUNDS; i++)
+        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, sd_hist_bounds[i],
+                (unsigned long long)h->buckets[i]);
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name,
+            (unsigned long long)h->buckets[SD_HIST_BOUNDS]);
+    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->count);
 }
 
-char *sd_metrics_render(sd_daemon *d) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
+static void sandboxes(sd_daemon *d, FILE *f) {
     unsigned running = 0, starting = 0;
     double live_cost = 0;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
@@ -82,30 +34,75 @@ char *sd_metrics_render(sd_daemon *d) {
             "# TYPE sandboxd_sandboxes gauge\nsandboxd_sandboxes{state=\"running\"} %u\n"
             "sandboxd_sandboxes{state=\"starting\"} %u\n",
             running, starting);
+    const sd_metrics *m = &d->m;
     fprintf(f,
             "# TYPE sandboxd_sandbox_creates_total counter\n"
             "sandboxd_sandbox_creates_total{outcome=\"ok\"} %llu\n"
             "sandboxd_sandbox_creates_total{outcome=\"error\"} %llu\n"
             "sandboxd_sandbox_creates_total{outcome=\"full\"} %llu\n",
-            (unsigned long long)d->m.creates_ok, (unsigned long long)d->m.creates_error,
-            (unsigned long long)d->m.creates_full);
+            (unsigned long long)m->creates[SD_CREATE_OK],
+            (unsigned long long)m->creates[SD_CREATE_ERROR],
+            (unsigned long long)m->creates[SD_CREATE_FULL]);
     fprintf(f, "# TYPE sandboxd_sandbox_ends_total counter\n");
-    for (int i = 0; i < 9; i++)
-        fprintf(f, "sandboxd_sandbox_ends_total{reason=\"%s\"} %llu\n", end_reasons[i],
-                (unsigned long long)d->m.ends[i]);
+    for (int i = 0; i < END_REASON_MAX; i++)
+        fprintf(f, "sandboxd_sandbox_ends_total{reason=\"%s\"} %llu\n", end_reason_name(i),
+                (unsigned long long)m->ends[i]);
     fprintf(f, "# TYPE sandboxd_execs_total counter\n");
-    for (int i = 0; i < 5; i++)
-        fprintf(f, "sandboxd_execs_total{outcome=\"%s\"} %llu\n", exec_outcomes[i],
-                (unsigned long long)d->m.execs[i]);
-    histogram(f, "sandboxd_create_seconds", d->m.create_buckets, d->m.create_count,
-              d->m.create_sum);
-    histogram(f, "sandboxd_exec_seconds", d->m.exec_buckets, d->m.exec_count, d->m.exec_sum);
+    for (int i = 0; i <= SD_EXEC_ERROR; i++)
+        fprintf(f, "sandboxd_execs_total{outcome=\"%s\"} %llu\n",
+                i == SD_EXEC_ERROR ? "error" : end_reason_name(i), (unsigned long long)m->execs[i]);
+    histogram(f, "sandboxd_create_seconds", &m->create_seconds);
+    histogram(f, "sandboxd_exec_seconds", &m->exec_seconds);
     fprintf(f, "# TYPE sandboxd_cost_usd_total counter\nsandboxd_cost_usd_total %.9f\n",
-            d->m.cost_total + live_cost);
+            m->cost_total + live_cost);
     fprintf(f, "# TYPE sandboxd_oom_kills_total counter\nsandboxd_oom_kills_total %llu\n",
-            (unsigned long long)d->m.oom_kills);
-    sd_net_daemon_metrics(d, f);
-    sd_pool_metrics(d, f);
+            (unsigned long long)m->oom_kills);
+}
+
+static void egress(sd_daemon *d, FILE *f) {
+    fprintf(f, "# TYPE sandboxd_egress_denied_total counter\n");
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        uint64_t n = 0;
+        if (sd_network_denied(sb, &n) >= 0)
+            fprintf(f, "sandboxd_egress_denied_total{sandbox=\"%s\"} %llu\n", sb->id,
+                    (unsigned long long)n);
+    }
+}
+
+static void pools(sd_daemon *d, FILE *f) {
+    fprintf(f,
+            "# TYPE sandboxd_pool_hits_total counter\nsandboxd_pool_hits_total %llu\n"
+            "# TYPE sandboxd_pool_misses_total counter\nsandboxd_pool_misses_total %llu\n"
+            "# TYPE sandboxd_pool_evictions_total counter\nsandboxd_pool_evictions_total %llu\n"
+            "# TYPE sandboxd_pool_entries gauge\n",
+            (unsigned long long)d->m.pool_hits, (unsigned long long)d->m.pool_misses,
+            (unsigned long long)d->m.pool_evictions);
+    for (unsigned t = 0; t < d->n_pools; t++) {
+        unsigned ready, starting;
+        sd_pool_entries(d, t, &ready, &starting);
+        fprintf(f, "sandboxd_pool_entries{pool=\"%u\",state=\"ready\"} %u\n", t, ready);
+        fprintf(f, "sandboxd_pool_entries{pool=\"%u\",state=\"starting\"} %u\n", t, starting);
+    }
+}
+
+char *sd_api_metrics_text(sd_daemon *d) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    sandboxes(d, f);
+    egress(d, f);
+    pools(d, f);
     fclose(f);
     return buf;
+}
+
+void sd_api_metrics(sd_daemon *d, sd_request *req) {
+    char *text = sd_api_metrics_text(d);
+    if (!text) {
+        sd_reply_error(req, 500, "internal", "out of memory");
+        return;
+    }
+    sd_reply_data(req, 200, "text/plain; version=0.0.4", text, strlen(text));
 }

@@ -1,6 +1,9 @@
 /* Routing: method + path -> handler, authentication on TCP, and the checks every request
  * shares (unknown ids are 404, wrong methods 405, shutting down is 503). */
-#include "sandboxd/api/http.h"
+#include "sandboxd/api/api.h"
+
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/registry.h"
 
 #include <string.h>
 

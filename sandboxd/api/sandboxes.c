@@ -1,14 +1,23 @@
-/* Sandbox endpoints: create (admission, queueing, Idempotency-Key), list, get, delete, timeout;
- * plus healthz, info and metrics. */
-#include "sandboxd/api/http.h"
-#include "sandboxd/net/daemon.h"
+/* Sandbox endpoints: create (the admission: core/create.c; a starting sandbox's requests wait
+ * here for its create_finished), list, get, delete, timeout; plus healthz, info and metrics. */
+#include "sandboxd/api/api.h"
 
-#include "common/timeutil.h"
+#include "sandboxd/core/create.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/registry.h"
 
 #include <string.h>
-#include <sys/stat.h>
 
-#define RETRY_AFTER_S 5
+/* Create requests waiting for their sandbox to start. */
+typedef struct waiter {
+    sd_request *req;
+    sd_sandbox *sb;
+} waiter;
+
+struct sd_api {
+    waiter *w;
+    size_t n;
+};
 
 void sd_api_healthz(sd_daemon *d, sd_request *req) {
     sd_reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
@@ -34,87 +43,64 @@ void sd_api_info(sd_daemon *d, sd_request *req) {
                             d->cfg.price.gib_hour_usd));
 }
 
-void sd_api_metrics(sd_daemon *d, sd_request *req) {
-    char *text = sd_metrics_render(d);
-    if (!text) {
-        sd_reply_error(req, 500, "internal", "out of memory");
-        return;
-    }
-    sd_reply_data(req, 200, "text/plain; version=0.0.4", text, strlen(text));
-}
-
 static void waiter_gone(sd_request *req, void *ud) {
-    sd_sandbox *sb = ud;
-    for (size_t i = 0; i < sb->n_waiters; i++)
-        if (sb->waiters[i] == req) {
-            sb->waiters[i] = sb->waiters[--sb->n_waiters];
+    struct sd_api *a = ud;
+    for (size_t i = 0; i < a->n; i++)
+        if (a->w[i].req == req) {
+            a->w[i] = a->w[--a->n];
             return;
         }
 }
 
-static int add_waiter(sd_sandbox *sb, sd_request *req) {
-    sd_request **w = realloc(sb->waiters, (sb->n_waiters + 1) * sizeof(*w));
+static int add_waiter(sd_daemon *d, sd_sandbox *sb, sd_request *req) {
+    struct sd_api *a = d->api;
+    waiter *w = realloc(a->w, (a->n + 1) * sizeof(*w));
     if (!w)
         return -ENOMEM;
-    sb->waiters = w;
-    w[sb->n_waiters++] = req;
+    a->w = w;
+    w[a->n++] = (waiter){req, sb};
     req->on_close = waiter_gone;
-    req->close_ud = sb;
+    req->close_ud = a;
     return 0;
 }
 
-void sd_create_finish(sd_sandbox *sb, int status, const char *code, const char *msg) {
-    if (sb->fork)
-        sd_fork_started(sb, status, msg);
-    while (sb->n_waiters) {
-        sd_request *req = sb->waiters[--sb->n_waiters];
+/* Answer the create requests waiting on sb: 201 with the object, or the error. */
+static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
+    struct sd_api *a = ud;
+    for (size_t i = a->n; i-- > 0;) {
+        if (a->w[i].sb != sb)
+            continue;
+        sd_request *req = a->w[i].req;
+        a->w[i] = a->w[--a->n];
         req->on_close = NULL;
-        if (status == 201)
-            sd_reply_json(req, 201, sd_sandbox_to_json(sb));
+        if (!err)
+            sd_reply_json(req, 201, sd_api_sandbox_json(sb));
         else
-            sd_reply_error(req, (unsigned)status, code, "%s", msg);
+            sd_reply_error_rec(req, err);
     }
 }
 
-static bool is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+static const sd_listener listener = {.create_finished = on_create_finished};
+
+int sd_api_init(sd_daemon *d, error_rec *err) {
+    d->api = calloc(1, sizeof(*d->api));
+    if (!d->api)
+        return error_set(err, -ENOMEM, "out of memory");
+    if (sd_listener_add(d, &listener, d->api) < 0)
+        return error_set(err, -ENOSPC, "too many listeners");
+    return 0;
 }
 
-static bool lease_exists(sd_daemon *d, const char *id) {
-    for (sd_lease *l = d->leases; l; l = l->next)
-        if (strcmp(l->id, id) == 0)
-            return true;
-    return false;
-}
-
-/* Returns true when the key answered the request. */
-static bool idempotent_replay(sd_daemon *d, sd_request *req, const char *key) {
-    sd_sandbox *sb = sd_registry_find_idem(d, key);
-    if (!sb)
-        return false;
-    if (sb->state == SD_STARTING) {
-        if (add_waiter(sb, req) < 0)
-            sd_reply_error(req, 500, "internal", "out of memory");
-    } else {
-        sd_reply_json(req, 201, sd_sandbox_to_json(sb));
+static void create_answer(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool starting,
+                          bool is_new) {
+    if (!starting) {
+        sd_reply_json(req, 201, sd_api_sandbox_json(sb));
+        return;
     }
-    return true;
-}
-
-/* Save a new sandbox before anything is started: one the state directory does not know would
- * be lost by a restart. On failure (a full or read-only state directory) it is forgotten. */
-static int persist_new(sd_sandbox *sb, const char *key) {
-    sb->idem_key = key ? strdup(key) : NULL;
-    int r = sd_state_save(sb);
-    if (r < 0) {
-        sd_daemon *d = sb->d;
-        sd_state_remove(d, sb->id);
-        sd_slot_release(d, sb->uid_slot);
-        sd_registry_remove(d, sb);
-        sd_metrics_create(d, "error", 0);
-    }
-    return r;
+    if (add_waiter(d, sb, req) < 0 && !is_new)
+        sd_reply_error(req, 500, "internal", "out of memory");
+    if (is_new)
+        sd_sandbox_start_or_queue(sb);
 }
 
 void sd_api_create(sd_daemon *d, sd_request *req) {
@@ -122,63 +108,22 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     if (!body)
         return;
     policy_create c = {0};
-    policy_egress *egress = NULL;
     error_rec err = {0};
     sd_sandbox *sb;
+    bool starting, is_new;
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     json_decref(body);
-    if (r < 0) {
-        sd_metrics_create(d, "error", 0);
-        sd_reply_error_rec(req, &err);
-        return;
-    }
     const char *key = sd_req_header(req, "Idempotency-Key");
-    if (key && (strlen(key) == 0 || strlen(key) > 255)) {
-        sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
-    } else if (key && idempotent_replay(d, req, key)) {
-    } else if (sd_net_daemon_check(d, &c, &egress, &err) < 0) {
-        sd_metrics_create(d, "error", 0);
+    if (r < 0) {
+        sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
         sd_reply_error_rec(req, &err);
-    } else if (strcmp(c.image, "host") != 0 && !is_dir(c.image)) {
-        sd_reply_error(req, 400, "invalid_argument", "image: %s is not a directory on this node",
-                       c.image);
-    } else if (c.lease && !lease_exists(d, c.lease)) {
-        sd_reply_error(req, 404, "not_found", "lease: %s not found", c.lease);
-    } else if ((sb = sd_pool_take(d, &c))) {
-        if ((r = sd_pool_hand_out(sb, &c, key)) < 0) {
-            free(sb->idem_key); /* a retry with the same key tries again */
-            sb->idem_key = NULL;
-            sd_sandbox_end(sb, "infrastructure_failure", "its state could not be saved");
-            sd_reply_error(req, 507, "insufficient_storage", "cannot save the sandbox's state: %s",
-                           strerror(-r));
-        } else {
-            sd_reply_json(req, 201, sd_sandbox_to_json(sb));
-        }
-        sd_pool_refill(d);
-    } else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
-        sd_metrics_create(d, "full", 0);
-        req->retry_after = RETRY_AFTER_S;
-        sd_reply_error(req, 503, "node_full", "the node is full (%u sandboxes)",
-                       d->cfg.max_sandboxes);
+    } else if (key && (strlen(key) == 0 || strlen(key) > 255)) {
+        sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
+    } else if (sd_create(d, &c, key, &sb, &starting, &is_new, &err) < 0) {
+        sd_reply_error_rec(req, &err);
     } else {
-        if (sd_registry_add(d, &c, &sb, &err) < 0) {
-            req->retry_after = RETRY_AFTER_S;
-            sd_reply_error(req, 503, "node_full", "%s", err.message);
-        } else if ((r = persist_new(sb, key)) < 0) {
-            sd_reply_error(req, 507, "insufficient_storage", "cannot save the sandbox's state: %s",
-                           strerror(-r));
-        } else {
-            sb->egress = TAKE_PTR(egress);
-            add_waiter(sb, req);
-            log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
-                     (unsigned long long)sb->spec.memory);
-            if (d->n_starting < d->cfg.max_starting)
-                sd_sandbox_start(sb);
-            else
-                sb->queued = true;
-        }
+        create_answer(d, req, sb, starting, is_new);
     }
-    policy_egress_free(egress);
     policy_create_done(&c);
 }
 
@@ -204,16 +149,16 @@ void sd_api_list(sd_daemon *d, sd_request *req) {
     json_t *arr = json_array();
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         if (!sb->hidden && labels_match(sb, filters, n))
-            json_array_append_new(arr, sd_sandbox_to_json(sb));
+            json_array_append_new(arr, sd_api_sandbox_json(sb));
     sd_reply_json(req, 200, arr);
 }
 
 void sd_api_get(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
-    sd_reply_json(req, 200, sd_sandbox_to_json(sb));
+    sd_reply_json(req, 200, sd_api_sandbox_json(sb));
 }
 
 void sd_api_delete(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
-    sd_sandbox_end(sb, "terminated", "terminated by a DELETE request");
+    sd_sandbox_end(sb, END_TERMINATED, "terminated by a DELETE request");
     sd_reply_json(req, 204, NULL);
 }
 
@@ -230,10 +175,10 @@ void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
         return;
     }
     if (sb->state == SD_ENDED) {
-        sd_reply_error(req, 409, "conflict", "sandbox %s has ended (%s)", sb->id, sb->end_reason);
+        sd_reply_error(req, 409, "conflict", "sandbox %s has ended (%s)", sb->id,
+                       end_reason_name(sb->end_reason));
         return;
     }
-    sb->expires_ms = now_real_ms() + ms;
-    sd_state_save(sb);
-    sd_reply_json(req, 200, sd_sandbox_to_json(sb));
+    sd_sandbox_set_timeout(sb, ms);
+    sd_reply_json(req, 200, sd_api_sandbox_json(sb));
 }

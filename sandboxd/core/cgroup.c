@@ -3,7 +3,7 @@
  * finds itself in <unit>/daemon already, with systemd's DelegateSubgroup=daemon); with
  * --cgroup-parent NAME (or when it runs in the root cgroup) it uses /NAME instead. On v1 the
  * shims get the parent name ("sandboxd" or --cgroup-parent) in every controller. */
-#include "sandboxd/daemon.h"
+#include "sandboxd/core/cgroup.h"
 
 #include "common/fdutil.h"
 
@@ -96,4 +96,15 @@ void sd_cgroup_release(const sd_daemon *d) {
         (void)rmdir(path); /* fails, as it should, while sandboxes still live in it */
     }
     closedir(root);
+}
+
+int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen) {
+    char path[PATH_MAX + 64];
+    const char *file = d->cgroup_version == 2 ? "cgroup.freeze" : "freezer.state";
+    const char *val = d->cgroup_version == 2 ? (frozen ? "1" : "0") : frozen ? "FROZEN" : "THAWED";
+    if (d->cgroup_version == 2)
+        snprintf(path, sizeof(path), "%s/%s/%s", d->cgroup_parent, id, file);
+    else
+        snprintf(path, sizeof(path), "/sys/fs/cgroup/freezer/%s/%s/%s", d->cgroup_parent, id, file);
+    return file_write_str(path, val);
 }

@@ -1,14 +1,17 @@
 /* A sandbox's life as the daemon sees it: start (write spec.json, run sbx-shim, read its
  * start-up line, connect, hello), events from the shim, re-adoption after a restart, and the
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
-#include "sandboxd/daemon.h"
+#include "sandboxd/core/lifecycle.h"
 
 #include "common/fdutil.h"
 #include "common/filereplace.h"
 #include "common/shimproto.h"
+#include "common/spec.h"
 #include "common/timeutil.h"
-#include "sandboxd/net/daemon.h"
+#include "sandboxd/core/network.h"
+#include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
+#include "sandboxd/core/state.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -20,6 +23,23 @@
 static void on_shim_event(void *ud, json_t *ev);
 static void on_shim_lost(void *ud);
 static const sd_shim_ops shim_ops = {.event = on_shim_event, .lost = on_shim_lost};
+
+int sd_listener_add(sd_daemon *d, const sd_listener *ops, void *ud) {
+    if (d->n_listeners >= SD_LISTENERS_MAX)
+        return -ENOSPC;
+    d->listeners[d->n_listeners].ops = ops;
+    d->listeners[d->n_listeners++].ud = ud;
+    return 0;
+}
+
+#define TELL(d, fn, ...)                                                                           \
+    do {                                                                                           \
+        for (unsigned i_ = 0; i_ < (d)->n_listeners; i_++)                                         \
+            if ((d)->listeners[i_].ops->fn)                                                        \
+                (d)->listeners[i_].ops->fn((d)->listeners[i_].ud, __VA_ARGS__);                    \
+    } while (0)
+
+static void start_queued(sd_daemon *d);
 
 typedef struct spawned {
     uv_process_t proc;
@@ -52,12 +72,10 @@ static int spawn_shim(sd_daemon *d, char **args, int extra_fd, int release_slot,
         {.flags = UV_INHERIT_FD, .data.fd = 2},
         {.flags = UV_INHERIT_FD, .data.fd = extra_fd},
     };
-    static char *empty_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                NULL};
     uv_process_options_t o = {.exit_cb = proc_exit,
                               .file = d->cfg.shim_path,
                               .args = args,
-                              .env = empty_env,
+                              .env = spec_host_env,
                               .flags = UV_PROCESS_DETACHED,
                               .stdio_count = extra_fd >= 0 ? 4 : 3,
                               .stdio = stdio};
@@ -74,8 +92,7 @@ static int spawn_shim(sd_daemon *d, char **args, int extra_fd, int release_slot,
 
 static void run_cleanup(sd_sandbox *sb) {
     char *args[] = {sb->d->cfg.shim_path, "cleanup", sb->dir, NULL};
-    int slot = sb->uid_slot;
-    sb->uid_slot = -1;
+    int slot = sd_registry_take_slot(sb); /* freed when the cleanup is done */
     if (spawn_shim(sb->d, args, -1, slot, NULL) < 0) {
         log_error("cannot run sbx-shim cleanup sandbox=%s", sb->id);
         rm_rf(sb->dir);
@@ -83,48 +100,58 @@ static void run_cleanup(sd_sandbox *sb) {
     }
 }
 
-static json_t *spec_json(sd_sandbox *sb) {
+static char *dup_or_null(const char *s) {
+    return s && *s ? strdup(s) : NULL;
+}
+
+/* The shim's spec for sb (common/spec.h). */
+static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
     sd_daemon *d = sb->d;
-    json_t *env =
-        json_pack("[sss]", "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8");
-    const char *k;
-    json_t *v;
-    json_object_foreach(sb->spec.env, k, v) {
-        char *kv;
-        if (asprintf(&kv, "%s=%s", k, json_string_value(v)) >= 0) {
-            json_array_append_new(env, json_string(kv));
-            free(kv);
-        }
-    }
-    json_t *image = strcmp(sb->spec.image, "host") == 0
-                        ? json_pack("{s:s}", "type", "host")
-                        : json_pack("{s:s,s:s}", "type", "dir", "path", sb->spec.image);
-    json_t *spec = json_pack("{s:s,s:o,s:f,s:I,s:I,s:i,s:I,s:s,s:o,s:{s:s},s:{s:i,s:s}}", "id",
-                             sb->id, "image", image, "cpu", sb->spec.cpu, "memory",
-                             (json_int_t)sb->spec.memory, "disk", (json_int_t)sb->spec.disk, "pids",
-                             (int)sb->spec.pids, "uid_base", (json_int_t)sd_uid_base(sb->uid_slot),
-                             "hostname", sb->id, "env", env, "network", "mode", "none", "cgroup",
-                             "version", d->cgroup_version, "parent", d->cgroup_parent);
-    if (spec && sb->seed_dir)
-        json_object_set_new(spec, "seed",
-                            json_pack("{s:s,s:I}", "path", sb->seed_dir, "uid_base",
-                                      (json_int_t)sb->seed_uid_base));
-    if (spec && d->seccomp_bpf[0])
-        json_object_set_new(spec, "seccomp_bpf", json_string(d->seccomp_bpf));
-    if (spec)
-        sd_net_daemon_spec(sb, spec);
-    return spec;
+    snprintf(s->id, sizeof(s->id), "%s", sb->id);
+    snprintf(s->hostname, sizeof(s->hostname), "%s", sb->id);
+    bool host = strcmp(sb->spec.image, "host") == 0;
+    s->image_type = host ? SHIM_IMAGE_HOST : SHIM_IMAGE_DIR;
+    s->image_path = host ? NULL : strdup(sb->spec.image);
+    s->cpu = sb->spec.cpu;
+    s->memory = sb->spec.memory;
+    s->disk = sb->spec.disk;
+    s->pids = sb->spec.pids;
+    s->uid_base = (uint32_t)sd_uid_base(sb->uid_slot);
+    s->cgroup_version = d->cgroup_version;
+    s->cgroup_parent = strdup(d->cgroup_parent);
+    s->seccomp_bpf = dup_or_null(d->seccomp_bpf);
+    s->seed_path = dup_or_null(sb->seed_dir);
+    s->seed_uid_base = sb->seed_uid_base;
+    json_t *env = spec_env_json(sb->spec.env);
+    int r = env ? shim_spec_set_env(s, env, err) : -ENOMEM;
+    json_decref(env);
+    if (r >= 0)
+        r = sd_network_spec(sb, s, err);
+    return r;
+}
+
+static char *spec_text(sd_sandbox *sb) {
+    _cleanup_(shim_spec_freep) shim_spec *s = calloc(1, sizeof(*s));
+    error_rec err = {0};
+    if (!s || spec_fill(sb, s, &err) < 0)
+        return NULL;
+    json_t *j = shim_spec_to_json(s);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return text;
 }
 
 static void start_failed(sd_sandbox *sb, const char *msg) {
     sd_daemon *d = sb->d;
     log_error("sandbox start failed sandbox=%s error=\"%s\"", sb->id, msg);
     if (!sb->pool)
-        sd_metrics_create(d, "error", (double)(now_mono_us() - sb->start_mono_us) / 1e6);
-    sd_create_finish(sb, 500, "internal", msg);
-    free(sb->idem_key); /* a retry with the same key tries again */
-    sb->idem_key = NULL;
-    sd_sandbox_end(sb, "infrastructure_failure", "sandbox failed to start: %s", msg);
+        sd_metrics_create(&d->m, SD_CREATE_ERROR,
+                          (double)(now_mono_us() - sb->start_mono_us) / 1e6);
+    error_rec err = {0};
+    error_set(&err, -EIO, "%s", msg);
+    TELL(d, create_finished, sb, &err);
+    sd_registry_set_idem_key(sb, NULL); /* a retry with the same key tries again */
+    sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "sandbox failed to start: %s", msg);
 }
 
 static void hello_reply(void *ud, json_t *reply) {
@@ -133,7 +160,7 @@ static void hello_reply(void *ud, json_t *reply) {
         if (sb->state == SD_STARTING)
             start_failed(sb, "the shim did not answer hello");
         else if (sb->state == SD_RUNNING)
-            sd_sandbox_end(sb, "infrastructure_failure", "the shim did not answer hello");
+            sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the shim did not answer hello");
         return;
     }
     json_t *ip = json_object_get(reply, "init_pid");
@@ -145,7 +172,7 @@ static void hello_reply(void *ud, json_t *reply) {
     if (sb->state != SD_STARTING)
         return;
     error_rec nerr = {0};
-    if (sd_net_daemon_setup(sb, &nerr) < 0) {
+    if (sd_network_setup(sb, &nerr) < 0) {
         start_failed(sb, nerr.message);
         return;
     }
@@ -153,13 +180,13 @@ static void hello_reply(void *ud, json_t *reply) {
     sb->d->n_starting--;
     double secs = (double)(now_mono_us() - sb->start_mono_us) / 1e6;
     if (!sb->pool)
-        sd_metrics_create(sb->d, "ok", secs);
+        sd_metrics_create(&sb->d->m, SD_CREATE_OK, secs);
     log_info("sandbox started sandbox=%s init_pid=%d shim_pid=%d seconds=%.3f%s", sb->id,
              sb->init_pid, sb->shim_pid, secs, sb->pool ? " pool=true" : "");
     sd_state_save(sb);
-    sd_create_finish(sb, 201, NULL, NULL);
-    sd_start_queued(sb->d);
-    sd_pool_refill(sb->d);
+    TELL(sb->d, create_finished, sb, NULL);
+    start_queued(sb->d);
+    TELL(sb->d, started, sb);
 }
 
 static int connect_and_hello(sd_sandbox *sb, error_rec *err) {
@@ -220,16 +247,14 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         start_line(sb);
 }
 
-void sd_sandbox_start(sd_sandbox *sb) {
+static void sandbox_start(sd_sandbox *sb) {
     sd_daemon *d = sb->d;
     sb->queued = false;
     d->n_starting++;
     sb->start_mono_us = now_mono_us();
     rm_rf(sb->dir);
     _cleanup_free_ char *spec_path = NULL, *dump = NULL;
-    json_t *spec = spec_json(sb);
-    dump = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
-    json_decref(spec);
+    dump = spec_text(sb);
     int p[2] = {-1, -1};
     if (!dump || mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
         file_replace_nosync(spec_path, dump, strlen(dump), 0600) < 0 || pipe2(p, O_CLOEXEC) < 0) {
@@ -253,7 +278,14 @@ void sd_sandbox_start(sd_sandbox *sb) {
     uv_read_start((uv_stream_t *)sb->start_pipe, alloc_cb, read_cb);
 }
 
-void sd_start_queued(sd_daemon *d) {
+void sd_sandbox_start_or_queue(sd_sandbox *sb) {
+    if (sb->d->n_starting < sb->d->cfg.max_starting)
+        sandbox_start(sb);
+    else
+        sb->queued = true;
+}
+
+static void start_queued(sd_daemon *d) {
     while (d->n_starting < d->cfg.max_starting && !d->shutting_down) {
         sd_sandbox *oldest = NULL;
         for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
@@ -261,12 +293,45 @@ void sd_start_queued(sd_daemon *d) {
                 oldest = sb;
         if (!oldest)
             return;
-        sd_sandbox_start(oldest);
+        sandbox_start(oldest);
     }
 }
 
 void sd_sandbox_touch(sd_sandbox *sb) {
     sb->last_activity_ms = now_real_ms();
+}
+
+void sd_sandbox_set_timeout(sd_sandbox *sb, uint64_t ms) {
+    sb->expires_ms = now_real_ms() + ms;
+    sd_state_save(sb);
+}
+
+void sd_sandbox_restart_clock(sd_sandbox *sb) {
+    sb->created_ms = sb->last_activity_ms = now_real_ms();
+    sb->expires_ms = sb->created_ms + sb->spec.timeout_ms;
+    sb->start_mono_us = now_mono_us();
+    sb->cpu_usec = sb->mem_bytes = sb->mem_peak_bytes = sb->pids = 0;
+}
+
+static void set_oom_kills(sd_sandbox *sb, uint64_t n) {
+    sd_metrics_oom(&sb->d->m, sb->oom_kills, n);
+    sb->oom_kills = MAX(sb->oom_kills, n);
+}
+
+static void stats_reply(void *ud, json_t *r) {
+    sd_sandbox *sb = ud;
+    if (!r || strcmp(shimproto_type(r), "stats") != 0)
+        return;
+    sb->cpu_usec = (uint64_t)json_integer_value(json_object_get(r, "cpu_usec"));
+    sb->mem_bytes = (uint64_t)json_integer_value(json_object_get(r, "mem_bytes"));
+    sb->mem_peak_bytes = (uint64_t)json_integer_value(json_object_get(r, "mem_peak_bytes"));
+    sb->pids = (uint64_t)json_integer_value(json_object_get(r, "pids"));
+    set_oom_kills(sb, (uint64_t)json_integer_value(json_object_get(r, "oom_kills")));
+}
+
+void sd_sandbox_refresh_stats(sd_sandbox *sb) {
+    if (sb->shim)
+        sd_shim_request(sb->shim, "stats", NULL, NULL, 0, stats_reply, sb);
 }
 
 static void shutdown_reply(void *ud, json_t *reply) {
@@ -282,8 +347,7 @@ static void on_shim_lost(void *ud) {
     sd_sandbox *sb = ud;
     sd_shim_close(TAKE_PTR(sb->shim));
     if (sb->state == SD_ENDED) {
-        sd_slot_release(sb->d, sb->uid_slot);
-        sb->uid_slot = -1;
+        sd_registry_release_slot(sb);
         return;
     }
     error_rec err = {0};
@@ -291,62 +355,43 @@ static void on_shim_lost(void *ud) {
         log_warn("shim connection lost, reconnected sandbox=%s", sb->id);
         return;
     }
-    sd_sandbox_end(sb, "infrastructure_failure", "the sandbox's shim died (connection lost)");
+    sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox's shim died (connection lost)");
 }
 
 static void on_shim_event(void *ud, json_t *ev) {
     sd_sandbox *sb = ud;
     const char *type = shimproto_type(ev);
     if (strcmp(type, "exit") == 0) {
-        sd_exec_on_exit(sb, ev);
+        TELL(sb->d, exec_exit, sb, ev);
     } else if (strcmp(type, "oom") == 0) {
         uint64_t n = (uint64_t)json_integer_value(json_object_get(ev, "oom_kills"));
-        if (n > sb->oom_kills)
-            sb->d->m.oom_kills += n - sb->oom_kills;
+        sd_metrics_oom(&sb->d->m, sb->oom_kills, n);
         sb->oom_kills = n;
     } else if (strcmp(type, "dead") == 0) {
         json_t *m = json_object_get(ev, "message");
-        sd_sandbox_end(sb, "infrastructure_failure", "the sandbox's init died: %s",
+        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox's init died: %s",
                        json_is_string(m) ? json_string_value(m) : "no detail");
     }
 }
 
-void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) {
-    if (sb->state == SD_ENDED)
-        return;
-    sd_daemon *d = sb->d;
-    sb->end_cost = sd_sandbox_cost(sb);
-    bool was_starting = sb->state == SD_STARTING;
-    sb->state = SD_ENDED;
-    sb->ended_ms = now_real_ms();
-    snprintf(sb->end_reason, sizeof(sb->end_reason), "%s", reason);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sb->end_message, sizeof(sb->end_message), fmt, ap);
-    va_end(ap);
-    if (was_starting) {
-        if (!sb->queued)
-            d->n_starting--;
-        sb->queued = false;
-        if (sb->start_pipe) {
-            uv_close((uv_handle_t *)sb->start_pipe, pipe_closed);
-            sb->start_pipe = NULL;
-        }
-        sd_create_finish(sb, strcmp(reason, "infrastructure_failure") ? 409 : 500,
-                         strcmp(reason, "infrastructure_failure") ? "conflict" : "internal",
-                         sb->end_message);
+/* A start that will not finish: stop reading the start-up line, tell the create. */
+static void end_starting(sd_sandbox *sb) {
+    if (!sb->queued)
+        sb->d->n_starting--;
+    sb->queued = false;
+    if (sb->start_pipe) {
+        uv_close((uv_handle_t *)sb->start_pipe, pipe_closed);
+        sb->start_pipe = NULL;
     }
-    sd_exec_abort_all(sb, sb->end_message);
-    sd_net_daemon_teardown(sb);
-    if (sb->pool) {
-        sb->end_cost = 0; /* never handed out: nobody pays for it */
-        sd_pool_entry_ended(sb, strcmp(reason, "infrastructure_failure") == 0);
-    } else {
-        sd_metrics_end(d, reason, sb->end_cost);
-    }
-    log_info("sandbox ended sandbox=%s reason=%s cost_usd=%.7f message=\"%s\"%s", sb->id, reason,
-             sb->end_cost, sb->end_message, sb->pool ? " pool=true" : "");
-    if (sb->shim && !d->shutting_down) {
+    error_rec err = {0};
+    bool infra = sb->end_reason == END_INFRASTRUCTURE_FAILURE;
+    error_set(&err, infra ? -EIO : -EBUSY, "%s", sb->end_message);
+    TELL(sb->d, create_finished, sb, &err);
+}
+
+/* Tell the shim to tear down, or run `sbx-shim cleanup` when there is no shim. */
+static void stop_shim(sd_sandbox *sb) {
+    if (sb->shim && !sb->d->shutting_down) {
         if (sd_shim_request(sb->shim, "shutdown", NULL, NULL, 0, shutdown_reply, sb) < 0) {
             sd_shim_close(TAKE_PTR(sb->shim));
             run_cleanup(sb);
@@ -354,8 +399,32 @@ void sd_sandbox_end(sd_sandbox *sb, const char *reason, const char *fmt, ...) {
     } else if (!sb->shim) {
         run_cleanup(sb);
     }
+}
+
+void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
+    if (sb->state == SD_ENDED)
+        return;
+    sd_daemon *d = sb->d;
+    sb->end_cost = sb->pool ? 0 : sd_sandbox_cost(sb); /* a pool entry: nobody pays for it */
+    bool was_starting = sb->state == SD_STARTING;
+    sb->state = SD_ENDED;
+    sb->ended_ms = now_real_ms();
+    sb->end_reason = reason;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sb->end_message, sizeof(sb->end_message), fmt, ap);
+    va_end(ap);
+    if (was_starting)
+        end_starting(sb);
+    TELL(d, ended, sb);
+    sd_network_teardown(sb);
+    if (!sb->pool)
+        sd_metrics_end(&d->m, reason, sb->end_cost);
+    log_info("sandbox ended sandbox=%s reason=%s cost_usd=%.7f message=\"%s\"%s", sb->id,
+             end_reason_name(reason), sb->end_cost, sb->end_message, sb->pool ? " pool=true" : "");
+    stop_shim(sb);
     sd_state_save(sb);
-    sd_start_queued(d);
+    start_queued(d);
 }
 
 int sd_sandbox_adopt(sd_sandbox *sb, error_rec *err) {
@@ -369,10 +438,22 @@ void sd_sandbox_free(sd_sandbox *sb) {
     sd_shim_close(TAKE_PTR(sb->shim));
     if (sb->start_pipe)
         uv_close((uv_handle_t *)sb->start_pipe, pipe_closed);
-    sd_net_daemon_free(sb);
+    sd_network_free(sb);
     policy_create_done(&sb->spec);
-    free(sb->waiters);
     free(sb->idem_key);
     free(sb->seed_dir);
     free(sb);
+}
+
+void sd_sandbox_forget(sd_sandbox *sb) {
+    sd_registry_unlink(sb->d, sb);
+    sd_sandbox_free(sb);
+}
+
+void sd_lifecycle_stop(sd_daemon *d) {
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        if (sb->state == SD_RUNNING)
+            sd_state_save(sb);
+        sd_shim_cancel(sb->shim, sb);
+    }
 }

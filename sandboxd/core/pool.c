@@ -4,10 +4,13 @@
  * hand-out, and its created_at, timers and cost start then. Entries are hidden from the API,
  * count toward --max-sandboxes (a cold create that finds the node full ends one to make room),
  * and are refilled from the timer, at most pool_max_starting at a time. */
-#include "sandboxd/daemon.h"
+#include "sandboxd/core/pool.h"
 
 #include "common/timeutil.h"
-#include "sandboxd/net/daemon.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/network.h"
+#include "sandboxd/core/registry.h"
+#include "sandboxd/core/state.h"
 
 #include <string.h>
 
@@ -51,14 +54,32 @@ static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
     if (p->tmpl.net_mode == POLICY_NET_ALLOW)
         return error_set(err, -EINVAL, "pools: network \"allow\" cannot be pooled (none, open)");
     policy_egress *eg = NULL;
-    r = sd_net_daemon_check(d, &p->tmpl, &eg, err);
+    r = sd_network_check(d, &p->tmpl, &eg, err);
     policy_egress_free(eg);
     return r < 0 ? error_prefix(err, "pools") : 0;
 }
 
+static void on_started(void *ud, sd_sandbox *sb) {
+    sd_pool_refill(sb->d);
+}
+
+/* A failed pool start must not be retried in a tight loop. */
+static void on_ended(void *ud, sd_sandbox *sb) {
+    sd_daemon *d = sb->d;
+    int t = sb->pool;
+    if (sb->end_reason == END_INFRASTRUCTURE_FAILURE && t >= 1 && (unsigned)t <= d->n_pools) {
+        d->pools[t - 1].broken = true;
+        d->pools[t - 1].retry_ms = now_mono_ms() + 5000;
+    }
+}
+
+static const sd_listener listener = {.started = on_started, .ended = on_ended};
+
 int sd_pool_init(sd_daemon *d, error_rec *err) {
     if (!d->cfg.pool_max_starting)
         d->cfg.pool_max_starting = MAX(1u, d->cfg.max_starting / 2);
+    if (sd_listener_add(d, &listener, NULL) < 0)
+        return error_set(err, -ENOSPC, "too many listeners");
     size_t n = json_array_size(d->cfg.pools);
     if (!n)
         return 0;
@@ -110,24 +131,18 @@ sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
 }
 
 int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
-    policy_create old = sb->spec;
-    sb->spec = *c; /* same shape (same_shape), the user's labels, env, timeouts, lease, cap */
-    *c = (policy_create){0};
-    policy_create_done(&old);
+    /* same shape (same_shape), the user's labels, env, timeouts, lease, cap */
+    sd_registry_replace_spec(sb, c);
     sb->pool = 0;
-    sb->hidden = false;
     sb->pooled = true;
-    sb->created_ms = sb->last_activity_ms = now_real_ms();
-    sb->expires_ms = sb->created_ms + sb->spec.timeout_ms;
-    sb->start_mono_us = now_mono_us();
-    sb->cpu_usec = sb->mem_bytes = sb->mem_peak_bytes = sb->pids = 0;
-    free(sb->idem_key);
-    sb->idem_key = idem_key ? strdup(idem_key) : NULL;
+    sd_registry_set_hidden(sb, false);
+    sd_sandbox_restart_clock(sb);
+    sd_registry_set_idem_key(sb, idem_key);
     /* Saved before the answer: a restarted daemon must never take it for a pool entry again. */
     int r = sd_state_save(sb);
     if (r < 0)
         return r;
-    sd_metrics_create(sb->d, "ok", 0);
+    sd_metrics_create(&sb->d->m, SD_CREATE_OK, 0);
     log_info("sandbox created sandbox=%s cpu=%g memory=%llu pooled=true", sb->id, sb->spec.cpu,
              (unsigned long long)sb->spec.memory);
     return 0;
@@ -147,13 +162,10 @@ static unsigned count(sd_daemon *d, int t, unsigned *starting) {
 static int start_entry(sd_daemon *d, sd_pool *p, int t) {
     policy_create c = {0};
     error_rec err = {0};
-    json_t *j = policy_create_to_json(&p->tmpl);
-    static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
-    int r = j ? policy_limits_parse_create(j, NULL, &any_host, &c, &err) : -ENOMEM;
-    json_decref(j);
+    int r = sd_spec_copy(&p->tmpl, &c, &err);
     policy_egress *eg = NULL;
     if (r >= 0)
-        r = sd_net_daemon_check(d, &c, &eg, &err);
+        r = sd_network_check(d, &c, &eg, &err);
     sd_sandbox *sb = NULL;
     if (r >= 0)
         r = sd_registry_add(d, &c, &sb, &err);
@@ -163,11 +175,11 @@ static int start_entry(sd_daemon *d, sd_pool *p, int t) {
         log_error("warm pool %d: cannot add an entry: %s", t, err.message);
         return r;
     }
-    sb->egress = eg;
+    sd_network_attach(sb, eg);
     sb->pool = t + 1;
-    sb->hidden = true;
+    sd_registry_set_hidden(sb, true);
     sd_state_save(sb);
-    sd_sandbox_start(sb);
+    sd_sandbox_start_or_queue(sb);
     return 0;
 }
 
@@ -198,14 +210,6 @@ void sd_pool_refill(sd_daemon *d) {
     }
 }
 
-/* A failed pool start must not be retried in a tight loop: called from lifecycle on a failure. */
-static void pool_failed(sd_daemon *d, int t) {
-    if (t >= 1 && (unsigned)t <= d->n_pools) {
-        d->pools[t - 1].broken = true;
-        d->pools[t - 1].retry_ms = now_mono_ms() + 5000;
-    }
-}
-
 bool sd_pool_evict(sd_daemon *d) {
     sd_sandbox *victim = NULL;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
@@ -215,37 +219,23 @@ bool sd_pool_evict(sd_daemon *d) {
     if (!victim)
         return false;
     d->m.pool_evictions++;
-    sd_sandbox_end(victim, "terminated", "warm pool entry ended to make room for a create");
+    sd_sandbox_end(victim, END_TERMINATED, "warm pool entry ended to make room for a create");
     return true;
 }
 
-int sd_pool_match_restored(sd_daemon *d, const sd_sandbox *sb) {
+bool sd_pool_adopt_restored(sd_sandbox *sb) {
+    sd_daemon *d = sb->d;
     int t = template_of(d, &sb->spec);
-    if (t < 0 || count(d, t, NULL) >= d->pools[t].size)
-        return 0;
-    return t + 1;
+    bool keep = t >= 0 && count(d, t, NULL) < d->pools[t].size;
+    sb->pool = keep ? t + 1 : INT_MAX; /* INT_MAX: an entry of no template (ended at once) */
+    return keep;
 }
 
-void sd_pool_metrics(sd_daemon *d, FILE *f) {
-    fprintf(f,
-            "# TYPE sandboxd_pool_hits_total counter\nsandboxd_pool_hits_total %llu\n"
-            "# TYPE sandboxd_pool_misses_total counter\nsandboxd_pool_misses_total %llu\n"
-            "# TYPE sandboxd_pool_evictions_total counter\nsandboxd_pool_evictions_total %llu\n"
-            "# TYPE sandboxd_pool_entries gauge\n",
-            (unsigned long long)d->m.pool_hits, (unsigned long long)d->m.pool_misses,
-            (unsigned long long)d->m.pool_evictions);
-    for (unsigned t = 0; t < d->n_pools; t++) {
-        unsigned ready = 0;
-        for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-            ready += sb->pool == (int)t + 1 && sb->state == SD_RUNNING;
-        unsigned starting = 0;
-        count(d, (int)t, &starting);
-        fprintf(f, "sandboxd_pool_entries{pool=\"%u\",state=\"ready\"} %u\n", t, ready);
-        fprintf(f, "sandboxd_pool_entries{pool=\"%u\",state=\"starting\"} %u\n", t, starting);
-    }
-}
-
-void sd_pool_entry_ended(sd_sandbox *sb, bool failed) {
-    if (failed)
-        pool_failed(sb->d, sb->pool);
+void sd_pool_entries(sd_daemon *d, unsigned t, unsigned *ret_ready, unsigned *ret_starting) {
+    unsigned ready = 0, starting = 0;
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        ready += sb->pool == (int)t + 1 && sb->state == SD_RUNNING;
+    count(d, (int)t, &starting);
+    *ret_ready = ready;
+    *ret_starting = starting;
 }

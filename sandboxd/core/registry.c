@@ -1,7 +1,6 @@
 /* The registry: the daemon's table of sandboxes (running and recently ended), uid slots, ids,
- * and the sandbox object as the API shows it. */
-#include "sandboxd/daemon.h"
-#include "sandboxd/net/daemon.h"
+ * a sandbox's identity fields and its running cost. */
+#include "sandboxd/core/registry.h"
 
 #include "common/timeutil.h"
 
@@ -90,19 +89,68 @@ int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, error_r
     sb->expires_ms = sb->created_ms + sb->spec.timeout_ms;
     sb->init_pid = sb->shim_pid = -1;
     sb->next_xid = now_real_ms() * 1000; /* unique across daemon restarts */
-    sb->next = d->sandboxes;
-    d->sandboxes = sb;
+    sd_registry_insert(d, sb);
     *ret = sb;
     return 0;
 }
 
-void sd_registry_remove(sd_daemon *d, sd_sandbox *sb) {
+void sd_registry_insert(sd_daemon *d, sd_sandbox *sb) {
+    sb->next = d->sandboxes;
+    d->sandboxes = sb;
+}
+
+void sd_registry_unlink(sd_daemon *d, sd_sandbox *sb) {
     for (sd_sandbox **pp = &d->sandboxes; *pp; pp = &(*pp)->next)
         if (*pp == sb) {
             *pp = sb->next;
             break;
         }
-    sd_sandbox_free(sb);
+}
+
+void sd_registry_release_slot(sd_sandbox *sb) {
+    sd_slot_release(sb->d, sb->uid_slot);
+    sb->uid_slot = -1;
+}
+
+int sd_registry_take_slot(sd_sandbox *sb) {
+    int slot = sb->uid_slot;
+    sb->uid_slot = -1;
+    return slot;
+}
+
+void sd_registry_set_idem_key(sd_sandbox *sb, const char *key) {
+    free(sb->idem_key);
+    sb->idem_key = key ? strdup(key) : NULL;
+}
+
+void sd_registry_set_hidden(sd_sandbox *sb, bool hidden) {
+    sb->hidden = hidden;
+}
+
+int sd_registry_set_seed(sd_sandbox *sb, const char *dir, uint32_t uid_base, const char *from) {
+    free(sb->seed_dir);
+    sb->seed_dir = strdup(dir);
+    sb->seed_uid_base = uid_base;
+    snprintf(sb->forked_from, sizeof(sb->forked_from), "%s", from);
+    return sb->seed_dir ? 0 : -ENOMEM;
+}
+
+void sd_registry_replace_spec(sd_sandbox *sb, policy_create *c) {
+    policy_create old = sb->spec;
+    sb->spec = *c;
+    *c = (policy_create){0};
+    policy_create_done(&old);
+}
+
+const policy_host sd_any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
+
+int sd_spec_copy(const policy_create *src, policy_create *ret, error_rec *err) {
+    json_t *j = policy_create_to_json(src);
+    if (!j)
+        return error_set(err, -ENOMEM, "out of memory");
+    int r = policy_limits_parse_create(j, NULL, &sd_any_host, ret, err);
+    json_decref(j);
+    return r;
 }
 
 double sd_sandbox_cost(const sd_sandbox *sb) {
@@ -111,44 +159,4 @@ double sd_sandbox_cost(const sd_sandbox *sb) {
     uint64_t now = now_real_ms();
     uint64_t elapsed = now > sb->created_ms ? now - sb->created_ms : 0;
     return policy_cost_usd(&sb->d->cfg.price, sb->spec.cpu, sb->spec.memory, elapsed);
-}
-
-static json_t *time_json(uint64_t ms) {
-    char buf[40];
-    time_format_rfc3339(ms, buf, sizeof(buf));
-    return json_string(buf);
-}
-
-static json_t *sandbox_json(const sd_sandbox *sb);
-
-json_t *sd_sandbox_to_json(const sd_sandbox *sb) {
-    json_t *j = sandbox_json(sb);
-    if (j && sb->forked_from[0])
-        json_object_set_new(j, "forked_from", json_string(sb->forked_from));
-    return j;
-}
-
-static json_t *sandbox_json(const sd_sandbox *sb) {
-    const policy_create *c = &sb->spec;
-    json_t *limits =
-        json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:o}", "cpu", c->cpu, "memory", (json_int_t)c->memory,
-                  "disk", (json_int_t)c->disk, "pids", (int)c->pids, "idle_timeout",
-                  c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0, "max_cost_usd",
-                  c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null());
-    json_t *usage = json_pack("{s:f,s:I,s:I,s:I,s:I,s:i,s:i}", "cpu_seconds", sb->cpu_usec / 1e6,
-                              "memory_peak_bytes", (json_int_t)sb->mem_peak_bytes, "memory_bytes",
-                              (json_int_t)sb->mem_bytes, "pids", (json_int_t)sb->pids, "oom_kills",
-                              (json_int_t)sb->oom_kills, "commands_run", (int)sb->commands_run,
-                              "commands_running", (int)sd_exec_count(sb));
-    json_t *end = json_null();
-    if (sb->state == SD_ENDED)
-        end = json_pack("{s:s,s:s,s:o,s:f}", "reason", sb->end_reason, "message", sb->end_message,
-                        "ended_at", time_json(sb->ended_ms), "cost_usd", sb->end_cost);
-    return json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o}", "id", sb->id,
-                     "state", sd_state_name(sb->state), "image", c->image, "limits", limits,
-                     "network", sd_net_daemon_json(sb), "labels", c->labels, "lease",
-                     c->lease ? json_string(c->lease) : json_null(), "created_at",
-                     time_json(sb->created_ms), "last_activity_at", time_json(sb->last_activity_ms),
-                     "expires_at", time_json(sb->expires_ms), "usage", usage, "cost_usd",
-                     sd_sandbox_cost(sb), "end", end, "pooled", json_boolean(sb->pooled));
 }

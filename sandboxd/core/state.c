@@ -1,19 +1,20 @@
 /* Persistence: each sandbox's record (limits, labels, times, cost, uid slot, lease,
- * Idempotency-Key, end) in state-dir/sandboxes/<id>.json and each lease in
- * state-dir/leases/<id>.json, written atomically; on start the records are read back and every
- * running sandbox is re-adopted through its shim (or ended as infrastructure_failure). */
-#include "sandboxd/daemon.h"
+ * Idempotency-Key, end) in state-dir/sandboxes/<id>.json and other records (leases) in
+ * state-dir/<kind>/<id>.json, written atomically, and read back at start-up (core/restore.c
+ * decides what becomes of them). */
+#include "sandboxd/core/state.h"
 
 #include "common/fdutil.h"
 #include "common/filereplace.h"
 #include "common/timeutil.h"
+#include "sandboxd/core/registry.h"
 
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-static int save_json(sd_daemon *d, const char *kind, const char *id, json_t *j) {
+int sd_state_write(sd_daemon *d, const char *kind, const char *id, json_t *j, bool durable) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, kind);
     int r = mkdir_p(path, 0700);
@@ -24,11 +25,8 @@ static int save_json(sd_daemon *d, const char *kind, const char *id, json_t *j) 
     json_decref(j);
     if (!s)
         return -ENOMEM;
-    /* A sandbox record is not fsynced: its sandbox dies with the host, and a restarted daemon
-     * only needs the rename's atomicity (a torn or missing record after a power loss is
-     * skipped). Leases outlive sandboxes and are rare: those stay durable. */
-    r = strcmp(kind, "leases") == 0 ? file_write_atomic(path, s, strlen(s), 0600)
-                                    : file_replace_nosync(path, s, strlen(s), 0600);
+    r = durable ? file_write_atomic(path, s, strlen(s), 0600)
+                : file_replace_nosync(path, s, strlen(s), 0600);
     free(s);
     if (r < 0)
         log_error("cannot save state file=%s error=\"%s\"", path, strerror(-r));
@@ -48,29 +46,22 @@ int sd_state_save(sd_sandbox *sb) {
         json_object_set_new(j, sb->pool ? "pool" : "pooled", json_true());
     if (j && sb->state == SD_ENDED)
         json_object_set_new(j, "end",
-                            json_pack("{s:s,s:s,s:f}", "reason", sb->end_reason, "message",
-                                      sb->end_message, "cost_usd", sb->end_cost));
-    return j ? save_json(sb->d, "sandboxes", sb->id, j) : -ENOMEM;
+                            json_pack("{s:s,s:s,s:f}", "reason", end_reason_name(sb->end_reason),
+                                      "message", sb->end_message, "cost_usd", sb->end_cost));
+    /* A sandbox record is not fsynced: its sandbox dies with the host, and a restarted daemon
+     * only needs the rename's atomicity (a torn or missing record after a power loss is
+     * skipped). */
+    return j ? sd_state_write(sb->d, "sandboxes", sb->id, j, false) : -ENOMEM;
 }
 
-static void remove_file(sd_daemon *d, const char *kind, const char *id) {
+void sd_state_unlink(sd_daemon *d, const char *kind, const char *id) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s/%s.json", d->cfg.state_dir, kind, id);
     unlink(path);
 }
 
 void sd_state_remove(sd_daemon *d, const char *id) {
-    remove_file(d, "sandboxes", id);
-}
-
-int sd_lease_save(sd_daemon *d, sd_lease *l) {
-    return save_json(d, "leases", l->id,
-                     json_pack("{s:s,s:I,s:I}", "id", l->id, "ttl_ms", (json_int_t)l->ttl_ms,
-                               "expires_ms", (json_int_t)l->expires_ms));
-}
-
-void sd_lease_state_remove(sd_daemon *d, const char *id) {
-    remove_file(d, "leases", id);
+    sd_state_unlink(d, "sandboxes", id);
 }
 
 static uint64_t get_u64(json_t *j, const char *k) {
@@ -78,25 +69,19 @@ static uint64_t get_u64(json_t *j, const char *k) {
     return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
 }
 
-static int restore_sandbox(sd_daemon *d, json_t *j) {
-    static const policy_host any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
-    const char *id = json_string_value(json_object_get(j, "id"));
-    const char *state = json_string_value(json_object_get(j, "state"));
-    error_rec err = {0};
-    policy_create spec = {0};
-    if (!id || strlen(id) >= sizeof(((sd_sandbox *)0)->id) || !state ||
-        policy_limits_parse_create(json_object_get(j, "spec"), NULL, &any_host, &spec, &err) < 0)
-        return -EINVAL;
-    sd_sandbox *sb = calloc(1, sizeof(*sb));
-    if (!sb) {
-        policy_create_done(&spec);
-        return -ENOMEM;
-    }
-    sb->d = d;
-    snprintf(sb->id, sizeof(sb->id), "%s", id);
-    sb->spec = spec;
+static void load_end(sd_sandbox *sb, json_t *end) {
+    int reason = end_reason_from_name(json_string_value(json_object_get(end, "reason")));
+    sb->state = SD_ENDED;
+    sb->uid_slot = -1;
+    sb->end_reason = reason >= 0 ? (end_reason)reason : END_TERMINATED;
+    snprintf(sb->end_message, sizeof(sb->end_message), "%s",
+             json_string_value(json_object_get(end, "message")) ?: "");
+    sb->end_cost = json_number_value(json_object_get(end, "cost_usd"));
+}
+
+static void load_fields(sd_sandbox *sb, json_t *j) {
     sb->uid_slot = (int)json_integer_value(json_object_get(j, "uid_slot"));
-    snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", d->cfg.run_dir, sb->id);
+    snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", sb->d->cfg.run_dir, sb->id);
     sb->created_ms = get_u64(j, "created_ms");
     sb->last_activity_ms = get_u64(j, "last_activity_ms");
     sb->expires_ms = get_u64(j, "expires_ms");
@@ -108,45 +93,38 @@ static int restore_sandbox(sd_daemon *d, json_t *j) {
     sb->next_xid = now_real_ms() * 1000;
     const char *key = json_string_value(json_object_get(j, "idempotency_key"));
     sb->idem_key = key ? strdup(key) : NULL;
-    sb->next = d->sandboxes;
-    d->sandboxes = sb;
-    json_t *end = json_object_get(j, "end");
-    if (strcmp(state, "ended") == 0 && json_is_object(end)) {
-        sb->state = SD_ENDED;
-        sb->uid_slot = -1;
-        snprintf(sb->end_reason, sizeof(sb->end_reason), "%s",
-                 json_string_value(json_object_get(end, "reason")) ?: "terminated");
-        snprintf(sb->end_message, sizeof(sb->end_message), "%s",
-                 json_string_value(json_object_get(end, "message")) ?: "");
-        sb->end_cost = json_number_value(json_object_get(end, "cost_usd"));
-        sb->hidden = json_is_true(json_object_get(j, "pool"));
-        return 0;
+}
+
+int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
+    const char *id = json_string_value(json_object_get(j, "id"));
+    const char *state = json_string_value(json_object_get(j, "state"));
+    error_rec err = {0};
+    policy_create spec = {0};
+    if (!id || strlen(id) >= sizeof(((sd_sandbox *)0)->id) || !state ||
+        policy_limits_parse_create(json_object_get(j, "spec"), NULL, &sd_any_host, &spec, &err) < 0)
+        return -EINVAL;
+    sd_sandbox *sb = calloc(1, sizeof(*sb));
+    if (!sb) {
+        policy_create_done(&spec);
+        return -ENOMEM;
     }
-    sb->state = SD_RUNNING; /* "running", or "starting" when the daemon stopped mid-start */
-    sd_slot_claim(d, sb->uid_slot);
-    sb->pooled = json_is_true(json_object_get(j, "pooled"));
+    sb->d = d;
+    snprintf(sb->id, sizeof(sb->id), "%s", id);
+    sb->spec = spec;
+    load_fields(sb, j);
     bool pool = json_is_true(json_object_get(j, "pool"));
-    if (pool) { /* a warm pool entry: kept if its template is still configured */
-        sb->hidden = true;
-        sb->pool = sd_pool_match_restored(d, sb);
-        if (!sb->pool) {
-            sb->pool = INT_MAX;
-            sd_sandbox_adopt(sb, &err);
-            sd_sandbox_end(sb, "terminated", "warm pool entry of a template no longer configured");
-            return 0;
-        }
-    }
-    if (sd_sandbox_adopt(sb, &err) < 0) {
-        log_warn("cannot re-adopt sandbox=%s error=\"%s\"", sb->id, err.message);
-        sd_sandbox_end(sb, "infrastructure_failure",
-                       "the sandbox's shim was gone when the daemon restarted");
-    } else {
-        log_info("re-adopting sandbox=%s", sb->id);
-    }
+    json_t *end = json_object_get(j, "end");
+    if (strcmp(state, "ended") == 0 && json_is_object(end))
+        load_end(sb, end);
+    else /* "running", or "starting" when the daemon stopped mid-start */
+        sb->state = SD_RUNNING, sb->pooled = json_is_true(json_object_get(j, "pooled"));
+    sb->hidden = pool;
+    *ret = sb;
+    *ret_pool = pool;
     return 0;
 }
 
-static void restore_dir(sd_daemon *d, const char *kind) {
+void sd_state_foreach(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, json_t *j)) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, kind);
     DIR *dir = opendir(path);
@@ -164,9 +142,7 @@ static void restore_dir(sd_daemon *d, const char *kind) {
         if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
             continue;
         json_t *j = json_load_file(file, 0, NULL);
-        int r = !j                            ? -EINVAL
-                : strcmp(kind, "leases") == 0 ? sd_lease_restore(d, j)
-                                              : restore_sandbox(d, j);
+        int r = j ? fn(d, j) : -EINVAL;
         if (r < 0) {
             log_warn("ignoring unreadable state file=%s", file);
             unlink(file);
@@ -174,10 +150,4 @@ static void restore_dir(sd_daemon *d, const char *kind) {
         json_decref(j);
     }
     closedir(dir);
-}
-
-int sd_state_restore(sd_daemon *d) {
-    restore_dir(d, "leases");
-    restore_dir(d, "sandboxes");
-    return 0;
 }

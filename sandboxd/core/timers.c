@@ -1,12 +1,16 @@
 /* The daemon's clock: one repeating timer (250 ms) that enforces every sandbox's cost cap,
  * lifetime and idle timeout, expires leases, refreshes usage stats from the shims and forgets
  * ended sandboxes after 10 minutes (24 h for ones that carry an Idempotency-Key). */
-#include "sandboxd/daemon.h"
+#include "sandboxd/core/timers.h"
 
 #include "common/timeutil.h"
-#include "sandboxd/core/shim_client.h"
+#include "sandboxd/core/leases.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/pool.h"
+#include "sandboxd/core/registry.h"
+#include "sandboxd/core/state.h"
 
-#include <string.h>
+#include <stdio.h>
 
 #define TICK_MS 250
 #define STATS_EVERY_MS 2000
@@ -14,32 +18,44 @@
 #define ENDED_VISIBLE_MS (10 * 60 * 1000ull)
 #define IDEM_KEEP_MS (24 * 3600 * 1000ull)
 
-static void stats_reply(void *ud, json_t *r) {
-    sd_sandbox *sb = ud;
-    if (!r || strcmp(json_string_value(json_object_get(r, "type")) ?: "", "stats") != 0)
-        return;
-    sb->cpu_usec = (uint64_t)json_integer_value(json_object_get(r, "cpu_usec"));
-    sb->mem_bytes = (uint64_t)json_integer_value(json_object_get(r, "mem_bytes"));
-    sb->mem_peak_bytes = (uint64_t)json_integer_value(json_object_get(r, "mem_peak_bytes"));
-    sb->pids = (uint64_t)json_integer_value(json_object_get(r, "pids"));
-    uint64_t oom = (uint64_t)json_integer_value(json_object_get(r, "oom_kills"));
-    if (oom > sb->oom_kills)
-        sb->d->m.oom_kills += oom - sb->oom_kills;
-    sb->oom_kills = MAX(sb->oom_kills, oom);
+int sd_timers_check(const sd_sandbox *sb, uint64_t now, char *msg, size_t len) {
+    double cost = sd_sandbox_cost(sb);
+    if (sb->spec.max_cost_usd > 0 && cost >= sb->spec.max_cost_usd) {
+        snprintf(msg, len, "the sandbox reached its cost cap of $%g (spent $%.7f)",
+                 sb->spec.max_cost_usd, cost);
+        return END_COST_LIMIT;
+    }
+    if (now >= sb->expires_ms) {
+        snprintf(msg, len, "the sandbox reached the end of its lifetime");
+        return END_LIFETIME_EXCEEDED;
+    }
+    if (sb->commands_running == 0 && now >= sb->last_activity_ms + sb->spec.idle_timeout_ms) {
+        snprintf(msg, len, "no command or API call for %.3gs", sb->spec.idle_timeout_ms / 1000.0);
+        return END_IDLE_TIMEOUT;
+    }
+    return -1;
 }
 
 static void check_running(sd_sandbox *sb, uint64_t now, bool stats) {
-    double cost = sd_sandbox_cost(sb);
-    if (sb->spec.max_cost_usd > 0 && cost >= sb->spec.max_cost_usd)
-        sd_sandbox_end(sb, "cost_limit", "the sandbox reached its cost cap of $%g (spent $%.7f)",
-                       sb->spec.max_cost_usd, cost);
-    else if (now >= sb->expires_ms)
-        sd_sandbox_end(sb, "lifetime_exceeded", "the sandbox reached the end of its lifetime");
-    else if (sd_exec_count(sb) == 0 && now >= sb->last_activity_ms + sb->spec.idle_timeout_ms)
-        sd_sandbox_end(sb, "idle_timeout", "no command or API call for %.3gs",
-                       sb->spec.idle_timeout_ms / 1000.0);
-    else if (stats && sb->shim)
-        sd_shim_request(sb->shim, "stats", NULL, NULL, 0, stats_reply, sb);
+    char msg[200];
+    int reason = sd_timers_check(sb, now, msg, sizeof(msg));
+    if (reason >= 0)
+        sd_sandbox_end(sb, (end_reason)reason, "%s", msg);
+    else if (stats)
+        sd_sandbox_refresh_stats(sb);
+}
+
+/* An ended sandbox: hidden after 10 minutes, forgotten once torn down and its key expired. */
+static void check_ended(sd_sandbox *sb, uint64_t now) {
+    if (now < sb->ended_ms + ENDED_VISIBLE_MS)
+        return;
+    sd_registry_set_hidden(sb, true);
+    if (sb->idem_key && now < sb->created_ms + IDEM_KEEP_MS)
+        return;
+    if (sb->shim || sb->uid_slot >= 0)
+        return; /* still tearing down */
+    sd_state_remove(sb->d, sb->id);
+    sd_sandbox_forget(sb);
 }
 
 void sd_timers_tick(sd_daemon *d) {
@@ -57,16 +73,10 @@ void sd_timers_tick(sd_daemon *d) {
             check_running(sb, now, stats);
         } else if (sb->state == SD_STARTING && !sb->queued &&
                    now_mono_us() > sb->start_mono_us + START_TIMEOUT_MS * 1000ull) {
-            sd_sandbox_end(sb, "infrastructure_failure", "the sandbox did not start in %ds",
+            sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox did not start in %ds",
                            START_TIMEOUT_MS / 1000);
-        } else if (sb->state == SD_ENDED && now >= sb->ended_ms + ENDED_VISIBLE_MS) {
-            sb->hidden = true;
-            if (!sb->idem_key || now >= sb->created_ms + IDEM_KEEP_MS) {
-                if (sb->shim || sb->uid_slot >= 0)
-                    continue; /* still tearing down */
-                sd_state_remove(d, sb->id);
-                sd_registry_remove(d, sb);
-            }
+        } else if (sb->state == SD_ENDED) {
+            check_ended(sb, now);
         }
     }
     sd_pool_refill(d);

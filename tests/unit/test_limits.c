@@ -74,6 +74,12 @@ TEST(create_errors_name_the_field) {
         const char *body, *field;
     } cases[] = {
         {"{\"cpu\":0}", "cpu"},
+        {"{\"cpu\":5e-324}", "cpu"}, /* below the 0.01 vCPU quota floor */
+        {"{\"cpu\":1e-7}", "cpu"},
+        {"{\"cpu\":0.0099}", "cpu"},
+        {"{\"cpu\":1e308}", "cpu"},
+        {"{\"memory\":1e308}", "memory"},
+        {"{\"disk\":1e-400}", "disk"},
         {"{\"cpu\":5}", "cpu"},
         {"{\"cpu\":\"1\"}", "cpu"},
         {"{\"memory\":\"1Mi\"}", "memory"},
@@ -88,6 +94,12 @@ TEST(create_errors_name_the_field) {
         {"{\"timeout\":\"8d\"}", "timeout"},
         {"{\"timeout\":true}", "timeout"},
         {"{\"max_cost_usd\":0}", "max_cost_usd"},
+        {"{\"max_cost_usd\":5e-324}", "max_cost_usd"},
+        {"{\"max_cost_usd\":1e-7}", "max_cost_usd"},
+        {"{\"max_cost_usd\":1e308}", "max_cost_usd"},
+        {"{\"max_cost_usd\":1000000.5}", "max_cost_usd"},
+        {"{\"idle_timeout\":5e-324}", "idle_timeout"},
+        {"{\"timeout\":1e308}", "timeout"},
         {"{\"max_cost_usd\":\"1\"}", "max_cost_usd"},
         {"{\"labels\":{\"a\":1}}", "labels.a"},
         {"{\"labels\":[]}", "labels"},
@@ -166,6 +178,12 @@ TEST(exec_errors) {
         {"{\"argv\":[\"ls\"],\"stdin\":\"a\",\"stdin_b64\":\"YQ==\"}", "stdin"},
         {"{\"argv\":[\"ls\"],\"timeout\":\"forever\"}", "timeout"},
         {"{\"argv\":[\"ls\"],\"max_output\":\"65Mi\"}", "max_output"},
+        {"{\"argv\":[\"ls\"],\"max_output\":1e-400}", "max_output"}, /* parses as 0 */
+        {"{\"argv\":[\"ls\"],\"max_output\":0}", "max_output"},
+        {"{\"argv\":[\"ls\"],\"max_output\":1e308}", "max_output"},
+        {"{\"argv\":[\"ls\"],\"timeout\":5e-324}", "timeout"},
+        {"{\"argv\":[\"ls\"],\"timeout\":0.0004}", "timeout"},
+        {"{\"argv\":[\"ls\"],\"timeout\":1e308}", "timeout"},
         {"{\"argv\":[\"ls\"],\"env\":{\"A\":null}}", "env.A"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -195,6 +213,48 @@ TEST(timeout_and_lease) {
     j = J("{\"ttl\":0.1}");
     CHECK(policy_limits_parse_lease(j, &ms, &err) == -EINVAL);
     CHECK(strncmp(err.message, "ttl", 3) == 0);
+    json_decref(j);
+    static const char *const bad_timeouts[] = {"{\"timeout\":5e-324}", "{\"timeout\":1e-400}",
+                                               "{\"timeout\":1e308}", "{\"timeout\":604800.001}"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad_timeouts); i++) {
+        j = J(bad_timeouts[i]);
+        CHECK_MSG(policy_limits_parse_timeout(j, &ms, &err) == -EINVAL, "accepted %s",
+                  bad_timeouts[i]);
+        CHECK_MSG(strncmp(err.message, "timeout:", 8) == 0, "%s", err.message);
+        json_decref(j);
+        char ttl[64];
+        snprintf(ttl, sizeof(ttl), "{\"ttl\"%s", strchr(bad_timeouts[i], ':'));
+        j = J(ttl);
+        CHECK_MSG(policy_limits_parse_lease(j, &ms, &err) == -EINVAL, "accepted %s", ttl);
+        CHECK_MSG(strncmp(err.message, "ttl:", 4) == 0, "%s", err.message);
+        json_decref(j);
+    }
+}
+
+/* The edges of each documented range are accepted. */
+TEST(range_edges_accepted) {
+    policy_create c;
+    error_rec err = {0};
+    CHECK_OK(create("{\"cpu\":0.01,\"max_cost_usd\":1e-6}", &c, &err));
+    CHECK(c.cpu == 0.01 && c.max_cost_usd == 1e-6);
+    policy_create_done(&c);
+    CHECK_OK(create("{\"cpu\":4,\"max_cost_usd\":1e6,\"memory\":\"16Mi\",\"disk\":\"64Gi\","
+                    "\"pids\":65536,\"timeout\":\"7d\",\"idle_timeout\":1}",
+                    &c, &err));
+    CHECK(c.cpu == 4 && c.max_cost_usd == 1e6);
+    policy_create_done(&c);
+    policy_exec e;
+    json_t *j = J("{\"argv\":[\"ls\"],\"max_output\":1,\"timeout\":0.001}");
+    CHECK_OK(policy_limits_parse_exec(j, &e, &err));
+    CHECK_EQ(e.max_output, 1);
+    CHECK_EQ(e.timeout_ms, 1);
+    policy_exec_done(&e);
+    json_decref(j);
+    j = J("{\"argv\":[\"ls\"],\"max_output\":67108864.0,\"timeout\":604800}");
+    CHECK_OK(policy_limits_parse_exec(j, &e, &err));
+    CHECK_EQ(e.max_output, 64ull << 20);
+    CHECK_EQ(e.timeout_ms, 604800000);
+    policy_exec_done(&e);
     json_decref(j);
 }
 

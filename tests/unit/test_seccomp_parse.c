@@ -3,6 +3,7 @@
  * (symbolic values, numeric errnos, masked compares) compile to the expected filter code. */
 #include "common/fdutil.h"
 #include "policy/seccomp.h"
+#include "shim/seccomp.h"
 #include "tests/lib/test.h"
 
 #include <errno.h>
@@ -136,6 +137,58 @@ TEST(rule_fields_and_conflicts) {
                    "rules[1].names[0]: syscall \"write\" also appears in rules[0]");
 }
 
+#define PERS_MASKED(v)                                                                             \
+    "{\"names\": [\"personality\"], \"action\": \"allow\", \"args\": [{\"index\": 0, \"op\": "     \
+    "\"masked_eq\", \"mask\": \"0xffffffff\", \"value\": " #v "}]}"
+
+/* "otherwise": the calls of a syscall that no earlier rule matched; only after single
+ * masked_eq rules on one argument, last, without args. */
+TEST(otherwise_rules) {
+    check_rejected(HEADER "\"rules\": [" PERS_MASKED(0) ", {\"names\": [\"personality\"], "
+                                                        "\"action\": \"errno:EPERM\", "
+                                                        "\"otherwise\": 1}]}",
+                   "rules[1].otherwise: expected true");
+    check_rejected(HEADER
+                   "\"rules\": [" PERS_MASKED(0) ", {\"names\": [\"personality\"], "
+                                                 "\"action\": \"errno:EPERM\", "
+                                                 "\"otherwise\": true, \"args\": [{\"index\": "
+                                                 "0, \"op\": \"eq\", \"value\": 1}]}]}",
+                   "rules[1]: \"otherwise\" and \"args\" exclude each other");
+    check_rejected(HEADER "\"rules\": [{\"names\": [\"personality\"], \"action\": "
+                          "\"errno:EPERM\", \"otherwise\": true}]}",
+                   "rules[0].names[0]: \"otherwise\" for \"personality\" needs earlier rules");
+    check_rejected(HEADER "\"rules\": [{\"names\": [\"personality\"], \"action\": \"allow\", "
+                          "\"args\": [{\"index\": 0, \"op\": \"eq\", \"value\": 0}]}, "
+                          "{\"names\": [\"personality\"], \"action\": \"errno:EPERM\", "
+                          "\"otherwise\": true}]}",
+                   "needs every earlier rule for it to be one masked_eq on the same argument "
+                   "(rules[0] is not)");
+    check_rejected(HEADER "\"rules\": [" PERS_MASKED(
+                       0) ", {\"names\": [\"personality\"], "
+                          "\"action\": \"allow\", \"args\": [{\"index\": 1, \"op\": "
+                          "\"masked_eq\", \"mask\": 1, \"value\": 1}]}, {\"names\": "
+                          "[\"personality\"], \"action\": \"errno:EPERM\", \"otherwise\": true}]}",
+                   "(rules[1] is not)");
+    check_rejected(HEADER
+                   "\"rules\": [" PERS_MASKED(0) ", {\"names\": [\"personality\"], "
+                                                 "\"action\": \"errno:EPERM\", "
+                                                 "\"otherwise\": true}, " PERS_MASKED(8) "]}",
+                   "rules[2].names[0]: syscall \"personality\" has its \"otherwise\" rule in "
+                   "rules[1]");
+    check_rejected(HEADER "\"rules\": [{\"names\": [\"personality\"], \"action\": \"allow\"}, "
+                          "{\"names\": [\"personality\"], \"action\": \"errno:EPERM\", "
+                          "\"otherwise\": true}]}",
+                   "also appears in rules[0]");
+    policy_seccomp *p = check_loads(HEADER "\"rules\": [" PERS_MASKED(0) ", " PERS_MASKED(
+        8) ", {\"names\": [\"personality\"], \"action\": \"errno:EPERM\", \"otherwise\": true}]}");
+    char *pfc = pfc_of(p);
+    /* The allowed values are compared first, then an always-true comparison refuses. */
+    const char *ok = strstr(pfc, "== 8"), *rest = strstr(pfc, ">= 0");
+    CHECK_MSG(ok && rest && ok < rest && strstr(rest, "action ERRNO(1)"), "%s", pfc);
+    free(pfc);
+    policy_seccomp_free(p);
+}
+
 TEST(missing_file) {
     policy_seccomp *p = NULL;
     error_rec err = {0};
@@ -184,10 +237,10 @@ TEST(accepted_forms_compile) {
 
 TEST(bpf_sizes_checked) {
     char buf[16] = {0};
-    CHECK_EQ(policy_seccomp_apply_bpf(NULL, 8), -EINVAL);
-    CHECK_EQ(policy_seccomp_apply_bpf(buf, 0), -EINVAL);
-    CHECK_EQ(policy_seccomp_apply_bpf(buf, 12), -EINVAL);
-    CHECK_EQ(policy_seccomp_apply_bpf(buf, 4097 * 8), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(NULL, 8), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(buf, 0), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(buf, 12), -EINVAL);
+    CHECK_EQ(shim_seccomp_apply_bpf(buf, 4097 * 8), -EINVAL);
     char path[512];
     snprintf(path, sizeof(path), "%s/odd.bpf", test_tmpdir());
     CHECK_OK(file_write_atomic(path, buf, 12, 0644));

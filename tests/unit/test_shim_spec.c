@@ -1,6 +1,7 @@
-/* Unit tests of the shim's spec parser (shim/spec.h): defaults, every field, and rejection of
- * malformed or unsafe values with a message naming the field. */
-#include "shim/spec.h"
+/* Unit tests of the sandbox spec (common/spec.h): defaults, every field, rejection of
+ * malformed or unsafe values with a message naming the field, the writer (read back the same)
+ * and the default environment. */
+#include "common/spec.h"
 #include "tests/lib/test.h"
 
 #include <stdio.h>
@@ -8,6 +9,13 @@
 #define BASE                                                                                       \
     "\"id\":\"sb-1\",\"image\":{\"type\":\"host\"},\"uid_base\":1065536,"                          \
     "\"seccomp_bpf\":\"/x.bpf\",\"cgroup\":{\"version\":1,\"parent\":\"sandboxd\"}"
+
+#define ALL_FIELDS                                                                                 \
+    "\"id\":\"sb-0123abcd\",\"image\":{\"type\":\"dir\",\"path\":\"/var/lib/img\"},"               \
+    "\"cpu\":0.5,\"memory\":1048576000,\"disk\":2097152,\"pids\":64,\"uid_base\":2000000,"         \
+    "\"hostname\":\"box\",\"env\":[\"A=1\",\"B=two\\nlines\"],\"network\":{\"mode\":\"veth\"},"    \
+    "\"etc_hosts\":[[\"10.0.0.1\",\"a\",\"b\"]],\"dns\":[\"10.0.0.53\"],"                          \
+    "\"seccomp_bpf\":\"/run/s.bpf\",\"cgroup\":{\"version\":2,\"parent\":\"/sys/fs/cgroup/sd\"}"
 
 TEST(shim_spec_defaults) {
     shim_spec *s = NULL;
@@ -30,14 +38,7 @@ TEST(shim_spec_defaults) {
 }
 
 TEST(shim_spec_all_fields) {
-    const char *text =
-        "{\"id\":\"sb-0123abcd\",\"image\":{\"type\":\"dir\",\"path\":\"/var/lib/img\"},"
-        "\"cpu\":0.5,\"memory\":1048576000,\"disk\":2097152,\"pids\":64,\"uid_base\":2000000,"
-        "\"hostname\":\"box\",\"env\":[\"A=1\",\"B=two\\nlines\"],\"network\":{\"mode\":\"veth\"},"
-        "\"etc_hosts\":[[\"10.0.0.1\",\"a\",\"b\"]],\"dns\":[\"10.0.0.53\"],"
-        "\"seccomp_bpf\":\"/run/s.bpf\",\"cgroup\":{\"version\":2,\"parent\":\"/sys/fs/cgroup/"
-        "sd\"},"
-        "\"unknown\":true}";
+    const char *text = "{" ALL_FIELDS ",\"unknown\":true}";
     shim_spec *s = NULL;
     error_rec err = {0};
     CHECK_MSG(shim_spec_parse(text, &s, &err) == 0, "%s", err.message);
@@ -103,4 +104,74 @@ TEST(shim_spec_rejects) {
     CHECK(strstr(err.message, "cgroup"));
     CHECK(shim_spec_id_valid("sb-0123abcd"));
     CHECK(!shim_spec_id_valid("sb_01"));
+}
+
+TEST(shim_spec_writer_round_trip) {
+    const char *text =
+        "{" ALL_FIELDS ",\"seed\":{\"path\":\"/run/layers/ly-1\",\"uid_base\":300000}}";
+    shim_spec *a = NULL, *b = NULL;
+    error_rec err = {0};
+    CHECK_MSG(shim_spec_parse(text, &a, &err) == 0, "%s", err.message);
+    json_t *j = shim_spec_to_json(a);
+    CHECK(j);
+    char *dump = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    CHECK_MSG(shim_spec_parse(dump, &b, &err) == 0, "%s: %s", dump, err.message);
+    free(dump);
+    CHECK_STREQ(b->id, a->id);
+    CHECK_STREQ(b->hostname, "box");
+    CHECK_EQ(b->image_type, SHIM_IMAGE_DIR);
+    CHECK_STREQ(b->image_path, "/var/lib/img");
+    CHECK(b->cpu == 0.5);
+    CHECK_EQ(b->memory, a->memory);
+    CHECK_EQ(b->disk, a->disk);
+    CHECK_EQ(b->pids, 64);
+    CHECK_EQ(b->uid_base, 2000000);
+    CHECK_EQ(b->n_env, 2);
+    CHECK_STREQ(b->env[1], "B=two\nlines");
+    CHECK_EQ(b->net_mode, SHIM_NET_VETH);
+    CHECK_EQ(b->n_hosts, 1);
+    CHECK_STREQ(b->hosts[0].addr, "10.0.0.1");
+    CHECK_STREQ(b->hosts[0].names, "a b");
+    CHECK_EQ(b->n_dns, 1);
+    CHECK_STREQ(b->dns[0], "10.0.0.53");
+    CHECK_STREQ(b->seccomp_bpf, "/run/s.bpf");
+    CHECK_EQ(b->cgroup_version, 2);
+    CHECK_STREQ(b->cgroup_parent, "/sys/fs/cgroup/sd");
+    CHECK_STREQ(b->seed_path, "/run/layers/ly-1");
+    CHECK_EQ(b->seed_uid_base, 300000);
+    shim_spec_free(a);
+    shim_spec_free(b);
+}
+
+TEST(default_env_then_own) {
+    json_t *own = json_pack("{s:s,s:s}", "A", "1", "HOME", "/root");
+    json_t *env = spec_env_json(own);
+    json_decref(own);
+    CHECK(env);
+    size_t n_def = 0;
+    while (spec_default_env[n_def])
+        n_def++;
+    CHECK_EQ(json_array_size(env), n_def + 2);
+    CHECK_STREQ(json_string_value(json_array_get(env, 0)), "PATH=/usr/local/bin:/usr/bin:/bin");
+    CHECK_STREQ(json_string_value(json_array_get(env, 1)), "HOME=/workspace");
+    /* the sandbox's own variables come after the defaults, in order */
+    CHECK_STREQ(json_string_value(json_array_get(env, n_def)), "A=1");
+    CHECK_STREQ(json_string_value(json_array_get(env, n_def + 1)), "HOME=/root");
+    shim_spec s = {0};
+    error_rec err = {0};
+    CHECK_OK(shim_spec_set_env(&s, env, &err));
+    CHECK_EQ(s.n_env, n_def + 2);
+    for (size_t i = 0; i < s.n_env; i++)
+        free(s.env[i]);
+    free(s.env);
+    s.env = NULL;
+    json_decref(env);
+    json_t *bad = json_pack("[s]", "=nokey");
+    CHECK_EQ(shim_spec_set_env(&s, bad, &err), -EINVAL);
+    CHECK(strstr(err.message, "env[0]"));
+    for (size_t i = 0; i < s.n_env; i++)
+        free(s.env[i]);
+    free(s.env);
+    json_decref(bad);
 }

@@ -1,4 +1,5 @@
-/* The sandbox spec: `<dir>/spec.json`, written by the daemon and read by sbx-shim at start-up.
+/* The sandbox spec: `<dir>/spec.json`, written by the daemon (shim_spec_to_json) and read by
+ * sbx-shim at start-up (shim_spec_parse): one struct, one schema, both directions here.
  *
  * {"id":"sb-0123abcd",                      [a-z0-9-]{1,64}
  *  "image":{"type":"host"} | {"type":"dir","path":"/abs/rootfs"},
@@ -19,6 +20,7 @@
 
 #include "common/error.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,3 +71,20 @@ static inline void shim_spec_freep(shim_spec **s) {
 }
 /* True when s matches [a-z0-9-]{1,64}. */
 bool shim_spec_id_valid(const char *s);
+
+/* The spec as JSON (what shim_spec_parse reads back), or NULL (out of memory). */
+json_t *shim_spec_to_json(const shim_spec *s);
+/* Set fields from their JSON form, validated as the reader does: env (["K=V", ...]),
+ * etc_hosts ([[addr, name...], ...]) and dns ([addr, ...]). */
+int shim_spec_set_env(shim_spec *s, json_t *env, error_rec *err);
+int shim_spec_set_hosts(shim_spec *s, json_t *etc_hosts, error_rec *err);
+int shim_spec_set_dns(shim_spec *s, json_t *dns, error_rec *err);
+
+/* The environment of a sandbox's init and of every command before the create's and the
+ * command's own variables: PATH, HOME=/workspace, LANG=C.UTF-8. */
+extern const char *const spec_default_env[];
+/* ["KEY=VALUE", ...]: spec_default_env, then the entries of env (an object of strings, or
+ * NULL), in order. */
+json_t *spec_env_json(json_t *env);
+/* The environment of helper processes the daemon runs on the host (sbx-shim, cp). */
+extern char *spec_host_env[];

@@ -1,7 +1,7 @@
-/* Glue between the daemon's sandboxes and sd_net: config, create-time validation and name
- * resolution, spec fields, setup when the shim reports, teardown at the end, inspect, metrics,
- * and re-adoption after a restart. */
-#include "sandboxd/net/daemon.h"
+/* The core's side of networking (core/network.h): config, create-time validation and name
+ * resolution, spec fields, setup when the shim reports, teardown at the end, inspect, the
+ * denied counter, and re-adoption after a restart. */
+#include "sandboxd/core/network.h"
 
 #include "sandboxd/net/net.h"
 
@@ -12,7 +12,7 @@ static const char *str(json_t *o, const char *k) {
     return json_string_value(json_object_get(o, k));
 }
 
-void sd_net_daemon_init(sd_daemon *d) {
+void sd_network_init(sd_daemon *d) {
     json_t *c = d->cfg.network;
     if (!json_is_true(json_object_get(c, "enabled")))
         return;
@@ -43,7 +43,7 @@ static json_t *network_value(const policy_create *c) {
     return json_string(c->net_mode == POLICY_NET_OPEN ? "open" : "none");
 }
 
-int sd_net_daemon_check(sd_daemon *d, const policy_create *c, policy_egress **ret, error_rec *err) {
+int sd_network_check(sd_daemon *d, const policy_create *c, policy_egress **ret, error_rec *err) {
     policy_egress *p = NULL;
     json_t *v = network_value(c);
     int r = policy_egress_parse(v, &p, err);
@@ -67,16 +67,21 @@ int sd_net_daemon_check(sd_daemon *d, const policy_create *c, policy_egress **re
     return 0;
 }
 
-void sd_net_daemon_spec(sd_sandbox *sb, json_t *spec) {
+int sd_network_spec(sd_sandbox *sb, shim_spec *spec, error_rec *err) {
     bool on = sb->egress && sb->egress->mode != POLICY_EGRESS_NONE;
-    json_object_set_new(spec, "network", json_pack("{s:s}", "mode", on ? "veth" : "none"));
+    spec->net_mode = on ? SHIM_NET_VETH : SHIM_NET_NONE;
     if (!on)
-        return;
-    json_object_set_new(spec, "etc_hosts", sd_net_etc_hosts(sb->egress));
-    json_object_set_new(spec, "dns", sd_net_dns(sb->d->net, sb->egress));
+        return 0;
+    json_t *hosts = sd_net_etc_hosts(sb->egress), *dns = sd_net_dns(sb->d->net, sb->egress);
+    int r = shim_spec_set_hosts(spec, hosts, err);
+    if (r >= 0)
+        r = shim_spec_set_dns(spec, dns, err);
+    json_decref(hosts);
+    json_decref(dns);
+    return r;
 }
 
-int sd_net_daemon_setup(sd_sandbox *sb, error_rec *err) {
+int sd_network_setup(sd_sandbox *sb, error_rec *err) {
     if (!sb->egress || sb->egress->mode == POLICY_EGRESS_NONE || sb->net)
         return 0;
     if (!sb->d->net)
@@ -84,19 +89,19 @@ int sd_net_daemon_setup(sd_sandbox *sb, error_rec *err) {
     return sd_net_sandbox_setup(sb->d->net, sb->id, sb->init_pid, sb->egress, &sb->net, err);
 }
 
-void sd_net_daemon_teardown(sd_sandbox *sb) {
+void sd_network_teardown(sd_sandbox *sb) {
     if (sb->net && sb->d->net && sd_net_sandbox_teardown(sb->d->net, sb->net) < 0)
         log_warn("network teardown incomplete sandbox=%s", sb->id);
 }
 
-void sd_net_daemon_free(sd_sandbox *sb) {
+void sd_network_free(sd_sandbox *sb) {
     sd_net_sandbox_free(sb->net);
     sb->net = NULL;
     policy_egress_free(sb->egress);
     sb->egress = NULL;
 }
 
-json_t *sd_net_daemon_json(const sd_sandbox *sb) {
+json_t *sd_network_json(const sd_sandbox *sb) {
     if (sb->net && sb->state != SD_ENDED)
         return sd_net_sandbox_to_json(sb->net);
     if (sb->egress)
@@ -110,19 +115,20 @@ json_t *sd_net_daemon_json(const sd_sandbox *sb) {
     return o ? o : json_pack("{s:s}", "mode", "none");
 }
 
-void sd_net_daemon_metrics(sd_daemon *d, FILE *f) {
-    fprintf(f, "# TYPE sandboxd_egress_denied_total counter\n");
-    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
-        uint64_t n = 0;
-        if (sb->net && sb->state == SD_RUNNING && sd_net_sandbox_denied(sb->net, &n) >= 0)
-            fprintf(f, "sandboxd_egress_denied_total{sandbox=\"%s\"} %llu\n", sb->id,
-                    (unsigned long long)n);
-    }
+int sd_network_denied(const sd_sandbox *sb, uint64_t *ret) {
+    if (!sb->net || sb->state != SD_RUNNING)
+        return -ENOENT;
+    return sd_net_sandbox_denied(sb->net, ret);
+}
+
+void sd_network_attach(sd_sandbox *sb, policy_egress *eg) {
+    policy_egress_free(sb->egress);
+    sb->egress = eg;
 }
 
 /* Running networked sandboxes get their policy back from their spec (names are resolved
  * again), then sd_net_restore re-adds their rules and drops unclaimed veths. */
-void sd_net_daemon_restore(sd_daemon *d) {
+void sd_network_restore(sd_daemon *d, void (*lost)(sd_sandbox *sb)) {
     if (!d->net)
         return;
     size_t n = 0, k = 0;
@@ -135,7 +141,7 @@ void sd_net_daemon_restore(sd_daemon *d) {
         error_rec err = {0};
         if (sb->state != SD_RUNNING || sb->spec.net_mode == POLICY_NET_NONE)
             continue;
-        if (!sb->egress && sd_net_daemon_check(d, &sb->spec, &sb->egress, &err) < 0) {
+        if (!sb->egress && sd_network_check(d, &sb->spec, &sb->egress, &err) < 0) {
             log_warn("network restore sandbox=%s error=\"%s\"", sb->id, err.message);
             continue;
         }
@@ -148,8 +154,7 @@ void sd_net_daemon_restore(sd_daemon *d) {
     for (size_t i = 0; e && who && got && i < k; i++) {
         who[i]->net = got[i];
         if (!got[i])
-            sd_sandbox_end(who[i], "infrastructure_failure",
-                           "the sandbox's network could not be restored");
+            lost(who[i]);
     }
     free(e);
     free(who);

@@ -1,10 +1,12 @@
-/* Parsing and validation of the sandbox spec (see spec.h). */
-#include "shim/spec.h"
+/* The sandbox spec (common/spec.h): parsing and validation, the writer, and the default
+ * environment. */
+#include "common/spec.h"
 
 #include "common/fdutil.h"
 
-#include <jansson.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SPEC_FILE_MAX (1u << 20)
@@ -75,6 +77,13 @@ static int parse_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n
     }
     *ret = v;
     *ret_n = n;
+    return 0;
+}
+
+static int check_env(const shim_spec *s, error_rec *err) {
+    for (size_t i = 0; i < s->n_env; i++)
+        if (!strchr(s->env[i], '=') || s->env[i][0] == '=')
+            return error_set(err, -EINVAL, "spec: env[%zu] must be KEY=VALUE", i);
     return 0;
 }
 
@@ -216,9 +225,8 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
         (r = parse_hosts(s, json_object_get(root, "etc_hosts"), err)) < 0 ||
         (r = parse_cgroup(s, json_object_get(root, "cgroup"), err)) < 0)
         return r;
-    for (size_t i = 0; i < s->n_env; i++)
-        if (!strchr(s->env[i], '=') || s->env[i][0] == '=')
-            return error_set(err, -EINVAL, "spec: env[%zu] must be KEY=VALUE", i);
+    if ((r = check_env(s, err)) < 0)
+        return r;
     const char *mode = json_string_value(json_object_get(json_object_get(root, "network"), "mode"));
     if (!mode || strcmp(mode, "none") == 0)
         s->net_mode = SHIM_NET_NONE;
@@ -257,4 +265,90 @@ int shim_spec_load(const char *path, shim_spec **ret, error_rec *err) {
     if (r < 0)
         return error_set_errno(err, r, "spec: cannot read %s", path);
     return shim_spec_parse(text, ret, err);
+}
+
+const char *const spec_default_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace",
+                                        "LANG=C.UTF-8", NULL};
+
+char *spec_host_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                         "LC_ALL=C", NULL};
+
+json_t *spec_env_json(json_t *env) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && spec_default_env[i]; i++)
+        json_array_append_new(arr, json_string(spec_default_env[i]));
+    const char *k;
+    json_t *v;
+    json_object_foreach(env, k, v) {
+        char *kv;
+        if (arr && asprintf(&kv, "%s=%s", k, json_string_value(v)) >= 0) {
+            json_array_append_new(arr, json_string(kv));
+            free(kv);
+        }
+    }
+    return arr;
+}
+
+int shim_spec_set_env(shim_spec *s, json_t *env, error_rec *err) {
+    strv_free(s->env);
+    s->env = NULL;
+    int r = parse_strv(env, "env", &s->env, &s->n_env, err);
+    return r < 0 ? r : check_env(s, err);
+}
+
+int shim_spec_set_hosts(shim_spec *s, json_t *etc_hosts, error_rec *err) {
+    return parse_hosts(s, etc_hosts, err);
+}
+
+int shim_spec_set_dns(shim_spec *s, json_t *dns, error_rec *err) {
+    strv_free(s->dns);
+    s->dns = NULL;
+    return parse_strv(dns, "dns", &s->dns, &s->n_dns, err);
+}
+
+static json_t *strv_json(char **v) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && v && v[i]; i++)
+        json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static json_t *hosts_json(const shim_spec *s) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < s->n_hosts; i++) {
+        json_t *e = json_pack("[s]", s->hosts[i].addr);
+        char *names = strdup(s->hosts[i].names), *save = NULL;
+        for (char *n = names ? strtok_r(names, " ", &save) : NULL; e && n;
+             n = strtok_r(NULL, " ", &save))
+            json_array_append_new(e, json_string(n));
+        free(names);
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+static json_t *image_json(const shim_spec *s) {
+    if (s->image_type == SHIM_IMAGE_HOST)
+        return json_pack("{s:s}", "type", "host");
+    return json_pack("{s:s,s:s}", "type", "dir", "path", s->image_path);
+}
+
+json_t *shim_spec_to_json(const shim_spec *s) {
+    json_t *j = json_pack(
+        "{s:s,s:o,s:f,s:I,s:I,s:I,s:I,s:s,s:o,s:{s:s},s:{s:i,s:s}}", "id", s->id, "image",
+        image_json(s), "cpu", s->cpu, "memory", (json_int_t)s->memory, "disk", (json_int_t)s->disk,
+        "pids", (json_int_t)s->pids, "uid_base", (json_int_t)s->uid_base, "hostname", s->hostname,
+        "env", strv_json(s->env), "network", "mode", s->net_mode == SHIM_NET_VETH ? "veth" : "none",
+        "cgroup", "version", s->cgroup_version, "parent", s->cgroup_parent ? s->cgroup_parent : "");
+    if (j && s->n_hosts)
+        json_object_set_new(j, "etc_hosts", hosts_json(s));
+    if (j && s->dns && s->n_dns)
+        json_object_set_new(j, "dns", strv_json(s->dns));
+    if (j && s->seccomp_bpf)
+        json_object_set_new(j, "seccomp_bpf", json_string(s->seccomp_bpf));
+    if (j && s->seed_path)
+        json_object_set_new(
+            j, "seed",
+            json_pack("{s:s,s:I}", "path", s->seed_path, "uid_base", (json_int_t)s->seed_uid_base));
+    return j;
 }

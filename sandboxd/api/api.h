@@ -1,0 +1,32 @@
+/* The API layer's handlers (one file per resource: parse the request, call the core, render
+ * the answer), dispatched by api/router.c; sd_api_init registers the layer's listener. */
+#pragma once
+
+#include "sandboxd/api/http.h"
+#include "sandboxd/core/sandbox.h"
+
+/* At start-up, before anything is restored: the layer's state and listener. */
+int sd_api_init(sd_daemon *d, error_rec *err);
+void sd_api_dispatch(sd_daemon *d, sd_request *req);
+
+/* The sandbox object as the API shows it (docs/API.md). */
+json_t *sd_api_sandbox_json(const sd_sandbox *sb);
+
+/* GET /metrics's text (malloc'ed), or NULL. */
+char *sd_api_metrics_text(sd_daemon *d);
+
+void sd_api_healthz(sd_daemon *d, sd_request *req);
+void sd_api_info(sd_daemon *d, sd_request *req);
+void sd_api_metrics(sd_daemon *d, sd_request *req);
+void sd_api_create(sd_daemon *d, sd_request *req);
+void sd_api_list(sd_daemon *d, sd_request *req);
+void sd_api_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_delete(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
+void sd_api_lease_create(sd_daemon *d, sd_request *req);
+void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
+void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);

@@ -1,0 +1,52 @@
+/* The sandbox object as the API shows it (docs/API.md): limits, network, labels, times,
+ * usage, cost and the end. */
+#include "sandboxd/api/api.h"
+
+#include "common/timeutil.h"
+#include "sandboxd/core/network.h"
+#include "sandboxd/core/registry.h"
+
+static json_t *time_json(uint64_t ms) {
+    char buf[40];
+    time_format_rfc3339(ms, buf, sizeof(buf));
+    return json_string(buf);
+}
+
+static json_t *limits_json(const policy_create *c) {
+    return json_pack("{s:f,s:I,s:I,s:i,s:f,s:f,s:o}", "cpu", c->cpu, "memory",
+                     (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids", (int)c->pids,
+                     "idle_timeout", c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0,
+                     "max_cost_usd",
+                     c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null());
+}
+
+static json_t *usage_json(const sd_sandbox *sb) {
+    return json_pack("{s:f,s:I,s:I,s:I,s:I,s:i,s:i}", "cpu_seconds", sb->cpu_usec / 1e6,
+                     "memory_peak_bytes", (json_int_t)sb->mem_peak_bytes, "memory_bytes",
+                     (json_int_t)sb->mem_bytes, "pids", (json_int_t)sb->pids, "oom_kills",
+                     (json_int_t)sb->oom_kills, "commands_run", (int)sb->commands_run,
+                     "commands_running", (int)sb->commands_running);
+}
+
+static json_t *end_json(const sd_sandbox *sb) {
+    if (sb->state != SD_ENDED)
+        return json_null();
+    return json_pack("{s:s,s:s,s:o,s:f}", "reason", end_reason_name(sb->end_reason), "message",
+                     sb->end_message, "ended_at", time_json(sb->ended_ms), "cost_usd",
+                     sb->end_cost);
+}
+
+json_t *sd_api_sandbox_json(const sd_sandbox *sb) {
+    const policy_create *c = &sb->spec;
+    json_t *j =
+        json_pack("{s:s,s:s,s:s,s:o,s:o,s:O,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o}", "id", sb->id,
+                  "state", sd_state_name(sb->state), "image", c->image, "limits", limits_json(c),
+                  "network", sd_network_json(sb), "labels", c->labels, "lease",
+                  c->lease ? json_string(c->lease) : json_null(), "created_at",
+                  time_json(sb->created_ms), "last_activity_at", time_json(sb->last_activity_ms),
+                  "expires_at", time_json(sb->expires_ms), "usage", usage_json(sb), "cost_usd",
+                  sd_sandbox_cost(sb), "end", end_json(sb), "pooled", json_boolean(sb->pooled));
+    if (j && sb->forked_from[0])
+        json_object_set_new(j, "forked_from", json_string(sb->forked_from));
+    return j;
+}

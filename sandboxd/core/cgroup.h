@@ -1,0 +1,10 @@
+/* The daemon's cgroup subtree for the shims (v2: delegated; v1: one parent per controller). */
+#pragma once
+
+#include "sandboxd/core/context.h"
+
+int sd_cgroup_setup(sd_daemon *d, error_rec *err);
+/* On exit: remove the v1 parent cgroups when no sandbox lives in them any more. */
+void sd_cgroup_release(const sd_daemon *d);
+/* Freeze (or thaw) sandbox id's cgroup, best effort. Returns 0 or -errno. */
+int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen);

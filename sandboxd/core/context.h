@@ -1,0 +1,66 @@
+/* The core's context (sd_daemon): the loop, the configuration, the host, the sandbox table,
+ * leases, uid slots, counters, and the listeners the layers above register for news (libuv
+ * style: calls go down, news comes up through these callbacks). Fields are written by the
+ * module named next to them; every other file only reads them. */
+#pragma once
+
+#include "sandboxd/config.h"
+#include "policy/limits.h"
+#include "sandboxd/core/metrics.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <uv.h>
+
+typedef struct sd_daemon sd_daemon;
+typedef struct sd_sandbox sd_sandbox;
+
+/* News about a sandbox, told to every registered listener in registration order
+ * (core/lifecycle.c emits them; sd_listener_add registers). Any callback may be NULL. */
+typedef struct sd_listener {
+    /* A create's start finished: err NULL when the sandbox runs, else why it does not
+     * (err->code -EBUSY: it was ended while starting; other codes: it failed). May come twice
+     * for a failed start (once failed, once ended); a listener forgets sb on the first. */
+    void (*create_finished)(void *ud, sd_sandbox *sb, const error_rec *err);
+    /* sb reached running (after create_finished): room may have been freed for more. */
+    void (*started)(void *ud, sd_sandbox *sb);
+    /* sb ended (its end reason and message are set), before its network and shim go. */
+    void (*ended)(void *ud, sd_sandbox *sb);
+    /* The shim reported that command ev.xid exited (the shim protocol's exit event). */
+    void (*exec_exit)(void *ud, sd_sandbox *sb, json_t *ev);
+} sd_listener;
+
+#define SD_LISTENERS_MAX 8
+
+struct sd_daemon {
+    uv_loop_t *loop;            /* main.c */
+    sd_config cfg;              /* config.c (pool.c fills pool_max_starting's default) */
+    policy_host host;           /* main.c */
+    char seccomp_bpf[PATH_MAX]; /* main.c */
+    int cgroup_version;         /* core/cgroup.c */
+    char cgroup_parent[PATH_MAX];
+    sd_sandbox *sandboxes;   /* core/registry.c */
+    struct sd_lease *leases; /* core/leases.c */
+    unsigned char *slots;    /* core/registry.c: uid slot in use (allocated by main.c) */
+    unsigned n_slots;
+    unsigned n_starting;   /* core/lifecycle.c */
+    bool shutting_down;    /* main.c */
+    sd_metrics m;          /* core/metrics.c (pool.c: pool counters) */
+    struct sd_net *net;    /* core/network.c; NULL: networking off */
+    struct sd_pool *pools; /* core/pool.c */
+    unsigned n_pools;
+    uv_timer_t tick; /* core/timers.c */
+    struct {
+        const sd_listener *ops;
+        void *ud;
+    } listeners[SD_LISTENERS_MAX]; /* core/lifecycle.c */
+    unsigned n_listeners;
+    /* the upper layers' own state, opaque to the core */
+    struct sd_http *http;        /* api/http.c */
+    struct sd_api *api;          /* api/sandboxes.c */
+    unsigned active_requests;    /* api/http.c */
+    uv_signal_t sigterm, sigint; /* main.c */
+};
+
+/* Register a listener (at start-up). Returns -ENOSPC past SD_LISTENERS_MAX. */
+int sd_listener_add(sd_daemon *d, const sd_listener *ops, void *ud);

@@ -1,0 +1,95 @@
+/* Admission of a create (core/create.h). */
+#include "sandboxd/core/create.h"
+
+#include "sandboxd/core/leases.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/network.h"
+#include "sandboxd/core/pool.h"
+#include "sandboxd/core/registry.h"
+#include "sandboxd/core/state.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+static bool is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int not_saved(error_rec *err, int r) {
+    return error_set(err, -EDQUOT, "cannot save the sandbox's state: %s", strerror(-r));
+}
+
+static int from_pool(sd_sandbox *sb, policy_create *c, const char *key, error_rec *err) {
+    int r = sd_pool_hand_out(sb, c, key);
+    if (r < 0) {
+        sd_registry_set_idem_key(sb, NULL); /* a retry with the same key tries again */
+        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "its state could not be saved");
+        r = not_saved(err, r);
+    }
+    sd_pool_refill(sb->d);
+    return r;
+}
+
+/* Save a new sandbox before anything is started: one the state directory does not know would
+ * be lost by a restart. On failure (a full or read-only state directory) it is forgotten. */
+static int cold_start(sd_daemon *d, policy_create *c, const char *key, policy_egress **eg,
+                      sd_sandbox **ret, error_rec *err) {
+    sd_sandbox *sb;
+    if (sd_registry_add(d, c, &sb, err) < 0)
+        return err->code = -EAGAIN;
+    sd_registry_set_idem_key(sb, key);
+    int r = sd_state_save(sb);
+    if (r < 0) {
+        sd_state_remove(d, sb->id);
+        sd_registry_release_slot(sb);
+        sd_sandbox_forget(sb);
+        sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
+        return not_saved(err, r);
+    }
+    sd_network_attach(sb, TAKE_PTR(*eg));
+    log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
+             (unsigned long long)sb->spec.memory);
+    *ret = sb;
+    return 0;
+}
+
+static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress **eg,
+                 sd_sandbox **ret, bool *ret_starting, error_rec *err) {
+    sd_sandbox *sb;
+    if (sd_network_check(d, c, eg, err) < 0) {
+        sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
+        return err->code;
+    }
+    if (strcmp(c->image, "host") != 0 && !is_dir(c->image))
+        return error_set(err, -EINVAL, "image: %s is not a directory on this node", c->image);
+    if (c->lease && !sd_lease_exists(d, c->lease))
+        return error_set(err, -ENOENT, "lease: %s not found", c->lease);
+    if ((sb = sd_pool_take(d, c))) {
+        *ret_starting = false;
+        *ret = sb;
+        return from_pool(sb, c, key, err);
+    }
+    if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
+        sd_metrics_create(&d->m, SD_CREATE_FULL, 0);
+        return error_set(err, -EAGAIN, "the node is full (%u sandboxes)", d->cfg.max_sandboxes);
+    }
+    *ret_starting = true;
+    return cold_start(d, c, key, eg, ret, err);
+}
+
+int sd_create(sd_daemon *d, policy_create *c, const char *key, sd_sandbox **ret, bool *ret_starting,
+              bool *ret_new, error_rec *err) {
+    sd_sandbox *sb = key ? sd_registry_find_idem(d, key) : NULL;
+    *ret_new = false;
+    if (sb) { /* a replay: the same sandbox */
+        *ret = sb;
+        *ret_starting = sb->state == SD_STARTING;
+        return 0;
+    }
+    policy_egress *eg = NULL;
+    int r = admit(d, c, key, &eg, ret, ret_starting, err);
+    *ret_new = r >= 0 && *ret_starting;
+    policy_egress_free(eg);
+    return r;
+}

@@ -1,0 +1,15 @@
+/* Admission of a create: Idempotency-Key replay, network and image checks, the lease, a warm
+ * pool hit, room on the node (ending a pool entry when needed), the record, the start. */
+#pragma once
+
+#include "sandboxd/core/sandbox.h"
+
+/* Create c (moved) under Idempotency-Key key (or NULL). *ret: the sandbox. *ret_starting: it
+ * is not running yet; its answer comes through the listeners' create_finished. A new sandbox
+ * is not started here: the caller registers its interest in sb, then calls
+ * sd_sandbox_start_or_queue (a start can fail at once). An Idempotency-Key replay of a
+ * starting sandbox gives the same sandbox, already started.
+ * Errors: -EINVAL, -ENOENT (no such lease), -EAGAIN (the node is full), -EDQUOT (its record
+ * could not be saved), else internal. */
+int sd_create(sd_daemon *d, policy_create *c, const char *key, sd_sandbox **ret, bool *ret_starting,
+              bool *ret_new, error_rec *err);

@@ -1,0 +1,369 @@
+/* Exec sessions (core/exec.h). The shim's `exit` event ends a command: what is still readable
+ * is drained, then the owner hears the result. While a live owner is full the command's
+ * pipes are not read, so the command blocks on write instead of the daemon buffering. */
+#include "sandboxd/core/exec.h"
+
+#include "common/fdutil.h"
+#include "common/shimproto.h"
+#include "common/spec.h"
+#include "common/timeutil.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/shim_client.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct outbuf {
+    char *data;
+    size_t len;
+    uint64_t bytes;
+    bool truncated;
+} outbuf;
+
+struct sd_exec {
+    sd_exec *next;
+    sd_sandbox *sb;
+    uint64_t xid;
+    const sd_exec_ops *ops; /* NULL: the owner is gone */
+    void *ud;
+    bool live, started, finished;
+    bool paused; /* output reads stopped: the owner is full */
+    uv_pipe_t *in, *out[2];
+    uv_write_t wreq;
+    unsigned char *stdin_data;
+    size_t stdin_len;
+    outbuf ob[2];
+    uint64_t max_output, start_us;
+    int open_handles;
+};
+
+static void exec_maybe_free(sd_exec *e) {
+    if (e->finished && e->open_handles == 0 && !e->sb) {
+        free(e->stdin_data);
+        free(e->ob[0].data);
+        free(e->ob[1].data);
+        free(e);
+    }
+}
+
+static void handle_closed(uv_handle_t *h) {
+    sd_exec *e = h->data;
+    free(h);
+    e->open_handles--;
+    exec_maybe_free(e);
+}
+
+static void close_pipe(uv_pipe_t **p) {
+    if (*p && !uv_is_closing((uv_handle_t *)*p))
+        uv_close((uv_handle_t *)*p, handle_closed);
+    *p = NULL;
+}
+
+static uv_pipe_t *open_pipe(sd_exec *e, int fd) {
+    uv_pipe_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    uv_pipe_init(e->sb->d->loop, p, 0);
+    p->data = e;
+    e->open_handles++;
+    if (uv_pipe_open(p, fd) < 0) {
+        close_pipe(&p); /* the caller still owns fd */
+        return NULL;
+    }
+    return p;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *buf);
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+static void output_pause(sd_exec *e) {
+    e->paused = true;
+    for (int i = 0; i < 2; i++)
+        if (e->out[i])
+            uv_read_stop((uv_stream_t *)e->out[i]);
+}
+
+void sd_exec_resume(sd_exec *e) {
+    if (!e->paused)
+        return;
+    e->paused = false;
+    for (int i = 0; i < 2; i++)
+        if (e->out[i])
+            uv_read_start((uv_stream_t *)e->out[i], alloc_cb, read_cb);
+}
+
+void sd_exec_forget(sd_exec *e) {
+    e->ops = NULL;
+    e->ud = NULL;
+    sd_exec_resume(e); /* the command goes on; its output is discarded */
+}
+
+/* Keep (or pass on) what fits under the cap. Returns true when a live owner is full. */
+static bool got_output(sd_exec *e, int which, const char *data, size_t len) {
+    outbuf *o = &e->ob[which];
+    o->bytes += len;
+    size_t keep = o->len < e->max_output ? MIN(len, e->max_output - o->len) : 0;
+    if (keep < len)
+        o->truncated = true;
+    if (keep == 0)
+        return false;
+    if (e->live) {
+        o->len += keep; /* counts what was passed on, for the cap */
+        return e->ops && e->ops->output(e->ud, which, data, keep);
+    }
+    char *n = realloc(o->data, o->len + keep + 1);
+    if (!n)
+        return false;
+    memcpy(n + o->len, data, keep);
+    o->data = n;
+    o->len += keep;
+    return false;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *buf) {
+    buf->base = malloc(65536);
+    buf->len = buf->base ? 65536 : 0;
+}
+
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+    sd_exec *e = s->data;
+    int which = (uv_pipe_t *)s == e->out[0] ? 0 : 1;
+    bool full = n > 0 && got_output(e, which, buf->base, (size_t)n);
+    free(buf->base);
+    if (full)
+        output_pause(e);
+    if (n < 0)
+        close_pipe(&e->out[which]);
+}
+
+/* After the exit event: take what is readable now, without waiting for EOF (a background
+ * process may hold the pipe open). */
+static void drain(sd_exec *e) {
+    char buf[65536];
+    for (int i = 0; i < 2; i++) {
+        if (!e->out[i])
+            continue;
+        uv_os_fd_t fd;
+        if (uv_fileno((uv_handle_t *)e->out[i], &fd) == 0)
+            for (int k = 0; k < 4096; k++) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+                if (n <= 0)
+                    break;
+                got_output(e, i, buf, (size_t)n);
+            }
+        close_pipe(&e->out[i]);
+    }
+}
+
+static void exec_detach(sd_exec *e) {
+    sd_sandbox *sb = e->sb;
+    if (!sb)
+        return;
+    for (sd_exec **pp = &sb->execs; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            break;
+        }
+    sb->commands_running--;
+    sd_shim_cancel(sb->shim, e);
+    e->sb = NULL;
+    e->ops = NULL;
+    close_pipe(&e->in);
+    close_pipe(&e->out[0]);
+    close_pipe(&e->out[1]);
+    exec_maybe_free(e);
+}
+
+static void result_of(sd_exec *e, json_t *ev, sd_exec_result *r) {
+    json_t *code = json_object_get(ev, "exit_code"), *sig = json_object_get(ev, "signal");
+    int reason = end_reason_from_name(json_string_value(json_object_get(ev, "reason")));
+    if (json_is_integer(sig) && json_integer_value(sig) == 0)
+        sig = NULL; /* the shim says 0 for "not signaled"; the API says null */
+    *r = (sd_exec_result){
+        .exit_code = code ? code : json_null(),
+        .signal = sig ? sig : json_null(),
+        .reason =
+            reason >= END_EXITED && reason <= END_OOM_KILLED ? (end_reason)reason : END_EXITED,
+        .duration = json_number_value(json_object_get(ev, "duration_ms")) / 1000.0,
+    };
+    for (int i = 0; i < 2; i++) {
+        r->bytes[i] = e->ob[i].bytes;
+        r->data[i] = e->live ? NULL : e->ob[i].data;
+        r->len[i] = e->live ? 0 : e->ob[i].len;
+        r->truncated[i] = e->ob[i].truncated;
+    }
+}
+
+static void exec_exited(sd_sandbox *sb, json_t *ev) {
+    uint64_t xid = (uint64_t)json_integer_value(json_object_get(ev, "xid"));
+    sd_exec *e = sb->execs;
+    while (e && e->xid != xid)
+        e = e->next;
+    if (!e || e->finished)
+        return;
+    drain(e);
+    e->finished = true;
+    sb->commands_run++;
+    sd_sandbox_touch(sb);
+    sd_exec_result res;
+    result_of(e, ev, &res);
+    /* metrics by the shim's word (an unknown reason counts as an error) */
+    const char *rs = json_string_value(json_object_get(ev, "reason")) ?: "exited";
+    int outcome = end_reason_from_name(rs);
+    sd_metrics_exec(&sb->d->m, outcome, (double)(now_mono_us() - e->start_us) / 1e6);
+    log_debug("command ended sandbox=%s xid=%llu reason=%s", sb->id, (unsigned long long)xid,
+              end_reason_name(res.reason));
+    if (e->ops)
+        e->ops->exited(e->ud, &res);
+    exec_detach(e);
+}
+
+static void exec_fail(sd_exec *e, int code, const char *msg) {
+    e->finished = true;
+    sd_metrics_exec(&e->sb->d->m, SD_EXEC_ERROR, 0);
+    error_rec err = {0};
+    error_set(&err, code, "%s", msg);
+    if (e->ops)
+        e->ops->failed(e->ud, e->started, &err);
+    exec_detach(e);
+}
+
+static void abort_all(sd_sandbox *sb) {
+    while (sb->execs) {
+        char msg[400];
+        snprintf(msg, sizeof(msg), "sandbox %s ended while the command ran: %s: %s", sb->id,
+                 end_reason_name(sb->end_reason), sb->end_message);
+        exec_fail(sb->execs, -EBUSY, msg);
+    }
+}
+
+static void write_done(uv_write_t *w, int status) {
+    sd_exec *e = w->data;
+    close_pipe(&e->in);
+}
+
+static void start_io(sd_exec *e) {
+    for (int i = 0; i < 2; i++)
+        if (e->out[i])
+            uv_read_start((uv_stream_t *)e->out[i], alloc_cb, read_cb);
+    if (e->in && e->stdin_len) {
+        uv_buf_t b = uv_buf_init((char *)e->stdin_data, (unsigned)e->stdin_len);
+        e->wreq.data = e;
+        if (uv_write(&e->wreq, (uv_stream_t *)e->in, &b, 1, write_done) < 0)
+            close_pipe(&e->in);
+    } else {
+        close_pipe(&e->in);
+    }
+}
+
+static void started_reply(void *ud, json_t *reply) {
+    sd_exec *e = ud;
+    if (e->finished || !e->sb)
+        return;
+    if (!reply || strcmp(shimproto_type(reply), "started") != 0) {
+        error_rec err = {0};
+        if (reply)
+            shimproto_error_parse(reply, &err);
+        else
+            error_set(&err, -ECONNRESET, "the shim went away");
+        bool user = err.code == -ENOENT || err.code == -EINVAL || err.code == -ENOTDIR ||
+                    err.code == -EACCES;
+        const char *limit = json_string_value(json_object_get(reply, "limit"));
+        bool pids = limit && strcmp(limit, "pids") == 0; /* nothing started */
+        exec_fail(e, pids ? SD_EXEC_E_PIDS : user ? -EINVAL : -EIO, err.message);
+        return;
+    }
+    e->started = true;
+    if (e->ops && e->ops->started)
+        e->ops->started(e->ud, json_object_get(reply, "pid") ?: json_null());
+    start_io(e);
+}
+
+/* The command's environment: the sandbox's, with the command's laid over it. */
+static json_t *exec_env(sd_sandbox *sb, json_t *extra) {
+    json_t *merged = json_deep_copy(sb->spec.env);
+    json_object_update(merged, extra);
+    json_t *env = spec_env_json(merged);
+    json_decref(merged);
+    return env;
+}
+
+/* Make the pipes, send the exec request. Returns 0 or -errno (message in err). */
+static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
+    int in[2], out[2], errp[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return error_set_errno(err, negative_errno(), "pipe");
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        safe_close(in[0]), safe_close(in[1]);
+        return error_set_errno(err, negative_errno(), "pipe");
+    }
+    if (pipe2(errp, O_CLOEXEC) < 0) {
+        safe_close(in[0]), safe_close(in[1]), safe_close(out[0]), safe_close(out[1]);
+        return error_set_errno(err, negative_errno(), "pipe");
+    }
+    json_t *msg = json_pack("{s:I,s:O,s:o,s:s,s:I,s:b}", "xid", (json_int_t)e->xid, "argv",
+                            pe->argv, "env", exec_env(e->sb, pe->env), "cwd", pe->cwd, "timeout_ms",
+                            (json_int_t)pe->timeout_ms, "shell", pe->shell);
+    int fds[3] = {in[0], out[1], errp[1]};
+    int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
+    safe_close(in[0]), safe_close(out[1]), safe_close(errp[1]);
+    e->in = open_pipe(e, in[1]);
+    e->out[0] = open_pipe(e, out[0]);
+    e->out[1] = open_pipe(e, errp[0]);
+    if (!e->in)
+        safe_close(in[1]);
+    if (!e->out[0])
+        safe_close(out[0]);
+    if (!e->out[1])
+        safe_close(errp[0]);
+    if (r < 0)
+        return error_set_errno(err, r, "cannot send the command to the shim");
+    return 0;
+}
+
+int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops *ops, void *ud,
+                  sd_exec **ret, error_rec *err) {
+    if (sb->state != SD_RUNNING || !sb->shim)
+        return error_set(err, -EBUSY, "sandbox %s is %s", sb->id,
+                         sb->state == SD_ENDED ? "ended" : "not running yet");
+    sd_exec *e = calloc(1, sizeof(*e));
+    if (!e)
+        return error_set(err, -ENOMEM, "out of memory");
+    *e = (sd_exec){.sb = sb,
+                   .xid = sb->next_xid++,
+                   .ops = ops,
+                   .ud = ud,
+                   .live = live,
+                   .max_output = pe->max_output,
+                   .start_us = now_mono_us(),
+                   .stdin_data = TAKE_PTR(pe->stdin_data),
+                   .stdin_len = pe->stdin_len,
+                   .next = sb->execs};
+    sb->execs = e;
+    sb->commands_running++;
+    int r = exec_send(e, pe, err);
+    if (r < 0) {
+        e->ops = NULL; /* the caller hears through the return value */
+        exec_fail(e, -EIO, err->message);
+        err->code = -EIO;
+        return -EIO;
+    }
+    *ret = e;
+    return 0;
+}
+
+static void on_exec_exit(void *ud, sd_sandbox *sb, json_t *ev) {
+    exec_exited(sb, ev);
+}
+
+static void on_ended(void *ud, sd_sandbox *sb) {
+    abort_all(sb);
+}
+
+static const sd_listener listener = {.exec_exit = on_exec_exit, .ended = on_ended};
+
+int sd_exec_init(sd_daemon *d) {
+    return sd_listener_add(d, &listener, NULL);
+}

@@ -1,0 +1,301 @@
+/* The fork engine (core/fork.h): N new sandboxes whose /workspace and /tmp start as copies
+ * of the source's at fork time. The source is frozen (cgroup freezer, best effort) while `cp -a`
+ * copies its /workspace and /tmp (through /proc/<init>/root, never following the sandbox's
+ * symlinks) into a snapshot layer: a tmpfs under <run-dir>/layers/<id>. Each fork's shim copies
+ * that layer into its own writable tmpfs, shifting owners into its own uid range (shim/seed.c); the
+ * layer is removed once every fork has started. All or nothing: when one fork fails, the others are
+ * ended and the owner hears the error. */
+#include "sandboxd/core/fork.h"
+
+#include "common/fdutil.h"
+#include "common/spec.h"
+#include "common/timeutil.h"
+#include "sandboxd/core/cgroup.h"
+#include "sandboxd/core/leases.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/network.h"
+#include "sandboxd/core/pool.h"
+#include "sandboxd/core/registry.h"
+#include "sandboxd/core/state.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct sd_fork {
+    sd_daemon *d;
+    sd_fork_done_fn done; /* NULL: the owner is gone */
+    void *ud;
+    char src_id[24];
+    uint32_t src_uid_base;
+    char layer[PATH_MAX];
+    bool layer_mounted, frozen;
+    policy_create spec; /* the forks' create (the source's, with the body's overrides) */
+    unsigned count, pending, failed;
+    sd_sandbox **sbs;
+    char message[300];
+    uv_process_t cp;
+};
+
+static void freeze(sd_daemon *d, const char *id, bool frozen) {
+    if (sd_cgroup_freeze(d, id, frozen) < 0)
+        log_debug("fork: cannot %s sandbox=%s (copying without a freeze)",
+                  frozen ? "freeze" : "thaw", id);
+}
+
+static void layer_remove(sd_fork *f) {
+    if (!f->layer[0])
+        return;
+    if (f->layer_mounted)
+        umount2(f->layer, MNT_DETACH);
+    rm_rf(f->layer);
+    f->layer[0] = 0;
+}
+
+static void fork_free(sd_fork *f) {
+    layer_remove(f);
+    for (unsigned i = 0; i < f->count; i++)
+        if (f->sbs[i])
+            f->sbs[i]->fork = NULL;
+    policy_create_done(&f->spec);
+    free(f->sbs);
+    free(f);
+}
+
+static void cp_failed_closed(uv_handle_t *h) {
+    fork_free(h->data);
+}
+
+void sd_fork_forget(sd_fork *f) {
+    f->done = NULL; /* the forks go on; nobody waits for the answer */
+}
+
+/* Every fork has answered: tell the owner, and on any failure end the ones that started. */
+static void fork_done(sd_fork *f) {
+    error_rec err = {0};
+    if (f->failed) {
+        for (unsigned i = 0; i < f->count; i++)
+            if (f->sbs[i]) {
+                f->sbs[i]->fork = NULL;
+                sd_sandbox_end(f->sbs[i], END_TERMINATED, "another fork of the group failed");
+            }
+        error_set(&err, -EIO, "fork: %s", f->message);
+    }
+    if (f->done)
+        f->done(f->ud, f->sbs, f->count, f->failed ? &err : NULL);
+    log_info("fork done source=%s count=%u failed=%u", f->src_id, f->count, f->failed);
+    fork_free(f);
+}
+
+static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
+    sd_fork *f = sb->fork;
+    if (!f)
+        return;
+    sb->fork = NULL;
+    if (err) {
+        f->failed++;
+        snprintf(f->message, sizeof(f->message), "%s", err->message);
+        for (unsigned i = 0; i < f->count; i++)
+            if (f->sbs[i] == sb)
+                f->sbs[i] = NULL; /* it ends by itself */
+    }
+    if (--f->pending == 0)
+        fork_done(f);
+}
+
+static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
+    sd_daemon *d = f->d;
+    policy_create c = {0};
+    policy_egress *eg = NULL;
+    int r = sd_spec_copy(&f->spec, &c, err);
+    if (r >= 0)
+        r = sd_network_check(d, &c, &eg, err);
+    sd_sandbox *sb = NULL;
+    if (r >= 0)
+        r = sd_registry_add(d, &c, &sb, err);
+    policy_create_done(&c);
+    if (r < 0) {
+        policy_egress_free(eg);
+        return r;
+    }
+    sd_network_attach(sb, eg);
+    r = sd_registry_set_seed(sb, f->layer, f->src_uid_base, f->src_id);
+    if (r < 0 || (r = sd_state_save(sb)) < 0) { /* never run a sandbox a restart would not know */
+        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "its state could not be saved");
+        return error_set_errno(err, r, "cannot save a fork's state");
+    }
+    sb->fork = f;
+    f->sbs[i] = sb;
+    f->pending++;
+    log_info("sandbox created sandbox=%s forked_from=%s", sb->id, f->src_id);
+    sd_sandbox_start_or_queue(sb);
+    return 0;
+}
+
+static void cp_closed(uv_handle_t *h) {
+    sd_fork *f = h->data;
+    if (--f->pending == 0) /* the copy held the group */
+        fork_done(f);
+}
+
+static void cp_exit(uv_process_t *p, int64_t status, int sig) {
+    sd_fork *f = p->data;
+    if (f->frozen)
+        freeze(f->d, f->src_id, false);
+    f->frozen = false;
+    error_rec err = {0};
+    if (status != 0 || sig != 0) {
+        snprintf(f->message, sizeof(f->message),
+                 "copying the source's files failed (cp exit %d signal %d)", (int)status, sig);
+        f->failed = 1;
+    }
+    for (unsigned i = 0; i < f->count && !f->failed; i++)
+        if (fork_one(f, i, &err) < 0) {
+            f->failed = 1;
+            snprintf(f->message, sizeof(f->message), "%s", err.message);
+        }
+    /* the forks answer through on_create_finished; the group ends when they all have */
+    uv_close((uv_handle_t *)p, cp_closed);
+}
+
+static int make_layer(sd_fork *f, uint64_t disk, error_rec *err) {
+    char id[24];
+    sd_random_id("ly-", id, sizeof(id));
+    snprintf(f->layer, sizeof(f->layer), "%s/layers/%s", f->d->cfg.run_dir, id);
+    int r = mkdir_p(f->layer, 0700);
+    if (r < 0) {
+        f->layer[0] = 0;
+        return error_set_errno(err, r, "mkdir the snapshot layer");
+    }
+    char opts[96];
+    snprintf(opts, sizeof(opts), "size=%llu,mode=0700", (unsigned long long)disk);
+    f->layer_mounted = mount("sbx-layer", f->layer, "tmpfs", MS_NOSUID | MS_NODEV, opts) == 0;
+    if (!f->layer_mounted)
+        log_warn("fork: no tmpfs for the snapshot layer (%s); using the run dir", strerror(errno));
+    return 0;
+}
+
+static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
+    char ws[64], tmp[64];
+    snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", init_pid);
+    snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", init_pid);
+    char *args[] = {"cp", "-a", "--", ws, tmp, f->layer, NULL};
+    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
+                                     {.flags = UV_INHERIT_FD, .data.fd = 2},
+                                     {.flags = UV_INHERIT_FD, .data.fd = 2}};
+    uv_process_options_t o = {.exit_cb = cp_exit,
+                              .file = "cp",
+                              .args = args,
+                              .env = spec_host_env,
+                              .stdio_count = 3,
+                              .stdio = stdio};
+    f->cp.data = f;
+    freeze(f->d, f->src_id, true);
+    f->frozen = true;
+    int r = uv_spawn(f->d->loop, &f->cp, &o);
+    if (r < 0) {
+        freeze(f->d, f->src_id, false);
+        f->frozen = false;
+        uv_close((uv_handle_t *)&f->cp, cp_failed_closed); /* initialized even on failure */
+        return error_set(err, r, "cannot run cp: %s", uv_strerror(r));
+    }
+    f->pending = 1; /* the copy */
+    return 0;
+}
+
+/* The source's create with the body's fields (except count) laid over it. */
+static int fork_spec(sd_daemon *d, sd_sandbox *src, json_t *body, policy_create *ret,
+                     error_rec *err) {
+    json_t *merged = policy_create_to_json(&src->spec);
+    if (!merged)
+        return error_set(err, -ENOMEM, "out of memory");
+    const char *k;
+    json_t *v;
+    json_object_foreach(body, k, v) {
+        if (strcmp(k, "count") != 0)
+            json_object_set(merged, k, v);
+    }
+    int r = policy_limits_parse_create(merged, NULL, &d->host, ret, err);
+    json_decref(merged);
+    return r;
+}
+
+static int net_ok(sd_daemon *d, const policy_create *c, error_rec *err) {
+    policy_egress *eg = NULL;
+    int r = sd_network_check(d, c, &eg, err);
+    policy_egress_free(eg);
+    return r;
+}
+
+static bool room_for(sd_daemon *d, unsigned n) {
+    while (sd_registry_count_active(d) + n > d->cfg.max_sandboxes)
+        if (!sd_pool_evict(d))
+            return false;
+    return true;
+}
+
+/* The checks before anything is copied; c gets the forks' create. */
+static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *c, error_rec *err) {
+    sd_daemon *d = src->d;
+    if (src->state != SD_RUNNING)
+        return error_set(err, -EBUSY, "sandbox %s is %s: only a running sandbox forks", src->id,
+                         src->state == SD_ENDED ? "ended" : "still starting");
+    int r = fork_spec(d, src, overrides, c, err);
+    if (r < 0 || (r = net_ok(d, c, err)) < 0)
+        return r;
+    if (c->lease && !sd_lease_exists(d, c->lease))
+        return error_set(err, -ENOENT, "lease: %s not found", c->lease);
+    if (!room_for(d, n))
+        return error_set(err, -EAGAIN, "no room for %u more sandboxes (at most %u)", n,
+                         d->cfg.max_sandboxes);
+    return 0;
+}
+
+static sd_fork *fork_new(sd_sandbox *src, policy_create *c, unsigned n) {
+    sd_fork *f = calloc(1, sizeof(*f));
+    sd_sandbox **sbs = f ? calloc(n, sizeof(*sbs)) : NULL;
+    if (!sbs) {
+        free(f);
+        return NULL;
+    }
+    *f = (sd_fork){.d = src->d, .count = n, .spec = *c, .sbs = sbs};
+    *c = (policy_create){0};
+    snprintf(f->src_id, sizeof(f->src_id), "%s", src->id);
+    f->src_uid_base = (uint32_t)sd_uid_base(src->uid_slot);
+    return f;
+}
+
+static int internal(error_rec *err) {
+    error_prefix(err, "fork");
+    return err->code = -EIO;
+}
+
+int sd_fork_start(sd_sandbox *src, json_t *overrides, unsigned count, sd_fork_done_fn done,
+                  void *ud, sd_fork **ret, error_rec *err) {
+    policy_create c = {0};
+    int r = admit(src, overrides, count, &c, err);
+    sd_fork *f = r < 0 ? NULL : fork_new(src, &c, count);
+    policy_create_done(&c);
+    if (r < 0)
+        return r;
+    if (!f)
+        return error_set(err, -ENOMEM, "out of memory");
+    if ((r = make_layer(f, src->spec.disk, err)) < 0) {
+        fork_free(f);
+        return internal(err);
+    }
+    if ((r = start_copy(f, src->init_pid, err)) < 0)
+        return internal(err); /* f is freed when the handle closes */
+    f->done = done;
+    f->ud = ud;
+    *ret = f;
+    return 0;
+}
+
+static const sd_listener listener = {.create_finished = on_create_finished};
+
+int sd_fork_init(sd_daemon *d) {
+    return sd_listener_add(d, &listener, NULL);
+}

@@ -1,0 +1,28 @@
+/* A sandbox's life: start (spec.json, sbx-shim, its start-up line, hello), events from the
+ * shim, re-adoption after a restart, the typed end, and the news told to the listeners
+ * (core/context.h). */
+#pragma once
+
+#include "common/macro.h"
+#include "sandboxd/core/sandbox.h"
+
+/* Start sb now when a start slot is free, else queue it (started in creation order). */
+void sd_sandbox_start_or_queue(sd_sandbox *sb);
+/* End sb (idempotent): the listeners hear it, its network and shim go, its record is saved. */
+void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) _printf_(3, 4);
+/* An API call or a command: the idle timeout starts again. */
+void sd_sandbox_touch(sd_sandbox *sb);
+/* A new lifetime from now (saved). */
+void sd_sandbox_set_timeout(sd_sandbox *sb, uint64_t ms);
+/* A warm pool entry handed out: its clock, usage and cost start now. */
+void sd_sandbox_restart_clock(sd_sandbox *sb);
+/* Ask the shim for usage stats (stored when the answer comes). */
+void sd_sandbox_refresh_stats(sd_sandbox *sb);
+/* Connect to the running shim of a restored sandbox and say hello. */
+int sd_sandbox_adopt(sd_sandbox *sb, error_rec *err);
+/* Take sb out of the table and free it (an ended sandbox, or one never started). */
+void sd_sandbox_forget(sd_sandbox *sb);
+/* Free sb's memory only (the daemon exits). */
+void sd_sandbox_free(sd_sandbox *sb);
+/* SIGTERM: save the running sandboxes and stop listening to their shims (they keep running). */
+void sd_lifecycle_stop(sd_daemon *d);

@@ -1,0 +1,23 @@
+/* Warm pools of ready sandboxes per template (image, limits, network mode). */
+#pragma once
+
+#include "sandboxd/core/sandbox.h"
+
+/* Parse cfg.pools and listen for starts and ends (refills). */
+int sd_pool_init(sd_daemon *d, error_rec *err);
+void sd_pool_done(sd_daemon *d);
+/* A running, never handed-out entry whose template matches c, or NULL (a miss when a template
+ * of c's shape exists). */
+sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c);
+/* Give entry sb to a create: its spec becomes c (moved), timers and cost start now. Returns
+ * the state file's save result; on failure the caller ends sb (nobody has used it). */
+int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key);
+/* Start entries until every pool is full, within the budget and --max-sandboxes. */
+void sd_pool_refill(sd_daemon *d);
+/* End one pool entry to make room for a cold create. Returns true when one was ended. */
+bool sd_pool_evict(sd_daemon *d);
+/* After restore: keep restored entry sb when its template is still configured and not full
+ * (true); else it is marked as an orphan entry for the caller to end (false). */
+bool sd_pool_adopt_restored(sd_sandbox *sb);
+/* Entries of template t (ready: running; starting). */
+void sd_pool_entries(sd_daemon *d, unsigned t, unsigned *ret_ready, unsigned *ret_starting);

@@ -1,0 +1,57 @@
+/* A sandbox as the daemon's core holds it. Each group of fields is written only by the module
+ * named next to it (through that module's functions); every other file only reads them.
+ * Initial values come from the constructors: sd_registry_add (a new sandbox) and
+ * core/state.c (a sandbox rebuilt from its record after a restart). */
+#pragma once
+
+#include "common/end_reason.h"
+#include "sandboxd/core/context.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED } sd_state;
+
+struct sd_sandbox {
+    /* core/registry.c: identity, the create, the table, visibility */
+    sd_daemon *d;
+    sd_sandbox *next;
+    char id[24];        /* "sb-" + 16 hex */
+    char dir[PATH_MAX]; /* run-dir/sandboxes/<id> */
+    policy_create spec;
+    int uid_slot; /* -1: released */
+    char *idem_key;
+    bool hidden;    /* a warm pool entry, or ended long ago (kept for its Idempotency-Key) */
+    char *seed_dir; /* its starting files (a fork's snapshot layer), or NULL */
+    uint32_t seed_uid_base;
+    char forked_from[24]; /* the source's id for a fork, else "" */
+    /* core/lifecycle.c: state, times, processes, the shim connection, the end */
+    sd_state state;
+    uint64_t created_ms, last_activity_ms, expires_ms; /* wall clock (survives restarts) */
+    uint64_t ended_ms, start_mono_us;
+    end_reason end_reason;
+    char end_message[256];
+    double end_cost;
+    int init_pid, shim_pid;
+    struct sd_shim *shim;
+    bool queued;           /* waiting for a start slot */
+    uv_pipe_t *start_pipe; /* reading the shim's start-up line */
+    char start_line[1024];
+    size_t start_len;
+    uint64_t cpu_usec, mem_bytes, mem_peak_bytes, pids, oom_kills; /* last stats from the shim */
+    /* core/exec.c: running commands */
+    struct sd_exec *execs;
+    unsigned commands_run, commands_running;
+    uint64_t next_xid;
+    /* core/network.c: network policy (NULL for none) and its plumbing once running */
+    struct policy_egress *egress;
+    struct sd_net_sandbox *net;
+    /* core/fork.c: the fork request it belongs to while it starts */
+    struct sd_fork *fork;
+    /* core/pool.c */
+    int pool;    /* a warm pool entry of template pool-1 (never handed out), 0: not */
+    bool pooled; /* handed out from a warm pool */
+};
+
+const char *sd_state_name(sd_state s);

@@ -1,0 +1,21 @@
+/* Persistence: each sandbox's record in state-dir/sandboxes/<id>.json and the other kinds of
+ * record (leases) in state-dir/<kind>/<id>.json, written atomically, read back at start-up. */
+#pragma once
+
+#include "sandboxd/core/sandbox.h"
+
+#include <stdbool.h>
+
+/* Write sb's record (after every change a restart must know). */
+int sd_state_save(sd_sandbox *sb);
+void sd_state_remove(sd_daemon *d, const char *id);
+/* Build a sandbox from its record (not linked into the table). *ret_pool: it was a warm pool
+ * entry. Returns -EINVAL for a record that cannot be read. */
+int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool);
+
+/* Records of another kind: write j (stolen; durable: fsynced) as <kind>/<id>.json. */
+int sd_state_write(sd_daemon *d, const char *kind, const char *id, json_t *j, bool durable);
+void sd_state_unlink(sd_daemon *d, const char *kind, const char *id);
+/* Call fn with every readable <kind>/<id>.json record; an unreadable one, or one fn refuses
+ * (returns < 0), is removed, as are interrupted writes. */
+void sd_state_foreach(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, json_t *j));

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Strictness of the API at its edges, against a real daemon: every number in the create, exec,
+# timeout, fork and lease bodies outside its documented range (docs/API.md) is a 400 naming the
+# field; HTTP framing that a proxy could read differently (RFC 9112: two Content-Lengths, a
+# space before a header's colon, bare LF line ends, a Transfer-Encoding other than chunked) is
+# a 400 and never hangs; an exec that hits the sandbox's own pids limit is a result, not a 500.
+
+DAEMON_TAG=strict
+source "$(dirname "$0")/../lib/daemon.sh"
+
+bad_number() { # METHOD PATH BODY FIELD: a 400 invalid_argument whose message starts with FIELD
+  req "$1" "$2" -H 'Content-Type: application/json' -d "$3"
+  [ "$CODE" == 400 ] || fail "$1 $2 $3: expected 400, got $CODE: $BODY"
+  echo "$BODY" | jq -e --arg f "$4:" '.code == "invalid_argument" and (.message | startswith($f))' \
+    >/dev/null || fail "$1 $2 $3: the 400 does not name $4: $BODY"
+}
+
+test_number_ranges() {
+  start_daemon
+  create; local id=$ID S=/v1/sandboxes/$ID
+  req POST /v1/leases -d '{"ttl":"5m"}'; expect 201
+  local c
+  for c in '{"cpu":5e-324}' '{"cpu":1e-7}' '{"cpu":0.005}' '{"cpu":1e308}'; do
+    bad_number POST /v1/sandboxes "$c" cpu
+    bad_number POST "$S/fork" "{\"count\":1,${c:1}" cpu
+  done
+  for c in '{"max_cost_usd":5e-324}' '{"max_cost_usd":1e308}' '{"max_cost_usd":1e-7}' '{"max_cost_usd":0}'; do
+    bad_number POST /v1/sandboxes "$c" max_cost_usd
+    bad_number POST "$S/fork" "{\"count\":1,${c:1}" max_cost_usd
+  done
+  bad_number POST /v1/sandboxes '{"memory":1e308}' memory
+  bad_number POST /v1/sandboxes '{"disk":1e-400}' disk
+  bad_number POST /v1/sandboxes '{"pids":8.5}' pids
+  bad_number POST /v1/sandboxes '{"timeout":5e-324}' timeout
+  bad_number POST /v1/sandboxes '{"idle_timeout":1e308}' idle_timeout
+  bad_number POST "$S/exec" '{"argv":["true"],"max_output":1e-400}' max_output
+  bad_number POST "$S/exec" '{"argv":["true"],"max_output":0}' max_output
+  bad_number POST "$S/exec" '{"argv":["true"],"max_output":1e308}' max_output
+  bad_number POST "$S/exec" '{"argv":["true"],"timeout":5e-324}' timeout
+  bad_number POST "$S/exec" '{"argv":["true"],"timeout":1e308}' timeout
+  bad_number POST "$S/timeout" '{"timeout":1e-400}' timeout
+  bad_number POST "$S/timeout" '{"timeout":604801}' timeout
+  bad_number POST /v1/leases '{"ttl":5e-324}' ttl
+  bad_number POST /v1/leases '{"ttl":1e308}' ttl
+  bad_number POST "$S/fork" '{"count":1e-400}' count
+  bad_number POST "$S/fork" '{"count":257}' count
+  # the edges are accepted
+  req POST "$S/exec" -d '{"argv":["echo","hello"],"max_output":1,"timeout":0.001}'
+  [ "$CODE" == 200 ] || fail "max_output 1: $CODE $BODY"
+  req POST "$S/exec" -d '{"argv":["echo","hello"],"max_output":1}'
+  expect 200 '.stdout == "h" and .stdout_truncated == true'
+  req POST /v1/sandboxes -d '{"cpu":0.01,"max_cost_usd":1e-6}'
+  expect 201 '.limits.cpu == 0.01 and .limits.max_cost_usd == 0.000001'
+  req POST /v1/sandboxes -d '{"max_cost_usd":1e6}'; expect 201 '.limits.max_cost_usd == 1000000'
+  req GET /v1/sandboxes; expect 200 'length == 3'
+}
+
+# Raw requests over the Unix socket (curl normalises what these tests need to get wrong).
+TEST_TIMEOUT_http_framing=60
+test_http_framing() {
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  local via
+  for via in unix tcp; do # the same on the Unix socket and on the TCP listener
+    python3 - "$SOCK" "$port" "$tok" "$via" <<'PY' || fail "HTTP framing over $via (above)"
+import json, socket, sys
+sock, port, tok, via = sys.argv[1:]
+bad = []
+
+def conv(raw, timeout=5):
+    """Send raw bytes; return (list of (status, body) answers, closed by the daemon)."""
+    if via == "unix":
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(timeout)
+        s.connect(sock)
+    else:
+        s = socket.create_connection(("127.0.0.1", int(port)), timeout=timeout)
+    s.sendall(raw)
+    data, closed = b"", False
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                closed = True
+                break
+            data += d
+    except socket.timeout:
+        pass
+    s.close()
+    out = []
+    while data.startswith(b"HTTP/1."):
+        head, _, rest = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ")[1])
+        n = 0
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                n = int(v)
+        out.append((status, rest[:n]))
+        data = rest[n:]
+    return out, closed
+
+def refused(name, raw, want):
+    answers, closed = conv(raw)
+    if not answers:
+        bad.append((name, "no answer (hung)"))
+        return
+    status, body = answers[0]
+    try:
+        j = json.loads(body)
+    except ValueError:
+        j = {}
+    if status != 400 or j.get("code") != "invalid_argument" or want not in j.get("message", ""):
+        bad.append((name, status, body[:200]))
+    elif len(answers) != 1 or not closed:
+        bad.append((name, "more was read after the refusal", answers, closed))
+
+H = b"Host: sd\r\nAuthorization: Bearer " + tok.encode() + b"\r\n"
+lease = b"{\"ttl\":\"5m\"}"
+smuggled = b"POST /v1/sandboxes HTTP/1.1\r\n" + H + b"Content-Length: 2\r\n\r\n{}"
+refused("two Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Content-Length: 12\r\nContent-Length: 2\r\n\r\n" + lease, "two different Content-Length")
+refused("smuggled by two Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Content-Length: 0\r\nContent-Length: 50\r\n\r\n" + smuggled, "two different Content-Length")
+refused("space before colon", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Foo : bar\r\n\r\n",
+        "whitespace before the colon")
+refused("Content-Length with a space before colon", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Content-Length : 48\r\n\r\n" + smuggled, "whitespace before the colon")
+refused("tab before colon", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Foo\t: bar\r\n\r\n", "not a token")
+refused("bare LF everywhere", b"GET /healthz HTTP/1.1\n" + H.replace(b"\r\n", b"\n") + b"\n",
+        "request line does not end in CRLF")
+refused("bare LF in one field line", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Z: y\nX-A: b\r\n\r\n",
+        "does not end in CRLF")
+refused("bare CR in a value", b"GET /healthz HTTP/1.1\r\n" + H + b"X-Z: y\rX-A: b\r\n\r\n", "CR or LF")
+refused("Transfer-Encoding gzip (hung before)", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: gzip\r\n\r\n" + lease, "Transfer-Encoding")
+refused("Transfer-Encoding gzip, chunked", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding")
+refused("Transfer-Encoding chunked twice", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding")
+refused("Transfer-Encoding and Content-Length", b"POST /v1/leases HTTP/1.1\r\n" + H +
+        b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n", "both Transfer-Encoding")
+refused("Transfer-Encoding in HTTP/1.0", b"POST /v1/leases HTTP/1.0\r\n" + H +
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.0")
+
+# What is well framed still works: keep-alive, OWS around values, empty values, chunked,
+# the same Content-Length twice, and a refusal on a kept-alive connection after a good request.
+answers, _ = conv(b"GET /healthz HTTP/1.1\r\n" + H + b"X-A:\r\nX-B:\t v \t\r\nX-C:x\r\n\r\n" +
+                  b"POST /v1/leases HTTP/1.1\r\n" + H + b"Content-Length: 12\r\nContent-Length: 12\r\n\r\n" +
+                  lease + b"POST /v1/leases HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+                  b"c\r\n" + lease + b"\r\n0\r\n\r\n" + b"GET /healthz HTTP/1.1\n" + H + b"\r\n")
+if [a[0] for a in answers] != [200, 201, 201, 400]:
+    bad.append(("well-framed keep-alive", answers))
+# nothing smuggled got through: no sandbox was created
+answers, _ = conv(b"GET /v1/sandboxes HTTP/1.1\r\n" + H + b"Connection: close\r\n\r\n")
+if not answers or answers[0] != (200, b"[]\n"):
+    bad.append(("sandboxes after the smuggling attempts", answers))
+for b in bad:
+    print("FAIL:", via, b)
+sys.exit(1 if bad else 0)
+PY
+  done
+  req GET /healthz; expect 200
+}
+
+# A command that starts when the sandbox is at its pids limit: 409 pids_limit (the sandbox's
+# own limit, like docker exec in a container at its pids limit), not 500 internal; the sandbox
+# keeps running and commands start again once processes have exited.
+TEST_TIMEOUT_exec_at_pids_limit=60
+test_exec_at_pids_limit() {
+  start_daemon
+  create '{"pids":8}'; local id=$ID S=/v1/sandboxes/$ID
+  # forks until the kernel refuses, then marks /workspace/full and holds every pid for 4 s
+  local fill='import os,time
+n=0
+while True:
+    try:
+        pid=os.fork()
+    except OSError:
+        break
+    if pid==0:
+        time.sleep(60); os._exit(0)
+    n+=1
+open("/workspace/full","w").write(str(n))
+time.sleep(60)'
+  curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd$S/exec" \
+    -d "$(jq -nc --arg p "$fill" '{argv:["python3","-c",$p],timeout:4}')" >"$D/fill.out" &
+  local fill_pid=$! i
+  for i in $(seq 100); do
+    req GET "$S/files?path=/workspace/full"
+    [ "$CODE" == 200 ] && break
+    sleep 0.05
+  done
+  [ "$CODE" == 200 ] || fail "the filler did not reach the pids limit: $CODE $BODY"
+  req POST "$S/exec" -d '{"argv":["true"]}'
+  expect 409 '.code == "pids_limit" and (.message | contains("pids limit (8 processes)"))'
+  req POST "$S/exec" -H 'Accept: application/x-ndjson' -d '{"argv":["true"]}'
+  expect 409 '.code == "pids_limit"'
+  req GET "$S"; expect 200 '.state == "running"'
+  wait "$fill_pid"
+  jq -e '.reason == "command_timeout"' "$D/fill.out" >/dev/null || fail "filler: $(cat "$D/fill.out")"
+  req POST "$S/exec" -d '{"argv":["echo","again"]}'
+  expect 200 '.exit_code == 0 and .stdout == "again\n"'
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
