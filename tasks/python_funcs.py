@@ -46,8 +46,9 @@ TASKS = [
      [([[3, 1, 2]], 2), ([[4, 1, 3, 2]], 2.5), ([[7]], 7), ([[-1, -5, 10, 0]], -0.5)]),
 ]
 
-GRADER = '''# Hidden test of task {id}: calls {fn}() from /workspace/solution.py on hidden inputs in a
-# separate process and compares the returned values here. Exit 0: every case right; 1: not.
+GRADER = '''# Hidden test of task {id}: calls {fn}() from /workspace/solution.py on hidden
+# inputs in a separate process and compares the returned values here.
+# Exit 0: every case right; 1: not.
 import ctypes, json, shutil, subprocess, sys
 
 CASES = {cases}
