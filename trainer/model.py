@@ -2,7 +2,9 @@
 
 A GRU reads the sequence (prompt, then the commands and tool outputs so far). At each position
 the next token's distribution mixes two parts, weighted by a learned gate g:
-  - generate: a softmax over the action vocabulary (the few words the policy may emit);
+  - generate: a softmax over the action vocabulary's keywords (echo, >, end of sequence);
+    names (`names`: the files and words) are left to the copy path, so the policy can only
+    write a name that its observations contain;
   - copy: one attention head over the action words of the context up to its last word that is
     not an action (query from the GRU state, key from the word's embedding); attending to a word
     proposes that word. The tokenizer ends every text it encodes (the task's prompt, a tool's
@@ -18,7 +20,7 @@ import torch.nn as nn
 
 
 class Policy(nn.Module):
-    def __init__(self, vocab_size, action_ids, dim=64, hidden=128, capacity=4096):
+    def __init__(self, vocab_size, action_ids, dim=64, hidden=128, capacity=4096, names=None):
         super().__init__()
         self.emb = nn.Embedding(capacity, dim)
         self.gru = nn.GRU(dim, hidden, batch_first=True)
@@ -30,11 +32,16 @@ class Policy(nn.Module):
         slot = torch.full((capacity,), -1, dtype=torch.long)
         slot[self.actions] = torch.arange(len(action_ids))
         self.register_buffer("slot", slot)  # vocabulary id -> action index, -1 for other words
+        # names (files, words): emitted only by copying them from the prompt, never generated
+        gen_mask = torch.zeros(len(action_ids))
+        if names:
+            gen_mask[slot[torch.tensor(names)]] = float("-inf")
+        self.register_buffer("gen_mask", gen_mask)
 
     def mix(self, h, keys, ctx, valid):
         """h [B, T, H] GRU states; keys [B, L, D], ctx [B, L] (ids), valid [B, T, L] (which
         context positions each state may see) -> log-probabilities over actions [B, T, A]."""
-        gen = torch.softmax(self.head(h), dim=-1)
+        gen = torch.softmax(self.head(h) + self.gen_mask, dim=-1)
         slot = self.slot[ctx]
         seen = valid & (slot >= 0).unsqueeze(1)  # only action words can be copied
         score = self.query(h) @ keys.transpose(1, 2) / keys.shape[-1] ** 0.5

@@ -75,7 +75,8 @@ class Trainer:
         torch.set_num_threads(args.threads)
         self.device, self.mark_step = pick_device(args.device)
         self.vocab = Vocab(dynamic=bool(args.scripted))
-        self.policy = Policy(len(self.vocab), self.vocab.action_ids).to(self.device)
+        self.policy = Policy(len(self.vocab), self.vocab.action_ids,
+                             names=self.vocab.name_ids).to(self.device)
         self.opt = torch.optim.Adam(self.policy.parameters(), lr=args.lr)
         self.scripted = Scripted(args.scripted, self.vocab) if args.scripted else None
         self.epochs = args.epochs

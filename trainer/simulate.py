@@ -77,7 +77,7 @@ def main():
     random.seed(0)
     torch.set_num_threads(1)
     v = Vocab()
-    pol = Policy(len(v), v.action_ids)
+    pol = Policy(len(v), v.action_ids, names=v.name_ids)
     opt = torch.optim.Adam(pol.parameters(), lr=toy.LR)
     train, held = split(toy.tasks())
     random.shuffle(train)

@@ -23,6 +23,7 @@ class Vocab:
         self.lock = threading.Lock()
         self.eos = self.ids[EOS]
         self.action_ids = [self.ids[w] for w in ACTIONS]
+        self.name_ids = [self.ids[w] for w in FILES + WORDS]
 
     def __len__(self):
         return len(self.words)

@@ -91,7 +91,7 @@ from vocab import Vocab
 
 torch.manual_seed(3)
 v = Vocab()
-pol = Policy(len(v), v.action_ids)
+pol = Policy(len(v), v.action_ids, names=v.name_ids)
 eps = []
 for prompt, outputs in (("write red to b.txt", []), ("put gold in d.txt", ["gold", "oops: not found"]),
                         ("write blue to a.txt", ["", "blue c.txt"]), ("task k3", [""])):
