@@ -6,6 +6,7 @@
  * layer is removed once every fork has started. All or nothing: when one fork fails, the others are
  * ended and the owner hears the error. */
 #include "sandboxd/core/fork.h"
+#include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
 #include "common/spec.h"
@@ -247,6 +248,8 @@ static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *
         return r;
     if (c->lease && !sd_lease_exists(d, c->lease))
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
+    if (sd_images_check(d, c->image, err) < 0) /* images: an "image" override must exist */
+        return err->code;
     if (!room_for(d, n))
         return error_set(err, -EAGAIN, "no room for %u more sandboxes (at most %u)", n,
                          d->cfg.max_sandboxes);
