@@ -4,7 +4,8 @@
  * One file travels as octet-stream (GET: the opened file, bounded by its size), a directory as
  * a tar (entries relative to the directory). Writes and directory tars run in a worker process
  * in the sandbox's memory cgroup (sandboxd/core/files.h), never on the loop; a directory tar is
- * streamed as the worker makes it. Written files belong to the sandbox user (uid_base + 1000). */
+ * streamed as the worker makes it; a PUT's body arrives spooled to an unlinked file (api/http.c,
+ * upload_fd) that the worker reads. Written files belong to the sandbox user (uid_base + 1000). */
 #include "sandboxd/api/api.h"
 
 #include "sandboxd/core/files.h"
