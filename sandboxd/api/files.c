@@ -4,7 +4,8 @@
  * One file travels as octet-stream (GET: the opened file, bounded by its size), a directory as
  * a tar (entries relative to the directory). Writes and directory tars run in a worker process
  * in the sandbox's memory cgroup (sandboxd/core/files.h), never on the loop; a directory tar is
- * streamed as the worker makes it. Written files belong to the sandbox user (uid_base + 1000). */
+ * streamed as the worker makes it; a PUT's body arrives spooled to an unlinked file (api/http.c,
+ * upload_fd) that the worker reads. Written files belong to the sandbox user (uid_base + 1000). */
 #include "sandboxd/api/api.h"
 
 #include "sandboxd/core/files.h"
@@ -17,6 +18,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,8 +64,8 @@ typedef struct files_job {
     /* PUT */
     bool tar;
     char *path;
-    const char *body; /* the request's (the worker has its own copy of the memory) */
-    size_t body_len;
+    int body_fd; /* the spooled request body (api/http.c), read by the worker */
+    uint64_t body_len;
     mode_t mode;
     uid_t uid;
     char memcg[PATH_MAX + 64]; /* the sandbox's memory cgroup directory */
@@ -80,6 +82,7 @@ static void job_free_if_done(files_job *j) {
     safe_close(j->root);
     safe_close(j->dirfd);
     safe_close(j->data_w);
+    safe_close(j->body_fd);
     free(j->path);
     free(j);
 }
@@ -180,7 +183,7 @@ static int job_start(sd_daemon *d, sd_sandbox *sb, files_job *j, sd_files_fn fn)
     else
         snprintf(j->memcg, sizeof(j->memcg), "/sys/fs/cgroup/memory/%s/%s", d->cgroup_parent,
                  sb->id);
-    int keep[] = {j->root, j->dirfd, j->data_w};
+    int keep[] = {j->root, j->dirfd, j->data_w, j->body_fd};
     error_rec err = {0};
     int r = sd_files_worker_start(d->loop, j->memcg, keep, ARRAY_SIZE(keep), fn, j, job_done, j,
                                   &j->worker, &err);
@@ -199,7 +202,7 @@ static files_job *job_new(sd_request *req) {
     if (!j)
         return NULL;
     j->req = req;
-    j->root = j->dirfd = j->data_w = j->data_r = -1;
+    j->root = j->dirfd = j->data_w = j->data_r = j->body_fd = -1;
     return j;
 }
 
@@ -324,9 +327,34 @@ static int put_job(void *ud, error_rec *err) {
     uint64_t room;
     if (sd_files_memcg_room(j->memcg, &room) < 0)
         room = UINT64_MAX; /* no memory accounting to go by: the disk's size bounds it */
-    return j->tar
-               ? sd_files_untar(&j->sp, j->path, j->body, j->body_len, j->uid, room, err)
-               : sd_files_write(&j->sp, j->path, j->body, j->body_len, j->mode, j->uid, room, err);
+    return j->tar ? sd_files_untar(&j->sp, j->path, j->body_fd, j->uid, room, err)
+                  : sd_files_write(&j->sp, j->path, j->body_fd, j->body_len, j->mode, j->uid, room,
+                                   err);
+}
+
+/* The body as a file: the one http.c spooled it into (taken), else the small one it kept in
+ * memory, copied into a memfd. Answers and returns -1 on failure. */
+static int put_body(sd_request *req) {
+    if (req->upload_err == -ENOSPC || req->upload_err == -EDQUOT) {
+        sd_reply_error(req, 507, "insufficient_storage",
+                       "the daemon's disk filled up while uploading");
+        return -1;
+    }
+    if (req->upload_err) {
+        sd_reply_error(req, 500, "internal", "cannot store the upload: %s",
+                       strerror(-req->upload_err));
+        return -1;
+    }
+    if (req->upload_fd >= 0)
+        return TAKE_FD(req->upload_fd);
+    int fd = memfd_create("sandboxd-put", MFD_CLOEXEC);
+    int r = fd < 0 ? negative_errno() : fd_write_all(fd, req->body ? req->body : "", req->body_len);
+    if (r < 0) {
+        safe_close(fd);
+        sd_reply_error(req, 500, "internal", "cannot store the upload: %s", strerror(-r));
+        return -1;
+    }
+    return fd;
 }
 
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
@@ -348,8 +376,11 @@ void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
         return;
     j->tar = tar;
     j->mode = mode;
-    j->body = req->body ? req->body : "";
     j->body_len = req->body_len;
+    if ((j->body_fd = put_body(req)) < 0) {
+        job_abandon(j);
+        return;
+    }
     if (!(j->path = strdup(path)) || job_start(d, sb, j, put_job) < 0) {
         sd_reply_error(req, 500, "internal", "files: cannot start the worker");
         job_abandon(j);

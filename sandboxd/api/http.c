@@ -9,11 +9,15 @@
 #include "common/timeutil.h"
 #include "sandboxd/core/images.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct http_inst {
     sd_http *http;
@@ -309,6 +313,28 @@ bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
     return diff == 0;
 }
 
+/* PUT /v1/sandboxes/{id}/files: the body is spooled to disk, never held in memory. */
+static bool files_put(const char *method, const char *url) {
+    const char *pre = "/v1/sandboxes/", *id = url + strlen(pre);
+    if (strcmp(method, "PUT") != 0 || strncmp(url, pre, strlen(pre)) != 0)
+        return false;
+    const char *slash = strchr(id, '/');
+    return slash && slash > id && strcmp(slash, "/files") == 0;
+}
+
+/* An unlinked file in the state directory for a body (nothing to remove, even after a crash). */
+static int spool_open(sd_daemon *d) {
+    int fd = open(d->cfg.state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+        return fd >= 0 ? fd : -errno;
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/upload-XXXXXX", d->cfg.state_dir);
+    if ((fd = mkostemp(p, O_CLOEXEC)) < 0)
+        return -errno;
+    unlink(p);
+    return fd;
+}
+
 static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
                            const char *method) {
     sd_request *req = calloc(1, sizeof(*req));
@@ -334,6 +360,13 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
             req->upload_fd = fd, req->body_max = max;
         else
             req->upload_err = fd;
+    } else if (!req->sandboxfusion && files_put(method, url) &&
+               (!req->tcp || sd_req_token_ok(req->d, req))) {
+        int fd = spool_open(req->d);
+        if (fd >= 0)
+            req->upload_fd = fd;
+        else
+            req->upload_err = fd;
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > req->body_max)
@@ -343,7 +376,7 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
 }
 
 static void req_body(sd_request *req, const char *data, size_t len) {
-    if (req->upload_fd >= 0 || req->upload_err) { /* images: streamed to the upload file */
+    if (req->upload_fd >= 0 || req->upload_err) { /* streamed to the upload file */
         if (req->too_large || req->upload_err || req->body_len + len > req->body_max) {
             req->too_large = !req->upload_err;
             return;

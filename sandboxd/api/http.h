@@ -42,7 +42,8 @@ struct sd_request {
     void (*on_drain)(sd_request *req, void *ud);
     void *drain_ud;
     uint64_t start_us;
-    /* images: POST /v1/images streams its body into this temp file (core/images.c) */
+    /* POST /v1/images streams its body into this temp file (core/images.c), a files PUT into
+     * an unlinked one in the state directory (upload_path NULL); a handler may take upload_fd */
     int upload_fd;     /* -1: the body is kept in memory */
     char *upload_path; /* removed when the request ends unless a handler took it */
     int upload_err;    /* -errno of a failed write (ENOSPC: 507) */

@@ -116,7 +116,24 @@ static int too_large(error_rec *err, uint64_t len, uint64_t room) {
                      len, room);
 }
 
-int sd_files_write(const safepath *sp, const char *path, const void *data, size_t len, mode_t mode,
+/* len bytes of src (from its start) into dst. */
+static int copy_from(int src, int dst, uint64_t len) {
+    char buf[65536];
+    for (uint64_t off = 0; off < len;) {
+        ssize_t n = pread(src, buf, MIN(sizeof(buf), len - off), (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        int r = fd_write_all(dst, buf, (size_t)n);
+        if (r < 0)
+            return r;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+int sd_files_write(const safepath *sp, const char *path, int src, uint64_t len, mode_t mode,
                    uid_t uid, uint64_t room, error_rec *err) {
     if (len > room)
         return too_large(err, len, room);
@@ -129,7 +146,7 @@ int sd_files_write(const safepath *sp, const char *path, const void *data, size_
     if (r == 0)
         r = safepath_create_file(sp, dir, base, mode, uid, &fd);
     if (r == 0)
-        r = fd_write_all(fd, data, len);
+        r = copy_from(src, fd, len);
     return r < 0 ? describe(err, r, path) : 0;
 }
 
@@ -177,13 +194,16 @@ static bool beneath_link(char *path, json_t *links) {
     return false;
 }
 
-static struct archive *tar_reader(const void *data, size_t len) {
+/* A reader of the archive in src from its start (each pass reads the file anew). */
+static struct archive *tar_reader(int src) {
+    if (lseek(src, 0, SEEK_SET) < 0)
+        return NULL;
     struct archive *a = archive_read_new();
     if (!a)
         return NULL;
     archive_read_support_format_tar(a);
     archive_read_support_format_gnutar(a);
-    if (archive_read_open_memory(a, data, len) != ARCHIVE_OK) {
+    if (archive_read_open_fd(a, src, 65536) != ARCHIVE_OK) {
         archive_read_free(a);
         return NULL;
     }
@@ -199,10 +219,9 @@ static bool supported(struct archive_entry *e) {
 /* A first pass, so that an archive that is refused changes nothing: every entry's name (and
  * hard link target) must be valid, of a supported type and not beneath a symlink the archive
  * itself makes. */
-static int untar_check(const char *dest, const void *data, size_t len, uint64_t *ret_bytes,
-                       error_rec *err) {
+static int untar_check(const char *dest, int src, uint64_t *ret_bytes, error_rec *err) {
     uint64_t bytes = 0;
-    struct archive *a = tar_reader(data, len);
+    struct archive *a = tar_reader(src);
     json_t *links = json_object();
     int r = a && links ? 0 : error_set(err, -EINVAL, "not a tar archive");
     struct archive_entry *e;
@@ -365,10 +384,10 @@ static int untar_entry(const safepath *sp, const char *dest, struct archive *a,
     return r < 0 ? describe(err, r, full) : 0;
 }
 
-int sd_files_untar(const safepath *sp, const char *dest, const void *data, size_t len, uid_t uid,
-                   uint64_t room, error_rec *err) {
+int sd_files_untar(const safepath *sp, const char *dest, int src, uid_t uid, uint64_t room,
+                   error_rec *err) {
     uint64_t bytes = 0;
-    int r = untar_check(dest, data, len, &bytes, err);
+    int r = untar_check(dest, src, &bytes, err);
     if (r < 0)
         return r;
     if (bytes > room)
@@ -376,7 +395,7 @@ int sd_files_untar(const safepath *sp, const char *dest, const void *data, size_
     _cleanup_close_ int dfd = -1;
     if ((r = safepath_dir(sp, dest, true, true, uid, &dfd)) < 0)
         return describe(err, r, dest);
-    struct archive *a = tar_reader(data, len);
+    struct archive *a = tar_reader(src);
     if (!a)
         return error_set(err, -EINVAL, "not a tar archive");
     struct archive_entry *e;

@@ -185,4 +185,60 @@ test_slow_readers() {
   [ "$(tar -tf "$D/big.tar" | wc -l)" == 20 ] || fail "the tar does not hold the 20 files"
 }
 
+# Uploads are spooled to an unlinked file in the state directory as they arrive, never held in
+# the daemon's memory: six slow 100 MiB PUTs (three octet-stream, three tar) at once.
+TEST_TIMEOUT_slow_uploads=240
+test_slow_uploads() {
+  start_daemon
+  create '{"memory":"2Gi","disk":"2Gi"}'; local id=$ID
+  head -c 100M /dev/urandom >"$D/blob"
+  (cd "$D" && tar -cf "$D/blob.tar" blob)
+  local base; base=$(rss_kib)
+  local pids=() i
+  for i in 1 2 3 4 5 6; do
+    local f=blob t=application/octet-stream p=/workspace/up$i
+    [ $i -gt 3 ] && f=blob.tar t=application/x-tar
+    curl -s --max-time 200 --limit-rate 10M --unix-socket "$SOCK" -X PUT -o "$D/up$i.body" \
+      -w '%{http_code}' -H "Content-Type: $t" --data-binary @"$D/$f" \
+      "http://sd/v1/sandboxes/$id/files?path=$p" >"$D/up$i.code" 2>/dev/null &
+    pids+=($!)
+  done
+  local peak=0 r busy=1
+  while [ $busy == 1 ]; do
+    busy=0
+    for i in "${pids[@]}"; do kill -0 "$i" 2>/dev/null && busy=1; done
+    r=$(rss_kib); [ "$r" -gt "$peak" ] && peak=$r
+    sleep 0.2
+  done
+  for i in "${pids[@]}"; do wait "$i" 2>/dev/null || true; done
+  for i in 1 2 3 4 5 6; do
+    [ "$(cat "$D/up$i.code")" == 204 ] || fail "upload $i: HTTP $(cat "$D/up$i.code"): $(head -c 300 "$D/up$i.body")"
+  done
+  [ $((peak - base)) -lt $((100 << 10)) ] ||
+    fail "the daemon grew by $(((peak - base) >> 10)) MiB for six slow 100 MiB uploads"
+  local sum; sum=$(sha256sum <"$D/blob" | cut -d' ' -f1)
+  run_ok "$id" "for f in /workspace/up1 /workspace/up2 /workspace/up3 /workspace/up4/blob /workspace/up5/blob /workspace/up6/blob; do
+    [ \"\$(sha256sum < \$f | cut -d' ' -f1)\" = $sum ] || { echo \"\$f differs\"; exit 1; }; done"
+}
+
+# A client gone midway leaves nothing: no descriptor, no file in the state directory.
+TEST_TIMEOUT_upload_abandoned=60
+test_upload_abandoned() {
+  start_daemon
+  create; local id=$ID
+  head -c 50M /dev/zero >"$D/blob"
+  local fds; fds=$(ls "/proc/$DPID/fd" | wc -l)
+  curl -s --max-time 2 --limit-rate 1M --unix-socket "$SOCK" -X PUT -o /dev/null \
+    -H 'Content-Type: application/octet-stream' --data-binary @"$D/blob" \
+    "http://sd/v1/sandboxes/$id/files?path=/workspace/x" && fail "the upload was meant to be cut short"
+  local n
+  for _ in $(seq 50); do
+    n=$(ls "/proc/$DPID/fd" | wc -l); [ "$n" -le "$fds" ] && break; sleep 0.1
+  done
+  [ "$n" -le "$fds" ] || fail "the daemon holds $((n - fds)) more descriptors after an abandoned upload"
+  ! find "$D/state" -maxdepth 1 -name 'upload-*' | grep -q . || fail "an upload file was left in the state directory"
+  req GET "/v1/sandboxes/$id/files?path=/workspace/x"
+  expect 404
+}
+
 source "$(dirname "$0")/../lib/lib.sh"
