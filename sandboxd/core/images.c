@@ -3,6 +3,7 @@
  * the slow parts (unpacking, removing trees) run on libuv's worker threads. */
 #include "sandboxd/core/images.h"
 
+#include "common/archive.h"
 #include "common/fdutil.h"
 #include "common/spec.h"
 #include "common/timeutil.h"
@@ -467,7 +468,7 @@ img_job *sd_images_import(sd_daemon *d, const char *name, char *upload, bool str
     if (sd_images_find(d, name))
         goto fail;
     snprintf(p, sizeof(p), "%s/tmp/import-XXXXXX", s->root);
-    if ((r = img_archive_load(err)) < 0)
+    if ((r = libarchive_load(err)) < 0)
         goto fail;
     if (!mkdtemp(p) || !(j->work = strdup(p))) {
         r = error_set_errno(err, negative_errno(), "image store: mkdir %s", p);
