@@ -212,15 +212,7 @@ json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env) {
         json_object_set_new(env, k, json_string(eq + 1));
     }
     json_object_update(env, create_env);
-    const char *k;
-    json_t *v;
-    json_object_foreach(env, k, v) {
-        char *kv;
-        if (arr && asprintf(&kv, "%s=%s", k, json_string_value(v)) >= 0) {
-            json_array_append_new(arr, json_string(kv));
-            free(kv);
-        }
-    }
+    spec_env_append(arr, env);
     json_decref(env);
     return arr;
 }
