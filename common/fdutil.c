@@ -4,9 +4,11 @@
 #include "common/macro.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,6 +90,26 @@ int file_read_all(const char *path, size_t max, char **ret, size_t *ret_len) {
     if (fd < 0)
         return -errno;
     return fd_read_all(fd, max, ret, ret_len);
+}
+
+int file_read_knob_u64(const char *dir, const char *knob, uint64_t *ret) {
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof(p), "%s/%s", dir, knob);
+    _cleanup_free_ char *s = NULL;
+    int r = file_read_all(p, 4096, &s, NULL);
+    if (r < 0)
+        return r;
+    if (strncmp(s, "max", 3) == 0) {
+        *ret = UINT64_MAX;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -EINVAL;
+    *ret = v;
+    return 0;
 }
 
 int file_write_str(const char *path, const char *s) {

@@ -298,10 +298,7 @@ const char *const spec_default_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "HO
 char *spec_host_env[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                          "LC_ALL=C", NULL};
 
-json_t *spec_env_json(json_t *env) {
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && spec_default_env[i]; i++)
-        json_array_append_new(arr, json_string(spec_default_env[i]));
+void spec_env_append(json_t *arr, json_t *env) {
     const char *k;
     json_t *v;
     json_object_foreach(env, k, v) {
@@ -311,6 +308,13 @@ json_t *spec_env_json(json_t *env) {
             free(kv);
         }
     }
+}
+
+json_t *spec_env_json(json_t *env) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && spec_default_env[i]; i++)
+        json_array_append_new(arr, json_string(spec_default_env[i]));
+    spec_env_append(arr, env);
     return arr;
 }
 

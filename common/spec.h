@@ -90,5 +90,7 @@ extern const char *const spec_default_env[];
 /* ["KEY=VALUE", ...]: spec_default_env, then the entries of env (an object of strings, or
  * NULL), in order. */
 json_t *spec_env_json(json_t *env);
+/* Append "KEY=value" for each member of the JSON object env to the array arr (NULL: nothing). */
+void spec_env_append(json_t *arr, json_t *env);
 /* The environment of helper processes the daemon runs on the host (sbx-shim, cp). */
 extern char *spec_host_env[];

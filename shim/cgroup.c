@@ -170,26 +170,6 @@ static int knob_write(const char *dir, const char *knob, const char *val, error_
     return 0;
 }
 
-static int knob_read_u64(const char *dir, const char *knob, uint64_t *ret) {
-    char path[2200];
-    snprintf(path, sizeof(path), "%s/%s", dir, knob);
-    _cleanup_free_ char *s = NULL;
-    int r = file_read_all(path, 4096, &s, NULL);
-    if (r < 0)
-        return r;
-    if (strncmp(s, "max", 3) == 0) {
-        *ret = UINT64_MAX;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -EINVAL;
-    *ret = v;
-    return 0;
-}
-
 /* "key value" lines (memory.events, cpu.stat, memory.oom_control). */
 static int knob_read_key(const char *dir, const char *knob, const char *key, uint64_t *ret) {
     char path[2200];
@@ -393,17 +373,17 @@ int shim_cgroup_stats_read(shim_cgroup *cg, shim_cgroup_stats *ret) {
     if (cg->version == 2) {
         const char *d = cg->dirs[0];
         knob_read_key(d, "cpu.stat", "usage_usec", &s.cpu_usec);
-        knob_read_u64(d, "memory.current", &s.mem_bytes);
-        knob_read_u64(d, "memory.peak", &s.mem_peak_bytes);
-        knob_read_u64(d, "pids.current", &s.pids);
+        file_read_knob_u64(d, "memory.current", &s.mem_bytes);
+        file_read_knob_u64(d, "memory.peak", &s.mem_peak_bytes);
+        file_read_knob_u64(d, "pids.current", &s.pids);
     } else {
         const char *acct = dir_of(cg, "cpuacct"), *mem = dir_of(cg, "memory");
         uint64_t ns = 0;
-        if (acct && knob_read_u64(acct, "cpuacct.usage", &ns) == 0)
+        if (acct && file_read_knob_u64(acct, "cpuacct.usage", &ns) == 0)
             s.cpu_usec = ns / 1000;
-        knob_read_u64(mem, "memory.usage_in_bytes", &s.mem_bytes);
-        knob_read_u64(mem, "memory.max_usage_in_bytes", &s.mem_peak_bytes);
-        knob_read_u64(dir_of(cg, "pids"), "pids.current", &s.pids);
+        file_read_knob_u64(mem, "memory.usage_in_bytes", &s.mem_bytes);
+        file_read_knob_u64(mem, "memory.max_usage_in_bytes", &s.mem_peak_bytes);
+        file_read_knob_u64(dir_of(cg, "pids"), "pids.current", &s.pids);
     }
     shim_cgroup_oom_kills(cg, &s.oom_kills);
     *ret = s;

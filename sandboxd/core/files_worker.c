@@ -156,33 +156,13 @@ void sd_files_worker_cancel(sd_files_worker *w) {
     syscall(SYS_pidfd_send_signal, w->pidfd, SIGKILL, NULL, 0);
 }
 
-static int read_u64(const char *dir, const char *knob, uint64_t *ret) {
-    char p[PATH_MAX + 64];
-    snprintf(p, sizeof(p), "%s/%s", dir, knob);
-    _cleanup_free_ char *s = NULL;
-    int r = file_read_all(p, 64, &s, NULL);
-    if (r < 0)
-        return r;
-    if (strncmp(s, "max", 3) == 0) {
-        *ret = UINT64_MAX;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -EINVAL;
-    *ret = v;
-    return 0;
-}
-
 int sd_files_memcg_room(const char *dir, uint64_t *ret) {
     uint64_t limit, usage;
-    bool v2 = read_u64(dir, "memory.max", &limit) == 0;
-    int r = v2 ? read_u64(dir, "memory.current", &usage)
-               : read_u64(dir, "memory.limit_in_bytes", &limit);
+    bool v2 = file_read_knob_u64(dir, "memory.max", &limit) == 0;
+    int r = v2 ? file_read_knob_u64(dir, "memory.current", &usage)
+               : file_read_knob_u64(dir, "memory.limit_in_bytes", &limit);
     if (r == 0 && !v2)
-        r = read_u64(dir, "memory.usage_in_bytes", &usage);
+        r = file_read_knob_u64(dir, "memory.usage_in_bytes", &usage);
     if (r < 0)
         return r;
     *ret = limit > usage ? limit - usage : 0;

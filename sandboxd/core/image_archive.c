@@ -4,11 +4,9 @@
  * RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS), so a hostile layer can never write outside it. */
 #include "sandboxd/core/image_archive.h"
 
+#include "common/archive.h"
 #include "common/fdutil.h"
 
-#include <archive.h>
-#include <archive_entry.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -17,55 +15,6 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
-
-/* libarchive (and what it pulls in) is loaded when the first image is imported. */
-#define IMG_ARCHIVE_FUNCS(X)                                                                       \
-    X(archive_entry_filetype)                                                                      \
-    X(archive_entry_gid)                                                                           \
-    X(archive_entry_hardlink)                                                                      \
-    X(archive_entry_mode)                                                                          \
-    X(archive_entry_mtime)                                                                         \
-    X(archive_entry_pathname)                                                                      \
-    X(archive_entry_size)                                                                          \
-    X(archive_entry_symlink)                                                                       \
-    X(archive_entry_uid)                                                                           \
-    X(archive_errno)                                                                               \
-    X(archive_error_string)                                                                        \
-    X(archive_read_data)                                                                           \
-    X(archive_read_data_block)                                                                     \
-    X(archive_read_free)                                                                           \
-    X(archive_read_new)                                                                            \
-    X(archive_read_next_header)                                                                    \
-    X(archive_read_open)                                                                           \
-    X(archive_read_open_filename)                                                                  \
-    X(archive_read_support_filter_all)                                                             \
-    X(archive_read_support_format_gnutar)                                                          \
-    X(archive_read_support_format_raw)                                                             \
-    X(archive_read_support_format_tar)
-
-static struct {
-#define IX_DECL(f) __typeof__(f) *f;
-    IMG_ARCHIVE_FUNCS(IX_DECL)
-#undef IX_DECL
-} ax;
-
-int img_archive_load(error_rec *err) {
-    static void *handle;
-    if (handle)
-        return 0;
-    void *h = dlopen("libarchive.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return error_set(err, -ENOENT, "image: cannot load libarchive: %s", dlerror());
-#define IX_LOAD(f)                                                                                 \
-    if (!(*(void **)&ax.f = dlsym(h, #f))) {                                                       \
-        dlclose(h);                                                                                \
-        return error_set(err, -ENOENT, "image: libarchive lacks %s", #f);                          \
-    }
-    IMG_ARCHIVE_FUNCS(IX_LOAD)
-#undef IX_LOAD
-    handle = h;
-    return 0;
-}
 
 static void evp_freep(EVP_MD_CTX **c) {
     if (*c)
@@ -119,35 +68,9 @@ bool img_path_clean(const char *p) {
     }
 }
 
-/* Normalize an archive path: strip "./" and "/" runs, refuse absolute paths and "..".
- * "" is the archive's root. */
-static int clean_path(const char *in, char *buf, size_t len) {
-    if (!in || in[0] == '/')
-        return -EINVAL;
-    size_t o = 0;
-    for (const char *p = in; *p;) {
-        size_t n = strcspn(p, "/");
-        if (n == 2 && p[0] == '.' && p[1] == '.')
-            return -EINVAL;
-        if (n > 0 && !(n == 1 && p[0] == '.')) {
-            if (o + n + 2 > len)
-                return -ENAMETOOLONG;
-            if (o)
-                buf[o++] = '/';
-            memcpy(buf + o, p, n);
-            o += n;
-        }
-        p += n;
-        while (*p == '/')
-            p++;
-    }
-    buf[o] = 0;
-    return 0;
-}
-
 static void archive_freep(struct archive **a) {
     if (*a)
-        ax.archive_read_free(*a);
+        la.archive_read_free(*a);
 }
 
 static int disk_err(error_rec *err, int code, const char *what, const char *path) {
@@ -249,11 +172,11 @@ static int copy_data(layer_ctx *c, struct archive *a, int fd) {
         const void *buf;
         size_t len;
         la_int64_t off;
-        int r = ax.archive_read_data_block(a, &buf, &len, &off);
+        int r = la.archive_read_data_block(a, &buf, &len, &off);
         if (r == ARCHIVE_EOF)
             return 0;
         if (r < ARCHIVE_WARN)
-            return error_set(c->err, -EINVAL, "image: %s: %s", c->path, ax.archive_error_string(a));
+            return error_set(c->err, -EINVAL, "image: %s: %s", c->path, la.archive_error_string(a));
         if ((c->b->unpacked += len) > c->b->unpacked_max)
             return error_set(c->err, -EFBIG, "image: unpacks to more than %llu bytes (the limit)",
                              (unsigned long long)c->b->unpacked_max);
@@ -294,8 +217,8 @@ static bool link_stays(const char *rel, const char *target) {
 }
 
 static int check_mode(layer_ctx *c, struct archive_entry *e, mode_t *ret_perm) {
-    mode_t perm = ax.archive_entry_mode(e) & 07777;
-    bool dir = ax.archive_entry_filetype(e) == AE_IFDIR;
+    mode_t perm = la.archive_entry_mode(e) & 07777;
+    bool dir = la.archive_entry_filetype(e) == AE_IFDIR;
     if (dir)
         perm &= ~(mode_t)S_ISUID; /* setgid on a directory only passes its group on */
     else if ((perm & (S_ISUID | S_ISGID)) && !c->b->strip_setuid)
@@ -305,7 +228,7 @@ static int check_mode(layer_ctx *c, struct archive_entry *e, mode_t *ret_perm) {
                          c->path);
     else
         perm &= ~(mode_t)(S_ISUID | S_ISGID);
-    la_int64_t uid = ax.archive_entry_uid(e), gid = ax.archive_entry_gid(e);
+    la_int64_t uid = la.archive_entry_uid(e), gid = la.archive_entry_gid(e);
     if (uid < 0 || uid > 65535 || gid < 0 || gid > 65535)
         return error_set(c->err, -EINVAL, "image: %s: owner %lld:%lld is outside 0..65535", c->path,
                          (long long)uid, (long long)gid);
@@ -314,16 +237,16 @@ static int check_mode(layer_ctx *c, struct archive_entry *e, mode_t *ret_perm) {
 }
 
 static int set_owner_mode(layer_ctx *c, int fd, struct archive_entry *e, mode_t perm) {
-    struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = ax.archive_entry_mtime(e)}};
-    if (fchown(fd, (uid_t)ax.archive_entry_uid(e), (gid_t)ax.archive_entry_gid(e)) < 0 ||
-        fchmod(fd, perm) < 0 || (ax.archive_entry_filetype(e) != AE_IFDIR && futimens(fd, ts) < 0))
+    struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = la.archive_entry_mtime(e)}};
+    if (fchown(fd, (uid_t)la.archive_entry_uid(e), (gid_t)la.archive_entry_gid(e)) < 0 ||
+        fchmod(fd, perm) < 0 || (la.archive_entry_filetype(e) != AE_IFDIR && futimens(fd, ts) < 0))
         return disk_err(c->err, negative_errno(), "set the owner and mode of", c->path);
     return 0;
 }
 
 static int hard_link(layer_ctx *c, int dfd, const char *name, const char *hl) {
     char target[PATH_MAX];
-    if (clean_path(hl, target, sizeof(target)) < 0 || !target[0])
+    if (libarchive_clean_path(hl, target, sizeof(target)) < 0 || !target[0])
         return error_set(c->err, -EINVAL, "image: %s: hard link to \"%s\" leaves the image",
                          c->path, hl);
     _cleanup_close_ int tfd = -1;
@@ -348,8 +271,8 @@ static int write_entry(layer_ctx *c, struct archive *a, struct archive_entry *e,
     const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
     if (strncmp(base, ".wh.", 4) == 0)
         return whiteout(c, rel, base);
-    const char *hl = ax.archive_entry_hardlink(e);
-    unsigned type = ax.archive_entry_filetype(e);
+    const char *hl = la.archive_entry_hardlink(e);
+    unsigned type = la.archive_entry_filetype(e);
     if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
         return error_set(c->err, -EINVAL,
                          "image: %s: device nodes, FIFOs and sockets are not allowed", c->path);
@@ -363,12 +286,12 @@ static int write_entry(layer_ctx *c, struct archive *a, struct archive_entry *e,
     if (hl)
         return hard_link(c, dfd, name, hl);
     if (type == AE_IFLNK) {
-        const char *t = ax.archive_entry_symlink(e);
+        const char *t = la.archive_entry_symlink(e);
         if (!t || !*t || !link_stays(rel, t))
             return error_set(c->err, -EINVAL, "image: %s: symlink to \"%s\" leaves the image",
                              c->path, t ? t : "");
         if (symlinkat(t, dfd, name) < 0 ||
-            fchownat(dfd, name, (uid_t)ax.archive_entry_uid(e), (gid_t)ax.archive_entry_gid(e),
+            fchownat(dfd, name, (uid_t)la.archive_entry_uid(e), (gid_t)la.archive_entry_gid(e),
                      AT_SYMLINK_NOFOLLOW) < 0)
             return disk_err(c->err, negative_errno(), "create the symlink", c->path);
         return 0;
@@ -384,7 +307,7 @@ static int write_entry(layer_ctx *c, struct archive *a, struct archive_entry *e,
     if (fd < 0)
         return disk_err(c->err, negative_errno(), "create", c->path);
     if (type == AE_IFREG) {
-        la_int64_t size = ax.archive_entry_size(e);
+        la_int64_t size = la.archive_entry_size(e);
         if ((r = copy_data(c, a, fd)) < 0)
             return r;
         if (size > 0 && ftruncate(fd, size) < 0)
@@ -404,10 +327,10 @@ typedef struct raw_src {
 
 static la_ssize_t raw_read(struct archive *a, void *ud, const void **ret) {
     raw_src *s = ud;
-    la_ssize_t n = ax.archive_read_data(s->raw, s->buf, sizeof(s->buf));
+    la_ssize_t n = la.archive_read_data(s->raw, s->buf, sizeof(s->buf));
     if (n < 0) {
         s->failed = true;
-        error_set(s->err, -EINVAL, "image: layer: %s", ax.archive_error_string(s->raw));
+        error_set(s->err, -EINVAL, "image: layer: %s", la.archive_error_string(s->raw));
         return -1;
     }
     EVP_DigestUpdate(s->sha, s->buf, (size_t)n);
@@ -418,17 +341,17 @@ static la_ssize_t raw_read(struct archive *a, void *ud, const void **ret) {
 static int unpack_entries(layer_ctx *c, struct archive *t) {
     for (;;) {
         struct archive_entry *e;
-        int r = ax.archive_read_next_header(t, &e);
+        int r = la.archive_read_next_header(t, &e);
         if (r == ARCHIVE_EOF)
             return 0;
         if (r < ARCHIVE_WARN)
             return error_set(c->err, -EINVAL, "image: layer is not a valid tar: %s",
-                             ax.archive_error_string(t));
-        const char *p = ax.archive_entry_pathname(e);
-        if (clean_path(p, c->path, sizeof(c->path)) < 0)
+                             la.archive_error_string(t));
+        const char *p = la.archive_entry_pathname(e);
+        if (libarchive_clean_path(p, c->path, sizeof(c->path)) < 0)
             return error_set(c->err, -EINVAL, "image: unsafe path \"%.200s\" (absolute or \"..\")",
                              p ? p : "");
-        la_int64_t sz = ax.archive_entry_size(e);
+        la_int64_t sz = la.archive_entry_size(e);
         if ((c->b->unpacked += 512) > c->b->unpacked_max)
             return error_set(c->err, -EFBIG, "image: unpacks to more than %llu bytes (the limit)",
                              (unsigned long long)c->b->unpacked_max);
@@ -444,29 +367,29 @@ static int unpack_entries(layer_ctx *c, struct archive *t) {
 
 int img_unpack_layer(const char *blob_path, int dest_fd, img_budget *b,
                      char ret_diff_id[IMG_DIGEST_HEX + 1], uint64_t *ret_size, error_rec *err) {
-    int r = img_archive_load(err);
+    int r = libarchive_load(err);
     if (r < 0)
         return r;
     _cleanup_free_ raw_src *srcp = malloc(sizeof(*srcp));
     _cleanup_(evp_freep) EVP_MD_CTX *sha = sha_new();
-    _cleanup_(archive_freep) struct archive *raw = ax.archive_read_new();
-    _cleanup_(archive_freep) struct archive *t = ax.archive_read_new();
+    _cleanup_(archive_freep) struct archive *raw = la.archive_read_new();
+    _cleanup_(archive_freep) struct archive *t = la.archive_read_new();
     if (!srcp || !sha || !raw || !t)
         return error_set(err, -ENOMEM, "out of memory");
     raw_src *src = srcp;
     src->raw = raw, src->sha = sha, src->err = err, src->failed = false;
-    ax.archive_read_support_filter_all(raw);
-    ax.archive_read_support_format_raw(raw);
+    la.archive_read_support_filter_all(raw);
+    la.archive_read_support_format_raw(raw);
     struct archive_entry *e;
-    if (ax.archive_read_open_filename(raw, blob_path, 1 << 16) != ARCHIVE_OK ||
-        ax.archive_read_next_header(raw, &e) != ARCHIVE_OK)
-        return error_set(err, -EINVAL, "image: layer: %s", ax.archive_error_string(raw));
-    ax.archive_read_support_format_tar(t);
-    ax.archive_read_support_format_gnutar(t);
-    if (ax.archive_read_open(t, src, NULL, raw_read, NULL) != ARCHIVE_OK)
+    if (la.archive_read_open_filename(raw, blob_path, 1 << 16) != ARCHIVE_OK ||
+        la.archive_read_next_header(raw, &e) != ARCHIVE_OK)
+        return error_set(err, -EINVAL, "image: layer: %s", la.archive_error_string(raw));
+    la.archive_read_support_format_tar(t);
+    la.archive_read_support_format_gnutar(t);
+    if (la.archive_read_open(t, src, NULL, raw_read, NULL) != ARCHIVE_OK)
         return src->failed ? err->code
                            : error_set(err, -EINVAL, "image: layer is not a tar: %s",
-                                       ax.archive_error_string(t));
+                                       la.archive_error_string(t));
     layer_ctx c = {.root = dest_fd, .b = b, .err = err};
     if ((r = unpack_entries(&c, t)) < 0)
         return src->failed ? err->code : r;
@@ -519,7 +442,7 @@ static int save_member(struct archive *a, const char *file, img_budget *b, img_m
     if (!buf)
         return error_set(err, -ENOMEM, "out of memory");
     la_ssize_t n;
-    while ((n = ax.archive_read_data(a, buf, 1 << 16)) > 0) {
+    while ((n = la.archive_read_data(a, buf, 1 << 16)) > 0) {
         if ((b->unpacked += (uint64_t)n) > b->unpacked_max)
             return error_set(err, -EFBIG, "image: unpacks to more than %llu bytes (the limit)",
                              (unsigned long long)b->unpacked_max);
@@ -530,7 +453,7 @@ static int save_member(struct archive *a, const char *file, img_budget *b, img_m
         m->size += (uint64_t)n;
     }
     if (n < 0)
-        return error_set(err, -EINVAL, "image: %s: %s", m->path, ax.archive_error_string(a));
+        return error_set(err, -EINVAL, "image: %s: %s", m->path, la.archive_error_string(a));
     sha_hex(sha, m->sha256);
     m->file = strdup(file);
     return m->file ? 0 : -ENOMEM;
@@ -588,20 +511,20 @@ static int members_read(struct archive *a, const char *dir, img_budget *b, img_m
     char path[PATH_MAX], file[PATH_MAX + 32], link[PATH_MAX];
     for (size_t i = 0;; i++) {
         struct archive_entry *e;
-        int r = ax.archive_read_next_header(a, &e);
+        int r = la.archive_read_next_header(a, &e);
         if (r == ARCHIVE_EOF)
             return i == 0 ? error_set(err, -EINVAL, "image: the archive is empty") : 0;
         if (r < ARCHIVE_WARN)
             return error_set(err, -EINVAL, "image: not a tar archive: %s",
-                             ax.archive_error_string(a));
-        if (clean_path(ax.archive_entry_pathname(e), path, sizeof(path)) < 0)
+                             la.archive_error_string(a));
+        if (libarchive_clean_path(la.archive_entry_pathname(e), path, sizeof(path)) < 0)
             return error_set(err, -EINVAL, "image: unsafe path \"%.200s\" (absolute or \"..\")",
-                             ax.archive_entry_pathname(e));
+                             la.archive_entry_pathname(e));
         if (!path[0])
             continue;
         if (!image_member_name(path))
             return ms->n == 0 ? 1 : error_set(err, -EINVAL, "image: unexpected member %s", path);
-        unsigned type = ax.archive_entry_filetype(e);
+        unsigned type = la.archive_entry_filetype(e);
         if (type == AE_IFDIR)
             continue;
         img_member *m;
@@ -609,14 +532,14 @@ static int members_read(struct archive *a, const char *dir, img_budget *b, img_m
             return error_set(err, r, "out of memory");
         if (type == AE_IFLNK) {
             /* docker save links a layer seen twice to its first copy: "../<id>/layer.tar" */
-            const char *t = ax.archive_entry_symlink(e);
+            const char *t = la.archive_entry_symlink(e);
             if (!t || t[0] == '/' || !link_stays(path, t) || resolve_link(path, t, link) < 0)
                 return error_set(err, -EINVAL, "image: %s: link leaves the archive", path);
             if (!(m->link = strdup(link)))
                 return -ENOMEM;
             continue;
         }
-        if (type != AE_IFREG || ax.archive_entry_hardlink(e))
+        if (type != AE_IFREG || la.archive_entry_hardlink(e))
             return error_set(err, -EINVAL, "image: %s: not a regular file", path);
         snprintf(file, sizeof(file), "%s/m%zu", dir, ms->n);
         if ((r = save_member(a, file, b, m, err)) < 0)
@@ -626,17 +549,17 @@ static int members_read(struct archive *a, const char *dir, img_budget *b, img_m
 
 int img_members_save(const char *path, const char *dir, img_budget *b, img_members *ret,
                      error_rec *err) {
-    int r = img_archive_load(err);
+    int r = libarchive_load(err);
     if (r < 0)
         return r;
-    _cleanup_(archive_freep) struct archive *a = ax.archive_read_new();
+    _cleanup_(archive_freep) struct archive *a = la.archive_read_new();
     if (!a)
         return error_set(err, -ENOMEM, "out of memory");
-    ax.archive_read_support_filter_all(a);
-    ax.archive_read_support_format_tar(a);
-    ax.archive_read_support_format_gnutar(a);
-    if (ax.archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK)
-        return error_set(err, -EINVAL, "image: not an archive: %s", ax.archive_error_string(a));
+    la.archive_read_support_filter_all(a);
+    la.archive_read_support_format_tar(a);
+    la.archive_read_support_format_gnutar(a);
+    if (la.archive_read_open_filename(a, path, 1 << 16) != ARCHIVE_OK)
+        return error_set(err, -EINVAL, "image: not an archive: %s", la.archive_error_string(a));
     img_members ms = {0};
     r = members_read(a, dir, b, &ms, err);
     if (r != 0) {

@@ -18,8 +18,6 @@ typedef struct img_budget {
     bool strip_setuid; /* clear setuid/setgid bits instead of refusing the file */
 } img_budget;
 
-int img_archive_load(error_rec *err);
-
 /* SHA-256 of a whole file, as 64 lowercase hex digits. */
 int img_sha256_file(const char *path, char ret_hex[IMG_DIGEST_HEX + 1], error_rec *err);
 

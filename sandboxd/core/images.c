@@ -3,6 +3,7 @@
  * the slow parts (unpacking, removing trees) run on libuv's worker threads. */
 #include "sandboxd/core/images.h"
 
+#include "common/archive.h"
 #include "common/fdutil.h"
 #include "common/spec.h"
 #include "common/timeutil.h"
@@ -211,15 +212,7 @@ json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env) {
         json_object_set_new(env, k, json_string(eq + 1));
     }
     json_object_update(env, create_env);
-    const char *k;
-    json_t *v;
-    json_object_foreach(env, k, v) {
-        char *kv;
-        if (arr && asprintf(&kv, "%s=%s", k, json_string_value(v)) >= 0) {
-            json_array_append_new(arr, json_string(kv));
-            free(kv);
-        }
-    }
+    spec_env_append(arr, env);
     json_decref(env);
     return arr;
 }
@@ -467,7 +460,7 @@ img_job *sd_images_import(sd_daemon *d, const char *name, char *upload, bool str
     if (sd_images_find(d, name))
         goto fail;
     snprintf(p, sizeof(p), "%s/tmp/import-XXXXXX", s->root);
-    if ((r = img_archive_load(err)) < 0)
+    if ((r = libarchive_load(err)) < 0)
         goto fail;
     if (!mkdtemp(p) || !(j->work = strdup(p))) {
         r = error_set_errno(err, negative_errno(), "image store: mkdir %s", p);
