@@ -40,13 +40,10 @@ static bool split_remote(const char *arg, char *id, size_t idlen, const char **p
 
 /* ---- packing a directory ---- */
 static la_ssize_t mem_write(struct archive *a, void *ud, const void *buf, size_t n) {
-    cli_buf *m = ud;
-    if (cli_buf_reserve(m, n) < 0) {
+    if (fwrite(buf, 1, n, (FILE *)ud) != n) { /* a memory stream (open_memstream) */
         archive_set_error(a, ENOMEM, "out of memory");
         return -1;
     }
-    memcpy(m->data + m->len, buf, n);
-    m->len += n;
     return (la_ssize_t)n;
 }
 
@@ -65,7 +62,7 @@ static int copy_file_data(struct archive *w, const char *src) {
     return n < 0 ? cli_error("cannot read %s: %s", src, strerror(errno)) : 0;
 }
 
-static int pack_dir(const char *dir, cli_buf *out) {
+static int pack_dir(const char *dir, FILE *out) {
     struct archive *w = archive_write_new(), *disk = archive_read_disk_new();
     struct archive_entry *e = archive_entry_new();
     int rc = 0;
@@ -205,11 +202,17 @@ static int upload(sbx_sandbox *sb, const char *local, const char *path) {
     if (stat(local, &st) < 0)
         return cli_error("cannot read %s: %s", local, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
-        cli_buf m = {0};
-        int rc = pack_dir(local, &m);
-        if (rc == 0 && sbx_sandbox_put_archive(sb, path, m.data, m.len, &err) != SBX_OK)
+        char *tar = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&tar, &len);
+        if (!m)
+            return cli_error("cannot pack %s: %s", local, strerror(errno));
+        int rc = pack_dir(local, m);
+        if (fclose(m) != 0 && rc == 0)
+            rc = cli_error("cannot pack %s: out of memory", local);
+        if (rc == 0 && sbx_sandbox_put_archive(sb, path, tar, len, &err) != SBX_OK)
             rc = cli_sbx_error(&err);
-        free(m.data);
+        free(tar);
         return rc;
     }
     if (!S_ISREG(st.st_mode))

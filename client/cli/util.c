@@ -179,41 +179,35 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
     }
 }
 
-int cli_buf_reserve(cli_buf *b, size_t more) {
-    if (b->len + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 65536;
-    while (cap < b->len + more)
-        cap *= 2;
-    char *nd = realloc(b->data, cap);
-    if (!nd)
-        return -ENOMEM;
-    b->data = nd;
-    b->cap = cap;
-    return 0;
-}
-
+/* The bytes grow in a memory stream (open_memstream): the C library's growable buffer. */
 int cli_read_fd(int fd, char **ret, size_t *ret_len) {
-    cli_buf b = {0};
+    char *data = NULL, buf[65536];
+    size_t len = 0;
+    FILE *m = open_memstream(&data, &len);
+    if (!m)
+        return -errno;
+    int r = 0;
     for (;;) {
-        if (cli_buf_reserve(&b, 65536) < 0) {
-            free(b.data);
-            return -ENOMEM;
-        }
-        ssize_t n = read(fd, b.data + b.len, b.cap - b.len);
+        ssize_t n = read(fd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
-            int r = -errno;
-            free(b.data);
-            return r;
-        }
-        if (n == 0)
+        if (n <= 0) {
+            r = n < 0 ? -errno : 0;
             break;
-        b.len += (size_t)n;
+        }
+        if (fwrite(buf, 1, (size_t)n, m) != (size_t)n) {
+            r = -ENOMEM;
+            break;
+        }
     }
-    *ret = b.data;
-    *ret_len = b.len;
+    if (fclose(m) != 0 && r == 0)
+        r = -ENOMEM;
+    if (r < 0) {
+        free(data);
+        return r;
+    }
+    *ret = data;
+    *ret_len = len;
     return 0;
 }
 
