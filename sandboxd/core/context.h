@@ -40,6 +40,8 @@ struct sd_daemon {
     int cgroup_version;         /* core/cgroup.c */
     char cgroup_parent[PATH_MAX];
     sd_sandbox *sandboxes;   /* core/registry.c */
+    void *idem_index;        /* core/registry.c: Idempotency-Key -> sandbox (tsearch) */
+    unsigned n_idem;         /* core/registry.c: keys in the index */
     struct sd_lease *leases; /* core/leases.c */
     unsigned char *slots;    /* core/registry.c: uid slot in use (allocated by main.c) */
     unsigned n_slots;

@@ -117,7 +117,8 @@ int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
     if (strcmp(state, "ended") == 0 && json_is_object(end))
         load_end(sb, end);
     else /* "running", or "starting" when the daemon stopped mid-start */
-        sb->state = SD_RUNNING, sb->pooled = json_is_true(json_object_get(j, "pooled"));
+        sb->state = SD_RUNNING, sb->pooled = json_is_true(json_object_get(j, "pooled")),
+        sb->start_unconfirmed = strcmp(state, "starting") == 0;
     sb->hidden = pool;
     *ret = sb;
     *ret_pool = pool;

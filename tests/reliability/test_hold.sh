@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# What a failed create, an interrupted fork, a huge exec answer or an abandoned stream may hold
+# of the daemon, against a real daemon and real sandboxes (root): an Idempotency-Key is given
+# back by a create that never ran (deleted while queued, or the daemon killed -9 before it
+# started) and the keys kept are bounded; a daemon stopped (SIGTERM or kill -9) during a fork's
+# copy leaves no frozen source and no snapshot tmpfs once restarted; JSON exec answers stay
+# within the daemon's output budget (memory read from /proc/PID/status, generous bounds) and
+# /healthz answers while they are built; an NDJSON client that stops reading holds the command
+# (backpressure, after its exit too) instead of the daemon's memory; an abandoned stream is
+# not read. Each case starts its own daemon and removes what it made.
+
+DAEMON_TAG=hold CURLS=()
+source "$(dirname "$0")/../lib/daemon.sh"
+
+# Poll GET /v1/sandboxes?label=... until one sandbox matches jq expression $2; ID gets its id.
+wait_listed() { # label jq-expr seconds
+  local i
+  for i in $(seq $(( $3 * 20 ))); do
+    req GET "/v1/sandboxes?label=$1"
+    ID=$(echo "$BODY" | jq -r "[.[] | select($2)][0].id // empty")
+    [ -n "$ID" ] && return 0
+    sleep 0.05
+  done
+  fail "no sandbox with label $1 and $2 in $3 s: $BODY"
+}
+
+# A daemon whose shim waits while $D/hold exists (then fails when $D/fail exists): a create
+# stays starting for as long as the test needs.
+start_held_daemon() { # [flags...]
+  if [ -z "$D" ]; then # the directories start_daemon would make, made first for the wrapper
+    D=$(mktemp -d "/tmp/sbx-$DAEMON_TAG.XXXXXX") CG="sbxtest-$DAEMON_TAG-$$-$RANDOM" SOCK="$D/sd.sock"
+    trap daemon_cleanup EXIT
+  fi
+  printf '#!/bin/sh\nwhile [ -e "%s/hold" ]; do sleep 0.05; done\n[ -e "%s/fail" ] && exit 1\nexec "%s" "$@"\n' \
+    "$D" "$D" "$(bin sbx-shim)" >"$D/shim.sh"
+  chmod +x "$D/shim.sh"
+  start_daemon --max-starting 1 --shim "$D/shim.sh" "$@"
+}
+
+# With the shim held, one create starts (and waits) and a keyed one queues behind it.
+queue_keyed() { # key -> ID of the queued keyed create
+  touch "$D/hold"
+  curl -s --max-time 60 --unix-socket "$SOCK" -o /dev/null -X POST -d '{"labels":{"ahead":"1"}}' \
+    http://sd/v1/sandboxes &
+  CURLS=($!)
+  wait_listed ahead=1 '.state == "starting"' 10
+  curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/queued" -X POST -H "Idempotency-Key: $1" \
+    -d '{"labels":{"keyed":"1"}}' http://sd/v1/sandboxes &
+  CURLS+=($!)
+  wait_listed keyed=1 '.state == "starting"' 10
+}
+
+TEST_TIMEOUT_idem_deleted_queued_create=120
+test_idem_deleted_queued_create() {
+  start_held_daemon
+  queue_keyed del-1
+  local queued=$ID
+  req DELETE "/v1/sandboxes/$queued"; expect 204
+  req GET "/v1/sandboxes/$queued"; expect 200 '.state == "ended"'
+  rm -f "$D/hold"
+  req POST /v1/sandboxes -H 'Idempotency-Key: del-1' -d '{}'
+  expect 201 ".id != \"$queued\" and .state == \"running\""
+  local fresh; fresh=$(echo "$BODY" | jq -r .id)
+  req POST /v1/sandboxes -H 'Idempotency-Key: del-1' -d '{}'; expect 201 ".id == \"$fresh\""
+  wait "${CURLS[@]}" || true
+}
+
+TEST_TIMEOUT_idem_daemon_killed_mid_create=120
+test_idem_daemon_killed_mid_create() {
+  start_held_daemon
+  queue_keyed kill-1
+  local queued=$ID
+  kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
+  touch "$D/fail"; rm -f "$D/hold" # the create ahead never starts either
+  wait "${CURLS[@]}" || true
+  rm -f "$D/fail"
+  start_held_daemon
+  req GET "/v1/sandboxes/$queued"; expect 200 '.state == "ended"'
+  req POST /v1/sandboxes -H 'Idempotency-Key: kill-1' -d '{}'
+  expect 201 ".id != \"$queued\" and .state == \"running\""
+}
+
+TEST_TIMEOUT_idem_keys_bounded=90
+test_idem_keys_bounded() {
+  start_daemon --max-idempotency-keys 2
+  local ids=() i
+  for i in 1 2 3; do
+    req POST /v1/sandboxes -H "Idempotency-Key: b-$i" -d '{}'; expect 201
+    ids+=("$(echo "$BODY" | jq -r .id)")
+    req DELETE "/v1/sandboxes/${ids[-1]}"; expect 204
+  done
+  # b-1 (the oldest) was given up for b-3; b-2 and b-3 still replay their ended sandboxes
+  req POST /v1/sandboxes -H 'Idempotency-Key: b-3' -d '{}'; expect 201 ".id == \"${ids[2]}\""
+  req POST /v1/sandboxes -H 'Idempotency-Key: b-2' -d '{}'; expect 201 ".id == \"${ids[1]}\""
+  req POST /v1/sandboxes -H 'Idempotency-Key: b-1' -d '{}'
+  expect 201 ".id != \"${ids[0]}\" and .state == \"running\""
+  # and the bound holds across a restart (the key given up is not in the record any more)
+  stop_daemon
+  start_daemon --max-idempotency-keys 2
+  req POST /v1/sandboxes -H 'Idempotency-Key: b-2' -d '{}'
+  expect 201 ".id != \"${ids[1]}\" and .state == \"running\""
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
