@@ -86,6 +86,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     d->shutting_down = true;
     sd_http_stop(d);
+    sd_fork_stop(d);
     sd_lifecycle_stop(d);
     uv_stop(d->loop);
 }

@@ -50,6 +50,7 @@ struct sd_daemon {
     sd_metrics m;          /* core/metrics.c (pool.c: pool counters) */
     struct sd_net *net;    /* core/network.c; NULL: networking off */
     struct sd_pool *pools; /* core/pool.c */
+    struct sd_fork *forks; /* core/fork.c: forks in progress */
     unsigned n_pools;
     uv_timer_t tick; /* core/timers.c */
     struct {

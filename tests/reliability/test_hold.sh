@@ -101,4 +101,86 @@ test_idem_keys_bounded() {
   expect 201 ".id != \"${ids[1]}\" and .state == \"running\""
 }
 
+# The source's freezer state: "FROZEN"/"1" while a fork copies it.
+freezer() { # id
+  local f
+  for f in "/sys/fs/cgroup/freezer/$CG/$1/freezer.state" /sys/fs/cgroup/*"/$CG/$1/cgroup.freeze"; do
+    [ -f "$f" ] && { cat "$f"; return; }
+  done
+  echo none
+}
+
+# Fork src in the background and stop the daemon with signal $2 while the copy runs (the
+# source frozen); a copy that finished before the test saw it is retried with a fresh fork.
+stop_during_copy() { # src signal
+  local try i pid
+  for try in $(seq 10); do
+    curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/fork" -X POST -d '{"count":1}' \
+      "http://sd/v1/sandboxes/$1/fork" &
+    pid=$!
+    for i in $(seq 400); do
+      case "$(freezer "$1")" in FROZEN|1) kill "-$2" "$DPID"; wait "$DPID" 2>/dev/null || true; wait "$pid" || true; return 0 ;; esac
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.005
+    done
+    wait "$pid" || true
+    for id in $(jq -r '.[]?.id' "$D/fork" 2>/dev/null); do req DELETE "/v1/sandboxes/$id"; done
+  done
+  fail "never saw the fork's copy running in 10 tries"
+}
+
+# The EXIT trap of the fork cases: whatever an old daemon left (a frozen source, a mounted
+# layer) is undone before the usual cleanup.
+fork_cleanup() {
+  local f m
+  for f in /sys/fs/cgroup/freezer/"$CG"/*/freezer.state; do [ -f "$f" ] && echo THAWED >"$f"; done
+  for f in /sys/fs/cgroup/*/"$CG"/*/cgroup.freeze; do [ -f "$f" ] && echo 0 >"$f"; done
+  for m in $(awk -v d="$D/run/layers/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo); do
+    umount -l "$m"
+  done
+  daemon_cleanup
+}
+
+# After a daemon stop during a fork's copy: the source runs, answers exec, is not frozen, and
+# no snapshot layer (mount or directory) is left.
+check_recovered() { # src
+  case "$(freezer "$1")" in FROZEN|1) fail "the source $1 is still frozen" ;; esac
+  grep -q " $D/run/layers/" /proc/self/mountinfo && fail "a snapshot tmpfs is still mounted: $(grep " $D/run/layers/" /proc/self/mountinfo)"
+  [ -z "$(ls -A "$D/run/layers" 2>/dev/null)" ] || fail "snapshot layers left: $(ls "$D/run/layers")"
+  return 0
+}
+
+fork_source() { # -> ID: a running sandbox with many files to copy
+  create '{"memory":"512Mi"}'
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","mkdir -p /workspace/m && cd /workspace/m && seq 30000 | xargs touch && head -c 64000000 /dev/urandom > /workspace/big"],"timeout":60}'
+  expect 200 '.exit_code == 0'
+}
+
+TEST_TIMEOUT_fork_daemon_kill9_during_copy=150
+test_fork_daemon_kill9_during_copy() {
+  start_daemon
+  trap fork_cleanup EXIT
+  fork_source; local src=$ID
+  stop_during_copy "$src" KILL
+  start_daemon
+  check_recovered "$src"
+  req GET "/v1/sandboxes/$src"; expect 200 '.state == "running"'
+  req POST "/v1/sandboxes/$src/exec" -d '{"argv":["echo","alive"],"timeout":10}'
+  expect 200 '.stdout == "alive\n"'
+  check_recovered "$src"
+}
+
+TEST_TIMEOUT_fork_daemon_sigterm_during_copy=150
+test_fork_daemon_sigterm_during_copy() {
+  start_daemon
+  trap fork_cleanup EXIT
+  fork_source; local src=$ID
+  stop_during_copy "$src" TERM
+  check_recovered "$src" # the stopping daemon itself left nothing
+  start_daemon
+  req POST "/v1/sandboxes/$src/exec" -d '{"argv":["echo","alive"],"timeout":10}'
+  expect 200 '.stdout == "alive\n"'
+  check_recovered "$src"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
