@@ -20,7 +20,7 @@ endif
 CC      ?= cc
 V ?= 0
 Q := $(if $(filter 1,$(V)),,@)
-PKGS    := libuv libmicrohttpd libcurl jansson libseccomp libcap libnl-route-3.0 libnftables libarchive
+PKGS    := libuv libmicrohttpd libcurl jansson libseccomp libcap libnl-route-3.0 libnftables libarchive libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -136,6 +136,8 @@ install: $(BINS)
 	install -d $(DESTDIR)/etc/sandboxd
 	[ -e $(DESTDIR)/etc/sandboxd/sandboxd.json ] || install -m644 systemd/sandboxd.json $(DESTDIR)/etc/sandboxd/sandboxd.json
 	$(if $(wildcard systemd/*.service systemd/*.socket),install -m644 $(wildcard systemd/*.service systemd/*.socket) $(DESTDIR)/lib/systemd/system/)
+	install -d $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/sandboxd # the Python SDK (python/)
+	install -m644 python/sandboxd/*.py python/sandboxd/py.typed $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/sandboxd/
 
 # ---- a self-contained bundle for hosts that lack the shared libraries (see build-aux/bundle.sh) ----
 static: $(SHIM) $(DAEMON) $(SBX)
@@ -163,7 +165,8 @@ FUZZ_CFLAGS := -std=c17 -D_GNU_SOURCE -DSBX_VERSION=\"$(VERSION)\" -g -O1 -Wall 
 FUZZ_SRCS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(patsubst tests/fuzz/%.c,$(FZ)/%,$(FUZZ_SRCS))
 FUZZ_LIB    := $(patsubst %.c,$(FZ)/obj/%.o,$(call src,common) $(call src,policy) \
-               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c))
+               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c) \
+               sandboxd/core/image_archive.c)
 
 $(FZ)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -32,6 +32,7 @@ void shim_spec_free(shim_spec *s) {
     if (!s)
         return;
     free(s->image_path);
+    strv_free(s->layers);
     strv_free(s->env);
     for (size_t i = 0; i < s->n_hosts; i++) {
         free(s->hosts[i].addr);
@@ -101,6 +102,28 @@ static int parse_u64(json_t *o, const char *key, uint64_t def, uint64_t max, uin
     return 0;
 }
 
+/* images: "layers": absolute paths of store layers, bottom first */
+static int parse_layers(shim_spec *s, json_t *img, error_rec *err) {
+    json_t *arr = json_object_get(img, "layers"), *v;
+    size_t i, n = json_array_size(arr);
+    if (!json_is_array(arr) || n == 0 || n > SHIM_MAX_LAYERS)
+        return error_set(err, -EINVAL, "spec: image.layers must list 1-%d paths", SHIM_MAX_LAYERS);
+    if (!(s->layers = calloc(n + 1, sizeof(char *))))
+        return -ENOMEM;
+    json_array_foreach(arr, i, v) {
+        const char *p = json_string_value(v);
+        if (!p || p[0] != '/' || strstr(p, "/../") || !text_clean(p) || strpbrk(p, ",:\n") ||
+            strlen(p) != json_string_length(v))
+            return error_set(err, -EINVAL, "spec: image.layers[%zu] must be a clean absolute path",
+                             i);
+        if (!(s->layers[i] = strdup(p)))
+            return -ENOMEM;
+        s->n_layers = i + 1;
+    }
+    s->image_type = SHIM_IMAGE_LAYERS;
+    return 0;
+}
+
 static int parse_image(shim_spec *s, json_t *img, error_rec *err) {
     const char *type = json_string_value(json_object_get(img, "type"));
     if (!img || !type)
@@ -109,6 +132,8 @@ static int parse_image(shim_spec *s, json_t *img, error_rec *err) {
         s->image_type = SHIM_IMAGE_HOST;
         return 0;
     }
+    if (strcmp(type, "layers") == 0) /* images: store layers */
+        return parse_layers(s, img, err);
     if (strcmp(type, "dir") != 0)
         return error_set(err, -EINVAL, "spec: unknown image type \"%s\"", type);
     const char *path = json_string_value(json_object_get(img, "path"));
@@ -330,6 +355,8 @@ static json_t *hosts_json(const shim_spec *s) {
 static json_t *image_json(const shim_spec *s) {
     if (s->image_type == SHIM_IMAGE_HOST)
         return json_pack("{s:s}", "type", "host");
+    if (s->image_type == SHIM_IMAGE_LAYERS) /* images */
+        return json_pack("{s:s,s:o}", "type", "layers", "layers", strv_json(s->layers));
     return json_pack("{s:s,s:s}", "type", "dir", "path", s->image_path);
 }
 

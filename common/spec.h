@@ -2,7 +2,8 @@
  * sbx-shim at start-up (shim_spec_parse): one struct, one schema, both directions here.
  *
  * {"id":"sb-0123abcd",                      [a-z0-9-]{1,64}
- *  "image":{"type":"host"} | {"type":"dir","path":"/abs/rootfs"},
+ *  "image":{"type":"host"} | {"type":"dir","path":"/abs/rootfs"}
+ *         | {"type":"layers","layers":["/abs/bottom", ..., "/abs/top"]},   (images)
  *  "cpu":1.0, "memory":2147483648, "disk":1073741824, "pids":256,
  *  "uid_base":1065536,                      sandbox uid/gid 0..65535 -> uid_base..uid_base+65535
  *  "hostname":"sb-0123abcd", "env":["PATH=...", ...],
@@ -28,8 +29,9 @@
 #define SHIM_ID_MAX 64
 #define SHIM_UID_RANGE 65536u
 #define SHIM_SANDBOX_UID 1000u
+#define SHIM_MAX_LAYERS 128 /* images: layers of one store image */
 
-enum shim_image_type { SHIM_IMAGE_HOST, SHIM_IMAGE_DIR };
+enum shim_image_type { SHIM_IMAGE_HOST, SHIM_IMAGE_DIR, SHIM_IMAGE_LAYERS };
 enum shim_net_mode { SHIM_NET_NONE, SHIM_NET_VETH };
 
 typedef struct shim_host_entry {
@@ -41,9 +43,11 @@ typedef struct shim_spec {
     char id[SHIM_ID_MAX + 1];
     enum shim_image_type image_type;
     char *image_path; /* SHIM_IMAGE_DIR only */
-    double cpu;       /* vCPUs; 0 = unlimited */
-    uint64_t memory;  /* bytes; 0 = unlimited */
-    uint64_t disk;    /* bytes of the writable layer */
+    char **layers;    /* SHIM_IMAGE_LAYERS: store layers, bottom first (images) */
+    size_t n_layers;
+    double cpu;      /* vCPUs; 0 = unlimited */
+    uint64_t memory; /* bytes; 0 = unlimited */
+    uint64_t disk;   /* bytes of the writable layer */
     uint64_t pids;
     uint32_t uid_base;
     char hostname[65];

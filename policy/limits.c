@@ -1,6 +1,8 @@
 /* Request body validation for the API (see limits.h). */
 #include "policy/limits.h"
 
+#include "policy/image_name.h"
+
 #include "common/b64.h"
 #include "common/units.h"
 
@@ -118,13 +120,21 @@ static bool path_ok(const char *p) {
     return true;
 }
 
+/* images: "host" or a store/config image name (policy/image_name.h); never a host path. */
 static int parse_image(json_t *v, char **ret, error_rec *err) {
     const char *s = v ? json_string_value(v) : "host";
+    char name[POLICY_IMAGE_NAME_MAX];
     if (!s)
-        return bad(err, "image", "must be a string: \"host\" or an absolute directory path");
-    if (strcmp(s, "host") != 0 && !path_ok(s))
-        return bad(err, "image", "must be \"host\" or an absolute path without \"..\"");
-    *ret = strdup(s);
+        return bad(err, "image", "must be a string: \"host\" or an image name (NAME[:TAG])");
+    if (s[0] == '/')
+        return bad(err, "image",
+                   "a host directory cannot be named in a request: import an image "
+                   "(POST /v1/images) or ask the operator to name the directory in the config "
+                   "file (\"images\": {\"NAME\": \"/path\"})");
+    int r = policy_image_name(s, "image", name, err);
+    if (r < 0)
+        return r;
+    *ret = strdup(name);
     return *ret ? 0 : -ENOMEM;
 }
 

@@ -29,7 +29,7 @@ typedef struct policy_host {
 typedef enum { POLICY_NET_NONE, POLICY_NET_OPEN, POLICY_NET_ALLOW } policy_net_mode;
 
 typedef struct policy_create {
-    char *image; /* "host" or an absolute directory path */
+    char *image; /* "host" or an image name, normalized to NAME:TAG (policy/image_name.h) */
     double cpu;
     uint64_t memory, disk;
     uint32_t pids;

@@ -40,6 +40,9 @@ static const opt_row rows[] = {
     {"log-level", "log_level", K_LOG, F(log_level)},
     {"pool", NULL, K_POOL, F(pools)},
     {"pool-max-starting", "pool_max_starting", K_UINT, F(pool_max_starting)},
+    {"sandboxfusion-listen", "sandboxfusion_listen", K_STR, F(sf_listen)},
+    {"sandboxfusion-max-running", "sandboxfusion_max_running", K_UINT, F(sf_max_running)},
+    {"sandboxfusion-queue-timeout", "sandboxfusion_queue_timeout", K_UINT, F(sf_queue_timeout_s)},
 };
 #undef F
 
@@ -52,7 +55,9 @@ static const char usage[] =
     "                [--max-idempotency-keys N]\n"
     "                [--log-level debug|info|warn|error]\n"
     "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
-    "                [--pool-max-starting N]\n";
+    "                [--pool-max-starting N]\n"
+    "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
+    "                [--sandboxfusion-queue-timeout SECONDS]\n";
 
 static void set_str(char **dst, const char *v) {
     free(*dst);
@@ -189,6 +194,14 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
         else
             c->pools = json_deep_copy(pools);
     }
+    /* images: directory images and import limits, validated by core/images.c */
+    if (r >= 0 && json_object_get(j, "images") && !json_is_object(json_object_get(j, "images")))
+        r = error_set(err, -EINVAL, "config %s: images must be an object {\"NAME\": \"/dir\"}",
+                      path);
+    if (r >= 0) {
+        c->images = json_incref(json_object_get(j, "images"));
+        c->image_import = json_incref(json_object_get(j, "image_import"));
+    }
     if (r >= 0 && json_is_object(json_object_get(j, "network")))
         c->network = json_incref(json_object_get(j, "network"));
     json_decref(j);
@@ -251,6 +264,7 @@ void sd_config_done(sd_config *c) {
     free(c->config_path);
     free(c->socket_path);
     free(c->tcp);
+    free(c->sf_listen);
     free(c->token);
     free(c->run_dir);
     free(c->state_dir);
@@ -260,5 +274,7 @@ void sd_config_done(sd_config *c) {
     json_decref(c->defaults);
     json_decref(c->network);
     json_decref(c->pools);
+    json_decref(c->images);
+    json_decref(c->image_import);
     *c = (sd_config){0};
 }

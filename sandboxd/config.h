@@ -18,7 +18,12 @@ typedef struct sd_config {
     json_t *defaults; /* create defaults (operator overrides), object or NULL */
     json_t *network;  /* the config file's "network" object (core/network.c), or NULL */
     json_t *pools;    /* warm pool templates: array of create bodies with "size" (core/pool.c) */
-    unsigned pool_max_starting; /* pool entries starting at once (refill budget) */
+    unsigned pool_max_starting;  /* pool entries starting at once (refill budget) */
+    char *sf_listen;             /* SandboxFusion-compatible TCP listener, or NULL (off) */
+    unsigned sf_max_running;     /* SandboxFusion requests running at once (0: default) */
+    unsigned sf_queue_timeout_s; /* how long one may wait for a sandbox (0: default) */
+    json_t *images;       /* images: config "images" {"NAME": "/dir"}, or NULL (core/images.c) */
+    json_t *image_import; /* images: config "image_import" {max_archive, max_unpacked} or NULL */
 } sd_config;
 
 int sd_config_load(int argc, char **argv, sd_config *cfg, error_rec *err);

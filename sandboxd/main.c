@@ -6,10 +6,12 @@
 #include "policy/seccomp.h"
 #include "sandboxd/api/api.h"
 #include "sandboxd/api/listen.h"
+#include "sandboxd/api/sandboxfusion.h"
 #include "sandboxd/config.h"
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/fork.h"
+#include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/pool.h"
@@ -85,6 +87,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     sd_daemon *d = s->data;
     log_info("signal %d: stopping (sandboxes keep running)", signum);
     d->shutting_down = true;
+    sd_sf_done(d);
     sd_http_stop(d);
     sd_fork_stop(d);
     sd_lifecycle_stop(d);
@@ -105,9 +108,12 @@ static void raise_nofile(void) {
 static int wire(sd_daemon *d, error_rec *err) {
     int r;
     sd_network_init(d);
+    if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
+        return r;
     if (sd_exec_init(d) < 0 || sd_fork_init(d) < 0)
         return error_set(err, -ENOSPC, "too many listeners");
-    if ((r = sd_pool_init(d, err)) < 0 || (r = sd_api_init(d, err)) < 0)
+    if ((r = sd_pool_init(d, err)) < 0 || (r = sd_api_init(d, err)) < 0 ||
+        (r = sd_sf_init(d, err)) < 0)
         return r;
     return 0;
 }
@@ -139,6 +145,17 @@ static int setup(sd_daemon *d, error_rec *err) {
     sd_restore(d);
     if ((r = sd_http_start(d, ufd, tfd, sd_api_dispatch, err)) < 0)
         return r;
+    if (d->cfg.sf_listen) {
+        int sfd;
+        if ((r = sd_listen_tcp(d->cfg.sf_listen, &sfd, err)) < 0 ||
+            (r = sd_http_start_sandboxfusion(d, sfd, err)) < 0)
+            return r;
+        if (!sd_listen_is_loopback(sfd))
+            log_warn("SandboxFusion endpoints on %s take requests without a token from "
+                     "anyone who can reach that address",
+                     d->cfg.sf_listen);
+        log_info("SandboxFusion endpoints on %s", d->cfg.sf_listen);
+    }
     sd_timers_start(d);
     uv_signal_init(d->loop, &d->sigterm);
     uv_signal_init(d->loop, &d->sigint);

@@ -86,6 +86,8 @@ static int step_dev(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_dev(c->spec, c->staging, err);
 }
 static int step_seal(shim_init_ctx *c, error_rec *err) {
+    if (c->spec->image_type == SHIM_IMAGE_LAYERS)
+        return 0; /* images: a store image's root stays writable (its upper is on the disk) */
     return shim_rootfs_seal(c->staging, err);
 }
 

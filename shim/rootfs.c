@@ -4,6 +4,7 @@
 #include "shim/rootfs.h"
 
 #include "common/fdutil.h"
+#include "shim/layers.h"
 #include "shim/seed.h"
 
 #include <fcntl.h>
@@ -124,10 +125,18 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *e
     if ((r = shim_seed_copy(spec, "tmp", seed_dst, err)) < 0)
         return r;
     path_join(root, sizeof(root), staging, "root");
-    if (spec->image_type == SHIM_IMAGE_DIR) {
+    if (spec->image_type == SHIM_IMAGE_DIR || spec->image_type == SHIM_IMAGE_LAYERS) {
         char lower[4200];
         snprintf(lower, sizeof(lower), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
                  spec->image_path, staging, staging);
+        /* images: store layers are mounted under staging/l/ and named relative to it (one
+         * page of mount options holds ~100 layers) */
+        if (spec->image_type == SHIM_IMAGE_LAYERS &&
+            ((r = shim_layers_mount(spec, staging, lower, sizeof(lower) - 32, err)) < 0 ||
+             chdir(staging) < 0))
+            return r < 0 ? r : error_set_errno(err, negative_errno(), "chdir %s", staging);
+        if (spec->image_type == SHIM_IMAGE_LAYERS)
+            strcat(lower, ",upperdir=upper,workdir=work");
         if ((r = mnt("sbx-image", root, "overlay", MS_SAFE, lower, err)) < 0)
             return r;
         static const char *const dirs[] = {"etc", "proc", "dev", "tmp", "workspace"};
@@ -213,10 +222,12 @@ int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err) 
     int r = etc_generated(spec, etcfd, full, err);
     if (r < 0 || !host)
         return r;
-    /* ld.so needs its cache to find /usr/lib/<triplet>; alternatives and ssl are read-only. */
+    /* ld.so needs its cache to find /usr/lib/<triplet>; alternatives, ssl and the JDK's
+     * configuration (its conf/ links there; java does not start without it) are read-only. */
     if ((r = copy_host_file("/etc/ld.so.cache", etcfd, "ld.so.cache", spec->uid_base, err)) < 0)
         return r;
-    static const char *const ro[] = {"alternatives", "ssl", "ca-certificates"};
+    static const char *const ro[] = {"alternatives", "ssl", "ca-certificates", "java-17-openjdk",
+                                     "java-21-openjdk"};
     for (size_t i = 0; i < ARRAY_SIZE(ro); i++) {
         char src[64], dst[4400];
         snprintf(src, sizeof(src), "/etc/%s", ro[i]);

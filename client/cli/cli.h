@@ -83,6 +83,12 @@ void cli_create_flags_init(cli_create_flags *f);
 int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *arg);
 void cli_create_flags_free(cli_create_flags *f);
 
+/* The CLI's growable byte buffer: room for more bytes after len (0 or -ENOMEM). */
+typedef struct cli_buf {
+    char *data;
+    size_t len, cap;
+} cli_buf;
+int cli_buf_reserve(cli_buf *b, size_t more);
 /* Read all of a descriptor into memory (stdin for -i). Returns 0 or -errno. */
 int cli_read_fd(int fd, char **ret, size_t *ret_len);
 /* Print a JSON value indented on stdout. Returns 0 or CLI_EXIT_ERROR. */

@@ -39,24 +39,11 @@ static bool split_remote(const char *arg, char *id, size_t idlen, const char **p
 }
 
 /* ---- packing a directory ---- */
-typedef struct membuf {
-    char *data;
-    size_t len, cap;
-} membuf;
-
 static la_ssize_t mem_write(struct archive *a, void *ud, const void *buf, size_t n) {
-    membuf *m = ud;
-    if (m->len + n > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 65536;
-        while (cap < m->len + n)
-            cap *= 2;
-        char *nd = realloc(m->data, cap);
-        if (!nd) {
-            archive_set_error(a, ENOMEM, "out of memory");
-            return -1;
-        }
-        m->data = nd;
-        m->cap = cap;
+    cli_buf *m = ud;
+    if (cli_buf_reserve(m, n) < 0) {
+        archive_set_error(a, ENOMEM, "out of memory");
+        return -1;
     }
     memcpy(m->data + m->len, buf, n);
     m->len += n;
@@ -78,7 +65,7 @@ static int copy_file_data(struct archive *w, const char *src) {
     return n < 0 ? cli_error("cannot read %s: %s", src, strerror(errno)) : 0;
 }
 
-static int pack_dir(const char *dir, membuf *out) {
+static int pack_dir(const char *dir, cli_buf *out) {
     struct archive *w = archive_write_new(), *disk = archive_read_disk_new();
     struct archive_entry *e = archive_entry_new();
     int rc = 0;
@@ -218,7 +205,7 @@ static int upload(sbx_sandbox *sb, const char *local, const char *path) {
     if (stat(local, &st) < 0)
         return cli_error("cannot read %s: %s", local, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
-        membuf m = {0};
+        cli_buf m = {0};
         int rc = pack_dir(local, &m);
         if (rc == 0 && sbx_sandbox_put_archive(sb, path, m.data, m.len, &err) != SBX_OK)
             rc = cli_sbx_error(&err);

@@ -11,3 +11,4 @@ int cmd_inspect(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
+int cmd_image(int argc, char **argv); /* images */

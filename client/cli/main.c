@@ -24,6 +24,7 @@ static const struct {
     {"inspect", cmd_inspect, "show a sandbox's state, limits, usage and cost"},
     {"rm", cmd_rm, "terminate sandboxes"},
     {"info", cmd_info, "show the daemon's capacity and prices"},
+    {"image", cmd_image, "import, list, inspect and remove images"},
     {"grpo", cmd_grpo, "run GRPO episodes against a trainer"},
 };
 

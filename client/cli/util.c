@@ -179,34 +179,41 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
     }
 }
 
-int cli_read_fd(int fd, char **ret, size_t *ret_len) {
-    size_t len = 0, cap = 65536;
-    char *buf = malloc(cap);
-    if (!buf)
+int cli_buf_reserve(cli_buf *b, size_t more) {
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *nd = realloc(b->data, cap);
+    if (!nd)
         return -ENOMEM;
+    b->data = nd;
+    b->cap = cap;
+    return 0;
+}
+
+int cli_read_fd(int fd, char **ret, size_t *ret_len) {
+    cli_buf b = {0};
     for (;;) {
-        if (len == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                free(buf);
-                return -ENOMEM;
-            }
-            buf = nb;
+        if (cli_buf_reserve(&b, 65536) < 0) {
+            free(b.data);
+            return -ENOMEM;
         }
-        ssize_t n = read(fd, buf + len, cap - len);
+        ssize_t n = read(fd, b.data + b.len, b.cap - b.len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
             int r = -errno;
-            free(buf);
+            free(b.data);
             return r;
         }
         if (n == 0)
             break;
-        len += (size_t)n;
+        b.len += (size_t)n;
     }
-    *ret = buf;
-    *ret_len = len;
+    *ret = b.data;
+    *ret_len = b.len;
     return 0;
 }
 

@@ -2,8 +2,9 @@
  * sandbox and run the task's setup, then turns of generate -> detokenize -> execute -> tokenize,
  * then hand the workspace (a tar) to a fresh grading sandbox holding the hidden tests, score it
  * by the grader's exit status, and release both sandboxes (their cost comes from the end record).
- */
+ * Sandboxes through libsbx's async API, the trainer through grpo_trainer_request. */
 #include "client/grpo/runner.h"
+#include "client/lib/internal.h"
 
 #include "common/macro.h"
 #include "common/timeutil.h"
@@ -37,31 +38,20 @@ enum {
     S_DONE,
 };
 
-static void ep_on_resp(void *ud, const grpo_http_resp *r);
 static void ep_generate(grpo_episode *ep);
 static void ep_grade(grpo_episode *ep);
 static void ep_release_next(grpo_episode *ep);
 
 int grpo_ivec_push(grpo_ivec *a, int x) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        int *nv = realloc(a->v, cap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        a->v = nv, a->cap = cap;
-    }
+    if (sbxi_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
+        return -ENOMEM;
     a->v[a->n++] = x;
     return 0;
 }
 
 int grpo_dvec_push(grpo_dvec *a, double x) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        double *nv = realloc(a->v, cap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        a->v = nv, a->cap = cap;
-    }
+    if (sbxi_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
+        return -ENOMEM;
     a->v[a->n++] = x;
     return 0;
 }
@@ -89,6 +79,8 @@ static void ep_closed(uv_handle_t *h) {
     json_decref(ep->trace);
     free(ep->tar);
     json_decref(ep->req_body);
+    sbx_sandbox_free(ep->agent); /* only when the run tore down early: else released */
+    sbx_sandbox_free(ep->grader);
     free(ep);
 }
 
@@ -135,36 +127,22 @@ static void ep_submit_failed(grpo_episode *ep, int r) {
 
 /* ---- requests ---- */
 
-static void ep_daemon(grpo_episode *ep, int state, const char *method, const char *path,
-                      json_t *body, uint64_t timeout_ms) {
-    ep->state = state;
-    int r = grpo_daemon_request(ep->run, method, path, body, timeout_ms, ep_on_resp, ep);
-    if (r < 0)
-        ep_submit_failed(ep, r);
-}
-
-static void ep_daemon_raw(grpo_episode *ep, int state, const char *path, const char *ctype,
-                          const void *data, size_t len) {
-    ep->state = state;
-    int r = grpo_daemon_request_raw(ep->run, "PUT", path, ctype, data, len, ep_on_resp, ep);
-    if (r < 0)
-        ep_submit_failed(ep, r);
-}
+static void ep_on_trainer(void *ud, const sbxi_http_result *r);
+static void ep_start_create(grpo_episode *ep);
 
 static void ep_send(grpo_episode *ep) {
-    json_t *body = json_incref(ep->req_body);
-    int r = ep->req_daemon
-                ? grpo_daemon_request(ep->run, "POST", ep->req_path, body, 60000, ep_on_resp, ep)
-                : grpo_trainer_request(ep->run, "POST", ep->req_path, body, ep_on_resp, ep);
+    if (ep->state == S_CREATE || ep->state == S_G_CREATE)
+        return ep_start_create(ep);
+    int r = grpo_trainer_request(ep->run, "POST", ep->req_path, json_incref(ep->req_body),
+                                 ep_on_trainer, ep);
     if (r < 0)
         ep_submit_failed(ep, r);
 }
 
-/* A POST that is retried on transport errors and 5xx (trainer) or 503 (daemon create). */
-static void ep_post(grpo_episode *ep, int state, bool daemon, const char *path, json_t *body) {
+/* A trainer POST, retried on transport errors and 5xx. */
+static void ep_post(grpo_episode *ep, int state, const char *path, json_t *body) {
     ep->state = state;
     ep->attempts = 0;
-    ep->req_daemon = daemon;
     snprintf(ep->req_path, sizeof(ep->req_path), "%s", path);
     json_decref(ep->req_body);
     ep->req_body = body;
@@ -180,36 +158,21 @@ static void ep_on_timer(uv_timer_t *t) {
 }
 
 /* true when the request will be retried (the caller returns); false: give up. The trainer gets
- * an exponential backoff, sandboxd (503 while busy) a short jittered one. */
+ * an exponential backoff, sandboxd (full while busy) a short jittered one. */
 static bool ep_retry(grpo_episode *ep, unsigned max) {
     if (ep->attempts >= max || ep->run->fatal)
         return false;
-    uint64_t delay = ep->req_daemon ? 20u + (uint64_t)(rand() % 60) : 250u << MIN(ep->attempts, 4u);
+    bool daemon = ep->state == S_CREATE || ep->state == S_G_CREATE;
+    uint64_t delay = daemon ? 20u + (uint64_t)(rand() % 60) : 250u << MIN(ep->attempts, 4u);
     ep->attempts++;
     uv_timer_start(&ep->timer, ep_on_timer, delay, 0);
     return true;
 }
 
-static json_t *resp_json(const grpo_http_resp *r) {
-    return json_loadb(r->body, r->len, 0, NULL);
-}
-
-static const char *resp_error(const grpo_http_resp *r, char *buf, size_t len) {
-    if (r->transport_error)
-        return r->error;
-    json_t *j = resp_json(r);
-    const char *m = json_string_value(json_object_get(j, "message"));
-    if (!m)
-        m = json_string_value(json_object_get(j, "detail"));
-    snprintf(buf, len, "HTTP %ld%s%s", r->status, m ? ": " : "", m ? m : "");
-    json_decref(j);
-    return buf;
-}
-
 /* A trainer answer: the JSON on 2xx; NULL when retried or when the run failed. */
-static json_t *ep_trainer_answer(grpo_episode *ep, const grpo_http_resp *r) {
-    if (!r->transport_error && r->status / 100 == 2) {
-        json_t *j = resp_json(r);
+static json_t *ep_trainer_answer(grpo_episode *ep, const sbxi_http_result *r) {
+    if (r->status / 100 == 2) {
+        json_t *j = json_loadb(r->body, r->len, 0, NULL);
         if (j)
             return j;
         grpo_run_fail(ep->run, -EPROTO, "trainer_failed", "trainer %s%s: answer is not JSON",
@@ -217,107 +180,117 @@ static json_t *ep_trainer_answer(grpo_episode *ep, const grpo_http_resp *r) {
         ep_cleanup(ep);
         return NULL;
     }
-    if ((r->transport_error || r->status >= 500) && ep_retry(ep, ep->run->o.trainer_retries))
+    if ((r->status == 0 || r->status >= 500) && ep_retry(ep, ep->run->o.trainer_retries))
         return NULL;
     char buf[600];
     grpo_run_fail(ep->run, -EIO, "trainer_failed", "trainer %s%s failed after %u attempts: %s",
                   ep->run->trainer_base, ep->req_path, ep->attempts + 1,
-                  resp_error(r, buf, sizeof(buf)));
+                  grpo_trainer_error(r, buf, sizeof(buf)));
     ep_cleanup(ep);
     return NULL;
 }
 
-/* A daemon answer with the expected status: true. Else the episode is an infrastructure
- * failure (or the run failed when the daemon cannot be reached at all). */
-static bool ep_daemon_ok(grpo_episode *ep, const grpo_http_resp *r, long want, const char *what) {
-    if (!r->transport_error && r->status == want)
+/* Whether a sandbox call's answer may be acted on: not while the run tears down (nothing to
+ * do), nor once the run failed (the episode releases what it holds instead). */
+static bool ep_live(grpo_episode *ep) {
+    if (ep->run->closing)
+        return false;
+    if (!ep->run->fatal || ep->state == S_RELEASE || ep->state == S_RELEASE_COST)
         return true;
-    char buf[600];
-    if (r->transport_error) {
-        grpo_run_fail(ep->run, -ECONNREFUSED, "daemon_unreachable", "sandboxd %s: %s: %s",
-                      ep->run->sock[0] ? ep->run->sock : ep->run->daemon_base, what, r->error);
+    ep_cleanup(ep);
+    return false;
+}
+
+/* A sandbox call that succeeded: true. Else the episode is an infrastructure failure (or the
+ * run failed when sandboxd cannot be reached at all). */
+static bool ep_daemon_ok(grpo_episode *ep, const sbx_err *err, const char *what) {
+    if (!err)
+        return true;
+    if (err->code == SBX_E_CONNECT) {
+        grpo_run_fail(ep->run, -ECONNREFUSED, "daemon_unreachable", "%s: %s", what, err->message);
         ep_cleanup(ep);
     } else {
-        ep_infra(ep, "%s: %s", what, resp_error(r, buf, sizeof(buf)));
+        ep_infra(ep, "%s: %s", what, err->message);
     }
     return false;
 }
 
-/* ---- the agent's sandbox ---- */
-
-static json_t *labels(const grpo_episode *ep, const char *role) {
-    return json_pack("{s:s, s:s, s:s}", "grpo_run", ep->run->run_id, "grpo_role", role, "grpo_task",
-                     ep->task->id);
+static void ep_call(grpo_episode *ep, int state, sbx_code rc) {
+    ep->state = state;
+    if (rc != SBX_OK)
+        ep_submit_failed(ep, rc == SBX_E_NOMEM ? -ENOMEM : -EINVAL);
 }
 
-static json_t *create_body(const grpo_episode *ep, bool grader) {
-    json_t *b = json_deep_copy(ep->task->limits);
-    if (!json_object_get(b, "timeout"))
-        json_object_set_new(b, "timeout", json_string("15m"));
-    if (!json_object_get(b, "idle_timeout"))
-        json_object_set_new(b, "idle_timeout", json_string("5m"));
-    if (ep->task->image)
-        json_object_set_new(b, "image", json_string(ep->task->image));
-    if (!grader && ep->task->network)
-        json_object_set(b, "network", ep->task->network);
-    else
-        json_object_set_new(b, "network", json_string("none"));
-    json_object_set_new(b, "labels", labels(ep, grader ? "grader" : "agent"));
-    return b;
+/* ---- the agent's sandbox ---- */
+
+void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_create *ret) {
+    const grpo_task *t = ep->task;
+    const grpo_limits *l = &t->sandbox;
+    sbx_create_opts_init(&ret->o);
+    ret->o.image = t->image;
+    ret->o.cpu = l->cpu;
+    ret->o.memory = l->memory;
+    ret->o.disk = l->disk;
+    ret->o.pids = l->pids;
+    ret->o.timeout_ms = l->timeout_ms;
+    ret->o.idle_timeout_ms = l->idle_timeout_ms;
+    ret->o.max_cost_usd = l->max_cost_usd;
+    ret->o.network = strcmp(role, "grader") != 0 && t->network_text ? t->network_text : "none";
+    snprintf(ret->labels[0], sizeof(ret->labels[0]), "grpo_run=%s", ep->run->run_id);
+    snprintf(ret->labels[1], sizeof(ret->labels[1]), "grpo_role=%s", role);
+    snprintf(ret->labels[2], sizeof(ret->labels[2]), "grpo_task=%s", t->id);
+    for (size_t i = 0; i < 3; i++)
+        ret->label_v[i] = ret->labels[i];
+    ret->label_v[3] = NULL;
+    ret->o.labels = ret->label_v;
+}
+
+static void ep_on_created(void *ud, sbx_sandbox *sb, const sbx_err *err);
+
+static void ep_start_create(grpo_episode *ep) {
+    grpo_create c;
+    grpo_episode_create_opts(ep, ep->state == S_G_CREATE ? "grader" : "agent", &c);
+    ep_call(ep, ep->state, sbx_async_create(ep->run->sbx, &c.o, ep_on_created, ep));
 }
 
 static void ep_create(grpo_episode *ep) {
     ep->state = S_CREATE;
     if (grpo_group_want(ep)) /* its group's template forks it (group.c) */
         return;
-    ep_post(ep, S_CREATE, true, "/v1/sandboxes", create_body(ep, false));
-}
-
-json_t *grpo_episode_create_body(const grpo_episode *ep) {
-    json_t *b = create_body(ep, false);
-    json_object_set_new(b, "labels", labels(ep, "template"));
-    return b;
+    grpo_episode_create_cold(ep);
 }
 
 void grpo_episode_create_cold(grpo_episode *ep) {
-    ep_post(ep, S_CREATE, true, "/v1/sandboxes", create_body(ep, false));
+    ep->state = S_CREATE;
+    ep->attempts = 0;
+    ep_start_create(ep);
 }
 
-/* Percent-encode a path for a query string (unreserved characters and '/' stay). */
-static char *path_escape(const char *s) {
-    char *out = malloc(strlen(s) * 3 + 1), *o = out;
-    if (!out)
-        return NULL;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            strchr("-._~/", *p))
-            *o++ = (char)*p;
-        else
-            o += sprintf(o, "%%%02X", *p);
-    }
-    *o = 0;
-    return out;
+unsigned grpo_file_mode(const grpo_file *f) {
+    return f->len > 2 && f->data[0] == '#' && f->data[1] == '!' ? 0755 : 0;
 }
 
-static void ep_put_file(grpo_episode *ep, int state, const char *id, const grpo_file *f) {
-    char path[1024];
-    _cleanup_free_ char *esc = path_escape(f->path);
-    bool exe = f->len > 2 && f->data[0] == '#' && f->data[1] == '!';
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s/files?path=%s%s", id, esc ? esc : "",
-             exe ? "&mode=0755" : "");
-    ep_daemon_raw(ep, state, path, "application/octet-stream", f->data, f->len);
+static void ep_on_put(void *ud, const sbx_err *err);
+
+static void ep_put_file(grpo_episode *ep, int state, sbx_sandbox *sb, const grpo_file *f) {
+    ep_call(ep, state,
+            sbx_async_write_file_mode(ep->run->sbx, sb, f->path, f->data, f->len, grpo_file_mode(f),
+                                      ep_on_put, ep));
 }
 
-static json_t *exec_body(const char *cmd, const char *cwd, uint64_t timeout_ms) {
-    return json_pack("{s:[s], s:b, s:s, s:f, s:s}", "argv", cmd, "shell", 1, "cwd", cwd, "timeout",
-                     (double)timeout_ms / 1000.0, "max_output", "64Ki");
-}
+static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err);
 
-static void ep_exec(grpo_episode *ep, int state, const char *id, const char *cmd, const char *cwd,
+static void ep_exec(grpo_episode *ep, int state, sbx_sandbox *sb, const char *cmd, const char *cwd,
                     uint64_t timeout_ms) {
-    char path[256];
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
-    ep_daemon(ep, state, "POST", path, exec_body(cmd, cwd, timeout_ms), timeout_ms + 30000);
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    const char *argv[] = {cmd, NULL};
+    o.argv = argv;
+    o.shell = 1;
+    o.cwd = cwd;
+    o.timeout_ms = timeout_ms;
+    o.max_output = 64 * 1024;
+    ep_call(ep, state, sbx_async_exec(ep->run->sbx, sb, &o, ep_on_exec, ep));
 }
 
 /* Setup: files first, then commands, then the first turn. */
@@ -325,12 +298,12 @@ static void ep_setup_next(grpo_episode *ep) {
     const grpo_task *t = ep->task;
     size_t i = ep->setup_i++;
     if (i < t->n_setup_files) {
-        ep_put_file(ep, S_SETUP_FILE, ep->agent_id, &t->setup_files[i]);
+        ep_put_file(ep, S_SETUP_FILE, ep->agent, &t->setup_files[i]);
         return;
     }
     i -= t->n_setup_files;
     if (i < t->n_setup_commands) {
-        ep_exec(ep, S_SETUP_CMD, ep->agent_id, t->setup_commands[i], "/workspace",
+        ep_exec(ep, S_SETUP_CMD, ep->agent, t->setup_commands[i], "/workspace",
                 t->command_timeout_ms);
         return;
     }
@@ -338,57 +311,35 @@ static void ep_setup_next(grpo_episode *ep) {
     ep_generate(ep);
 }
 
-static void on_created(grpo_episode *ep, const grpo_http_resp *r, bool grader) {
-    if (!r->transport_error && r->status == 503 && ep_retry(ep, CREATE_RETRIES))
+static void ep_on_created(void *ud, sbx_sandbox *sb, const sbx_err *err) {
+    grpo_episode *ep = ud;
+    bool grader = ep->state == S_G_CREATE;
+    if (sb) /* from now on released whatever happens */
+        *(grader ? &ep->grader : &ep->agent) = sb;
+    if (!ep_live(ep))
         return;
-    if (!ep_daemon_ok(ep, r, 201, grader ? "create grading sandbox" : "create sandbox"))
+    if (err && err->code == SBX_E_UNAVAILABLE && ep_retry(ep, CREATE_RETRIES))
         return;
-    json_t *j = resp_json(r);
-    const char *id = json_string_value(json_object_get(j, "id"));
-    if (!id || strlen(id) >= sizeof(ep->agent_id)) {
-        json_decref(j);
-        ep_infra(ep, "create sandbox: no id in the answer");
+    if (!ep_daemon_ok(ep, err, grader ? "create grading sandbox" : "create sandbox"))
         return;
-    }
-    snprintf(grader ? ep->grader_id : ep->agent_id, sizeof(ep->agent_id), "%s", id);
-    *(grader ? &ep->grader_live : &ep->agent_live) = true;
-    json_decref(j);
-    if (grader) {
-        char path[256];
-        snprintf(path, sizeof(path), "/v1/sandboxes/%s/files?path=/workspace", ep->grader_id);
-        ep_daemon_raw(ep, S_G_WORKSPACE, path, "application/x-tar", ep->tar, ep->tar_len);
-    } else {
+    if (grader)
+        ep_call(ep, S_G_WORKSPACE,
+                sbx_async_put_archive(ep->run->sbx, ep->grader, "/workspace", ep->tar, ep->tar_len,
+                                      ep_on_put, ep));
+    else
         ep_setup_next(ep);
-    }
 }
 
-void grpo_episode_forked(grpo_episode *ep, const char *id) {
-    snprintf(ep->agent_id, sizeof(ep->agent_id), "%s", id);
-    ep->agent_live = true;
+void grpo_episode_forked(grpo_episode *ep, sbx_sandbox *sb) {
+    ep->agent = sb;
     ep->setup_i = ep->task->n_setup_files; /* written in the template; commands run here */
     ep_setup_next(ep);
 }
 
-char *grpo_file_put_path(const char *id, const grpo_file *f) {
-    _cleanup_free_ char *esc = path_escape(f->path);
-    bool exe = f->len > 2 && f->data[0] == '#' && f->data[1] == '!';
-    char *out = NULL;
-    if (!esc ||
-        asprintf(&out, "/v1/sandboxes/%s/files?path=%s%s", id, esc, exe ? "&mode=0755" : "") < 0)
-        return NULL;
-    return out;
-}
-
-static void on_setup_cmd(grpo_episode *ep, const grpo_http_resp *r) {
-    if (!ep_daemon_ok(ep, r, 200, "setup command"))
-        return;
-    json_t *j = resp_json(r);
-    json_t *code = json_object_get(j, "exit_code");
-    long long c = json_is_integer(code) ? json_integer_value(code) : -1;
-    json_decref(j);
-    if (c != 0) {
-        ep_infra(ep, "setup command %zu failed (exit %lld)", ep->setup_i - ep->task->n_setup_files,
-                 c);
+static void on_setup_cmd(grpo_episode *ep, const sbx_exec_result *res) {
+    if (res->exit_code != 0) {
+        ep_infra(ep, "setup command %zu failed (exit %d)", ep->setup_i - ep->task->n_setup_files,
+                 res->exit_code);
         return;
     }
     ep_setup_next(ep);
@@ -407,17 +358,18 @@ static void ep_generate(grpo_episode *ep) {
                           ep->run->o.temperature, "logprobs", 0, "return_token_ids", 1);
     if (ep->run->o.model)
         json_object_set_new(b, "model", json_string(ep->run->o.model));
-    ep_post(ep, S_GENERATE, false, "/v1/completions", b);
+    ep_post(ep, S_GENERATE, "/v1/completions", b);
 }
+
+static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err *err);
 
 static void ep_agent_done(grpo_episode *ep, const char *stop) {
     ep->stop = stop;
-    char path[256];
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s/files?path=/workspace", ep->agent_id);
-    ep_daemon(ep, S_ARCHIVE, "GET", path, NULL, 120000);
+    ep_call(ep, S_ARCHIVE,
+            sbx_async_get_archive(ep->run->sbx, ep->agent, "/workspace", ep_on_archive, ep));
 }
 
-static void on_generated(grpo_episode *ep, const grpo_http_resp *r) {
+static void on_generated(grpo_episode *ep, const sbxi_http_result *r) {
     json_t *j = ep_trainer_answer(ep, r);
     if (!j)
         return;
@@ -448,7 +400,7 @@ static void on_generated(grpo_episode *ep, const grpo_http_resp *r) {
         ep_agent_done(ep, "policy_stopped");
         return;
     }
-    ep_post(ep, S_DETOK, false, "/detokenize", detok);
+    ep_post(ep, S_DETOK, "/detokenize", detok);
 }
 
 static bool blank(const char *s) {
@@ -458,7 +410,7 @@ static bool blank(const char *s) {
     return true;
 }
 
-static void on_detokenized(grpo_episode *ep, const grpo_http_resp *r) {
+static void on_detokenized(grpo_episode *ep, const sbxi_http_result *r) {
     json_t *j = ep_trainer_answer(ep, r);
     if (!j)
         return;
@@ -469,24 +421,19 @@ static void on_detokenized(grpo_episode *ep, const grpo_http_resp *r) {
         return;
     }
     json_array_append_new(ep->trace, json_pack("{s:s}", "command", cmd));
-    ep_exec(ep, S_EXEC, ep->agent_id, cmd, "/workspace", ep->task->command_timeout_ms);
+    ep_exec(ep, S_EXEC, ep->agent, cmd, "/workspace", ep->task->command_timeout_ms);
     json_decref(j);
 }
 
-static void on_executed(grpo_episode *ep, const grpo_http_resp *r) {
-    if (!ep_daemon_ok(ep, r, 200, "exec"))
-        return;
+static void on_executed(grpo_episode *ep, const sbx_exec_result *res) {
     ep->exec_ms += ep_lap(ep);
     ep->turn++;
-    json_t *j = resp_json(r);
     char obs[OBS_MAX + 64];
-    snprintf(obs, OBS_MAX, "%s%s", json_string_value(json_object_get(j, "stdout")) ?: "",
-             json_string_value(json_object_get(j, "stderr")) ?: "");
-    if (strcmp(json_string_value(json_object_get(j, "reason")) ?: "", "command_timeout") == 0)
+    snprintf(obs, OBS_MAX, "%s%s", res->stdout_data ?: "", res->stderr_data ?: "");
+    if (strcmp(res->reason, "command_timeout") == 0)
         strcat(obs, "\n[command timed out]\n");
     json_object_set_new(json_array_get(ep->trace, json_array_size(ep->trace) - 1), "output",
                         json_string(obs));
-    json_decref(j);
     if (ep->turn >= ep->task->max_turns) {
         ep_agent_done(ep, "max_turns");
         return;
@@ -495,7 +442,7 @@ static void on_executed(grpo_episode *ep, const grpo_http_resp *r) {
         ep_generate(ep);
         return;
     }
-    ep_post(ep, S_TOKENIZE, false, "/tokenize",
+    ep_post(ep, S_TOKENIZE, "/tokenize",
             json_pack("{s:s, s:b}", "prompt", obs, "add_special_tokens", 0));
 }
 
@@ -517,7 +464,7 @@ static bool take_tokens(grpo_episode *ep, json_t *j, grpo_ivec *dst, bool observ
     return true;
 }
 
-static void on_tokenized(grpo_episode *ep, const grpo_http_resp *r, bool prompt) {
+static void on_tokenized(grpo_episode *ep, const sbxi_http_result *r, bool prompt) {
     json_t *j = ep_trainer_answer(ep, r);
     if (!j)
         return;
@@ -533,16 +480,17 @@ static void on_tokenized(grpo_episode *ep, const grpo_http_resp *r, bool prompt)
 
 /* ---- grading ---- */
 
-static void on_archive(grpo_episode *ep, const grpo_http_resp *r) {
-    if (!ep_daemon_ok(ep, r, 200, "get the workspace"))
+static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err *err) {
+    grpo_episode *ep = ud;
+    if (!ep_live(ep) || !ep_daemon_ok(ep, err, "get the workspace"))
         return;
-    ep->tar = malloc(r->len ? r->len : 1);
+    ep->tar = malloc(len ? len : 1);
     if (!ep->tar) {
         ep_infra(ep, "out of memory for the workspace");
         return;
     }
-    memcpy(ep->tar, r->body, r->len);
-    ep->tar_len = r->len;
+    memcpy(ep->tar, data, len);
+    ep->tar_len = len;
     ep_lap(ep);
     ep_release_next(ep); /* the agent's sandbox goes; then ep_grade */
 }
@@ -550,19 +498,21 @@ static void on_archive(grpo_episode *ep, const grpo_http_resp *r) {
 static void ep_grade(grpo_episode *ep) {
     ep_lap(ep);
     ep->setup_i = 0;
-    ep_post(ep, S_G_CREATE, true, "/v1/sandboxes", create_body(ep, true));
+    ep->state = S_G_CREATE;
+    ep->attempts = 0;
+    ep_start_create(ep);
 }
 
 static void ep_grader_files_next(grpo_episode *ep) {
     const grpo_task *t = ep->task;
     size_t i = ep->setup_i++;
     if (i < t->n_grader_files) {
-        ep_put_file(ep, S_G_FILE, ep->grader_id, &t->grader_files[i]);
+        ep_put_file(ep, S_G_FILE, ep->grader, &t->grader_files[i]);
         return;
     }
     /* Failure injection (a test hook): the grader process crashes. */
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
-    ep_exec(ep, S_G_EXEC, ep->grader_id, cmd, t->n_grader_files ? GRPO_GRADER_DIR : "/workspace",
+    ep_exec(ep, S_G_EXEC, ep->grader, cmd, t->n_grader_files ? GRPO_GRADER_DIR : "/workspace",
             t->grader_timeout_ms);
 }
 
@@ -575,46 +525,50 @@ static char *trim(char *s) {
     return s;
 }
 
-static void on_graded(grpo_episode *ep, const grpo_http_resp *r) {
-    if (!ep_daemon_ok(ep, r, 200, "grader exec"))
-        return;
+static void on_graded(grpo_episode *ep, const sbx_exec_result *res) {
     ep->grade_ms += ep_lap(ep);
-    json_t *j = resp_json(r);
-    const char *reason = json_string_value(json_object_get(j, "reason")) ?: "?";
-    json_t *code = json_object_get(j, "exit_code");
-    int c = json_is_integer(code) ? (int)json_integer_value(code) : -1;
     const grpo_task *t = ep->task;
-    if (strcmp(reason, "exited") != 0) {
-        snprintf(ep->message, sizeof(ep->message), "grader failed: %s (signal %lld)", reason,
-                 (long long)json_integer_value(json_object_get(j, "signal")));
+    if (strcmp(res->reason, "exited") != 0) {
+        snprintf(ep->message, sizeof(ep->message), "grader failed: %s (signal %d)", res->reason,
+                 res->signal);
         ep->status = GRPO_EP_INFRA;
     } else if (t->reward_kind == GRPO_REWARD_EXPECTED_OUTPUT) {
-        _cleanup_free_ char *out = strdup(json_string_value(json_object_get(j, "stdout")) ?: "");
+        _cleanup_free_ char *out = strdup(res->stdout_data ?: "");
         _cleanup_free_ char *want = strdup(t->expected_output);
         ep->reward = out && want && strcmp(trim(out), trim(want)) == 0 ? 1.0 : 0.0;
         ep->status = GRPO_EP_SCORED;
-    } else if (grpo_task_exit_reward(t, c, &ep->reward)) {
+    } else if (grpo_task_exit_reward(t, res->exit_code, &ep->reward)) {
         ep->status = GRPO_EP_SCORED;
     } else {
-        snprintf(ep->message, sizeof(ep->message), "grader failed: exit code %d: %.160s", c,
-                 json_string_value(json_object_get(j, "stderr")) ?: "");
+        snprintf(ep->message, sizeof(ep->message), "grader failed: exit code %d: %.160s",
+                 res->exit_code, res->stderr_data ?: "");
         ep->status = GRPO_EP_INFRA;
     }
-    json_decref(j);
     ep_release_next(ep);
 }
 
-/* ---- release: DELETE, then GET the end record for the cost ---- */
+/* ---- release: terminate, then the end record for the cost ---- */
 
-static const char *releasing_id(grpo_episode *ep) {
-    return ep->agent_live ? ep->agent_id : ep->grader_id;
+static sbx_sandbox **releasing(grpo_episode *ep) {
+    return ep->agent ? &ep->agent : &ep->grader;
 }
 
+static void ep_released(grpo_episode *ep) {
+    sbx_sandbox **sb = releasing(ep);
+    sbx_sandbox_free(*sb);
+    *sb = NULL;
+    ep_release_next(ep);
+}
+
+static void ep_on_terminated(void *ud, const sbx_err *err);
+
 static void ep_release_next(grpo_episode *ep) {
-    if (ep->agent_live || ep->grader_live) {
-        char path[256];
-        snprintf(path, sizeof(path), "/v1/sandboxes/%s", releasing_id(ep));
-        ep_daemon(ep, S_RELEASE, "DELETE", path, NULL, 60000);
+    if (ep->agent || ep->grader) {
+        ep->state = S_RELEASE;
+        if (sbx_async_terminate(ep->run->sbx, *releasing(ep), ep_on_terminated, ep) != SBX_OK) {
+            grpo_run_fail(ep->run, -ENOMEM, "internal", "cannot start a request");
+            ep_released(ep); /* dropped: the daemon's timeouts end it */
+        }
     } else if (ep->status == GRPO_EP_PENDING && !ep->run->fatal && ep->tar) {
         ep_grade(ep);
     } else {
@@ -622,97 +576,87 @@ static void ep_release_next(grpo_episode *ep) {
     }
 }
 
-static void on_released(grpo_episode *ep, const grpo_http_resp *r, bool cost) {
-    char path[256];
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s", releasing_id(ep));
-    if (!cost) {
-        if (!r->transport_error && r->status == 404) { /* already gone: nothing to release */
-            *(ep->agent_live ? &ep->agent_live : &ep->grader_live) = false;
-            ep_release_next(ep);
-            return;
-        }
-        if (r->transport_error || r->status / 100 != 2) {
-            char buf[600];
-            grpo_run_fail(ep->run, -EIO, "daemon_error", "cannot remove sandbox %s: %s",
-                          releasing_id(ep), resp_error(r, buf, sizeof(buf)));
-            *(ep->agent_live ? &ep->agent_live : &ep->grader_live) = false;
-            ep_release_next(ep);
-            return;
-        }
-        ep_daemon(ep, S_RELEASE_COST, "GET", path, NULL, 30000);
+static void ep_on_status(void *ud, const sbx_sandbox_status *st, const sbx_err *err) {
+    grpo_episode *ep = ud;
+    if (ep->run->closing)
         return;
-    }
-    json_t *j = r->transport_error ? NULL : resp_json(r);
-    json_t *end = json_object_get(j, "end");
-    json_t *c = json_object_get(end, "cost_usd");
-    if (!json_is_number(c))
-        c = json_object_get(j, "cost_usd");
-    double usd = json_is_number(c) ? json_number_value(c) : 0;
+    double usd = st ? st->cost_usd : 0;
     ep->cost_usd += usd;
     ep->run->sandbox_cost += usd;
-    json_decref(j);
-    *(ep->agent_live ? &ep->agent_live : &ep->grader_live) = false;
-    ep_release_next(ep);
+    ep_released(ep);
+}
+
+static void ep_on_terminated(void *ud, const sbx_err *err) {
+    grpo_episode *ep = ud;
+    if (ep->run->closing)
+        return;
+    if (err && err->code != SBX_E_NOT_FOUND) /* not found: already gone, nothing to release */
+        grpo_run_fail(ep->run, -EIO, "daemon_error", "cannot remove sandbox %s: %s",
+                      sbx_sandbox_id(*releasing(ep)), err->message);
+    if (err)
+        return ep_released(ep);
+    ep->state = S_RELEASE_COST;
+    if (sbx_async_get_status(ep->run->sbx, *releasing(ep), ep_on_status, ep) != SBX_OK)
+        ep_released(ep);
 }
 
 /* ---- dispatch ---- */
 
-static void ep_on_resp(void *ud, const grpo_http_resp *r) {
+static void ep_on_trainer(void *ud, const sbxi_http_result *r) {
     grpo_episode *ep = ud;
-    bool releasing = ep->state == S_RELEASE || ep->state == S_RELEASE_COST;
-    if (ep->run->fatal && !releasing) {
-        /* A create that succeeded still has to be released. */
-        if ((ep->state == S_CREATE || ep->state == S_G_CREATE) && !r->transport_error &&
-            r->status == 201) {
-            json_t *j = resp_json(r);
-            const char *id = json_string_value(json_object_get(j, "id"));
-            if (id && strlen(id) < sizeof(ep->agent_id)) {
-                bool g = ep->state == S_G_CREATE;
-                snprintf(g ? ep->grader_id : ep->agent_id, sizeof(ep->agent_id), "%s", id);
-                *(g ? &ep->grader_live : &ep->agent_live) = true;
-            }
-            json_decref(j);
-        }
-        ep_cleanup(ep);
+    if (r->cancelled)
         return;
-    }
+    if (ep->run->fatal)
+        return ep_cleanup(ep);
     switch (ep->state) {
     case S_PROMPT:
         return on_tokenized(ep, r, true);
-    case S_CREATE:
-        return on_created(ep, r, false);
-    case S_SETUP_FILE:
-        if (ep_daemon_ok(ep, r, 204, "setup file"))
-            ep_setup_next(ep);
-        return;
-    case S_SETUP_CMD:
-        return on_setup_cmd(ep, r);
     case S_GENERATE:
         return on_generated(ep, r);
     case S_DETOK:
         return on_detokenized(ep, r);
-    case S_EXEC:
-        return on_executed(ep, r);
     case S_TOKENIZE:
         return on_tokenized(ep, r, false);
-    case S_ARCHIVE:
-        return on_archive(ep, r);
-    case S_G_CREATE:
-        return on_created(ep, r, true);
+    }
+}
+
+static void ep_on_put(void *ud, const sbx_err *err) {
+    grpo_episode *ep = ud;
+    if (!ep_live(ep))
+        return;
+    switch (ep->state) {
+    case S_SETUP_FILE:
+        if (ep_daemon_ok(ep, err, "setup file"))
+            ep_setup_next(ep);
+        return;
     case S_G_WORKSPACE:
-        if (ep_daemon_ok(ep, r, 204, "put the workspace into the grading sandbox"))
+        if (ep_daemon_ok(ep, err, "put the workspace into the grading sandbox"))
             ep_grader_files_next(ep);
         return;
     case S_G_FILE:
-        if (ep_daemon_ok(ep, r, 204, "put the hidden tests"))
+        if (ep_daemon_ok(ep, err, "put the hidden tests"))
             ep_grader_files_next(ep);
         return;
+    }
+}
+
+static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err) {
+    grpo_episode *ep = ud;
+    if (!ep_live(ep))
+        return;
+    switch (ep->state) {
+    case S_SETUP_CMD:
+        if (ep_daemon_ok(ep, err, "setup command"))
+            on_setup_cmd(ep, res);
+        return;
+    case S_EXEC:
+        if (ep_daemon_ok(ep, err, "exec"))
+            on_executed(ep, res);
+        return;
     case S_G_EXEC:
-        return on_graded(ep, r);
-    case S_RELEASE:
-        return on_released(ep, r, false);
-    case S_RELEASE_COST:
-        return on_released(ep, r, true);
+        if (ep_daemon_ok(ep, err, "grader exec"))
+            on_graded(ep, res);
+        return;
     }
 }
 
@@ -726,7 +670,7 @@ void grpo_episode_start(grpo_episode *ep) {
         ep_create(ep);
         return;
     }
-    ep_post(ep, S_PROMPT, false, "/tokenize",
+    ep_post(ep, S_PROMPT, "/tokenize",
             json_pack("{s:s, s:b}", "prompt", t->prompt_text, "add_special_tokens", 0));
 }
 

@@ -1,7 +1,7 @@
 /* A GRPO group's shared start: the first episode of a task's group to need a sandbox makes the
  * group create one template sandbox and write the task's setup files in it once; then the
- * waiting episodes get sandboxes forked from it (POST /v1/sandboxes/{id}/fork, one request per
- * batch of waiting episodes). Setup commands still run in each episode's own sandbox: they may
+ * waiting episodes get sandboxes forked from it (sbx_async_fork, one call per batch of waiting
+ * episodes). Setup commands still run in each episode's own sandbox: they may
  * draw something per episode (docs/GRPO.md). The template is
  * deleted (its cost counted) once every episode of the group has a sandbox. Any failure of
  * the template, its setup or a fork sends the episodes down the cold path (each creates its
@@ -23,15 +23,14 @@ struct grpo_group {
     int state;
     size_t remaining; /* episodes of the group without a sandbox yet */
     size_t setup_i;
-    char tmpl[96];
-    bool tmpl_live, busy, orphan; /* busy: a request is in flight; orphan: free when it ends */
+    sbx_sandbox *tmpl; /* the template, until its end record was read */
+    bool tmpl_live;    /* the template is not terminated yet */
+    bool busy, orphan; /* busy: a call is in flight; orphan: free when it ends */
     grpo_episode **waiting;
     size_t n_waiting;
     grpo_episode **forking;
     size_t n_forking;
 };
-
-static void g_on_resp(void *ud, const grpo_http_resp *r);
 
 grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes) {
     grpo_group *g = calloc(1, sizeof(*g));
@@ -54,26 +53,39 @@ grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes)
 }
 
 static void g_free_now(grpo_group *g) {
+    sbx_sandbox_free(g->tmpl);
     free(g->waiting);
     free(g->forking);
     free(g);
 }
 
-static void g_request(grpo_group *g, const char *method, const char *path, json_t *body,
-                      uint64_t timeout_ms) {
-    g->busy = true;
-    if (grpo_daemon_request(g->run, method, path, body, timeout_ms, g_on_resp, g) < 0)
-        g->busy = false; /* the caller sees !busy and falls back */
-}
+static void g_on_terminated(void *ud, const sbx_err *err);
 
-/* Delete the template (its cost comes from the end record's GET, like an episode's). */
+/* Terminate the template (its cost comes from the end record, like an episode's). */
 static void g_release(grpo_group *g) {
     if (!g->tmpl_live || g->busy)
         return;
-    char path[160];
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s", g->tmpl);
     g->tmpl_live = false;
-    g_request(g, "DELETE", path, NULL, 60000);
+    g->busy = sbx_async_terminate(g->run->sbx, g->tmpl, g_on_terminated, g) == SBX_OK;
+}
+
+/* After every answer: an orphaned group releases its template, then frees itself. */
+static void g_after(grpo_group *g) {
+    if (!g->orphan || g->busy)
+        return;
+    g_release(g);
+    if (!g->busy)
+        g_free_now(g);
+}
+
+/* The run tears down (sbx_async_free cancels what is in flight): free and return. */
+static bool g_closing(grpo_group *g) {
+    g->busy = false;
+    if (!g->run->closing)
+        return false;
+    if (g->orphan)
+        g_free_now(g);
+    return true;
 }
 
 static void g_fail(grpo_group *g) {
@@ -87,75 +99,82 @@ static void g_fail(grpo_group *g) {
     g_release(g);
 }
 
+static void g_on_forked(void *ud, sbx_sandbox **sbs, size_t n, const sbx_err *err);
+
 static void g_fork(grpo_group *g) {
     if (g->busy || !g->n_waiting)
         return;
     memcpy(g->forking, g->waiting, g->n_waiting * sizeof(*g->forking));
     g->n_forking = g->n_waiting;
     g->n_waiting = 0;
-    char path[160];
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s/fork", g->tmpl);
-    json_t *body =
-        json_pack("{s:i,s:{s:s,s:s,s:s}}", "count", (int)g->n_forking, "labels", "grpo_run",
-                  g->run->run_id, "grpo_role", "agent", "grpo_task", g->task->id);
+    grpo_create c; /* the forks differ from the template by their labels only */
+    grpo_episode_create_opts(g->forking[0], "agent", &c);
+    sbx_fork_opts fo;
+    sbx_fork_opts_init(&fo);
+    fo.count = (unsigned)g->n_forking;
+    fo.overrides.labels = c.o.labels;
     g->state = G_FORKING;
-    g_request(g, "POST", path, body, 120000);
+    g->busy = sbx_async_fork(g->run->sbx, g->tmpl, &fo, g_on_forked, g) == SBX_OK;
     if (!g->busy)
         g_fail(g);
 }
+
+static void g_on_setup(void *ud, const sbx_err *err);
 
 /* Setup files in the template; then fork whoever waits. */
 static void g_setup_next(grpo_group *g) {
     const grpo_task *t = g->task;
     size_t i = g->setup_i++;
-    if (i < t->n_setup_files) {
-        _cleanup_free_ char *path = grpo_file_put_path(g->tmpl, &t->setup_files[i]);
-        g->busy = path && grpo_daemon_request_raw(g->run, "PUT", path, "application/octet-stream",
-                                                  t->setup_files[i].data, t->setup_files[i].len,
-                                                  g_on_resp, g) == 0;
-    } else {
+    if (i >= t->n_setup_files) {
         g->state = G_READY;
         return g_fork(g);
     }
+    const grpo_file *f = &t->setup_files[i];
+    g->busy = sbx_async_write_file_mode(g->run->sbx, g->tmpl, f->path, f->data, f->len,
+                                        grpo_file_mode(f), g_on_setup, g) == SBX_OK;
     if (!g->busy)
         g_fail(g);
 }
 
-static bool ok_status(const grpo_http_resp *r, long want) {
-    return !r->transport_error && r->status == want;
-}
-
-static void g_on_created(grpo_group *g, const grpo_http_resp *r) {
-    json_t *j = ok_status(r, 201) ? json_loads(r->body, 0, NULL) : NULL;
-    const char *id = json_string_value(json_object_get(j, "id"));
-    if (!id || strlen(id) >= sizeof(g->tmpl)) {
-        json_decref(j);
-        return g_fail(g);
+static void g_on_created(void *ud, sbx_sandbox *sb, const sbx_err *err) {
+    grpo_group *g = ud;
+    if (g_closing(g))
+        return sbx_sandbox_free(sb);
+    if (sb) {
+        g->tmpl = sb;
+        g->tmpl_live = true;
     }
-    snprintf(g->tmpl, sizeof(g->tmpl), "%s", id);
-    g->tmpl_live = true;
-    json_decref(j);
+    if (g->orphan)
+        return g_after(g);
+    if (err)
+        return g_fail(g);
     g->state = G_SETUP;
     g_setup_next(g);
 }
 
-static void g_on_setup(grpo_group *g, const grpo_http_resp *r) {
-    if (!ok_status(r, 204))
+static void g_on_setup(void *ud, const sbx_err *err) {
+    grpo_group *g = ud;
+    if (g_closing(g))
+        return;
+    if (g->orphan)
+        return g_after(g);
+    if (err)
         return g_fail(g); /* the episodes write it again and report it as before */
     g_setup_next(g);
 }
 
-static void g_on_forked(grpo_group *g, const grpo_http_resp *r) {
-    json_t *j = ok_status(r, 201) ? json_loads(r->body, 0, NULL) : NULL;
-    if (!json_is_array(j) || json_array_size(j) != g->n_forking) {
-        json_decref(j);
-        return g_fail(g);
+static void g_on_forked(void *ud, sbx_sandbox **sbs, size_t n, const sbx_err *err) {
+    grpo_group *g = ud;
+    bool closing = g_closing(g);
+    if (closing || g->orphan || err || n != g->n_forking) {
+        for (size_t i = 0; i < n; i++)
+            sbx_sandbox_free(sbs[i]);
+        if (closing)
+            return;
+        return g->orphan ? g_after(g) : g_fail(g);
     }
-    for (size_t i = 0; i < g->n_forking; i++) {
-        const char *id = json_string_value(json_object_get(json_array_get(j, i), "id"));
-        grpo_episode_forked(g->forking[i], id ? id : "");
-    }
-    json_decref(j);
+    for (size_t i = 0; i < n; i++)
+        grpo_episode_forked(g->forking[i], sbs[i]);
     g->remaining -= g->n_forking;
     g->n_forking = 0;
     g->state = G_READY;
@@ -165,40 +184,24 @@ static void g_on_forked(grpo_group *g, const grpo_http_resp *r) {
         g_release(g);
 }
 
-static void g_on_deleted(grpo_group *g, const grpo_http_resp *r) {
-    if (ok_status(r, 204)) { /* then the end record, for the cost */
-        char path[160];
-        snprintf(path, sizeof(path), "/v1/sandboxes/%s", g->tmpl);
-        g->tmpl[0] = '#'; /* marks the GET */
-        return g_request(g, "GET", path, NULL, 30000);
-    }
+static void g_on_status(void *ud, const sbx_sandbox_status *st, const sbx_err *err) {
+    grpo_group *g = ud;
+    if (g_closing(g))
+        return;
+    if (st && !g->orphan)
+        g->run->sandbox_cost += st->cost_usd;
+    sbx_sandbox_free(g->tmpl);
+    g->tmpl = NULL;
+    g_after(g);
 }
 
-static void g_on_resp(void *ud, const grpo_http_resp *r) {
+static void g_on_terminated(void *ud, const sbx_err *err) {
     grpo_group *g = ud;
-    g->busy = false;
-    if (g->tmpl[0] == '#') { /* the template's end record */
-        json_t *j = ok_status(r, 200) ? json_loads(r->body, 0, NULL) : NULL;
-        json_t *c = json_object_get(json_object_get(j, "end"), "cost_usd");
-        if (json_is_number(c) && !g->orphan)
-            g->run->sandbox_cost += json_number_value(c);
-        json_decref(j);
-        g->tmpl[0] = 0;
-    } else if (!g->tmpl_live && g->tmpl[0] && g->state != G_CREATING) {
-        g_on_deleted(g, r);
-    } else if (g->orphan) {
-    } else if (g->state == G_CREATING) {
-        g_on_created(g, r);
-    } else if (g->state == G_SETUP) {
-        g_on_setup(g, r);
-    } else if (g->state == G_FORKING) {
-        g_on_forked(g, r);
-    }
-    if (g->orphan && !g->busy) {
-        if (g->tmpl_live)
-            return g_release(g);
-        g_free_now(g);
-    }
+    if (g_closing(g))
+        return;
+    if (!err) /* then the end record, for the cost */
+        g->busy = sbx_async_get_status(g->run->sbx, g->tmpl, g_on_status, g) == SBX_OK;
+    g_after(g);
 }
 
 bool grpo_group_want(grpo_episode *ep) {
@@ -209,7 +212,9 @@ bool grpo_group_want(grpo_episode *ep) {
     g->waiting[g->n_waiting++] = ep;
     if (g->state == G_IDLE) {
         g->state = G_CREATING;
-        g_request(g, "POST", "/v1/sandboxes", grpo_episode_create_body(ep), 120000);
+        grpo_create c;
+        grpo_episode_create_opts(ep, "template", &c);
+        g->busy = sbx_async_create(run->sbx, &c.o, g_on_created, g) == SBX_OK;
         if (!g->busy) {
             g->n_waiting--;
             g->state = G_FAILED;
@@ -225,8 +230,5 @@ void grpo_group_free(grpo_group *g) {
     if (!g)
         return;
     g->orphan = true;
-    if (g->tmpl_live && !g->busy)
-        g_release(g);
-    if (!g->busy)
-        g_free_now(g);
+    g_after(g);
 }

@@ -1,7 +1,10 @@
 /* The GRPO run (sbx_grpo_run): steps of concurrent episodes on one libuv loop, group statistics,
- * the training plane (GET /v1/state, POST /v1/train_step with retries), the cost cap, signals. */
+ * the training plane (GET /v1/state, POST /v1/train_step with retries), the cost cap, signals.
+ * Sandboxes go through libsbx's async API (a host list, placement across daemons); the trainer
+ * through libsbx's internal HTTP engine. */
 #include "client/grpo/math.h"
 #include "client/grpo/runner.h"
+#include "client/lib/internal.h"
 
 #include "common/fdutil.h"
 #include "common/macro.h"
@@ -51,49 +54,34 @@ double grpo_run_cost(const grpo_run *run) {
     return run->sandbox_cost + run->o.gpu_hour_usd * run->o.gpus * hours;
 }
 
-/* ---- HTTP plumbing ---- */
-
-static int run_http(grpo_run *run, bool daemon, const char *method, const char *path,
-                    const char *ctype, const void *data, size_t len, uint64_t timeout_ms,
-                    grpo_http_cb cb, void *ud) {
-    char url[1024];
-    snprintf(url, sizeof(url), "%s%s", daemon ? run->daemon_base : run->trainer_base, path);
-    grpo_http_req req = {
-        .method = method,
-        .url = url,
-        .unix_socket = daemon && run->sock[0] ? run->sock : NULL,
-        .bearer = daemon && run->token[0] ? run->token : NULL,
-        .content_type = ctype,
-        .body = data,
-        .body_len = len,
-        .timeout_ms = timeout_ms,
-    };
-    return grpo_http_submit(run->http, &req, cb, ud);
-}
-
-static int run_json(grpo_run *run, bool daemon, const char *method, const char *path, json_t *body,
-                    uint64_t timeout_ms, grpo_http_cb cb, void *ud) {
-    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (body && !text)
-        return -ENOMEM;
-    return run_http(run, daemon, method, path, NULL, text, text ? strlen(text) : 0, timeout_ms, cb,
-                    ud);
-}
-
-int grpo_daemon_request(grpo_run *run, const char *method, const char *path, json_t *body,
-                        uint64_t timeout_ms, grpo_http_cb cb, void *ud) {
-    return run_json(run, true, method, path, body, timeout_ms, cb, ud);
-}
-
-int grpo_daemon_request_raw(grpo_run *run, const char *method, const char *path, const char *ctype,
-                            const void *data, size_t len, grpo_http_cb cb, void *ud) {
-    return run_http(run, true, method, path, ctype, data ? data : "", len, 300000, cb, ud);
-}
+/* ---- the trainer's HTTP: libsbx's engine, JSON in and out ---- */
 
 int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
-                         grpo_http_cb cb, void *ud) {
-    return run_json(run, false, method, path, body, 300000, cb, ud);
+                         sbxi_http_cb cb, void *ud) {
+    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    char url[1024];
+    if ((body && !text) || snprintf(url, sizeof(url), "%s%s", run->trainer_base, path) < 0)
+        return -ENOMEM;
+    sbxi_http_opts opts = {
+        .content_type = text ? "application/json" : NULL,
+        .timeout_ms = 300000,
+        .connect_timeout_ms = 5000,
+    };
+    return sbxi_http_async_request_ex(run->trainer, method, url, NULL, text,
+                                      text ? strlen(text) : 0, &opts, cb, ud);
+}
+
+const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len) {
+    if (r->status == 0)
+        return r->error && *r->error ? r->error : "no answer";
+    json_t *j = json_loadb(r->body, r->len, 0, NULL);
+    const char *m = json_string_value(json_object_get(j, "message"));
+    if (!m)
+        m = json_string_value(json_object_get(j, "detail"));
+    snprintf(buf, len, "HTTP %ld%s%s", r->status, m ? ": " : "", m ? m : "");
+    json_decref(j);
+    return buf;
 }
 
 /* ---- progress ---- */
@@ -226,10 +214,10 @@ static void run_start_episodes(grpo_run *run) {
 
 /* ---- the training plane ---- */
 
-static void on_state(void *ud, const grpo_http_resp *r);
+static void on_state(void *ud, const sbxi_http_result *r);
 
-static bool trainer_retry(grpo_run *run, const grpo_http_resp *r, uv_timer_cb cb) {
-    if (run->fatal || !(r->transport_error || r->status >= 500) ||
+static bool trainer_retry(grpo_run *run, const sbxi_http_result *r, uv_timer_cb cb) {
+    if (run->fatal || !(r->status == 0 || r->status >= 500) ||
         run->train_attempts >= run->o.trainer_retries)
         return false;
     uint64_t delay = 500u << MIN(run->train_attempts, 4u);
@@ -238,17 +226,11 @@ static bool trainer_retry(grpo_run *run, const grpo_http_resp *r, uv_timer_cb cb
     return true;
 }
 
-static void trainer_error(grpo_run *run, const grpo_http_resp *r, const char *what) {
-    char buf[300] = "";
-    if (!r->transport_error) {
-        json_t *j = json_loadb(r->body, r->len, 0, NULL);
-        snprintf(buf, sizeof(buf), "HTTP %ld %s", r->status,
-                 json_string_value(json_object_get(j, "message")) ?: "");
-        json_decref(j);
-    }
+static void trainer_error(grpo_run *run, const sbxi_http_result *r, const char *what) {
+    char buf[300];
     grpo_run_fail(run, -EIO, "trainer_failed", "trainer %s%s failed after %u attempts: %s",
                   run->trainer_base, what, run->train_attempts + 1,
-                  r->transport_error ? r->error : buf);
+                  grpo_trainer_error(r, buf, sizeof(buf)));
 }
 
 static void get_state(uv_timer_t *t) {
@@ -261,12 +243,14 @@ static void get_state(uv_timer_t *t) {
     }
 }
 
-static void on_state(void *ud, const grpo_http_resp *r) {
+static void on_state(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
+    if (r->cancelled)
+        return;
     run->step_request = false;
     if (run->fatal)
         return run_finish(run);
-    if (r->transport_error || r->status != 200) {
+    if (r->status != 200) {
         if (trainer_retry(run, r, get_state))
             return;
         trainer_error(run, r, "/v1/state");
@@ -328,7 +312,7 @@ static json_t *run_score_groups(grpo_run *run) {
     return groups;
 }
 
-static void on_trained(void *ud, const grpo_http_resp *r);
+static void on_trained(void *ud, const sbxi_http_result *r);
 
 static void post_train(uv_timer_t *t) {
     grpo_run *run = t->data;
@@ -341,12 +325,14 @@ static void post_train(uv_timer_t *t) {
     }
 }
 
-static void on_trained(void *ud, const grpo_http_resp *r) {
+static void on_trained(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
+    if (r->cancelled)
+        return;
     run->step_request = false;
     if (run->fatal)
         return run_finish(run);
-    if (r->transport_error || r->status != 200) {
+    if (r->status != 200) {
         if (trainer_retry(run, r, post_train))
             return;
         trainer_error(run, r, "/v1/train_step");
@@ -412,24 +398,20 @@ static uint64_t splitmix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static int run_pool(grpo_run *run, sbx_err *err) {
+static sbx_code run_pool(grpo_run *run, sbx_err *err) {
     const char *split = run->o.split ? run->o.split : "train";
     bool all = strcmp(split, "all") == 0, held = strcmp(split, "held_out") == 0;
-    if (!all && !held && strcmp(split, "train") != 0) {
-        snprintf(err->message, sizeof(err->message), "--split must be train, held_out or all");
-        return -EINVAL;
-    }
+    if (!all && !held && strcmp(split, "train") != 0)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "--split must be train, held_out or all");
     run->pool = calloc(run->ts->n_tasks, sizeof(*run->pool));
     if (!run->pool)
-        return -ENOMEM;
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     for (size_t i = 0; i < run->ts->n_tasks; i++)
         if (all || run->ts->tasks[i].held_out == held)
             run->pool[run->n_pool++] = &run->ts->tasks[i];
-    if (run->n_pool == 0) {
-        snprintf(err->message, sizeof(err->message), "the %s split of %s@%s has no tasks", split,
-                 run->ts->name, run->ts->version);
-        return -EINVAL;
-    }
+    if (run->n_pool == 0)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "the %s split of %s@%s has no tasks", split,
+                            run->ts->name, run->ts->version);
     uint64_t s = run->o.seed;
     for (size_t i = run->n_pool - 1; i > 0; i--) {
         size_t j = splitmix(&s) % (i + 1);
@@ -437,28 +419,24 @@ static int run_pool(grpo_run *run, sbx_err *err) {
         run->pool[i] = run->pool[j];
         run->pool[j] = t;
     }
-    return 0;
+    return SBX_OK;
 }
 
-static void run_endpoints(grpo_run *run) {
-    const char *h = run->o.sandboxd ? run->o.sandboxd : getenv("SBX_HOST");
-    if (!h || !*h)
-        h = SBX_DEFAULT_SOCKET;
-    char first[512];
-    snprintf(first, sizeof(first), "%.*s", (int)strcspn(h, ","), h);
-    if (strncmp(first, "http://", 7) == 0 || strncmp(first, "https://", 8) == 0) {
-        snprintf(run->daemon_base, sizeof(run->daemon_base), "%s", first);
-    } else {
-        const char *p = strncmp(first, "unix:", 5) == 0 ? first + 5 : first;
-        snprintf(run->sock, sizeof(run->sock), "%s", p);
-        snprintf(run->daemon_base, sizeof(run->daemon_base), "http://localhost");
-    }
-    const char *tok = run->o.token ? run->o.token : getenv("SBX_TOKEN");
-    snprintf(run->token, sizeof(run->token), "%s", tok ? tok : "");
+/* sandboxd through libsbx (a host list, placement by free capacity, the token), the trainer
+ * through libsbx's HTTP engine. */
+static sbx_code run_connect(grpo_run *run, sbx_err *err) {
+    sbx_code c = sbx_client_new(run->o.sandboxd, &run->client, err);
+    if (c != SBX_OK)
+        return c;
+    if (run->o.token && (c = sbx_client_set_token(run->client, run->o.token)) != SBX_OK)
+        return sbxi_err_set(err, c, 0, "", "bad token (control characters?)");
+    if ((c = sbx_async_new(run->client, run->loop, &run->sbx, err)) != SBX_OK)
+        return c;
     snprintf(run->trainer_base, sizeof(run->trainer_base), "%s", run->o.trainer_url);
     size_t n = strlen(run->trainer_base);
     while (n && run->trainer_base[n - 1] == '/')
         run->trainer_base[--n] = 0;
+    return SBX_OK;
 }
 
 static sbx_code run_check_opts(const sbx_grpo_opts *o, sbx_err *err) {
@@ -473,40 +451,37 @@ static sbx_code run_check_opts(const sbx_grpo_opts *o, sbx_err *err) {
         : o->fail_graders < 0 || o->fail_graders > 1           ? "fail_graders must be in [0, 1]"
         : o->max_cost_usd < 0 || o->gpu_hour_usd < 0           ? "prices must be >= 0"
                                                                : NULL;
-    if (!bad)
-        return SBX_OK;
-    err->code = SBX_E_INVALID;
-    snprintf(err->message, sizeof(err->message), "%s", bad);
-    return SBX_E_INVALID;
+    return bad ? sbxi_err_set(err, SBX_E_INVALID, 0, "", "%s", bad) : SBX_OK;
 }
 
 static void run_close_handles(grpo_run *run) {
     run_free_episodes(run);
-    grpo_http_free(run->http);
+    run->closing = true; /* what is still in flight is called back, cancelled, and returns */
+    sbx_async_free(run->sbx);
+    sbxi_http_async_free(run->trainer);
     uv_close((uv_handle_t *)&run->timer, NULL);
     if (run->o.handle_signals) {
         uv_close((uv_handle_t *)&run->sig_int, NULL);
         uv_close((uv_handle_t *)&run->sig_term, NULL);
     }
     uv_run(run->loop, UV_RUN_DEFAULT);
+    sbx_client_free(run->client);
 }
 
 static sbx_code run_prepare(grpo_run *run, sbx_err *err) {
     error_rec e = {0};
     int r = grpo_taskset_load(run->o.tasks_path, &run->ts, &e);
-    if (r < 0) {
-        snprintf(err->message, sizeof(err->message), "%s", e.message);
-        return err->code = SBX_E_INVALID;
-    }
-    if (run_pool(run, err) < 0)
-        return err->code = SBX_E_INVALID;
+    if (r < 0)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "%s", e.message);
+    sbx_code c = run_pool(run, err);
+    if (c != SBX_OK)
+        return c;
     r = mkdir_p(run->o.out_dir, 0755);
-    if (r < 0) {
-        snprintf(err->message, sizeof(err->message), "cannot create %s: %s", run->o.out_dir,
-                 strerror(-r));
-        return err->code = SBX_E_IO;
-    }
-    run_endpoints(run);
+    if (r < 0)
+        return sbxi_err_set(err, SBX_E_IO, 0, "", "cannot create %s: %s", run->o.out_dir,
+                            strerror(-r));
+    if ((c = run_connect(run, err)) != SBX_OK)
+        return c;
     snprintf(run->run_id, sizeof(run->run_id), "grpo-%llx-%x", (unsigned long long)now_real_ms(),
              (unsigned)getpid());
     return SBX_OK;
@@ -515,16 +490,11 @@ static sbx_code run_prepare(grpo_run *run, sbx_err *err) {
 static sbx_code run_result(grpo_run *run, sbx_err *err) {
     if (!run->fatal)
         return SBX_OK;
-    snprintf(err->message, sizeof(err->message), "%s", run->fatal_msg);
-    if (strcmp(run->fatal_reason, "daemon_unreachable") == 0)
-        err->code = SBX_E_CONNECT;
-    else if (strcmp(run->fatal_reason, "trainer_failed") == 0)
-        err->code = SBX_E_SERVER;
-    else if (run->fatal == -ENOMEM)
-        err->code = SBX_E_NOMEM;
-    else
-        err->code = SBX_E_IO;
-    return err->code;
+    sbx_code c = strcmp(run->fatal_reason, "daemon_unreachable") == 0 ? SBX_E_CONNECT
+                 : strcmp(run->fatal_reason, "trainer_failed") == 0   ? SBX_E_SERVER
+                 : run->fatal == -ENOMEM                              ? SBX_E_NOMEM
+                                                                      : SBX_E_IO;
+    return sbxi_err_set(err, c, 0, "", "%s", run->fatal_msg);
 }
 
 sbx_code sbx_grpo_run(const sbx_grpo_opts *opts, sbx_grpo_summary *ret, sbx_err *err) {
@@ -538,9 +508,11 @@ sbx_code sbx_grpo_run(const sbx_grpo_opts *opts, sbx_grpo_summary *ret, sbx_err 
     sbx_grpo_summary sum = {0};
     grpo_run run = {.o = *opts, .sum = &sum};
     uv_loop_t loop;
-    if (uv_loop_init(&loop) < 0 || grpo_http_new(&loop, &run.http) < 0) {
-        snprintf(err->message, sizeof(err->message), "cannot set up the event loop");
-        return err->code = SBX_E_NOMEM;
+    if (uv_loop_init(&loop) < 0)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot set up the event loop");
+    if (sbxi_http_async_new(&loop, &run.trainer) < 0) {
+        uv_loop_close(&loop);
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot set up the event loop");
     }
     run.loop = &loop;
     uv_timer_init(&loop, &run.timer);

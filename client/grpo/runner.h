@@ -3,8 +3,8 @@
  * report.c the logs, summary and reward curve. */
 #pragma once
 
-#include "client/grpo/http.h"
 #include "client/grpo/taskset.h"
+#include "client/lib/http_async.h"
 
 #include <jansson.h>
 #include <sbx_grpo.h>
@@ -41,8 +41,7 @@ typedef struct grpo_episode {
     int state;
     unsigned turn, attempts;
     size_t setup_i;
-    char agent_id[96], grader_id[96];
-    bool agent_live, grader_live; /* created and not yet deleted */
+    sbx_sandbox *agent, *grader; /* created and not yet released */
     grpo_ivec prompt, completion, mask;
     grpo_dvec logprobs;
     json_t *trace; /* [{"command": ..., "output": ...}] for the log */
@@ -57,19 +56,28 @@ typedef struct grpo_episode {
     uint64_t t_start, t_end, t_mark, gen_ms, exec_ms, grade_ms;
     unsigned long long policy_version;
     uv_timer_t timer; /* retries */
-    json_t *req_body; /* the request being retried */
+    json_t *req_body; /* the trainer request being retried */
     char req_path[256];
-    bool req_daemon;
 } grpo_episode;
+
+/* The create options of an episode's sandbox, with the storage its labels point into. */
+typedef struct grpo_create {
+    sbx_create_opts o;
+    char labels[3][192];
+    const char *label_v[4];
+} grpo_create;
 
 struct grpo_run {
     sbx_grpo_opts o;
     uv_loop_t *loop;
-    grpo_http *http;
+    sbx_client *client;       /* sandboxd: the host list, placement, the token */
+    sbx_async *sbx;           /* every sandbox call of the run, on the loop */
+    sbxi_http_async *trainer; /* the generation + training server (not sandboxd) */
+    bool closing;             /* sbx_async_free is cancelling: callbacks only return */
     grpo_taskset *ts;
     const grpo_task **pool; /* tasks of the chosen split, in seeded order */
     size_t n_pool, next_task;
-    char sock[512], daemon_base[512], trainer_base[512], token[512];
+    char trainer_base[512];
     char run_id[32];
     unsigned step;
     grpo_episode **eps;
@@ -102,14 +110,16 @@ void grpo_episode_start(grpo_episode *ep);
 void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop */
 json_t *grpo_episode_log(const grpo_episode *ep);
 json_t *grpo_episode_train_json(const grpo_episode *ep);
-/* For group.c: the agent's create body (labelled as a template), the cold create (the old
- * path), and a sandbox forked for it (setup files already written in the template). */
-json_t *grpo_episode_create_body(const grpo_episode *ep);
+/* For group.c: the create options of an episode's sandbox (role "agent", "grader" or
+ * "template"), the cold create (the old path), and a sandbox forked for it (setup files already
+ * written in the template; the handle is the episode's now). */
+void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_create *ret);
 void grpo_episode_create_cold(grpo_episode *ep);
-void grpo_episode_forked(grpo_episode *ep, const char *id);
-char *grpo_file_put_path(const char *id, const grpo_file *f);
+void grpo_episode_forked(grpo_episode *ep, sbx_sandbox *sb);
+/* The file's mode: 0755 for scripts ("#!"), else the default. */
+unsigned grpo_file_mode(const grpo_file *f);
 /* group.c: a task's group sets up one template sandbox and forks its episodes from it
- * (POST /v1/sandboxes/{id}/fork); any failure sends the episodes down the cold path. */
+ * (sbx_async_fork); any failure sends the episodes down the cold path. */
 grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes);
 /* True when the group takes care of ep's sandbox (grpo_episode_forked or _create_cold). */
 bool grpo_group_want(grpo_episode *ep);
@@ -120,13 +130,12 @@ void grpo_run_episode_done(grpo_run *run, grpo_episode *ep);
 int grpo_run_fail(grpo_run *run, int code, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 double grpo_run_cost(const grpo_run *run);
-/* HTTP to the daemon / the trainer; body may be NULL (it is stolen when json). */
-int grpo_daemon_request(grpo_run *run, const char *method, const char *path, json_t *body,
-                        uint64_t timeout_ms, grpo_http_cb cb, void *ud);
-int grpo_daemon_request_raw(grpo_run *run, const char *method, const char *path, const char *ctype,
-                            const void *data, size_t len, grpo_http_cb cb, void *ud);
+/* A JSON request to the trainer (body may be NULL; it is stolen). cb also runs, with
+ * res->cancelled set, when the run tears down: return at once then. */
 int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
-                         grpo_http_cb cb, void *ud);
+                         sbxi_http_cb cb, void *ud);
+/* "HTTP 503: message" or the transport's error, for the trainer's failures. */
+const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len);
 /* report.c */
 int grpo_report_step(grpo_run *run);
 int grpo_report_finish(grpo_run *run);

@@ -30,6 +30,7 @@ static void task_clear(grpo_task *t) {
     json_decref(t->limits);
     free(t->image);
     json_decref(t->network);
+    free(t->network_text);
     files_free(t->grader_files, t->n_grader_files);
     free(t->grader_command);
     free(t->expected_output);
@@ -214,6 +215,47 @@ static int parse_grader(json_t *g, grpo_task *t, error_rec *err) {
                         err);
 }
 
+static int parse_size(json_t *v, uint64_t *ret, const char *what, error_rec *err) {
+    char buf[64] = "";
+    if (json_is_integer(v) && json_integer_value(v) > 0)
+        snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+    else if (json_is_string(v))
+        snprintf(buf, sizeof(buf), "%s", json_string_value(v));
+    if (!v)
+        return 0;
+    if (units_parse_size(buf, ret) < 0 || *ret == 0)
+        return error_set(err, -EINVAL, "\"limits.%s\" must be a size like \"512Mi\"", what);
+    return 0;
+}
+
+static int parse_positive(json_t *v, double *ret, const char *what, error_rec *err) {
+    if (!v)
+        return 0;
+    if (!json_is_number(v) || json_number_value(v) <= 0)
+        return error_set(err, -EINVAL, "\"limits.%s\" must be a number > 0", what);
+    *ret = json_number_value(v);
+    return 0;
+}
+
+/* The create fields of "limits" (docs/GRPO.md); other keys are ignored, as the API does. */
+static int parse_limits(json_t *l, grpo_limits *out, error_rec *err) {
+    unsigned pids = 0;
+    int r;
+    if ((r = parse_positive(json_object_get(l, "cpu"), &out->cpu, "cpu", err)) < 0 ||
+        (r = parse_size(json_object_get(l, "memory"), &out->memory, "memory", err)) < 0 ||
+        (r = parse_size(json_object_get(l, "disk"), &out->disk, "disk", err)) < 0 ||
+        (r = parse_uint(json_object_get(l, "pids"), 0, 1u << 20, &pids, "limits.pids", err)) < 0 ||
+        (r = parse_duration(json_object_get(l, "timeout"), 15 * 60000, &out->timeout_ms,
+                            "limits.timeout", err)) < 0 ||
+        (r = parse_duration(json_object_get(l, "idle_timeout"), 5 * 60000, &out->idle_timeout_ms,
+                            "limits.idle_timeout", err)) < 0 ||
+        (r = parse_positive(json_object_get(l, "max_cost_usd"), &out->max_cost_usd, "max_cost_usd",
+                            err)) < 0)
+        return r;
+    out->pids = pids;
+    return 0;
+}
+
 static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
     json_t *limits = json_object_get(o, "limits"), *image = json_object_get(o, "image");
     json_t *net = json_object_get(o, "network");
@@ -222,6 +264,9 @@ static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
     t->limits = limits ? json_deep_copy(limits) : json_object();
     if (!t->limits)
         return -ENOMEM;
+    int r = parse_limits(t->limits, &t->sandbox, err);
+    if (r < 0)
+        return r;
     if (image && !json_is_string(image))
         return error_set(err, -EINVAL, "\"image\" must be a string");
     if (image && !(t->image = strdup(json_string_value(image))))
@@ -229,6 +274,9 @@ static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
     if (net && !json_is_string(net) && !json_is_object(net))
         return error_set(err, -EINVAL, "\"network\" must be \"none\", \"open\" or {\"allow\":[]}");
     t->network = net ? json_deep_copy(net) : NULL;
+    if (net && !(t->network_text = json_is_string(net) ? strdup(json_string_value(net))
+                                                       : json_dumps(net, JSON_COMPACT)))
+        return -ENOMEM;
     return 0;
 }
 

@@ -29,6 +29,16 @@ typedef enum grpo_reward_kind {
     GRPO_REWARD_EXPECTED_OUTPUT /* stdout (trimmed) == expected -> 1, else 0 */
 } grpo_reward_kind;
 
+/* A task's "limits": the create fields its sandboxes get (0: the daemon's default). */
+typedef struct grpo_limits {
+    double cpu;
+    uint64_t memory, disk;
+    unsigned pids;
+    uint64_t timeout_ms;      /* default 15m */
+    uint64_t idle_timeout_ms; /* default 5m */
+    double max_cost_usd;
+} grpo_limits;
+
 typedef struct grpo_task {
     char *id;
     char *prompt_text; /* one of prompt_text / prompt_ids */
@@ -38,9 +48,11 @@ typedef struct grpo_task {
     size_t n_setup_files;
     char **setup_commands;
     size_t n_setup_commands;
-    json_t *limits;  /* object copied into the create request: cpu, memory, disk, pids, ... */
-    char *image;     /* NULL: host */
-    json_t *network; /* NULL: none (agent sandbox only; graders never get a network) */
+    json_t *limits;      /* the task's "limits" object, as written */
+    grpo_limits sandbox; /* the same, parsed: what both sandboxes are created with */
+    char *image;         /* NULL: host */
+    json_t *network;     /* NULL: none (agent sandbox only; graders never get a network) */
+    char *network_text;  /* network as sbx_create_opts takes it ("none", "open", JSON) */
     unsigned max_turns;
     unsigned max_completion_tokens;
     uint64_t command_timeout_ms;

@@ -6,7 +6,8 @@
  * by the caller (free() them) unless a comment says otherwise.
  *
  * Synchronous flow:   sbx_client_new -> sbx_sandbox_create -> sbx_sandbox_write_file ->
- *                     sbx_sandbox_exec -> sbx_sandbox_read_file -> sbx_sandbox_terminate.
+ *                     sbx_sandbox_exec -> sbx_sandbox_read_file -> sbx_sandbox_terminate
+ *                     (sbx_sandbox_fork copies a prepared sandbox into many).
  * Asynchronous flow:  sbx_async_new(client, uv_loop) then sbx_async_* with callbacks, for
  *                     hundreds of sandboxes on one libuv loop.
  *
@@ -69,9 +70,25 @@ sbx_code sbx_client_info(sbx_client *client, char **ret_json, sbx_err *err);
 sbx_code sbx_client_list(sbx_client *client, const char *label_filter, char **ret_json,
                          sbx_err *err);
 
-/* ---- leases: sandboxes created under a lease die when it is not renewed ---- */
+/* ---- leases: sandboxes created under a lease die when it is not renewed ----
+ * A lease lives on the client's first endpoint (sandboxes that name it must be placed there). */
 sbx_code sbx_lease_create(sbx_client *client, uint64_t ttl_ms, char **ret_lease_id, sbx_err *err);
 sbx_code sbx_lease_renew(sbx_client *client, const char *lease_id, sbx_err *err);
+/* DELETE /v1/leases/{id}: ends the lease and terminates its sandboxes. */
+sbx_code sbx_lease_delete(sbx_client *client, const char *lease_id, sbx_err *err);
+
+/* ---- images: a node's image store (client/lib/images.c). With several endpoints these talk
+ * to the first one. ---- */
+#define SBX_IMAGE_STRIP_SETUID 1u /* clear setuid/setgid bits instead of refusing the archive */
+/* Import an archive (docker save, OCI image layout or rootfs tarball; gzip or not) read from
+ * fd to its end, streamed, as name ("NAME" or "NAME:TAG"). ret_json (may be NULL): the image
+ * object, free() it. */
+sbx_code sbx_image_import(sbx_client *client, const char *name, int fd, unsigned flags,
+                          char **ret_json, sbx_err *err);
+sbx_code sbx_image_list(sbx_client *client, char **ret_json, sbx_err *err);
+sbx_code sbx_image_inspect(sbx_client *client, const char *name, char **ret_json, sbx_err *err);
+/* SBX_E_CONFLICT while a sandbox or a warm pool uses it. */
+sbx_code sbx_image_remove(sbx_client *client, const char *name, sbx_err *err);
 
 /* ---- sandboxes ---- */
 typedef struct sbx_sandbox sbx_sandbox;
@@ -101,10 +118,35 @@ sbx_code sbx_sandbox_open(sbx_client *client, const char *id, sbx_sandbox **ret,
 const char *sbx_sandbox_id(const sbx_sandbox *sb); /* owned by the handle */
 /* GET /v1/sandboxes/{id}: state, limits, usage, cost, end reason, as JSON. */
 sbx_code sbx_sandbox_inspect(sbx_sandbox *sb, char **ret_json, sbx_err *err);
+
+/* The same GET, reduced to what a program usually wants to know. */
+typedef struct sbx_sandbox_status {
+    char state[16];      /* "starting", "running" or "ended" */
+    char end_reason[32]; /* "" until ended; then "terminated", "idle_timeout", ... */
+    double cost_usd;     /* so far; once ended, the end record's final cost */
+} sbx_sandbox_status;
+sbx_code sbx_sandbox_get_status(sbx_sandbox *sb, sbx_sandbox_status *ret, sbx_err *err);
+
+/* POST /v1/sandboxes/{id}/fork: count new sandboxes on the source's node whose /workspace and
+ * /tmp start as copies of the source's. The overrides are create fields; a field left at its
+ * sbx_create_opts_init value keeps the source's (idempotency_key is not used). All or nothing. */
+typedef struct sbx_fork_opts {
+    unsigned count; /* 1..256; 0 means 1 */
+    sbx_create_opts overrides;
+} sbx_fork_opts;
+void sbx_fork_opts_init(sbx_fork_opts *opts);
+/* *ret_array: malloc'd array of *ret_count handles (free them with sbx_sandbox_array_free). */
+sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbox ***ret_array,
+                          size_t *ret_count, sbx_err *err);
+/* Frees each handle (without terminating) and the array; accepts NULL. */
+void sbx_sandbox_array_free(sbx_sandbox **array, size_t count);
 /* POST .../timeout: the sandbox now lives until timeout_ms from now. */
 sbx_code sbx_sandbox_set_timeout(sbx_sandbox *sb, uint64_t timeout_ms, sbx_err *err);
 sbx_code sbx_sandbox_write_file(sbx_sandbox *sb, const char *path, const void *data, size_t len,
                                 sbx_err *err);
+/* The same with the file's mode (e.g. 0755; 0 means the default 0644). */
+sbx_code sbx_sandbox_write_file_mode(sbx_sandbox *sb, const char *path, const void *data,
+                                     size_t len, unsigned mode, sbx_err *err);
 sbx_code sbx_sandbox_read_file(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
                                sbx_err *err);
 /* PUT a tar archive to be unpacked into the directory at path / GET a directory as a tar. */
@@ -161,6 +203,10 @@ typedef void (*sbx_create_cb)(void *userdata, sbx_sandbox *sb, const sbx_err *er
 typedef void (*sbx_exec_cb)(void *userdata, const sbx_exec_result *res, const sbx_err *err);
 typedef void (*sbx_data_cb)(void *userdata, const void *data, size_t len, const sbx_err *err);
 typedef void (*sbx_done_cb)(void *userdata, const sbx_err *err);
+/* sbs: count handles owned by the callee; the array itself is valid during the callback only. */
+typedef void (*sbx_fork_cb)(void *userdata, sbx_sandbox **sbs, size_t count, const sbx_err *err);
+typedef void (*sbx_lease_cb)(void *userdata, const char *lease_id, const sbx_err *err);
+typedef void (*sbx_status_cb)(void *userdata, const sbx_sandbox_status *st, const sbx_err *err);
 
 /* All callbacks run on loop. err is NULL on success. The result/data passed to a callback is
  * only valid during the callback; a created sbx_sandbox is owned by the callee. */
@@ -170,8 +216,15 @@ void sbx_async_free(sbx_async *as);
 sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create_cb cb, void *ud);
 sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_cb cb,
                         void *ud);
+sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_fork_cb cb,
+                        void *ud);
+sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud); /* JSON */
+sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud);
 sbx_code sbx_async_write_file(sbx_async *as, sbx_sandbox *sb, const char *path, const void *data,
                               size_t len, sbx_done_cb cb, void *ud);
+sbx_code sbx_async_write_file_mode(sbx_async *as, sbx_sandbox *sb, const char *path,
+                                   const void *data, size_t len, unsigned mode, sbx_done_cb cb,
+                                   void *ud);
 sbx_code sbx_async_read_file(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
                              void *ud);
 sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path, const void *tar,
@@ -179,6 +232,10 @@ sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path,
 sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
                                void *ud);
 sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, void *ud);
+/* Leases, on the client's first endpoint (as the synchronous calls). */
+sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb, void *ud);
+sbx_code sbx_async_lease_renew(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud);
+sbx_code sbx_async_lease_delete(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud);
 /* Requests in flight on this handle. */
 size_t sbx_async_pending(const sbx_async *as);
 

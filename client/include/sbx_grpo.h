@@ -33,7 +33,8 @@ typedef void (*sbx_grpo_progress_cb)(void *userdata, const sbx_grpo_progress *p)
 typedef struct sbx_grpo_opts {
     const char *tasks_path;   /* the task set (JSONL) */
     const char *split;        /* "train" (default), "held_out" or "all" */
-    const char *sandboxd;     /* socket path or http://host:port; NULL: $SBX_HOST or default */
+    const char *sandboxd;     /* endpoints as sbx_client_new takes them (comma-separated: each
+                               * sandbox placed by free capacity); NULL: $SBX_HOST or default */
     const char *token;        /* bearer token for TCP; NULL: $SBX_TOKEN */
     const char *trainer_url;  /* generation + training server, e.g. "http://127.0.0.1:8000" */
     const char *model;        /* "model" field of completion requests; NULL: omitted */

@@ -21,18 +21,23 @@ struct sbx_async {
     bool closed;
 };
 
-enum op_kind { OP_CREATE, OP_EXEC, OP_READ, OP_GET_ARCHIVE, OP_DONE };
+enum op_kind {
+    OP_CREATE,
+    OP_FORK,
+    OP_EXEC,
+    OP_READ,
+    OP_GET_ARCHIVE,
+    OP_INSPECT,
+    OP_STATUS,
+    OP_LEASE,
+    OP_DONE
+};
 
 typedef struct op {
     sbx_async *as;
     enum op_kind kind;
     size_t ep;
-    union {
-        sbx_create_cb create;
-        sbx_exec_cb exec;
-        sbx_data_cb data;
-        sbx_done_cb done;
-    } cb;
+    void (*fn)(void); /* the caller's callback, of the type its kind says (CB) */
     void *ud;
     /* create */
     char *body, *idem;
@@ -81,13 +86,18 @@ size_t sbx_async_pending(const sbx_async *as) {
     return as ? as->ops : 0;
 }
 
-static op *op_new(sbx_async *as, enum op_kind kind, sbx_sandbox *sb, void *ud) {
+/* The callback as its kind's type, and any callback as the generic one op_new stores. */
+#define CB(o, type) ((type)(o)->fn)
+#define FN(cb) ((void (*)(void))(cb))
+
+static op *op_new(sbx_async *as, enum op_kind kind, sbx_sandbox *sb, void (*fn)(void), void *ud) {
     op *o = calloc(1, sizeof(*o));
     if (!o)
         return NULL;
     o->as = as;
     o->kind = kind;
     o->ep = sb ? sb->ep : 0;
+    o->fn = fn;
     o->ud = ud;
     as->refs++;
     as->ops++;
@@ -110,17 +120,27 @@ static void op_free(op *o) {
 static void op_fail(op *o, const sbx_err *e) {
     switch (o->kind) {
     case OP_CREATE:
-        o->cb.create(o->ud, NULL, e);
+        CB(o, sbx_create_cb)(o->ud, NULL, e);
+        break;
+    case OP_FORK:
+        CB(o, sbx_fork_cb)(o->ud, NULL, 0, e);
         break;
     case OP_EXEC:
-        o->cb.exec(o->ud, NULL, e);
+        CB(o, sbx_exec_cb)(o->ud, NULL, e);
         break;
     case OP_READ:
     case OP_GET_ARCHIVE:
-        o->cb.data(o->ud, NULL, 0, e);
+    case OP_INSPECT:
+        CB(o, sbx_data_cb)(o->ud, NULL, 0, e);
+        break;
+    case OP_STATUS:
+        CB(o, sbx_status_cb)(o->ud, NULL, e);
+        break;
+    case OP_LEASE:
+        CB(o, sbx_lease_cb)(o->ud, NULL, e);
         break;
     case OP_DONE:
-        o->cb.done(o->ud, e);
+        CB(o, sbx_done_cb)(o->ud, e);
         break;
     }
     op_free(o);
@@ -133,19 +153,19 @@ static void cancelled(op *o) {
 }
 
 static void on_done(void *ud, const sbxi_http_result *res);
+static void fork_result(op *o, const sbxi_http_result *res);
 
 static sbx_code submit(op *o, const char *method, const char *path, const char *ctype,
                        const char *accept, const void *body, size_t len, sbxi_http_cb cb,
                        void *cb_ud, size_t ep) {
     sbx_client *c = o->as->client;
     _cleanup_free_ char *url = sbxi_url(&c->eps[ep], path);
-    char ct[128], ac[128];
-    snprintf(ct, sizeof(ct), "Content-Type: %s", ctype ? ctype : "");
-    snprintf(ac, sizeof(ac), "Accept: %s", accept ? accept : "application/json");
-    const char *hdrs[] = {ctype ? ct : "Content-Type:", ac, o->idem, NULL};
     sbxi_http_opts opts = {
         .unix_path = c->eps[ep].unix_path,
-        .bearer_token = c->eps[ep].unix_path ? NULL : c->token, /* TCP only */
+        .bearer_token = sbxi_bearer(c, &c->eps[ep]),
+        .content_type = ctype,
+        .accept = accept,
+        .extra_header = o->idem,
         .connect_timeout_ms = 10000,
     };
     if (o->streaming && cb == on_done) {
@@ -154,7 +174,7 @@ static sbx_code submit(op *o, const char *method, const char *path, const char *
     }
     if (!url)
         return SBX_E_NOMEM;
-    int r = sbxi_http_async_request_ex(o->as->engine, method, url, hdrs, body, len, &opts, cb,
+    int r = sbxi_http_async_request_ex(o->as->engine, method, url, NULL, body, len, &opts, cb,
                                        cb_ud ? cb_ud : o);
     return r == 0            ? SBX_OK
            : r == -ENOMEM    ? SBX_E_NOMEM
@@ -213,7 +233,7 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
             op_fail(o, &pe);
             return;
         }
-        o->cb.create(o->ud, sb, NULL);
+        CB(o, sbx_create_cb)(o->ud, sb, NULL);
         op_free(o);
         return;
     }
@@ -231,10 +251,9 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
     if (!as || !cb || as->closed || (opts && !sbxi_header_safe(opts->idempotency_key)))
         return SBX_E_INVALID;
     sbx_client *c = as->client;
-    op *o = op_new(as, OP_CREATE, NULL, ud);
+    op *o = op_new(as, OP_CREATE, NULL, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
-    o->cb.create = cb;
     sbx_err e;
     o->body = sbxi_create_body(opts, &e);
     o->order = calloc(c->n_eps, sizeof(size_t));
@@ -276,6 +295,21 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
     return SBX_OK;
 }
 
+/* ---- fork: one request, many handles ---- */
+static void fork_result(op *o, const sbxi_http_result *res) {
+    sbx_sandbox **sbs = NULL;
+    size_t n = 0;
+    sbx_err e;
+    if (sbxi_sandboxes_from_body(o->as->client, o->ep, res->body, res->len, &sbs, &n, &e) !=
+        SBX_OK) {
+        op_fail(o, &e);
+        return;
+    }
+    CB(o, sbx_fork_cb)(o->ud, sbs, n, NULL); /* the handles are the callee's now */
+    free(sbs);
+    op_free(o);
+}
+
 /* ---- completion of every other operation ---- */
 static void on_done(void *ud, const sbxi_http_result *res) {
     op *o = ud;
@@ -294,6 +328,30 @@ static void on_done(void *ud, const sbxi_http_result *res) {
         return;
     }
     switch (o->kind) {
+    case OP_FORK:
+        fork_result(o, res);
+        return;
+    case OP_STATUS: {
+        sbx_sandbox_status st;
+        if (sbxi_status_parse(res->body, res->len, &st, &e) != SBX_OK) {
+            op_fail(o, &e);
+            return;
+        }
+        CB(o, sbx_status_cb)(o->ud, &st, NULL);
+        break;
+    }
+    case OP_LEASE: {
+        _cleanup_free_ char *id = NULL;
+        if (sbxi_lease_id_parse(res->body, res->len, &id, &e) != SBX_OK) {
+            op_fail(o, &e);
+            return;
+        }
+        CB(o, sbx_lease_cb)(o->ud, id, NULL);
+        break;
+    }
+    case OP_INSPECT:
+        CB(o, sbx_data_cb)(o->ud, res->body, res->len, NULL);
+        break;
     case OP_EXEC: {
         sbx_exec_result r = {0};
         rc = o->streaming ? sbxi_exec_stream_finish(&o->st, &r, &e)
@@ -302,7 +360,7 @@ static void on_done(void *ud, const sbxi_http_result *res) {
             op_fail(o, &e);
             return;
         }
-        o->cb.exec(o->ud, &r, NULL);
+        CB(o, sbx_exec_cb)(o->ud, &r, NULL);
         sbx_exec_result_free(&r);
         break;
     }
@@ -315,11 +373,11 @@ static void on_done(void *ud, const sbxi_http_result *res) {
             op_fail(o, &e);
             return;
         }
-        o->cb.data(o->ud, res->body, res->len, NULL);
+        CB(o, sbx_data_cb)(o->ud, res->body, res->len, NULL);
         break;
     }
     default:
-        o->cb.done(o->ud, NULL);
+        CB(o, sbx_done_cb)(o->ud, NULL);
         break;
     }
     op_free(o);
@@ -340,91 +398,127 @@ static sbx_code start(sbx_async *as, op *o, const char *method, const char *path
             return SBX_E_INVALID;                                                                  \
     } while (0)
 
+/* One operation about sb (path: /v1/sandboxes/{id}<suffix>, or the files path when given). */
+static sbx_code sb_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void (*fn)(void), void *ud,
+                      const char *method, const char *suffix, const char *ctype, const char *accept,
+                      const void *body, size_t len) {
+    op *o = op_new(as, kind, sb, fn, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, suffix);
+    return start(as, o, method, path, ctype, accept, body, len);
+}
+
 sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_cb cb,
                         void *ud) {
     ASYNC_CHECK(as, sb, cb);
     _cleanup_free_ char *body = sbxi_exec_body(opts, NULL);
     if (!body)
         return SBX_E_INVALID;
-    op *o = op_new(as, OP_EXEC, sb, ud);
+    op *o = op_new(as, OP_EXEC, sb, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
-    o->cb.exec = cb;
     if (opts->on_output) {
         o->streaming = true;
         sbxi_exec_stream_init(&o->st, opts);
     }
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/v1/sandboxes/%s/exec", sb->id) < 0)
-        path = NULL;
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/exec");
     return start(as, o, "POST", path, "application/json",
                  o->streaming ? "application/x-ndjson" : NULL, body, strlen(body));
 }
 
-static sbx_code files_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, const char *method,
-                         const char *ctype, const char *path, const void *data, size_t len,
-                         void *ud, op **ret) {
-    if (!path || (!data && len))
+static sbx_code files_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void (*fn)(void),
+                         void *ud, const char *method, const char *ctype, const char *path,
+                         const void *data, size_t len, unsigned mode) {
+    ASYNC_CHECK(as, sb, fn);
+    if (!path || (!data && len) || mode > 0777)
         return SBX_E_INVALID;
-    op *o = op_new(as, kind, sb, ud);
+    op *o = op_new(as, kind, sb, fn, ud);
     if (!o)
         return SBX_E_NOMEM;
-    *ret = o;
-    _cleanup_free_ char *p = sbxi_files_path(sb->id, path);
+    _cleanup_free_ char *p = sbxi_files_path(sb->id, path, mode);
     return start(as, o, method, p, ctype, "*/*", data, len);
 }
 
-/* The callback pointer must be set before the request can complete; the engine never calls
- * back from inside the submitting call, so setting it right after is safe. */
 sbx_code sbx_async_write_file(sbx_async *as, sbx_sandbox *sb, const char *path, const void *data,
                               size_t len, sbx_done_cb cb, void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc =
-        files_op(as, sb, OP_DONE, "PUT", "application/octet-stream", path, data, len, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.done = cb;
-    return rc;
+    return sbx_async_write_file_mode(as, sb, path, data, len, 0, cb, ud);
+}
+
+sbx_code sbx_async_write_file_mode(sbx_async *as, sbx_sandbox *sb, const char *path,
+                                   const void *data, size_t len, unsigned mode, sbx_done_cb cb,
+                                   void *ud) {
+    return files_op(as, sb, OP_DONE, FN(cb), ud, "PUT", "application/octet-stream", path, data, len,
+                    mode);
 }
 
 sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path, const void *tar,
                                size_t len, sbx_done_cb cb, void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_DONE, "PUT", "application/x-tar", path, tar, len, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.done = cb;
-    return rc;
+    return files_op(as, sb, OP_DONE, FN(cb), ud, "PUT", "application/x-tar", path, tar, len, 0);
 }
 
 sbx_code sbx_async_read_file(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
                              void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_READ, "GET", NULL, path, NULL, 0, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.data = cb;
-    return rc;
+    return files_op(as, sb, OP_READ, FN(cb), ud, "GET", NULL, path, NULL, 0, 0);
 }
 
 sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
                                void *ud) {
-    ASYNC_CHECK(as, sb, cb);
-    op *o = NULL;
-    sbx_code rc = files_op(as, sb, OP_GET_ARCHIVE, "GET", NULL, path, NULL, 0, ud, &o);
-    if (rc == SBX_OK)
-        o->cb.data = cb;
-    return rc;
+    return files_op(as, sb, OP_GET_ARCHIVE, FN(cb), ud, "GET", NULL, path, NULL, 0, 0);
 }
 
 sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
-    op *o = op_new(as, OP_DONE, sb, ud);
+    return sb_op(as, sb, OP_DONE, FN(cb), ud, "DELETE", "", NULL, NULL, NULL, 0);
+}
+
+sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_fork_cb cb,
+                        void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    _cleanup_free_ char *body = sbxi_fork_body(opts, NULL);
+    if (!body)
+        return SBX_E_INVALID;
+    return sb_op(as, sb, OP_FORK, FN(cb), ud, "POST", "/fork", "application/json", NULL, body,
+                 strlen(body));
+}
+
+sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "GET", "", NULL, NULL, NULL, 0);
+}
+
+sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    return sb_op(as, sb, OP_STATUS, FN(cb), ud, "GET", "", NULL, NULL, NULL, 0);
+}
+
+/* ---- leases (on the first endpoint, as the sync API) ---- */
+sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb, void *ud) {
+    if (!as || !cb || as->closed || ttl_ms == 0)
+        return SBX_E_INVALID;
+    _cleanup_free_ char *body = sbxi_lease_body(ttl_ms);
+    op *o = body ? op_new(as, OP_LEASE, NULL, FN(cb), ud) : NULL;
     if (!o)
         return SBX_E_NOMEM;
-    o->cb.done = cb;
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/v1/sandboxes/%s", sb->id) < 0)
-        path = NULL;
-    return start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
+    return start(as, o, "POST", "/v1/leases", "application/json", NULL, body, strlen(body));
+}
+
+static sbx_code lease_call(sbx_async *as, const char *lease_id, bool renew, sbx_done_cb cb,
+                           void *ud) {
+    _cleanup_free_ char *path = sbxi_lease_path(lease_id, renew ? "/renew" : "");
+    if (!as || !cb || as->closed || !path)
+        return SBX_E_INVALID;
+    op *o = op_new(as, OP_DONE, NULL, FN(cb), ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    return renew ? start(as, o, "POST", path, "application/json", NULL, "{}", 2)
+                 : start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
+}
+
+sbx_code sbx_async_lease_renew(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud) {
+    return lease_call(as, lease_id, true, cb, ud);
+}
+
+sbx_code sbx_async_lease_delete(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud) {
+    return lease_call(as, lease_id, false, cb, ud);
 }

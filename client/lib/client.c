@@ -256,9 +256,8 @@ sbx_code sbx_client_list(sbx_client *c, const char *label_filter, char **ret_jso
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client or ret_json is NULL");
     _cleanup_free_ char *path = NULL;
     if (label_filter) {
-        char *esc = curl_easy_escape(NULL, label_filter, 0);
+        _cleanup_free_ char *esc = sbxi_escape(label_filter);
         int r = esc ? asprintf(&path, "/v1/sandboxes?label=%s", esc) : -1;
-        curl_free(esc);
         if (r < 0)
             return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     }
@@ -283,39 +282,69 @@ sbx_code sbx_client_list(sbx_client *c, const char *label_filter, char **ret_jso
 }
 
 /* ---- leases (they live on the first endpoint) ---- */
+char *sbxi_lease_body(uint64_t ttl_ms) {
+    char *s;
+    return asprintf(&s, "{\"ttl\":%.3f}", (double)ttl_ms / 1000.0) < 0 ? NULL : s;
+}
+
+char *sbxi_lease_path(const char *lease_id, const char *suffix) {
+    size_t n = lease_id ? strlen(lease_id) : 0;
+    if (n == 0 || n > 128 ||
+        strspn(lease_id, "abcdefghijklmnopqrstuvwxyz"
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != n)
+        return NULL;
+    char *s;
+    return asprintf(&s, "/v1/leases/%s%s", lease_id, suffix) < 0 ? NULL : s;
+}
+
+sbx_code sbxi_lease_id_parse(const char *body, size_t len, char **ret, sbx_err *err) {
+    json_t *j = json_loadb(body, len, 0, NULL);
+    const char *id = json_string_value(json_object_get(j, "id"));
+    char *s = id ? strdup(id) : NULL;
+    sbx_code rc = SBX_OK;
+    if (s)
+        *ret = s;
+    else
+        rc = sbxi_err_set(err, id ? SBX_E_NOMEM : SBX_E_PROTOCOL, 201, "",
+                          "lease answer without an id");
+    json_decref(j);
+    return rc;
+}
+
 sbx_code sbx_lease_create(sbx_client *c, uint64_t ttl_ms, char **ret_lease_id, sbx_err *err) {
     if (!c || !ret_lease_id || ttl_ms == 0)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client, ttl or ret_lease_id missing");
-    char body[64];
-    snprintf(body, sizeof(body), "{\"ttl\":%.3f}", (double)ttl_ms / 1000.0);
+    _cleanup_free_ char *body = sbxi_lease_body(ttl_ms);
+    if (!body)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     sbxi_response r = {0};
     sbx_code rc = sbxi_request(c, 0, "POST", "/v1/leases", "application/json", NULL, NULL, body,
                                strlen(body), &r, err);
-    if (rc == SBX_OK) {
-        json_t *j = json_loadb(r.body, r.len, 0, NULL);
-        const char *id = json_string_value(json_object_get(j, "id"));
-        char *s = id ? strdup(id) : NULL;
-        if (s)
-            *ret_lease_id = s;
-        else
-            rc = sbxi_err_set(err, id ? SBX_E_NOMEM : SBX_E_PROTOCOL, r.status, "",
-                              "lease answer without an id");
-        json_decref(j);
-    }
+    if (rc == SBX_OK)
+        rc = sbxi_lease_id_parse(r.body, r.len, ret_lease_id, err);
+    free(r.body);
+    return rc;
+}
+
+/* POST .../renew or DELETE on a lease. */
+static sbx_code lease_call(sbx_client *c, const char *lease_id, bool renew, sbx_err *err) {
+    _cleanup_free_ char *path = sbxi_lease_path(lease_id, renew ? "/renew" : "");
+    if (!c || !path)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "bad lease id");
+    sbxi_response r = {0};
+    sbx_code rc =
+        renew ? sbxi_request(c, 0, "POST", path, "application/json", NULL, NULL, "{}", 2, &r, err)
+              : sbxi_request(c, 0, "DELETE", path, NULL, NULL, NULL, NULL, 0, &r, err);
     free(r.body);
     return rc;
 }
 
 sbx_code sbx_lease_renew(sbx_client *c, const char *lease_id, sbx_err *err) {
-    if (!c || !lease_id || !*lease_id || strpbrk(lease_id, "/?#% "))
-        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "bad lease id");
-    char path[256];
-    snprintf(path, sizeof(path), "/v1/leases/%s/renew", lease_id);
-    sbxi_response r = {0};
-    sbx_code rc =
-        sbxi_request(c, 0, "POST", path, "application/json", NULL, NULL, "{}", 2, &r, err);
-    free(r.body);
-    return rc;
+    return lease_call(c, lease_id, true, err);
+}
+
+sbx_code sbx_lease_delete(sbx_client *c, const char *lease_id, sbx_err *err) {
+    return lease_call(c, lease_id, false, err);
 }
 
 /* ---- units ---- */

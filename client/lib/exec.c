@@ -106,6 +106,28 @@ char *sbxi_create_body(const sbx_create_opts *op, sbx_err *err) {
     return finish_body(o, err);
 }
 
+void sbx_fork_opts_init(sbx_fork_opts *opts) {
+    memset(opts, 0, sizeof(*opts));
+    opts->count = 1;
+}
+
+char *sbxi_fork_body(const sbx_fork_opts *op, sbx_err *err) {
+    unsigned count = op && op->count ? op->count : 1;
+    if (count > 256) {
+        sbxi_err_set(err, SBX_E_INVALID, 0, "", "fork count must be in [1, 256], not %u", count);
+        return NULL;
+    }
+    _cleanup_free_ char *create = sbxi_create_body(op ? &op->overrides : NULL, err);
+    json_t *o = create ? json_loads(create, 0, NULL) : NULL;
+    if (!create)
+        return NULL;
+    if (!o || json_object_set_new(o, "count", json_integer(count)) < 0) {
+        json_decref(o);
+        return finish_body(NULL, err);
+    }
+    return finish_body(o, err);
+}
+
 char *sbxi_exec_body(const sbx_exec_opts *op, sbx_err *err) {
     if (!op || !op->argv || !op->argv[0]) {
         sbxi_err_set(err, SBX_E_INVALID, 0, "", "exec needs a command (argv is empty)");
@@ -259,17 +281,9 @@ static int append(sbxi_ndjson *s, const char *data, size_t len) {
         s->failed = true;
         return -EMSGSIZE;
     }
-    if (s->len + len > s->cap) {
-        size_t cap = s->cap ? s->cap : 1024;
-        while (cap < s->len + len)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (!nb) {
-            s->failed = true;
-            return -ENOMEM;
-        }
-        s->buf = nb;
-        s->cap = cap;
+    if (sbxi_reserve((void **)&s->buf, &s->cap, s->len + len, 1) < 0) {
+        s->failed = true;
+        return -ENOMEM;
     }
     memcpy(s->buf + s->len, data, len);
     s->len += len;

@@ -24,22 +24,28 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
         r->overflow = true;
         return 0; /* aborts the transfer */
     }
-    if (r->len + len + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap : 4096;
-        while (cap < r->len + len + 1)
-            cap *= 2;
-        char *nb = realloc(r->body, cap);
-        if (!nb) {
-            r->overflow = true;
-            return 0;
-        }
-        r->body = nb;
-        r->cap = cap;
+    if (sbxi_reserve((void **)&r->body, &r->cap, r->len + len + 1, 1) < 0) {
+        r->overflow = true;
+        return 0;
     }
     memcpy(r->body + r->len, data, len);
     r->len += len;
     r->body[r->len] = 0;
     return len;
+}
+
+int sbxi_reserve(void **buf, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : MAX(4096 / elem, (size_t)16);
+    while (c < need)
+        c *= 2;
+    void *nb = reallocarray(*buf, c, elem);
+    if (!nb)
+        return -ENOMEM;
+    *buf = nb;
+    *cap = c;
+    return 0;
 }
 
 static size_t on_header(char *data, size_t size, size_t n, void *ud) {
@@ -105,9 +111,9 @@ void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r) {
     r->easy = NULL;
 }
 
-struct curl_slist *sbxi_api_headers(const sbx_client *c, const sbxi_endpoint *ep,
-                                    const char *content_type, const char *accept,
-                                    const char *extra) {
+/* The one place request headers are built (sync API, async API, the runner's trainer calls). */
+struct curl_slist *sbxi_headers(const char *content_type, const char *accept, const char *bearer,
+                                const char *extra) {
     char line[1024];
     struct curl_slist *l = NULL, *n;
 #define ADD(s)                                                                                     \
@@ -121,9 +127,9 @@ struct curl_slist *sbxi_api_headers(const sbx_client *c, const sbxi_endpoint *ep
     ADD(content_type ? line : "Content-Type:");
     snprintf(line, sizeof(line), "Accept: %s", accept ? accept : "application/json");
     ADD(line);
-    ADD("Expect:");                                  /* no 100-continue round trip for uploads */
-    if (c->token && c->token[0] && !ep->unix_path) { /* the socket's permissions suffice */
-        snprintf(line, sizeof(line), "Authorization: Bearer %s", c->token);
+    ADD("Expect:"); /* no 100-continue round trip for uploads */
+    if (bearer && bearer[0]) {
+        snprintf(line, sizeof(line), "Authorization: Bearer %s", bearer);
         ADD(line);
     }
     if (extra)
@@ -135,6 +141,16 @@ oom:
     return NULL;
 }
 
+const char *sbxi_bearer(const sbx_client *c, const sbxi_endpoint *ep) {
+    return ep->unix_path ? NULL : c->token; /* the socket's permissions suffice */
+}
+
+struct curl_slist *sbxi_api_headers(const sbx_client *c, const sbxi_endpoint *ep,
+                                    const char *content_type, const char *accept,
+                                    const char *extra) {
+    return sbxi_headers(content_type, accept, sbxi_bearer(c, ep), extra);
+}
+
 char *sbxi_url(const sbxi_endpoint *ep, const char *path) {
     char *s;
     if (asprintf(&s, "%s%s", ep->base_url, path) < 0)
@@ -142,13 +158,20 @@ char *sbxi_url(const sbxi_endpoint *ep, const char *path) {
     return s;
 }
 
-char *sbxi_files_path(const char *id, const char *path) {
-    char *esc = curl_easy_escape(NULL, path, 0);
+char *sbxi_escape(const char *s) {
+    char *esc = curl_easy_escape(NULL, s, 0);
+    char *out = esc ? strdup(esc) : NULL; /* so that callers free() it */
+    curl_free(esc);
+    return out;
+}
+
+char *sbxi_files_path(const char *id, const char *path, unsigned mode) {
+    _cleanup_free_ char *esc = sbxi_escape(path);
+    char *s;
     if (!esc)
         return NULL;
-    char *s;
-    int r = asprintf(&s, "/v1/sandboxes/%s/files?path=%s", id, esc);
-    curl_free(esc);
+    int r = mode ? asprintf(&s, "/v1/sandboxes/%s/files?path=%s&mode=%04o", id, esc, mode)
+                 : asprintf(&s, "/v1/sandboxes/%s/files?path=%s", id, esc);
     return r < 0 ? NULL : s;
 }
 

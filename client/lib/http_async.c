@@ -245,17 +245,10 @@ int sbxi_http_async_request_ex(sbxi_http_async *e, const char *method, const cha
         goto oom;
     if (body && len)
         memcpy(r->body, body, len);
-    r->hdrs = curl_slist_append(NULL, "Expect:");
+    r->hdrs = sbxi_headers(opts ? opts->content_type : NULL, opts ? opts->accept : NULL,
+                           opts ? opts->bearer_token : NULL, opts ? opts->extra_header : NULL);
     for (size_t i = 0; r->hdrs && headers && headers[i]; i++) {
         struct curl_slist *n = curl_slist_append(r->hdrs, headers[i]);
-        if (!n)
-            goto oom;
-        r->hdrs = n;
-    }
-    if (r->hdrs && opts && opts->bearer_token && *opts->bearer_token) {
-        char line[1024];
-        snprintf(line, sizeof(line), "Authorization: Bearer %s", opts->bearer_token);
-        struct curl_slist *n = curl_slist_append(r->hdrs, line);
         if (!n)
             goto oom;
         r->hdrs = n;

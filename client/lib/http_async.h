@@ -44,9 +44,15 @@ typedef struct sbxi_http_result {
 
 typedef void (*sbxi_http_cb)(void *ud, const sbxi_http_result *res);
 
+/* Every request carries the headers of sbxi_headers (internal.h): Content-Type (none unless
+ * content_type is set), Accept (application/json unless accept is set), the bearer token, one
+ * extra header; then the request's own list. */
 typedef struct sbxi_http_opts {
     const char *unix_path;    /* connect to this Unix socket instead of the URL's host */
     const char *bearer_token; /* adds Authorization: Bearer <token> */
+    const char *content_type; /* of the body, e.g. "application/json"; NULL: none */
+    const char *accept;       /* NULL: application/json */
+    const char *extra_header; /* one more "Name: value", or NULL */
     /* When set, the body of a 2xx answer is handed over as it arrives instead of collected. */
     void (*on_chunk)(void *chunk_ud, const char *data, size_t len);
     void *chunk_ud;

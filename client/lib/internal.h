@@ -53,9 +53,21 @@ bool sbxi_info_stale(const sbx_client *client, uint64_t now_ms);
 /* Record an info answer (free_slots, or -1 when it failed). */
 void sbxi_info_record(sbx_client *client, size_t ep, const char *body, size_t len, bool ok);
 sbx_sandbox *sbxi_sandbox_new(sbx_client *client, const char *id, size_t ep);
+/* "/v1/sandboxes/<id><suffix>"; NULL on OOM. */
+char *sbxi_sandbox_path(const sbx_sandbox *sb, const char *suffix);
+/* Lease bodies, paths (NULL for a bad id or OOM) and the create answer's id. */
+char *sbxi_lease_body(uint64_t ttl_ms);
+char *sbxi_lease_path(const char *lease_id, const char *suffix);
+sbx_code sbxi_lease_id_parse(const char *body, size_t len, char **ret, sbx_err *err);
+
+/* ---- sandbox.c: answers shared by the sync and async APIs ---- */
 /* "sb-..." from a create answer's body. */
 sbx_code sbxi_sandbox_from_body(sbx_client *client, size_t ep, const char *body, size_t len,
                                 sbx_sandbox **ret, sbx_err *err);
+/* The handles of a fork answer (an array of sandbox objects). */
+sbx_code sbxi_sandboxes_from_body(sbx_client *client, size_t ep, const char *body, size_t len,
+                                  sbx_sandbox ***ret, size_t *ret_n, sbx_err *err);
+sbx_code sbxi_status_parse(const char *body, size_t len, sbx_sandbox_status *ret, sbx_err *err);
 
 /* ---- http.c: one request's description and its collected answer ---- */
 typedef void (*sbxi_chunk_fn)(void *ud, const char *data, size_t len);
@@ -79,15 +91,25 @@ typedef struct sbxi_response {
  * the caller and must outlive the transfer. body is not copied. */
 void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *unix_path,
                      struct curl_slist *headers, const void *body, size_t len, sbxi_response *resp);
-/* Headers for a libsbx API request: content type, accept, the bearer token (TCP endpoints
- * only), extras ("K: V"). */
+/* The request headers every libsbx request carries: content type (NULL: none), accept (NULL:
+ * application/json), the bearer token (NULL or "": none), one extra "K: V" (or NULL). */
+struct curl_slist *sbxi_headers(const char *content_type, const char *accept, const char *bearer,
+                                const char *extra);
+/* The client's token for an endpoint: TCP only, the socket's permissions suffice. */
+const char *sbxi_bearer(const sbx_client *c, const sbxi_endpoint *ep);
+/* sbxi_headers for a request to one of the client's endpoints. */
 struct curl_slist *sbxi_api_headers(const sbx_client *c, const sbxi_endpoint *ep,
                                     const char *content_type, const char *accept,
                                     const char *extra);
 /* base_url + path (path starts with '/'); NULL on OOM. */
 char *sbxi_url(const sbxi_endpoint *ep, const char *path);
-/* "/v1/sandboxes/<id>/files?path=<escaped>" (with &mode when mode_octal != 0). */
-char *sbxi_files_path(const char *id, const char *path);
+/* Percent-encoding for a query value (malloc'd; NULL on OOM). */
+char *sbxi_escape(const char *s);
+/* "/v1/sandboxes/<id>/files?path=<escaped>" (with &mode=<octal> when mode != 0). */
+char *sbxi_files_path(const char *id, const char *path, unsigned mode);
+/* The one growable array: room for need elements of elem bytes in *buf (capacity *cap, in
+ * elements, doubled as needed). 0 or -ENOMEM (*buf is then unchanged). */
+int sbxi_reserve(void **buf, size_t *cap, size_t need, size_t elem);
 void sbxi_response_reset(sbxi_response *r);
 /* After curl_easy_perform or a multi completion: fill status, content type and errno. */
 void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r);
@@ -106,6 +128,7 @@ sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r,
 
 /* ---- exec.c ---- */
 char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
+char *sbxi_fork_body(const sbx_fork_opts *o, sbx_err *err);
 char *sbxi_exec_body(const sbx_exec_opts *o, sbx_err *err);
 sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret, sbx_err *err);
 

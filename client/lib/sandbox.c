@@ -1,6 +1,6 @@
 /* libsbx's synchronous sandbox API: create (placed across endpoints by free capacity, falling
- * back on 503 or connection failure), open, inspect, timeout, files, archives, exec (JSON or
- * streamed NDJSON) and terminate. */
+ * back on 503 or connection failure), open, inspect and status, fork, timeout, files, archives,
+ * exec (JSON or streamed NDJSON) and terminate; the answer parsers the async API shares. */
 #include "client/lib/internal.h"
 
 #include "common/timeutil.h"
@@ -48,6 +48,56 @@ sbx_code sbxi_sandbox_from_body(sbx_client *client, size_t ep, const char *body,
         rc = sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     json_decref(j);
     return rc;
+}
+
+sbx_code sbxi_sandboxes_from_body(sbx_client *client, size_t ep, const char *body, size_t len,
+                                  sbx_sandbox ***ret, size_t *ret_n, sbx_err *err) {
+    json_t *j = json_loadb(body, len, 0, NULL), *v;
+    size_t n = json_array_size(j), i;
+    sbx_sandbox **arr = calloc(n ? n : 1, sizeof(*arr));
+    sbx_code rc = json_is_array(j) && n ? SBX_OK
+                                        : sbxi_err_set(err, SBX_E_PROTOCOL, 201, "",
+                                                       "sandboxd at %s answered fork without "
+                                                       "an array of sandboxes",
+                                                       client->eps[ep].display);
+    if (!arr)
+        rc = sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    json_array_foreach(j, i, v) {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        if (rc != SBX_OK)
+            break;
+        if (!id_ok(id))
+            rc = sbxi_err_set(err, SBX_E_PROTOCOL, 201, "", "fork answer %zu has no valid id", i);
+        else if (!(arr[i] = sbxi_sandbox_new(client, id, ep)))
+            rc = sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    }
+    json_decref(j);
+    if (rc != SBX_OK) {
+        sbx_sandbox_array_free(arr, n);
+        return rc;
+    }
+    *ret = arr;
+    *ret_n = n;
+    return SBX_OK;
+}
+
+sbx_code sbxi_status_parse(const char *body, size_t len, sbx_sandbox_status *ret, sbx_err *err) {
+    json_t *j = json_loadb(body, len, 0, NULL), *end = json_object_get(j, "end");
+    const char *state = json_string_value(json_object_get(j, "state"));
+    json_t *cost = json_object_get(end, "cost_usd");
+    if (!json_is_number(cost))
+        cost = json_object_get(j, "cost_usd");
+    sbx_sandbox_status st = {.cost_usd = json_number_value(cost)};
+    if (state) {
+        snprintf(st.state, sizeof(st.state), "%s", state);
+        snprintf(st.end_reason, sizeof(st.end_reason), "%s",
+                 json_string_value(json_object_get(end, "reason")) ?: "");
+    }
+    json_decref(j);
+    if (!state)
+        return sbxi_err_set(err, SBX_E_PROTOCOL, 200, "", "sandbox answer without a state");
+    *ret = st;
+    return SBX_OK;
 }
 
 static void refresh_info(sbx_client *c) {
@@ -149,6 +199,12 @@ void sbx_sandbox_free(sbx_sandbox *sb) {
     free(sb);
 }
 
+void sbx_sandbox_array_free(sbx_sandbox **array, size_t count) {
+    for (size_t i = 0; array && i < count; i++)
+        sbx_sandbox_free(array[i]);
+    free(array);
+}
+
 /* One request about a sandbox; the body is handed out (NUL-terminated) when ret is set. */
 static sbx_code sb_request(sbx_sandbox *sb, const char *method, const char *path, const char *ctype,
                            const void *body, size_t len, char **ret, size_t *ret_len,
@@ -169,7 +225,7 @@ static sbx_code sb_request(sbx_sandbox *sb, const char *method, const char *path
     return rc;
 }
 
-static char *sb_path(const sbx_sandbox *sb, const char *suffix) {
+char *sbxi_sandbox_path(const sbx_sandbox *sb, const char *suffix) {
     char *s;
     return asprintf(&s, "/v1/sandboxes/%s%s", sb->id, suffix) < 0 ? NULL : s;
 }
@@ -177,16 +233,43 @@ static char *sb_path(const sbx_sandbox *sb, const char *suffix) {
 sbx_code sbx_sandbox_inspect(sbx_sandbox *sb, char **ret_json, sbx_err *err) {
     if (!sb || !ret_json)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or ret_json is NULL");
-    _cleanup_free_ char *path = sb_path(sb, "");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "");
     if (!path)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     return sb_request(sb, "GET", path, NULL, NULL, 0, ret_json, NULL, NULL, 0, err);
 }
 
+sbx_code sbx_sandbox_get_status(sbx_sandbox *sb, sbx_sandbox_status *ret, sbx_err *err) {
+    if (!ret)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "ret is NULL");
+    _cleanup_free_ char *json = NULL;
+    sbx_code rc = sbx_sandbox_inspect(sb, &json, err);
+    return rc == SBX_OK ? sbxi_status_parse(json, strlen(json), ret, err) : rc;
+}
+
+sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbox ***ret_array,
+                          size_t *ret_count, sbx_err *err) {
+    if (!sb || !ret_array || !ret_count)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, ret_array or ret_count is NULL");
+    _cleanup_free_ char *body = sbxi_fork_body(opts, err);
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/fork");
+    if (!body)
+        return err ? err->code : SBX_E_INVALID;
+    if (!path)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    _cleanup_free_ char *answer = NULL;
+    size_t len = 0;
+    sbx_code rc = sb_request(sb, "POST", path, "application/json", body, strlen(body), &answer,
+                             &len, NULL, 0, err);
+    if (rc != SBX_OK)
+        return rc;
+    return sbxi_sandboxes_from_body(sb->client, sb->ep, answer, len, ret_array, ret_count, err);
+}
+
 sbx_code sbx_sandbox_set_timeout(sbx_sandbox *sb, uint64_t timeout_ms, sbx_err *err) {
     if (!sb || timeout_ms == 0)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL or timeout is 0");
-    _cleanup_free_ char *path = sb_path(sb, "/timeout");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/timeout");
     char body[64];
     snprintf(body, sizeof(body), "{\"timeout\":%.3f}", (double)timeout_ms / 1000.0);
     if (!path)
@@ -196,10 +279,10 @@ sbx_code sbx_sandbox_set_timeout(sbx_sandbox *sb, uint64_t timeout_ms, sbx_err *
 }
 
 static sbx_code put_files(sbx_sandbox *sb, const char *path, const char *ctype, const void *data,
-                          size_t len, sbx_err *err) {
-    if (!sb || !path || (!data && len))
-        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, path or data missing");
-    _cleanup_free_ char *p = sbxi_files_path(sb->id, path);
+                          size_t len, unsigned mode, sbx_err *err) {
+    if (!sb || !path || (!data && len) || mode > 0777)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, path, data or mode missing");
+    _cleanup_free_ char *p = sbxi_files_path(sb->id, path, mode);
     if (!p)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     return sb_request(sb, "PUT", p, ctype, data ? data : "", len, NULL, NULL, NULL, 0, err);
@@ -210,7 +293,7 @@ static sbx_code get_files(sbx_sandbox *sb, const char *path, bool want_tar, void
                           size_t *ret_len, sbx_err *err) {
     if (!sb || !path || !ret || !ret_len)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, path or ret missing");
-    _cleanup_free_ char *p = sbxi_files_path(sb->id, path);
+    _cleanup_free_ char *p = sbxi_files_path(sb->id, path, 0);
     if (!p)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     char *data = NULL, ctype[96] = "";
@@ -232,7 +315,12 @@ static sbx_code get_files(sbx_sandbox *sb, const char *path, bool want_tar, void
 
 sbx_code sbx_sandbox_write_file(sbx_sandbox *sb, const char *path, const void *data, size_t len,
                                 sbx_err *err) {
-    return put_files(sb, path, "application/octet-stream", data, len, err);
+    return put_files(sb, path, "application/octet-stream", data, len, 0, err);
+}
+
+sbx_code sbx_sandbox_write_file_mode(sbx_sandbox *sb, const char *path, const void *data,
+                                     size_t len, unsigned mode, sbx_err *err) {
+    return put_files(sb, path, "application/octet-stream", data, len, mode, err);
 }
 
 sbx_code sbx_sandbox_read_file(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
@@ -242,7 +330,7 @@ sbx_code sbx_sandbox_read_file(sbx_sandbox *sb, const char *path, void **ret, si
 
 sbx_code sbx_sandbox_put_archive(sbx_sandbox *sb, const char *path, const void *tar, size_t len,
                                  sbx_err *err) {
-    return put_files(sb, path, "application/x-tar", tar, len, err);
+    return put_files(sb, path, "application/x-tar", tar, len, 0, err);
 }
 
 sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
@@ -253,7 +341,7 @@ sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, 
 sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err) {
     if (!sb)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox is NULL");
-    _cleanup_free_ char *path = sb_path(sb, "");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "");
     if (!path)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     return sb_request(sb, "DELETE", path, NULL, NULL, 0, NULL, NULL, NULL, 0, err);
@@ -264,7 +352,7 @@ sbx_code sbx_sandbox_exec(sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_r
     if (!sb || !ret)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or ret is NULL");
     _cleanup_free_ char *body = sbxi_exec_body(opts, err);
-    _cleanup_free_ char *path = sb_path(sb, "/exec");
+    _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/exec");
     if (!body)
         return err ? err->code : SBX_E_INVALID;
     if (!path)

@@ -24,6 +24,10 @@ void sd_api_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_delete(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+/* images: api/images.c */
+void sd_api_images_import(sd_daemon *d, sd_request *req);
+void sd_api_images_list(sd_daemon *d, sd_request *req);
+void sd_api_images_route(sd_daemon *d, sd_request *req, const char *rest);
 void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);

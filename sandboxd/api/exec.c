@@ -2,6 +2,7 @@
  * and answer with one JSON result or, for Accept: application/x-ndjson, a live NDJSON stream
  * (start, stdout/stderr chunks, exit or error). Text that is not UTF-8 goes as base64. */
 #include "sandboxd/api/api.h"
+#include "sandboxd/core/images.h"
 
 #include "common/b64.h"
 #include "common/macro.h"
@@ -165,7 +166,12 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     policy_exec pe = {0};
     error_rec err = {0};
     int r = policy_limits_parse_exec(body, &pe, &err);
+    const char *wd = json_object_get(body, "cwd") ? NULL : sd_images_workdir(d, sb->spec.image);
     json_decref(body);
+    if (r >= 0 && wd && (wd = strdup(wd))) { /* images: the image's WorkingDir is the default */
+        free(pe.cwd);
+        pe.cwd = (char *)wd;
+    }
     api_exec *a = r < 0 ? NULL : calloc(1, sizeof(*a));
     if (r >= 0 && !a)
         r = error_set(&err, -ENOMEM, "out of memory");

@@ -5,7 +5,9 @@
 #include "sandboxd/api/http.h"
 
 #include "common/macro.h"
+#include "common/fdutil.h"
 #include "common/timeutil.h"
+#include "sandboxd/core/images.h"
 
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -19,12 +21,13 @@ typedef struct http_inst {
     uv_poll_t poll;
     uv_timer_t timer;
     bool tcp, active;
+    bool sandboxfusion; /* the --sandboxfusion-listen socket: only those endpoints, no token */
 } http_inst;
 
 struct sd_http {
     sd_daemon *d;
     sd_http_handler handler;
-    http_inst inst[2];
+    http_inst inst[3]; /* Unix socket, --tcp, --sandboxfusion-listen */
 };
 
 static void inst_run(http_inst *in);
@@ -51,7 +54,7 @@ static void inst_run(http_inst *in) {
 static void http_kick(sd_daemon *d) {
     if (!d->http)
         return;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (d->http->inst[i].mhd)
             uv_timer_start(&d->http->inst[i].timer, timer_cb, 0, 0);
 }
@@ -281,6 +284,24 @@ void sd_stream_end(sd_request *req) {
     req_resume(req);
 }
 
+/* The SandboxFusion endpoints (api/sandboxfusion.c) take files as base64 in their body. */
+static bool sf_body(const char *url) {
+    return strcmp(url, "/run_code") == 0 || strcmp(url, "/run_jupyter") == 0;
+}
+
+bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
+    const char *h = sd_req_header(req, "Authorization");
+    const char *tok = d->cfg.token;
+    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(tok);
+    unsigned char diff = a != b;
+    for (size_t i = 0; i < b; i++)
+        diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
+    return diff == 0;
+}
+
 static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
                            const char *method) {
     sd_request *req = calloc(1, sizeof(*req));
@@ -291,8 +312,22 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
     req->method = method;
     req->path = strdup(url);
     req->tcp = in->tcp;
+    req->sandboxfusion = in->sandboxfusion;
     req->start_us = now_mono_us();
-    req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX : SD_BODY_MAX;
+    req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX
+                    : sf_body(url)             ? SD_SF_BODY_MAX
+                                               : SD_BODY_MAX;
+    req->upload_fd = -1;
+    /* images: an import's body goes to disk (only for a client that may import) */
+    if (!req->sandboxfusion && strcmp(method, "POST") == 0 && strcmp(url, "/v1/images") == 0 &&
+        (!req->tcp || sd_req_token_ok(req->d, req))) {
+        uint64_t max = 0;
+        int fd = sd_images_upload_open(req->d, &req->upload_path, &max);
+        if (fd >= 0)
+            req->upload_fd = fd, req->body_max = max;
+        else
+            req->upload_err = fd;
+    }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > req->body_max)
         req->too_large = true;
@@ -301,6 +336,19 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
 }
 
 static void req_body(sd_request *req, const char *data, size_t len) {
+    if (req->upload_fd >= 0 || req->upload_err) { /* images: streamed to the upload file */
+        if (req->too_large || req->upload_err || req->body_len + len > req->body_max) {
+            req->too_large = !req->upload_err;
+            return;
+        }
+        int r = fd_write_all(req->upload_fd, data, len);
+        if (r < 0) {
+            req->upload_err = r;
+            req->upload_fd = safe_close(req->upload_fd);
+        }
+        req->body_len += len;
+        return;
+    }
     if (req->too_large || req->body_len + len > req->body_max) {
         req->too_large = true;
         return;
@@ -400,6 +448,10 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     log_debug("request method=%s path=%s status=%u duration_ms=%.3f", req->method, req->path,
               req->status, (double)(now_mono_us() - req->start_us) / 1000.0);
     req->d->active_requests--;
+    safe_close(req->upload_fd);
+    if (req->upload_path)
+        unlink(req->upload_path);
+    free(req->upload_path);
     if (req->response)
         MHD_destroy_response(req->response);
     free(req->path);
@@ -464,10 +516,15 @@ int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sd_http_handler handler
     return r;
 }
 
+int sd_http_start_sandboxfusion(sd_daemon *d, int fd, error_rec *err) {
+    d->http->inst[2].sandboxfusion = true;
+    return inst_start(d, &d->http->inst[2], fd, false, err);
+}
+
 void sd_http_stop(sd_daemon *d) {
     if (!d->http)
         return;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         http_inst *in = &d->http->inst[i];
         if (!in->active)
             continue;

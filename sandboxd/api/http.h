@@ -12,6 +12,7 @@ typedef struct sd_request sd_request;
 typedef struct sd_http sd_http;
 
 #define SD_BODY_MAX (1u << 20)
+#define SD_SF_BODY_MAX (64u << 20) /* SandboxFusion bodies carry files as base64 */
 #define SD_UPLOAD_MAX (256u << 20)
 #define SD_MAX_REQUESTS 1024
 #define SD_RETRY_AFTER_S 5 /* Retry-After on 503 node_full */
@@ -22,6 +23,7 @@ struct sd_request {
     const char *method;
     char *path;
     bool tcp;
+    bool sandboxfusion; /* came in on the --sandboxfusion-listen socket */
     char *body;
     size_t body_len, body_max, body_cap;
     bool too_large, dispatched, suspended, answered, closed;
@@ -40,14 +42,22 @@ struct sd_request {
     void (*on_drain)(sd_request *req, void *ud);
     void *drain_ud;
     uint64_t start_us;
+    /* images: POST /v1/images streams its body into this temp file (core/images.c) */
+    int upload_fd;     /* -1: the body is kept in memory */
+    char *upload_path; /* removed when the request ends unless a handler took it */
+    int upload_err;    /* -errno of a failed write (ENOSPC: 507) */
 };
 
 /* Called with every request read whole (api/router.c's sd_api_dispatch). */
 typedef void (*sd_http_handler)(sd_daemon *d, sd_request *req);
 int sd_http_start(sd_daemon *d, int unix_fd, int tcp_fd, sd_http_handler handler, error_rec *err);
 void sd_http_stop(sd_daemon *d);
+/* The --sandboxfusion-listen socket (after sd_http_start): SandboxFusion endpoints only. */
+int sd_http_start_sandboxfusion(sd_daemon *d, int fd, error_rec *err);
 
 const char *sd_req_header(sd_request *req, const char *name);
+/* The request carries the daemon's bearer token (every TCP request needs it). */
+bool sd_req_token_ok(sd_daemon *d, sd_request *req);
 const char *sd_req_query(sd_request *req, const char *key);
 /* All values of a repeated query argument (at most max); returns how many. */
 size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max);

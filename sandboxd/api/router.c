@@ -1,24 +1,12 @@
 /* Routing: method + path -> handler, authentication on TCP, and the checks every request
  * shares (unknown ids are 404, wrong methods 405, shutting down is 503). */
 #include "sandboxd/api/api.h"
+#include "sandboxd/api/sandboxfusion.h"
 
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
 
 #include <string.h>
-
-static bool token_ok(sd_daemon *d, sd_request *req) {
-    const char *h = sd_req_header(req, "Authorization");
-    const char *tok = d->cfg.token;
-    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
-        return false;
-    h += 7;
-    size_t a = strlen(h), b = strlen(tok);
-    unsigned char diff = a != b;
-    for (size_t i = 0; i < b; i++)
-        diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
-    return diff == 0;
-}
 
 static bool is(sd_request *req, const char *m) {
     return strcmp(req->method, m) == 0;
@@ -91,7 +79,18 @@ static void lease_route(sd_daemon *d, sd_request *req, const char *rest) {
 
 void sd_api_dispatch(sd_daemon *d, sd_request *req) {
     const char *p = req->path;
-    if (req->tcp && !token_ok(d, req)) {
+    if (req->sandboxfusion) { /* a listener without a token: nothing but these endpoints */
+        if (!sd_sf_path(p))
+            sd_reply_error(req, 404, "not_found",
+                           "only /run_code, /run_jupyter and /v1/ping "
+                           "are served on this socket");
+        else if (d->shutting_down)
+            sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
+        else
+            sd_api_sandboxfusion(d, req);
+        return;
+    }
+    if (req->tcp && !sd_req_token_ok(d, req)) {
         sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
         return;
     }
@@ -114,10 +113,18 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
             not_allowed(req);
     } else if (strncmp(p, "/v1/sandboxes/", 14) == 0)
         sandbox_route(d, req, p + 14);
+    else if (strcmp(p, "/v1/images") == 0) /* images: api/images.c */
+        is(req, "POST")  ? sd_api_images_import(d, req)
+        : is(req, "GET") ? sd_api_images_list(d, req)
+                         : not_allowed(req);
+    else if (strncmp(p, "/v1/images/", 11) == 0)
+        sd_api_images_route(d, req, p + 11);
     else if (strcmp(p, "/v1/leases") == 0)
         is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
     else if (strncmp(p, "/v1/leases/", 11) == 0)
         lease_route(d, req, p + 11);
+    else if (sd_sf_path(p))
+        sd_api_sandboxfusion(d, req);
     else
         sd_reply_error(req, 404, "not_found", "no such endpoint: %s", p);
 }

@@ -52,7 +52,8 @@ struct sd_daemon {
     struct sd_pool *pools; /* core/pool.c */
     struct sd_fork *forks; /* core/fork.c: forks in progress */
     unsigned n_pools;
-    uv_timer_t tick; /* core/timers.c */
+    struct sd_images *images; /* core/images.c: the image store */
+    uv_timer_t tick;          /* core/timers.c */
     struct {
         const sd_listener *ops;
         void *ud;
@@ -61,6 +62,7 @@ struct sd_daemon {
     /* the upper layers' own state, opaque to the core */
     struct sd_http *http;        /* api/http.c */
     struct sd_api *api;          /* api/sandboxes.c */
+    struct sd_sf *sf;            /* api/sandboxfusion.c */
     unsigned active_requests;    /* api/http.c */
     uv_signal_t sigterm, sigint; /* main.c */
 };

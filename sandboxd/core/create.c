@@ -1,6 +1,7 @@
 /* Admission of a create (core/create.h). */
 #include "sandboxd/core/create.h"
 
+#include "sandboxd/core/images.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -9,12 +10,6 @@
 #include "sandboxd/core/state.h"
 
 #include <string.h>
-#include <sys/stat.h>
-
-static bool is_dir(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 static int not_saved(error_rec *err, int r) {
     return error_set(err, -EDQUOT, "cannot save the sandbox's state: %s", strerror(-r));
@@ -61,8 +56,8 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
         sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
         return err->code;
     }
-    if (strcmp(c->image, "host") != 0 && !is_dir(c->image))
-        return error_set(err, -EINVAL, "image: %s is not a directory on this node", c->image);
+    if (sd_images_check(d, c->image, err) < 0) /* images: a store or config image (-ENOENT) */
+        return err->code;
     if (c->lease && !sd_lease_exists(d, c->lease))
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
     if ((sb = sd_pool_take(d, c))) {

@@ -8,6 +8,7 @@
  * and removes the layer; a restarted daemon thaws every sandbox and removes every layer left by
  * the one before it (sd_fork_recover). */
 #include "sandboxd/core/fork.h"
+#include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
 #include "common/spec.h"
@@ -257,6 +258,8 @@ static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *
         return r;
     if (c->lease && !sd_lease_exists(d, c->lease))
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
+    if (sd_images_check(d, c->image, err) < 0) /* images: an "image" override must exist */
+        return err->code;
     if (!room_for(d, n))
         return error_set(err, -EAGAIN, "no room for %u more sandboxes (at most %u)", n,
                          d->cfg.max_sandboxes);

@@ -2,6 +2,7 @@
  * start-up line, connect, hello), events from the shim, re-adoption after a restart, and the
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
 #include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
 #include "common/filereplace.h"
@@ -109,9 +110,9 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
     sd_daemon *d = sb->d;
     snprintf(s->id, sizeof(s->id), "%s", sb->id);
     snprintf(s->hostname, sizeof(s->hostname), "%s", sb->id);
-    bool host = strcmp(sb->spec.image, "host") == 0;
-    s->image_type = host ? SHIM_IMAGE_HOST : SHIM_IMAGE_DIR;
-    s->image_path = host ? NULL : strdup(sb->spec.image);
+    int r = sd_images_spec_fill(d, sb->spec.image, s, err); /* images: host, dir or layers */
+    if (r < 0)
+        return r;
     s->cpu = sb->spec.cpu;
     s->memory = sb->spec.memory;
     s->disk = sb->spec.disk;
@@ -122,8 +123,8 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
     s->seccomp_bpf = dup_or_null(d->seccomp_bpf);
     s->seed_path = dup_or_null(sb->seed_dir);
     s->seed_uid_base = sb->seed_uid_base;
-    json_t *env = spec_env_json(sb->spec.env);
-    int r = env ? shim_spec_set_env(s, env, err) : -ENOMEM;
+    json_t *env = sd_images_env_json(d, sb->spec.image, sb->spec.env); /* images: Env */
+    r = env ? shim_spec_set_env(s, env, err) : -ENOMEM;
     json_decref(env);
     if (r >= 0)
         r = sd_network_spec(sb, s, err);

@@ -210,6 +210,14 @@ void sd_pool_refill(sd_daemon *d) {
     }
 }
 
+/* images: a template naming the image keeps it from being deleted. */
+bool sd_pool_uses_image(sd_daemon *d, const char *name) {
+    for (unsigned t = 0; t < d->n_pools; t++)
+        if (strcmp(d->pools[t].tmpl.image, name) == 0)
+            return true;
+    return false;
+}
+
 bool sd_pool_evict(sd_daemon *d) {
     sd_sandbox *victim = NULL;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)

@@ -21,3 +21,5 @@ bool sd_pool_evict(sd_daemon *d);
 bool sd_pool_adopt_restored(sd_sandbox *sb);
 /* Entries of template t (ready: running; starting). */
 void sd_pool_entries(sd_daemon *d, unsigned t, unsigned *ret_ready, unsigned *ret_starting);
+/* images: true when a pool template names image `name` (core/images.c's delete check). */
+bool sd_pool_uses_image(sd_daemon *d, const char *name);

@@ -16,12 +16,13 @@ import json, sys
 print(sum(1 for s in json.load(sys.stdin) if s["state"] != "ended"))'
 }
 
-# The daemon's cgroup parent (ours: named after this shell's PID), once its sandboxes are gone.
+# The daemons' cgroup parents (ours: named after this shell's PID), once their sandboxes are gone.
 grpo_remove_cgroups() {
   local d
   for _ in $(seq 50); do
     local left=0
-    for d in /sys/fs/cgroup/*/"sbxtest-grpo-$$" /sys/fs/cgroup/"sbxtest-grpo-$$"; do
+    for d in /sys/fs/cgroup/*/"sbxtest-grpo-$$" /sys/fs/cgroup/"sbxtest-grpo-$$" \
+      /sys/fs/cgroup/*/"sbxtest-grpo-$$"-* /sys/fs/cgroup/"sbxtest-grpo-$$"-*; do
       [ -d "$d" ] || continue
       find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
       [ -d "$d" ] && left=1
@@ -32,34 +33,45 @@ grpo_remove_cgroups() {
   echo "warning: cgroup sbxtest-grpo-$$ still busy" >&2
 }
 
+# grpo_stop_daemon SOCK PID: end its sandboxes, then the daemon.
+grpo_stop_daemon() {
+  local id
+  for id in $(SOCK=$1 grpo_api /v1/sandboxes | /usr/bin/python3 -c '
+import json, sys
+print(" ".join(s["id"] for s in json.load(sys.stdin) if s["state"] != "ended"))' 2>/dev/null); do
+    SOCK=$1 grpo_api "/v1/sandboxes/$id" -X DELETE >/dev/null
+  done
+  kill "$2" 2>/dev/null && wait "$2" 2>/dev/null
+}
+
 grpo_cleanup() {
   set +e
   [ -n "${GRPO_RUNNER_PID:-}" ] && kill "$GRPO_RUNNER_PID" 2>/dev/null && wait "$GRPO_RUNNER_PID" 2>/dev/null
   [ -n "${TRAINER_PID:-}" ] && kill "$TRAINER_PID" 2>/dev/null && wait "$TRAINER_PID" 2>/dev/null
+  [ -n "${SOCK2:-}" ] && grpo_stop_daemon "$SOCK2" "$DAEMON2_PID"
   if [ -n "${DAEMON_PID:-}" ]; then
-    for id in $(grpo_api /v1/sandboxes | /usr/bin/python3 -c '
-import json, sys
-print(" ".join(s["id"] for s in json.load(sys.stdin) if s["state"] != "ended"))' 2>/dev/null); do
-      grpo_api "/v1/sandboxes/$id" -X DELETE >/dev/null
-    done
-    kill "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
+    grpo_stop_daemon "$SOCK" "$DAEMON_PID"
     grpo_remove_cgroups
   fi
   [ -n "${T:-}" ] && rm -rf "$T"
 }
 
+# grpo_start_daemon [2]: the private daemon on $SOCK (PID $DAEMON_PID), or with 2 a second one
+# on $SOCK2 (PID $DAEMON2_PID) with its own directories and cgroup parent.
 grpo_start_daemon() {
-  SOCK=$T/sock
-  "$SBX_BUILD_DIR/sandboxd" --socket "$SOCK" --run-dir "$T/run" --state-dir "$T/state" \
-    --cgroup-parent "sbxtest-grpo-$$" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    >"$T/daemon.log" 2>&1 &
-  DAEMON_PID=$!
+  local n=${1:-} sock pid
+  sock=$T/sock$n
+  "$SBX_BUILD_DIR/sandboxd" --socket "$sock" --run-dir "$T/run$n" --state-dir "$T/state$n" \
+    --cgroup-parent "sbxtest-grpo-$$${n:+-$n}" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
+    >"$T/daemon$n.log" 2>&1 &
+  pid=$!
+  if [ -n "$n" ]; then SOCK2=$sock DAEMON2_PID=$pid; else SOCK=$sock DAEMON_PID=$pid; fi
   for _ in $(seq 100); do
-    curl -sf --unix-socket "$SOCK" http://x/healthz >/dev/null 2>&1 && return 0
-    kill -0 "$DAEMON_PID" 2>/dev/null || break
+    curl -sf --unix-socket "$sock" http://x/healthz >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  cat "$T/daemon.log" >&2
+  cat "$T/daemon$n.log" >&2
   fail "sandboxd did not become healthy"
 }
 

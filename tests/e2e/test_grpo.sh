@@ -2,7 +2,8 @@
 # GRPO end to end: the real sandboxd, real sandboxes (agents and graders), the real reference
 # trainer on CPU, driven by `sbx grpo`. Reward rises; injected grader failures are excluded and
 # counted; hidden tests stay hidden from the agent; a trainer that dies stops the run cleanly;
-# the cost cap stops the run; the cost preview adds up.
+# the cost cap stops the run; a host list of two daemons gets episodes on both; the cost
+# preview adds up.
 source "$(dirname "$0")/grpo_lib.sh"
 
 TEST_TIMEOUT_reward_rises=240
@@ -169,6 +170,38 @@ PY
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 
+# images: a task set's "image" names an image of the node's store (the agent's commands and
+# the grader both see its files).
+TEST_TIMEOUT_image_task=120
+test_image_task() {
+  require_root
+  grpo_setup
+  python3 "$SBX_SRC_DIR/tests/integration/mkimage.py" oci "$T/img.tar" || fail "mkimage"
+  grpo_api "/v1/images?name=task-env:v1" -X POST --data-binary @"$T/img.tar" >/dev/null || fail "import"
+  /usr/bin/python3 - >"$T/img.jsonl" <<'PY'
+import json
+print(json.dumps({"task_set": "img@1", "split": {"seed": 0, "held_out": 0}}))
+print(json.dumps({"id": "i0", "prompt": "copy", "image": "task-env:v1", "max_turns": 1,
+                  "max_completion_tokens": 64,
+                  "limits": {"cpu": 0.5, "memory": "256Mi", "disk": "16Mi", "pids": 32},
+                  "grader": {"files": {"test.sh": "read a < /etc/base.txt; read b < /workspace/out.txt; test \"$a $b\" = 'changed changed'\n"},
+                             "command": "sh test.sh", "timeout": "30s"}}))
+PY
+  echo 'cat /etc/base.txt > /workspace/out.txt; cat /app/README' >"$T/script.txt"
+  grpo_start_trainer --scripted "$T/script.txt"
+  grpo_run --tasks "$T/img.jsonl" --out "$T/out" --steps 1 --tasks-per-step 1 --group-size 2 \
+    --no-train --json
+  /usr/bin/python3 - "$T/out/step-0001.jsonl" <<'PY'
+import json, sys
+eps = [json.loads(l) for l in open(sys.argv[1])]
+for e in eps:
+    assert e["status"] == "scored" and e["reward"] == 1.0, e
+    assert "app" in e["trace"][0]["output"], e["trace"][0]
+print("episodes ran in the store image")
+PY
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 TEST_TIMEOUT_trainer_goes_away=90
 test_trainer_goes_away() {
   require_root
@@ -216,6 +249,33 @@ test_cost_cap() {
   [ "$(json "$T/out/summary.json" '0.02 <= d["cost_usd"] < 0.2 and 0 < d["steps"] < 500')" == True ] ||
     fail "the cap did not stop the run near \$0.02"
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
+# One run, a host list of two daemons: libsbx places each group's template (and each grader) by
+# free capacity, so episodes run on both; every episode is scored and nothing is left running.
+TEST_TIMEOUT_two_daemons=120
+test_two_daemons() {
+  require_root
+  grpo_setup
+  grpo_start_daemon 2
+  grpo_start_trainer --seed 1
+  "$SBX_BUILD_DIR/sbx" grpo --host "$SOCK,unix:$SOCK2" --trainer "$TRAINER_URL" \
+    --tasks "$SBX_SRC_DIR/tasks/toy-files.jsonl" --out "$T/out" --steps 2 --tasks-per-step 4 \
+    --group-size 4 --seed 3 --json >"$T/summary.txt"
+  cat "$T/summary.txt"
+  assert_eq "$(json "$T/out/summary.json" 'd["stop_reason"]')" completed "stop reason"
+  assert_eq "$(json "$T/out/summary.json" 'd["scored"]')" 32 "scored episodes"
+  local agents1 agents2 graders1 graders2
+  count() { SOCK=$1 grpo_api "/v1/sandboxes?label=grpo_role=$2" | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+  agents1=$(count "$SOCK" agent) agents2=$(count "$SOCK2" agent)
+  graders1=$(count "$SOCK" grader) graders2=$(count "$SOCK2" grader)
+  echo "agents: $agents1 + $agents2, graders: $graders1 + $graders2"
+  assert_eq $((agents1 + agents2)) 32 "agent sandboxes over both daemons"
+  assert_eq $((graders1 + graders2)) 32 "grading sandboxes over both daemons"
+  [ "$agents1" -gt 0 ] && [ "$agents2" -gt 0 ] || fail "episodes ran on one daemon only"
+  [ "$graders1" -gt 0 ] && [ "$graders2" -gt 0 ] || fail "graders ran on one daemon only"
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running on the first daemon"
+  assert_eq "$(SOCK=$SOCK2 grpo_running_sandboxes)" 0 "sandboxes left running on the second"
 }
 
 test_cost_preview() {

@@ -43,6 +43,8 @@ TEST_TIMEOUT_egress=300
 test_egress() { fuzz egress; }
 TEST_TIMEOUT_shimproto=300
 test_shimproto() { fuzz shimproto; }
+TEST_TIMEOUT_layer=300
+test_layer() { fuzz layer; }
 TEST_TIMEOUT_tar=300
 test_tar() { fuzz tar; }
 TEST_TIMEOUT_spec=300

@@ -56,6 +56,7 @@ test_bad_input() {
   req POST /v1/sandboxes -d '{"env":{"A=B":"x"}}'; expect 400 '.message | startswith("env")'
   req POST /v1/sandboxes -d '{"lease":"ls-0000"}'; expect 404 '.code == "not_found"'
   req POST /v1/sandboxes -d "{\"image\":\"$D/no-such-image\"}"; expect 400 '.message | startswith("image")'
+  req POST /v1/sandboxes -d '{"image":"no-such-image:v1"}'; expect 404 '.message | startswith("image: no-such-image:v1 not found")'
   # invalid UTF-8 inside a JSON string
   printf '{"labels":{"k":"\xff\xfe"}}' >"$D/bad.json"
   req POST /v1/sandboxes --data-binary @"$D/bad.json"; expect 400 '.code == "invalid_json"'
@@ -415,6 +416,7 @@ JSON
   fi
 }
 
+# A directory image is an operator setting (config file "images"); an API client names it.
 test_dir_image() {
   start_daemon
   local img="$D/img" lib=/usr/lib/x86_64-linux-gnu
@@ -423,8 +425,15 @@ test_dir_image() {
   ln -s usr/bin "$img/bin"; ln -s usr/lib "$img/lib"; ln -s usr/lib64 "$img/lib64"
   cp /usr/bin/dash "$img/usr/bin/sh"; cp $lib/libc.so.6 "$img$lib/"
   cp /usr/lib64/ld-linux-x86-64.so.2 "$img/usr/lib64/"
-  create "{\"image\":\"$img\"}"
-  echo "$BODY" | jq -e ".image == \"$img\"" >/dev/null || fail "image: $BODY"
+  stop_daemon
+  echo "{\"images\": {\"mini\": \"$img\"}}" >"$D/config.json"
+  start_daemon --config "$D/config.json"
+  req POST /v1/sandboxes -d "{\"image\":\"$img\"}"
+  expect 400 '.message | startswith("image: a host directory cannot be named")'
+  req GET /v1/images/mini; expect 200 '.format == "dir" and .name == "mini:latest"'
+  req DELETE /v1/images/mini; expect 409
+  create '{"image":"mini"}'
+  echo "$BODY" | jq -e '.image == "mini:latest"' >/dev/null || fail "image: $BODY"
   run_cmd "$ID" '{"argv":["sh","-c","echo $((6*7)); test -e /usr/bin/python3 || echo own-image"]}'
   echo "$BODY" | jq -e '.stdout == "42\nown-image\n"' >/dev/null || fail "$BODY"
 }

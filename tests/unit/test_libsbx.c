@@ -390,6 +390,70 @@ TEST(request_bodies) {
     free(b);
 }
 
+TEST(fork_status_lease_answers) {
+    sbx_err err = {0};
+    sbx_fork_opts fo;
+    sbx_fork_opts_init(&fo);
+    char *b = sbxi_fork_body(&fo, &err); /* nothing overridden: the count only */
+    CHECK_STREQ(b, "{\"count\":1}");
+    free(b);
+    const char *labels[] = {"role=agent", NULL};
+    fo.count = 8;
+    fo.overrides.labels = labels;
+    fo.overrides.memory = 1ull << 30;
+    b = sbxi_fork_body(&fo, &err);
+    json_t *j = json_loads(b, 0, NULL);
+    CHECK_EQ(json_integer_value(json_object_get(j, "count")), 8);
+    CHECK_EQ(json_integer_value(json_object_get(j, "memory")), 1ll << 30);
+    CHECK_STREQ(json_string_value(json_object_get(json_object_get(j, "labels"), "role")), "agent");
+    CHECK(!json_object_get(j, "cpu"));
+    json_decref(j);
+    free(b);
+    fo.count = 257;
+    CHECK(sbxi_fork_body(&fo, &err) == NULL);
+    CHECK_EQ(err.code, SBX_E_INVALID);
+
+    sbx_client *c = NULL;
+    CHECK_EQ(sbx_client_new("/tmp/a.sock,/tmp/b.sock", &c, &err), SBX_OK);
+    sbx_sandbox **sbs = NULL;
+    size_t n = 0;
+    const char *ok = "[{\"id\":\"sb-1\"},{\"id\":\"sb-2\"}]";
+    CHECK_EQ(sbxi_sandboxes_from_body(c, 1, ok, strlen(ok), &sbs, &n, &err), SBX_OK);
+    CHECK_EQ(n, 2);
+    CHECK_STREQ(sbx_sandbox_id(sbs[1]), "sb-2");
+    CHECK_EQ(sbs[1]->ep, 1); /* forks live where their source does */
+    sbx_sandbox_array_free(sbs, n);
+    const char *bad[] = {"[]", "{\"id\":\"sb-1\"}", "[{\"id\":\"sb-1\"},{\"id\":\"../x\"}]", "x"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        n = 7;
+        CHECK_EQ(sbxi_sandboxes_from_body(c, 0, bad[i], strlen(bad[i]), &sbs, &n, &err),
+                 SBX_E_PROTOCOL);
+        CHECK_EQ(n, 7); /* ret_ written only on success */
+    }
+    sbx_client_free(c);
+
+    sbx_sandbox_status st;
+    const char *running = "{\"state\":\"running\",\"cost_usd\":0.25,\"end\":null}";
+    CHECK_EQ(sbxi_status_parse(running, strlen(running), &st, &err), SBX_OK);
+    CHECK(st.cost_usd == 0.25 && strcmp(st.state, "running") == 0 && st.end_reason[0] == 0);
+    const char *ended = "{\"state\":\"ended\",\"cost_usd\":0.1,"
+                        "\"end\":{\"reason\":\"idle_timeout\",\"cost_usd\":0.5}}";
+    CHECK_EQ(sbxi_status_parse(ended, strlen(ended), &st, &err), SBX_OK);
+    CHECK(st.cost_usd == 0.5 && strcmp(st.end_reason, "idle_timeout") == 0);
+    CHECK_EQ(sbxi_status_parse("{}", 2, &st, &err), SBX_E_PROTOCOL);
+
+    char *id = NULL;
+    CHECK_EQ(sbxi_lease_id_parse("{\"id\":\"ls-1\"}", 13, &id, &err), SBX_OK);
+    CHECK_STREQ(id, "ls-1");
+    free(id);
+    CHECK_EQ(sbxi_lease_id_parse("{}", 2, &id, &err), SBX_E_PROTOCOL);
+    CHECK(sbxi_lease_path("ls-1", "/renew") != NULL);
+    CHECK(sbxi_lease_path("a/b", "") == NULL && sbxi_lease_path("", "") == NULL);
+    char *p = sbxi_files_path("sb-1", "/workspace/a b.sh", 0755);
+    CHECK_STREQ(p, "/v1/sandboxes/sb-1/files?path=%2Fworkspace%2Fa%20b.sh&mode=0755");
+    free(p);
+}
+
 TEST(units) {
     uint64_t v = 0;
     CHECK_EQ(sbx_parse_size("512Mi", &v), SBX_OK);

@@ -108,6 +108,12 @@ TEST(create_errors_name_the_field) {
         {"{\"image\":\"relative/path\"}", "image"},
         {"{\"image\":\"/a/../etc\"}", "image"},
         {"{\"image\":5}", "image"},
+        {"{\"image\":\"/srv/rootfs\"}", "image: a host directory cannot be named"},
+        {"{\"image\":\"/\"}", "image: a host directory cannot be named"},
+        {"{\"image\":\"a..b\"}", "image"},
+        {"{\"image\":\"Upper\"}", "image"},
+        {"{\"image\":\"a:b:c\"}", "image"},
+        {"{\"image\":\"\"}", "image"},
         {"{\"network\":\"bogus\"}", "network"},
         {"{\"network\":{\"allow\":[1]}}", "network.allow[0]"},
         {"{\"lease\":7}", "lease"},
@@ -120,6 +126,22 @@ TEST(create_errors_name_the_field) {
         CHECK_MSG(strncmp(err.message, cases[i].field, strlen(cases[i].field)) == 0,
                   "%s: message \"%s\" does not start with %s", cases[i].body, err.message,
                   cases[i].field);
+    }
+}
+
+/* images: names are normalized to NAME:TAG */
+TEST(create_image_names) {
+    static const char *const cases[][2] = {
+        {"{\"image\":\"host\"}", "host"},
+        {"{\"image\":\"ubuntu\"}", "ubuntu:latest"},
+        {"{\"image\":\"swe-bench.task_1:V2-rc\"}", "swe-bench.task_1:V2-rc"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        policy_create c = {0};
+        error_rec err = {0};
+        CHECK_MSG(create(cases[i][0], &c, &err) == 0, "%s: %s", cases[i][0], err.message);
+        CHECK_STREQ(c.image, cases[i][1]);
+        policy_create_done(&c);
     }
 }
 

@@ -57,6 +57,21 @@ TEST(shim_spec_all_fields) {
     shim_spec_free(s);
 }
 
+/* images: store layers, bottom first */
+TEST(shim_spec_layers) {
+    const char *text = "{\"id\":\"sb-1\",\"image\":{\"type\":\"layers\",\"layers\":[\"/s/l/a\","
+                       "\"/s/l/b\"]},\"uid_base\":1065536,\"seccomp_bpf\":\"/x\","
+                       "\"cgroup\":{\"version\":1,\"parent\":\"sd\"}}";
+    shim_spec *s = NULL;
+    error_rec err = {0};
+    CHECK_MSG(shim_spec_parse(text, &s, &err) == 0, "%s", err.message);
+    CHECK_EQ(s->image_type, SHIM_IMAGE_LAYERS);
+    CHECK_EQ(s->n_layers, 2);
+    CHECK_STREQ(s->layers[0], "/s/l/a");
+    CHECK_STREQ(s->layers[1], "/s/l/b");
+    shim_spec_free(s);
+}
+
 TEST(shim_spec_rejects) {
     static const struct {
         const char *text, *needle;
@@ -70,6 +85,12 @@ TEST(shim_spec_rejects) {
         {"{\"id\":\"a\",\"image\":{\"type\":\"dir\",\"path\":\"rel\"}}", "image.path"},
         {"{\"id\":\"a\",\"image\":{\"type\":\"dir\",\"path\":\"/a,upperdir=/x\"}}", "image.path"},
         {"{\"id\":\"a\",\"image\":{\"type\":\"dir\",\"path\":\"/a/../b\"}}", "image.path"},
+        {"{\"id\":\"a\",\"image\":{\"type\":\"layers\",\"layers\":[]}}", "image.layers"},
+        {"{\"id\":\"a\",\"image\":{\"type\":\"layers\",\"layers\":[\"rel\"]}}", "image.layers[0]"},
+        {"{\"id\":\"a\",\"image\":{\"type\":\"layers\",\"layers\":[\"/a:/b\"]}}",
+         "image.layers[0]"},
+        {"{\"id\":\"a\",\"image\":{\"type\":\"layers\",\"layers\":[\"/a,upperdir=/x\"]}}",
+         "image.layers[0]"},
         {"{\"id\":\"a\",\"image\":{\"type\":\"host\"},\"cpu\":-1}", "cpu"},
         {"{\"id\":\"a\",\"image\":{\"type\":\"host\"},\"memory\":\"2Gi\"}", "memory"},
         {"{\"id\":\"a\",\"image\":{\"type\":\"host\"},\"disk\":1}", "disk"},

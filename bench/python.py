@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""bench/python.py: the Python SDK's create -> exec -> terminate next to the same three libsbx
+calls made directly (ctypes, no SDK layer) in the same run, and POST /run_code of a trivial
+Python program at 1, 16 and 128 concurrent clients. Prints one JSON object per measurement
+(name, n, p50_ms, p99_ms, and rps for the /run_code rows). Needs SBX_HOST (the daemon),
+SANDBOXD_SF_URL (its --sandboxfusion-listen URL) and SANDBOXD_LIBSBX. Run by bench/python.sh."""
+import concurrent.futures
+import ctypes
+import json
+import os
+import sys
+import time
+import urllib.request
+
+import sandboxd
+from sandboxd import _lib
+
+
+def stats(name, ms, extra=None):
+    ms = sorted(ms)
+    out = {"name": name, "n": len(ms), "p50_ms": round(ms[len(ms) // 2], 3),
+           "p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 3)}
+    out.update(extra or {})
+    print(json.dumps(out), flush=True)
+
+
+def sdk_cycle():
+    t = time.perf_counter()
+    sb = sandboxd.Sandbox.create()
+    sb.run("true")
+    sb.terminate()
+    sb.close()
+    return (time.perf_counter() - t) * 1000
+
+
+def libsbx_cycle(client):
+    L = _lib.lib()
+    err = _lib.SbxErr()
+    t = time.perf_counter()
+    o = _lib.CreateOpts()
+    L.sbx_create_opts_init(ctypes.byref(o))
+    h = ctypes.c_void_p()
+    assert L.sbx_sandbox_create(client, ctypes.byref(o), ctypes.byref(h), ctypes.byref(err)) == 0
+    e = _lib.ExecOpts()
+    L.sbx_exec_opts_init(ctypes.byref(e))
+    argv = (ctypes.c_char_p * 2)(b"true", None)
+    e.argv = ctypes.cast(argv, ctypes.POINTER(ctypes.c_char_p))
+    r = _lib.ExecResult()
+    assert L.sbx_sandbox_exec(h, ctypes.byref(e), ctypes.byref(r), ctypes.byref(err)) == 0
+    L.sbx_exec_result_free(ctypes.byref(r))
+    assert L.sbx_sandbox_terminate(h, ctypes.byref(err)) == 0
+    L.sbx_sandbox_free(h)
+    return (time.perf_counter() - t) * 1000
+
+
+def run_code(url):
+    body = json.dumps({"code": "print(1)", "language": "python"}).encode()
+    req = urllib.request.Request(url + "/run_code", data=body, headers={"Content-Type": "application/json"})
+    t = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=600) as resp:
+        out = json.load(resp)
+    assert out["status"] == "Success", out
+    return (time.perf_counter() - t) * 1000
+
+
+def main():
+    n = int(os.environ.get("SBX_BENCH_N", "50"))
+    url = os.environ["SANDBOXD_SF_URL"]
+    client = sandboxd.default_client().handle()
+    sdk, raw = [], []
+    for _ in range(n):  # interleaved: both see the same machine load
+        sdk.append(sdk_cycle())
+        raw.append(libsbx_cycle(client))
+    stats("python.sdk.cycle", sdk)
+    stats("python.libsbx.cycle", raw)
+    for conc in (1, 16, 128):
+        total = max(n, conc * 2)
+        t = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(conc) as ex:
+            ms = list(ex.map(lambda _: run_code(url), range(total)))
+        wall = time.perf_counter() - t
+        stats(f"sandboxfusion.run_code.c{conc}", ms, {"rps": round(total / wall, 2)})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

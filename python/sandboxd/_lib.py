@@ -1,0 +1,204 @@
+"""ctypes declarations of libsbx (client/include/sbx.h) and how the library is found.
+
+The library is looked up in $SANDBOXD_LIBSBX (a path to libsbx.so.0), then next to this
+package, then by ctypes.util.find_library("sbx"), then as the plain soname "libsbx.so.0".
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import Optional
+
+c_char_p = ctypes.c_char_p
+c_void_p = ctypes.c_void_p
+c_size_t = ctypes.c_size_t
+c_uint64 = ctypes.c_uint64
+c_int = ctypes.c_int
+
+
+class SbxErr(ctypes.Structure):
+    _fields_ = [
+        ("code", c_int),
+        ("http_status", ctypes.c_long),
+        ("api_code", ctypes.c_char * 64),
+        ("message", ctypes.c_char * 512),
+    ]
+
+
+class CreateOpts(ctypes.Structure):
+    _fields_ = [
+        ("image", c_char_p),
+        ("cpu", ctypes.c_double),
+        ("memory", c_uint64),
+        ("disk", c_uint64),
+        ("pids", ctypes.c_uint),
+        ("env", ctypes.POINTER(c_char_p)),
+        ("labels", ctypes.POINTER(c_char_p)),
+        ("idle_timeout_ms", c_uint64),
+        ("timeout_ms", c_uint64),
+        ("max_cost_usd", ctypes.c_double),
+        ("network", c_char_p),
+        ("idempotency_key", c_char_p),
+        ("lease_id", c_char_p),
+    ]
+
+
+class ForkOpts(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint), ("overrides", CreateOpts)]
+
+
+OUTPUT_CB = ctypes.CFUNCTYPE(None, c_void_p, c_int, ctypes.POINTER(ctypes.c_char), c_size_t)
+
+
+class ExecOpts(ctypes.Structure):
+    _fields_ = [
+        ("argv", ctypes.POINTER(c_char_p)),
+        ("shell", c_int),
+        ("env", ctypes.POINTER(c_char_p)),
+        ("cwd", c_char_p),
+        ("stdin_data", c_void_p),
+        ("stdin_len", c_size_t),
+        ("timeout_ms", c_uint64),
+        ("max_output", c_uint64),
+        ("on_output", OUTPUT_CB),
+        ("userdata", c_void_p),
+    ]
+
+
+class ExecResult(ctypes.Structure):
+    _fields_ = [
+        ("exit_code", c_int),
+        ("signal", c_int),
+        ("reason", ctypes.c_char * 32),
+        ("duration_s", ctypes.c_double),
+        ("stdout_data", ctypes.POINTER(ctypes.c_char)),
+        ("stdout_len", c_size_t),
+        ("stderr_data", ctypes.POINTER(ctypes.c_char)),
+        ("stderr_len", c_size_t),
+        ("stdout_bytes", c_uint64),
+        ("stderr_bytes", c_uint64),
+        ("stdout_truncated", c_int),
+        ("stderr_truncated", c_int),
+    ]
+
+
+# name -> (restype, argtypes); every sbx_code call returns c_int.
+_P = ctypes.POINTER
+_SIGNATURES = {
+    "sbx_code_name": (c_char_p, [c_int]),
+    "sbx_parse_size": (c_int, [c_char_p, _P(c_uint64)]),
+    "sbx_parse_duration": (c_int, [c_char_p, _P(c_uint64)]),
+    "sbx_client_new": (c_int, [c_char_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_client_free": (None, [c_void_p]),
+    "sbx_client_set_token": (c_int, [c_void_p, c_char_p]),
+    "sbx_client_info": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_client_list": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_lease_create": (c_int, [c_void_p, c_uint64, _P(c_void_p), _P(SbxErr)]),
+    "sbx_lease_renew": (c_int, [c_void_p, c_char_p, _P(SbxErr)]),
+    "sbx_create_opts_init": (None, [_P(CreateOpts)]),
+    "sbx_sandbox_create": (c_int, [c_void_p, _P(CreateOpts), _P(c_void_p), _P(SbxErr)]),
+    "sbx_sandbox_open": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_sandbox_id": (c_char_p, [c_void_p]),
+    "sbx_sandbox_inspect": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_sandbox_set_timeout": (c_int, [c_void_p, c_uint64, _P(SbxErr)]),
+    "sbx_sandbox_write_file": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, _P(SbxErr)]),
+    "sbx_sandbox_read_file": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(c_size_t), _P(SbxErr)]),
+    "sbx_sandbox_put_archive": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, _P(SbxErr)]),
+    "sbx_sandbox_get_archive": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(c_size_t), _P(SbxErr)]),
+    "sbx_sandbox_terminate": (c_int, [c_void_p, _P(SbxErr)]),
+    "sbx_sandbox_free": (None, [c_void_p]),
+    "sbx_exec_opts_init": (None, [_P(ExecOpts)]),
+    "sbx_sandbox_exec": (c_int, [c_void_p, _P(ExecOpts), _P(ExecResult), _P(SbxErr)]),
+    "sbx_exec_result_free": (None, [_P(ExecResult)]),
+}
+
+_lib: Optional[ctypes.CDLL] = None
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [c_void_p]
+_libc.free.restype = None
+_lock = threading.Lock()
+
+
+def _candidates() -> list:
+    out = []
+    env = os.environ.get("SANDBOXD_LIBSBX")
+    if env:
+        out.append(env)
+    here = os.path.dirname(os.path.abspath(__file__))
+    out.append(os.path.join(here, "libsbx.so.0"))
+    found = ctypes.util.find_library("sbx")
+    if found:
+        out.append(found)
+    out.append("libsbx.so.0")
+    return out
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded libsbx, with argument and result types declared (loaded once)."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        errors = []
+        for path in _candidates():
+            if path != "libsbx.so.0" and os.sep in path and not os.path.exists(path):
+                continue
+            try:
+                cdll = ctypes.CDLL(path)
+                break
+            except OSError as e:
+                errors.append(f"{path}: {e}")
+        else:
+            raise OSError("libsbx not found (set SANDBOXD_LIBSBX to libsbx.so.0): " + "; ".join(errors))
+        for name, (res, args) in _SIGNATURES.items():
+            fn = getattr(cdll, name)
+            fn.restype = res
+            fn.argtypes = args
+        if hasattr(cdll, "sbx_lease_delete"):
+            cdll.sbx_lease_delete.restype = c_int
+            cdll.sbx_lease_delete.argtypes = [c_void_p, c_char_p, _P(SbxErr)]
+        if hasattr(cdll, "sbx_sandbox_fork") and hasattr(cdll, "sbx_fork_opts_init"):
+            cdll.sbx_fork_opts_init.restype = None
+            cdll.sbx_fork_opts_init.argtypes = [_P(ForkOpts)]
+            cdll.sbx_sandbox_fork.restype = c_int
+            cdll.sbx_sandbox_fork.argtypes = [c_void_p, _P(ForkOpts), _P(_P(c_void_p)),
+                                              _P(c_size_t), _P(SbxErr)]
+        _lib = cdll
+        return cdll
+
+
+def take_string(p: c_void_p) -> str:
+    """A malloc'd C string returned by libsbx as a Python str (the C buffer is freed)."""
+    if not p.value:
+        return ""
+    try:
+        return ctypes.string_at(p.value).decode("utf-8", "replace")
+    finally:
+        _libc.free(p)
+
+
+def take_bytes(p: c_void_p, n: int) -> bytes:
+    """A malloc'd buffer of n bytes as bytes (freed)."""
+    if not p.value:
+        return b""
+    try:
+        return ctypes.string_at(p.value, n)
+    finally:
+        _libc.free(p)
+
+
+def free(p) -> None:
+    _libc.free(p)
+
+
+def strv(items) -> Optional[ctypes.Array]:
+    """A NULL-terminated char* array from an iterable of str (None for None)."""
+    if items is None:
+        return None
+    enc = [s.encode() if isinstance(s, str) else bytes(s) for s in items]
+    arr = (c_char_p * (len(enc) + 1))(*enc, None)
+    return arr

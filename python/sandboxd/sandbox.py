@@ -1,0 +1,730 @@
+"""The synchronous SDK: Client, Sandbox, Process, Egress, Lease and file objects.
+
+Every call goes through libsbx (ctypes), so endpoint selection, placement and error mapping
+are the C library's. libsbx's client handle is not thread-safe, so each thread gets its own
+(``Client`` keeps one per thread) and a ``Sandbox`` opens a handle per thread that uses it.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import io
+import json
+import os
+import tarfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from . import _lib
+from .errors import (CommandReason, EndReason, InvalidArgument, NotFound, SandboxdError,
+                     from_err)
+
+Size = Union[int, str]
+Duration = Union[int, float, str]
+
+
+def _check(rc: int, err: _lib.SbxErr) -> None:
+    if rc != 0:
+        raise from_err(rc, err)
+
+
+def _call(fn: Callable, *args: Any) -> None:
+    err = _lib.SbxErr()
+    _check(fn(*args, ctypes.byref(err)), err)
+
+
+def parse_size(v: Optional[Size], what: str) -> int:
+    """Bytes from an int or a string like "512Mi" / "2Gi" (0 for None)."""
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise InvalidArgument(f"{what}: expected bytes or a size like \"2Gi\"", "invalid_argument")
+    if isinstance(v, int):
+        if v <= 0:
+            raise InvalidArgument(f"{what}: must be positive", "invalid_argument")
+        return v
+    out = ctypes.c_uint64()
+    if _lib.lib().sbx_parse_size(v.encode(), ctypes.byref(out)) != 0:
+        raise InvalidArgument(f"{what}: {v!r} is not a size (like 512Mi, 2Gi)", "invalid_argument")
+    return out.value
+
+
+def parse_duration_ms(v: Optional[Duration], what: str) -> int:
+    """Milliseconds from seconds (a number) or a string like "30s" / "5m" (0 for None)."""
+    if v is None:
+        return 0
+    if isinstance(v, bool):
+        raise InvalidArgument(f"{what}: expected seconds or a duration like \"5m\"", "invalid_argument")
+    if isinstance(v, (int, float)):
+        if v <= 0:
+            raise InvalidArgument(f"{what}: must be positive", "invalid_argument")
+        return max(1, int(v * 1000))
+    if not isinstance(v, str):
+        raise InvalidArgument(f"{what}: expected seconds or a duration like \"5m\"", "invalid_argument")
+    out = ctypes.c_uint64()
+    if _lib.lib().sbx_parse_duration(v.encode(), ctypes.byref(out)) != 0:
+        raise InvalidArgument(f"{what}: {v!r} is not a duration (like 30s, 5m)", "invalid_argument")
+    return out.value
+
+
+def _kv(m: Optional[Mapping[str, str]], what: str) -> Optional[List[str]]:
+    if m is None:
+        return None
+    out = []
+    for k, v in m.items():
+        if not isinstance(k, str) or not isinstance(v, str) or "=" in k or not k:
+            raise InvalidArgument(f"{what}: keys and values must be strings, keys without '='",
+                                  "invalid_argument")
+        out.append(f"{k}={v}")
+    return out
+
+
+
+def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
+                      cpu: Optional[float] = None, memory: Optional[Size] = None,
+                      disk: Optional[Size] = None, pids: Optional[int] = None,
+                      env: Optional[Mapping[str, str]] = None,
+                      labels: Optional[Mapping[str, str]] = None,
+                      idle_timeout: Optional[Duration] = None, timeout: Optional[Duration] = None,
+                      max_cost: Optional[float] = None, network: Optional[Egress] = None,
+                      lease: Union["Lease", str, None] = None,
+                      idempotency_key: Optional[str] = None) -> List[Any]:
+    """Fill an sbx_create_opts from keyword arguments (None keeps the C default). Returns the
+    ctypes objects that must stay alive while o is used."""
+    keep: List[Any] = []
+
+    def s(v: Optional[str]) -> Optional[bytes]:
+        return v.encode() if v is not None else None
+
+    if cpu is not None:
+        if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or cpu <= 0:
+            raise InvalidArgument("cpu: must be a positive number", "invalid_argument")
+        o.cpu = float(cpu)
+    if pids is not None:
+        if isinstance(pids, bool) or not isinstance(pids, int) or pids <= 0:
+            raise InvalidArgument("pids: must be a positive integer", "invalid_argument")
+        o.pids = pids
+    if max_cost is not None:
+        if isinstance(max_cost, bool) or not isinstance(max_cost, (int, float)) or max_cost <= 0:
+            raise InvalidArgument("max_cost: must be a positive number", "invalid_argument")
+        o.max_cost_usd = float(max_cost)
+    if network is not None and not isinstance(network, Egress):
+        raise InvalidArgument("network: use Egress.none(), Egress.open() or Egress.allow([...])",
+                              "invalid_argument")
+    o.image = s(image)
+    o.memory = parse_size(memory, "memory")
+    o.disk = parse_size(disk, "disk")
+    o.idle_timeout_ms = parse_duration_ms(idle_timeout, "idle_timeout")
+    o.timeout_ms = parse_duration_ms(timeout, "timeout")
+    o.network = s(network.value) if network else None
+    o.idempotency_key = s(idempotency_key)
+    o.lease_id = s(lease.id if isinstance(lease, Lease) else lease)
+    keep += [o.image, o.network, o.idempotency_key, o.lease_id]
+    for name, m in (("env", env), ("labels", labels)):
+        arr = _lib.strv(_kv(m, name))
+        if arr is not None:
+            keep.append(arr)
+            setattr(o, name, ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)))
+    return keep
+
+
+class Egress:
+    """A sandbox's network policy: ``Egress.none()`` (the default), ``Egress.open()`` or
+    ``Egress.allow(["10.1.2.0/24", "example.com:443"])``."""
+
+    def __init__(self, value: str):
+        self.value = value
+
+    @classmethod
+    def none(cls) -> "Egress":
+        return cls("none")
+
+    @classmethod
+    def open(cls) -> "Egress":
+        return cls("open")
+
+    @classmethod
+    def allow(cls, destinations: Iterable[str]) -> "Egress":
+        dests = list(destinations)
+        if not all(isinstance(d, str) for d in dests):
+            raise InvalidArgument("Egress.allow: destinations must be strings", "invalid_argument")
+        return cls(json.dumps({"allow": dests}))
+
+    def __repr__(self) -> str:
+        return f"Egress({self.value})"
+
+
+class Client:
+    """Where the daemon is: ``hosts`` as libsbx takes it (None: $SBX_HOST, else the default
+    socket; "unix:/path", a socket path, "http://host:port", or several separated by commas),
+    and a bearer token for TCP (None: $SBX_TOKEN)."""
+
+    def __init__(self, hosts: Optional[str] = None, token: Optional[str] = None,
+                 max_threads: int = 256):
+        self.hosts = hosts
+        self.token = token
+        self._local = threading.local()
+        self._all: List[ctypes.c_void_p] = []
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_threads,
+                                                           thread_name_prefix="sandboxd-exec")
+        self.handle()  # fail early on a bad host list
+
+    def handle(self) -> ctypes.c_void_p:
+        """This thread's libsbx client (made on first use)."""
+        h = getattr(self._local, "h", None)
+        if h is not None:
+            return h
+        h = ctypes.c_void_p()
+        err = _lib.SbxErr()
+        L = _lib.lib()
+        _check(L.sbx_client_new(self.hosts.encode() if self.hosts else None, ctypes.byref(h),
+                                ctypes.byref(err)), err)
+        if self.token:
+            L.sbx_client_set_token(h, self.token.encode())
+        self._local.h = h
+        with self._lock:
+            self._all.append(h)
+        return h
+
+    def info(self) -> Dict[str, Any]:
+        """GET /v1/info of the first endpoint."""
+        out = ctypes.c_void_p()
+        _call(_lib.lib().sbx_client_info, self.handle(), ctypes.byref(out))
+        return json.loads(_lib.take_string(out))
+
+    def list(self, label: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The sandboxes (running and recently ended) as dicts; ``label`` "k=v" filters."""
+        out = ctypes.c_void_p()
+        _call(_lib.lib().sbx_client_list, self.handle(), label.encode() if label else None,
+              ctypes.byref(out))
+        return json.loads(_lib.take_string(out))
+
+    def submit(self, fn: Callable, *args: Any) -> concurrent.futures.Future:
+        return self._pool.submit(fn, *args)
+
+
+_default: Optional[Client] = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> Client:
+    """The client used when none is given (from $SBX_HOST / $SBX_TOKEN)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Client()
+        return _default
+
+
+class Lease:
+    """A lease: sandboxes created with ``lease=`` end when it is not renewed within its ttl.
+    ``with Lease.create("60s", renew_every=20) as lease:`` renews it from a thread until the
+    block ends."""
+
+    def __init__(self, lease_id: str, client: Optional[Client] = None):
+        self.id = lease_id
+        self.client = client or default_client()
+        self._stop: Optional[threading.Event] = None
+        self._thread: Optional[threading.Thread] = None
+
+    @classmethod
+    def create(cls, ttl: Duration = "60s", client: Optional[Client] = None,
+               renew_every: Optional[float] = None) -> "Lease":
+        client = client or default_client()
+        out = ctypes.c_void_p()
+        _call(_lib.lib().sbx_lease_create, client.handle(), parse_duration_ms(ttl, "ttl"),
+              ctypes.byref(out))
+        lease = cls(_lib.take_string(out), client)
+        if renew_every:
+            lease.keep_alive(renew_every)
+        return lease
+
+    def renew(self) -> None:
+        """Renew now (NotFound when it already expired)."""
+        _call(_lib.lib().sbx_lease_renew, self.client.handle(), self.id.encode())
+
+    def keep_alive(self, every: float) -> None:
+        """Renew every ``every`` seconds from a background thread until ``stop()``."""
+        self.stop()
+        self._stop = threading.Event()
+        stop = self._stop
+
+        def loop() -> None:
+            while not stop.wait(every):
+                try:
+                    self.renew()
+                except SandboxdError:
+                    return
+
+        self._thread = threading.Thread(target=loop, daemon=True, name=f"lease-{self.id}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing (its sandboxes then end when the ttl runs out)."""
+        if self._stop:
+            self._stop.set()
+            if self._thread:
+                self._thread.join()
+        self._stop = self._thread = None
+
+    def delete(self) -> None:
+        """Delete the lease now: its sandboxes are terminated."""
+        self.stop()
+        L = _lib.lib()
+        if not hasattr(L, "sbx_lease_delete"):
+            raise SandboxdError("this libsbx has no sbx_lease_delete", "unsupported")
+        _call(L.sbx_lease_delete, self.client.handle(), self.id.encode())
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Stop renewing and delete the lease (its sandboxes end with it)."""
+        self.stop()
+        if hasattr(_lib.lib(), "sbx_lease_delete"):
+            try:
+                self.delete()
+            except NotFound:
+                pass
+
+    def __repr__(self) -> str:
+        return f"Lease({self.id!r})"
+
+
+@dataclass
+class CommandResult:
+    """How a command ended. ``exit_code`` is None when it was killed by a signal; ``reason`` is
+    a CommandReason. ``stdout``/``stderr`` hold the output kept (bytes, or str with text=True;
+    empty for a streamed Process, whose streams had it)."""
+
+    exit_code: Optional[int]
+    signal: Optional[int]
+    reason: CommandReason
+    duration: float
+    stdout: Union[bytes, str] = b""
+    stderr: Union[bytes, str] = b""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def returncode(self) -> int:
+        """subprocess-style: the exit code, or -signal."""
+        return self.exit_code if self.exit_code is not None else -(self.signal or 0)
+
+
+def _result(r: _lib.ExecResult, text: bool) -> CommandResult:
+    def buf(p, n):
+        b = ctypes.string_at(p, n) if p and n else b""
+        return b.decode("utf-8", "replace") if text else b
+
+    reason = r.reason.decode() or "exited"
+    try:
+        cr = CommandReason(reason)
+    except ValueError:
+        cr = CommandReason.EXITED
+    return CommandResult(
+        exit_code=None if r.signal and r.exit_code < 0 else r.exit_code,
+        signal=r.signal or None, reason=cr, duration=r.duration_s,
+        stdout=buf(r.stdout_data, r.stdout_len), stderr=buf(r.stderr_data, r.stderr_len),
+        stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
+        stdout_truncated=bool(r.stdout_truncated), stderr_truncated=bool(r.stderr_truncated))
+
+
+class _Pipe(io.RawIOBase):
+    """Bytes arriving from a running command: reads block until data or the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._buf = bytearray()
+        self._eof = False
+        self._cv = threading.Condition()
+
+    def readable(self) -> bool:
+        return True
+
+    def feed(self, data: bytes) -> None:
+        with self._cv:
+            self._buf += data
+            self._cv.notify_all()
+
+    def finish(self) -> None:
+        with self._cv:
+            self._eof = True
+            self._cv.notify_all()
+
+    def readinto(self, b: Any) -> int:
+        with self._cv:
+            while not self._buf and not self._eof:
+                self._cv.wait()
+            n = min(len(b), len(self._buf))
+            b[:n] = self._buf[:n]
+            del self._buf[:n]
+            return n
+
+
+class Process:
+    """A command started by ``Sandbox.exec``. ``stdout`` and ``stderr`` are file objects
+    readable while it runs (bytes, or text with text=True); ``wait()`` returns the
+    CommandResult (or raises the SandboxdError that ended the request)."""
+
+    def __init__(self, sandbox: "Sandbox", opts_args: Dict[str, Any], text: bool):
+        self.sandbox = sandbox
+        self._raw = (_Pipe(), _Pipe())
+        bufs = [io.BufferedReader(p) for p in self._raw]
+        if text:
+            self.stdout: Any = io.TextIOWrapper(bufs[0], encoding="utf-8", errors="replace")
+            self.stderr: Any = io.TextIOWrapper(bufs[1], encoding="utf-8", errors="replace")
+        else:
+            self.stdout, self.stderr = bufs
+        self._text = text
+        self._result: Optional[CommandResult] = None
+        self._future = sandbox.client.submit(self._run, opts_args)
+
+    def _run(self, a: Dict[str, Any]) -> CommandResult:
+        got = [0, 0]
+
+        def on_output(_ud: Any, stream: int, data: Any, n: int) -> None:
+            i = 0 if stream == 1 else 1
+            got[i] += n
+            self._raw[i].feed(ctypes.string_at(data, n))
+
+        cb = _lib.OUTPUT_CB(on_output)
+        try:
+            r = self.sandbox._exec_raw(a, cb, self._text)
+            # a stream's end says how much was written, not what was kept: compare
+            r.stdout_truncated = r.stdout_truncated or r.stdout_bytes > got[0]
+            r.stderr_truncated = r.stderr_truncated or r.stderr_bytes > got[1]
+            return r
+        finally:
+            for p in self._raw:
+                p.finish()
+
+    @property
+    def future(self) -> concurrent.futures.Future:
+        return self._future
+
+    def wait(self, timeout: Optional[float] = None) -> CommandResult:
+        """Wait for the command to end (``timeout`` seconds at most: TimeoutError after)."""
+        if self._result is None:
+            self._result = self._future.result(timeout)
+        return self._result
+
+    def poll(self) -> Optional[int]:
+        """The returncode once it ended, else None."""
+        if not self._future.done():
+            return None
+        return self.wait().returncode
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self.poll()
+
+
+class RemoteFile(io.BytesIO):
+    """A file in a sandbox opened by ``Sandbox.open``: read modes hold the file's bytes (read
+    at open), write and append modes send what was written when closed."""
+
+    def __init__(self, sandbox: "Sandbox", path: str, mode: str):
+        self._sandbox, self._path, self._mode = sandbox, path, mode
+        initial = b""
+        if "r" in mode or "a" in mode:
+            try:
+                initial = sandbox.read_file(path)
+            except NotFound:
+                if "r" in mode:
+                    raise
+        super().__init__(initial)
+        if "a" in mode:
+            self.seek(0, io.SEEK_END)
+
+    def writable(self) -> bool:
+        return any(c in self._mode for c in "wa+")
+
+    def write(self, b: Any) -> int:
+        if not self.writable():
+            raise io.UnsupportedOperation("not writable")
+        return super().write(b)
+
+    def close(self) -> None:
+        if not self.closed and self.writable():
+            self._sandbox.write_file(self._path, self.getvalue())
+        super().close()
+
+
+@dataclass
+class SandboxInfo:
+    """``Sandbox.inspect()``: the sandbox object's main fields, and all of it in ``raw``."""
+
+    id: str
+    state: str
+    usage: Dict[str, Any]
+    cost_usd: float
+    limits: Dict[str, Any]
+    labels: Dict[str, str]
+    end_reason: Optional[EndReason]
+    end_message: Optional[str]
+    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+class _ClassOrInstance:
+    """``Sandbox.open(id)`` attaches to a sandbox; ``sb.open(path, mode)`` opens a file in
+    one: the same name, told apart by what it is looked up on."""
+
+    def __init__(self, on_class: str, on_instance: str):
+        self.on_class, self.on_instance = on_class, on_instance
+
+    def __get__(self, obj: Any, cls: Any) -> Any:
+        if obj is None:
+            return getattr(cls, self.on_class)
+        return getattr(obj, self.on_instance)
+
+
+class Sandbox:
+    """One sandbox. ``Sandbox.create(...)`` makes one, ``Sandbox.open(id)`` attaches to one;
+    as a context manager it is terminated when the block ends."""
+
+    def __init__(self, handle: ctypes.c_void_p, client: Client):
+        self.client = client
+        self.id: str = _lib.lib().sbx_sandbox_id(handle).decode()
+        self._handles: Dict[int, ctypes.c_void_p] = {threading.get_ident(): handle}
+        self._lock = threading.Lock()
+
+    # ---- making and finding ----
+    @classmethod
+    def create(cls, image: Optional[str] = None, cpu: Optional[float] = None,
+               memory: Optional[Size] = None, disk: Optional[Size] = None,
+               pids: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+               labels: Optional[Mapping[str, str]] = None,
+               idle_timeout: Optional[Duration] = None, timeout: Optional[Duration] = None,
+               max_cost: Optional[float] = None, network: Optional[Egress] = None,
+               lease: Union["Lease", str, None] = None, idempotency_key: Optional[str] = None,
+               client: Optional[Client] = None) -> "Sandbox":
+        """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
+        durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
+        daemon's default. Raises NodeFull, InvalidArgument, NotFound (lease), ..."""
+        client = client or default_client()
+        L = _lib.lib()
+        o = _lib.CreateOpts()
+        L.sbx_create_opts_init(ctypes.byref(o))
+        keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
+                                 env=env, labels=labels, idle_timeout=idle_timeout,
+                                 timeout=timeout, max_cost=max_cost, network=network, lease=lease,
+                                 idempotency_key=idempotency_key)
+        h = ctypes.c_void_p()
+        _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
+        return cls(h, client)
+
+    @classmethod
+    def attach(cls, sandbox_id: str, client: Optional[Client] = None) -> "Sandbox":
+        """Attach to an existing sandbox (NotFound when there is none). Also spelled
+        ``Sandbox.open(id)``."""
+        client = client or default_client()
+        h = ctypes.c_void_p()
+        _call(_lib.lib().sbx_sandbox_open, client.handle(), sandbox_id.encode(), ctypes.byref(h))
+        return cls(h, client)
+
+    def _handle(self) -> ctypes.c_void_p:
+        tid = threading.get_ident()
+        with self._lock:
+            h = self._handles.get(tid)
+        if h is not None:
+            return h
+        h = ctypes.c_void_p()
+        _call(_lib.lib().sbx_sandbox_open, self.client.handle(), self.id.encode(), ctypes.byref(h))
+        with self._lock:
+            self._handles[tid] = h
+        return h
+
+    # ---- commands ----
+    def _exec_opts(self, argv: Sequence[str], stdin: Union[bytes, str, None],
+                   env: Optional[Mapping[str, str]], cwd: Optional[str],
+                   timeout: Optional[Duration], shell: bool,
+                   max_output: Optional[Size]) -> Dict[str, Any]:
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise InvalidArgument("exec: argv must be one or more strings", "invalid_argument")
+        if isinstance(stdin, str):
+            stdin = stdin.encode()
+        if stdin is not None and not isinstance(stdin, (bytes, bytearray)):
+            raise InvalidArgument("exec: stdin must be bytes or str", "invalid_argument")
+        return {"argv": list(argv), "stdin": stdin, "env": _kv(env, "env"), "cwd": cwd,
+                "timeout_ms": parse_duration_ms(timeout, "timeout"), "shell": shell,
+                "max_output": parse_size(max_output, "max_output")}
+
+    def _exec_raw(self, a: Dict[str, Any], cb: Any, text: bool) -> CommandResult:
+        L = _lib.lib()
+        o = _lib.ExecOpts()
+        L.sbx_exec_opts_init(ctypes.byref(o))
+        argv = _lib.strv(a["argv"])
+        o.argv = ctypes.cast(argv, ctypes.POINTER(ctypes.c_char_p))
+        o.shell = 1 if a["shell"] else 0
+        envv = _lib.strv(a["env"])
+        if envv is not None:
+            o.env = ctypes.cast(envv, ctypes.POINTER(ctypes.c_char_p))
+        o.cwd = a["cwd"].encode() if a["cwd"] else None
+        stdin = a["stdin"]
+        sbuf = None
+        if stdin is not None:
+            sbuf = ctypes.create_string_buffer(bytes(stdin), len(stdin))
+            o.stdin_data = ctypes.cast(sbuf, ctypes.c_void_p)
+            o.stdin_len = len(stdin)
+        o.timeout_ms = a["timeout_ms"]
+        o.max_output = a["max_output"]
+        if cb is not None:
+            o.on_output = cb
+        res = _lib.ExecResult()
+        err = _lib.SbxErr()
+        rc = L.sbx_sandbox_exec(self._handle(), ctypes.byref(o), ctypes.byref(res), ctypes.byref(err))
+        try:
+            _check(rc, err)
+            return _result(res, text)
+        finally:
+            if rc == 0:
+                L.sbx_exec_result_free(ctypes.byref(res))
+            del argv, envv, sbuf
+
+    def exec(self, *argv: str, stdin: Union[bytes, str, None] = None,
+             env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+             timeout: Optional[Duration] = None, shell: bool = False,
+             max_output: Optional[Size] = None, text: bool = False) -> Process:
+        """Start a command; its output streams while it runs (``p.stdout``, ``p.stderr``)
+        and ``p.wait()`` gives the CommandResult. ``stdin`` is sent whole at the start."""
+        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output)
+        return Process(self, a, text)
+
+    def run(self, *argv: str, stdin: Union[bytes, str, None] = None,
+            env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+            timeout: Optional[Duration] = None, shell: bool = False,
+            max_output: Optional[Size] = None, text: bool = True) -> CommandResult:
+        """Run a command and wait for it: the CommandResult with its output (str by
+        default; text=False for bytes)."""
+        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output)
+        return self._exec_raw(a, None, text)
+
+    # ---- files ----
+    def write_file(self, path: str, data: Union[bytes, str]) -> None:
+        """Write one file (parents made; owned by the sandbox user)."""
+        if isinstance(data, str):
+            data = data.encode()
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        _call(_lib.lib().sbx_sandbox_write_file, self._handle(), path.encode(), buf, len(data))
+
+    def read_file(self, path: str) -> bytes:
+        """A file's bytes (NotFound when missing)."""
+        out, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _call(_lib.lib().sbx_sandbox_read_file, self._handle(), path.encode(), ctypes.byref(out),
+              ctypes.byref(n))
+        return _lib.take_bytes(out, n.value)
+
+    def open_file(self, path: str, mode: str = "r", encoding: str = "utf-8") -> Any:
+        """A file object for ``path`` in the sandbox: modes r, w, a (and + variants), text by
+        default, binary with "b". Writes reach the sandbox when the file is closed."""
+        if not mode or mode[0] not in "rwa" or any(c not in "rwab+t" for c in mode):
+            raise InvalidArgument(f"open: unsupported mode {mode!r}", "invalid_argument")
+        f = RemoteFile(self, path, mode)
+        if "b" in mode:
+            return f
+        return io.TextIOWrapper(f, encoding=encoding, write_through=True)
+
+    def upload_dir(self, local_dir: str, remote_dir: str) -> None:
+        """Copy a local directory's contents into ``remote_dir`` (one tar through libsbx)."""
+        if not os.path.isdir(local_dir):
+            raise InvalidArgument(f"upload_dir: {local_dir} is not a directory", "invalid_argument")
+        bio = io.BytesIO()
+        with tarfile.open(fileobj=bio, mode="w") as tar:
+            for name in sorted(os.listdir(local_dir)):
+                tar.add(os.path.join(local_dir, name), arcname=name)
+        data = bio.getvalue()
+        buf = ctypes.create_string_buffer(data, len(data))
+        _call(_lib.lib().sbx_sandbox_put_archive, self._handle(), remote_dir.encode(), buf, len(data))
+
+    def download_dir(self, remote_dir: str, local_dir: str) -> None:
+        """Copy ``remote_dir``'s contents into a local directory (made if missing)."""
+        out, n = ctypes.c_void_p(), ctypes.c_size_t()
+        _call(_lib.lib().sbx_sandbox_get_archive, self._handle(), remote_dir.encode(),
+              ctypes.byref(out), ctypes.byref(n))
+        data = _lib.take_bytes(out, n.value)
+        os.makedirs(local_dir, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(local_dir, filter="data")
+            else:  # Python < 3.12 without the filter: refuse names that leave local_dir
+                root = os.path.realpath(local_dir)
+                for m in tar.getmembers():
+                    dest = os.path.realpath(os.path.join(root, m.name))
+                    if not (dest == root or dest.startswith(root + os.sep)) or m.issym() or m.islnk() \
+                            and os.path.isabs(m.linkname):
+                        raise SandboxdError(f"download_dir: unsafe entry {m.name!r}", "unsafe_archive")
+                tar.extractall(local_dir)
+
+    open = _ClassOrInstance("attach", "open_file")
+
+    # ---- lifecycle ----
+    def fork(self, n: int = 1, **overrides: Any) -> List["Sandbox"]:
+        """``n`` copies of this sandbox: each a new Sandbox whose /workspace and /tmp start as
+        copies of this one's, with its settings (``overrides``: any create field, e.g.
+        labels=). All or nothing."""
+        L = _lib.lib()
+        if not hasattr(L, "sbx_sandbox_fork") or not hasattr(L, "sbx_fork_opts_init"):
+            raise SandboxdError("this libsbx has no sbx_sandbox_fork", "unsupported")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidArgument("fork: n must be a positive integer", "invalid_argument")
+        o = _lib.ForkOpts()
+        L.sbx_fork_opts_init(ctypes.byref(o))
+        o.count = n
+        keep = _fill_create_opts(o.overrides, **overrides)
+        arr = ctypes.POINTER(ctypes.c_void_p)()
+        count = ctypes.c_size_t()
+        _call(L.sbx_sandbox_fork, self._handle(), ctypes.byref(o), ctypes.byref(arr),
+              ctypes.byref(count))
+        try:
+            return [Sandbox(ctypes.c_void_p(arr[i]), self.client) for i in range(count.value)]
+        finally:
+            _lib.free(arr)  # the array only: the handles now belong to the Sandbox objects
+            del keep
+
+    def inspect(self) -> SandboxInfo:
+        """State, limits, usage, cost and end reason (GET /v1/sandboxes/{id})."""
+        out = ctypes.c_void_p()
+        _call(_lib.lib().sbx_sandbox_inspect, self._handle(), ctypes.byref(out))
+        j = json.loads(_lib.take_string(out))
+        end = j.get("end") or {}
+        return SandboxInfo(id=j["id"], state=j["state"], usage=j.get("usage") or {},
+                           cost_usd=float(j.get("cost_usd") or 0.0), limits=j.get("limits") or {},
+                           labels=j.get("labels") or {}, end_reason=EndReason.parse(end.get("reason")),
+                           end_message=end.get("message"), raw=j)
+
+    def set_timeout(self, timeout: Duration) -> None:
+        """The sandbox now lives until ``timeout`` from now."""
+        _call(_lib.lib().sbx_sandbox_set_timeout, self._handle(), parse_duration_ms(timeout, "timeout"))
+
+    def terminate(self) -> None:
+        """End the sandbox (idempotent)."""
+        _call(_lib.lib().sbx_sandbox_terminate, self._handle())
+
+    def close(self) -> None:
+        """Free the local handles (the sandbox keeps running)."""
+        with self._lock:
+            handles, self._handles = self._handles, {}
+        for h in handles.values():
+            _lib.lib().sbx_sandbox_free(h)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.terminate()
+        finally:
+            self.close()
+
+    def __repr__(self) -> str:
+        return f"Sandbox({self.id!r})"
+

@@ -1,0 +1,265 @@
+"""The SandboxFusion-compatible endpoints, called with requests the way verl's sandbox_fusion
+reward and tool send them (POST {url}/run_code with a JSON body)."""
+import base64
+import concurrent.futures
+import os
+import shutil
+
+import pytest
+import requests
+
+URL = os.environ.get("SANDBOXD_SF_URL", "")
+
+
+@pytest.fixture(autouse=True)
+def need_url():
+    if not URL:
+        pytest.fail("SANDBOXD_SF_URL is not set")
+
+
+def run_code(**body):
+    body.setdefault("compile_timeout", 10)
+    body.setdefault("run_timeout", 10)
+    r = requests.post(f"{URL}/run_code", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_ping():
+    r = requests.get(f"{URL}/v1/ping", timeout=10)
+    assert r.status_code == 200 and r.json() == "pong"
+
+
+def test_success_schema():
+    out = run_code(code="print(int(input()) * 2)", language="python", stdin="21\n",
+                   memory_limit_MB=1024)
+    assert out["status"] == "Success" and out["message"] == ""
+    assert set(out) >= {"status", "message", "compile_result", "run_result", "executor_pod_name", "files"}
+    rr = out["run_result"]
+    assert rr["status"] == "Finished" and rr["return_code"] == 0 and rr["stdout"] == "42\n"
+    assert rr["stderr"] == "" and isinstance(rr["execution_time"], float)
+    assert out["compile_result"] is None and out["files"] == {}
+    assert out["executor_pod_name"].startswith("sb-")
+
+
+def test_wrong_answer_is_success_with_other_output():
+    # verl compares stdout itself: a wrong answer still ran fine
+    out = run_code(code="print(41)", language="python")
+    assert out["status"] == "Success" and out["run_result"]["stdout"] == "41\n"
+
+
+def test_bash_nonzero_exit_is_failed():
+    out = run_code(code="echo partial; exit 3", language="bash")
+    assert out["status"] == "Failed"
+    assert out["run_result"]["return_code"] == 3 and out["run_result"]["stdout"] == "partial\n"
+
+
+def test_cpp_compile_error():
+    out = run_code(code="int main() { return undeclared; }", language="cpp")
+    assert out["status"] == "Failed" and out["run_result"] is None
+    cr = out["compile_result"]
+    assert cr["status"] == "Finished" and cr["return_code"] != 0 and "undeclared" in cr["stderr"]
+
+
+def test_cpp_runs():
+    out = run_code(code="#include <iostream>\nint main(){int a,b;std::cin>>a>>b;std::cout<<a+b<<std::endl;}",
+                   language="cpp", stdin="2 3")
+    assert out["status"] == "Success", out
+    assert out["compile_result"]["return_code"] == 0 and out["run_result"]["stdout"] == "5\n"
+
+
+def test_runtime_error():
+    out = run_code(code="raise ValueError('boom')", language="python")
+    assert out["status"] == "Failed"
+    assert out["run_result"]["return_code"] == 1 and "ValueError: boom" in out["run_result"]["stderr"]
+
+
+def test_timeout():
+    out = run_code(code="import time\nprint('started', flush=True)\ntime.sleep(30)", language="python",
+                   run_timeout=1)
+    assert out["status"] == "Failed"
+    rr = out["run_result"]
+    assert rr["status"] == "TimeLimitExceeded" and rr["stdout"] == "started\n"
+
+
+def test_memory_limit_exceeded():
+    out = run_code(code="x = bytearray(400 << 20)\nprint(len(x))", language="python", memory_limit_MB=128)
+    assert out["status"] == "Failed"
+    rr = out["run_result"]
+    assert rr["status"] == "Finished" and rr["return_code"] != 0 and rr["stdout"] == ""
+    # the same program fits when the limit allows it
+    out = run_code(code="x = bytearray(50 << 20)\nprint(len(x))", language="python", memory_limit_MB=512)
+    assert out["status"] == "Success"
+
+
+def test_files_in_fetch_files_out():
+    files = {"data/in.txt": base64.b64encode(b"from the caller").decode(),
+             "/tmp/abs.bin": base64.b64encode(bytes(range(256))).decode()}
+    code = ("import os\n"
+            "print(open('data/in.txt').read(), len(open('/tmp/abs.bin','rb').read()))\n"
+            "open('result.txt','w').write('written')\n"
+            "open('/tmp/raw','wb').write(bytes([0,255,1]))\n")
+    out = run_code(code=code, language="python", files=files,
+                   fetch_files=["result.txt", "/tmp/raw", "missing.txt"])
+    assert out["status"] == "Success", out
+    assert out["run_result"]["stdout"] == "from the caller 256\n"
+    assert base64.b64decode(out["files"]["result.txt"]) == b"written"
+    assert base64.b64decode(out["files"]["/tmp/raw"]) == bytes([0, 255, 1])
+    assert "missing.txt" not in out["files"]
+
+
+def test_each_request_gets_a_fresh_sandbox():
+    a = run_code(code="open('/workspace/mark','w').write('x')", language="python")
+    b = run_code(code="import os; print(os.path.exists('/workspace/mark'))", language="python")
+    assert b["run_result"]["stdout"] == "False\n"
+    assert a["executor_pod_name"] != b["executor_pod_name"]
+
+
+def test_no_network():
+    out = run_code(code="import socket\ns=socket.socket()\ns.settimeout(2)\n"
+                        "try:\n  s.connect(('10.255.255.1', 80)); print('connected')\nexcept OSError as e:\n  print('blocked')",
+                   language="python")
+    assert out["run_result"]["stdout"] == "blocked\n"
+
+
+@pytest.mark.parametrize("lang,code,expect", [
+    ("nodejs", "console.log(6*7)", "42\n"),
+    ("go", "package main\nimport \"fmt\"\nfunc main(){ fmt.Println(6*7) }", "42\n"),
+    ("java", "public class Main { public static void main(String[] a){ System.out.println(6*7); } }", "42\n"),
+    ("c", "#include <stdio.h>\nint main(){printf(\"%d\\n\", 6*7);}", "42\n"),
+])
+def test_other_languages(lang, code, expect):
+    prog = {"nodejs": "node", "go": "go", "java": "javac", "c": "gcc"}[lang]
+    if not shutil.which(prog):
+        pytest.skip(f"SKIP (prerequisite missing): {prog} is not installed (tests/deps.sh)")
+    out = run_code(code=code, language=lang, compile_timeout=120, memory_limit_MB=2048)
+    assert out["status"] == "Success", out
+    assert out["run_result"]["stdout"] == expect
+
+
+def test_pytest_language():
+    out = run_code(code="def test_ok():\n    assert 1 + 1 == 2\n\ndef test_bad():\n    assert 1 == 2\n",
+                   language="pytest")
+    assert out["status"] == "Failed"
+    assert "1 failed, 1 passed" in out["run_result"]["stdout"]
+
+
+def test_rust_runs_or_is_refused_by_name():
+    # the host image has what the host's /usr has: rustc in /usr/bin or /usr/local/bin, or not
+    have = any(os.access(os.path.join(d, "rustc"), os.X_OK) for d in ("/usr/local/bin", "/usr/bin", "/bin"))
+    out = run_code(code='fn main(){ println!("{}", 6*7); }', language="rust", compile_timeout=120)
+    if have:
+        assert out["status"] == "Success" and out["run_result"]["stdout"] == "42\n", out
+    else:
+        assert out["status"] == "SandboxError" and "rustc" in out["message"], out
+        assert out["run_result"] is None
+
+
+def test_unknown_and_unsupported_languages():
+    r = requests.post(f"{URL}/run_code", json={"code": "x", "language": "cobol"}, timeout=30)
+    assert r.status_code == 422 and "language" in r.json()["message"]
+    out = run_code(code="<?php echo 1;", language="php")
+    assert out["status"] == "SandboxError" and "php" in out["message"]
+
+
+@pytest.mark.parametrize("body,ctype", [
+    ("{not json", "application/json"),
+    ("[1,2]", "application/json"),
+    ('{"language":"python"}', "application/json"),
+    ('{"code":"print(1)"}', "application/json"),
+    ('{"code":1,"language":"python"}', "application/json"),
+    ('{"code":"x","language":"python","run_timeout":"soon"}', "application/json"),
+    ('{"code":"x","language":"python","files":{"a":5}}', "application/json"),
+    ('{"code":"x","language":"python","fetch_files":"a"}', "application/json"),
+    ('{"code":"x","language":"python","memory_limit_MB":"lots"}', "application/json"),
+    ("", "application/json"),
+])
+def test_malformed_bodies_are_clear_4xx(body, ctype):
+    r = requests.post(f"{URL}/run_code", data=body, headers={"Content-Type": ctype}, timeout=30)
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+    j = r.json()
+    assert j["message"] and j["code"]
+
+
+def test_bad_base64_is_sandbox_error():
+    out = run_code(code="print(1)", language="python", files={"a.txt": "!!!not base64"})
+    assert out["status"] == "SandboxError" and "base64" in out["message"]
+
+
+def test_wrong_method_and_other_paths():
+    assert requests.get(f"{URL}/run_code", timeout=10).status_code == 405
+    # this listener has no token: it serves nothing but the SandboxFusion endpoints
+    assert requests.get(f"{URL}/v1/sandboxes", timeout=10).status_code == 404
+    assert requests.post(f"{URL}/v1/sandboxes", json={}, timeout=10).status_code == 404
+
+
+def test_100_concurrent_mixed():
+    cases = []
+    for i in range(100):
+        k = i % 5
+        if k == 0:
+            cases.append(({"code": f"print({i})", "language": "python"}, "Success", f"{i}\n"))
+        elif k == 1:
+            cases.append(({"code": f"echo {i}; exit 1", "language": "bash"}, "Failed", f"{i}\n"))
+        elif k == 2:
+            cases.append(({"code": "import time; time.sleep(20)", "language": "python", "run_timeout": 0.5},
+                          "Failed", ""))
+        elif k == 3:
+            cases.append(({"code": "raise SystemExit(2)", "language": "python"}, "Failed", ""))
+        else:
+            cases.append(({"code": f"read x; echo $((x + {i}))", "language": "bash", "stdin": "1\n"},
+                          "Success", f"{i + 1}\n"))
+
+    def one(case):
+        body, status, stdout = case
+        out = run_code(**body)
+        return out, status, stdout
+
+    with concurrent.futures.ThreadPoolExecutor(100) as ex:
+        results = list(ex.map(one, cases))
+    for out, status, stdout in results:
+        assert out["status"] == status, out
+        assert out["run_result"]["stdout"] == stdout
+    tle = [o for o, _, _ in results if o["run_result"]["status"] == "TimeLimitExceeded"]
+    assert len(tle) == 20
+
+
+def test_200_concurrent_are_queued_not_refused():
+    def one(i):
+        return requests.post(f"{URL}/run_code", json={"code": f"echo {i}", "language": "bash"}, timeout=600)
+
+    with concurrent.futures.ThreadPoolExecutor(200) as ex:
+        rs = list(ex.map(one, range(200)))
+    assert [r.status_code for r in rs] == [200] * 200
+    assert [r.json()["run_result"]["stdout"] for r in rs] == [f"{i}\n" for i in range(200)]
+
+
+def test_jupyter():
+    try:
+        import jupyter_client  # noqa: F401
+        import ipykernel  # noqa: F401
+    except ImportError:
+        pytest.skip("SKIP (prerequisite missing): python3-jupyter-client / python3-ipykernel")
+    body = {"cells": ["a = 6 * 7", "a", "print(a)", "import sys; sys.stderr.write('err\\n')",
+                      "raise RuntimeError('cell error')"], "total_timeout": 60}
+    r = requests.post(f"{URL}/run_jupyter", json=body, timeout=120)
+    assert r.status_code == 200
+    out = r.json()
+    assert out["status"] == "Success", out
+    cells = out["cells"]
+    assert len(cells) == 5
+    assert cells[1]["display"][0]["text/plain"] == "42"
+    assert cells[2]["stdout"] == "42\n"
+    assert cells[3]["stderr"] == "err\n"
+    assert cells[4]["error"][0]["ename"] == "RuntimeError"
+    assert out["driver"]["status"] == "Finished"
+
+
+def test_jupyter_timeout_is_failed():
+    try:
+        import jupyter_client  # noqa: F401
+    except ImportError:
+        pytest.skip("SKIP (prerequisite missing): python3-jupyter-client")
+    body = {"cells": ["import time; time.sleep(30)"], "cell_timeout": 1, "total_timeout": 20}
+    out = requests.post(f"{URL}/run_jupyter", json=body, timeout=120).json()
+    assert out["status"] == "Failed"

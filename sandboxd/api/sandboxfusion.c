@@ -1,0 +1,877 @@
+/* SandboxFusion-compatible endpoints: POST /run_code, POST /run_jupyter, GET /v1/ping, with
+ * SandboxFusion's request and response fields, so trainers that speak it (verl, skyrl-agent,
+ * tinker-cookbook) switch by URL. Each request is a job: a fresh sandbox (a warm pool entry
+ * when one fits; no network, memory_limit_MB as its memory), its files and the code written by
+ * commands, compile and run as commands with the request's timeouts, fetch_files read back,
+ * then the sandbox is ended. Jobs beyond --sandboxfusion-max-running wait in a FIFO (none is
+ * refused for load); one that waits past the queue timeout, and every platform fault, is
+ * answered status "SandboxError", never "Failed". */
+#include "sandboxd/api/sandboxfusion.h"
+
+#include "common/b64.h"
+#include "common/end_reason.h"
+#include "common/macro.h"
+#include "common/timeutil.h"
+#include "sandboxd/core/create.h"
+#include "sandboxd/core/exec.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/registry.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SF_DEFAULT_MAX_RUNNING 16
+#define SF_DEFAULT_QUEUE_TIMEOUT_S 600
+#define SF_MAX_FILES 256
+#define SF_RETRY_MS 100
+
+/* One language: its source file, an optional compile command and the run command (sh -c in
+ * /workspace), and the programs the image must have. */
+typedef struct sf_lang {
+    const char *name, *file, *compile, *run;
+    const char *need[3];
+} sf_lang;
+
+static const sf_lang langs[] = {
+    {"python", "main.py", NULL, "exec python3 main.py", {"python3"}},
+    {"pytest",
+     "test_main.py",
+     NULL,
+     "exec python3 -m pytest -q -p no:cacheprovider test_main.py",
+     {"python3", "/usr/lib/python3/dist-packages/pytest"}},
+    {"bash", "main.sh", NULL, "exec bash main.sh", {"bash"}},
+    {"cpp", "main.cpp", "g++ -O2 -std=c++17 -o main main.cpp", "exec ./main", {"g++"}},
+    {"c", "main.c", "gcc -O2 -o main main.c -lm", "exec ./main", {"gcc"}},
+    {"nodejs", "main.js", NULL, "exec node main.js", {"node"}},
+    {"go",
+     "main.go",
+     "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
+     "exec ./main",
+     {"go"}},
+    {"java", "Main.java", "javac Main.java", "exec java -cp . Main", {"javac", "java"}},
+    {"rust", "main.rs", "rustc -O -o main main.rs", "exec ./main", {"rustc"}},
+};
+
+/* The languages SandboxFusion knows that this node does not run: refused as SandboxError. */
+static const char *const known_elsewhere[] = {
+    "go_test", "php",     "csharp",     "typescript", "sql",   "cuda",          "lua",
+    "R",       "perl",    "D_ut",       "ruby",       "scala", "julia",         "junit",
+    "jest",    "verilog", "python_gpu", "lean",       "swift", "kotlin_script", "racket"};
+
+/* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
+ * prints {"status","cells":[{stdout,stderr,display,error}]} as JSON. Input: the request. */
+static const char jupyter_driver[] =
+    "import json, sys, time\n"
+    "from jupyter_client.manager import KernelManager\n"
+    "req = json.load(sys.stdin)\n"
+    "km = KernelManager(kernel_name='python3', transport='ipc', ip='/tmp/kernel')\n"
+    "km.start_kernel(cwd='/workspace')\n"
+    "kc = km.client(); kc.start_channels(); kc.wait_for_ready(timeout=60)\n"
+    "cells, status = [], 'Finished'\n"
+    "deadline = time.monotonic() + (req.get('total_timeout') or 1e9)\n"
+    "for code in req['cells']:\n"
+    "    out = {'stdout': '', 'stderr': '', 'display': [], 'error': []}\n"
+    "    msg_id = kc.execute(code)\n"
+    "    cell_end = time.monotonic() + (req.get('cell_timeout') or 1e9)\n"
+    "    while True:\n"
+    "        left = min(deadline, cell_end) - time.monotonic()\n"
+    "        if left <= 0:\n"
+    "            status = 'TimeLimitExceeded'; break\n"
+    "        try:\n"
+    "            m = kc.get_iopub_msg(timeout=left)\n"
+    "        except Exception:\n"
+    "            continue\n"
+    "        if m['parent_header'].get('msg_id') != msg_id:\n"
+    "            continue\n"
+    "        t, c = m['msg_type'], m['content']\n"
+    "        if t == 'stream':\n"
+    "            out[c['name']] += c['text']\n"
+    "        elif t in ('display_data', 'execute_result'):\n"
+    "            out['display'].append(c['data'])\n"
+    "        elif t == 'error':\n"
+    "            out['error'].append({'ename': c['ename'], 'evalue': c['evalue'],\n"
+    "                                 'traceback': c['traceback']})\n"
+    "        elif t == 'status' and c['execution_state'] == 'idle':\n"
+    "            break\n"
+    "    cells.append(out)\n"
+    "    if status != 'Finished':\n"
+    "        break\n"
+    "print(json.dumps({'status': status, 'cells': cells}))\n"
+    "sys.stdout.flush()\n"
+    "km.shutdown_kernel(now=True)\n";
+
+typedef enum { SF_QUEUED, SF_CREATING, SF_FILES, SF_COMPILE, SF_RUN, SF_FETCH } sf_step;
+
+typedef struct sf_job {
+    struct sf_job *next; /* queue, then running list */
+    sd_daemon *d;
+    sd_request *req; /* NULL once the client went away */
+    bool jupyter;
+    const sf_lang *lang;
+    json_t *body; /* the request */
+    double compile_timeout, run_timeout;
+    uint64_t memory;
+    sf_step step;
+    size_t index; /* files written / fetched so far */
+    char sb_id[24];
+    uint64_t queued_ms;
+    json_t *resp;  /* status, message, compile_result, run_result, files, ... */
+    char *failure; /* a platform fault: answered SandboxError */
+    uv_timer_t timer;
+    bool timer_on;
+    bool finishing;      /* being answered: the listener ignores it */
+    bool last_ok;        /* the last command exited 0 */
+    json_t *last_result; /* the last command's result object */
+    char *last_out;      /* its stdout (fetch, jupyter driver) */
+    size_t last_out_len;
+} sf_job;
+
+struct sd_sf {
+    sf_job *queue, **queue_tail;
+    sf_job *running;
+    unsigned n_running;
+    uv_timer_t retry;
+};
+
+bool sd_sf_path(const char *path) {
+    return strcmp(path, "/run_code") == 0 || strcmp(path, "/run_jupyter") == 0 ||
+           strcmp(path, "/v1/ping") == 0;
+}
+
+static unsigned max_running(const sd_daemon *d) {
+    return d->cfg.sf_max_running ? d->cfg.sf_max_running : SF_DEFAULT_MAX_RUNNING;
+}
+
+static uint64_t queue_timeout_ms(const sd_daemon *d) {
+    return (uint64_t)(d->cfg.sf_queue_timeout_s ? d->cfg.sf_queue_timeout_s
+                                                : SF_DEFAULT_QUEUE_TIMEOUT_S) *
+           1000;
+}
+
+/* ---- small helpers ---- */
+
+/* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */
+static json_t *lossy_string(const char *s, size_t n) {
+    json_t *j = json_stringn(s ? s : "", s ? n : 0);
+    if (j)
+        return j;
+    char *out = malloc(n * 3 + 1);
+    if (!out)
+        return json_string("");
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
+        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
+        if (probe) {
+            memcpy(out + o, s + i, len);
+            o += len;
+            i += len;
+            json_decref(probe);
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    j = json_stringn(out, o);
+    free(out);
+    return j ? j : json_string("");
+}
+
+static bool program_present(const char *image, const char *prog) {
+    const char *root = strcmp(image, "host") == 0 ? "" : image;
+    char path[PATH_MAX];
+    if (prog[0] == '/') {
+        snprintf(path, sizeof(path), "%s%s", root, prog);
+        return access(path, F_OK) == 0;
+    }
+    static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        snprintf(path, sizeof(path), "%s%s/%s", root, dirs[i], prog);
+        if (access(path, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static const char *sandbox_image(const sd_daemon *d) {
+    json_t *img = json_object_get(d->cfg.defaults, "image");
+    return json_is_string(img) ? json_string_value(img) : "host";
+}
+
+static json_t *new_response(void) {
+    return json_pack("{s:s,s:s,s:n,s:n,s:n,s:{}}", "status", "Success", "message", "",
+                     "compile_result", "run_result", "executor_pod_name", "files");
+}
+
+/* ---- the job's life ---- */
+
+static void job_step(sf_job *j);
+static void sf_admit(sd_daemon *d);
+
+static void job_free(sf_job *j) {
+    json_decref(j->body);
+    json_decref(j->resp);
+    json_decref(j->last_result);
+    free(j->failure);
+    free(j->last_out);
+    free(j);
+}
+
+static void timer_closed(uv_handle_t *h) {
+    job_free(h->data);
+}
+
+static void list_remove(sf_job **head, sf_job *j) {
+    for (sf_job **pp = head; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            return;
+        }
+}
+
+static void req_gone(sd_request *req, void *ud) {
+    sf_job *j = ud;
+    j->req = NULL; /* the job runs on (its sandbox is ended at the end); nobody is answered */
+}
+
+/* Answer (when somebody still asks), end the sandbox, free the job, start the next. */
+static void job_finish(sf_job *j) {
+    sd_daemon *d = j->d;
+    struct sd_sf *sf = d->sf;
+    if (j->failure) {
+        json_object_set_new(j->resp, "status", json_string("SandboxError"));
+        json_object_set_new(j->resp, "message", json_string(j->failure));
+        log_warn("sandboxfusion request failed sandbox=%s: %s", j->sb_id[0] ? j->sb_id : "-",
+                 j->failure);
+    }
+    sd_sandbox *sb = j->sb_id[0] ? sd_registry_find(d, j->sb_id) : NULL;
+    j->finishing = true; /* the listener forgets it: no command of it runs now */
+    if (sb && sb->state != SD_ENDED)
+        sd_sandbox_end(sb, END_TERMINATED, "the SandboxFusion request is done");
+    if (j->req) {
+        j->req->on_close = NULL;
+        sd_reply_json(j->req, 200, json_incref(j->resp));
+    }
+    if (j->step != SF_QUEUED) {
+        list_remove(&sf->running, j);
+        sf->n_running--;
+    }
+    uv_timer_stop(&j->timer);
+    uv_close((uv_handle_t *)&j->timer, timer_closed);
+    sf_admit(d);
+}
+
+static void job_fail(sf_job *j, const char *fmt, ...) _printf_(2, 3);
+static void job_fail(sf_job *j, const char *fmt, ...) {
+    if (!j->failure) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (vasprintf(&j->failure, fmt, ap) < 0)
+            j->failure = NULL;
+        va_end(ap);
+        if (!j->failure)
+            j->failure = strdup("internal error");
+    }
+    job_finish(j);
+}
+
+static void step_timer(uv_timer_t *t) {
+    job_step(t->data);
+}
+
+/* Go on from a later loop callback (callers may be inside sd_sandbox_end or the shim's
+ * event handling). */
+static void job_later(sf_job *j, uint64_t ms) {
+    uv_timer_start(&j->timer, step_timer, ms, 0);
+}
+
+/* The start of the job's sandbox finished: err NULL when it runs. */
+static void on_started(sf_job *j, const error_rec *err) {
+    if (err) {
+        free(j->failure);
+        if (asprintf(&j->failure, "the sandbox could not be started: %s", err->message) < 0)
+            j->failure = NULL;
+    }
+    j->step = SF_FILES;
+    j->index = 0;
+    job_later(j, 0);
+}
+
+static void sf_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
+    struct sd_sf *sf = ((sd_daemon *)ud)->sf;
+    for (sf_job *j = sf ? sf->running : NULL; j; j = j->next)
+        if (j->step == SF_CREATING && !j->finishing && strcmp(j->sb_id, sb->id) == 0) {
+            on_started(j, err);
+            return;
+        }
+}
+
+static const sd_listener sf_listener = {.create_finished = sf_create_finished};
+
+static json_t *command_result(const sd_exec_result *r, bool *ret_ok) {
+    const char *status = "Finished";
+    int sig = json_is_integer(r->signal) ? (int)json_integer_value(r->signal) : 0;
+    int code = json_is_integer(r->exit_code) ? (int)json_integer_value(r->exit_code) : -1;
+    json_t *rc;
+    if (r->reason == END_COMMAND_TIMEOUT) {
+        status = "TimeLimitExceeded";
+        rc = json_null();
+    } else if (sig) {
+        rc = json_integer(-sig);
+    } else {
+        rc = json_integer(code);
+    }
+    json_t *res =
+        json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time", r->duration,
+                  "return_code", rc, "stdout", lossy_string(r->data[0], r->len[0]), "stderr",
+                  lossy_string(r->data[1], r->len[1]));
+    if (r->reason == END_OOM_KILLED) {
+        json_t *err = json_object_get(res, "stderr");
+        char *s;
+        if (asprintf(&s, "%sKilled: out of memory (memory_limit_MB)\n", json_string_value(err)) >=
+            0) {
+            json_object_set_new(res, "stderr", json_string(s));
+            free(s);
+        }
+    }
+    *ret_ok = r->reason == END_EXITED && code == 0;
+    return res;
+}
+
+static void cmd_reset(sf_job *j) {
+    json_decref(j->last_result);
+    j->last_result = NULL;
+    free(j->last_out);
+    j->last_out = NULL;
+    j->last_out_len = 0;
+}
+
+/* The core's callbacks for a job's command; both only record and schedule the next step. */
+static void cmd_exited(void *ud, const sd_exec_result *r) {
+    sf_job *j = ud;
+    cmd_reset(j);
+    j->last_result = command_result(r, &j->last_ok);
+    j->last_out = malloc(r->len[0] + 1);
+    if (j->last_out) {
+        memcpy(j->last_out, r->data[0] ? r->data[0] : "", r->len[0]);
+        j->last_out[r->len[0]] = 0;
+        j->last_out_len = r->len[0];
+    }
+    job_later(j, 0);
+}
+
+static void cmd_failed(void *ud, bool started, const error_rec *err) {
+    sf_job *j = ud;
+    cmd_reset(j);
+    free(j->failure);
+    if (asprintf(&j->failure, "a command could not run: %s", err->message) < 0)
+        j->failure = NULL;
+    job_later(j, 0);
+}
+
+static const sd_exec_ops sf_exec_ops = {.exited = cmd_exited, .failed = cmd_failed};
+
+/* Run argv (sh -c script "$@") in the job's sandbox; its callbacks continue the job. */
+static int job_exec(sf_job *j, const char *script, const char *arg, const void *in, size_t in_len,
+                    double timeout_s) {
+    sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
+    if (!sb || sb->state != SD_RUNNING) {
+        job_fail(j, "the sandbox %s ended before the request was done%s%s", j->sb_id,
+                 sb ? ": " : "", sb ? sb->end_message : "");
+        return -1;
+    }
+    json_t *body = json_pack("{s:[sssss],s:s,s:s}", "argv", "sh", "-c", script, "sh",
+                             arg ? arg : "", "cwd", "/workspace", "max_output", "64Mi");
+    if (timeout_s > 0)
+        json_object_set_new(body, "timeout", json_real(timeout_s < 0.001 ? 0.001 : timeout_s));
+    policy_exec pe = {0};
+    error_rec err = {0};
+    int r = policy_limits_parse_exec(body, &pe, &err);
+    json_decref(body);
+    if (r >= 0 && in_len) {
+        pe.stdin_data = malloc(in_len);
+        if (pe.stdin_data) {
+            memcpy(pe.stdin_data, in, in_len);
+            pe.stdin_len = in_len;
+        } else {
+            r = error_set(&err, -ENOMEM, "out of memory");
+        }
+    }
+    sd_exec *e;
+    if (r >= 0)
+        r = sd_exec_start(sb, &pe, false, &sf_exec_ops, j, &e, &err);
+    policy_exec_done(&pe);
+    if (r < 0) {
+        job_fail(j, "cannot run a command: %s", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- creating the sandbox ---- */
+
+static int create_spec(sf_job *j, policy_create *c, error_rec *err) {
+    double total = j->jupyter ? json_number_value(json_object_get(j->body, "total_timeout"))
+                              : j->compile_timeout + j->run_timeout;
+    json_t *b = json_pack("{s:s,s:f,s:{s:s}}", "network", "none", "timeout", total + 120.0,
+                          "labels", "sandboxfusion", j->jupyter ? "run_jupyter" : "run_code");
+    if (j->memory)
+        json_object_set_new(b, "memory", json_integer((json_int_t)j->memory));
+    int r = policy_limits_parse_create(b, j->d->cfg.defaults, &j->d->host, c, err);
+    json_decref(b);
+    return r;
+}
+
+/* Returns 1 when the sandbox runs now (pool), 0 when it is starting (the listener's
+ * create_finished follows), -EAGAIN when the node is full (try again later), other -errno. */
+static int job_create(sf_job *j, error_rec *err) {
+    policy_create c = {0};
+    sd_sandbox *sb;
+    bool starting = false, is_new = false;
+    int r = create_spec(j, &c, err);
+    if (r >= 0)
+        r = sd_create(j->d, &c, NULL, &sb, &starting, &is_new, err);
+    policy_create_done(&c);
+    if (r < 0)
+        return r;
+    snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
+    log_info("sandbox created sandbox=%s for a SandboxFusion request", sb->id);
+    if (!starting)
+        return 1;
+    if (is_new)
+        sd_sandbox_start_or_queue(sb); /* a start that fails at once tells the listener now */
+    return 0;
+}
+
+/* ---- the steps ---- */
+
+/* The files to write: the request's, then the code. Returns false when all are written. */
+static bool next_file(sf_job *j, const char **ret_path, unsigned char **ret_data, size_t *ret_len,
+                      bool *ret_bad) {
+    json_t *files = json_object_get(j->body, "files");
+    size_t n = json_object_size(files), i = 0;
+    const char *k;
+    json_t *v;
+    *ret_bad = false;
+    json_object_foreach(files, k, v) {
+        if (i++ < j->index || json_is_null(v))
+            continue;
+        j->index = i;
+        *ret_path = k;
+        if (b64_decode(json_string_value(v), json_string_length(v), ret_data, ret_len) < 0)
+            *ret_bad = true;
+        return true;
+    }
+    if (j->jupyter || j->index > n)
+        return false;
+    j->index = n + 1;
+    const char *code = json_string_value(json_object_get(j->body, "code"));
+    *ret_path = j->lang->file;
+    *ret_data = (unsigned char *)strdup(code);
+    *ret_len = strlen(code);
+    return true;
+}
+
+static void step_files(sf_job *j) {
+    const char *path;
+    unsigned char *data = NULL;
+    size_t len = 0;
+    bool bad;
+    if (!next_file(j, &path, &data, &len, &bad)) {
+        j->step = SF_COMPILE;
+        job_step(j);
+        return;
+    }
+    if (bad || !data) {
+        free(data);
+        job_fail(j, "files: %s is not valid base64", path);
+        return;
+    }
+    job_exec(j, "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"", path, data, len, 60);
+    free(data);
+}
+
+static void step_fetch(sf_job *j) {
+    json_t *fetch = json_object_get(j->body, "fetch_files");
+    if (j->index > 0 && j->last_result && j->last_ok) { /* the previous fetch's answer */
+        char *b = b64_encode(j->last_out ? j->last_out : "", j->last_out_len);
+        json_object_set_new(json_object_get(j->resp, "files"),
+                            json_string_value(json_array_get(fetch, j->index - 1)),
+                            json_string(b ? b : ""));
+        free(b);
+    }
+    if (j->index >= json_array_size(fetch)) {
+        job_finish(j);
+        return;
+    }
+    const char *path = json_string_value(json_array_get(fetch, j->index++));
+    job_exec(j, "exec cat -- \"$1\"", path, NULL, 0, 60);
+}
+
+static void finish_jupyter(sf_job *j) {
+    json_object_set_new(j->resp, "driver", json_incref(j->last_result));
+    json_t *out = j->last_out ? json_loads(j->last_out, 0, NULL) : NULL;
+    const char *st = json_string_value(json_object_get(out, "status"));
+    const char *drv = json_string_value(json_object_get(j->last_result, "status"));
+    if (drv && strcmp(drv, "TimeLimitExceeded") == 0) {
+        json_object_set_new(j->resp, "status", json_string("Failed"));
+    } else if (!st) {
+        json_decref(out);
+        job_fail(j, "the Jupyter driver failed: %s",
+                 json_string_value(json_object_get(j->last_result, "stderr")));
+        return;
+    } else if (strcmp(st, "Finished") != 0) {
+        json_object_set_new(j->resp, "status", json_string("Failed"));
+    } else {
+        json_object_set(j->resp, "cells", json_object_get(out, "cells"));
+    }
+    json_decref(out);
+    j->step = SF_FETCH;
+    j->index = 0;
+    json_decref(j->last_result);
+    j->last_result = NULL;
+    step_fetch(j);
+}
+
+static void job_step(sf_job *j) {
+    if (j->failure) {
+        job_finish(j);
+        return;
+    }
+    switch (j->step) {
+    case SF_QUEUED:
+    case SF_CREATING:
+        return;
+    case SF_FILES:
+        if (j->index > 0 && !j->last_ok && j->last_result) {
+            job_fail(j, "cannot write a file: %s",
+                     json_string_value(json_object_get(j->last_result, "stderr")));
+            return;
+        }
+        step_files(j);
+        return;
+    case SF_COMPILE:
+        j->step = SF_RUN;
+        json_decref(j->last_result); /* the last file write's */
+        j->last_result = NULL;
+        if (j->jupyter) {
+            char *in = json_dumps(j->body, JSON_COMPACT);
+            double t = json_number_value(json_object_get(j->body, "total_timeout"));
+            job_exec(j, "exec python3 -c \"$1\"", jupyter_driver, in, in ? strlen(in) : 0, t + 60);
+            free(in);
+        } else if (j->lang->compile) {
+            job_exec(j, j->lang->compile, NULL, NULL, 0, j->compile_timeout);
+        } else {
+            job_step(j);
+        }
+        return;
+    case SF_RUN:
+        if (j->jupyter) {
+            finish_jupyter(j);
+            return;
+        }
+        if (j->last_result) { /* compiled */
+            json_object_set(j->resp, "compile_result", j->last_result);
+            if (!j->last_ok) {
+                json_object_set_new(j->resp, "status", json_string("Failed"));
+                j->step = SF_FETCH;
+                j->index = 0;
+                json_decref(j->last_result);
+                j->last_result = NULL;
+                step_fetch(j);
+                return;
+            }
+            json_decref(j->last_result);
+            j->last_result = NULL;
+        }
+        j->step = SF_FETCH;
+        j->index = 0;
+        {
+            json_t *in = json_object_get(j->body, "stdin");
+            job_exec(j, j->lang->run, NULL, json_string_value(in),
+                     json_is_string(in) ? json_string_length(in) : 0, j->run_timeout);
+        }
+        return;
+    case SF_FETCH:
+        if (j->index == 0 && j->last_result && !j->jupyter &&
+            json_is_null(json_object_get(j->resp, "run_result"))) {
+            json_object_set(j->resp, "run_result", j->last_result);
+            if (!j->last_ok)
+                json_object_set_new(j->resp, "status", json_string("Failed"));
+            json_decref(j->last_result);
+            j->last_result = NULL;
+        }
+        step_fetch(j);
+        return;
+    }
+}
+
+static void retry_cb(uv_timer_t *t) {
+    sf_admit(t->data);
+}
+
+/* Start queued jobs while there is room; a node that is full makes them wait (retry timer,
+ * which also ends jobs that waited past the queue timeout). */
+static void sf_admit(sd_daemon *d) {
+    struct sd_sf *sf = d->sf;
+    uint64_t now = now_mono_us() / 1000;
+    while (sf->queue) {
+        sf_job *j = sf->queue;
+        if (now - j->queued_ms > queue_timeout_ms(d)) {
+            sf->queue = j->next;
+            if (!sf->queue)
+                sf->queue_tail = &sf->queue;
+            job_fail(j, "no sandbox became free within %u s (the node is full)",
+                     (unsigned)(queue_timeout_ms(d) / 1000));
+            continue;
+        }
+        if (sf->n_running >= max_running(d) || d->shutting_down)
+            break;
+        /* running before its create: a start that fails at once tells it already */
+        sf->queue = j->next;
+        if (!sf->queue)
+            sf->queue_tail = &sf->queue;
+        j->next = sf->running;
+        sf->running = j;
+        sf->n_running++;
+        j->step = SF_CREATING;
+        error_rec err = {0};
+        int r = job_create(j, &err);
+        if (r == -EAGAIN) { /* back to the head of the queue */
+            list_remove(&sf->running, j);
+            sf->n_running--;
+            j->step = SF_QUEUED;
+            j->next = sf->queue;
+            sf->queue = j;
+            if (!j->next)
+                sf->queue_tail = &j->next;
+            break;
+        }
+        if (j->sb_id[0])
+            json_object_set_new(j->resp, "executor_pod_name", json_string(j->sb_id));
+        if (r < 0)
+            job_fail(j, "the sandbox could not be created: %s", err.message);
+        else if (r == 1)
+            on_started(j, NULL);
+    }
+    if (sf->queue)
+        uv_timer_start(&sf->retry, retry_cb, SF_RETRY_MS, 0);
+}
+
+/* ---- requests ---- */
+
+static bool is_num(json_t *v) {
+    return json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 7 * 86400;
+}
+
+/* Checks the fields both endpoints share; NULL when fine, else what is wrong. */
+static const char *check_common(json_t *b) {
+    json_t *files = json_object_get(b, "files"), *fetch = json_object_get(b, "fetch_files");
+    json_t *mem = json_object_get(b, "memory_limit_MB");
+    if (files && !json_is_object(files))
+        return "files: must be an object of path -> base64 content";
+    if (json_object_size(files) > SF_MAX_FILES)
+        return "files: too many files";
+    const char *k;
+    json_t *v;
+    json_object_foreach(files, k, v) {
+        if (!*k || (!json_is_string(v) && !json_is_null(v)))
+            return "files: each value must be a base64 string (or null)";
+    }
+    if (fetch && !json_is_array(fetch))
+        return "fetch_files: must be an array of paths";
+    size_t i;
+    json_array_foreach(fetch, i, v) {
+        if (!json_is_string(v) || !json_string_length(v))
+            return "fetch_files: each entry must be a path";
+    }
+    if (json_array_size(fetch) > SF_MAX_FILES)
+        return "fetch_files: too many files";
+    if (mem && !json_is_integer(mem))
+        return "memory_limit_MB: must be an integer";
+    return NULL;
+}
+
+static const char *check_run_code(json_t *b, const char **ret_refusal, const sf_lang **ret_lang) {
+    json_t *code = json_object_get(b, "code"), *lang = json_object_get(b, "language");
+    json_t *in = json_object_get(b, "stdin");
+    static char refusal[256];
+    *ret_refusal = NULL;
+    *ret_lang = NULL;
+    if (!json_is_string(code))
+        return "code: is required and must be a string";
+    if (!json_is_string(lang))
+        return "language: is required and must be a string";
+    if (in && !json_is_string(in) && !json_is_null(in))
+        return "stdin: must be a string";
+    const char *fields[] = {"compile_timeout", "run_timeout"};
+    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+        json_t *v = json_object_get(b, fields[i]);
+        if (v && !is_num(v))
+            return fields[i][0] == 'c' ? "compile_timeout: must be a number of seconds >= 0"
+                                       : "run_timeout: must be a number of seconds >= 0";
+    }
+    const char *name = json_string_value(lang);
+    for (size_t i = 0; i < ARRAY_SIZE(langs); i++)
+        if (strcmp(langs[i].name, name) == 0)
+            *ret_lang = &langs[i];
+    if (*ret_lang)
+        return NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(known_elsewhere); i++)
+        if (strcmp(known_elsewhere[i], name) == 0) {
+            snprintf(refusal, sizeof(refusal), "language %s is not supported by this sandboxd",
+                     name);
+            *ret_refusal = refusal;
+            return NULL;
+        }
+    return "language: unknown (python, pytest, bash, cpp, c, nodejs, go, java, rust)";
+}
+
+/* The toolchain a language needs, missing from the image: refused as SandboxError. */
+static const char *missing_program(const sd_daemon *d, const sf_lang *l) {
+    for (size_t i = 0; i < ARRAY_SIZE(l->need) && l->need[i]; i++)
+        if (!program_present(sandbox_image(d), l->need[i]))
+            return l->need[i];
+    return NULL;
+}
+
+static const char *check_jupyter(json_t *b) {
+    json_t *cells = json_object_get(b, "cells"), *kernel = json_object_get(b, "kernel");
+    if (!json_is_array(cells))
+        return "cells: is required and must be an array of strings";
+    size_t i;
+    json_t *v;
+    json_array_foreach(cells, i, v) {
+        if (!json_is_string(v))
+            return "cells: each cell must be a string";
+    }
+    if (kernel && !(json_is_string(kernel) && strcmp(json_string_value(kernel), "python3") == 0))
+        return "kernel: only python3 is supported";
+    json_t *ct = json_object_get(b, "cell_timeout"), *tt = json_object_get(b, "total_timeout");
+    if ((ct && !is_num(ct)) || (tt && !is_num(tt)))
+        return "cell_timeout, total_timeout: must be numbers of seconds >= 0";
+    return NULL;
+}
+
+static double num_or(json_t *b, const char *key, double dflt) {
+    json_t *v = json_object_get(b, key);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+/* An answer without running anything: SandboxError with message. */
+static void reply_refused(sd_request *req, const char *msg) {
+    json_t *r = new_response();
+    json_object_set_new(r, "status", json_string("SandboxError"));
+    json_object_set_new(r, "message", json_string(msg));
+    sd_reply_json(req, 200, r);
+}
+
+void sd_api_sandboxfusion(sd_daemon *d, sd_request *req) {
+    bool jupyter = strcmp(req->path, "/run_jupyter") == 0;
+    if (strcmp(req->path, "/v1/ping") == 0) {
+        if (strcmp(req->method, "GET") != 0)
+            sd_reply_error(req, 405, "method_not_allowed", "use GET on /v1/ping");
+        else
+            sd_reply_data(req, 200, "application/json", strdup("\"pong\""), 6);
+        return;
+    }
+    if (strcmp(req->method, "POST") != 0) {
+        sd_reply_error(req, 405, "method_not_allowed", "use POST on %s", req->path);
+        return;
+    }
+    json_t *body = sd_req_json(req);
+    if (!body)
+        return;
+    const char *refusal = NULL, *missing;
+    const sf_lang *lang = NULL;
+    const char *bad = json_is_object(body) ? check_common(body) : "the body must be a JSON object";
+    if (!bad)
+        bad = jupyter ? check_jupyter(body) : check_run_code(body, &refusal, &lang);
+    if (bad) {
+        json_decref(body);
+        sd_reply_error(req, 422, "invalid_argument", "%s", bad);
+        return;
+    }
+    char msg[256];
+    if (refusal) {
+        reply_refused(req, refusal);
+    } else if ((missing = missing_program(d, jupyter ? &langs[0] : lang))) {
+        snprintf(msg, sizeof(msg), "language %s is not available on this node: the image has no %s",
+                 jupyter ? "python3 (jupyter)" : lang->name, missing);
+        reply_refused(req, msg);
+    } else {
+        sf_job *j = calloc(1, sizeof(*j));
+        json_t *mem = json_object_get(body, "memory_limit_MB");
+        if (!j) {
+            json_decref(body);
+            sd_reply_error(req, 500, "internal", "out of memory");
+            return;
+        }
+        j->d = d;
+        j->req = req;
+        j->jupyter = jupyter;
+        j->lang = jupyter ? &langs[0] : lang;
+        j->body = json_incref(body);
+        j->compile_timeout = num_or(body, "compile_timeout", 10);
+        j->run_timeout = num_or(body, "run_timeout", 10);
+        if (jupyter && !json_object_get(body, "total_timeout"))
+            json_object_set_new(j->body, "total_timeout", json_real(45));
+        j->memory = json_integer_value(mem) > 0 ? (uint64_t)json_integer_value(mem) << 20 : 0;
+        j->queued_ms = now_mono_us() / 1000;
+        j->resp = new_response();
+        if (jupyter) {
+            json_object_del(j->resp, "compile_result");
+            json_object_del(j->resp, "run_result");
+            json_object_set_new(j->resp, "driver", json_null());
+            json_object_set_new(j->resp, "cells", json_array());
+        }
+        uv_timer_init(d->loop, &j->timer);
+        j->timer.data = j;
+        req->on_close = req_gone;
+        req->close_ud = j;
+        *d->sf->queue_tail = j;
+        d->sf->queue_tail = &j->next;
+        sf_admit(d);
+    }
+    json_decref(body);
+}
+
+int sd_sf_init(sd_daemon *d, error_rec *err) {
+    d->sf = calloc(1, sizeof(*d->sf));
+    if (!d->sf)
+        return error_set(err, -ENOMEM, "out of memory");
+    d->sf->queue_tail = &d->sf->queue;
+    uv_timer_init(d->loop, &d->sf->retry);
+    d->sf->retry.data = d;
+    if (sd_listener_add(d, &sf_listener, d) < 0)
+        return error_set(err, -ENOSPC, "too many listeners");
+    return 0;
+}
+
+static void retry_closed(uv_handle_t *h) {
+    sd_daemon *d = h->data;
+    free(d->sf);
+    d->sf = NULL;
+}
+
+/* At shutdown: answer what waits (SandboxError) and stop the retry timer. */
+void sd_sf_done(sd_daemon *d) {
+    if (!d->sf)
+        return;
+    while (d->sf->queue) {
+        sf_job *j = d->sf->queue;
+        d->sf->queue = j->next;
+        job_fail(j, "the daemon is shutting down");
+    }
+    d->sf->queue_tail = &d->sf->queue;
+    while (d->sf->running)
+        job_fail(d->sf->running, "the daemon is shutting down");
+    uv_close((uv_handle_t *)&d->sf->retry, retry_closed);
+}

@@ -1,0 +1,106 @@
+/* Store image layers as overlay lower layers (see layers.h). Runs in init before pivot_root, as
+ * host root in the sandbox's private mount namespace. */
+#include "shim/layers.h"
+
+#include "common/fdutil.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A user namespace whose map is the sandbox's (0..65535 -> uid_base..): the id-mapping of
+ * the layer mounts. A short-lived child makes it; its namespace lives on in the fd. */
+static int idmap_userns(uint32_t base, int *ret_fd) {
+    int go[2], ready[2];
+    if (pipe2(go, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        close(go[0]), close(go[1]);
+        return -errno;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* init's /proc is still the host's: its pid there, not fork's, names it */
+        close(go[1]), close(ready[0]);
+        char self[32] = "";
+        if (unshare(CLONE_NEWUSER) < 0 || readlink("/proc/self", self, sizeof(self) - 1) < 0)
+            self[0] = 0;
+        (void)!write(ready[1], self, sizeof(self));
+        (void)!read(go[0], self, 1);
+        _exit(0);
+    }
+    close(go[0]), close(ready[1]);
+    char c[32] = "", path[64], line[64];
+    int r = pid < 0 ? -errno : 0, fd = -1;
+    if (r == 0 && (read(ready[0], c, sizeof(c)) != sizeof(c) || !c[0] || strlen(c) > 10))
+        r = -EPERM;
+    snprintf(line, sizeof(line), "0 %u 65536\n", base);
+    static const char *const maps[] = {"uid_map", "gid_map"};
+    for (size_t i = 0; i < ARRAY_SIZE(maps) && r == 0; i++) {
+        snprintf(path, sizeof(path), "/proc/%s/%s", c, maps[i]);
+        r = file_write_str(path, line);
+    }
+    snprintf(path, sizeof(path), "/proc/%s/ns/user", c);
+    if (r == 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        r = -errno;
+    close(go[1]), close(ready[0]);
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    if (r == 0)
+        *ret_fd = fd;
+    return r;
+}
+
+/* Bind layer at dst: id-mapped when userns_fd >= 0 and the kernel can, else a plain bind.
+ * Read-only, nosuid, nodev either way. */
+static int mount_layer(const char *layer, const char *dst, int userns_fd, error_rec *err) {
+    _cleanup_close_ int fd = open_tree(AT_FDCWD, layer, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "open_tree %s", layer);
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    if (userns_fd >= 0) {
+        struct mount_attr id = a;
+        id.attr_set |= MOUNT_ATTR_IDMAP;
+        id.userns_fd = (uint64_t)userns_fd;
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &id, sizeof(id)) == 0)
+            userns_fd = -2; /* done */
+    }
+    if (userns_fd != -2 && mount_setattr(fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+        return error_set_errno(err, negative_errno(), "mount_setattr %s", layer);
+    if (move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        return error_set_errno(err, negative_errno(), "move_mount %s", dst);
+    return 0;
+}
+
+int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t len,
+                      error_rec *err) {
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/l", staging);
+    if (mkdir(p, 0700) < 0)
+        return error_set_errno(err, negative_errno(), "mkdir %s", p);
+    int userns_fd = -1;
+    if (idmap_userns(s->uid_base, &userns_fd) < 0)
+        userns_fd = -1; /* no user namespaces: owners show as nobody inside (SECURITY.md) */
+    size_t o = (size_t)snprintf(buf, len, "lowerdir=");
+    int r = 0;
+    for (size_t i = s->n_layers; i-- > 0 && r == 0;) {
+        snprintf(p, sizeof(p), "%s/l/%zu", staging, i);
+        if (mkdir(p, 0700) < 0) {
+            r = error_set_errno(err, negative_errno(), "mkdir %s", p);
+            break;
+        }
+        r = mount_layer(s->layers[i], p, userns_fd, err);
+        o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%sl/%zu",
+                              i + 1 == s->n_layers ? "" : ":", i);
+    }
+    safe_close(userns_fd);
+    if (r == 0 && o >= len)
+        r = error_set(err, -E2BIG, "too many layers for one overlay mount");
+    return r;
+}

@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# Integration tests of the image store: archives built here with Python's tarfile
+# (mkimage.py: docker save in the classic and the OCI layout, an OCI image layout with a gzip
+# layer, a plain rootfs tarball) and a Debian rootfs from debootstrap (cached per machine) are
+# imported through POST /v1/images; sandboxes made from them see the layers merged (changes,
+# whiteouts, opaque directories, symlinks, hard links), the image's owners and modes, its Env
+# and WorkingDir; writes stay in the sandbox; images share layers; every bad archive is a 4xx
+# (507 for a full disk) that leaves nothing behind; warm pools and forks work for an image.
+# Each case starts its own daemon and removes everything it made (trap on EXIT).
+
+DAEMON_TAG=img
+source "$(dirname "$0")/../lib/daemon.sh"
+MK="$(dirname "$0")/mkimage.py"
+DEBIAN_CACHE=${SBX_IMAGE_CACHE:-/var/cache/sandboxd-tests}/debian-bookworm-minbase-nodev.tar.gz
+
+img() { # FORMAT [BAD] -> path of a fresh archive
+  local out; out="$D/$1-${2:-good}.tar"
+  [ -e "$out" ] || python3 "$MK" "$1" "$out" "${2:-}" || fail "mkimage $1 $2"
+  echo "$out"
+}
+import() { # NAME FILE [query] -> CODE, BODY
+  req POST "/v1/images?name=$1${3:+&$3}" -H 'Content-Type: application/x-tar' --data-binary @"$2"
+}
+run_in() { # ID SCRIPT -> BODY (exit code 0 expected)
+  local body; body=$(jq -cn --arg s "$2" '{argv:["sh","-c",$s]}')
+  req POST "/v1/sandboxes/$1/exec" -d "$body"
+  expect 200
+}
+store_state() { # what is in the store: layer dirs, names, temp files
+  echo "layers=$(ls "$D/state/images/layers" | sort | tr '\n' ' ')"
+  echo "meta=$(ls "$D/state/images/meta" | sort | tr '\n' ' ')"
+  echo "tmp=$(ls -A "$D/state/images/tmp" | tr '\n' ' ')"
+}
+nothing_left() { # STATE-before: the store is as it was (temp files go within a second)
+  local now
+  for _ in $(seq 30); do
+    now=$(store_state)
+    [ "$now" == "$1" ] && return 0
+    sleep 0.1
+  done
+  fail "something was left behind: before [$1] after [$now]"
+}
+layers_sum() { # content, owners and modes of every stored layer
+  (cd "$D/state/images/layers" && find . -printf '%p %U:%G %m %s\n' | sort && find . -type f -print0 | sort -z | xargs -0 cat) | sha256sum
+}
+
+TEST_TIMEOUT_formats_and_sharing=120
+test_formats_and_sharing() {
+  start_daemon
+  local f
+  for f in docker docker-oci oci; do
+    import "t-$f:v1" "$(img $f)"
+    local fmt=$f; [ $f == docker-oci ] && fmt=oci # newer docker save writes an OCI layout
+    expect 201 ".name == \"t-$f:v1\" and .format == \"$fmt\" and (.layers | length) == 2 and .workdir == \"/app\" and (.env | index(\"IMG_VAR=from-image\")) != null and .size > 1000"
+  done
+  import t-rootfs "$(img rootfs)"
+  expect 201 '.name == "t-rootfs:latest" and .format == "rootfs" and (.layers | length) == 1'
+  # one copy of each layer: the diff_ids are the same whatever the archive's layout or gzip
+  [ "$(ls "$D/state/images/layers" | wc -l)" == 2 ] || fail "layers not shared: $(ls "$D/state/images/layers")"
+  req GET /v1/images; expect 200 'length == 4 and (map(.name) | sort) == ["t-docker-oci:v1","t-docker:v1","t-oci:v1","t-rootfs:latest"]'
+  req GET /v1/images/t-rootfs; expect 200 '.name == "t-rootfs:latest"'
+  req GET /v1/images/nope; expect 404
+  for f in docker docker-oci oci rootfs; do
+    local name="t-$f:v1"; [ $f == rootfs ] && name=t-rootfs
+    create "{\"image\":\"$name\"}"
+    run_in "$ID" 'cat /etc/base.txt; id -u'
+    local want="changed"; [ $f == rootfs ] && want="base"
+    echo "$BODY" | jq -e --arg w "$want" '.stdout == $w + "\n1000\n"' >/dev/null || fail "$f: $BODY"
+  done
+}
+
+TEST_TIMEOUT_inside_an_image=90
+test_inside_an_image() {
+  start_daemon
+  import t:v1 "$(img oci)"; expect 201
+  local before; before=$(layers_sum)
+  create '{"image":"t:v1","env":{"OVERRIDE":"create"}}'
+  local a=$ID
+  run_in "$a" 'pwd; echo "$IMG_VAR $OVERRIDE"; cat /etc/base.txt /data/keep /data/hard; test -e /data/gone || echo whited-out
+    ls /opq; stat -c %h /data/hard; cat2 /abs-link; ls /'
+  echo "$BODY" | jq -e '.stdout == "/app\nfrom-image create\nchanged\nkeep\nkeep2\nwhited-out\nnew\n2\nchanged\nabs-link\napp\nbin\ndata\ndev\netc\nhome\nlib\nlib64\nopq\nproc\nrootonly\nsrv\ntmp\nusr\nworkspace\n"' >/dev/null || fail "merged view: $BODY"
+  # owners and modes as in the image (id-mapped layers)
+  run_in "$a" 'stat -c "%n %u:%g %a" /etc/base.txt /home/user /home/user/notes /rootonly /srv/mode640 /app /usr/bin/sh; cat /home/user/notes'
+  echo "$BODY" | jq -e '.stdout == "/etc/base.txt 0:0 644\n/home/user 1000:1000 750\n/home/user/notes 1000:1000 600\n/rootonly 0:0 700\n/srv/mode640 0:1000 640\n/app 1000:1000 755\n/usr/bin/sh 0:0 755\nmine\n"' >/dev/null || fail "owners: $BODY"
+  # writes: where the sandbox user may, into the sandbox's own layer only
+  run_in "$a" 'echo mine > /app/new; rm /app/README; echo x > /home/user/notes; mkdir /app/d; ls /app; echo w > /workspace/w
+    (echo x > /etc/base.txt) 2>/dev/null || echo etc-denied; (ls /rootonly) 2>/dev/null || echo rootonly-denied'
+  echo "$BODY" | jq -e '.stdout == "d\nnew\netc-denied\nrootonly-denied\n"' >/dev/null || fail "writes: $BODY"
+  create '{"image":"t:v1"}'
+  local b=$ID
+  run_in "$b" 'ls /app; cat /home/user/notes; echo "$OVERRIDE"'
+  echo "$BODY" | jq -e '.stdout == "README\nmine\nimage\n"' >/dev/null || fail "second sandbox sees the first one's writes: $BODY"
+  [ "$(layers_sum)" == "$before" ] || fail "the image's layers changed"
+  # two sandboxes, one copy of the layers: each sandbox's disk holds only its own writes
+  local used; used=$(du -sk "$D/state/images/layers" | cut -f1)
+  [ "$used" -gt 1000 ] || fail "layers are $used KiB"
+  req POST "/v1/sandboxes/$a/exec" -d '{"argv":["sh","-c","pwd"],"cwd":"/tmp"}'; expect 200 '.stdout == "/tmp\n"'
+  # in use: not deletable; once the sandboxes are gone, deleting removes its layers
+  req DELETE /v1/images/t:v1; expect 409 '.message | contains("in use")'
+  req DELETE "/v1/sandboxes/$a"; req DELETE "/v1/sandboxes/$b"
+  req DELETE /v1/images/t:v1; expect 204
+  req GET /v1/images/t:v1; expect 404
+  nothing_left "$(printf 'layers=\nmeta=\ntmp=\n')"
+}
+
+TEST_TIMEOUT_bad_archives=180
+test_bad_archives() {
+  start_daemon
+  import base:v1 "$(img oci)"; expect 201 # its layers must survive every failure below
+  local before; before=$(store_state)
+  local bad want
+  while IFS='|' read -r bad want; do
+    import "bad-$bad" "$(img oci "$bad")"
+    expect 400 '.code == "invalid_image"'
+    echo "$BODY" | jq -e --arg w "$want" '.message | contains($w)' >/dev/null || fail "$bad: expected \"$want\" in $BODY"
+    nothing_left "$before"
+    req GET "/v1/images/bad-$bad"; expect 404
+  done <<'EOF'
+abs|unsafe path "/etc/evil"
+dotdot|unsafe path "../evil"
+device|dev-null: device nodes, FIFOs and sockets are not allowed
+fifo|fifo: device nodes, FIFOs and sockets are not allowed
+setuid|usr/bin/su: setuid/setgid files are not allowed
+hardlink-out|hard link to "../../etc/passwd" leaves the image
+hardlink-missing|which is not a regular file earlier in this layer
+symlink-out|a/b: symlink to "../../../etc" leaves the image
+through-symlink|lnk/evil: path goes through a symlink
+blob-digest|digest mismatch
+diffid|digest mismatch
+EOF
+  import bad-dig "$(img docker diffid)"; expect 400 '.message | contains("digest mismatch")'
+  import bad-cfg "$(img docker config-digest)"; expect 400 '.message | contains("digest mismatch")'
+  import bad-root "$(img rootfs through-symlink)"; expect 400 '.message | contains("goes through a symlink")'
+  head -c 100000 /dev/urandom >"$D/random.bin"
+  import bad-random "$D/random.bin"; expect 400
+  nothing_left "$before"
+  req POST '/v1/images?name=empty' --data-binary ''; expect 400
+  import 'a/b' "$(img rootfs)"; expect 400 '.message | contains("not an image name")'
+  import '..' "$(img rootfs)"; expect 400
+  import host "$(img rootfs)"; expect 400
+  import base:v1 "$(img rootfs)"; expect 409
+  req POST '/v1/images' --data-binary @"$(img rootfs)"; expect 400 '.message | startswith("name")'
+  nothing_left "$before"
+  # setuid=strip clears the bits instead
+  import su:v1 "$(img oci setuid)" setuid=strip; expect 201
+  create '{"image":"su:v1"}'
+  run_in "$ID" 'stat -c %a /usr/bin/su'; expect 200 '.stdout == "755\n"'
+}
+
+TEST_TIMEOUT_limits_and_full_disk=120
+test_limits_and_full_disk() {
+  start_daemon
+  stop_daemon
+  echo '{"image_import": {"max_archive": "3MiB", "max_unpacked": "6MiB"}}' >"$D/config.json"
+  start_daemon --config "$D/config.json"
+  local before; before=$(store_state)
+  import big "$(img oci)"; expect 413 # 3.8 MB archive
+  nothing_left "$before"
+  # a small gzip that unpacks past the limit
+  python3 - "$D/bomb.tar.gz" <<'EOF'
+import gzip, io, sys, tarfile
+with gzip.open(sys.argv[1], "wb") as g, tarfile.open(fileobj=g, mode="w") as t:
+    i = tarfile.TarInfo("zeros"); i.size = 64 << 20
+    t.addfile(i, io.BytesIO(bytes(i.size)))
+EOF
+  import bomb "$D/bomb.tar.gz"; expect 413 '.message | contains("unpacks to more than")'
+  nothing_left "$before"
+  # a full disk: the store on a 6 MiB tmpfs (in this test's own directory)
+  stop_daemon
+  mkdir -p "$D/small"
+  mount -t tmpfs -o size=6m sbx-test-small "$D/small" || fail "cannot mount a tmpfs"
+  trap 'umount -l "$D/small" 2>/dev/null; daemon_cleanup' EXIT
+  echo '{"image_import": {"max_archive": "1GiB", "max_unpacked": "1GiB"}}' >"$D/config.json"
+  start_daemon --config "$D/config.json" --state-dir "$D/small/state"
+  local s="$D/small/state/images"
+  python3 - "$D/fill.tar.gz" <<'EOF'
+import gzip, io, os, sys, tarfile
+with gzip.open(sys.argv[1], "wb") as g, tarfile.open(fileobj=g, mode="w") as t:
+    i = tarfile.TarInfo("random"); i.size = 4 << 20
+    t.addfile(i, io.BytesIO(os.urandom(i.size)))
+EOF
+  import full "$D/fill.tar.gz"; expect 507 # 4 MiB upload + 4 MiB unpacked > 6 MiB
+  head -c $((8 << 20)) /dev/urandom >"$D/huge.bin"
+  import full "$D/huge.bin"; expect 507 '.message | contains("disk filled up")'
+  for _ in $(seq 30); do [ -z "$(find "$s" -mindepth 2)" ] && break; sleep 0.1; done
+  [ -z "$(find "$s" -mindepth 2)" ] || fail "left behind: $(find "$s" -mindepth 2)"
+  stop_daemon
+}
+
+TEST_TIMEOUT_tcp_token=60
+test_tcp_token() { # an unauthenticated client cannot even make the daemon store an upload
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  local before c; before=$(store_state)
+  c=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$(img oci)" "http://127.0.0.1:$port/v1/images?name=x")
+  [ "$c" == 401 ] || [ "$c" == 413 ] || fail "no token: $c"
+  nothing_left "$before"
+  c=$(curl -s -o "$D/out" -w '%{http_code}' -H "Authorization: Bearer $tok" -X POST \
+    --data-binary @"$(img oci)" "http://127.0.0.1:$port/v1/images?name=x")
+  [ "$c" == 201 ] || fail "with the token: $c $(cat "$D/out")"
+}
+
+TEST_TIMEOUT_restart=60
+test_restart() {
+  start_daemon
+  import t:v1 "$(img docker)"; expect 201
+  create '{"image":"t:v1"}'
+  run_in "$ID" 'echo kept > /app/f'
+  stop_daemon
+  start_daemon # the store and the sandbox (its overlay) outlive the daemon
+  req GET /v1/images/t:v1; expect 200 '.format == "docker" and (.layers | length) == 2'
+  run_in "$ID" 'cat /app/f /etc/base.txt; pwd'
+  expect 200 '.stdout == "kept\nchanged\n/app\n"'
+  req DELETE /v1/images/t:v1; expect 409
+}
+
+TEST_TIMEOUT_pools_and_forks=120
+test_pools_and_forks() {
+  start_daemon
+  import t:v1 "$(img docker-oci)"; expect 201
+  stop_daemon
+  start_daemon --pool 'size=1,image=t:v1,cpu=0.5,memory=256Mi'
+  wait_ready 1 30
+  req POST /v1/sandboxes -d '{"image":"t:v1","cpu":0.5,"memory":"256Mi"}'
+  expect 201 '.pooled == true and .image == "t:v1"'
+  local src; src=$(echo "$BODY" | jq -r .id)
+  run_in "$src" 'cat /etc/base.txt; echo task > /workspace/f; echo app > /app/mine'
+  expect 200 '.stdout == "changed\n"'
+  req DELETE /v1/images/t:v1; expect 409
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":1,"image":"nope:v1"}'; expect 404
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":2}'
+  expect 201 'length == 2 and all(.[]; .image == "t:v1")'
+  local f
+  for f in $(echo "$BODY" | jq -r '.[].id'); do
+    run_in "$f" 'cat /workspace/f /etc/base.txt; ls /app; pwd'
+    expect 200 '.stdout == "task\nchanged\nREADME\n/app\n"' # forks copy /workspace and /tmp only
+  done
+}
+
+TEST_TIMEOUT_cli=60
+test_cli() {
+  start_daemon
+  local sbx; sbx="$(bin sbx)"
+  "$sbx" --host "$SOCK" image import "$(img oci)" cli:v1 >"$D/out" || fail "import: $(cat "$D/out")"
+  grep -q '^cli:v1 sha256:' "$D/out" || fail "import printed: $(cat "$D/out")"
+  gzip -c "$(img docker)" | "$sbx" --host "$SOCK" --json image import - piped >"$D/out" || fail "import from a pipe"
+  jq -e '.name == "piped:latest" and .format == "docker"' "$D/out" >/dev/null || fail "piped: $(cat "$D/out")"
+  "$sbx" --host "$SOCK" image import "$(img oci setuid)" su 2>"$D/err" && fail "a setuid file was accepted"
+  grep -q 'setuid/setgid files are not allowed' "$D/err" || fail "error: $(cat "$D/err")"
+  "$sbx" --host "$SOCK" image import --strip-setuid "$(img oci setuid)" su >/dev/null || fail "--strip-setuid"
+  "$sbx" --host "$SOCK" image ls >"$D/out"
+  [ "$(grep -cE '^(cli:v1|piped:latest|su:latest) ' "$D/out")" == 3 ] || fail "ls: $(cat "$D/out")"
+  "$sbx" --host "$SOCK" image inspect cli:v1 | jq -e '.workdir == "/app"' >/dev/null || fail "inspect"
+  local id; id=$("$sbx" --host "$SOCK" create --image cli:v1) || fail "create --image"
+  "$sbx" --host "$SOCK" exec "$id" cat /etc/base.txt >"$D/out" || fail "exec"
+  assert_eq "$(cat "$D/out")" "changed" "file from the image"
+  "$sbx" --host "$SOCK" image rm cli:v1 2>/dev/null && fail "removed an image in use"
+  "$sbx" --host "$SOCK" rm "$id" >/dev/null
+  "$sbx" --host "$SOCK" image rm cli:v1 piped su >/dev/null || fail "rm"
+  "$sbx" --host "$SOCK" image inspect cli:v1 2>/dev/null && fail "still there"
+  true
+}
+
+TEST_TIMEOUT_debian=900
+test_debian() {
+  command -v debootstrap >/dev/null || skip "debootstrap is needed (tests/deps.sh)"
+  # once per machine; later runs (and the ASan pass) reuse it. debootstrap leaves device nodes
+  # in /dev, which an import refuses: the tarball leaves them out (the sandbox has its own /dev)
+  if [ ! -s "$DEBIAN_CACHE" ]; then
+    mkdir -p "$(dirname "$DEBIAN_CACHE")"
+    local mirror
+    mirror=$(grep -rhoE '(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | grep -oE 'https?://[^ ]+')
+    [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+    local t; t=$(mktemp -d "$(dirname "$DEBIAN_CACHE")/debootstrap.XXXXXX")
+    (flock 9
+     [ -s "$DEBIAN_CACHE" ] || { debootstrap --variant=minbase bookworm "$t/root" "$mirror" >"$t.log" 2>&1 &&
+       tar -C "$t/root" --numeric-owner --exclude='./dev/*' -czf "$t/rootfs.tar.gz" . && mv "$t/rootfs.tar.gz" "$DEBIAN_CACHE"; }
+    ) 9>"$(dirname "$DEBIAN_CACHE")/.lock" || { tail -5 "$t.log" >&2; rm -rf "$t" "$t.log"; fail "debootstrap failed"; }
+    rm -rf "$t" "$t.log"
+  fi
+  start_daemon
+  local before; before=$(store_state)
+  import debian:12 "$DEBIAN_CACHE"
+  expect 400 '.message | contains("setuid/setgid files are not allowed")'
+  nothing_left "$before"
+  import debian:12 "$DEBIAN_CACHE" setuid=strip
+  expect 201 '.format == "rootfs" and (.layers | length) == 1'
+  create '{"image":"debian:12"}'
+  run_in "$ID" 'cat /etc/debian_version; stat -c "%u:%g %a" /usr/bin/apt /etc /tmp; id -u; ls /var/lib/dpkg/status'
+  echo "$BODY" | jq -e '.stdout | test("^12\\.[0-9]+\n0:0 755\n0:0 755\n0:0 1777\n1000\n/var/lib/dpkg/status\n$")' >/dev/null || fail "debian: $BODY"
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# The Python SDK (python/sandboxd) and the SandboxFusion-compatible endpoints, tested with
+# pytest against a real daemon: each case starts one (tests/lib/daemon.sh), points the SDK at it
+# (SBX_HOST, SANDBOXD_LIBSBX) and runs one pytest file; pytest's own fixture checks that no
+# sandbox is left running. Also: a daemon whose shim cannot start answers SandboxError, the
+# token-protected TCP port never serves the endpoints without the token, and the package
+# installs offline with pip and with `make install`.
+
+DAEMON_TAG=py
+source "$(dirname "$0")/../lib/daemon.sh"
+
+# Debian's interpreter (where python3-pytest and friends are), unless told otherwise.
+PY=${SBX_PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || PY=python3
+
+need_pytest() {
+  "$PY" -c 'import pytest' 2>/dev/null || skip "python3-pytest is needed"
+}
+
+free_port() {
+  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# An ASan-built libsbx (build-san) loads into python only behind the ASan runtime; python's own
+# allocations are not ours to check for leaks.
+asan_env() {
+  local syms; syms=$(nm -D "$SBX_BUILD_DIR/libsbx.so.0" 2>/dev/null || true)
+  if [[ "$syms" == *__asan_init* ]]; then
+    echo "LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"
+  fi
+}
+
+pytest_run() { # FILE [pytest args...]
+  local f=$1; shift
+  env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
+    PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
+    "$PY" -m pytest -q -p no:cacheprovider -rfEs "$SBX_SRC_DIR/python/tests/$f" "$@" >"$D/pytest.out" 2>&1 \
+    || { tail -20 "$D/log" >&2; echo "---- pytest ----" >&2; grep -E '^(E |FAILED|ERROR|>)' "$D/pytest.out" | tail -30 >&2
+         tail -3 "$D/pytest.out" >&2; fail "pytest $f failed"; }
+  tail -1 "$D/pytest.out"
+  if grep -q 'skipped' <(tail -1 "$D/pytest.out"); then # a prerequisite is missing: loud, and CI fails
+    grep -E 'SKIP' "$D/pytest.out" >&2 || true
+    [ "${CI:-}" != "true" ] || fail "pytest skipped cases in CI: $(tail -1 "$D/pytest.out")"
+    echo "WARNING: pytest skipped cases (see above)" >&2
+  fi
+}
+
+TEST_TIMEOUT_sdk=400
+test_sdk() {
+  need_pytest
+  start_daemon --max-sandboxes 210 --max-starting 16
+  SANDBOXD_MAX_SANDBOXES=210 pytest_run test_sdk.py
+}
+
+TEST_TIMEOUT_sandboxfusion=500
+test_sandboxfusion() {
+  need_pytest
+  "$PY" -c 'import requests' 2>/dev/null || skip "python3-requests is needed"
+  local port; port=$(free_port)
+  start_daemon --sandboxfusion-listen "127.0.0.1:$port" --sandboxfusion-max-running 16 \
+    --max-sandboxes 40
+  grep -q "SandboxFusion endpoints on 127.0.0.1:$port" "$D/log" || fail "no log line for the listener"
+  ! grep -q "without a token" "$D/log" || fail "a loopback listener must not warn"
+  SANDBOXD_SF_URL="http://127.0.0.1:$port" pytest_run test_sandboxfusion.py
+}
+
+# The endpoints on the Unix socket, and a daemon that cannot start sandboxes: SandboxError.
+TEST_TIMEOUT_sandboxfusion_shim_fails=60
+test_sandboxfusion_shim_fails() {
+  start_daemon --shim /bin/false
+  req GET /v1/ping; expect 200 '. == "pong"'
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "SandboxError" and (.message | test("could not be started")) and .run_result == null'
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "SandboxError"'
+  req GET /v1/sandboxes; expect 200 'all(.[]; .state == "ended")'
+}
+
+# With a matching warm pool, requests take its entries (pool hits) and it refills.
+TEST_TIMEOUT_sandboxfusion_pool=90
+test_sandboxfusion_pool() {
+  start_daemon --pool 'size=2,memory=1Gi'
+  wait_ready 2 30
+  local i
+  for i in 1 2 3; do
+    req POST /run_code -d '{"code":"print(6*7)","language":"python","memory_limit_MB":1024}'
+    expect 200 '.status == "Success" and .run_result.stdout == "42\n"'
+  done
+  [ "$(metric sandboxd_pool_hits_total)" -ge 2 ] || fail "no pool hits: $(metric sandboxd_pool_hits_total)"
+  wait_ready 2 30
+  req GET /v1/sandboxes; expect 200 'all(.[]; .state == "ended")'
+}
+
+# A node that stays full: the request waits its queue timeout, then SandboxError (not Failed).
+TEST_TIMEOUT_sandboxfusion_node_full=60
+test_sandboxfusion_node_full() {
+  start_daemon --max-sandboxes 1 --sandboxfusion-queue-timeout 1
+  create '{"cpu":0.25,"memory":"64Mi"}'
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "SandboxError" and (.message | test("full")) and .run_result == null'
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "Success"'
+}
+
+# An image without the toolchains: every language is refused by name, as SandboxError.
+TEST_TIMEOUT_sandboxfusion_missing_toolchain=60
+test_sandboxfusion_missing_toolchain() {
+  IMG=$(mktemp -d /tmp/sbx-pyimg.XXXXXX)
+  local img=$IMG
+  mkdir -p "$img/usr/bin"
+  printf '{"defaults":{"image":"%s"}}' "$img" >"$img.json"
+  start_daemon --config "$img.json"
+  trap 'daemon_cleanup; rm -rf "$IMG" "$IMG.json"' EXIT
+  local lang prog
+  for lang in python:python3 cpp:g++ bash:bash java:javac; do
+    req POST /run_code -d "{\"code\":\"x\",\"language\":\"${lang%%:*}\"}"
+    prog=${lang#*:}
+    expect 200 ".status == \"SandboxError\" and (.message | contains(\"no $prog\")) and .run_result == null"
+  done
+  req POST /run_jupyter -d '{"cells":["1"]}'
+  expect 200 '.status == "SandboxError" and (.message | contains("no python3"))'
+  req GET /v1/sandboxes; expect 200 'length == 0'
+}
+
+# SIGTERM with a request running: the daemon stops cleanly (exit 0), the request's sandbox is
+# ended (not left running like API sandboxes are), and the client gets SandboxError or, when the
+# listener closed first, no answer (never Failed).
+TEST_TIMEOUT_sandboxfusion_shutdown=90
+test_sandboxfusion_shutdown() {
+  start_daemon
+  curl -s --max-time 60 --unix-socket "$SOCK" -X POST http://sd/run_code \
+    -d '{"code":"import time; time.sleep(40)","language":"python","run_timeout":60}' >"$D/answer" &
+  local cpid=$! i
+  for i in $(seq 100); do
+    req GET '/v1/sandboxes?label=sandboxfusion=run_code'
+    echo "$BODY" | jq -e 'length == 1 and .[0].state == "running"' >/dev/null && break
+    sleep 0.1
+  done
+  echo "$BODY" | jq -e 'length == 1' >/dev/null || fail "the request's sandbox did not start: $BODY"
+  stop_daemon
+  wait "$cpid" || true
+  if [ -s "$D/answer" ]; then
+    jq -e '.status == "SandboxError" and (.message | test("shutting down"))' "$D/answer" >/dev/null \
+      || fail "answer at shutdown: $(cat "$D/answer")"
+  fi
+  start_daemon
+  req GET '/v1/sandboxes?label=sandboxfusion=run_code'
+  expect 200 'length == 1 and .[0].state == "ended" and .[0].end.reason == "terminated"'
+}
+
+# --tcp is token-protected: the endpoints are there only with the token; a non-loopback
+# --sandboxfusion-listen logs a warning.
+TEST_TIMEOUT_sandboxfusion_token_port=60
+test_sandboxfusion_token_port() {
+  local port sfport; port=$(free_port); sfport=$(free_port)
+  start_daemon --tcp "127.0.0.1:$port" --token s3cret --sandboxfusion-listen "0.0.0.0:$sfport"
+  grep -q "without a token" "$D/log" || fail "no warning for a non-loopback listener"
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$port/run_code" \
+    -d '{"code":"print(1)","language":"python"}')
+  assert_eq "$code" 401 "run_code on the token port without the token"
+  out=$(curl -s -H 'Authorization: Bearer s3cret' -X POST "http://127.0.0.1:$port/run_code" \
+    -d '{"code":"print(1)","language":"python"}')
+  echo "$out" | jq -e '.status == "Success" and .run_result.stdout == "1\n"' >/dev/null \
+    || fail "run_code with the token: $out"
+  out=$(curl -s "http://127.0.0.1:$sfport/v1/ping")
+  assert_eq "$out" '"pong"' "ping on the SandboxFusion listener"
+}
+
+TEST_TIMEOUT_install=120
+test_install() {
+  T=$(mktemp -d /tmp/sbx-pyinstall.XXXXXX)
+  trap 'rm -rf "$T"' EXIT
+  local t=$T
+  "$PY" -m pip --version >/dev/null 2>&1 || skip "python3-pip is needed"
+  cp -r "$SBX_SRC_DIR/python" "$t/src" # setuptools builds in the source folder: a copy of it
+  (cd "$t" && PIP_NO_INDEX=1 "$PY" -m pip install -q --no-build-isolation --no-deps \
+    --no-index --target "$t/pip" ./src) >"$t/pip.log" 2>&1 || { cat "$t/pip.log" >&2; fail "pip install"; }
+  [ -f "$t/pip/sandboxd/__init__.py" ] && [ -f "$t/pip/sandboxd/aio.py" ] || fail "pip did not install the package"
+  env $(asan_env) SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$t/pip" "$PY" -c \
+    'import sandboxd; assert sandboxd.parse_size("1Ki", "x") == 1024' || fail "the pip-installed package does not work"
+  make -s -C "$SBX_SRC_DIR" B="$SBX_BUILD_DIR" install DESTDIR="$t/root" PREFIX=/usr >"$t/make.log" 2>&1 \
+    || { cat "$t/make.log" >&2; fail "make install"; }
+  [ -f "$t/root/usr/lib/python3/dist-packages/sandboxd/__init__.py" ] || fail "make install did not install the package"
+  # found next to libsbx by the plain soname when the library is installed: here by the env var
+  env $(asan_env) PYTHONPATH="$t/root/usr/lib/python3/dist-packages" SANDBOXD_LIBSBX="$t/root/usr/lib/libsbx.so.0" \
+    "$PY" -c 'import sandboxd; sandboxd.parse_duration_ms("1s", "x")' || fail "make-installed package"
+}
+
+source "$(dirname "$0")/../lib/lib.sh"
