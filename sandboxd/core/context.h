@@ -51,6 +51,7 @@ struct sd_daemon {
     struct sd_net *net;    /* core/network.c; NULL: networking off */
     struct sd_pool *pools; /* core/pool.c */
     struct sd_fork *forks; /* core/fork.c: forks in progress */
+    uint64_t output_bytes; /* core/exec.c: command output buffered for JSON answers */
     unsigned n_pools;
     struct sd_images *images; /* core/images.c: the image store */
     uv_timer_t tick;          /* core/timers.c */

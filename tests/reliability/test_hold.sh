@@ -183,4 +183,82 @@ test_fork_daemon_sigterm_during_copy() {
   check_recovered "$src"
 }
 
+# The daemon's peak resident memory (VmHWM) in MiB.
+peak_mib() { awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$DPID/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$DPID/stat"; }
+
+TEST_TIMEOUT_exec_output_budget=180
+test_exec_output_budget() {
+  start_daemon
+  create; local id=$ID i pids=()
+  # 4 commands at once, each 64 MiB of \x01 (6 bytes each once JSON-escaped) kept by max_output,
+  # all written before any exits (so all are buffered together)
+  for i in 1 2 3 4; do
+    curl -s --max-time 120 --unix-socket "$SOCK" -o "$D/big$i" -X POST \
+      -d '{"argv":["sh","-c","head -c 67108864 /dev/zero | tr \"\\\\000\" \"\\\\001\"; sleep 5"],"max_output":"64Mi","timeout":100}' \
+      "http://sd/v1/sandboxes/$id/exec" &
+    pids+=($!)
+  done
+  req GET /healthz; expect 200 # the loop answers while they run
+  wait "${pids[@]}"
+  local total=0 cut=0
+  for i in 1 2 3 4; do
+    jq -e '.exit_code == 0 and .stdout_bytes == 67108864' "$D/big$i" >/dev/null || fail "exec $i: $(head -c 300 "$D/big$i")"
+    total=$((total + $(jq '.stdout | length' "$D/big$i")))
+    jq -e '.output_budget_exceeded == true and .stdout_truncated == true' "$D/big$i" >/dev/null && cut=$((cut + 1))
+  done
+  [ "$cut" -ge 3 ] || fail "256 MiB of answers at once, only $cut cut by the output budget"
+  [ "$total" -le $((64 << 20)) ] || fail "answers held $total bytes of output at once (budget 64 MiB)"
+  local peak; peak=$(peak_mib)
+  [ "$peak" -lt 1400 ] || fail "the daemon peaked at $peak MiB building the answers"
+  # once the answers are gone the budget is free again
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","head -c 1000000 /dev/zero"],"max_output":"2Mi"}'
+  expect 200 '.stdout_truncated == false and (.stdout | length) == 1000000 and .output_budget_exceeded == null'
+}
+
+TEST_TIMEOUT_ndjson_backpressure_after_exit=120
+test_ndjson_backpressure_after_exit() {
+  start_daemon
+  create; local id=$ID
+  # the command exits at once; its background child keeps writing; the client reads nothing
+  python3 - "$SOCK" "$id" >"$D/py" 2>&1 <<'PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+body = b'{"argv":["sh","-c","(yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx &) ; exit 0"],"max_output":"1Gi","timeout":60}'
+s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: sd\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (sys.argv[2].encode(), len(body)) + body)
+time.sleep(8)
+s.close()
+PY
+  local py=$! i
+  for i in 1 2 3 4 5 6; do
+    sleep 1
+    req GET /healthz; expect 200
+  done
+  local rss; rss=$(awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$DPID/status")
+  [ "$rss" -lt 150 ] || fail "the daemon holds $rss MiB for a client that stopped reading"
+  wait "$py" || true
+  req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
+TEST_TIMEOUT_abandoned_streams_not_read=90
+test_abandoned_streams_not_read() {
+  start_daemon
+  create; local id=$ID i pids=()
+  for i in 1 2 3 4 5; do
+    curl -s --max-time 2 --unix-socket "$SOCK" -o /dev/null -H 'Accept: application/x-ndjson' -X POST \
+      -d '{"argv":["yes"],"timeout":60}' "http://sd/v1/sandboxes/$id/exec" &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true # each client gives up after 2 s; the commands go on
+  sleep 1
+  local before after; before=$(cpu_ticks)
+  sleep 3
+  after=$(cpu_ticks)
+  req GET "/v1/sandboxes/$id"; expect 200 '.usage.commands_running == 5'
+  # reading and discarding 5 streams took ~70 % of a core (~210 ticks in 3 s); blocked, ~0
+  [ $((after - before)) -lt 60 ] || fail "the daemon used $((after - before)) ticks in 3 s on abandoned streams"
+  req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
