@@ -5,9 +5,8 @@
 # started) and the keys kept are bounded; a daemon stopped (SIGTERM or kill -9) during a fork's
 # copy leaves no frozen source and no snapshot tmpfs once restarted; JSON exec answers stay
 # within the daemon's output budget (memory read from /proc/PID/status, generous bounds) and
-# /healthz answers while they are built; an NDJSON client that stops reading holds the command
-# (backpressure, after its exit too) instead of the daemon's memory; an abandoned stream is
-# not read. Each case starts its own daemon and removes what it made.
+# /healthz answers while they are built; an abandoned stream (its client gone while the stream
+# waits past max_output) is not read. Each case starts its own daemon and removes what it made.
 
 DAEMON_TAG=hold CURLS=()
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -214,31 +213,6 @@ test_exec_output_budget() {
   # once the answers are gone the budget is free again
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","head -c 1000000 /dev/zero"],"max_output":"2Mi"}'
   expect 200 '.stdout_truncated == false and (.stdout | length) == 1000000 and .output_budget_exceeded == null'
-}
-
-TEST_TIMEOUT_ndjson_backpressure_after_exit=120
-test_ndjson_backpressure_after_exit() {
-  start_daemon
-  create; local id=$ID
-  # the command exits at once; its background child keeps writing; the client reads nothing
-  python3 - "$SOCK" "$id" >"$D/py" 2>&1 <<'PY' &
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-body = b'{"argv":["sh","-c","(yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx &) ; exit 0"],"max_output":"1Gi","timeout":60}'
-s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: sd\r\nAccept: application/x-ndjson\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (sys.argv[2].encode(), len(body)) + body)
-time.sleep(8)
-s.close()
-PY
-  local py=$! i
-  for i in 1 2 3 4 5 6; do
-    sleep 1
-    req GET /healthz; expect 200
-  done
-  local rss; rss=$(awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$DPID/status")
-  [ "$rss" -lt 150 ] || fail "the daemon holds $rss MiB for a client that stopped reading"
-  wait "$py" || true
-  req DELETE "/v1/sandboxes/$id"; expect 204
 }
 
 TEST_TIMEOUT_abandoned_streams_not_read=90
