@@ -10,35 +10,23 @@ B=$(cd "$B" && pwd)
 SBX=$B/sbx
 [ "$(id -u)" -eq 0 ] || { echo "demo: run as root (sudo make demo): sandboxes need namespaces and cgroups" >&2; exit 1; }
 
-T=$(mktemp -d /tmp/sbx-demo.XXXXXX)
-CG=sbxdemo-$$
-DPID=
-cleanup() {
-  set +e
-  if [ -n "$DPID" ]; then
-    ids=$("$SBX" ls --json 2>/dev/null | python3 -c \
-      "import json,sys; [print(s['id']) for s in json.load(sys.stdin) if s['state']!='ended']" 2>/dev/null)
-    [ -n "$ids" ] && "$SBX" rm $ids >/dev/null 2>&1
-    kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null
-  fi
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do [ -d "$c" ] && rmdir "$c" 2>/dev/null; done
-  rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
+SBX_SRC_DIR=$SRC SBX_BUILD_DIR=$B
+fail() { echo "demo: $*" >&2; exit 1; }
+skip() { echo "demo: skipped: $*" >&2; exit 0; }
+# the private daemon and its cleanup (sandboxes, daemon, cgroups, files) come from the test helper
+DAEMON_TAG=demo
+source "$SRC/tests/lib/daemon.sh"
+trap 'exit 130' INT TERM # the EXIT trap cleans up
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; }
 
-step "start sandboxd (private socket $T/sock)"
-"$B/sandboxd" --socket "$T/sock" --run-dir "$T/run" --state-dir "$T/state" --cgroup-parent "$CG" \
-  --seccomp-profile "$SRC/policy/seccomp.json" >"$T/sandboxd.log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do
-  curl -sf --unix-socket "$T/sock" http://x/healthz >/dev/null 2>&1 && break
-  kill -0 "$DPID" 2>/dev/null || { cat "$T/sandboxd.log"; exit 1; }
-  sleep 0.1
-done
-export SBX_HOST=$T/sock
+daemon_dirs
+T=$DAEMON_ROOT/files
+mkdir -p "$T"
+step "start sandboxd (private socket $SOCK)"
+DAEMON_SHIM='' DAEMON_LOG_LEVEL='' start_daemon
+export SBX_HOST=$SOCK
 alias sbx="$SBX"
 show "$SBX" info
 

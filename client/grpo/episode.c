@@ -432,6 +432,11 @@ static void on_executed(grpo_episode *ep, const sbx_exec_result *res) {
     snprintf(obs, OBS_MAX, "%s%s", res->stdout_data ?: "", res->stderr_data ?: "");
     if (strcmp(res->reason, "command_timeout") == 0)
         strcat(obs, "\n[command timed out]\n");
+    json_t *valid = json_string(obs); /* output that is not UTF-8 goes on as ASCII */
+    for (char *p = obs; !valid && *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    json_decref(valid);
     json_object_set_new(json_array_get(ep->trace, json_array_size(ep->trace) - 1), "output",
                         json_string(obs));
     if (ep->turn >= ep->task->max_turns) {

@@ -233,29 +233,42 @@ static void trainer_error(grpo_run *run, const sbxi_http_result *r, const char *
                   grpo_trainer_error(r, buf, sizeof(buf)));
 }
 
-static void get_state(uv_timer_t *t) {
-    grpo_run *run = t->data;
+/* One call of the training plane (GET /v1/state, POST /v1/train_step). */
+static void step_call(grpo_run *run, const char *method, const char *path, json_t *body,
+                      sbxi_http_cb cb) {
     run->step_request = true;
-    int r = grpo_trainer_request(run, "GET", "/v1/state", NULL, on_state, run);
+    int r = grpo_trainer_request(run, method, path, body, cb, run);
     if (r < 0) {
         grpo_run_fail(run, r, "internal", "cannot start a request");
         run_finish(run);
     }
 }
 
+/* true: a 200 answer to act on. false: cancelled, retried (retry runs later), or the run
+ * stopped. */
+static bool step_answer(grpo_run *run, const sbxi_http_result *r, uv_timer_cb retry,
+                        const char *what) {
+    if (r->cancelled)
+        return false;
+    run->step_request = false;
+    if (!run->fatal && r->status == 200)
+        return true;
+    if (!run->fatal && trainer_retry(run, r, retry))
+        return false;
+    if (!run->fatal)
+        trainer_error(run, r, what);
+    run_finish(run);
+    return false;
+}
+
+static void get_state(uv_timer_t *t) {
+    step_call(t->data, "GET", "/v1/state", NULL, on_state);
+}
+
 static void on_state(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
-    if (r->cancelled)
+    if (!step_answer(run, r, get_state, "/v1/state"))
         return;
-    run->step_request = false;
-    if (run->fatal)
-        return run_finish(run);
-    if (r->status != 200) {
-        if (trainer_retry(run, r, get_state))
-            return;
-        trainer_error(run, r, "/v1/state");
-        return run_finish(run);
-    }
     json_t *j = json_loadb(r->body, r->len, 0, NULL);
     json_t *v = json_object_get(j, "policy_version");
     if (!json_is_integer(v)) {
@@ -316,28 +329,13 @@ static void on_trained(void *ud, const sbxi_http_result *r);
 
 static void post_train(uv_timer_t *t) {
     grpo_run *run = t->data;
-    run->step_request = true;
-    int r = grpo_trainer_request(run, "POST", "/v1/train_step", json_incref(run->train_body),
-                                 on_trained, run);
-    if (r < 0) {
-        grpo_run_fail(run, r, "internal", "cannot start a request");
-        run_finish(run);
-    }
+    step_call(run, "POST", "/v1/train_step", json_incref(run->train_body), on_trained);
 }
 
 static void on_trained(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
-    if (r->cancelled)
+    if (!step_answer(run, r, post_train, "/v1/train_step"))
         return;
-    run->step_request = false;
-    if (run->fatal)
-        return run_finish(run);
-    if (r->status != 200) {
-        if (trainer_retry(run, r, post_train))
-            return;
-        trainer_error(run, r, "/v1/train_step");
-        return run_finish(run);
-    }
     json_t *j = json_loadb(r->body, r->len, 0, NULL);
     json_t *v = json_object_get(j, "policy_version");
     if (json_is_integer(v))
@@ -454,8 +452,24 @@ static sbx_code run_check_opts(const sbx_grpo_opts *o, sbx_err *err) {
     return bad ? sbxi_err_set(err, SBX_E_INVALID, 0, "", "%s", bad) : SBX_OK;
 }
 
+static void on_release_timeout(uv_timer_t *t) {
+    uv_stop(t->loop);
+}
+
+/* The groups' templates are released once the episodes are freed: let those calls finish (for
+ * at most RELEASE_WAIT_MS, with the signals no longer keeping the loop alive), then cancel
+ * whatever is left. */
+#define RELEASE_WAIT_MS 60000
 static void run_close_handles(grpo_run *run) {
+    if (run->o.handle_signals) {
+        uv_signal_stop(&run->sig_int);
+        uv_signal_stop(&run->sig_term);
+    }
     run_free_episodes(run);
+    uv_timer_start(&run->timer, on_release_timeout, RELEASE_WAIT_MS, 0);
+    uv_unref((uv_handle_t *)&run->timer); /* the releases keep the loop running, not the timer */
+    uv_run(run->loop, UV_RUN_DEFAULT);
+    uv_timer_stop(&run->timer);
     run->closing = true; /* what is still in flight is called back, cancelled, and returns */
     sbx_async_free(run->sbx);
     sbxi_http_async_free(run->trainer);

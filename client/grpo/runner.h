@@ -1,6 +1,7 @@
 /* The GRPO runner's internals shared by its files: the run, its episodes and their helpers.
- * run.c drives steps and the training plane, episode.c one episode's state machine,
- * report.c the logs, summary and reward curve. */
+ * run.c drives steps and the training plane, episode.c one episode's state machine, group.c a
+ * group's template and forks, report.c the logs, summary and reward curve. Sandboxes go through
+ * libsbx's async API only; the trainer through libsbx's internal HTTP engine. */
 #pragma once
 
 #include "client/grpo/taskset.h"

@@ -278,6 +278,24 @@ test_two_daemons() {
   assert_eq "$(SOCK=$SOCK2 grpo_running_sandboxes)" 0 "sandboxes left running on the second"
 }
 
+# A run that stops before a group's episodes all started (the cap, one episode at a time) still
+# ends the group's template sandbox.
+TEST_TIMEOUT_stop_releases_templates=90
+test_stop_releases_templates() {
+  require_root
+  grpo_setup
+  grpo_start_trainer
+  grpo_run --tasks "$SBX_SRC_DIR/tasks/toy-files.jsonl" --out "$T/out" --steps 5 \
+    --tasks-per-step 1 --group-size 4 --max-inflight 1 --gpu-hour-usd 36000 --max-cost-usd 0.5 \
+    >"$T/summary.txt"
+  assert_eq "$(json "$T/out/summary.json" 'd["stop_reason"], d["episodes"]')" "max_cost_usd 1" \
+    "stop reason, episodes"
+  assert_eq "$(grpo_api '/v1/sandboxes?label=grpo_role=template' | /usr/bin/python3 -c '
+import json, sys
+print(sum(1 for s in json.load(sys.stdin)))')" 1 "templates made"
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 test_cost_preview() {
   local out
   out=$("$SBX_BUILD_DIR/sbx" grpo --preview --steps 100 --step-seconds 36 --gpus 8 \

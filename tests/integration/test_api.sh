@@ -8,8 +8,6 @@
 DAEMON_TAG=api
 source "$(dirname "$0")/../lib/daemon.sh"
 
-# start_daemon [extra flags...]: a fresh daemon (or, with REUSE=1, on the same dirs)
-
 # req METHOD PATH [curl args...]: sets CODE and BODY
 run_cmd() { # ID json -> BODY
   req POST "/v1/sandboxes/$1/exec" -d "$2"
@@ -399,8 +397,7 @@ test_killed_init() {
 
 test_config_file() {
   require_root
-  D=$(mktemp -d /tmp/sbx-api.XXXXXX); CG="sbxtest-api-$$-$RANDOM"; SOCK="$D/sd.sock"
-  trap daemon_cleanup EXIT
+  daemon_dirs
   cat >"$D/conf.json" <<JSON
 {"max_sandboxes": 3, "price": {"vcpu_hour_usd": 1.0, "gib_hour_usd": 0.5},
  "defaults": {"cpu": 0.5, "memory": "512Mi", "idle_timeout": "2m"}}

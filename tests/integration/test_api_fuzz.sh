@@ -11,13 +11,7 @@ TEST_TIMEOUT_random_requests=120
 test_random_requests() {
   require_root
   command -v jq >/dev/null || skip "jq is needed"
-  D=$(mktemp -d /tmp/sbx-fuzz.XXXXXX); CG="sbxtest-fuzz-$$-$RANDOM"; SOCK="$D/sd.sock"
-  trap daemon_cleanup EXIT
-  "$(bin sandboxd)" --socket "$D/sd.sock" --run-dir "$D/run" --state-dir "$D/state" \
-    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    --shim "$(bin sbx-shim)" --max-sandboxes 4 >"$D/log" 2>&1 &
-  DPID=$!
-  for _ in $(seq 100); do curl -s --unix-socket "$D/sd.sock" http://sd/healthz >/dev/null && break; sleep 0.05; done
+  DAEMON_LOG_LEVEL='' start_daemon --max-sandboxes 4
   python3 - "$D/sd.sock" 7 400 <<'PY' || fail "fuzzing found a problem"
 import json, random, socket, sys
 path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

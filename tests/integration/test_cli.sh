@@ -4,79 +4,33 @@
 # --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
 # run removes its sandbox, and placement across two daemons (one full) falls back on 503.
 
+DAEMON_TAG=cli
+source "$(dirname "$0")/../lib/daemon.sh"
+
 SBX=
 T=
-DPIDS=()
-DSOCKS=()
-DCGS=()
 
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-
-# Remove a daemon's cgroup parent; the shims tear their sandboxes' cgroups down after answering,
-# so retry for a few seconds.
-rm_cgroup() {
-  local c n
-  for c in /sys/fs/cgroup/*/"$1" /sys/fs/cgroup/"$1"; do
-    for n in $(seq 50); do
-      [ -d "$c" ] || break
-      rmdir "$c" 2>/dev/null && break
-      sleep 0.1
-    done
-  done
-}
-
-# Terminate what the daemons still run (shims outlive a daemon by design), stop them, clean up.
-cleanup() {
-  local i
-  for i in "${!DPIDS[@]}"; do
-    local ids
-    ids=$("$SBX" --host "${DSOCKS[$i]}" ls --json 2>/dev/null |
-      python3 -c "import json,sys; [print(s['id']) for s in json.load(sys.stdin) if s['state']!='ended']" 2>/dev/null || true)
-    [ -n "$ids" ] && "$SBX" --host "${DSOCKS[$i]}" rm $ids >/dev/null 2>&1
-    kill "${DPIDS[$i]}" 2>/dev/null
-    wait "${DPIDS[$i]}" 2>/dev/null
-    local c
-    rm_cgroup "${DCGS[$i]}"
-  done
-  [ -n "$T" ] && rm -rf "$T"
-  return 0
-}
 
 setup() {
   set +e # every step is checked explicitly
   require_root
   SBX=$(bin sbx)
   [ -x "$SBX" ] || fail "sbx not built"
-  T=$(mktemp -d /tmp/sbx-cli-test.XXXXXX)
-  trap cleanup EXIT
+  daemon_init
+  T=$DAEMON_ROOT/files
+  mkdir -p "$T"
 }
 
-# start_daemon NAME MAX [EXTRA ARGS...]: a daemon on $T/NAME/sock; its socket is appended to
-# DSOCKS.
-start_daemon() {
-  local d=$T/$1 cg="sbxtest-$$-$1" max=$2
-  shift 2
-  mkdir -p "$d"
-  "$(bin sandboxd)" --socket "$d/sock" --run-dir "$d/run" --state-dir "$d/state" \
-    --cgroup-parent "$cg" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    --max-sandboxes "$max" "$@" >"$d/log" 2>&1 &
-  DPIDS+=($!)
-  DSOCKS+=("$d/sock")
-  DCGS+=("$cg")
-  local i
-  for i in $(seq 100); do
-    curl -sf --unix-socket "$d/sock" http://x/healthz >/dev/null 2>&1 && return 0
-    kill -0 "${DPIDS[-1]}" 2>/dev/null || { cat "$d/log" >&2; fail "sandboxd $1 exited"; }
-    sleep 0.1
-  done
-  cat "$d/log" >&2
-  fail "sandboxd $1 did not answer"
+# cli_daemon NAME MAX [EXTRA ARGS...]: daemon instance NAME on ${DAEMON_SOCK[NAME]}
+cli_daemon() {
+  daemon_start "$1" --max-sandboxes "$2" "${@:3}"
 }
 
 one_daemon() {
   setup
-  start_daemon a 8
-  export SBX_HOST=${DSOCKS[0]}
+  cli_daemon a 8
+  export SBX_HOST=${DAEMON_SOCK[a]}
 }
 
 new_sandbox() { "$SBX" create --memory 128Mi --timeout 5m "$@"; }
@@ -235,9 +189,9 @@ test_daemon_not_running() {
 
 test_multi_endpoint() {
   setup
-  start_daemon a 1
-  start_daemon b 1
-  local hosts="${DSOCKS[0]},${DSOCKS[1]}" id1 id2 rc
+  cli_daemon a 1
+  cli_daemon b 1
+  local hosts="${DAEMON_SOCK[a]},${DAEMON_SOCK[b]}" id1 id2 rc
   # two concurrent creates: both may pick A (equal free slots); one then gets 503 and must
   # fall back to B. Whatever the interleaving, each daemon ends up with exactly one.
   "$SBX" --host "$hosts" create --memory 128Mi >"$T/id1" 2>"$T/e1" &
@@ -247,8 +201,8 @@ test_multi_endpoint() {
   wait $p1 || fail "create 1 failed: $(cat "$T/e1")"
   wait $p2 || fail "create 2 failed: $(cat "$T/e2")"
   local na nb
-  na=$("$SBX" --host "${DSOCKS[0]}" ls --json | json "len([s for s in d if s['state']=='running'])")
-  nb=$("$SBX" --host "${DSOCKS[1]}" ls --json | json "len([s for s in d if s['state']=='running'])")
+  na=$("$SBX" --host "${DAEMON_SOCK[a]}" ls --json | json "len([s for s in d if s['state']=='running'])")
+  nb=$("$SBX" --host "${DAEMON_SOCK[b]}" ls --json | json "len([s for s in d if s['state']=='running'])")
   assert_eq "$na/$nb" "1/1" "one sandbox on each daemon"
   # both full: the client tries each (503, 503) and says so
   "$SBX" --host "$hosts" create --memory 128Mi 2>"$T/err"; rc=$?
@@ -267,7 +221,7 @@ test_multi_endpoint() {
 test_tcp_token() {
   setup
   local port=$((20000 + RANDOM % 20000)) rc
-  start_daemon t 4 --tcp "127.0.0.1:$port" --token "s3cret-$$"
+  cli_daemon t 4 --tcp "127.0.0.1:$port" --token "s3cret-$$"
   local url="http://127.0.0.1:$port"
   env -u SBX_TOKEN "$SBX" --host "$url" info 2>"$T/err"; rc=$?
   assert_eq $rc 1 "no token"

@@ -5,6 +5,7 @@
 #include "client/lib/internal.h"
 #include "common/macro.h"
 #include "common/timeutil.h"
+#include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
 #include <archive.h>
@@ -21,99 +22,14 @@
 #include <unistd.h>
 #include <uv.h>
 
-/* ---- private daemons for this case ---- */
-static struct {
-    pid_t pid;
-    char sock[256];
-    char cg[64];
-} daemons[2];
-
-/* Terminate every sandbox the daemon knows (shims outlive the daemon by design), stop it and
- * remove the cgroup parent it made for us. */
-static void daemon_stop_one(int k) {
-    if (daemons[k].pid <= 0)
-        return;
-    sbx_client *c = NULL;
-    char *js = NULL;
-    if (sbx_client_new(daemons[k].sock, &c, NULL) == SBX_OK &&
-        sbx_client_list(c, NULL, &js, NULL) == SBX_OK) {
-        json_t *arr = json_loads(js, 0, NULL), *s;
-        size_t i;
-        json_array_foreach(arr, i, s) {
-            sbx_sandbox *sb = NULL;
-            if (sbx_sandbox_open(c, json_string_value(json_object_get(s, "id")), &sb, NULL) ==
-                SBX_OK)
-                sbx_sandbox_terminate(sb, NULL);
-            sbx_sandbox_free(sb);
-        }
-        json_decref(arr);
-    }
-    free(js);
-    sbx_client_free(c);
-    kill(daemons[k].pid, SIGTERM);
-    waitpid(daemons[k].pid, NULL, 0);
-    daemons[k].pid = 0;
-    static const char *ctl[] = {"cpu",   "cpuacct", "cpuset",  "memory",  "devices", "freezer",
-                                "blkio", "pids",    "systemd", "unified", ""};
-    /* the shims tear their sandboxes' cgroups down after answering: give them a moment */
-    for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
-        char p[256];
-        snprintf(p, sizeof(p), "/sys/fs/cgroup/%s%s%s", ctl[i], ctl[i][0] ? "/" : "",
-                 daemons[k].cg);
-        for (int tries = 0; tries < 100 && rmdir(p) < 0 && errno != ENOENT; tries++)
-            usleep(50000);
-    }
-}
-
-static void daemons_stop(void) {
-    for (int k = 0; k < 2; k++)
-        daemon_stop_one(k);
-}
-
-/* Start build/sandboxd number k on a socket in the case's temp dir; returns the socket path. */
+/* ---- private daemons for this case (tests/lib/daemon.h) ---- */
+/* Daemon instance k with --max-sandboxes max; returns its socket path. */
 static const char *daemon_start_k(int k, unsigned max_sandboxes) {
-    test_require_root();
-    const char *dir = test_tmpdir();
-    char run[300], state[300], log[300], max[32], prof[512];
-    snprintf(daemons[k].sock, sizeof(daemons[k].sock), "%s/sock%d", dir, k);
-    snprintf(run, sizeof(run), "%s/run%d", dir, k);
-    snprintf(state, sizeof(state), "%s/state%d", dir, k);
-    snprintf(log, sizeof(log), "%s/daemon%d.log", dir, k);
+    char name[16], max[32];
+    snprintf(name, sizeof(name), "d%d", k);
     snprintf(max, sizeof(max), "%u", max_sandboxes);
-    snprintf(daemons[k].cg, sizeof(daemons[k].cg), "sbxtest-%d-%d", (int)getpid(), k);
-    const char *src = getenv("SBX_SRC_DIR");
-    snprintf(prof, sizeof(prof), "%s/policy/seccomp.json", src ? src : ".");
-    const char *bin = test_bin("sandboxd");
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* even when the test crashes, the daemon goes */
-        FILE *f = freopen(log, "w", stderr);
-        (void)f;
-        dup2(2, 1);
-        execl(bin, bin, "--socket", daemons[k].sock, "--run-dir", run, "--state-dir", state,
-              "--cgroup-parent", daemons[k].cg, "--seccomp-profile", prof, "--max-sandboxes", max,
-              (char *)NULL);
-        _exit(127);
-    }
-    static bool registered;
-    if (!registered)
-        atexit(daemons_stop);
-    registered = true;
-    daemons[k].pid = pid;
-    sbx_client *c = NULL;
-    CHECK_EQ(sbx_client_new(daemons[k].sock, &c, NULL), SBX_OK);
-    for (int i = 0; i < 200; i++) {
-        char *js = NULL;
-        if (sbx_client_info(c, &js, NULL) == SBX_OK) {
-            free(js);
-            sbx_client_free(c);
-            return daemons[k].sock;
-        }
-        CHECK_MSG(waitpid(pid, NULL, WNOHANG) == 0, "sandboxd exited; see %s", log);
-        usleep(50000);
-    }
-    test_fail(__FILE__, __LINE__, "sandboxd did not answer within 10s (log: %s)", log);
+    const char *flags[] = {"--max-sandboxes", max, NULL};
+    return test_daemon_up(name, &(test_daemon_opts){.flags = flags, .log_level = ""})->sock;
 }
 
 /* One daemon, or $SBX_TEST_HOST when set (the valgrind case runs the flow against its own). */

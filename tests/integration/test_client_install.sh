@@ -3,36 +3,15 @@
 # against the INSTALLED header, library and pkg-config file (shared and static), and run against
 # a real daemon.
 
-T=
-DPID=
-CG="sbxtest-$$-install"
-
-cleanup() {
-  if [ -n "$DPID" ]; then
-    local ids
-    ids=$("$(bin sbx)" --host "$T/sock" ls --json 2>/dev/null |
-      python3 -c "import json,sys; [print(s['id']) for s in json.load(sys.stdin) if s['state']!='ended']" 2>/dev/null || true)
-    [ -n "$ids" ] && "$(bin sbx)" --host "$T/sock" rm $ids >/dev/null 2>&1
-    kill "$DPID" 2>/dev/null
-    wait "$DPID" 2>/dev/null
-  fi
-  local c n
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
-    for n in $(seq 50); do # the shims remove their sandboxes' cgroups just after answering
-      [ -d "$c" ] || break
-      rmdir "$c" 2>/dev/null && break
-      sleep 0.1
-    done
-  done
-  [ -n "$T" ] && rm -rf "$T"
-  return 0
-}
+DAEMON_TAG=install
+source "$(dirname "$0")/../lib/daemon.sh"
 
 test_install_and_compile_hello() {
   set +e # every step is checked explicitly
   require_root
-  T=$(mktemp -d /tmp/sbx-install-test.XXXXXX)
-  trap cleanup EXIT
+  daemon_init
+  T=$DAEMON_ROOT/files
+  mkdir -p "$T"
   local stage=$T/stage extra=()
   [[ "$(basename "$SBX_BUILD_DIR")" == build-san* ]] && extra=(SANITIZE=1)
   make -s -C "$SBX_SRC_DIR" install DESTDIR="$stage" PREFIX=/usr B="$SBX_BUILD_DIR" "${extra[@]}" \
@@ -62,16 +41,9 @@ test_install_and_compile_hello() {
   (cd "$T" && cc -std=c17 -Wall -Werror "${san[@]}" -I"$stage/usr/include" hello.c \
     "$stage/usr/lib/libsbx.a" $sflags -lm -o hello-static) || fail "hello.c does not link with libsbx.a"
 
-  "$(bin sandboxd)" --socket "$T/sock" --run-dir "$T/run" --state-dir "$T/state" \
-    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" >"$T/log" 2>&1 &
-  DPID=$!
-  local i
-  for i in $(seq 100); do
-    curl -sf --unix-socket "$T/sock" http://x/healthz >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  DAEMON_SHIM='' DAEMON_LOG_LEVEL='' start_daemon
   local out
-  out=$(LD_LIBRARY_PATH=$stage/usr/lib "$T/hello" "unix:$T/sock") || fail "hello failed: $out"
+  out=$(LD_LIBRARY_PATH=$stage/usr/lib "$T/hello" "unix:$SOCK") || fail "hello failed: $out"
   echo "$out"
   [[ "$out" == *"hello from "*", uid 1000"* ]] || fail "no greeting from the sandbox"
   [[ "$out" == *"exit 0 (exited)"* ]] || fail "no exit line"
@@ -79,7 +51,7 @@ test_install_and_compile_hello() {
   # the shared build really uses the staged library
   LD_LIBRARY_PATH=$stage/usr/lib ldd "$T/hello" | grep "$stage/usr/lib/libsbx.so.0" >/dev/null ||
     fail "hello is not linked against the staged libsbx.so"
-  out=$(SBX_HOST="unix:$T/sock" "$T/hello-static") || fail "static hello failed: $out"
+  out=$(SBX_HOST="unix:$SOCK" "$T/hello-static") || fail "static hello failed: $out"
   [[ "$out" == *"answer.txt: 42"* ]] || fail "static hello: file not read back"
 }
 

@@ -68,15 +68,16 @@ test_full_node_evicts() {
 TEST_TIMEOUT_bad_pool_config=20
 test_bad_pool_config() {
   require_root
-  local d; d=$(mktemp -d /tmp/sbx-pool.XXXXXX)
+  daemon_init # only the temp dir: none of these daemons may start
+  local d=$DAEMON_ROOT/bad
+  mkdir -p "$d"
   for p in 'size=0,cpu=1' 'cpu=1' 'size=2,cpu=lots' 'size=1,network=allow' 'nonsense' 'size=1,network=open'; do
     if timeout 10 "$(bin sandboxd)" --socket "$d/s" --run-dir "$d/run" --state-dir "$d/state" \
         --cgroup-parent "sbxtest-pool-$$" --shim "$(bin sbx-shim)" --pool "$p" >"$d/log" 2>&1; then
-      rm -rf "$d"; fail "--pool $p was accepted"
+      fail "--pool $p was accepted"
     fi
-    grep -q "pool" "$d/log" || { cat "$d/log" >&2; rm -rf "$d"; fail "no message about --pool $p"; }
+    grep -q "pool" "$d/log" || { cat "$d/log" >&2; fail "no message about --pool $p"; }
   done
-  rm -rf "$d"
 }
 
 TEST_TIMEOUT_restart=60
@@ -109,10 +110,10 @@ test_restart() {
 TEST_TIMEOUT_networked_pool=60
 test_networked_pool() {
   command -v unshare >/dev/null || skip "unshare is needed"
-  D=$(mktemp -d /tmp/sbx-pool.XXXXXX)
+  require_root
+  daemon_dirs
   echo '{"network":{"enabled":true}}' >"$D/net.json"
   DAEMON_WRAP=(unshare -n -- bash -c 'ip link set lo up && exec "$@"' _)
-  CG="sbxtest-pool-$$-$RANDOM"; SOCK="$D/sd.sock"; trap daemon_cleanup EXIT
   start_daemon --config "$D/net.json" --pool "size=1,network=open"
   wait_ready 1 20
   local before; before=$(metric sandboxd_pool_hits_total)

@@ -1,6 +1,7 @@
 # Shell test framework: a test script defines functions named test_*; `script --list` prints
 # "name timeout_s" for each, `script NAME` runs one. Source this file at the END of the script.
 # Helpers: fail MSG, skip MSG (exit 77, loud), assert_eq A B MSG, bin NAME (a built binary).
+# Daemons: tests/lib/daemon.sh (source it first). How cases run: tests/README.md.
 
 SBX_BUILD_DIR=${SBX_BUILD_DIR:-build}
 SBX_SRC_DIR=${SBX_SRC_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}

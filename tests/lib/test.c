@@ -2,7 +2,9 @@
 #include "tests/lib/test.h"
 
 #include "common/fdutil.h"
+#include "common/macro.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,8 @@ static struct {
 } tests[MAX_TESTS];
 static size_t n_tests;
 static char tmpdir[256];
+static test_teardown_fn teardowns[16];
+static size_t n_teardowns;
 
 void test_register(const char *name, test_fn fn, int timeout_s) {
     if (n_tests >= MAX_TESTS) {
@@ -69,7 +73,8 @@ static void tmpdir_cleanup(void) {
 
 const char *test_tmpdir(void) {
     if (!tmpdir[0]) {
-        snprintf(tmpdir, sizeof(tmpdir), "/tmp/sbx-test-XXXXXX");
+        const char *base = getenv("SBX_CASE_DIR");
+        snprintf(tmpdir, sizeof(tmpdir), "%s/sbx-test-XXXXXX", base && *base ? base : "/tmp");
         if (!mkdtemp(tmpdir))
             test_fail(__FILE__, __LINE__, "mkdtemp");
         atexit(tmpdir_cleanup);
@@ -77,9 +82,35 @@ const char *test_tmpdir(void) {
     return tmpdir;
 }
 
+static bool run_teardowns(void) {
+    bool ok = true;
+    while (n_teardowns > 0)
+        ok &= teardowns[--n_teardowns]();
+    return ok;
+}
+
+static void teardowns_at_exit(void) {
+    run_teardowns();
+}
+
+void test_at_teardown(test_teardown_fn fn) {
+    if (n_teardowns >= ARRAY_SIZE(teardowns))
+        test_fail(__FILE__, __LINE__, "too many teardowns");
+    if (n_teardowns == 0)
+        atexit(teardowns_at_exit);
+    teardowns[n_teardowns++] = fn;
+}
+
+/* The runner's timeout: exit, so that atexit handlers (teardowns, the temp dir) still run. */
+static void on_sigterm(int sig) {
+    signal(SIGTERM, SIG_IGN); /* it may come twice (to the case, to its group): finish */
+    exit(128 + sig);
+}
+
 static int run_one(size_t i) {
+    signal(SIGTERM, on_sigterm);
     tests[i].fn();
-    return 0;
+    return run_teardowns() ? 0 : 1;
 }
 
 int main(int argc, char **argv) {

@@ -3,6 +3,7 @@
  * A failed CHECK prints file:line and exits 1; SKIP exits 77 with a loud reason. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,5 +59,11 @@ void test_skip(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 
 const char *test_bin(const char *name);
 /* Skip loudly unless running as root (integration tests need real namespaces and cgroups). */
 void test_require_root(void);
-/* Fresh private temporary directory for this case, removed at exit. */
+/* Fresh private temporary directory for this case (in $SBX_CASE_DIR when the runner gives one),
+ * removed at exit. */
 const char *test_tmpdir(void);
+/* Run fn when the case ends: right after a passing case returns (a false return then fails the
+ * case), else at exit (a failed CHECK, or the runner's SIGTERM on a timeout). Last in, first run.
+ */
+typedef bool (*test_teardown_fn)(void);
+void test_at_teardown(test_teardown_fn fn);

@@ -3,10 +3,11 @@
  * are created over the API, and commands inside them probe the fake internet, the fake
  * metadata servers, the host, the daemon's TCP port and each other. Also: inspect and
  * /metrics counters, a daemon restart, and create/destroy cycles that must leave nothing. */
+#include "tests/lib/daemon.h"
 #include "tests/network/world.h"
 
-static pid_t daemon_pid;
-static char dir[512], sock[600], cgname[64];
+static test_daemon *sd; /* tests/lib/daemon.h: started, stopped and swept there */
+static char dir[512], sock[600];
 
 /* python3 -c PROBE HOST PORT: one line "ok|refused|timeout|error <ms> [...]" */
 static const char PROBE[] =
@@ -51,87 +52,24 @@ static json_t *api_ok(const char *method, const char *path, json_t *body, int wa
 }
 
 static void daemon_start(void) {
-    char cfg[700], cmd[4096];
+    char cfg[700];
     snprintf(cfg, sizeof(cfg), "%s/sandboxd.json", dir);
     const char *c = "{\"network\":{\"enabled\":true}}";
     CHECK_OK(file_write_atomic(cfg, c, strlen(c), 0600));
-    const char *src = getenv("SBX_SRC_DIR") ? getenv("SBX_SRC_DIR") : ".";
-    snprintf(cmd, sizeof(cmd),
-             "exec %s --config %s --socket %s --run-dir %s/run --state-dir %s/state "
-             "--cgroup-parent %s --seccomp-profile %s/policy/seccomp.json --shim %s "
-             "--tcp 0.0.0.0:7780 --token e2e-token --log-level debug >>%s/log 2>&1",
-             test_bin("sandboxd"), cfg, sock, dir, dir, cgname, src, test_bin("sbx-shim"), dir);
-    char *argv[] = {"bash", "-c", cmd, NULL};
-    daemon_pid = spawn(argv, false, NULL);
-    for (int i = 0; i < 200; i++) {
-        int code = 0;
-        json_t *j = api("GET", "/healthz", NULL, &code);
-        json_decref(j);
-        if (code == 200)
-            return;
-        usleep(20000);
-    }
-    CHECK_MSG(false, "sandboxd did not answer /healthz (log in %s/log)", dir);
+    const char *flags[] = {"--config", cfg, "--tcp", "0.0.0.0:7780", "--token", "e2e-token", NULL};
+    test_daemon_start(sd, &(test_daemon_opts){.flags = flags});
 }
 
-static void daemon_stop(bool check) {
-    if (!daemon_pid)
-        return;
-    kill(daemon_pid, SIGTERM);
-    waitpid(daemon_pid, NULL, 0);
-    for (size_t i = 0; i < n_children; i++)
-        if (children[i] == daemon_pid)
-            children[i] = children[--n_children];
-    daemon_pid = 0;
-    if (!check)
-        return;
-    char cmd[700]; /* a sanitizer build's daemon must not have reported anything */
-    snprintf(cmd, sizeof(cmd), "grep -c 'ERROR: AddressSanitizer\\|runtime error:' %s/log", dir);
-    char *n = shell(cmd);
-    CHECK_MSG(atoi(n) == 0, "sanitizer reports in the daemon's log %s/log", dir);
-    free(n);
-}
-
-/* Delete every sandbox, stop the daemon, let leftover shims clean up, remove the cgroups. */
-static void e2e_cleanup(void) {
-    int code;
-    if (daemon_pid) {
-        json_t *l = api("GET", "/v1/sandboxes", NULL, &code), *sb;
-        size_t i;
-        json_array_foreach(l, i, sb) {
-            char path[128];
-            snprintf(path, sizeof(path), "/v1/sandboxes/%s", jstr(sb, "id"));
-            json_decref(api("DELETE", path, NULL, &code));
-        }
-        json_decref(l);
-        char cmd[700];
-        snprintf(cmd, sizeof(cmd),
-                 "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
-                 "break; sleep 0.1; done",
-                 dir);
-        free(shell(cmd));
-        daemon_stop(false);
-    }
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd),
-             "for d in %s/run/sandboxes/*/; do [ -d \"$d\" ] && timeout 20 %s cleanup \"${d%%/}\" "
-             ">/dev/null 2>&1; done; for c in /sys/fs/cgroup/*/%s /sys/fs/cgroup/%s; do "
-             "[ -d \"$c\" ] && find \"$c\" -depth -type d -exec rmdir {} + 2>/dev/null; done; true",
-             dir, test_bin("sbx-shim"), cgname, cgname);
-    free(shell(cmd));
-}
-
-static void on_term(int sig) {
-    exit(128 + sig); /* atexit handlers clean up */
+/* SIGTERM; it must exit 0 with no sanitizer report in its log. */
+static void daemon_stop(void) {
+    test_daemon_stop(sd);
 }
 
 static void e2e_up(void) {
     world_up_opt(NULL, true);
-    snprintf(dir, sizeof(dir), "%s", test_tmpdir());
-    snprintf(sock, sizeof(sock), "%s/sd.sock", dir);
-    snprintf(cgname, sizeof(cgname), "sbxtest-net-%d", (int)getpid());
-    atexit(e2e_cleanup);
-    signal(SIGTERM, on_term);
+    sd = test_daemon_use("sd");
+    snprintf(dir, sizeof(dir), "%s", sd->dir);
+    snprintf(sock, sizeof(sock), "%s", sd->sock);
     daemon_start();
 }
 
@@ -296,7 +234,7 @@ TEST_T(e2e_modes_through_the_daemon, 120) {
     free(open);
     free(allow);
     expect_clean();
-    daemon_stop(true);
+    daemon_stop();
 }
 
 TEST_T(e2e_rules_survive_restart, 120) {
@@ -307,7 +245,7 @@ TEST_T(e2e_rules_survive_restart, 120) {
     snprintf(ip, sizeof(ip), "%s", jstr(json_object_get(before, "network"), "ipv4"));
     json_decref(before);
     sbx_denied(id, "169.254.169.254", 80);
-    daemon_stop(true);
+    daemon_stop();
     daemon_start();
     json_t *after = inspect(id);
     CHECK_STREQ(jstr(after, "state"), "running");
@@ -325,7 +263,7 @@ TEST_T(e2e_rules_survive_restart, 120) {
              dir);
     free(shell(cmd));
     expect_clean();
-    daemon_stop(true);
+    daemon_stop();
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -372,5 +310,5 @@ TEST_T(e2e_cycles_leave_nothing, 170) {
            t_none[n_none * 99 / 100] / 1e3, t_open[n / 2] / 1e3, t_open[n * 99 / 100] / 1e3);
     free(t_open);
     free(t_none);
-    daemon_stop(true);
+    daemon_stop();
 }

@@ -1,85 +1,22 @@
-# Helpers shared by the reliability tests (sourced, not a test): a private daemon on temporary
-# dirs with a unique cgroup parent (optionally networked, inside a network namespace held by a
-# `sleep` so that nothing touches the host's nftables or links and a restarted daemon finds the
-# same namespace), HTTP over its socket, and leak accounting scoped to what the test made.
+# Helpers shared by the reliability tests (sourced, not a test): a private daemon from
+# tests/lib/daemon.sh (optionally networked, inside a network namespace held by a `sleep` so that
+# nothing touches the host's nftables or links and a restarted daemon finds the same namespace),
+# and leak accounting scoped to what the test made.
 
-D='' DPID='' SOCK='' CG='' CODE='' BODY='' NSPID='' DAEMON_WRAP=()
+DAEMON_TAG=rel
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh"
+DAEMON_LOG_LEVEL=info
 
-rel_cleanup() {
-  set +e
-  if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-    for id in $(curl -s --max-time 5 --unix-socket "$SOCK" http://sd/v1/sandboxes | jq -r '.[] | select(.state != "ended") | .id' 2>/dev/null); do
-      curl -s --max-time 5 --unix-socket "$SOCK" -X DELETE "http://sd/v1/sandboxes/$id" >/dev/null
-    done
-    for _ in $(seq 100); do [ -z "$(ls -A "$D/run/sandboxes" 2>/dev/null)" ] && break; sleep 0.1; done
-    kill -TERM "$DPID"; wait "$DPID" 2>/dev/null
-  fi
-  for dir in "$D"/run/sandboxes/*/; do
-    [ -d "$dir" ] && timeout 20 "$(bin sbx-shim)" cleanup "${dir%/}" >/dev/null 2>&1
-  done
-  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
-    [ -n "$CG" ] && [ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
-  done
-  [ -n "$NSPID" ] && kill "$NSPID" 2>/dev/null && wait "$NSPID" 2>/dev/null
-  local bad=0
-  if [ -n "$D" ] && grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" 2>/dev/null; then
-    grep -E -A30 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$D/log" >&2
-    bad=1
-  fi
-  if [ -n "$D" ]; then
-    grep -q " $D" /proc/self/mountinfo && awk -v d="$D" '$5 ~ "^"d {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l
-    rm -rf "$D"
-  fi
-  [ $bad == 0 ] || { echo "FAIL: the daemon reported sanitizer errors" >&2; exit 1; }
-}
-
-rel_setup() { # [net]: temp dirs, cgroup name, trap; with "net" a held network namespace
+rel_setup() { # [net]: temp dirs, cgroup name, cleanup; with "net" a held network namespace
   require_root
   command -v jq >/dev/null || skip "jq is needed"
   command -v python3 >/dev/null || skip "python3 is needed"
-  D=$(mktemp -d /tmp/sbx-rel.XXXXXX)
-  CG="sbxtest-rel-$$-$RANDOM"
-  SOCK="$D/sd.sock"
-  trap rel_cleanup EXIT
+  daemon_dirs
   if [ "${1:-}" == net ]; then
-    unshare --net sleep infinity &
-    NSPID=$!
-    for _ in $(seq 50); do [ "$(readlink /proc/$NSPID/ns/net)" != "$(readlink /proc/self/ns/net)" ] && break; sleep 0.02; done
-    nsenter --net=/proc/$NSPID/ns/net ip link set lo up
-    DAEMON_WRAP=(nsenter "--net=/proc/$NSPID/ns/net")
+    daemon_netns
     echo '{"network": {"enabled": true, "pool4": "10.231.0.0/16", "pool6": ""}}' >"$D/conf.json"
+    DAEMON_FLAGS=(--config "$D/conf.json")
   fi
-}
-
-start_daemon() { # [extra flags...]
-  local conf=()
-  [ -f "$D/conf.json" ] && conf=(--config "$D/conf.json")
-  "${DAEMON_WRAP[@]}" "$(bin sandboxd)" "${conf[@]}" --socket "$SOCK" --run-dir "$D/run" --state-dir "$D/state" \
-    --cgroup-parent "$CG" --seccomp-profile "$SBX_SRC_DIR/policy/seccomp.json" \
-    --shim "$(bin sbx-shim)" --log-level info "$@" >>"$D/log" 2>&1 &
-  DPID=$!
-  for _ in $(seq 200); do
-    curl -s --max-time 1 --unix-socket "$SOCK" http://sd/healthz >/dev/null 2>&1 && return 0
-    kill -0 "$DPID" 2>/dev/null || { tail -30 "$D/log" >&2; fail "daemon exited at start"; }
-    sleep 0.05
-  done
-  fail "daemon did not answer /healthz"
-}
-
-req() { # METHOD PATH [curl args...]: sets CODE and BODY
-  local m=$1 p=$2; shift 2
-  CODE=$(curl -s --max-time 30 --unix-socket "$SOCK" -X "$m" -o "$D/body" -D "$D/headers" \
-    -w '%{http_code}' "$@" "http://sd$p") || true
-  BODY=$(cat "$D/body" 2>/dev/null)
-}
-expect() { # CODE [jq-expression that must be true]
-  [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
-  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
-}
-create() { # [json] -> ID
-  req POST /v1/sandboxes -d "${1:-{\}}"
-  expect 201 '.state == "running"'
-  ID=$(echo "$BODY" | jq -r .id)
 }
 
 daemon_fds() { ls "/proc/$DPID/fd" 2>/dev/null | wc -l; }

@@ -38,6 +38,10 @@ TEST(grpo_tasks_parse) {
     CHECK_EQ(ts->n_tasks, 2);
     grpo_task *a = &ts->tasks[0], *b = &ts->tasks[1];
     CHECK_STREQ(a->prompt_text, "task a");
+    CHECK(a->sandbox.cpu == 0.5 && a->sandbox.memory == 0 && a->sandbox.pids == 0);
+    CHECK_EQ(a->sandbox.timeout_ms, 15 * 60000); /* the runner's defaults */
+    CHECK_EQ(a->sandbox.idle_timeout_ms, 5 * 60000);
+    CHECK_STREQ(a->network_text, "none");
     CHECK_EQ(a->max_turns, 3);
     CHECK_EQ(a->max_completion_tokens, 9);
     CHECK_EQ(a->command_timeout_ms, 2000);
@@ -57,6 +61,23 @@ TEST(grpo_tasks_parse) {
     CHECK_EQ(b->max_turns, 1);
     CHECK_EQ(b->reward_kind, GRPO_REWARD_EXPECTED_OUTPUT);
     CHECK_STREQ(b->expected_output, "42");
+    grpo_taskset_free(ts);
+}
+
+TEST(grpo_tasks_limits) {
+    grpo_taskset *ts = parse_ok(
+        HDR "{\"id\":\"a\",\"prompt\":\"p\",\"limits\":{\"cpu\":0.25,\"memory\":\"64Mi\","
+            "\"disk\":1048576,\"pids\":16,\"timeout\":\"5m\",\"idle_timeout\":30,"
+            "\"max_cost_usd\":0.5,\"gpu\":1},\"network\":{\"allow\":[\"10.0.0.0/8\"]}," GRADER
+            "}\n");
+    const grpo_limits *l = &ts->tasks[0].sandbox;
+    CHECK(l->cpu == 0.25 && l->max_cost_usd == 0.5);
+    CHECK_EQ(l->memory, 64ull << 20);
+    CHECK_EQ(l->disk, 1048576);
+    CHECK_EQ(l->pids, 16);
+    CHECK_EQ(l->timeout_ms, 300000);
+    CHECK_EQ(l->idle_timeout_ms, 30000);
+    CHECK_STREQ(ts->tasks[0].network_text, "{\"allow\":[\"10.0.0.0/8\"]}");
     grpo_taskset_free(ts);
 }
 
@@ -95,6 +116,12 @@ TEST(grpo_tasks_errors) {
                   "}\n{\"id\":\"a\",\"prompt\":\"q\"," GRADER "}\n",
               "t.jsonl:3: duplicate task id \"a\"");
     parse_bad("{\"task_set\":\"x@1\",\"split\":{\"held_out\":1.5}}\n", "t.jsonl:1: header");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"limits\":{\"memory\":\"lots\"}," GRADER "}\n",
+              "t.jsonl:2: task \"a\": \"limits.memory\" must be a size");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"limits\":{\"timeout\":\"soon\"}," GRADER "}\n",
+              "\"limits.timeout\": bad duration");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"limits\":{\"cpu\":-1}," GRADER "}\n",
+              "\"limits.cpu\" must be a number > 0");
 }
 
 static char *many_tasks(unsigned n, unsigned seed, bool reversed) {

@@ -5,8 +5,7 @@
 source "$(dirname "$0")/../e2e/grpo_lib.sh"
 
 trainer_setup() {
-  T=$(mktemp -d /tmp/sbx-grpo-trainer.XXXXXX)
-  trap grpo_cleanup EXIT
+  grpo_tmp
   grpo_start_trainer --seed 4
 }
 

@@ -447,7 +447,9 @@ TEST(fork_status_lease_answers) {
     CHECK_STREQ(id, "ls-1");
     free(id);
     CHECK_EQ(sbxi_lease_id_parse("{}", 2, &id, &err), SBX_E_PROTOCOL);
-    CHECK(sbxi_lease_path("ls-1", "/renew") != NULL);
+    char *lp = sbxi_lease_path("ls-1", "/renew");
+    CHECK_STREQ(lp, "/v1/leases/ls-1/renew");
+    free(lp);
     CHECK(sbxi_lease_path("a/b", "") == NULL && sbxi_lease_path("", "") == NULL);
     char *p = sbxi_files_path("sb-1", "/workspace/a b.sh", 0755);
     CHECK_STREQ(p, "/v1/sandboxes/sb-1/files?path=%2Fworkspace%2Fa%20b.sh&mode=0755");

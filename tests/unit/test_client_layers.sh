@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The client's dependency rules checked on the source: the GRPO runner is a client of libsbx
+# (no libcurl, no request paths of sandboxd's API, no answers parsed), and the sbx CLI uses the
+# public header only.
+
+src() { cd "$SBX_SRC_DIR" || fail "no source dir"; }
+
+test_runner_only_uses_libsbx() {
+  src
+  local hits
+  hits=$(grep -rn 'curl_\|<curl/' client/grpo || true)
+  [ -z "$hits" ] || fail "the runner calls libcurl: $hits"
+  hits=$(grep -rn '/v1/sandboxes\|/v1/leases\|/v1/info' client/grpo || true)
+  [ -z "$hits" ] || fail "the runner builds sandboxd requests itself: $hits"
+  hits=$(grep -rnE '"(exit_code|stdout|stderr|free_slots|forked_from|end)"' client/grpo || true)
+  [ -z "$hits" ] || fail "the runner reads sandboxd's answers itself: $hits"
+}
+
+test_cli_uses_the_public_header() {
+  src
+  local hits
+  hits=$(grep -rn '#include "' client/cli | grep -v '"client/cli/' || true)
+  [ -z "$hits" ] || fail "the CLI includes more than its own and the public headers: $hits"
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
