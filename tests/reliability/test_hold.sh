@@ -26,14 +26,11 @@ wait_listed() { # label jq-expr seconds
 # A daemon whose shim waits while $D/hold exists (then fails when $D/fail exists): a create
 # stays starting for as long as the test needs.
 start_held_daemon() { # [flags...]
-  if [ -z "$D" ]; then # the directories start_daemon would make, made first for the wrapper
-    D=$(mktemp -d "/tmp/sbx-$DAEMON_TAG.XXXXXX") CG="sbxtest-$DAEMON_TAG-$$-$RANDOM" SOCK="$D/sd.sock"
-    trap daemon_cleanup EXIT
-  fi
+  daemon_use sd # its directories, made first for the wrapper
   printf '#!/bin/sh\nwhile [ -e "%s/hold" ]; do sleep 0.05; done\n[ -e "%s/fail" ] && exit 1\nexec "%s" "$@"\n' \
     "$D" "$D" "$(bin sbx-shim)" >"$D/shim.sh"
   chmod +x "$D/shim.sh"
-  start_daemon --max-starting 1 --shim "$D/shim.sh" "$@"
+  DAEMON_SHIM="$D/shim.sh" start_daemon --max-starting 1 "$@"
 }
 
 # With the shim held, one create starts (and waits) and a keyed one queues behind it.
