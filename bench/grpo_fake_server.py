@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """A stand-in generation + training server for bench/grpo.sh (no torch, no model): every
 completion takes a fixed --delay-ms (a generation server with room for every request in its
-batch) and answers one token that decodes to --command. Tokens are strings interned on the
-fly. /v1/train_step only bumps the policy version. Usage:
-  bench/grpo_fake_server.py --port-file F [--delay-ms 50] [--command 'echo red > b.txt']"""
+batch) and answers one token that decodes to --command, or with --answers FILE (a JSON object
+from prompt substring to command) the command of the first substring found in the prompt: a
+scripted policy for the e2e tests. Tokens are strings interned on the fly. /v1/train_step only
+bumps the policy version. Usage:
+  bench/grpo_fake_server.py --port-file F [--delay-ms 50] [--command 'echo red > b.txt']
+                            [--answers FILE]"""
 
 import argparse
 import json
@@ -47,7 +50,9 @@ def make_handler(args):
             if self.path == "/v1/completions":
                 time.sleep(args.delay_ms / 1000.0)
                 state["completions"] += 1
-                tok = intern(args.command)
+                text = " ".join(strings[t] for t in body.get("prompt", []))
+                cmd = next((c for k, c in args.answers.items() if k in text), args.command)
+                tok = intern(cmd)
                 return self.reply({"choices": [{"token_ids": [tok], "finish_reason": "stop",
                                                 "logprobs": {"token_logprobs": [-0.1]}}]})
             if self.path == "/tokenize":
@@ -68,7 +73,9 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--delay-ms", type=float, default=50.0)
     ap.add_argument("--command", default="echo red > b.txt")
+    ap.add_argument("--answers", help="JSON object: prompt substring -> command")
     args = ap.parse_args()
+    args.answers = json.load(open(args.answers)) if args.answers else {}
     ThreadingHTTPServer.request_queue_size = 1024
     srv = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(args))
     srv.daemon_threads = True

@@ -2,6 +2,7 @@
 #include "shim/seed.h"
 
 #include "common/fdutil.h"
+#include "common/safepath.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SEED_MAX_DEPTH 128
+#define SEED_MAX_DEPTH 4096 /* as the files API (a descriptor pair per level) */
 
 typedef struct seed_ctx {
     uint32_t from, to; /* uid bases */
@@ -22,30 +23,6 @@ static uid_t shift(const seed_ctx *c, uint32_t id) {
     if (id >= c->from && id - c->from < SHIM_UID_RANGE)
         return c->to + (id - c->from);
     return c->to + 65534; /* unmapped in the source: nobody */
-}
-
-static int copy_data(int in, int out) {
-    for (;;) {
-        ssize_t n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-        if (n == 0)
-            return 0;
-        if (n > 0)
-            continue;
-        if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-            return -errno;
-        break; /* no in-kernel copy between these filesystems: read and write */
-    }
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(in, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : 0;
-        int r = fd_write_all(out, buf, (size_t)n);
-        if (r < 0)
-            return r;
-    }
 }
 
 static int copy_dir(seed_ctx *c, int sfd, int dfd, int depth);
@@ -61,27 +38,36 @@ static int copy_entry(seed_ctx *c, int sfd, int dfd, const char *name, int depth
     if (S_ISDIR(st.st_mode)) {
         if (mkdirat(dfd, name, 0700) < 0)
             return error_set_errno(c->err, negative_errno(), "seed: mkdir %s", name);
-        _cleanup_close_ int s2 = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int d2 = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (s2 < 0 || d2 < 0)
-            return error_set_errno(c->err, negative_errno(), "seed: open %s", name);
+        _cleanup_close_ int s2 = -1, d2 = -1;
+        if ((r = safepath_dir_at(sfd, name, &s2)) < 0 || (r = safepath_dir_at(dfd, name, &d2)) < 0)
+            return error_set_errno(c->err, r, "seed: open %s", name);
         if ((r = copy_dir(c, s2, d2, depth + 1)) < 0)
             return r;
         if (fchown(d2, u, g) < 0 || fchmod(d2, mode) < 0 || futimens(d2, ts) < 0)
             return error_set_errno(c->err, negative_errno(), "seed: set %s", name);
     } else if (S_ISREG(st.st_mode)) {
-        _cleanup_close_ int in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        /* O_PATH first: what is opened for reading is a regular file, checked, never a FIFO */
+        _cleanup_close_ int node = -1, in = -1;
+        struct stat ist;
+        if ((r = safepath_node(sfd, name, &node, &ist)) < 0 || !S_ISREG(ist.st_mode))
+            return error_set_errno(c->err, r < 0 ? r : -EPERM, "seed: open %s", name);
+        if ((r = safepath_reopen(node, O_RDONLY | O_NONBLOCK, &in)) < 0 || fstat(in, &ist) < 0 ||
+            !S_ISREG(ist.st_mode))
+            return error_set_errno(c->err, r < 0 ? r : -EPERM, "seed: open %s", name);
         _cleanup_close_ int out =
             openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (in < 0 || out < 0)
+        if (out < 0)
             return error_set_errno(c->err, negative_errno(), "seed: open %s", name);
-        if ((r = copy_data(in, out)) < 0)
+        /* holes stay holes: a sparse file costs the fork only its data */
+        if ((r = safepath_copy_sparse(in, out, (uint64_t)ist.st_size)) < 0)
             return error_set_errno(c->err, r, "seed: copy %s", name);
         if (fchown(out, u, g) < 0 || fchmod(out, mode) < 0 || futimens(out, ts) < 0)
             return error_set_errno(c->err, negative_errno(), "seed: set %s", name);
     } else if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = readlinkat(sfd, name, target, sizeof(target) - 1);
+        _cleanup_free_ char *target = malloc(PATH_MAX); /* not on the stack: deep recursion */
+        if (!target)
+            return error_set(c->err, -ENOMEM, "seed: out of memory");
+        ssize_t n = readlinkat(sfd, name, target, PATH_MAX - 1);
         if (n < 0)
             return error_set_errno(c->err, negative_errno(), "seed: readlink %s", name);
         target[n] = 0;

@@ -75,10 +75,12 @@ class Trainer:
         torch.set_num_threads(args.threads)
         self.device, self.mark_step = pick_device(args.device)
         self.vocab = Vocab(dynamic=bool(args.scripted))
-        self.policy = Policy(len(self.vocab), self.vocab.action_ids).to(self.device)
+        self.policy = Policy(len(self.vocab), self.vocab.action_ids,
+                             names=self.vocab.name_ids).to(self.device)
         self.opt = torch.optim.Adam(self.policy.parameters(), lr=args.lr)
         self.scripted = Scripted(args.scripted, self.vocab) if args.scripted else None
         self.epochs = args.epochs
+        self.entropy = args.entropy
         self.version = 0
         self.lock = threading.Lock()
         self.queue = queue.Queue()
@@ -146,7 +148,8 @@ class Trainer:
                 loss, n = 0.0, sum(len(g.get("episodes", [])) for g in groups)
             else:
                 loss, n = grpo.train_step(self.policy, self.opt, groups, self.device,
-                                          epochs=self.epochs, step_hook=self.mark_step)
+                                          epochs=self.epochs, entropy=self.entropy,
+                                          step_hook=self.mark_step)
             self.version += 1
             rewards = [ep.get("reward", 0) for g in groups for ep in g.get("episodes", [])]
             mean = sum(rewards) / len(rewards) if rewards else 0
@@ -186,7 +189,7 @@ def make_handler(tr):
                 if self.path == "/v1/completions":
                     return self.reply(200, tr.complete(body))
                 if self.path == "/tokenize":
-                    toks = tr.vocab.encode(str(body.get("prompt", "")))
+                    toks = tr.vocab.encode(str(body.get("prompt", "")), eot=True)
                     return self.reply(200, {"tokens": toks, "count": len(toks),
                                             "max_model_len": 4096})
                 if self.path == "/detokenize":
@@ -210,6 +213,8 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "tpu"])
     ap.add_argument("--lr", type=float, default=toy.LR)
     ap.add_argument("--epochs", type=int, default=toy.EPOCHS)
+    ap.add_argument("--entropy", type=float, default=toy.ENTROPY,
+                    help="entropy bonus coefficient of the loss")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch-ms", type=float, default=5.0)

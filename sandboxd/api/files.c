@@ -1,35 +1,26 @@
-/* Files: GET/PUT /v1/sandboxes/{id}/files?path=. Paths are resolved inside the sandbox's root
- * (/proc/<init_pid>/root) with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS), so no symlink
- * or ".." can reach the host. One file travels as octet-stream, a directory as a tar (entries
- * relative to the directory). Written files belong to the sandbox user (uid_base + 1000). */
+/* Files: GET/PUT /v1/sandboxes/{id}/files?path=. Paths are walked inside the sandbox's root
+ * (/proc/<init_pid>/root) by the safe walker (common/safepath.h): no symlink is followed, no
+ * device, FIFO or socket is opened, nothing outside the sandbox's writable layer is changed.
+ * One file travels as octet-stream (GET: the opened file, bounded by its size), a directory as
+ * a tar (entries relative to the directory). Writes and directory tars run in a worker process
+ * in the sandbox's memory cgroup (sandboxd/core/files.h), never on the loop; a directory tar is
+ * streamed as the worker makes it; a PUT's body arrives spooled to an unlinked file (api/http.c,
+ * upload_fd) that the worker reads. Written files belong to the sandbox user (uid_base + 1000). */
 #include "sandboxd/api/api.h"
 
+#include "sandboxd/core/files.h"
 #include "sandboxd/core/registry.h"
 
 #include "common/fdutil.h"
 #include "common/macro.h"
 
-#include <archive.h>
-#include <archive_entry.h>
-#include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-
-#define TAR_MAX (256ull << 20)
-#define MAX_DEPTH 64
-
-static int xopenat2(int dirfd, const char *path, uint64_t flags, mode_t mode) {
-    struct open_how how = {.flags = flags | O_CLOEXEC,
-                           .mode = (flags & O_CREAT) ? mode : 0,
-                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-    return fd < 0 ? negative_errno() : (int)fd;
-}
 
 static bool valid_path(const char *p) {
     if (!p || p[0] != '/' || strlen(p) > 4096)
@@ -40,382 +31,283 @@ static bool valid_path(const char *p) {
     return true;
 }
 
-static void reply_errno(sd_request *req, int r, const char *what, const char *path) {
-    if (r == -ENOENT)
-        sd_reply_error(req, 404, "not_found", "%s: %s not found", what, path);
+static void reply_err(sd_request *req, const error_rec *err, bool put) {
+    int r = err->code;
+    const char *m = err->message;
+    if (r == -ENOENT && !put)
+        sd_reply_error(req, 404, "not_found", "path: %s", m);
     else if (r == -ENOTDIR || r == -EISDIR || r == -ELOOP || r == -EXDEV || r == -EINVAL ||
-             r == -ENAMETOOLONG)
-        sd_reply_error(req, 400, "invalid_argument", "%s: %s: %s", what, path, strerror(-r));
-    else if (r == -EROFS || r == -EACCES || r == -EPERM)
-        sd_reply_error(req, 400, "invalid_argument", "%s: %s is not writable: %s", what, path,
-                       strerror(-r));
+             r == -ENAMETOOLONG || r == -EPERM || r == -EEXIST || r == -ENOENT)
+        sd_reply_error(req, 400, "invalid_argument", "path: %s", m);
+    else if (r == -EROFS || r == -EACCES)
+        sd_reply_error(req, 400, "invalid_argument", "path: not writable: %s", m);
     else if (r == -ENOSPC || r == -EDQUOT)
-        sd_reply_error(req, 413, "too_large", "%s: the sandbox's disk is full", what);
-    else if (r == -EFBIG)
-        sd_reply_error(req, 413, "too_large", "%s: %s is larger than %llu bytes", what, path,
-                       TAR_MAX);
+        sd_reply_error(req, 413, "too_large", "path: the sandbox's disk is full: %s", m);
+    else if (r == -EFBIG || r == -ENOMEM)
+        sd_reply_error(req, 413, "too_large", "path: %s", m);
+    else if (r == -ESRCH)
+        sd_reply_error(req, 409, "conflict", "the sandbox ended: %s", m);
     else
-        sd_reply_error(req, 500, "internal", "%s: %s: %s", what, path, strerror(-r));
+        sd_reply_error(req, 500, "internal", "path: %s", m);
 }
 
-/* Checks shared by GET and PUT; returns the sandbox root dirfd or -1 after answering. */
-static int files_prologue(sd_request *req, sd_sandbox *sb, const char **ret_path) {
+/* ---- one request's job ---- */
+
+typedef struct files_job {
+    sd_request *req; /* NULL once the client is gone */
+    sd_files_worker *worker;
+    safepath sp;
+    int root, dirfd, data_w, data_r;
+    uv_poll_t data_poll;
+    bool get, polling, data_open, data_eof, worker_done, begun;
+    error_rec err;
+    /* PUT */
+    bool tar;
+    char *path;
+    int body_fd; /* the spooled request body (api/http.c), read by the worker */
+    uint64_t body_len;
+    mode_t mode;
+    uid_t uid;
+    char memcg[PATH_MAX + 64]; /* the sandbox's memory cgroup directory */
+    char buf[65536];
+} files_job;
+
+static void job_free_if_done(files_job *j) {
+    if (!j->worker_done || j->data_open)
+        return;
+    if (j->req) {
+        j->req->on_close = NULL;
+        j->req->on_drain = NULL;
+    }
+    safe_close(j->root);
+    safe_close(j->dirfd);
+    safe_close(j->data_w);
+    safe_close(j->body_fd);
+    free(j->path);
+    free(j);
+}
+
+static void data_closed(uv_handle_t *h) {
+    files_job *j = h->data;
+    safe_close(j->data_r);
+    j->data_open = false;
+    job_free_if_done(j);
+}
+
+static void data_close(files_job *j) {
+    if (j->data_open && !uv_is_closing((uv_handle_t *)&j->data_poll))
+        uv_close((uv_handle_t *)&j->data_poll, data_closed);
+}
+
+/* The tar has been read to its end and the worker is gone: finish the answer. */
+static void stream_finish(files_job *j) {
+    if (!j->worker_done || !j->data_eof || !j->req)
+        return;
+    sd_request *req = j->req;
+    if (!j->begun && j->err.code < 0)
+        reply_err(req, &j->err, false);
+    else if (!j->begun)
+        sd_reply_error(req, 500, "internal", "the directory's tar was empty");
+    else if (j->err.code < 0) {
+        log_warn("files: tar of a directory failed midway: %s", j->err.message);
+        sd_stream_abort(req);
+    } else
+        sd_stream_end(req);
+}
+
+static void data_readable(uv_poll_t *p, int status, int events);
+
+static void stream_drained(sd_request *req, void *ud) {
+    (void)req;
+    files_job *j = ud;
+    if (j->data_open && !j->polling && !uv_is_closing((uv_handle_t *)&j->data_poll)) {
+        j->polling = true;
+        uv_poll_start(&j->data_poll, UV_READABLE, data_readable);
+    }
+}
+
+static void data_readable(uv_poll_t *p, int status, int events) {
+    (void)status;
+    (void)events;
+    files_job *j = p->data;
+    ssize_t n = read(j->data_r, j->buf, sizeof(j->buf));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0 || !j->req) { /* end of the tar (or the worker died) */
+        uv_poll_stop(p);
+        j->polling = false;
+        j->data_eof = true;
+        stream_finish(j); /* if the worker is gone too */
+        data_close(j);
+        return;
+    }
+    if (!j->begun) {
+        j->begun = true;
+        sd_stream_begin(j->req, "application/x-tar");
+    }
+    sd_stream_write(j->req, j->buf, (size_t)n);
+    if (sd_stream_full(j->req)) { /* the client is slow: the worker waits on a full pipe */
+        uv_poll_stop(p);
+        j->polling = false;
+    }
+}
+
+static void job_req_closed(sd_request *req, void *ud) {
+    (void)req;
+    files_job *j = ud;
+    j->req = NULL;
+    if (!j->worker_done)
+        sd_files_worker_cancel(j->worker);
+    if (j->polling)
+        uv_poll_stop(&j->data_poll);
+    j->polling = false;
+    data_close(j);
+}
+
+static void job_done(void *ud, const error_rec *err) {
+    files_job *j = ud;
+    j->worker_done = true;
+    j->err = *err;
+    if (j->get) /* a directory GET: finished once the tar has been read to its end */
+        stream_finish(j);
+    else if (j->req && err->code < 0)
+        reply_err(j->req, err, true);
+    else if (j->req)
+        sd_reply_json(j->req, 204, NULL);
+    job_free_if_done(j);
+}
+
+static int job_start(sd_daemon *d, sd_sandbox *sb, files_job *j, sd_files_fn fn) {
+    if (d->cgroup_version == 2)
+        snprintf(j->memcg, sizeof(j->memcg), "%s/%s", d->cgroup_parent, sb->id);
+    else
+        snprintf(j->memcg, sizeof(j->memcg), "/sys/fs/cgroup/memory/%s/%s", d->cgroup_parent,
+                 sb->id);
+    int keep[] = {j->root, j->dirfd, j->data_w, j->body_fd};
+    error_rec err = {0};
+    int r = sd_files_worker_start(d->loop, j->memcg, keep, ARRAY_SIZE(keep), fn, j, job_done, j,
+                                  &j->worker, &err);
+    if (r < 0) {
+        log_warn("files: %s", err.message);
+        return r;
+    }
+    j->data_w = safe_close(j->data_w);
+    j->req->on_close = job_req_closed;
+    j->req->close_ud = j;
+    return 0;
+}
+
+static files_job *job_new(sd_request *req) {
+    files_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    j->req = req;
+    j->root = j->dirfd = j->data_w = j->data_r = j->body_fd = -1;
+    return j;
+}
+
+/* Checks shared by GET and PUT; returns the job (root and walker set) or NULL after answering. */
+static files_job *files_prologue(sd_request *req, sd_sandbox *sb, const char **ret_path) {
     const char *path = sd_req_query(req, "path");
     if (!valid_path(path)) {
         sd_reply_error(req, 400, "invalid_argument",
                        "path: must be an absolute path without \"..\" components");
-        return -1;
+        return NULL;
     }
     if (sb->state != SD_RUNNING || sb->init_pid <= 0) {
         sd_reply_error(req, 409, "conflict", "sandbox %s is not running", sb->id);
-        return -1;
+        return NULL;
+    }
+    files_job *j = job_new(req);
+    if (!j) {
+        sd_reply_error(req, 500, "internal", "out of memory");
+        return NULL;
     }
     char root[64];
     snprintf(root, sizeof(root), "/proc/%d/root", sb->init_pid);
-    int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
+    j->root = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    uid_t base = (uid_t)sd_uid_base(sb->uid_slot);
+    if (j->root < 0 || sd_files_safepath(j->root, base, &j->sp) < 0) {
         sd_reply_error(req, 500, "internal", "cannot open the sandbox's root: %m");
-        return -1;
+        safe_close(j->root);
+        free(j);
+        return NULL;
     }
+    j->uid = base + 1000;
     *ret_path = path;
-    return fd;
+    return j;
 }
 
-/* ---- GET: tar of a directory ---- */
-
-typedef struct membuf {
-    char *data;
-    size_t len, cap;
-} membuf;
-
-static la_ssize_t mem_write(struct archive *a, void *ud, const void *buf, size_t n) {
-    membuf *m = ud;
-    if (m->len + n > TAR_MAX) {
-        archive_set_error(a, EFBIG, "too large");
-        return -1;
-    }
-    if (m->len + n > m->cap) {
-        size_t cap = MAX(m->cap * 2, m->len + n + 65536);
-        char *d = realloc(m->data, cap);
-        if (!d)
-            return -1;
-        m->data = d;
-        m->cap = cap;
-    }
-    memcpy(m->data + m->len, buf, n);
-    m->len += n;
-    return (la_ssize_t)n;
+static void job_abandon(files_job *j) {
+    j->worker_done = true;
+    job_free_if_done(j);
 }
 
-static int tar_entry(struct archive *a, int dirfd, const char *name, const char *rel, int depth);
+/* ---- GET ---- */
 
-static int tar_dir(struct archive *a, int dfd, const char *rel, int depth) {
-    if (depth > MAX_DEPTH)
-        return -ELOOP;
-    int fd = dup(dfd);
-    DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!dir) {
-        safe_close(fd);
-        return negative_errno();
-    }
-    int r = 0;
-    struct dirent *de;
-    while (r >= 0 && (de = readdir(dir))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        char child[4096];
-        snprintf(child, sizeof(child), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
-        r = tar_entry(a, dfd, de->d_name, child, depth);
-    }
-    closedir(dir);
+static int tar_job(void *ud, error_rec *err) {
+    files_job *j = ud;
+    int r = sd_files_tar(&j->sp, j->dirfd, j->data_w, err);
+    safe_close(j->data_w);
     return r;
 }
 
-static int tar_entry(struct archive *a, int dirfd, const char *name, const char *rel, int depth) {
-    struct stat st;
-    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return negative_errno();
-    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
-        return 0; /* devices, fifos, sockets are not copied */
-    struct archive_entry *e = archive_entry_new();
-    archive_entry_copy_stat(e, &st);
-    archive_entry_set_pathname(e, rel);
-    archive_entry_set_uid(e, 1000);
-    archive_entry_set_gid(e, 1000);
-    char target[4096];
-    if (S_ISLNK(st.st_mode)) {
-        ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
-        target[n > 0 ? n : 0] = 0;
-        archive_entry_set_symlink(e, target);
-    }
-    int r = 0;
-    int fd = S_ISLNK(st.st_mode) ? -1
-                                 : openat(dirfd, name,
-                                          O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-                                              (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
-    if (!S_ISLNK(st.st_mode) && fd < 0)
-        r = negative_errno();
-    else if (archive_write_header(a, e) != ARCHIVE_OK)
-        r = archive_errno(a) == EFBIG ? -EFBIG : -EIO;
-    else if (S_ISREG(st.st_mode)) {
-        char buf[65536];
-        ssize_t n;
-        while (r >= 0 && (n = read(fd, buf, sizeof(buf))) > 0)
-            if (archive_write_data(a, buf, (size_t)n) < 0)
-                r = archive_errno(a) == EFBIG ? -EFBIG : -EIO;
-    } else if (S_ISDIR(st.st_mode)) {
-        r = tar_dir(a, fd, rel, depth + 1);
-    }
-    safe_close(fd);
-    archive_entry_free(e);
-    return r;
-}
-
-static void reply_tar(sd_request *req, int dirfd, const char *path) {
-    membuf m = {0};
-    struct archive *a = archive_write_new();
-    archive_write_set_format_pax_restricted(a);
-    archive_write_set_bytes_in_last_block(a, 1);
-    int r = archive_write_open2(a, &m, NULL, mem_write, NULL, NULL) == ARCHIVE_OK ? 0 : -EIO;
-    if (r >= 0)
-        r = tar_dir(a, dirfd, "", 0);
-    if (archive_write_close(a) != ARCHIVE_OK && r >= 0)
-        r = archive_errno(a) == EFBIG ? -EFBIG : -EIO;
-    archive_write_free(a);
-    if (r < 0) {
-        free(m.data);
-        reply_errno(req, r, "path", path);
+static void get_dir(sd_daemon *d, sd_sandbox *sb, files_job *j) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        sd_reply_error(j->req, 500, "internal", "files: pipe: %m");
+        job_abandon(j);
         return;
     }
-    sd_reply_data(req, 200, "application/x-tar", m.data, m.len);
+    j->data_r = p[0];
+    j->data_w = p[1];
+    j->get = true;
+    fd_set_nonblock(j->data_r, 1);
+    if (uv_poll_init(d->loop, &j->data_poll, j->data_r) < 0) {
+        sd_reply_error(j->req, 500, "internal", "files: cannot watch the tar's pipe");
+        job_abandon(j);
+        return;
+    }
+    j->data_open = true;
+    j->data_poll.data = j;
+    if (job_start(d, sb, j, tar_job) < 0) {
+        sd_reply_error(j->req, 500, "internal", "files: cannot start the worker");
+        j->worker_done = true;
+        data_close(j);
+        return;
+    }
+    j->req->on_drain = stream_drained;
+    j->req->drain_ud = j;
+    j->polling = true;
+    uv_poll_start(&j->data_poll, UV_READABLE, data_readable);
 }
 
 void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     const char *path;
-    _cleanup_close_ int root = files_prologue(req, sb, &path);
-    if (root < 0)
+    files_job *j = files_prologue(req, sb, &path);
+    if (!j)
         return;
-    int fd = xopenat2(root, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-    if (fd < 0) {
-        reply_errno(req, fd, "path", path);
-        return;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
-        safe_close(fd);
-        sd_reply_error(req, 400, "invalid_argument", "path: %s is not a file or directory", path);
-        return;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        reply_tar(req, fd, path);
-        safe_close(fd);
+    int fd;
+    uint64_t size;
+    bool is_dir;
+    error_rec err = {0};
+    /* a walk of opens and stats that cannot block: done here */
+    if (sd_files_open_read(&j->sp, path, &fd, &size, &is_dir, &err) < 0) {
+        reply_err(req, &err, false);
+        job_abandon(j);
         return;
     }
-    fd_set_nonblock(fd, 0);
-    sd_reply_fd(req, "application/octet-stream", fd, (uint64_t)st.st_size);
+    if (!is_dir) {
+        job_abandon(j);
+        fd_set_nonblock(fd, 0);
+        sd_reply_fd(req, "application/octet-stream", fd, size);
+        return;
+    }
+    j->dirfd = fd;
+    get_dir(d, sb, j);
 }
 
 /* ---- PUT ---- */
-
-/* mkdir -p of `path` inside the root; new directories belong to uid. Returns an O_PATH fd. */
-static int mkdirs(int root, const char *path, uid_t uid) {
-    char buf[4096];
-    snprintf(buf, sizeof(buf), "%s", path);
-    int cur = xopenat2(root, "/", O_PATH | O_DIRECTORY, 0);
-    for (char *s = buf + 1; cur >= 0 && *s;) {
-        char *slash = strchr(s, '/');
-        if (slash)
-            *slash = 0;
-        if (*s) {
-            int next = xopenat2(cur, s, O_PATH | O_DIRECTORY, 0);
-            if (next == -ENOENT) {
-                if (mkdirat(cur, s, 0755) < 0 && errno != EEXIST) {
-                    next = negative_errno();
-                } else if (fchownat(cur, s, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) {
-                    next = negative_errno();
-                } else {
-                    next = xopenat2(cur, s, O_PATH | O_DIRECTORY, 0);
-                }
-            }
-            safe_close(cur);
-            cur = next;
-        }
-        if (!slash)
-            break;
-        s = slash + 1;
-    }
-    return cur;
-}
-
-static int split_parent(const char *path, char *parent, size_t plen, const char **base) {
-    const char *slash = strrchr(path, '/');
-    size_t n = (size_t)(slash - path);
-    if (n >= plen || !slash[1])
-        return -EINVAL;
-    memcpy(parent, path, n);
-    parent[n] = 0;
-    if (n == 0)
-        strcpy(parent, "/");
-    *base = slash + 1;
-    return 0;
-}
-
-static int write_file(int root, const char *path, const void *data, size_t len, mode_t mode,
-                      uid_t uid) {
-    char parent[4096];
-    const char *base;
-    if (split_parent(path, parent, sizeof(parent), &base) < 0)
-        return -EINVAL;
-    _cleanup_close_ int pfd = mkdirs(root, parent, uid);
-    if (pfd < 0)
-        return pfd;
-    _cleanup_close_ int fd = xopenat2(root, path, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY, mode);
-    if (fd < 0)
-        return fd;
-    struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-        return -EINVAL;
-    if (fchown(fd, uid, uid) < 0 || fchmod(fd, mode) < 0)
-        return negative_errno();
-    return fd_write_all(fd, data, len);
-}
-
-/* The absolute path in the sandbox of an archive entry: 1 and the path, 0 for the archive's
- * root itself ("." or "/"), -EINVAL for a name with ".." components. */
-static int entry_path(const char *dest, struct archive_entry *e, char *full, size_t size) {
-    const char *name = archive_entry_pathname(e);
-    while (name && (*name == '/' || strncmp(name, "./", 2) == 0))
-        name += *name == '/' ? 1 : 2;
-    if (!name || !*name || strcmp(name, ".") == 0)
-        return 0;
-    snprintf(full, size, "%s/%s", strcmp(dest, "/") ? dest : "", name);
-    size_t fl = strlen(full);
-    while (fl > 1 && full[fl - 1] == '/')
-        full[--fl] = 0;
-    return valid_path(full) ? 1 : -EINVAL;
-}
-
-static int untar_entry(int root, const char *dest, struct archive *a, struct archive_entry *e,
-                       uid_t uid) {
-    char full[8192];
-    int k = entry_path(dest, e, full, sizeof(full));
-    if (k <= 0)
-        return k;
-    mode_t type = archive_entry_filetype(e), mode = archive_entry_perm(e) & 0777;
-    if (type == AE_IFDIR) {
-        int fd = mkdirs(root, full, uid);
-        return fd < 0 ? fd : safe_close(fd) + 1;
-    }
-    if (type == AE_IFREG) {
-        char parent[4096];
-        const char *base;
-        if (split_parent(full, parent, sizeof(parent), &base) < 0)
-            return -EINVAL;
-        _cleanup_close_ int pfd = mkdirs(root, parent, uid);
-        if (pfd < 0)
-            return pfd;
-        _cleanup_close_ int fd =
-            xopenat2(root, full, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY, mode);
-        if (fd < 0)
-            return fd;
-        if (fchown(fd, uid, uid) < 0 || fchmod(fd, mode) < 0)
-            return negative_errno();
-        const void *buf;
-        size_t size;
-        la_int64_t off;
-        int r;
-        while ((r = archive_read_data_block(a, &buf, &size, &off)) == ARCHIVE_OK)
-            if (pwrite(fd, buf, size, off) != (ssize_t)size)
-                return negative_errno();
-        return r == ARCHIVE_EOF ? 0 : -EINVAL;
-    }
-    if (type == AE_IFLNK && archive_entry_symlink(e)) {
-        char parent[4096];
-        const char *base;
-        if (split_parent(full, parent, sizeof(parent), &base) < 0)
-            return -EINVAL;
-        char dir_in_root[4096];
-        snprintf(dir_in_root, sizeof(dir_in_root), "%s", parent);
-        _cleanup_close_ int pfd = mkdirs(root, dir_in_root, uid);
-        if (pfd < 0)
-            return pfd;
-        _cleanup_close_ int dfd = xopenat2(root, parent, O_RDONLY | O_DIRECTORY, 0);
-        if (dfd < 0)
-            return dfd;
-        if (symlinkat(archive_entry_symlink(e), dfd, base) < 0)
-            return negative_errno();
-        if (fchownat(dfd, base, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
-            return negative_errno();
-    }
-    return 0; /* other types are skipped */
-}
-
-/* Whether a proper ancestor of path is one of the archive's symlinks (a set of paths). */
-static bool beneath_link(char *path, json_t *links) {
-    for (char *p = path + 1; (p = strchr(p, '/')); p++) {
-        *p = '\0';
-        bool hit = json_object_get(links, path) != NULL;
-        *p = '/';
-        if (hit)
-            return true;
-    }
-    return false;
-}
-
-/* A first pass, so that an archive that is refused changes nothing: every entry's name must be
- * valid and none may lie beneath a symlink that the archive itself makes. */
-static int untar_check(const char *dest, const void *data, size_t len) {
-    struct archive *a = archive_read_new();
-    json_t *links = json_object();
-    int r = a && links ? 0 : -ENOMEM;
-    if (r == 0) {
-        archive_read_support_format_tar(a);
-        archive_read_support_format_gnutar(a);
-        r = archive_read_open_memory(a, data, len) == ARCHIVE_OK ? 0 : -EINVAL;
-    }
-    struct archive_entry *e;
-    while (r >= 0) {
-        int h = archive_read_next_header(a, &e);
-        if (h == ARCHIVE_EOF)
-            break;
-        char full[8192];
-        if ((h != ARCHIVE_OK && h != ARCHIVE_WARN) ||
-            (r = entry_path(dest, e, full, sizeof(full))) < 0 || beneath_link(full, links))
-            r = -EINVAL;
-        else if (r > 0 && archive_entry_filetype(e) == AE_IFLNK &&
-                 json_object_set_new_nocheck(links, full, json_true()) < 0)
-            r = -ENOMEM;
-    }
-    json_decref(links);
-    archive_read_free(a);
-    return r < 0 ? r : 0;
-}
-
-static int untar(int root, const char *dest, const void *data, size_t len, uid_t uid) {
-    int c = untar_check(dest, data, len);
-    if (c < 0)
-        return c;
-    _cleanup_close_ int dfd = mkdirs(root, dest, uid);
-    if (dfd < 0)
-        return dfd;
-    struct archive *a = archive_read_new();
-    archive_read_support_format_tar(a);
-    archive_read_support_format_gnutar(a);
-    int r = archive_read_open_memory(a, data, len) == ARCHIVE_OK ? 0 : -EINVAL;
-    struct archive_entry *e;
-    while (r >= 0) {
-        int h = archive_read_next_header(a, &e);
-        if (h == ARCHIVE_EOF)
-            break;
-        if (h != ARCHIVE_OK && h != ARCHIVE_WARN) {
-            r = -EINVAL;
-            break;
-        }
-        r = untar_entry(root, dest, a, e, uid);
-    }
-    archive_read_free(a);
-    return r;
-}
 
 static int parse_mode(const char *s, mode_t *ret) {
     if (!s) {
@@ -428,6 +320,41 @@ static int parse_mode(const char *s, mode_t *ret) {
         return -EINVAL;
     *ret = (mode_t)m;
     return 0;
+}
+
+static int put_job(void *ud, error_rec *err) {
+    files_job *j = ud;
+    uint64_t room;
+    if (sd_files_memcg_room(j->memcg, &room) < 0)
+        room = UINT64_MAX; /* no memory accounting to go by: the disk's size bounds it */
+    return j->tar ? sd_files_untar(&j->sp, j->path, j->body_fd, j->uid, room, err)
+                  : sd_files_write(&j->sp, j->path, j->body_fd, j->body_len, j->mode, j->uid, room,
+                                   err);
+}
+
+/* The body as a file: the one http.c spooled it into (taken), else the small one it kept in
+ * memory, copied into a memfd. Answers and returns -1 on failure. */
+static int put_body(sd_request *req) {
+    if (req->upload_err == -ENOSPC || req->upload_err == -EDQUOT) {
+        sd_reply_error(req, 507, "insufficient_storage",
+                       "the daemon's disk filled up while uploading");
+        return -1;
+    }
+    if (req->upload_err) {
+        sd_reply_error(req, 500, "internal", "cannot store the upload: %s",
+                       strerror(-req->upload_err));
+        return -1;
+    }
+    if (req->upload_fd >= 0)
+        return TAKE_FD(req->upload_fd);
+    int fd = memfd_create("sandboxd-put", MFD_CLOEXEC);
+    int r = fd < 0 ? negative_errno() : fd_write_all(fd, req->body ? req->body : "", req->body_len);
+    if (r < 0) {
+        safe_close(fd);
+        sd_reply_error(req, 500, "internal", "cannot store the upload: %s", strerror(-r));
+        return -1;
+    }
+    return fd;
 }
 
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
@@ -444,14 +371,19 @@ void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
         return;
     }
     const char *path;
-    _cleanup_close_ int root = files_prologue(req, sb, &path);
-    if (root < 0)
+    files_job *j = files_prologue(req, sb, &path);
+    if (!j)
         return;
-    uid_t uid = (uid_t)sd_uid_base(sb->uid_slot) + 1000;
-    int r = tar ? untar(root, path, req->body, req->body_len, uid)
-                : write_file(root, path, req->body, req->body_len, mode, uid);
-    if (r < 0)
-        reply_errno(req, r == -ENOENT ? -EINVAL : r, "path", path);
-    else
-        sd_reply_json(req, 204, NULL);
+    j->tar = tar;
+    j->mode = mode;
+    j->body_len = req->body_len;
+    if ((j->body_fd = put_body(req)) < 0) {
+        job_abandon(j);
+        return;
+    }
+    if (!(j->path = strdup(path)) || job_start(d, sb, j, put_job) < 0) {
+        sd_reply_error(req, 500, "internal", "files: cannot start the worker");
+        job_abandon(j);
+    }
+    /* answered by job_done */
 }

@@ -9,11 +9,15 @@
 #include "common/timeutil.h"
 #include "sandboxd/core/images.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct http_inst {
     sd_http *http;
@@ -274,7 +278,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         return (ssize_t)n;
     }
     if (req->stream_done)
-        return MHD_CONTENT_READER_END_OF_STREAM;
+        return req->stream_abort ? MHD_CONTENT_READER_END_WITH_ERROR
+                                 : MHD_CONTENT_READER_END_OF_STREAM;
     req->suspended = true;
     MHD_suspend_connection(req->conn);
     watch_hangup(req);
@@ -320,6 +325,12 @@ void sd_stream_end(sd_request *req) {
     req_resume(req);
 }
 
+void sd_stream_abort(sd_request *req) {
+    if (req->stream && !req->closed)
+        req->stream_abort = true;
+    sd_stream_end(req);
+}
+
 /* The SandboxFusion endpoints (api/sandboxfusion.c) take files as base64 in their body. */
 static bool sf_body(const char *url) {
     return strcmp(url, "/run_code") == 0 || strcmp(url, "/run_jupyter") == 0;
@@ -336,6 +347,28 @@ bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
     for (size_t i = 0; i < b; i++)
         diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
     return diff == 0;
+}
+
+/* PUT /v1/sandboxes/{id}/files: the body is spooled to disk, never held in memory. */
+static bool files_put(const char *method, const char *url) {
+    const char *pre = "/v1/sandboxes/", *id = url + strlen(pre);
+    if (strcmp(method, "PUT") != 0 || strncmp(url, pre, strlen(pre)) != 0)
+        return false;
+    const char *slash = strchr(id, '/');
+    return slash && slash > id && strcmp(slash, "/files") == 0;
+}
+
+/* An unlinked file in the state directory for a body (nothing to remove, even after a crash). */
+static int spool_open(sd_daemon *d) {
+    int fd = open(d->cfg.state_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
+        return fd >= 0 ? fd : -errno;
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/upload-XXXXXX", d->cfg.state_dir);
+    if ((fd = mkostemp(p, O_CLOEXEC)) < 0)
+        return -errno;
+    unlink(p);
+    return fd;
 }
 
 static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
@@ -363,6 +396,13 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
             req->upload_fd = fd, req->body_max = max;
         else
             req->upload_err = fd;
+    } else if (!req->sandboxfusion && files_put(method, url) &&
+               (!req->tcp || sd_req_token_ok(req->d, req))) {
+        int fd = spool_open(req->d);
+        if (fd >= 0)
+            req->upload_fd = fd;
+        else
+            req->upload_err = fd;
     }
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > req->body_max)
@@ -372,7 +412,7 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
 }
 
 static void req_body(sd_request *req, const char *data, size_t len) {
-    if (req->upload_fd >= 0 || req->upload_err) { /* images: streamed to the upload file */
+    if (req->upload_fd >= 0 || req->upload_err) { /* streamed to the upload file */
         if (req->too_large || req->upload_err || req->body_len + len > req->body_max) {
             req->too_large = !req->upload_err;
             return;

@@ -31,7 +31,7 @@ struct sd_request {
     unsigned status;
     unsigned retry_after;
     /* streaming */
-    bool stream, stream_done;
+    bool stream, stream_done, stream_abort;
     bool peer_gone;        /* the client hung up while the stream waited for data */
     uv_poll_t *gone_watch; /* watching a waiting stream's socket for the client's hang-up */
     char *sbuf;
@@ -44,7 +44,8 @@ struct sd_request {
     void (*on_drain)(sd_request *req, void *ud);
     void *drain_ud;
     uint64_t start_us;
-    /* images: POST /v1/images streams its body into this temp file (core/images.c) */
+    /* POST /v1/images streams its body into this temp file (core/images.c), a files PUT into
+     * an unlinked one in the state directory (upload_path NULL); a handler may take upload_fd */
     int upload_fd;     /* -1: the body is kept in memory */
     char *upload_path; /* removed when the request ends unless a handler took it */
     int upload_err;    /* -errno of a failed write (ENOSPC: 507) */
@@ -90,6 +91,8 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64
 void sd_stream_begin(sd_request *req, const char *ctype);
 void sd_stream_write(sd_request *req, const char *data, size_t len);
 void sd_stream_end(sd_request *req);
+/* End a stream badly: the client sees the connection close without the final chunk. */
+void sd_stream_abort(sd_request *req);
 /* True when the stream holds SD_STREAM_HIGH bytes the client has not taken yet: the producer
  * should stop reading its source until on_drain is called (below SD_STREAM_LOW). */
 #define SD_STREAM_HIGH (256u << 10)

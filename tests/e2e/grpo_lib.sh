@@ -74,3 +74,19 @@ grpo_run() {
 
 # json FILE EXPR: evaluate a Python expression over the JSON document `d`.
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# grpo_learn OUT STEPS [sbx grpo args...]: the learning run of the demo and of the e2e test:
+# STEPS training steps of 8 tasks x 8 episodes on the toy set's training split (OUT/train), then
+# the trained policy on every held-out task, 8 episodes each, without training (OUT/held_out),
+# then tests/e2e/grpo_report.py: reward and pass rate per step, at the end, held out
+# (OUT/learning.json).
+GRPO_TOY_TASKS=${GRPO_TOY_TASKS:-$SBX_SRC_DIR/tasks/toy-files.jsonl}
+grpo_learn() {
+  local out=$1 steps=$2
+  grpo_run --tasks "$GRPO_TOY_TASKS" --out "$out/train" --steps "$steps" --tasks-per-step 8 \
+    --group-size 8 --seed 3 "${@:3}" || return 1
+  echo "== held-out split: the trained policy on tasks it never saw, no training"
+  grpo_run --tasks "$GRPO_TOY_TASKS" --split held_out --no-train --out "$out/held_out" \
+    --steps 1 --tasks-per-step 8 --group-size 8 --seed 3 "${@:3}" || return 1
+  /usr/bin/python3 "$SBX_SRC_DIR/tests/e2e/grpo_report.py" "$out"
+}

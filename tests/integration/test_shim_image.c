@@ -9,6 +9,8 @@
 #include <archive_entry.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -142,6 +144,77 @@ TEST(shim_image_import_is_safe) {
     snprintf(p, sizeof(p), "%s/target", outside);
     CHECK_OK(stat(p, &st));
     CHECK_EQ(st.st_nlink, 1);
+}
+
+/* Archives that plant links to host nodes and then write through them, against private
+ * stand-ins: this case runs in its own mount namespace, where /dev/null and /dev/full are
+ * nodes made on a private tmpfs and bound over the real ones (never the host's nodes). */
+TEST(shim_image_import_planted_links) {
+    test_require_root();
+    CHECK_OK(unshare(CLONE_NEWNS) < 0 ? -errno : 0);
+    CHECK_OK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? -errno : 0);
+    char sn[600], node[700], tar[600], dest[600], p[700];
+    snprintf(sn, sizeof(sn), "%s/standins", test_tmpdir());
+    CHECK_OK(mkdir_p(sn, 0755));
+    CHECK_OK(mount("sbx-standins", sn, "tmpfs", 0, "size=64k,mode=0755") < 0 ? -errno : 0);
+    static const struct {
+        const char *name;
+        unsigned maj, min;
+    } nodes[] = {{"null", 1, 3}, {"full", 1, 7}};
+    struct stat before[2], now;
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(node, sizeof(node), "%s/%s", sn, nodes[i].name);
+        CHECK_OK(mknod(node, S_IFCHR | 0666, makedev(nodes[i].maj, nodes[i].min)) < 0 ? -errno : 0);
+        CHECK_OK(chmod(node, 0666) < 0 ? -errno : 0);
+        snprintf(p, sizeof(p), "/dev/%s", nodes[i].name);
+        CHECK_OK(mount(node, p, NULL, MS_BIND, NULL) < 0 ? -errno : 0);
+        CHECK_OK(stat(p, &before[i]));
+        CHECK_OK(stat(node, &now));
+        CHECK_EQ(now.st_ino, before[i].st_ino); /* the stand-in is in place */
+    }
+    /* links to the nodes, then regular entries, hard links and directory fix-ups through them */
+    snprintf(tar, sizeof(tar), "%s/planted.tar", test_tmpdir());
+    snprintf(dest, sizeof(dest), "%s/planted", test_tmpdir());
+    tarw t;
+    tar_open(&t, tar);
+    tar_add(&t, 'l', "n", "/dev/full", 0, 0777);
+    tar_add(&t, 'f', "n", "over", 4, 0600);
+    tar_add(&t, 'l', "m", "/dev/null", 0, 0777);
+    tar_add(&t, 'h', "m2", "m", 0, 0600);
+    tar_add(&t, 'd', "d", NULL, 0, 0700);
+    tar_add(&t, 'l', "d", "/dev/null", 0, 0777);
+    tar_close(&t);
+    error_rec err = {0};
+    int r = shim_image_import_tar(tar, dest, &err);
+    snprintf(p, sizeof(p), "%s/n", dest);
+    if (r == 0) {
+        CHECK_OK(lstat(p, &now));
+        CHECK(S_ISREG(now.st_mode));
+    }
+    /* an entry beneath a link to /dev: refused */
+    snprintf(tar, sizeof(tar), "%s/under.tar", test_tmpdir());
+    snprintf(dest, sizeof(dest), "%s/under", test_tmpdir());
+    tar_open(&t, tar);
+    tar_add(&t, 'l', "dd", "/dev", 0, 0777);
+    tar_add(&t, 'f', "dd/null", "x", 1, 0600);
+    tar_add(&t, 'f', "dd/full", "x", 1, 0600);
+    tar_close(&t);
+    CHECK(shim_image_import_tar(tar, dest, &err) < 0);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(node, sizeof(node), "%s/%s", sn, nodes[i].name);
+        CHECK_OK(stat(node, &now));
+        CHECK_MSG(now.st_uid == before[i].st_uid && now.st_gid == before[i].st_gid &&
+                      now.st_mode == before[i].st_mode && S_ISCHR(now.st_mode),
+                  "the stand-in /dev/%s changed: %o %u:%u", nodes[i].name, now.st_mode, now.st_uid,
+                  now.st_gid);
+    }
+    /* the namespace and its mounts go with this process; the tmpfs now, so that the test's
+     * directory can be removed */
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof(p), "/dev/%s", nodes[i].name);
+        umount2(p, MNT_DETACH);
+    }
+    CHECK_OK(umount2(sn, MNT_DETACH) < 0 ? -errno : 0);
 }
 
 TEST(shim_dir_image_sandbox) {

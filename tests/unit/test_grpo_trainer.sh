@@ -73,4 +73,47 @@ test_trainer_train_step() {
   assert_eq "$code" 400 "completions need token ids"
 }
 
+# The update's ratio starts at 1: the log-probabilities the trainer recomputes for training equal
+# those it returned when sampling, token for token, in one-turn and multi-turn episodes (tool
+# output between turns, and a turn whose command printed nothing, so two turns' tokens touch).
+TEST_TIMEOUT_trainer_logprobs_line_up=120
+test_trainer_logprobs_line_up() {
+  local py
+  py=$(grpo_python) || skip "no Python with torch (apt-get install python3-torch, or set SBX_PYTHON)"
+  "$py" - "$SBX_SRC_DIR/trainer" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import grpo
+from model import Policy
+from vocab import Vocab
+
+torch.manual_seed(3)
+v = Vocab()
+pol = Policy(len(v), v.action_ids, names=v.name_ids)
+eps = []
+for prompt, outputs in (("write red to b.txt", []), ("put gold in d.txt", ["gold", "oops: not found"]),
+                        ("write blue to a.txt", ["", "blue c.txt"]), ("task k3", [""])):
+    ids, comp, mask, lps = v.encode(prompt, eot=True), [], [], []
+    for turn in range(len(outputs) + 1):
+        toks, lp, _ = pol.generate([ids + comp], [4], 1.0, v.eos, "cpu")[0]
+        comp, mask, lps = comp + toks, mask + [1] * len(toks), lps + lp
+        if turn < len(outputs) and outputs[turn]:  # the runner skips /tokenize for no output
+            o = v.encode(outputs[turn], eot=True)
+            comp, mask, lps = comp + o, mask + [0] * len(o), lps + [0.0] * len(o)
+    eps.append({"prompt_ids": ids, "completion_ids": comp, "loss_mask": mask,
+                "sampling_logprobs": lps, "advantage": 1.0})
+    seq = torch.tensor([ids + comp])
+    again = pol.next_logprobs(seq)[0, len(ids) - 1:]
+    for k, m in enumerate(mask):
+        if m:
+            assert abs(again[k].item() - lps[k]) < 1e-5, (prompt, k, again[k].item(), lps[k])
+    print(f"{prompt!r}: {v.decode(comp)!r}: {sum(mask)} sampled tokens line up")
+# with advantage 1 everywhere and every ratio 1, the loss is exactly -1
+loss = grpo.grpo_loss(pol, eps, "cpu").item()
+assert abs(loss + 1) < 1e-5, loss
+print("batched loss at ratio 1:", loss)
+PY
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""A task set a user would recognise: small Python coding tasks. The agent writes
+/workspace/solution.py with the asked function; the hidden test calls it on hidden inputs and
+compares the returned values with hidden expected values. Reward 1 when every case matches,
+else 0 (a crash, a timeout, a missing function or a wrong value are the agent's failure).
+
+The test follows docs/GRPO.md's recipe: it keeps the cases in memory, deletes /tmp/grader and
+makes itself non-dumpable before any agent code runs, then runs the agent's function in a
+separate Python process (`python3 -I`, fed the inputs on stdin, one JSON line per case) and
+judges what comes back in its own process, so the expected values never enter a process the
+agent's code runs in. Until the two-user grading helper lands, that process runs as the same
+uid as the grader (docs/GRPO.md, threat analysis).
+
+python3 tasks/python_funcs.py > tasks/python-funcs.jsonl  writes the set (deterministic)."""
+
+import json
+
+LIMITS = {"cpu": 0.5, "memory": "256Mi", "disk": "16Mi", "pids": 32, "timeout": "5m",
+          "idle_timeout": "2m"}
+
+# id, function, what to implement, hidden cases [(args, expected)]
+TASKS = [
+    ("fizzbuzz", "fizzbuzz", "fizzbuzz(n) returning a list of strings for 1..n: \"Fizz\" for "
+     "multiples of 3, \"Buzz\" for multiples of 5, \"FizzBuzz\" for both, else the number",
+     [([1], ["1"]), ([5], ["1", "2", "Fizz", "4", "Buzz"]),
+      ([15], ["1", "2", "Fizz", "4", "Buzz", "Fizz", "7", "8", "Fizz", "Buzz", "11", "Fizz",
+              "13", "14", "FizzBuzz"]), ([0], [])]),
+    ("palindrome", "is_palindrome", "is_palindrome(s) returning True when s reads the same "
+     "backwards, ignoring case and every character that is not a letter or a digit",
+     [(["A man, a plan, a canal: Panama"], True), (["race a car"], False), ([""], True),
+      (["No 'x' in Nixon"], True), (["ab"], False)]),
+    ("word_count", "word_count", "word_count(text) returning a dict from each lower-cased "
+     "whitespace-separated word to how often it occurs",
+     [(["the cat the hat"], {"the": 2, "cat": 1, "hat": 1}), ([""], {}),
+      (["A a  A\nb"], {"a": 3, "b": 1})]),
+    ("flatten", "flatten", "flatten(xs) returning the elements of an arbitrarily nested list "
+     "in order, as one flat list",
+     [([[1, [2, [3, 4]], 5]], [1, 2, 3, 4, 5]), ([[]], []), ([[[[]], [1]]], [1]),
+      ([["a", ["b"]]], ["a", "b"])]),
+    ("roman", "to_roman", "to_roman(n) returning the Roman numeral of 1 <= n <= 3999 as a "
+     "string (subtractive forms: IV, IX, XL, XC, CD, CM)",
+     [([1], "I"), ([4], "IV"), ([9], "IX"), ([58], "LVIII"), ([1994], "MCMXCIV"),
+      ([3999], "MMMCMXCIX")]),
+    ("median", "median", "median(xs) returning the median of a non-empty list of numbers (the "
+     "mean of the two middle values when the length is even)",
+     [([[3, 1, 2]], 2), ([[4, 1, 3, 2]], 2.5), ([[7]], 7), ([[-1, -5, 10, 0]], -0.5)]),
+]
+
+GRADER = '''# Hidden test of task {id}: calls {fn}() from /workspace/solution.py on hidden
+# inputs in a separate process and compares the returned values here.
+# Exit 0: every case right; 1: not.
+import ctypes, json, shutil, subprocess, sys
+
+CASES = {cases}
+shutil.rmtree("/tmp/grader")            # the tests leave the filesystem before agent code runs
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: our /proc entries become root's
+CALL = """
+import json, sys
+sys.path.insert(0, "/workspace")
+from solution import {fn} as f
+for line in sys.stdin:
+    print(json.dumps(f(*json.loads(line))), flush=True)
+"""
+try:
+    out = subprocess.run([sys.executable, "-I", "-c", CALL], cwd="/workspace",
+                         input="".join(json.dumps(a) + "\\n" for a, _ in CASES),
+                         capture_output=True, text=True, errors="replace",
+                         timeout=20).stdout.splitlines()
+except subprocess.TimeoutExpired:
+    sys.exit(1)
+if len(out) != len(CASES):
+    sys.exit(1)
+for line, (_, want) in zip(out, CASES):
+    try:
+        got = json.loads(line)
+    except ValueError:
+        sys.exit(1)
+    if got != want or isinstance(got, bool) != isinstance(want, bool):
+        sys.exit(1)
+sys.exit(0)
+'''
+
+
+def main():
+    print(json.dumps({"task_set": "python-funcs@1", "split": {"seed": 1, "held_out": 0}}))
+    for tid, fn, what, cases in TASKS:
+        print(json.dumps({
+            "id": tid, "limits": LIMITS, "max_turns": 1, "max_completion_tokens": 512,
+            "command_timeout": "10s",
+            "prompt": f"Write /workspace/solution.py with a Python function {what}.",
+            "grader": {"files": {"test.py": GRADER.format(id=tid, fn=fn, cases=repr(cases))},
+                       "command": "python3 test.py", "timeout": "30s"}}))
+
+
+if __name__ == "__main__":
+    main()
