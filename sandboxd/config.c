@@ -36,6 +36,7 @@ static const opt_row rows[] = {
     {"cgroup-parent", "cgroup_parent", K_CGROUP, F(cgroup_parent)},
     {"max-sandboxes", "max_sandboxes", K_UINT, F(max_sandboxes)},
     {"max-starting", "max_starting", K_UINT, F(max_starting)},
+    {"max-idempotency-keys", "max_idempotency_keys", K_UINT, F(max_idem_keys)},
     {"log-level", "log_level", K_LOG, F(log_level)},
     {"pool", NULL, K_POOL, F(pools)},
     {"pool-max-starting", "pool_max_starting", K_UINT, F(pool_max_starting)},
@@ -51,6 +52,7 @@ static const char usage[] =
     "usage: sandboxd [--config FILE] [--socket PATH] [--tcp HOST:PORT --token TOKEN]\n"
     "                [--run-dir DIR] [--state-dir DIR] [--shim PATH] [--seccomp-profile PATH]\n"
     "                [--cgroup-parent NAME] [--max-sandboxes N] [--max-starting N]\n"
+    "                [--max-idempotency-keys N]\n"
     "                [--log-level debug|info|warn|error]\n"
     "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
     "                [--pool-max-starting N]\n"

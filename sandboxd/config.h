@@ -12,6 +12,7 @@ typedef struct sd_config {
     char *config_path, *socket_path, *tcp, *token, *run_dir, *state_dir, *shim_path;
     char *seccomp_profile, *cgroup_parent;
     unsigned max_sandboxes, max_starting;
+    unsigned max_idem_keys; /* Idempotency-Keys kept (0: SD_IDEM_MAX) */
     enum log_level log_level;
     policy_price price;
     json_t *defaults; /* create defaults (operator overrides), object or NULL */

@@ -89,6 +89,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     d->shutting_down = true;
     sd_sf_done(d);
     sd_http_stop(d);
+    sd_fork_stop(d);
     sd_lifecycle_stop(d);
     uv_stop(d->loop);
 }

@@ -110,6 +110,8 @@ static json_t *result_json(const sd_exec_result *r, bool stream) {
         snprintf(key, sizeof(key), "%s_truncated", stream_names[i]);
         json_object_set_new(j, key, json_boolean(r->truncated[i]));
     }
+    if (!stream && r->over_budget) /* cut by the daemon-wide budget, not by max_output */
+        json_object_set_new(j, "output_budget_exceeded", json_true());
     return j;
 }
 

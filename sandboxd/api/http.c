@@ -231,8 +231,43 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd, uint64_t size) {
     set_response(req, 200, r);
 }
 
+static void watch_closed(uv_handle_t *h) {
+    free(h);
+}
+
+static void unwatch(sd_request *req) {
+    if (req->gone_watch)
+        uv_close((uv_handle_t *)TAKE_PTR(req->gone_watch), watch_closed);
+}
+
+/* A suspended connection is not polled by MHD: a client that hangs up while its stream has
+ * nothing to send (a command past its max_output) would go unnoticed, and its command's output
+ * read for nobody. Resume it on the hang-up so that MHD ends it (completed_cb tells the owner). */
+static void gone_cb(uv_poll_t *p, int status, int events) {
+    sd_request *req = p->data;
+    unwatch(req);
+    req->peer_gone = true;
+    req_resume(req);
+}
+
+static void watch_hangup(sd_request *req) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (req->gone_watch || !ci || !(req->gone_watch = calloc(1, sizeof(uv_poll_t))))
+        return;
+    req->gone_watch->data = req;
+    if (uv_poll_init_socket(req->d->loop, req->gone_watch, ci->connect_fd) < 0) {
+        free(TAKE_PTR(req->gone_watch));
+        return;
+    }
+    uv_poll_start(req->gone_watch, UV_DISCONNECT, gone_cb);
+}
+
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     sd_request *req = cls;
+    unwatch(req);
+    if (req->peer_gone)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
     if (req->slen > 0) {
         size_t n = MIN(max, req->slen);
         memcpy(buf, req->sbuf, n);
@@ -247,6 +282,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                                  : MHD_CONTENT_READER_END_OF_STREAM;
     req->suspended = true;
     MHD_suspend_connection(req->conn);
+    watch_hangup(req);
     return 0;
 }
 
@@ -483,6 +519,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req)
         return;
     req->closed = true;
+    unwatch(req);
     if (req->on_close)
         req->on_close(req, req->close_ud);
     log_debug("request method=%s path=%s status=%u duration_ms=%.3f", req->method, req->path,

@@ -32,6 +32,8 @@ struct sd_request {
     unsigned retry_after;
     /* streaming */
     bool stream, stream_done, stream_abort;
+    bool peer_gone;        /* the client hung up while the stream waited for data */
+    uv_poll_t *gone_watch; /* watching a waiting stream's socket for the client's hang-up */
     char *sbuf;
     size_t slen, scap;
     char *ctype;

@@ -40,6 +40,8 @@ struct sd_daemon {
     int cgroup_version;         /* core/cgroup.c */
     char cgroup_parent[PATH_MAX];
     sd_sandbox *sandboxes;   /* core/registry.c */
+    void *idem_index;        /* core/registry.c: Idempotency-Key -> sandbox (tsearch) */
+    unsigned n_idem;         /* core/registry.c: keys in the index */
     struct sd_lease *leases; /* core/leases.c */
     unsigned char *slots;    /* core/registry.c: uid slot in use (allocated by main.c) */
     unsigned n_slots;
@@ -48,6 +50,8 @@ struct sd_daemon {
     sd_metrics m;          /* core/metrics.c (pool.c: pool counters) */
     struct sd_net *net;    /* core/network.c; NULL: networking off */
     struct sd_pool *pools; /* core/pool.c */
+    struct sd_fork *forks; /* core/fork.c: forks in progress */
+    uint64_t output_bytes; /* core/exec.c: command output buffered for JSON answers */
     unsigned n_pools;
     struct sd_images *images; /* core/images.c: the image store */
     uv_timer_t tick;          /* core/timers.c */

@@ -29,7 +29,8 @@ struct sd_exec {
     const sd_exec_ops *ops; /* NULL: the owner is gone */
     void *ud;
     bool live, started, finished;
-    bool paused; /* output reads stopped: the owner is full */
+    bool paused;      /* output reads stopped: the owner is full */
+    bool over_budget; /* buffered output was cut at the daemon's output budget */
     uv_pipe_t *in, *out[2];
     uv_write_t wreq;
     unsigned char *stdin_data;
@@ -38,6 +39,15 @@ struct sd_exec {
     uint64_t max_output, start_us;
     int open_handles;
 };
+
+/* Give the buffered output's share of the daemon's budget back. */
+static void output_release(sd_exec *e, sd_daemon *d) {
+    for (int i = 0; i < 2; i++) {
+        d->output_bytes -= MIN(d->output_bytes, e->ob[i].len);
+        free(TAKE_PTR(e->ob[i].data));
+        e->ob[i].len = 0;
+    }
+}
 
 static void exec_maybe_free(sd_exec *e) {
     if (e->finished && e->open_handles == 0 && !e->sb) {
@@ -97,14 +107,20 @@ void sd_exec_resume(sd_exec *e) {
 void sd_exec_forget(sd_exec *e) {
     e->ops = NULL;
     e->ud = NULL;
-    sd_exec_resume(e); /* the command goes on; its output is discarded */
+    output_pause(e); /* nobody reads: the pipes fill and the command blocks on write */
 }
 
-/* Keep (or pass on) what fits under the cap. Returns true when a live owner is full. */
+/* Keep (or pass on) what fits under the cap and, buffered, under the daemon's output budget.
+ * Returns true when a live owner is full. */
 static bool got_output(sd_exec *e, int which, const char *data, size_t len) {
     outbuf *o = &e->ob[which];
+    sd_daemon *d = e->sb->d;
     o->bytes += len;
     size_t keep = o->len < e->max_output ? MIN(len, e->max_output - o->len) : 0;
+    if (!e->live && d->output_bytes + keep > SD_OUTPUT_BUDGET) {
+        keep = d->output_bytes < SD_OUTPUT_BUDGET ? SD_OUTPUT_BUDGET - d->output_bytes : 0;
+        e->over_budget = true;
+    }
     if (keep < len)
         o->truncated = true;
     if (keep == 0)
@@ -119,6 +135,7 @@ static bool got_output(sd_exec *e, int which, const char *data, size_t len) {
     memcpy(n + o->len, data, keep);
     o->data = n;
     o->len += keep;
+    d->output_bytes += keep;
     return false;
 }
 
@@ -138,21 +155,28 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         close_pipe(&e->out[which]);
 }
 
-/* After the exit event: take what is readable now, without waiting for EOF (a background
- * process may hold the pipe open). */
+/* After the exit event: take what the pipe held at the exit, at most its capacity, without
+ * waiting for EOF (a background process may hold the pipe open and keep writing) and never
+ * more than a live owner takes (backpressure holds after the exit too); nothing for an owner
+ * that is gone. */
 static void drain(sd_exec *e) {
     char buf[65536];
     for (int i = 0; i < 2; i++) {
         if (!e->out[i])
             continue;
         uv_os_fd_t fd;
-        if (uv_fileno((uv_handle_t *)e->out[i], &fd) == 0)
-            for (int k = 0; k < 4096; k++) {
-                ssize_t n = read(fd, buf, sizeof(buf));
+        if (e->ops && uv_fileno((uv_handle_t *)e->out[i], &fd) == 0) {
+            int cap = fcntl(fd, F_GETPIPE_SZ);
+            size_t left = cap > 0 ? (size_t)cap : sizeof(buf);
+            bool full = false;
+            while (left > 0 && !full) {
+                ssize_t n = read(fd, buf, MIN(left, sizeof(buf)));
                 if (n <= 0)
                     break;
-                got_output(e, i, buf, (size_t)n);
+                left -= (size_t)n;
+                full = got_output(e, i, buf, (size_t)n);
             }
+        }
         close_pipe(&e->out[i]);
     }
 }
@@ -168,6 +192,7 @@ static void exec_detach(sd_exec *e) {
         }
     sb->commands_running--;
     sd_shim_cancel(sb->shim, e);
+    output_release(e, sb->d);
     e->sb = NULL;
     e->ops = NULL;
     close_pipe(&e->in);
@@ -194,6 +219,7 @@ static void result_of(sd_exec *e, json_t *ev, sd_exec_result *r) {
         r->len[i] = e->live ? 0 : e->ob[i].len;
         r->truncated[i] = e->ob[i].truncated;
     }
+    r->over_budget = e->over_budget;
 }
 
 static void exec_exited(sd_sandbox *sb, json_t *ev) {

@@ -20,7 +20,12 @@ typedef struct sd_exec_result {
     const char *data[2];        /* buffered output (not live): the first max_output bytes */
     size_t len[2];
     bool truncated[2];
+    bool over_budget; /* cut short by the daemon-wide output budget, not only by max_output */
 } sd_exec_result;
+
+/* Output buffered for JSON answers, all commands together: past it, a command's buffered
+ * output is cut (truncated, over_budget) until other answers have gone out. */
+#define SD_OUTPUT_BUDGET (64ull << 20)
 
 /* The error code of a command that could not start because the sandbox is at its pids limit
  * (the shim's error says "limit": "pids"): the sandbox's own limit, not a platform failure. */

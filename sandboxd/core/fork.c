@@ -4,7 +4,9 @@
  * symlinks) into a snapshot layer: a tmpfs under <run-dir>/layers/<id>. Each fork's shim copies
  * that layer into its own writable tmpfs, shifting owners into its own uid range (shim/seed.c); the
  * layer is removed once every fork has started. All or nothing: when one fork fails, the others are
- * ended and the owner hears the error. */
+ * ended and the owner hears the error. A daemon stopping during a copy kills it, thaws the source
+ * and removes the layer; a restarted daemon thaws every sandbox and removes every layer left by
+ * the one before it (sd_fork_recover). */
 #include "sandboxd/core/fork.h"
 #include "sandboxd/core/images.h"
 
@@ -19,6 +21,8 @@
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/state.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -27,6 +31,7 @@
 
 struct sd_fork {
     sd_daemon *d;
+    sd_fork *next;        /* d->forks */
     sd_fork_done_fn done; /* NULL: the owner is gone */
     void *ud;
     char src_id[24];
@@ -56,6 +61,11 @@ static void layer_remove(sd_fork *f) {
 }
 
 static void fork_free(sd_fork *f) {
+    for (sd_fork **pp = &f->d->forks; *pp; pp = &(*pp)->next)
+        if (*pp == f) {
+            *pp = f->next;
+            break;
+        }
     layer_remove(f);
     for (unsigned i = 0; i < f->count; i++)
         if (f->sbs[i])
@@ -263,8 +273,9 @@ static sd_fork *fork_new(sd_sandbox *src, policy_create *c, unsigned n) {
         free(f);
         return NULL;
     }
-    *f = (sd_fork){.d = src->d, .count = n, .spec = *c, .sbs = sbs};
+    *f = (sd_fork){.d = src->d, .next = src->d->forks, .count = n, .spec = *c, .sbs = sbs};
     *c = (policy_create){0};
+    src->d->forks = f;
     snprintf(f->src_id, sizeof(f->src_id), "%s", src->id);
     f->src_uid_base = (uint32_t)sd_uid_base(src->uid_slot);
     return f;
@@ -295,6 +306,46 @@ int sd_fork_start(sd_sandbox *src, json_t *overrides, unsigned count, sd_fork_do
     f->ud = ud;
     *ret = f;
     return 0;
+}
+
+void sd_fork_stop(sd_daemon *d) {
+    for (sd_fork *f = d->forks; f; f = f->next) {
+        if (!f->frozen)
+            continue; /* past the copy: its forks' shims seed from the layer (a restart removes it)
+                       */
+        uv_process_kill(&f->cp, SIGKILL);
+        freeze(d, f->src_id, false);
+        f->frozen = false;
+        layer_remove(f); /* detached: the killed cp's files go with it */
+        log_info("fork stopped source=%s (the daemon is stopping during its copy)", f->src_id);
+    }
+}
+
+/* Layers no fork of this daemon made: a stopped daemon's (restore runs before any fork). */
+static void remove_stale_layers(sd_daemon *d) {
+    char dir[PATH_MAX], path[PATH_MAX + 300];
+    snprintf(dir, sizeof(dir), "%s/layers", d->cfg.run_dir);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dp))) {
+        if (strncmp(de->d_name, "ly-", 3) != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        while (umount2(path, MNT_DETACH) == 0) {
+        }
+        rm_rf(path);
+        log_info("removed the snapshot layer %s of a stopped daemon's fork", path);
+    }
+    closedir(dp);
+}
+
+void sd_fork_recover(sd_daemon *d) {
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        if (sb->state != SD_ENDED && !sb->pool)
+            sd_cgroup_freeze(d, sb->id, false); /* a fork's copy may have frozen it */
+    remove_stale_layers(d);
 }
 
 static const sd_listener listener = {.create_finished = on_create_finished};

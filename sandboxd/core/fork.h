@@ -18,5 +18,10 @@ int sd_fork_init(sd_daemon *d);
  * lease, -EAGAIN no room, else internal; done is called only when this returns 0. */
 int sd_fork_start(sd_sandbox *src, json_t *overrides, unsigned count, sd_fork_done_fn done,
                   void *ud, sd_fork **ret, error_rec *err);
+/* The daemon stops: copies in progress are killed, their sources thawed, their layers removed. */
+void sd_fork_stop(sd_daemon *d);
+/* After a restart (core/restore.c): thaw every restored sandbox (a copy the stopped daemon did
+ * not finish may have left it frozen) and remove the snapshot layers it left. */
+void sd_fork_recover(sd_daemon *d);
 /* The owner is gone: the forks go on, done is not called. */
 void sd_fork_forget(sd_fork *f);

@@ -170,6 +170,7 @@ static void hello_reply(void *ud, json_t *reply) {
     json_t *oom = json_object_get(reply, "oom_kills");
     if (json_is_integer(oom))
         sb->oom_kills = (uint64_t)json_integer_value(oom);
+    sb->start_unconfirmed = false;
     if (sb->state != SD_STARTING)
         return;
     error_rec nerr = {0};
@@ -417,6 +418,8 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
     va_end(ap);
     if (was_starting)
         end_starting(sb);
+    if (was_starting || sb->start_unconfirmed) /* a create that never ran: a retry tries again */
+        sd_registry_set_idem_key(sb, NULL);
     TELL(d, ended, sb);
     sd_network_teardown(sb);
     if (!sb->pool)

@@ -3,8 +3,11 @@
 #include "sandboxd/core/registry.h"
 
 #include "common/timeutil.h"
+#include "sandboxd/core/state.h"
 
 #include <fcntl.h>
+#include <search.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -32,11 +35,51 @@ sd_sandbox *sd_registry_find(sd_daemon *d, const char *id) {
     return NULL;
 }
 
+/* The Idempotency-Key index (a tsearch tree): its nodes point at sandboxes' idem_key fields. */
+static int idem_cmp(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static sd_sandbox *of_key(char **key) {
+    return (sd_sandbox *)((char *)key - offsetof(sd_sandbox, idem_key));
+}
+
 sd_sandbox *sd_registry_find_idem(sd_daemon *d, const char *key) {
-    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-        if (sb->idem_key && strcmp(sb->idem_key, key) == 0)
-            return sb;
-    return NULL;
+    char **node = tfind(&key, &d->idem_index, idem_cmp);
+    return node ? of_key(*(char ***)node) : NULL;
+}
+
+static void idem_unindex(sd_sandbox *sb) {
+    if (sb->idem_key && sd_registry_find_idem(sb->d, sb->idem_key) == sb) {
+        tdelete(&sb->idem_key, &sb->d->idem_index, idem_cmp);
+        sb->d->n_idem--;
+    }
+}
+
+static void idem_index(sd_sandbox *sb) {
+    sd_daemon *d = sb->d;
+    if (!sb->idem_key || sd_registry_find_idem(d, sb->idem_key))
+        return;
+    if (tsearch(&sb->idem_key, &d->idem_index, idem_cmp))
+        d->n_idem++;
+}
+
+/* Past --max-idempotency-keys, the oldest ended sandbox gives its key up (its record then goes
+ * after the ended ones' usual 10 minutes). */
+static void idem_bound(sd_daemon *d) {
+    unsigned max = d->cfg.max_idem_keys ? d->cfg.max_idem_keys : SD_IDEM_MAX;
+    while (d->n_idem > max) {
+        sd_sandbox *oldest = NULL;
+        for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+            if (sb->idem_key && sb->state == SD_ENDED &&
+                (!oldest || sb->created_ms <= oldest->created_ms))
+                oldest = sb;
+        if (!oldest)
+            return; /* every key is a live sandbox's (at most max_sandboxes) */
+        idem_unindex(oldest);
+        free(TAKE_PTR(oldest->idem_key));
+        sd_state_save(oldest);
+    }
 }
 
 unsigned sd_registry_count_active(sd_daemon *d) {
@@ -97,9 +140,12 @@ int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, error_r
 void sd_registry_insert(sd_daemon *d, sd_sandbox *sb) {
     sb->next = d->sandboxes;
     d->sandboxes = sb;
+    idem_index(sb);
+    idem_bound(d);
 }
 
 void sd_registry_unlink(sd_daemon *d, sd_sandbox *sb) {
+    idem_unindex(sb);
     for (sd_sandbox **pp = &d->sandboxes; *pp; pp = &(*pp)->next)
         if (*pp == sb) {
             *pp = sb->next;
@@ -119,8 +165,11 @@ int sd_registry_take_slot(sd_sandbox *sb) {
 }
 
 void sd_registry_set_idem_key(sd_sandbox *sb, const char *key) {
+    idem_unindex(sb);
     free(sb->idem_key);
     sb->idem_key = key ? strdup(key) : NULL;
+    idem_index(sb);
+    idem_bound(sb->d);
 }
 
 void sd_registry_set_hidden(sd_sandbox *sb, bool hidden) {

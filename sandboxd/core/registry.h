@@ -6,7 +6,11 @@
 
 #include <stddef.h>
 
+/* Idempotency-Keys kept at most (the oldest ended sandbox's key goes first past it). */
+#define SD_IDEM_MAX 4096
+
 sd_sandbox *sd_registry_find(sd_daemon *d, const char *id);
+/* The sandbox holding Idempotency-Key key (an index, not a scan), or NULL. */
 sd_sandbox *sd_registry_find_idem(sd_daemon *d, const char *key);
 /* A new sandbox (starting, not started) with spec c (moved) and a fresh uid slot. */
 int sd_registry_add(sd_daemon *d, policy_create *c, sd_sandbox **ret, error_rec *err);
@@ -26,7 +30,8 @@ void sd_registry_release_slot(sd_sandbox *sb);
 int sd_registry_take_slot(sd_sandbox *sb);
 int sd_uid_base(int slot);
 
-void sd_registry_set_idem_key(sd_sandbox *sb, const char *key /* copied; NULL: none */);
+/* Set sb's Idempotency-Key (copied; NULL: none) and index it; at most SD_IDEM_MAX are kept. */
+void sd_registry_set_idem_key(sd_sandbox *sb, const char *key);
 void sd_registry_set_hidden(sd_sandbox *sb, bool hidden);
 /* A fork's starting files: the snapshot layer, its owner's uid base, the source's id. */
 int sd_registry_set_seed(sd_sandbox *sb, const char *dir, uint32_t uid_base, const char *from);

@@ -3,6 +3,7 @@
  * template is still configured, and networked ones get their rules back. */
 #include "sandboxd/core/restore.h"
 
+#include "sandboxd/core/fork.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -13,7 +14,10 @@
 static void adopt(sd_sandbox *sb, bool pool) {
     error_rec err = {0};
     sd_slot_claim(sb->d, sb->uid_slot);
-    if (pool && !sd_pool_adopt_restored(sb)) {
+    if (sb->start_unconfirmed && sb->seed_dir) { /* its group's answer is lost, its layer goes */
+        sd_sandbox_adopt(sb, &err);
+        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the daemon stopped while the fork started");
+    } else if (pool && !sd_pool_adopt_restored(sb)) {
         sd_sandbox_adopt(sb, &err);
         sd_sandbox_end(sb, END_TERMINATED, "warm pool entry of a template no longer configured");
     } else if (sd_sandbox_adopt(sb, &err) < 0) {
@@ -44,5 +48,6 @@ static void network_lost(sd_sandbox *sb) {
 void sd_restore(sd_daemon *d) {
     sd_leases_restore(d);
     sd_state_foreach(d, "sandboxes", restore_sandbox);
+    sd_fork_recover(d);
     sd_network_restore(d, network_lost);
 }

@@ -35,8 +35,9 @@ struct sd_sandbox {
     double end_cost;
     int init_pid, shim_pid;
     struct sd_shim *shim;
-    bool queued;           /* waiting for a start slot */
-    uv_pipe_t *start_pipe; /* reading the shim's start-up line */
+    bool queued;            /* waiting for a start slot */
+    bool start_unconfirmed; /* restored from a "starting" record, its shim not yet heard */
+    uv_pipe_t *start_pipe;  /* reading the shim's start-up line */
     char start_line[1024];
     size_t start_len;
     uint64_t cpu_usec, mem_bytes, mem_peak_bytes, pids, oom_kills; /* last stats from the shim */

@@ -42,6 +42,8 @@ int sd_state_save(sd_sandbox *sb) {
         (json_int_t)sb->ended_ms, "init_pid", sb->init_pid, "shim_pid", sb->shim_pid,
         "idempotency_key", sb->idem_key ? json_string(sb->idem_key) : json_null(), "commands_run",
         (int)sb->commands_run, "oom_kills", (json_int_t)sb->oom_kills, "dir", sb->dir);
+    if (j && sb->seed_dir && sb->state == SD_STARTING) /* a fork seeding from its layer */
+        json_object_set_new(j, "seed_dir", json_string(sb->seed_dir));
     if (j && (sb->pool || sb->pooled))
         json_object_set_new(j, sb->pool ? "pool" : "pooled", json_true());
     if (j && sb->state == SD_ENDED)
@@ -93,6 +95,8 @@ static void load_fields(sd_sandbox *sb, json_t *j) {
     sb->next_xid = now_real_ms() * 1000;
     const char *key = json_string_value(json_object_get(j, "idempotency_key"));
     sb->idem_key = key ? strdup(key) : NULL;
+    const char *seed = json_string_value(json_object_get(j, "seed_dir"));
+    sb->seed_dir = seed ? strdup(seed) : NULL;
 }
 
 int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
@@ -117,7 +121,8 @@ int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
     if (strcmp(state, "ended") == 0 && json_is_object(end))
         load_end(sb, end);
     else /* "running", or "starting" when the daemon stopped mid-start */
-        sb->state = SD_RUNNING, sb->pooled = json_is_true(json_object_get(j, "pooled"));
+        sb->state = SD_RUNNING, sb->pooled = json_is_true(json_object_get(j, "pooled")),
+        sb->start_unconfirmed = strcmp(state, "starting") == 0;
     sb->hidden = pool;
     *ret = sb;
     *ret_pool = pool;
