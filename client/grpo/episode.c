@@ -3,6 +3,7 @@
  * then hand the workspace (a tar) to a fresh grading sandbox holding the hidden tests, score it
  * by the grader's exit status, and release both sandboxes (their cost comes from the end record).
  * Sandboxes through libsbx's async API, the trainer through grpo_trainer_request. */
+#include "common/grow.h"
 #include "client/grpo/runner.h"
 #include "client/lib/internal.h"
 
@@ -43,14 +44,14 @@ static void ep_grade(grpo_episode *ep);
 static void ep_release_next(grpo_episode *ep);
 
 int grpo_ivec_push(grpo_ivec *a, int x) {
-    if (sbxi_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
+    if (grow_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
         return -ENOMEM;
     a->v[a->n++] = x;
     return 0;
 }
 
 int grpo_dvec_push(grpo_dvec *a, double x) {
-    if (sbxi_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
+    if (grow_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
         return -ENOMEM;
     a->v[a->n++] = x;
     return 0;

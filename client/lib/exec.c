@@ -1,6 +1,7 @@
 /* libsbx request bodies and command results: the create and exec JSON bodies, the exec result
  * (JSON), and the NDJSON stream (a splitter that survives any chunking, and the events it turns
  * into on_output calls and a result). Shared by the sync and async APIs. */
+#include "common/grow.h"
 #include "client/lib/internal.h"
 
 #include "common/b64.h"
@@ -281,7 +282,7 @@ static int append(sbxi_ndjson *s, const char *data, size_t len) {
         s->failed = true;
         return -EMSGSIZE;
     }
-    if (sbxi_reserve((void **)&s->buf, &s->cap, s->len + len, 1) < 0) {
+    if (grow_reserve((void **)&s->buf, &s->cap, s->len + len, 1) < 0) {
         s->failed = true;
         return -ENOMEM;
     }

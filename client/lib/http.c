@@ -1,6 +1,7 @@
 /* libsbx's HTTP layer on libcurl: easy-handle setup shared by the sync and async paths (Unix
  * socket or TCP, bearer token, body, response collection or streaming), URL building, and the
  * synchronous request used by the sync API. */
+#include "common/grow.h"
 #include "client/lib/internal.h"
 
 #include <errno.h>
@@ -24,7 +25,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
         r->overflow = true;
         return 0; /* aborts the transfer */
     }
-    if (sbxi_reserve((void **)&r->body, &r->cap, r->len + len + 1, 1) < 0) {
+    if (grow_reserve((void **)&r->body, &r->cap, r->len + len + 1, 1) < 0) {
         r->overflow = true;
         return 0;
     }
@@ -32,20 +33,6 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     r->len += len;
     r->body[r->len] = 0;
     return len;
-}
-
-int sbxi_reserve(void **buf, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : MAX(4096 / elem, (size_t)16);
-    while (c < need)
-        c *= 2;
-    void *nb = reallocarray(*buf, c, elem);
-    if (!nb)
-        return -ENOMEM;
-    *buf = nb;
-    *cap = c;
-    return 0;
 }
 
 static size_t on_header(char *data, size_t size, size_t n, void *ud) {

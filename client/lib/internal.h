@@ -107,9 +107,6 @@ char *sbxi_url(const sbxi_endpoint *ep, const char *path);
 char *sbxi_escape(const char *s);
 /* "/v1/sandboxes/<id>/files?path=<escaped>" (with &mode=<octal> when mode != 0). */
 char *sbxi_files_path(const char *id, const char *path, unsigned mode);
-/* The one growable array: room for need elements of elem bytes in *buf (capacity *cap, in
- * elements, doubled as needed). 0 or -ENOMEM (*buf is then unchanged). */
-int sbxi_reserve(void **buf, size_t *cap, size_t need, size_t elem);
 void sbxi_response_reset(sbxi_response *r);
 /* After curl_easy_perform or a multi completion: fill status, content type and errno. */
 void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r);

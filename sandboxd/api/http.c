@@ -4,6 +4,7 @@
  * the epoll fd readable again. */
 #include "sandboxd/api/http.h"
 
+#include "common/grow.h"
 #include "common/macro.h"
 #include "common/fdutil.h"
 #include "common/timeutil.h"
@@ -301,14 +302,8 @@ void sd_stream_begin(sd_request *req, const char *ctype) {
 void sd_stream_write(sd_request *req, const char *data, size_t len) {
     if (!req->stream || req->closed || req->stream_done)
         return;
-    if (req->slen + len > req->scap) {
-        size_t cap = MAX(req->scap * 2, req->slen + len + 4096);
-        char *n = realloc(req->sbuf, cap);
-        if (!n)
-            return;
-        req->sbuf = n;
-        req->scap = cap;
-    }
+    if (grow_reserve((void **)&req->sbuf, &req->scap, req->slen + len, 1) < 0)
+        return;
     memcpy(req->sbuf + req->slen, data, len);
     req->slen += len;
     req_resume(req);
@@ -429,16 +424,9 @@ static void req_body(sd_request *req, const char *data, size_t len) {
         req->too_large = true;
         return;
     }
-    if (req->body_len + len + 1 > req->body_cap) {
-        size_t cap = MAX(req->body_cap * 2, req->body_len + len + 1);
-        cap = MIN(cap, req->body_max + 1);
-        char *n = realloc(req->body, cap);
-        if (!n) {
-            req->too_large = true;
-            return;
-        }
-        req->body = n;
-        req->body_cap = cap;
+    if (grow_reserve((void **)&req->body, &req->body_cap, req->body_len + len + 1, 1) < 0) {
+        req->too_large = true;
+        return;
     }
     memcpy(req->body + req->body_len, data, len);
     req->body_len += len;

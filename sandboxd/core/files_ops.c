@@ -4,6 +4,7 @@
  * node, /proc) is followed, opened or changed. */
 #include "sandboxd/core/files.h"
 
+#include "common/grow.h"
 #include "common/fdutil.h"
 #include "common/macro.h"
 
@@ -428,14 +429,8 @@ typedef struct tar_ctx {
 
 static int rel_push(tar_ctx *c, const char *name, size_t *ret_old) {
     size_t n = strlen(name), need = c->rel_len + n + 2;
-    if (need > c->rel_cap) {
-        size_t cap = MAX(need, c->rel_cap * 2);
-        char *p = realloc(c->rel, cap);
-        if (!p)
-            return -ENOMEM;
-        c->rel = p;
-        c->rel_cap = cap;
-    }
+    if (grow_reserve((void **)&c->rel, &c->rel_cap, need, 1) < 0)
+        return -ENOMEM;
     *ret_old = c->rel_len;
     if (c->rel_len)
         c->rel[c->rel_len++] = '/';
