@@ -24,10 +24,6 @@ void sd_random_id(const char *prefix, char *buf, size_t len) {
              b[5], b[6], b[7]);
 }
 
-const char *sd_state_name(sd_state s) {
-    return s == SD_STARTING ? "starting" : s == SD_RUNNING ? "running" : "ended";
-}
-
 sd_sandbox *sd_registry_find(sd_daemon *d, const char *id) {
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         if (strcmp(sb->id, id) == 0)

@@ -55,4 +55,6 @@ struct sd_sandbox {
     bool pooled; /* handed out from a warm pool */
 };
 
-const char *sd_state_name(sd_state s);
+static inline const char *sd_state_name(sd_state s) {
+    return s == SD_STARTING ? "starting" : s == SD_RUNNING ? "running" : "ended";
+}
