@@ -24,10 +24,12 @@ static int check_type(struct archive_entry *e, const char *path, error_rec *err)
 
 /* Rewrite one entry to live under dest; returns 1 to skip it. */
 static int rewrite_entry(struct archive_entry *e, const char *dest, error_rec *err) {
-    char rel[PATH_MAX], full[PATH_MAX + 8];
-    const char *name = la.archive_entry_pathname(e);
-    if (libarchive_clean_path(name, rel, sizeof(rel)) < 0)
-        return error_set(err, -EPERM, "image: unsafe path \"%s\"", name ? name : "(null)");
+    char rel[PATH_MAX], full[PATH_MAX + 8], name[PATH_MAX];
+    const char *p = la.archive_entry_pathname(e);
+    /* a copy: the entry's own string is freed when its pathname is set below */
+    snprintf(name, sizeof(name), "%s", p ? p : "(null)");
+    if (!p || libarchive_clean_path(p, rel, sizeof(rel)) < 0)
+        return error_set(err, -EPERM, "image: unsafe path \"%s\"", name);
     if (!rel[0])
         return 1;
     int r = la.archive_entry_hardlink(e) ? 0 : check_type(e, rel, err);
