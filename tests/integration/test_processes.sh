@@ -176,4 +176,68 @@ test_background_daemon_restart() {
   echo "$BODY" | jq -e '.stdout == "gone\n"' >/dev/null || fail "the command outlived its pipes: $BODY"
 }
 
+
+vm_hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$DPID/status"; }
+
+TEST_TIMEOUT_stdin_8mb_bounded=120
+test_stdin_8mb_bounded() {
+  need_ws
+  start_daemon
+  create
+  local before after
+  before=$(vm_hwm_kb)
+  ws stdin_bytes 8 || fail "8 MB of stdin were not byte-exact"
+  after=$(vm_hwm_kb)
+  # flow control: the daemon holds at most ~256 KiB of stdin and one 1 MiB frame, never the 8 MB
+  [ $(( after - before )) -lt 6144 ] || fail "daemon peak memory grew by $(( after - before )) KiB for 8 MB of stdin"
+  # a command that never reads its stdin: the client is stopped, the daemon does not buffer it
+  # (the scenario writes until the server stops reading, then the command is killed)
+  ws stdin_stalled || fail "stdin to a command that does not read"
+  after=$(vm_hwm_kb)
+  [ $(( after - before )) -lt 6144 ] || fail "daemon peak memory grew by $(( after - before )) KiB with a stalled stdin"
+}
+
+TEST_TIMEOUT_bad_input=60
+test_bad_input() {
+  need_ws
+  start_daemon
+  create
+  # exec bodies
+  local b
+  for b in '{"argv":["true"],"tty":"yes"}' '{"argv":["true"],"background":1}' \
+      '{"argv":["true"],"tty":true,"tty_size":{"rows":0,"cols":0}}' \
+      '{"argv":["true"],"tty":true,"tty_size":{"rows":24,"cols":5000}}' \
+      '{"argv":["true"],"tty":true,"term":"bad term;"}' '{"argv":["true"],"term":"xterm"}'; do
+    req POST "/v1/sandboxes/$ID/exec" -d "$b"; expect 400 '.code == "invalid_argument"'
+  done
+  # upgrades that are not: plain HTTP answers
+  req GET "/v1/sandboxes/$ID/exec/attach"; expect 400 '.code == "invalid_argument"'
+  req GET "/v1/sandboxes/$ID/exec/attach" -H 'Upgrade: websocket' -H 'Connection: Upgrade' \
+    -H 'Sec-WebSocket-Version: 8' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='
+  expect 426 '.code == "upgrade_required"'
+  req GET "/v1/sandboxes/$ID/exec/attach" -H 'Upgrade: websocket' -H 'Connection: Upgrade' \
+    -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: short'
+  expect 400 '.code == "invalid_argument"'
+  req POST "/v1/sandboxes/$ID/exec/attach"; expect 405
+  req GET "/v1/sandboxes/sb-nope/exec/attach"; expect 404
+  # frames: bad control messages get an error and the stream goes on; an oversized frame is
+  # closed 1009 and the command goes on (attach again, then end it)
+  local pid
+  pid=$(ws bad_frames) || fail "bad frames scenario"
+  req GET "/v1/sandboxes/$ID/processes/$pid"; expect 200 '.state == "running" and .background == false'
+  # raw frames: unmasked, reserved bits, unknown opcode, fragmented ping -> 1002
+  local f
+  for f in 820100 c28100000000 838100000000 098000000000; do
+    ws raw_frame "$pid" "$f" 1002 || fail "frame $f"
+  done
+  # text that is not UTF-8 -> 1007; a message of fragments past 1 MiB -> 1009
+  ws raw_frame "$pid" 818200000000fffe 1007 || fail "bad UTF-8"
+  req GET "/v1/sandboxes/$ID/processes/$pid"; expect 200 '.state == "running" and .attached == 0'
+  ws attach "$pid" attached-input 1 0 || fail "attach again after the bad frames"
+  wait_proc "$pid" '.state == "exited" and .exit_code == 0' 10
+  # the first message must be the exec body
+  ws first_binary || fail "a binary first message"
+  ws bad_body || fail "a bad exec body"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
