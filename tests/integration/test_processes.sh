@@ -197,6 +197,32 @@ test_stdin_8mb_bounded() {
   [ $(( after - before )) -lt 6144 ] || fail "daemon peak memory grew by $(( after - before )) KiB with a stalled stdin"
 }
 
+TEST_TIMEOUT_output_backpressure=120
+test_output_backpressure() {
+  need_ws
+  start_daemon
+  create
+  local before after pf="$DAEMON_ROOT/pid" i
+  before=$(vm_hwm_kb)
+  "$PY" "$WS" "$SOCK" "$ID" output_unread 32 "$pf" &
+  local client=$!
+  daemon_at_exit kill "$client"
+  for i in $(seq 200); do [ -s "$pf" ] && break; sleep 0.05; done
+  [ -s "$pf" ] || fail "the command did not start"
+  # the client reads nothing: the command is stopped by the full socket, not buffered
+  for i in $(seq 200); do
+    req GET "/v1/sandboxes/$ID/processes/$(cat "$pf")"
+    echo "$BODY" | jq -e '.stdout_bytes > 0' >/dev/null && break; sleep 0.05
+  done
+  sleep 1
+  req GET "/v1/sandboxes/$ID/processes/$(cat "$pf")"
+  expect 200 ".state == \"running\" and .stdout_bytes < $((32 << 20))"
+  after=$(vm_hwm_kb)
+  [ $(( after - before )) -lt 8192 ] || fail "daemon peak memory grew by $(( after - before )) KiB for an unread stream"
+  touch "$pf.go"
+  wait "$client" || fail "the output did not arrive whole"
+}
+
 TEST_TIMEOUT_bad_input=60
 test_bad_input() {
   need_ws

@@ -101,6 +101,8 @@ async def sc_repl(sock, sb):
     s = await start(sock, sb, {"argv": ["python3", "-i", "-q", "-u"]})
     if s.ws.subprotocol != "v1.sandboxd":
         fail("subprotocol not echoed: %r" % s.ws.subprotocol)
+    pong = await s.ws.ping(b"are-you-there")
+    await asyncio.wait_for(pong, 10)  # the server answers pings
     await s.send_stdin(b"x = 6 * 7\n")
     await s.send_stdin(b"print('answer', x)\n")
     await s.until_output(b"answer 42\n")
@@ -318,6 +320,21 @@ async def sc_bad_body(sock, sb):
     code = await s.closed_code()
     if code != 1008:
         fail("bad body: close %r" % code)
+
+
+async def sc_output_unread(sock, sb, mb, pidfile):
+    """MB megabytes of output to a client that reads nothing until told (a file appears): the
+    daemon stops reading the command instead of buffering; then every byte arrives."""
+    n = int(mb) << 20
+    s = await start(sock, sb, {"argv": ["head", "-c", str(n), "/dev/zero"]})
+    with open(pidfile + ".tmp", "w") as f:
+        f.write(str(s.pid))
+    os.rename(pidfile + ".tmp", pidfile)
+    while not os.path.exists(pidfile + ".go"):
+        await asyncio.sleep(0.05)
+    e = await s.until_exit(120)
+    if len(s.out[1]) != n or e["stdout_bytes"] != n:
+        fail("got %d bytes (exit %r), want %d" % (len(s.out[1]), e, n))
 
 
 def main():
