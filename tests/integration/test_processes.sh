@@ -132,6 +132,11 @@ test_background_kill_tree_and_bound() {
   req GET "/v1/sandboxes/$ID/processes/$PID"; expect 200 '.state == "running"'
   req POST "/v1/sandboxes/$ID/processes/$PID/signal" -d '{"signal":9}'; expect 204
   wait_proc "$PID" '.state == "exited" and .signal == 9' 10
+  # the table goes with its sandbox
+  bg '{"argv":["sleep","1000"],"background":true}'
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  req GET "/v1/sandboxes/$ID/processes"; expect 200 '.processes == []'
+  req GET "/v1/sandboxes/$ID/processes/$PID"; expect 404
 }
 
 TEST_TIMEOUT_background_idle_timeout=60
