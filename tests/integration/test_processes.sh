@@ -185,7 +185,7 @@ test_background_daemon_restart() {
 vm_hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$DPID/status"; }
 # Peak memory says nothing under ASan (its quarantine keeps freed memory): the bound is checked
 # in the plain pass only; the transfers themselves run in both.
-asan_build() { nm -D "$SBX_BUILD_DIR/sandboxd" 2>/dev/null | grep -q __asan_init; }
+asan_build() { [[ "$(nm -D "$SBX_BUILD_DIR/sandboxd" 2>/dev/null)" == *__asan_init* ]]; }
 mem_bound() { # BEFORE_KB LIMIT_KB WHAT
   asan_build && return 0
   local after; after=$(vm_hwm_kb)

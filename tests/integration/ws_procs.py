@@ -192,8 +192,11 @@ async def sc_attach(sock, sb, pid, want, stdin="0", replay="0"):
         await s.send_stdin(b"attached-input\n")
     await s.until_output(want.encode())
     if stdin == "1":
-        await s.control({"type": "eof"})
-        await s.until_exit()
+        try:  # the command may have ended already (it read its line)
+            await s.control({"type": "eof"})
+        except websockets.exceptions.ConnectionClosed:
+            pass
+        await s.until_exit()  # the exit message comes before the close
     await ws.close()
 
 
