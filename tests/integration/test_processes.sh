@@ -92,6 +92,11 @@ test_background_lifecycle() {
   wait_proc "$p2" '.attached == 0 and .state == "running"' 10
   ws attach "$p2" got-attached-input 1 0 || fail "stdin from a late attachment"
   wait_proc "$p2" '.state == "exited" and .exit_code == 0' 10
+  # many readers, a bounded number of them
+  bg '{"argv":["sh","-c","while :; do echo tick; sleep 0.2; done"],"background":true}'
+  ws many "$PID" || fail "eight readers"
+  wait_proc "$PID" '.attached == 0 and .state == "running"' 10
+  req DELETE "/v1/sandboxes/$ID/processes/$PID"; expect 204
   # unknown ones
   req GET "/v1/sandboxes/$ID/processes/999999"; expect 404 '.code == "not_found"'
   req GET "/v1/sandboxes/$ID/processes/abc"; expect 404 '.code == "not_found"'

@@ -340,6 +340,24 @@ async def sc_output_unread(sock, sb, mb, pidfile):
         fail("got %d bytes (exit %r), want %d" % (len(s.out[1]), e, n))
 
 
+async def sc_many(sock, sb, pid):
+    """Eight attachments (readers) are let in, a ninth gets 409; all see the same output."""
+    path = "/v1/sandboxes/%s/processes/%s/attach" % (sb, pid)
+    conns = [await connect(sock, path) for _ in range(8)]
+    try:
+        ws = await connect(sock, path)
+        await ws.close()
+        fail("a ninth attachment was let in")
+    except websockets.exceptions.InvalidStatusCode as e:
+        if e.status_code != 409:
+            fail("ninth attachment: HTTP %d" % e.status_code)
+    sessions = [Session(c) for c in conns]
+    for s in sessions:
+        await s.until_output(b"tick")
+    for c in conns:
+        await c.close()
+
+
 def main():
     sock, sb, name = sys.argv[1:4]
     fn = globals().get("sc_" + name)
