@@ -48,6 +48,20 @@ test_repl_session() {
   expect 200 ".processes | map(select(.pid == $pid)) | .[0] | .state == \"exited\" and .exit_code == 5 and .background == false and .attached == 0"
 }
 
+TEST_TIMEOUT_tcp_needs_token=60
+test_tcp_needs_token() {
+  need_ws
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  create
+  # the upgrade is a request like any other: 401 without the bearer token
+  [ "$("$PY" "$WS" "tcp:127.0.0.1:$port" "$ID" status "/v1/sandboxes/$ID/exec/attach")" == 401 ] ||
+    fail "an attach over TCP without a token was let in"
+  SBX_TOKEN="x$tok" "$PY" "$WS" "tcp:127.0.0.1:$port" "$ID" status "/v1/sandboxes/$ID/exec/attach" |
+    grep -qx 401 || fail "an attach with a wrong token was let in"
+  SBX_TOKEN=$tok "$PY" "$WS" "tcp:127.0.0.1:$port" "$ID" repl >/dev/null || fail "the REPL over TCP"
+}
+
 TEST_TIMEOUT_tty_resize_signals=60
 test_tty_resize_signals() {
   need_ws

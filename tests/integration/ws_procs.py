@@ -82,9 +82,15 @@ class Session:
 
 
 def connect(sock, path, protocol=True):
-    return websockets.client.unix_connect(
-        sock, "ws://sd" + path, max_size=None,
-        subprotocols=["v1.sandboxd"] if protocol else None, ping_interval=None)
+    """sock: a Unix socket path, or tcp:HOST:PORT (the bearer token from $SBX_TOKEN)."""
+    sub = ["v1.sandboxd"] if protocol else None
+    if sock.startswith("tcp:"):
+        tok = os.environ.get("SBX_TOKEN")
+        return websockets.client.connect(
+            "ws://" + sock[4:] + path, max_size=None, subprotocols=sub, ping_interval=None,
+            extra_headers={"Authorization": "Bearer " + tok} if tok else None)
+    return websockets.client.unix_connect(sock, "ws://sd" + path, max_size=None,
+                                          subprotocols=sub, ping_interval=None)
 
 
 async def start(sock, sb, body):
