@@ -141,4 +141,72 @@ assert not a["stdout_truncated"] and not a["stderr_truncated"]
 PY
 }
 
+# NDJSON after the exit: the command starts 4 writers of \0 (6 bytes each as JSON) in the
+# background and exits while its client has stopped reading. What the pipe still gets after
+# the exit is read at most once (a pipe's capacity) and then the pipe is closed: the daemon's
+# memory stays bounded and /healthz answers (the old drain read on, 64 MiB, ignoring the full
+# stream: 384 MB of JSON in the daemon, the loop stalled). Once the client reads again it gets
+# the whole stream, ending with the exit line.
+TEST_TIMEOUT_ndjson_drain_after_exit=120
+test_ndjson_drain_after_exit() {
+  setup
+  local body='{"argv":["sh","-c","for i in 1 2 3 4; do cat /dev/zero & done; sleep 2; exit 0"],"max_output":"64Mi","timeout":60}'
+  python3 - "$SOCK" "/v1/sandboxes/$ID/exec" "$body" "$D/client" <<'PY' &
+import json, os, socket, sys, time
+sock, path, body, out = sys.argv[1:5]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.connect(sock)
+s.sendall((f"POST {path} HTTP/1.1\r\nHost: sd\r\nAccept: application/x-ndjson\r\n"
+           f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+first = s.recv(4096)
+open(out + ".started", "w").write(str(len(first)))
+while not os.path.exists(out + ".read"):  # the client stops reading
+    time.sleep(0.05)
+data = first
+s.settimeout(60)
+while True:
+    b = s.recv(1 << 20)
+    if not b:
+        break
+    data += b
+    if data.endswith(b"0\r\n\r\n"):
+        break
+open(out, "wb").write(data)
+PY
+  local cl=$!
+  for _ in $(seq 200); do [ -e "$D/client.started" ] && break; sleep 0.05; done
+  [ -e "$D/client.started" ] || fail "the stream did not start"
+  healthz_start
+  # the command exits after 2 s; give the drain time to run (the old one took ~10 s)
+  local i
+  for i in $(seq 100); do
+    req GET "/v1/sandboxes/$ID"
+    [ "$(echo "$BODY" | jq .usage.commands_running)" == 0 ] && break
+    sleep 0.1
+  done
+  sleep 2
+  healthz_stop
+  check_peak "NDJSON drain after the exit"
+  healthz_check
+  touch "$D/client.read"
+  wait "$cl" || fail "the client failed"
+  python3 - "$D/client" <<'PY' || fail "the stream did not end with the exit line"
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+head, _, body = raw.partition(b"\r\n\r\n")
+assert b" 200 " in head.split(b"\r\n")[0], head[:200]
+text, rest = b"", body  # de-chunk
+while rest:
+    size, _, rest = rest.partition(b"\r\n")
+    n = int(size, 16)
+    if n == 0:
+        break
+    text, rest = text + rest[:n], rest[n + 2:]
+lines = [json.loads(l) for l in text.decode().splitlines()]
+assert lines[0]["type"] == "start" and lines[-1]["type"] == "exit", (lines[0], lines[-1]["type"])
+assert lines[-1]["exit_code"] == 0, lines[-1]
+PY
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
