@@ -14,9 +14,9 @@
 #define SHIM_AGENT_HOME "/home/agent"
 #define SHIM_GRADER_HOME "/home/grader"
 #define SHIM_GRADING_BIN "/.sbx/bin"
-#define SHIM_AGENT_SOCK_DIR "/.sbx/run"    /* in the sandbox: <dir>/agent on the host */
-#define SHIM_AGENT_SOCK "agent.sock"       /* in that directory */
-#define SHIM_AS_AGENT "sbx-as-agent"       /* next to sbx-shim on the host */
+#define SHIM_AGENT_SOCK_DIR "/.sbx/run" /* in the sandbox: <dir>/agent on the host */
+#define SHIM_AGENT_SOCK "agent.sock"    /* in that directory */
+#define SHIM_AS_AGENT "sbx-as-agent"    /* next to sbx-shim on the host */
 
 /* Host side, before init is forked: <dir>/agent (0700, the grader's) with a listening
  * SOCK_SEQPACKET socket agent.sock in it; *ret_fd is the listening socket. */

@@ -175,15 +175,14 @@ static int etc_generated(const shim_spec *spec, int etcfd, bool full, error_rec 
     char buf[16384];
     int r, n;
     if (full) {
-        n = snprintf(buf, sizeof(buf),
-                     "root:x:0:0:root:/root:/bin/sh\n"
-                     "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n"
-                     "%s"
-                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                     SHIM_SANDBOX_UID, SHIM_SANDBOX_UID,
-                     spec->grading ? SHIM_AGENT_HOME : "/workspace",
-                     spec->grading ? "grader:x:1001:1001:grader:" SHIM_GRADER_HOME ":/bin/sh\n"
-                                   : "");
+        n = snprintf(
+            buf, sizeof(buf),
+            "root:x:0:0:root:/root:/bin/sh\n"
+            "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n"
+            "%s"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            SHIM_SANDBOX_UID, SHIM_SANDBOX_UID, spec->grading ? SHIM_AGENT_HOME : "/workspace",
+            spec->grading ? "grader:x:1001:1001:grader:" SHIM_GRADER_HOME ":/bin/sh\n" : "");
         if ((r = write_new(etcfd, "passwd", buf, (size_t)n, u, err)) < 0)
             return r;
         n = snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\nsandbox:x:%u:\n%snogroup:x:65534:\n",

@@ -192,15 +192,9 @@ static const struct {
     const char *name;
     host_step_fn fn;
 } host_steps[] = {
-    {"spec", step_spec},
-    {"seccomp", step_seccomp},
-    {"pidfile", step_pidfile},
-    {"cgroup", step_cgroup},
-    {"socket", step_socket},
-    {"agent-socket", step_agent_socket},
-    {"fork", step_fork},
-    {"cgroup-join", step_cgroup_join},
-    {"userns-map", step_userns},
+    {"spec", step_spec},     {"seccomp", step_seccomp},         {"pidfile", step_pidfile},
+    {"cgroup", step_cgroup}, {"socket", step_socket},           {"agent-socket", step_agent_socket},
+    {"fork", step_fork},     {"cgroup-join", step_cgroup_join}, {"userns-map", step_userns},
     {"ready", step_ready},
 };
 

@@ -59,7 +59,8 @@ typedef struct server {
 
 static struct {
     enum src_kind kind;
-} src_listen = {SRC_LISTEN}, src_agent_listen = {SRC_AGENT_LISTEN}, src_ipc = {SRC_IPC}, src_sig = {SRC_SIG}, src_oom = {SRC_OOM};
+} src_listen = {SRC_LISTEN}, src_agent_listen = {SRC_AGENT_LISTEN}, src_ipc = {SRC_IPC},
+  src_sig = {SRC_SIG}, src_oom = {SRC_OOM};
 
 void shim_server_block_signals(void) {
     sigset_t set;

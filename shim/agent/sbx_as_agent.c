@@ -118,9 +118,9 @@ static void start(run *r) {
     json_t *argv = json_array();
     for (int i = 0; i < r->o.argc; i++)
         json_array_append_new(argv, json_string(r->o.argv[i]));
-    json_t *msg = json_pack("{s:s,s:i,s:s,s:o,s:s,s:I}", "type", "exec", "seq", 1, "xid", "x",
-                            "argv", argv, "cwd", r->o.cwd, "timeout_ms",
-                            (json_int_t)(r->o.timeout_s * 1000.0 + 0.5));
+    json_t *msg =
+        json_pack("{s:s,s:i,s:s,s:o,s:s,s:I}", "type", "exec", "seq", 1, "xid", "x", "argv", argv,
+                  "cwd", r->o.cwd, "timeout_ms", (json_int_t)(r->o.timeout_s * 1000.0 + 0.5));
     int fds[3] = {in, p[0][1], p[1][1]};
     int e = msg ? shimproto_send(r->sock, msg, fds, 3) : -ENOMEM;
     json_decref(msg);
@@ -149,8 +149,8 @@ static void kill_program(run *r) {
     if (r->killed || !r->xid)
         return;
     r->killed = true;
-    json_t *m = json_pack("{s:s,s:i,s:O,s:i}", "type", "kill", "seq", 2, "xid", r->xid, "signal",
-                          SIGKILL);
+    json_t *m =
+        json_pack("{s:s,s:i,s:O,s:i}", "type", "kill", "seq", 2, "xid", r->xid, "signal", SIGKILL);
     if (m)
         shimproto_send(r->sock, m, NULL, 0);
     json_decref(m);
@@ -251,9 +251,8 @@ static int status_of(run *r) {
 
 static void write_result(run *r) {
     json_t *j = json_pack("{s:i,s:i,s:s,s:I,s:I,s:b}", "exit_code", r->exit_code, "signal",
-                          r->signal, "reason", r->reason, "stdout_bytes",
-                          (json_int_t)r->s[0].bytes, "stderr_bytes", (json_int_t)r->s[1].bytes,
-                          "truncated", r->truncated);
+                          r->signal, "reason", r->reason, "stdout_bytes", (json_int_t)r->s[0].bytes,
+                          "stderr_bytes", (json_int_t)r->s[1].bytes, "truncated", r->truncated);
     if (!j || json_dump_file(j, r->o.result, JSON_COMPACT) < 0)
         fault("--result %s: cannot write it", r->o.result);
     json_decref(j);
