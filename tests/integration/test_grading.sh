@@ -218,4 +218,18 @@ test_no_workspace_startup_files() {
   assert_eq "$(out)" "" "no startup file ran"
 }
 
+# A warm pool of default sandboxes of the same shape never serves a grading create.
+TEST_TIMEOUT_pool_keeps_profiles_apart=60
+test_pool_keeps_profiles_apart() {
+  start_daemon --pool 'size=1,cpu=0.5,memory=256Mi'
+  wait_ready 1 20
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi","profile":"grading"}'
+  expect 201 '.pooled == false'
+  ID=$(echo "$BODY" | jq -r .id)
+  ex "$ID" grader 'id -u'
+  assert_eq "$(out)" 1001 "a grading sandbox"
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'
+  expect 201 '.pooled == true'
+}
+
 source "$(dirname "$0")/../lib/lib.sh"
