@@ -283,13 +283,14 @@ static void ep_put_file(grpo_episode *ep, int state, sbx_sandbox *sb, const grpo
 
 static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err);
 
+/* cmd with /bin/sh -c, or argv (NULL-terminated) started directly when given. */
 static void ep_exec_as(grpo_episode *ep, int state, sbx_sandbox *sb, const char *user,
-                       const char *cmd, const char *cwd, uint64_t timeout_ms) {
+                       const char *cmd, char *const *argv, const char *cwd, uint64_t timeout_ms) {
     sbx_exec_opts o;
     sbx_exec_opts_init(&o);
-    const char *argv[] = {cmd, NULL};
-    o.argv = argv;
-    o.shell = 1;
+    const char *sh[] = {cmd, NULL};
+    o.argv = argv ? (const char *const *)argv : sh;
+    o.shell = !argv;
     o.user = user;
     o.cwd = cwd;
     o.timeout_ms = timeout_ms;
@@ -299,7 +300,7 @@ static void ep_exec_as(grpo_episode *ep, int state, sbx_sandbox *sb, const char 
 
 static void ep_exec(grpo_episode *ep, int state, sbx_sandbox *sb, const char *cmd, const char *cwd,
                     uint64_t timeout_ms) {
-    ep_exec_as(ep, state, sb, NULL, cmd, cwd, timeout_ms);
+    ep_exec_as(ep, state, sb, NULL, cmd, NULL, cwd, timeout_ms);
 }
 
 /* Setup: files first, then commands, then the first turn. */
@@ -526,7 +527,7 @@ static void ep_grader_files_next(grpo_episode *ep) {
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
     /* The grader: uid 1001, started by the sandbox's init as /bin/sh -c COMMAND (no process of
      * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). */
-    ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd,
+    ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd, ep->inject_failure ? NULL : t->grader_argv,
                t->n_grader_files ? GRPO_GRADER_DIR : "/workspace", t->grader_timeout_ms);
 }
 
