@@ -72,6 +72,7 @@ bool sd_api_fleet_place(sd_daemon *d, sd_request *req) {
 
 typedef struct lease_wait {
     sd_request *req;
+    sd_http_handler again; /* the create, run again once the lease is known here */
     char id[64];
 } lease_wait;
 
@@ -93,12 +94,13 @@ static void lease_looked_up(sd_daemon *d, void *ud, int r, const char *value) {
     } else if (sd_lease_adopt(d, w->id, &err) < 0) {
         sd_reply_error_rec(req, &err);
     } else {
-        sd_api_create(d, req); /* again, now that the lease is known here */
+        w->again(d, req);
     }
     free(w);
 }
 
-bool sd_api_fleet_lease_wait(sd_daemon *d, sd_request *req, const char *lease) {
+bool sd_api_fleet_lease_wait(sd_daemon *d, sd_request *req, const char *lease,
+                             sd_http_handler again) {
     const char *url;
     if (!lease || sd_lease_exists(d, lease) || sd_fleet_locate(d, lease, &url) == SD_FLEET_SELF ||
         strlen(lease) >= sizeof(((lease_wait *)0)->id))
@@ -109,6 +111,7 @@ bool sd_api_fleet_lease_wait(sd_daemon *d, sd_request *req, const char *lease) {
         return true;
     }
     w->req = req;
+    w->again = again;
     snprintf(w->id, sizeof(w->id), "%s", lease);
     if (sd_fleet_lease_lookup(d, lease, lease_looked_up, w) < 0) {
         free(w);

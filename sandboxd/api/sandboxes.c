@@ -125,7 +125,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         sd_reply_error_rec(req, &err);
     } else if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
-    } else if (sd_api_fleet_lease_wait(d, req, c.lease)) {
+    } else if (sd_api_fleet_lease_wait(d, req, c.lease, sd_api_create)) {
         /* fleet: another node's lease, looked up first */
     } else if (sd_create(d, &c, key, &sb, &starting, &is_new, &err) < 0) {
         sd_reply_error_rec(req, &err);
