@@ -49,13 +49,13 @@ bool sd_api_fleet_route(sd_daemon *d, sd_request *req, const char *id) {
 
 bool sd_api_fleet_place(sd_daemon *d, sd_request *req) {
     const char *placed = sd_req_query(req, "placed"), *key = sd_req_header(req, "Idempotency-Key");
-    if (!sd_fleet_on(d) || (placed && strcmp(placed, "1") == 0) ||
-        (key && sd_registry_find_idem(d, key)))
+    if (!sd_fleet_on(d) || (key && sd_registry_find_idem(d, key))) /* a replay: answered here */
         return false;
     bool draining = sd_fleet_draining(d);
     if (!draining && !sd_fleet_full(d))
         return false;
-    const char *url = sd_fleet_pick(d);
+    /* a create that was placed here already is never sent on again */
+    const char *url = placed && strcmp(placed, "1") == 0 ? NULL : sd_fleet_pick(d);
     if (url) {
         redirect(req, url, "/v1/sandboxes", "placed", "placed=1");
         return true;

@@ -214,6 +214,8 @@ test_drain() { # a drained node takes no new creates, its running sandboxes go o
   assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes?placed=1" "Location"
   freq b POST /v1/sandboxes -d '{}'
   fexpect 201 '.id | endswith(".a")'
+  freq0 b POST '/v1/sandboxes?placed=1' -d '{}' # sent here by another node: still refused
+  fexpect 503 '.code == "node_draining"'
   freq b POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'
   fexpect 200 '.exit_code == 0'
   freq b POST /v1/fleet/nodes/b/undrain
