@@ -267,9 +267,9 @@ static void fleet_free(sd_fleet *f) {
     free(f);
 }
 
-static void closed_cb(uv_handle_t *h) {
+static void closed_cb(uv_handle_t *h) { /* the timer's and the async's: the second frees */
     sd_fleet *f = h->data;
-    if (h == (uv_handle_t *)&f->async)
+    if (++f->n_closed == 2)
         fleet_free(f);
 }
 

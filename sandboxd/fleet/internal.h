@@ -31,6 +31,7 @@ typedef struct sd_fleet {
     uv_async_t async;
     uv_timer_t timer;
     bool thread_started;
+    unsigned n_closed; /* loop: handles closed at stop */
     /* mu */
     bool stop;
     fleet_job *queue, *done;
