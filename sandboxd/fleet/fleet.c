@@ -173,28 +173,7 @@ static void job_settle(sd_fleet *f, fleet_job *j) {
     }
 }
 
-static void take_done(sd_fleet *f) {
-    fleet_job *done = NULL;
-    json_t *nodes = NULL, *drain = NULL, *leases = NULL;
-    bool ok_new, ok, snap_new;
-    uint64_t taken = 0;
-    uv_mutex_lock(&f->mu);
-    done = TAKE_PTR(f->done);
-    ok_new = f->ok_new, ok = f->snap_ok, snap_new = f->snap_new;
-    f->ok_new = f->snap_new = false;
-    if (snap_new) {
-        nodes = TAKE_PTR(f->snap_nodes), drain = TAKE_PTR(f->snap_drain);
-        leases = TAKE_PTR(f->snap_leases), taken = f->snap_taken_ms;
-    }
-    uv_mutex_unlock(&f->mu);
-    if (ok_new && ok != f->etcd_ok)
-        ok ? log_info("fleet: etcd reachable again") : log_warn("fleet: etcd unreachable");
-    if (ok_new)
-        f->etcd_ok = ok;
-    if (snap_new) {
-        f->etcd_ok = true;
-        apply_snapshot(f, nodes, drain, leases, taken);
-    }
+static void callbacks(sd_fleet *f, fleet_job *done) {
     for (fleet_job *j = done, *next; j; j = next) {
         next = j->next;
         for (fleet_job **pp = &f->all; *pp; pp = &(*pp)->all_next)
@@ -207,6 +186,33 @@ static void take_done(sd_fleet *f) {
             j->cb(f->d, j->ud, j->r, j->value);
         job_free(j);
     }
+}
+
+static void take_done(sd_fleet *f) {
+    fleet_job *done = NULL;
+    json_t *nodes = NULL, *drain = NULL, *leases = NULL;
+    bool ok_new, ok, snap_new;
+    uint64_t taken = 0;
+    char why[256];
+    uv_mutex_lock(&f->mu);
+    snprintf(why, sizeof(why), "%s", f->snap_err);
+    done = TAKE_PTR(f->done);
+    ok_new = f->ok_new, ok = f->snap_ok, snap_new = f->snap_new;
+    f->ok_new = f->snap_new = false;
+    if (snap_new) {
+        nodes = TAKE_PTR(f->snap_nodes), drain = TAKE_PTR(f->snap_drain);
+        leases = TAKE_PTR(f->snap_leases), taken = f->snap_taken_ms;
+    }
+    uv_mutex_unlock(&f->mu);
+    if (snap_new) /* a read that came through: etcd was reachable when it was taken */
+        apply_snapshot(f, nodes, drain, leases, taken);
+    bool was = f->etcd_ok;
+    f->etcd_ok = ok_new ? ok : snap_new || f->etcd_ok;
+    if (ok_new && !ok && (was || !f->have_snap))
+        log_warn("fleet: etcd unreachable, serving locally and retrying: %s", why);
+    else if (ok_new && ok && !was)
+        log_info("fleet: etcd reachable again");
+    callbacks(f, done);
 }
 
 static void async_cb(uv_async_t *a) {

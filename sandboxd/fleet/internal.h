@@ -39,6 +39,7 @@ typedef struct sd_fleet {
     json_t *snap_nodes, *snap_drain, *snap_leases; /* the thread's last read, for the loop */
     bool snap_new, snap_ok, ok_new;
     uint64_t snap_taken_ms; /* now_mono_ms() when the read began */
+    char snap_err[256];     /* why etcd became unreachable */
     /* thread */
     json_t *record;
     int64_t node_lease;
