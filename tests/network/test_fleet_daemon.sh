@@ -100,6 +100,28 @@ etcd_key() { # KEY: its value, or nothing
     jq -r '.kvs[0].value // empty' | base64 -d
 }
 
+TEST_TIMEOUT_config=30
+test_config() { # the fleet's settings are checked at start, with a message naming the problem
+  local out rc sd=$SBX_BUILD_DIR/sandboxd
+  daemon_init
+  echo '{}' >"$DAEMON_ROOT/empty.json"
+  bad() { # MESSAGE-REGEX FLAGS...: sandboxd refuses to start (exit 2) saying so
+    local re=$1
+    shift
+    rc=0
+    out=$("$sd" --config "$DAEMON_ROOT/empty.json" "$@" 2>&1) || rc=$?
+    [ "$rc" == 2 ] || fail "sandboxd $* exited $rc: $out"
+    grep -qE -- "$re" <<<"$out" || fail "sandboxd $*: expected /$re/ in: $out"
+  }
+  bad 'needs --advertise-url' --fleet-etcd http://127.0.0.1:2379
+  bad 'node-name: expected' --fleet-etcd http://127.0.0.1:2379 --advertise-url https://h:1 \
+    --node-name Bad_Name
+  bad 'fleet-ttl: at least 2' --fleet-etcd http://127.0.0.1:2379 --advertise-url https://h:1 \
+    --fleet-ttl 1
+  bad 'go together' --tls-cert /nonexistent.pem
+  bad 'needs --token' --tcp 127.0.0.1:1
+}
+
 TEST_TIMEOUT_registration=60
 test_registration() { # every node appears with its capacity, on an etcd lease; TLS only
   world
