@@ -176,6 +176,12 @@ test_routing() { # any node answers for any sandbox: 307 to its owner
   fexpect 200 ".id == \"$id\" and .state == \"running\""
   freq b POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","echo routed; hostname"]}'
   fexpect 200 ".exit_code == 0 and (.stdout | startswith(\"routed\"))"
+  freq b POST "/v1/sandboxes/$id/exec" -H 'Accept: application/x-ndjson' \
+    -d '{"argv":["sh","-c","echo one; echo two"]}'
+  fexpect 200
+  [ "$(jq -rs 'map(select(.type == "stdout") | .data) | join("")' <<<"$BODY")" == $'one\ntwo' ] ||
+    fail "streamed output through b: $BODY"
+  jq -es 'last | .type == "exit" and .exit_code == 0' <<<"$BODY" >/dev/null || fail "no exit: $BODY"
   freq b PUT "/v1/sandboxes/$id/files?path=/tmp/x" -H 'Content-Type: application/octet-stream' \
     --data-binary 'through b'
   [[ "$CODE" == 2* ]] || fail "PUT files through b: $CODE $BODY"
