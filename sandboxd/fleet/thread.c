@@ -1,6 +1,7 @@
 /* The fleet thread: every etcd call of the daemon. It keeps the node's etcd lease alive
  * (TTL/3), puts the node record (when it changes, at most 4 times a second, and on each
- * keepalive), reads P/nodes/, P/drain/ and P/leases/ (each second), and runs the jobs the loop
+ * keepalive) and P/members/NAME, reads P/nodes/, P/drain/, P/leases/ and P/members/ (each
+ * second), and runs the jobs the loop
  * queues; results go back to the loop with uv_async. etcd unreachable: it retries with backoff
  * (0.5 s doubling to 5 s) and registers again (a new lease if needed) when etcd is back. */
 #include "sandboxd/fleet/internal.h"
@@ -58,6 +59,10 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
     if (!f->node_lease) {
         if ((r = etcd_lease_grant(f->etcd, f->d->cfg.fleet_ttl, &f->node_lease, err)) < 0)
             return r;
+        char mkey[512]; /* a member for good: its ids answer 503 once it is gone, never 404 */
+        key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
+        if ((r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, err)) < 0)
+            return r;
         force = true;
         f->t_keepalive = now + beat_ms(f);
     } else if (now >= f->t_keepalive) {
@@ -108,20 +113,24 @@ static json_t *parse_nodes(sd_fleet *f, json_t *kvs) {
 static int poll_all(sd_fleet *f, uint64_t now, error_rec *err) {
     if (now < f->t_poll)
         return 0;
-    char k1[512], k2[512], k3[512];
+    char k1[512], k2[512], k3[512], k4[512];
     key_of(f, k1, sizeof(k1), "nodes", NULL);
     key_of(f, k2, sizeof(k2), "drain", NULL);
     key_of(f, k3, sizeof(k3), "leases", NULL);
-    json_t *nodes = NULL, *drain = NULL, *leases = NULL;
+    key_of(f, k4, sizeof(k4), "members", NULL);
+    json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
     int r = etcd_get_prefix(f->etcd, k1, &nodes, err);
     if (r >= 0)
         r = etcd_get_prefix(f->etcd, k2, &drain, err);
     if (r >= 0)
         r = etcd_get_prefix(f->etcd, k3, &leases, err);
+    if (r >= 0)
+        r = etcd_get_prefix(f->etcd, k4, &members, err);
     if (r < 0) {
         json_decref(nodes);
         json_decref(drain);
         json_decref(leases);
+        json_decref(members);
         return r;
     }
     json_t *parsed = parse_nodes(f, nodes);
@@ -130,7 +139,9 @@ static int poll_all(sd_fleet *f, uint64_t now, error_rec *err) {
     json_decref(f->snap_nodes);
     json_decref(f->snap_drain);
     json_decref(f->snap_leases);
+    json_decref(f->snap_members);
     f->snap_nodes = parsed, f->snap_drain = drain, f->snap_leases = leases;
+    f->snap_members = members;
     f->snap_new = true;
     f->snap_taken_ms = now;
     uv_mutex_unlock(&f->mu);
