@@ -306,8 +306,8 @@ static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
                       "left (%llu bytes): the snapshot is charged to the source sandbox",
                       (unsigned long long)used, (unsigned long long)room);
     else if ((r = copy_memcg(f, r < 0 ? UINT64_MAX : room, memcg, sizeof(memcg), err)) >= 0)
-        r = sd_files_worker_start(f->d->loop, memcg, NULL, 0, copy_run, f, copy_done, f, &f->copier,
-                                  err);
+        r = sd_files_worker_start(f->d->loop, memcg, (const int[]){STDERR_FILENO}, 1, copy_run, f,
+                                  copy_done, f, &f->copier, err);
     if (r < 0) {
         copy_cg_remove(f);
         freeze(f->d, f->src_id, false);
