@@ -50,7 +50,8 @@ typedef struct grpo_episode {
     size_t tar_len;
     grpo_ep_status status;
     char message[256];
-    const char *stop; /* "policy_stopped" or "max_turns" */
+    const char *fault; /* who caused a failure: "agent" (scored) or "platform" (infra); NULL */
+    const char *stop;  /* "policy_stopped" or "max_turns" */
     double reward, advantage;
     bool trained, inject_failure;
     double cost_usd;
@@ -97,6 +98,7 @@ struct grpo_run {
     uv_signal_t sig_int, sig_term;
     /* totals and curves */
     size_t episodes, scored, infra, trained, passes;
+    size_t *task_episodes, *task_infra; /* per task of ts (index t - ts->tasks), whole run */
     double episode_seconds;
     grpo_dvec step_reward, step_seconds;
     json_t *train_body;
@@ -137,6 +139,14 @@ int grpo_trainer_request(grpo_run *run, const char *method, const char *path, js
                          sbxi_http_cb cb, void *ud);
 /* "HTTP 503: message" or the transport's error, for the trainer's failures. */
 const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len);
-/* report.c */
+/* gradelib.c: the grading helper library's files (paths under GRPO_GRADER_DIR, static data),
+ * at most max into ret; returns how many there are. */
+#define GRPO_GRADELIB_FILES 2
+size_t grpo_gradelib_files(grpo_file *ret, size_t max);
+/* report.c. A task whose infrastructure failures are at least GRPO_INFRA_WARN_RATE of its
+ * episodes (and at least GRPO_INFRA_WARN_MIN of them) gets a warning in the step log, the
+ * summary and sbx_grpo_summary.warning. */
+#define GRPO_INFRA_WARN_RATE 0.2
+#define GRPO_INFRA_WARN_MIN 2
 int grpo_report_step(grpo_run *run);
 int grpo_report_finish(grpo_run *run);
