@@ -14,6 +14,7 @@
 
 SBX_GRADE_TIMEOUT=${SBX_GRADE_TIMEOUT:-10}
 SBX_GRADE_MAX_OUTPUT=${SBX_GRADE_MAX_OUTPUT:-1048576}
+SBX_GRADE_CWD=${SBX_GRADE_CWD:-/workspace}
 SBX_AS_AGENT=${SBX_AS_AGENT:-sbx-as-agent}
 
 sbx_platform_failure() {
@@ -26,7 +27,7 @@ sbx_private_dir() {
   mktemp -d "${HOME:-/grader}/sbx-grade.XXXXXX" || sbx_platform_failure "mktemp"
 }
 
-# sbx_run_agent STDIN_FILE OUT_FILE -- ARGV...: run ARGV as the agent in /workspace with
+# sbx_run_agent STDIN_FILE OUT_FILE -- ARGV...: run ARGV as the agent in $SBX_GRADE_CWD with
 # STDIN_FILE on its stdin and its stdout in OUT_FILE (its stderr discarded). Sets SBX_REASON,
 # SBX_EXIT and SBX_TRUNCATED from sbx-as-agent's record. Returns 0 when the program exited 0 by
 # itself within its bounds, 1 otherwise, 125 when sbx-as-agent itself failed.
@@ -36,7 +37,7 @@ sbx_run_agent() {
   [ "$1" = "--" ] && shift
   _res=$(sbx_private_dir)/result.json
   "$SBX_AS_AGENT" --timeout "$SBX_GRADE_TIMEOUT" --max-output "$SBX_GRADE_MAX_OUTPUT" \
-    --cwd /workspace --stdin "$_in" --result "$_res" -- "$@" >"$_out" 2>/dev/null </dev/null
+    --cwd "$SBX_GRADE_CWD" --stdin "$_in" --result "$_res" -- "$@" >"$_out" 2>/dev/null </dev/null
   _rc=$?
   SBX_REASON=$(sed -n 's/.*"reason" *: *"\([a-z_]*\)".*/\1/p' "$_res" 2>/dev/null)
   SBX_EXIT=$(sed -n 's/.*"exit_code" *: *\(-\{0,1\}[0-9]*\).*/\1/p' "$_res" 2>/dev/null)
