@@ -744,8 +744,12 @@ static void ep_on_put(void *ud, const sbx_err *err) {
         }
         return;
     case S_G_FILE:
-        if (ep_daemon_ok(ep, err, "put the hidden tests"))
+        if (err && err->code == SBX_E_TOO_LARGE) { /* the workspace took the disk */
+            ep_agent_fault(ep, "the workspace left no room for the hidden tests: %s", err->message);
+            ep_cleanup(ep);
+        } else if (ep_daemon_ok(ep, err, "put the hidden tests")) {
             ep_grader_files_next(ep);
+        }
         return;
     }
 }

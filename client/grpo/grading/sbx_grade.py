@@ -65,18 +65,40 @@ def _private_dir():
     return tempfile.mkdtemp(prefix="sbx-grade.", dir=base)
 
 
+def _disk_full(path):
+    """The sandbox's disk (shared by the grader's scratch space and the agent's programs) has
+    no room left: the agent's programs can fill it, so that is their failure, not the
+    platform's."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < (256 << 10) or st.f_favail == 0
+
+
+def _no_room(what):
+    return AgentRun({"reason": "no_space", "exit_code": None}, b"", what.encode())
+
+
 def run_agent(argv, stdin=b"", timeout=DEFAULT_TIMEOUT, max_output=DEFAULT_MAX_OUTPUT,
               cwd="/workspace"):
     """Run argv as the agent user through sbx-as-agent; returns an AgentRun. stdin (bytes or
     str) reaches the program on its stdin only, from a file the agent cannot open by name.
-    Raises PlatformError when the helper itself failed."""
+    Raises PlatformError when the helper itself failed. A full disk (the grader's scratch files
+    live on the sandbox's disk, which the agent's programs share) is a failed run."""
     if isinstance(stdin, str):
         stdin = stdin.encode()
-    d = _private_dir()
+    try:
+        d = _private_dir()
+    except OSError as e:
+        return _no_room(f"no scratch space: {e}")
     inp, res = os.path.join(d, "stdin"), os.path.join(d, "result.json")
     try:
-        with open(inp, "wb") as f:
-            f.write(stdin)
+        try:
+            with open(inp, "wb") as f:
+                f.write(stdin)
+        except OSError as e:
+            return _no_room(f"no room for the input: {e}")
         cmd = [AGENT_HELPER, "--timeout", f"{timeout:g}", "--max-output", str(int(max_output)),
                "--cwd", cwd, "--stdin", inp, "--result", res, "--", *argv]
         try:
@@ -90,6 +112,8 @@ def run_agent(argv, stdin=b"", timeout=DEFAULT_TIMEOUT, max_output=DEFAULT_MAX_O
         except (OSError, ValueError):
             record = None
         if not isinstance(record, dict) or "reason" not in record:
+            if _disk_full(d):
+                return _no_room("the disk filled up")
             raise PlatformError(f"sbx-as-agent failed (exit {p.returncode}): "
                                 f"{p.stderr[-300:].decode(errors='replace')}")
         return AgentRun(record, p.stdout, p.stderr)
@@ -99,7 +123,10 @@ def run_agent(argv, stdin=b"", timeout=DEFAULT_TIMEOUT, max_output=DEFAULT_MAX_O
                 os.unlink(name)
             except OSError:
                 pass
-        os.rmdir(d)
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
 
 
 def _norm_text(b):

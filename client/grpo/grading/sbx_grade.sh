@@ -22,9 +22,16 @@ sbx_platform_failure() {
   exit 125
 }
 
-# A private scratch directory in the grader's HOME (0700), never /tmp or /workspace.
+# A private scratch directory in the grader's HOME (0700), never /tmp or /workspace. It lives
+# on the sandbox's disk, which the agent's programs share: a full disk fails the case (1).
 sbx_private_dir() {
-  mktemp -d "${HOME:-/grader}/sbx-grade.XXXXXX" || sbx_platform_failure "mktemp"
+  mktemp -d "${HOME:-/grader}/sbx-grade.XXXXXX"
+}
+
+# True when the sandbox's disk has (almost) no room left: the agent's programs filled it.
+sbx_disk_full() {
+  _free=$(df -Pk "${HOME:-/grader}" 2>/dev/null | awk 'NR == 2 { print $4 }')
+  [ -n "$_free" ] && [ "$_free" -lt 256 ]
 }
 
 # sbx_run_agent STDIN_FILE OUT_FILE -- ARGV...: run ARGV as the agent in $SBX_GRADE_CWD with
@@ -35,15 +42,17 @@ sbx_run_agent() {
   _in=$1 _out=$2
   shift 2
   [ "$1" = "--" ] && shift
-  _res=$(sbx_private_dir)/result.json
+  _rd=$(sbx_private_dir) || return 1
+  _res=$_rd/result.json
   "$SBX_AS_AGENT" --timeout "$SBX_GRADE_TIMEOUT" --max-output "$SBX_GRADE_MAX_OUTPUT" \
     --cwd "$SBX_GRADE_CWD" --stdin "$_in" --result "$_res" -- "$@" >"$_out" 2>/dev/null </dev/null
   _rc=$?
   SBX_REASON=$(sed -n 's/.*"reason" *: *"\([a-z_]*\)".*/\1/p' "$_res" 2>/dev/null)
   SBX_EXIT=$(sed -n 's/.*"exit_code" *: *\(-\{0,1\}[0-9]*\).*/\1/p' "$_res" 2>/dev/null)
   SBX_TRUNCATED=$(sed -n 's/.*"truncated" *: *\(true\|false\).*/\1/p' "$_res" 2>/dev/null)
-  rm -rf "$(dirname "$_res")"
+  rm -rf "$_rd"
   if [ -z "$SBX_REASON" ]; then
+    sbx_disk_full && return 1
     echo "sbx_grade: sbx-as-agent failed (exit $_rc)" >&2
     return 125
   fi
@@ -58,7 +67,7 @@ sbx_same_output() {
     return
   fi
   tr -d '\000' <"$1" | cmp -s - "$1" || return 1
-  _d=$(sbx_private_dir)
+  _d=$(sbx_private_dir) || return 1
   sbx_norm_text <"$1" >"$_d/got"
   sbx_norm_text <"$2" >"$_d/want"
   cmp -s "$_d/got" "$_d/want"
@@ -83,7 +92,7 @@ sbx_compare_program() {
   for _case in "$_cases"/*.in; do
     [ -f "$_case" ] || continue
     _any=1
-    _got=$(sbx_private_dir)
+    _got=$(sbx_private_dir) || return 1
     sbx_run_agent "$_case" "$_got/out" -- "$@"
     _rc=$?
     if [ $_rc -eq 0 ]; then
