@@ -268,7 +268,9 @@ void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_cre
     ret->o.timeout_ms = l->timeout_ms;
     ret->o.idle_timeout_ms = l->idle_timeout_ms;
     ret->o.max_cost_usd = l->max_cost_usd;
-    ret->o.network = strcmp(role, "grader") != 0 && t->network_text ? t->network_text : "none";
+    bool grading = strcmp(role, "grader") == 0;
+    ret->o.network = !grading && t->network_text ? t->network_text : "none";
+    ret->o.profile = grading ? "grading" : NULL;
     snprintf(ret->labels[0], sizeof(ret->labels[0]), "grpo_run=%s", ep->run->run_id);
     snprintf(ret->labels[1], sizeof(ret->labels[1]), "grpo_role=%s", role);
     snprintf(ret->labels[2], sizeof(ret->labels[2]), "grpo_task=%s", t->id);
@@ -313,17 +315,23 @@ static void ep_put_file(grpo_episode *ep, int state, sbx_sandbox *sb, const grpo
 
 static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err);
 
-static void ep_exec(grpo_episode *ep, int state, sbx_sandbox *sb, const char *cmd, const char *cwd,
-                    uint64_t timeout_ms) {
+static void ep_exec_as(grpo_episode *ep, int state, sbx_sandbox *sb, const char *user,
+                       const char *cmd, const char *cwd, uint64_t timeout_ms) {
     sbx_exec_opts o;
     sbx_exec_opts_init(&o);
     const char *argv[] = {cmd, NULL};
     o.argv = argv;
     o.shell = 1;
+    o.user = user;
     o.cwd = cwd;
     o.timeout_ms = timeout_ms;
     o.max_output = 64 * 1024;
     ep_call(ep, state, sbx_async_exec(ep->run->sbx, sb, &o, ep_on_exec, ep));
+}
+
+static void ep_exec(grpo_episode *ep, int state, sbx_sandbox *sb, const char *cmd, const char *cwd,
+                    uint64_t timeout_ms) {
+    ep_exec_as(ep, state, sb, NULL, cmd, cwd, timeout_ms);
 }
 
 /* Setup: files first, then commands, then the first turn. */
@@ -578,8 +586,10 @@ static void ep_grader_files_next(grpo_episode *ep) {
     }
     /* Failure injection (a test hook): the grader process crashes. */
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
-    ep_exec(ep, S_G_EXEC, ep->grader, cmd, t->n_grader_files ? GRPO_GRADER_DIR : "/workspace",
-            t->grader_timeout_ms);
+    /* The grader: uid 1001, started by the sandbox's init as /bin/sh -c COMMAND (no process of
+     * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). */
+    ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd,
+               t->n_grader_files ? GRPO_GRADER_DIR : "/workspace", t->grader_timeout_ms);
 }
 
 static size_t trimmed(const char *s, size_t n, const char **ret) {

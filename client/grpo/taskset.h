@@ -15,7 +15,7 @@
 
 #define GRPO_MAX_EXIT_MAP 16
 /* Where hidden tests are placed in the grading sandbox (the root is read-only; /tmp is not). */
-#define GRPO_GRADER_DIR "/tmp/grader"
+#define GRPO_GRADER_DIR "/grader" /* the grading sandbox's, uid 1001 only (docs/GRPO.md) */
 
 typedef struct grpo_file {
     char *path; /* absolute inside the sandbox */

@@ -170,6 +170,10 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     int r = policy_limits_parse_exec(body, &pe, &err);
     const char *wd = json_object_get(body, "cwd") ? NULL : sd_images_workdir(d, sb->spec.image);
     json_decref(body);
+    if (r >= 0 && pe.as_grader && !sb->spec.grading)
+        r = error_set(&err, -EINVAL,
+                      "user: \"grader\" exists only in a sandbox created with "
+                      "\"profile\": \"grading\"");
     if (r >= 0 && wd && (wd = strdup(wd))) { /* images: the image's WorkingDir is the default */
         free(pe.cwd);
         pe.cwd = (char *)wd;

@@ -5,7 +5,8 @@
  * a tar (entries relative to the directory). Writes and directory tars run in a worker process
  * in the sandbox's memory cgroup (sandboxd/core/files.h), never on the loop; a directory tar is
  * streamed as the worker makes it; a PUT's body arrives spooled to an unlinked file (api/http.c,
- * upload_fd) that the worker reads. Written files belong to the sandbox user (uid_base + 1000). */
+ * upload_fd) that the worker reads. Written files belong to the sandbox user (uid_base + 1000),
+ * those under /grader of a grading sandbox to the grader (uid_base + 1001). */
 #include "sandboxd/api/api.h"
 
 #include "sandboxd/core/files.h"
@@ -233,7 +234,13 @@ static files_job *files_prologue(sd_request *req, sd_sandbox *sb, const char **r
         free(j);
         return NULL;
     }
-    j->uid = base + 1000;
+    /* grading sandboxes: what goes under /grader belongs to the grader (docs/GRPO.md) */
+    const char *top = path;
+    while (*top == '/' || (top[0] == '.' && (top[1] == '/' || !top[1])))
+        top++;
+    bool grader =
+        sb->spec.grading && strncmp(top, "grader", 6) == 0 && (top[6] == '\0' || top[6] == '/');
+    j->uid = base + (grader ? 1001 : 1000);
     *ret_path = path;
     return j;
 }

@@ -332,6 +332,8 @@ static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
     json_t *msg = json_pack("{s:I,s:O,s:o,s:s,s:I,s:b}", "xid", (json_int_t)e->xid, "argv",
                             pe->argv, "env", exec_env(e->sb, pe->env), "cwd", pe->cwd, "timeout_ms",
                             (json_int_t)pe->timeout_ms, "shell", pe->shell);
+    if (msg && pe->as_grader)
+        json_object_set_new(msg, "user", json_string("grader"));
     int fds[3] = {in[0], out[1], errp[1]};
     int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
     safe_close(in[0]), safe_close(out[1]), safe_close(errp[1]);

@@ -49,7 +49,7 @@ TEST(grpo_tasks_parse) {
     CHECK_STREQ(a->setup_files[0].path, "/workspace/x.txt");
     CHECK_STREQ(a->setup_files[1].path, "/etc/y");
     CHECK_EQ(a->n_setup_commands, 1);
-    CHECK_STREQ(a->grader_files[0].path, "/tmp/grader/t.sh");
+    CHECK_STREQ(a->grader_files[0].path, "/grader/t.sh");
     CHECK_EQ(a->grader_timeout_ms, 5000);
     CHECK_EQ(a->line, 2);
     CHECK_EQ(b->line, 4);
