@@ -587,9 +587,14 @@ static void ep_grader_files_next(grpo_episode *ep) {
     /* Failure injection (a test hook): the grader process crashes. */
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
     /* The grader: uid 1001, started by the sandbox's init as /bin/sh -c COMMAND (no process of
-     * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). */
-    ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd,
-               t->n_grader_files ? GRPO_GRADER_DIR : "/workspace", t->grader_timeout_ms);
+     * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). Under
+     * expected_output the command is the agent's own program and the verdict is the runner's
+     * comparison: it runs as the agent (uid 1000) in /workspace, never as the grader. */
+    if (t->reward_kind == GRPO_REWARD_EXPECTED_OUTPUT)
+        ep_exec(ep, S_G_EXEC, ep->grader, cmd, "/workspace", t->grader_timeout_ms);
+    else
+        ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd,
+                   t->n_grader_files ? GRPO_GRADER_DIR : "/workspace", t->grader_timeout_ms);
 }
 
 static size_t trimmed(const char *s, size_t n, const char **ret) {

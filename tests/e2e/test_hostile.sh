@@ -29,26 +29,27 @@ hostile_run() {
     fail "the run failed: $(cat "$T/summary.txt")"
   cat "$T/summary.txt"
   local rc=0
-  /usr/bin/python3 - "$T/out" "$n" <<'PY' || rc=$?
+  /usr/bin/python3 - "$T/out" "$n" "${HOSTILE_WANT:-{\}}" <<'PY' || rc=$?
 import json, sys
-out, n = sys.argv[1], int(sys.argv[2])
+out, n, override = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
 eps = [json.loads(l) for l in open(out + "/step-0001.jsonl")]
 summary = json.load(open(out + "/summary.json"))
 assert len(eps) == n, (len(eps), n)
 bad = []
 for e in sorted(eps, key=lambda e: e["task"]):
-    want = 1.0 if e["task"].endswith(".right") else 0.0
-    ok = e["status"] == "scored" and e["reward"] == want
+    status, want = override.get(e["task"], ["scored", 1.0 if e["task"].endswith(".right") else 0.0])
+    ok = e["status"] == status and e["reward"] == want
     print(f'{"ok  " if ok else "FAIL"} {e["task"]:28} {e["status"]:24} reward {e["reward"]} '
-          f'(want {want}) {e.get("fault") or ""} {(e.get("message") or "")[:110]}')
+          f'(want {status} {want}) {e.get("fault") or ""} {(e.get("message") or "")[:100]}')
     if not ok:
         bad.append(e["task"])
     json.dumps(e, ensure_ascii=False)  # every log line is valid JSON text
-assert summary["infrastructure_failures"] == 0 or bad, summary
+want_infra = sum(1 for s, _ in override.values() if s != "scored")
+assert summary["infrastructure_failures"] == want_infra or bad, summary
 if bad:
-    print(f"{len(bad)} of {n} behaviours were not scored as an honest wrong answer: {bad}")
+    print(f"{len(bad)} of {n} behaviours were not scored as they should be: {bad}")
     sys.exit(1)
-print(f"all {n} behaviours scored as they should; none excluded")
+print(f"all {n} behaviours scored as they should")
 PY
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
   return $rc
@@ -65,5 +66,15 @@ test_hostile_expected() { hostile_run expected; }
 
 TEST_TIMEOUT_hostile_data=240
 test_hostile_data() { hostile_run data; }
+
+# The control of the suite itself: against a grader that imports the agent's module into its
+# own process (the anti-pattern docs/GRPO.md warns against), the same agents win: reading or
+# rewriting the tests scores 1, exiting 125 from inside the grader becomes an exclusion. The
+# honest answers still score 1 and 0.
+TEST_TIMEOUT_hostile_naive_control=120
+test_hostile_naive_control() {
+  HOSTILE_WANT='{"naive.read_tests": ["scored", 1.0], "naive.rewrite_tests": ["scored", 1.0],
+                 "naive.fake_platform": ["infrastructure_failure", null]}' hostile_run naive
+}
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
