@@ -466,11 +466,19 @@ static void on_detokenized(grpo_episode *ep, const sbxi_http_result *r) {
     json_decref(j);
 }
 
+/* Appends len bytes of src at buf[at] (up to max in all), a NUL byte as '?'; returns the end. */
+static size_t append_text(char *buf, size_t at, size_t max, const char *src, size_t len) {
+    for (size_t i = 0; src && i < len && at < max; i++)
+        buf[at++] = src[i] ? src[i] : '?';
+    return at;
+}
+
 static void on_executed(grpo_episode *ep, const sbx_exec_result *res) {
     ep->exec_ms += ep_lap(ep);
     ep->turn++;
     char obs[OBS_MAX + 64];
-    snprintf(obs, OBS_MAX, "%s%s", res->stdout_data ?: "", res->stderr_data ?: "");
+    size_t n = append_text(obs, 0, OBS_MAX - 1, res->stdout_data, res->stdout_len);
+    obs[append_text(obs, n, OBS_MAX - 1, res->stderr_data, res->stderr_len)] = 0;
     if (strcmp(res->reason, "command_timeout") == 0)
         strcat(obs, "\n[command timed out]\n");
     text_for_log(obs); /* output that is not UTF-8 goes on as ASCII */

@@ -38,7 +38,7 @@ KINDS = {
                    "sbx_grade.main(lambda: sbx_grade.call_functions('solution', 'add', CASES, "
                    "timeout=10))\n"},
         "command": "python3 test.py", "timeout": "60s"},
-    "expected": {"command": "printf '2 3\\n' | python3 /workspace/main.py", "timeout": "20s",
+    "expected": {"command": "printf '2 3\\n' | python3 /workspace/main.py", "timeout": "8s",
                  "expected_output": "5"},
     # the anti-pattern (docs/GRPO.md): the agent's module imported into the grader's own
     # process. Only in the suite's control run, which shows that the attacks do win there.

@@ -77,4 +77,66 @@ test_hostile_naive_control() {
                  "naive.fake_platform": ["infrastructure_failure", null]}' hostile_run naive
 }
 
+# Failure attribution in the runner (docs/GRPO.md): the agent's program timing out under
+# expected_output scores the task's failure_reward (-0.5 here), scored like any answer; a
+# grader that crashes or whose interpreter is missing is the platform's: infrastructure
+# failures, counted per task in steps.jsonl and the summary, with a warning for tasks whose
+# rate is high. A NUL byte and invalid UTF-8 in the agent's output are only text.
+TEST_TIMEOUT_failure_attribution=90
+test_failure_attribution() {
+  require_root
+  grpo_setup
+  local limits='"limits":{"cpu":0.25,"memory":"64Mi","disk":"8Mi","pids":16},"max_completion_tokens":4'
+  {
+    echo '{"task_set":"attribution@1","split":{"seed":1,"held_out":0}}'
+    echo '{"id":"slow","prompt":"[slow]",'"$limits"',"failure_reward":-0.5,"grader":{"command":"sleep 30","timeout":"1s","expected_output":"x"}}'
+    echo '{"id":"crash","prompt":"[crash]",'"$limits"',"grader":{"command":"kill -SEGV $$"}}'
+    echo '{"id":"nointerp","prompt":"[nointerp]",'"$limits"',"grader":{"files":{"t.xyz":"1"},"command":"no-such-interpreter t.xyz"}}'
+    echo '{"id":"binary","prompt":"[binary]",'"$limits"',"grader":{"command":"printf '"'"'\\000\\377x'"'"'; cat /workspace/out","expected_output":"x"}}'
+  } >"$T/attr.jsonl"
+  printf '%s' '{"[slow]": "true", "[crash]": "true", "[nointerp]": "true", "[binary]": "printf '"'"'\\000\\377\\376 turn'"'"'; printf x > out"}' >"$T/answers.json"
+  /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port" \
+    --delay-ms 0 --answers "$T/answers.json" >"$T/policy.log" 2>&1 &
+  TRAINER_PID=$!
+  for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
+  [ -s "$T/port" ] || fail "the scripted policy did not start"
+  TRAINER_URL=http://127.0.0.1:$(cat "$T/port")
+  grpo_run --tasks "$T/attr.jsonl" --out "$T/out" --steps 1 --tasks-per-step 4 --group-size 3 \
+    --no-train >"$T/summary.txt" 2>"$T/stderr.txt" || fail "the run failed: $(cat "$T/summary.txt")"
+  cat "$T/summary.txt"
+  grep -q 'warning: task "crash": 3 of 3 episodes (100%) were infrastructure failures' "$T/summary.txt" ||
+    fail "no warning in the summary"
+  /usr/bin/python3 - "$T/out" <<'PY'
+import json, sys
+out = sys.argv[1]
+eps = {}
+for l in open(out + "/step-0001.jsonl"):
+    e = json.loads(l)
+    eps.setdefault(e["task"], []).append(e)
+for t, es in sorted(eps.items()):
+    for e in es:
+        print(t, e["status"], e["reward"], e.get("fault"), (e.get("message") or "")[:90])
+for e in eps["slow"]:
+    assert e["status"] == "scored" and e["reward"] == -0.5 and e["fault"] == "agent", e
+for e in eps["crash"] + eps["nointerp"]:
+    assert e["status"] == "infrastructure_failure" and e["fault"] == "platform", e
+assert all("exit code 127" in e["message"] for e in eps["nointerp"]), eps["nointerp"][0]
+for e in eps["binary"]:  # "\0\377x" is not "x": a wrong answer, scored
+    assert e["status"] == "scored" and e["reward"] == 0.0 and "fault" not in e, e
+    assert "turn" in e["trace"][0]["output"], e["trace"]
+step = json.loads(open(out + "/steps.jsonl").readline())
+assert step["infrastructure_failures_by_task"] == {
+    "crash": {"episodes": 3, "infrastructure_failures": 3},
+    "nointerp": {"episodes": 3, "infrastructure_failures": 3}}, step
+assert len(step["warnings"]) == 2 and all("3 of 3" in w for w in step["warnings"]), step
+s = json.load(open(out + "/summary.json"))
+assert s["infrastructure_failures"] == 6 and s["scored"] == 6, s
+assert s["tasks"]["slow"] == {"episodes": 3, "infrastructure_failures": 0}, s["tasks"]
+assert s["tasks"]["crash"] == {"episodes": 3, "infrastructure_failures": 3}, s["tasks"]
+assert len(s["warnings"]) == 2, s["warnings"]
+print("attribution, per-task counts and warnings as documented")
+PY
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
