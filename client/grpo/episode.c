@@ -601,8 +601,8 @@ static void ep_grader_files_next(grpo_episode *ep) {
     if (t->reward_kind == GRPO_REWARD_EXPECTED_OUTPUT)
         ep_exec(ep, S_G_EXEC, ep->grader, cmd, "/workspace", t->grader_timeout_ms);
     else
-        ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd,
-                   t->n_grader_files ? GRPO_GRADER_DIR : "/workspace", t->grader_timeout_ms);
+        ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd, GRPO_GRADER_DIR,
+                   t->grader_timeout_ms); /* never in /workspace: nothing there shadows */
 }
 
 static size_t trimmed(const char *s, size_t n, const char **ret) {
