@@ -266,7 +266,7 @@ def command(kind, attack):
     if attack == "nul_bytes":  # the agent's own turn prints them too (the episode's trace)
         cmds += ["printf 'turn\\000\\377\\376\\n'; printf '\\000\\303(' >&2"]
     if attack == "big_workspace":  # most of the disk: the grading sandbox gets the same one
-        cmds += ["head -c 30M /dev/urandom > big.bin || true"]
+        cmds += ["head -c 40M /dev/urandom > big.bin; true"]
     return " && ".join(cmds)
 
 
