@@ -548,13 +548,11 @@ static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err 
     }
     if (!ep_daemon_ok(ep, err, "get the workspace"))
         return;
-    ep->tar = malloc(len ? len : 1);
-    if (!ep->tar) {
-        ep_infra(ep, "out of memory for the workspace");
+    error_rec e = {0};
+    if (grpo_workspace_contain(data, len, &ep->tar, &ep->tar_len, &ep->dropped_symlinks, &e) < 0) {
+        ep_infra(ep, "%s", e.message); /* the daemon's own tar: a platform fault */
         return;
     }
-    memcpy(ep->tar, data, len);
-    ep->tar_len = len;
     ep_lap(ep);
     ep_release_next(ep); /* the agent's sandbox goes; then ep_grade */
 }
@@ -862,5 +860,7 @@ json_t *grpo_episode_log(const grpo_episode *ep) {
         json_object_set_new(o, "message", json_string(ep->message));
     if (o && ep->fault)
         json_object_set_new(o, "fault", json_string(ep->fault));
+    if (o)
+        json_object_set_new(o, "dropped_symlinks", json_integer(ep->dropped_symlinks));
     return o;
 }
