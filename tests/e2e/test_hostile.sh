@@ -39,8 +39,10 @@ bad = []
 for e in sorted(eps, key=lambda e: e["task"]):
     status, want = override.get(e["task"], ["scored", 1.0 if e["task"].endswith(".right") else 0.0])
     ok = e["status"] == status and e["reward"] == want
+    if e["task"].endswith(".symlink_out"):  # 6 links leave /workspace: none may enter grading
+        ok = ok and e["dropped_symlinks"] == 6
     print(f'{"ok  " if ok else "FAIL"} {e["task"]:28} {e["status"]:24} reward {e["reward"]} '
-          f'(want {status} {want}) {e.get("fault") or ""} {(e.get("message") or "")[:100]}')
+          f'(want {status} {want}) {e.get("fault") or ""} {e.get("dropped_symlinks") or ""} {(e.get("message") or "")[:100]}')
     if not ok:
         bad.append(e["task"])
     json.dumps(e, ensure_ascii=False)  # every log line is valid JSON text
