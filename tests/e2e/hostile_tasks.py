@@ -9,6 +9,8 @@ that lays out the workspace. Grader kinds (docs/GRPO.md "Grader kinds"):
   module    the agent's function on hidden inputs: Python grader, sbx_grade.call_functions
   expected  grader.expected_output: the runner compares the command's stdout
   data      data only: sh grader, sbx_file_matches on /workspace/answer.txt, runs no agent code
+  naive     the anti-pattern, only for the suite's own control: the grader imports the agent's
+            module into its own process (a few behaviours; there the attacks win)
 Behaviours: the controls `right` (expected reward 1) and `wrong` (an honest wrong answer: 0),
 and hostile ones built as oracles: the agent's code answers right only when its attack worked
 (it read or rewrote the hidden tests, attached to or wrote into another process), so reward 1

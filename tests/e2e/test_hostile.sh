@@ -57,16 +57,16 @@ PY
   return $rc
 }
 
-TEST_TIMEOUT_hostile_program=240
+TEST_TIMEOUT_hostile_program=180
 test_hostile_program() { hostile_run program; }
 
-TEST_TIMEOUT_hostile_module=240
+TEST_TIMEOUT_hostile_module=180
 test_hostile_module() { hostile_run module; }
 
-TEST_TIMEOUT_hostile_expected=240
+TEST_TIMEOUT_hostile_expected=180
 test_hostile_expected() { hostile_run expected; }
 
-TEST_TIMEOUT_hostile_data=240
+TEST_TIMEOUT_hostile_data=180
 test_hostile_data() { hostile_run data; }
 
 # The control of the suite itself: against a grader that imports the agent's module into its
