@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 
 #define MAX_CONNS 32
+#define MAX_AGENT_CONNS 24 /* of MAX_CONNS: sbx-as-agent runs at once in a grading sandbox */
 #define MAX_EXECS 4096
 #define MAX_ARGV 4096
 
@@ -470,6 +471,13 @@ static void on_listen(server *s, bool agent) {
         return;
     if (agent && !peer_is_grader(s, fd)) {
         log_warn("agent socket: a peer that is not the grader was refused");
+        close(fd);
+        return;
+    }
+    size_t n_agent = 0; /* the grader never takes the daemon's connection slots */
+    for (size_t i = 0; i < MAX_CONNS; i++)
+        n_agent += s->conns[i] && s->conns[i]->agent;
+    if (agent && n_agent >= MAX_AGENT_CONNS) {
         close(fd);
         return;
     }

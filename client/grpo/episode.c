@@ -315,13 +315,14 @@ static void ep_put_file(grpo_episode *ep, int state, sbx_sandbox *sb, const grpo
 
 static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err);
 
+/* cmd with /bin/sh -c, or argv (NULL-terminated) started directly when given. */
 static void ep_exec_as(grpo_episode *ep, int state, sbx_sandbox *sb, const char *user,
-                       const char *cmd, const char *cwd, uint64_t timeout_ms) {
+                       const char *cmd, char *const *argv, const char *cwd, uint64_t timeout_ms) {
     sbx_exec_opts o;
     sbx_exec_opts_init(&o);
-    const char *argv[] = {cmd, NULL};
-    o.argv = argv;
-    o.shell = 1;
+    const char *sh[] = {cmd, NULL};
+    o.argv = argv ? (const char *const *)argv : sh;
+    o.shell = !argv;
     o.user = user;
     o.cwd = cwd;
     o.timeout_ms = timeout_ms;
@@ -331,7 +332,7 @@ static void ep_exec_as(grpo_episode *ep, int state, sbx_sandbox *sb, const char 
 
 static void ep_exec(grpo_episode *ep, int state, sbx_sandbox *sb, const char *cmd, const char *cwd,
                     uint64_t timeout_ms) {
-    ep_exec_as(ep, state, sb, NULL, cmd, cwd, timeout_ms);
+    ep_exec_as(ep, state, sb, NULL, cmd, NULL, cwd, timeout_ms);
 }
 
 /* Setup: files first, then commands, then the first turn. */
@@ -595,12 +596,14 @@ static void ep_grader_files_next(grpo_episode *ep) {
     /* The grader: uid 1001, started by the sandbox's init as /bin/sh -c COMMAND (no process of
      * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). Under
      * expected_output the command is the agent's own program and the verdict is the runner's
-     * comparison: it runs as the agent (uid 1000) in /workspace, never as the grader. */
-    if (t->reward_kind == GRPO_REWARD_EXPECTED_OUTPUT)
-        ep_exec(ep, S_G_EXEC, ep->grader, cmd, "/workspace", t->grader_timeout_ms);
+     * comparison: it runs as the agent (uid 1000) in /workspace, never as the grader. A
+     * reward-rule grader never starts in /workspace: nothing there shadows its modules. */
+    char *const *argv = ep->inject_failure ? NULL : t->grader_argv;
+    if (t->reward_kind == GRPO_REWARD_EXPECTED_OUTPUT && !ep->inject_failure)
+        ep_exec_as(ep, S_G_EXEC, ep->grader, NULL, cmd, argv, "/workspace", t->grader_timeout_ms);
     else
-        ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd, GRPO_GRADER_DIR,
-                   t->grader_timeout_ms); /* never in /workspace: nothing there shadows */
+        ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd, argv, GRPO_GRADER_DIR,
+                   t->grader_timeout_ms);
 }
 
 static size_t trimmed(const char *s, size_t n, const char **ret) {

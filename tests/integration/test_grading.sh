@@ -202,6 +202,17 @@ test_helper_background_children() {
   assert_eq "$(out)" "$(printf 'started\nrc=0')" "the helper did not wait for the children"
   ex "$ID" agent 'for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr "\0" " "; echo; done | grep -c "^sleep 30[01]" || true'
   assert_eq "$(out)" 0 "what the program left running was killed"
+  # the helper killed while its program runs: the shim kills the program
+  ex "$ID" grader 'sbx-as-agent --timeout 0 -- sh -c "touch /tmp/started; exec sleep 302" & h=$!
+    while [ ! -e /tmp/started ]; do sleep 0.1; done; kill -9 $h; wait $h; echo "helper=$?"'
+  assert_eq "$(out)" "helper=137" "the helper was killed"
+  local left=1
+  for _ in $(seq 100); do
+    ex "$ID" agent 'for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null | tr "\0" " "; echo; done | grep -c "^sleep 302" || true'
+    left=$(out); [ "$left" == 0 ] && break
+    sleep 0.1
+  done
+  assert_eq "$left" 0 "the program of a dead helper was killed"
 }
 
 test_no_workspace_startup_files() {

@@ -266,3 +266,21 @@ TEST(workspace_contain_drops_escaping_links) {
     free(list);
     free(data);
 }
+
+/* grader.argv: started directly, as the grader user, without a shell. */
+TEST(grader_argv) {
+    grpo_taskset *ts =
+        parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[\"python3\","
+                     "\"/grader/t.py\"],\"files\":{\"t.py\":\"\"}}}\n");
+    const grpo_task *t = &ts->tasks[0];
+    CHECK(t->grader_command == NULL);
+    CHECK_EQ(t->n_grader_argv, 2);
+    CHECK_STREQ(t->grader_argv[1], "/grader/t.py");
+    CHECK(t->grader_argv[2] == NULL);
+    grpo_taskset_free(ts);
+    parse_bad(HDR
+              "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[\"x\"],\"command\":\"x\"}}\n",
+              "not both");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[]}}\n", "must start with");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[1]}}\n", "grader.argv");
+}
