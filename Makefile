@@ -40,7 +40,7 @@ COMMON_OBJ   := $(call obj,$(call src,common))
 POLICY_OBJ   := $(call obj,$(call src,policy))
 SHIM_OBJ     := $(call obj,$(call src,shim))
 DAEMON_OBJ   := $(call obj,$(call src,sandboxd) $(call src,sandboxd/core) $(call src,sandboxd/api) \
-                $(call src,sandboxd/net))
+                $(call src,sandboxd/net) $(call src,sandboxd/fleet))
 LIBSBX_OBJ   := $(call obj,$(call src,client/lib) $(call src,client/grpo))
 CLI_OBJ      := $(call obj,$(call src,client/cli))
 TESTLIB_OBJ  := $(call obj,$(call src,tests/lib))
@@ -112,9 +112,15 @@ $(B)/libsbx.pc: client/lib/libsbx.pc.in Makefile
 # ---- tests: every tests/<suite>/test_*.c is one executable holding many cases ----
 TEST_SRCS := $(sort $(wildcard tests/*/test_*.c))
 TEST_BINS := $(patsubst %.c,$(B)/%,$(TEST_SRCS))
-TEST_LINK := $(TESTLIB_OBJ) $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
+# The daemon's and the shim's objects go in as an archive, so that a test links only what it
+# uses (a libsbx test must not pull in the daemon's fleet code and with it libcurl).
+TEST_ARCH := $(B)/libsdtest.a
+TEST_LINK := $(TESTLIB_OBJ) $(TEST_ARCH) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
 
-$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJ) $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
+$(TEST_ARCH): $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJ) $(TEST_ARCH) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< -Wl,--start-group $(TEST_LINK) -Wl,--end-group $(PKG_LIBS) -lm
 

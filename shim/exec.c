@@ -110,10 +110,7 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     }
     if (chdir(cwd) < 0)
         fail_exec(errno);
-    /* seccomp goes last: nothing but execve (and the error path) runs under it. */
-    int r = shim_seccomp_apply_bpf(prog->filter, prog->len * sizeof(struct sock_filter));
-    if (r < 0)
-        fail_exec(-r);
+    /* The seccomp filter is init's, inherited (init.c, step seccomp): not loaded per command. */
     fail_exec(-exec_search(argv, envp));
 }
 

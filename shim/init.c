@@ -7,6 +7,7 @@
 #include "shim/grading.h"
 #include "shim/ipc.h"
 #include "shim/rootfs.h"
+#include "shim/seccomp.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -171,6 +172,16 @@ static int step_process_limits(error_rec *err) {
     return 0;
 }
 
+/* The sandbox's seccomp filter, installed once on init (last, after everything that needs
+ * more than the profile allows) instead of once per command: every reaper and command is
+ * forked from init and inherits it through fork, vfork and execve, so each command runs
+ * under exactly the filter it got before, without paying its load and JIT per command.
+ * Everything init itself does from here on (the exec service in exec.c) is in the profile. */
+static int step_seccomp(shim_init_ctx *c, error_rec *err) {
+    int r = shim_seccomp_apply_bpf(c->prog.filter, c->prog.len * sizeof(struct sock_filter));
+    return r < 0 ? error_set_errno(err, r, "install the seccomp filter") : 0;
+}
+
 typedef int (*init_step_fn)(shim_init_ctx *, error_rec *);
 static const struct {
     const char *name;
@@ -189,6 +200,7 @@ static const struct {
     {"oom-score", step_oom_score},
     {"userns", step_userns},
     {"credentials", step_credentials},
+    {"seccomp", step_seccomp},
 };
 
 static _Noreturn void init_fail(shim_init_ctx *c, const char *step, error_rec *err) {

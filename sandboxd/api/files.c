@@ -9,6 +9,7 @@
  * those under /grader of a grading sandbox to the grader (uid_base + 1001). */
 #include "sandboxd/api/api.h"
 
+#include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/files.h"
 #include "sandboxd/core/registry.h"
 
@@ -179,11 +180,7 @@ static void job_done(void *ud, const error_rec *err) {
 }
 
 static int job_start(sd_daemon *d, sd_sandbox *sb, files_job *j, sd_files_fn fn) {
-    if (d->cgroup_version == 2)
-        snprintf(j->memcg, sizeof(j->memcg), "%s/%s", d->cgroup_parent, sb->id);
-    else
-        snprintf(j->memcg, sizeof(j->memcg), "/sys/fs/cgroup/memory/%s/%s", d->cgroup_parent,
-                 sb->id);
+    sd_cgroup_memcg_dir(d, sb->id, j->memcg, sizeof(j->memcg));
     int keep[] = {j->root, j->dirfd, j->data_w, j->body_fd};
     error_rec err = {0};
     int r = sd_files_worker_start(d->loop, j->memcg, keep, ARRAY_SIZE(keep), fn, j, job_done, j,

@@ -49,6 +49,17 @@ static void output_release(sd_exec *e, sd_daemon *d) {
     }
 }
 
+char *sd_exec_take_output(sd_exec *e, int which, size_t *ret_len) {
+    *ret_len = e->ob[which].len;
+    e->ob[which].len = 0; /* its budget share goes with it */
+    return TAKE_PTR(e->ob[which].data);
+}
+
+void sd_exec_output_free(sd_daemon *d, char *data, size_t len) {
+    d->output_bytes -= MIN(d->output_bytes, len);
+    free(data);
+}
+
 static void exec_maybe_free(sd_exec *e) {
     if (e->finished && e->open_handles == 0 && !e->sb) {
         free(e->stdin_data);
