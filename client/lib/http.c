@@ -69,6 +69,7 @@ void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *u
     curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, resp->curl_error);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    sbxi_fleet_easy_setup(h, unix_path == NULL);
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     } else {
@@ -165,6 +166,9 @@ char *sbxi_files_path(const char *id, const char *path, unsigned mode) {
 sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *extra_header,
                       const void *body, size_t len, sbxi_response *resp, sbx_err *err) {
+    sbx_code frc = sbxi_fleet_check(c, ep, err);
+    if (frc != SBX_OK)
+        return frc;
     const sbxi_endpoint *e = &c->eps[ep];
     if (!c->easy) {
         c->easy = curl_easy_init();
@@ -184,5 +188,8 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
     CURLcode rc = curl_easy_perform(c->easy);
     sbxi_response_finish(c->easy, rc, resp);
     curl_slist_free_all(hdrs);
-    return sbxi_err_from_response(e, resp, err);
+    sbx_code code = sbxi_err_from_response(e, resp, err);
+    if (code == SBX_OK && c->fleet)
+        c->eps[ep].down_until_ms = 0; /* it answers again */
+    return sbxi_fleet_failed(c, ep, code, err);
 }
