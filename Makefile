@@ -40,7 +40,7 @@ COMMON_OBJ   := $(call obj,$(call src,common))
 POLICY_OBJ   := $(call obj,$(call src,policy))
 SHIM_OBJ     := $(call obj,$(call src,shim))
 DAEMON_OBJ   := $(call obj,$(call src,sandboxd) $(call src,sandboxd/core) $(call src,sandboxd/api) \
-                $(call src,sandboxd/net))
+                $(call src,sandboxd/net) $(call src,sandboxd/fleet))
 LIBSBX_OBJ   := $(call obj,$(call src,client/lib) $(call src,client/grpo))
 CLI_OBJ      := $(call obj,$(call src,client/cli))
 TESTLIB_OBJ  := $(call obj,$(call src,tests/lib))

@@ -16,8 +16,10 @@ bool shim_spec_id_valid(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n > SHIM_ID_MAX)
         return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+    for (size_t i = 0; i < n;
+         i++) /* '.' separates a fleet id's node part: never first, never ".." */
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+              (s[i] == '.' && i > 0 && s[i - 1] != '.')))
             return false;
     return true;
 }

@@ -64,6 +64,7 @@ struct sd_daemon {
     struct sd_http *http;        /* api/http.c */
     struct sd_api *api;          /* api/sandboxes.c */
     struct sd_sf *sf;            /* api/sandboxfusion.c */
+    struct sd_fleet *fleet;      /* fleet/fleet.c; NULL: not in a fleet */
     unsigned active_requests;    /* api/http.c */
     uv_signal_t sigterm, sigint; /* main.c */
 };

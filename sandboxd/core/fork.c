@@ -34,7 +34,7 @@ struct sd_fork {
     sd_fork *next;        /* d->forks */
     sd_fork_done_fn done; /* NULL: the owner is gone */
     void *ud;
-    char src_id[24];
+    char src_id[64];
     uint32_t src_uid_base;
     char layer[PATH_MAX];
     bool layer_mounted, frozen;
