@@ -63,7 +63,8 @@ int main(int argc, char **argv) {
             cli_opts.host = argv[++i];
         } else if (strncmp(a, "--host=", 7) == 0) {
             cli_opts.host = a + 7;
-        } else if ((strcmp(a, "--cacert") == 0 && i + 1 < argc) || strncmp(a, "--cacert=", 9) == 0) {
+        } else if ((strcmp(a, "--cacert") == 0 && i + 1 < argc) ||
+                   strncmp(a, "--cacert=", 9) == 0) {
             cli_common_opt(CLI_OPT_CACERT, a[8] == '=' ? a + 9 : argv[++i]);
         } else {
             fprintf(stderr, "sbx: unknown option %s (see sbx --help)\n", a);

@@ -317,8 +317,8 @@ sbx_code sbx_lease_create(sbx_client *c, uint64_t ttl_ms, char **ret_lease_id, s
     if (!body)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     sbxi_response r = {0};
-    sbx_code rc = sbxi_request(c, sbxi_first_ep(c), "POST", "/v1/leases", "application/json", NULL, NULL, body,
-                               strlen(body), &r, err);
+    sbx_code rc = sbxi_request(c, sbxi_first_ep(c), "POST", "/v1/leases", "application/json", NULL,
+                               NULL, body, strlen(body), &r, err);
     if (rc == SBX_OK)
         rc = sbxi_lease_id_parse(r.body, r.len, ret_lease_id, err);
     free(r.body);

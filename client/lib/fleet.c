@@ -15,9 +15,9 @@
 struct sbxi_fleet {
     char **etcd; /* "http://host:2379" each */
     size_t n_etcd, cur;
-    char *prefix;   /* "/sandboxd": no trailing '/' */
-    json_t *nodes;  /* the last node records read, in etcd's (name) order */
-    bool etcd_ok;   /* whether the last read worked */
+    char *prefix;  /* "/sandboxd": no trailing '/' */
+    json_t *nodes; /* the last node records read, in etcd's (name) order */
+    bool etcd_ok;  /* whether the last read worked */
     uint64_t read_at_ms;
     uint64_t rng;
     CURL *easy;
@@ -83,11 +83,12 @@ static sbx_code etcd_call(sbxi_fleet *f, const char *path, const char *body, jso
         curl_easy_setopt(f->easy, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
         curl_easy_setopt(f->easy, CURLOPT_TIMEOUT_MS, 3000L);
         sbxi_response_finish(f->easy, curl_easy_perform(f->easy), &r);
-        if (r.curl_code == CURLE_OK && r.status == 200 && (*ret = json_loadb(r.body, r.len, 0, NULL)))
+        if (r.curl_code == CURLE_OK && r.status == 200 &&
+            (*ret = json_loadb(r.body, r.len, 0, NULL)))
             rc = SBX_OK, f->cur = i;
         else if (r.curl_code == CURLE_OK)
-            rc = sbxi_err_set(err, SBX_E_PROTOCOL, r.status, "", "etcd at %s answered %s with HTTP %ld",
-                              f->etcd[i], path, r.status);
+            rc = sbxi_err_set(err, SBX_E_PROTOCOL, r.status, "",
+                              "etcd at %s answered %s with HTTP %ld", f->etcd[i], path, r.status);
         else
             rc = sbxi_err_set(err, SBX_E_CONNECT, 0, "", "cannot reach etcd at %s: %s", f->etcd[i],
                               r.curl_error);
@@ -122,7 +123,8 @@ static sbx_code read_nodes(sbxi_fleet *f, json_t **ret, sbx_err *err) {
             continue;
         json_t *rec = json_loadb((const char *)raw, n, 0, NULL);
         free(raw);
-        if (json_is_string(json_object_get(rec, "name")) && json_is_string(json_object_get(rec, "url")))
+        if (json_is_string(json_object_get(rec, "name")) &&
+            json_is_string(json_object_get(rec, "url")))
             json_array_append(nodes, rec);
         json_decref(rec);
     }
@@ -135,7 +137,8 @@ static sbx_code read_nodes(sbxi_fleet *f, json_t **ret, sbx_err *err) {
 
 static size_t ep_by_node(const sbx_client *c, const char *name, size_t len) {
     for (size_t i = 0; i < c->n_eps; i++)
-        if (c->eps[i].node && strlen(c->eps[i].node) == len && memcmp(c->eps[i].node, name, len) == 0)
+        if (c->eps[i].node && strlen(c->eps[i].node) == len &&
+            memcmp(c->eps[i].node, name, len) == 0)
             return i;
     return SIZE_MAX;
 }
@@ -225,7 +228,8 @@ sbx_code sbxi_fleet_open(sbx_client *c, const char *addr, sbx_err *err) {
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     if (f->n_etcd == 0)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "",
-                            "bad fleet address \"%s\": use etcd://host:2379[,host:2379]/prefix", addr);
+                            "bad fleet address \"%s\": use etcd://host:2379[,host:2379]/prefix",
+                            addr);
     sbx_code rc = sbxi_fleet_refresh(c, true, err);
     if (rc == SBX_OK && c->n_eps == 0)
         rc = sbxi_err_set(err, SBX_E_UNAVAILABLE, 0, "",
@@ -300,7 +304,8 @@ static size_t fleet_order(sbx_client *c, size_t *order) {
         if (sbxi_ep_usable(c, i) && !c->eps[i].draining)
             order[n++] = i;
     for (size_t i = 1; i < n; i++) /* most free first: the fallback order after the pick */
-        for (size_t j = i; j > 0 && c->eps[order[j]].free_slots > c->eps[order[j - 1]].free_slots; j--) {
+        for (size_t j = i; j > 0 && c->eps[order[j]].free_slots > c->eps[order[j - 1]].free_slots;
+             j--) {
             size_t t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
@@ -360,9 +365,9 @@ static json_t *nodes_from_etcd(const sbxi_fleet *f) {
         json_t *hb = json_object_get(rec, "heartbeat");
         if (json_is_number(hb))
             json_object_set_new(r, "heartbeat_age_s", json_real(now - json_number_value(hb)));
-        json_object_set_new(r, "state",
-                            json_string(json_is_true(json_object_get(rec, "draining")) ? "draining"
-                                                                                        : "ready"));
+        json_object_set_new(
+            r, "state",
+            json_string(json_is_true(json_object_get(rec, "draining")) ? "draining" : "ready"));
         json_array_append_new(arr, r);
     }
     return json_pack("{ss ss so}", "prefix", f->prefix, "etcd", f->etcd_ok ? "ok" : "unreachable",
@@ -380,8 +385,8 @@ sbx_code sbx_client_nodes(sbx_client *c, char **ret_json, sbx_err *err) {
         sbxi_response r = {0};
         sbx_code rc = sbxi_request(c, 0, "GET", "/v1/fleet", NULL, NULL, NULL, NULL, 0, &r, err);
         if (rc == SBX_OK && !json_is_object(j = json_loadb(r.body, r.len, 0, NULL)))
-            rc = sbxi_err_set(err, SBX_E_PROTOCOL, r.status, "", "%s sent invalid JSON for /v1/fleet",
-                              c->eps[0].display);
+            rc = sbxi_err_set(err, SBX_E_PROTOCOL, r.status, "",
+                              "%s sent invalid JSON for /v1/fleet", c->eps[0].display);
         free(r.body);
         if (rc != SBX_OK) {
             json_decref(j);

@@ -41,8 +41,8 @@ struct sbx_client {
     sbxi_endpoint *eps; /* in fleet mode only ever appended to: handles keep their index */
     size_t n_eps;
     char *token;
-    CURL *easy;         /* the synchronous API's handle (keeps connections alive) */
-    sbxi_fleet *fleet;  /* etcd:// addresses only */
+    CURL *easy;        /* the synchronous API's handle (keeps connections alive) */
+    sbxi_fleet *fleet; /* etcd:// addresses only */
 };
 
 struct sbx_sandbox {
