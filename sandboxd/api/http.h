@@ -84,6 +84,11 @@ void sd_reply_error_rec(sd_request *req, const error_rec *err);
  * a Transfer-Encoding other than one "chunked", or both. conn is the MHD_Connection, version
  * the access callback's; call it on the request's first callback, before the body is read. */
 bool sd_http_framing_error(void *conn, const char *version, char *msg, size_t cap);
+/* 307 Temporary Redirect to location (the fleet's routing: docs/FLEET.md). */
+void sd_reply_redirect(sd_request *req, const char *location);
+/* The request's query string, re-encoded ("?a=b&c", "" when none), without argument skip,
+ * with "add" (already encoded, "placed=1") appended; malloc'ed, NULL on ENOMEM. */
+char *sd_req_query_string(sd_request *req, const char *skip, const char *add);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);

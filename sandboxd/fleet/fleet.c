@@ -164,6 +164,8 @@ static void job_settle(sd_fleet *f, fleet_job *j) {
         char id[32];
         snprintf(id, sizeof(id), "%lld", (long long)j->lease);
         json_object_set_new(f->own, j->lease_id, json_string(id));
+    } else if ((j->op == JOB_PUT || j->op == JOB_DELETE) && j->r >= 0 && j->self_drain) {
+        f->draining = j->op == JOB_PUT; /* at once: no create slips in before the next read */
     } else if (j->op == JOB_KEEPALIVE && j->r == -ENOENT) {
         json_object_del(f->own, j->lease_id);
         if (sd_lease_exists(f->d, j->lease_id))
@@ -265,9 +267,9 @@ static void fleet_free(sd_fleet *f) {
     free(f);
 }
 
-static void closed_cb(uv_handle_t *h) {
+static void closed_cb(uv_handle_t *h) { /* the timer's and the async's: the second frees */
     sd_fleet *f = h->data;
-    if (h == (uv_handle_t *)&f->async)
+    if (++f->n_closed == 2)
         fleet_free(f);
 }
 
@@ -362,8 +364,7 @@ int sd_fleet_drain(sd_daemon *d, const char *name, bool on, sd_fleet_cb cb, void
     fleet_job *j = job_new(d->fleet, on ? JOB_PUT : JOB_DELETE, key, on ? "1" : NULL, cb, ud);
     if (!j)
         return -ENOMEM;
-    if (strcmp(name, d->cfg.node_name) == 0 && on)
-        d->fleet->draining = true; /* no create slips in before the next read */
+    j->self_drain = strcmp(name, d->cfg.node_name) == 0;
     fleet_submit(d->fleet, j);
     return 0;
 }

@@ -17,6 +17,7 @@ typedef struct fleet_job {
     int64_t lease;     /* JOB_LEASE_PUT's granted id (thread); KEEPALIVE/REVOKE's */
     int r;             /* thread: the result */
     char lease_id[64]; /* the sandboxd lease a LEASE_PUT or KEEPALIVE is for */
+    bool self_drain;   /* a PUT/DELETE of this node's own P/drain key */
     sd_fleet_cb cb;    /* loop; NULL: cancelled or none */
     void *ud;
 } fleet_job;
@@ -30,6 +31,7 @@ typedef struct sd_fleet {
     uv_async_t async;
     uv_timer_t timer;
     bool thread_started;
+    unsigned n_closed; /* loop: handles closed at stop */
     /* mu */
     bool stop;
     fleet_job *queue, *done;
