@@ -78,7 +78,7 @@ etcd_start() {
   fail "etcd did not start"
 }
 
-etcd_stop() { kill -KILL "$ETCDPID" 2>/dev/null; wait "$ETCDPID" 2>/dev/null; ETCDPID=''; }
+etcd_stop() { kill -KILL "$ETCDPID" 2>/dev/null; wait "$ETCDPID" 2>/dev/null || true; ETCDPID=''; }
 
 world_up() {
   require_root
@@ -134,6 +134,19 @@ wait_nodes() { # "a b c" SECONDS
     sleep 0.1
   done
   fail "fleet nodes: expected '$want', got '$got'"
+}
+
+# Wait until every node named sees exactly those nodes in its own list (GET /v1/fleet).
+wait_views() { # "a b c" SECONDS
+  local want=$1 n got=''
+  for n in $want; do
+    for _ in $(seq $(($2 * 10))); do
+      got=$(fcurl "$n" GET /v1/fleet 2>/dev/null | jq -r '[.nodes[].name] | sort | join(" ")') || true
+      [ "$got" == "$want" ] && break
+      sleep 0.1
+    done
+    [ "$got" == "$want" ] || fail "node $n sees '$got', not '$want'"
+  done
 }
 
 node_kill9() { # NAME: SIGKILL the daemon only (its shims and sandboxes go on)
