@@ -287,4 +287,38 @@ test_etcd_restart() {
   sbxn a --json nodes | jq -e '.etcd == "ok"' >/dev/null || fail "etcd back: $(sbxn a --json nodes)"
 }
 
+# A GRPO run against the fleet address while host c goes away: the run completes; the episodes
+# that lived on c are infrastructure failures (excluded), the others are scored.
+TEST_TIMEOUT_grpo_node_killed=150
+test_grpo_node_killed() {
+  fleet3 --max-sandboxes 12
+  local r=$DAEMON_ROOT gpid tpid
+  hub /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$r/port" \
+    --delay-ms 700 --command 'echo red > b.txt' >"$r/trainer.log" 2>&1 &
+  tpid=$!
+  daemon_at_exit quiet_kill "$tpid"
+  for _ in $(seq 100); do [ -s "$r/port" ] && break; sleep 0.1; done
+  [ -s "$r/port" ] || fail "the stand-in trainer did not start"
+  hub env SBX_TOKEN="$FLEET_TOKEN" SBX_CA="$W/ca.pem" "$(bin sbx)" grpo --host "$(fleet_addr)" \
+    --trainer "http://127.0.0.1:$(cat "$r/port")" --tasks "$SBX_SRC_DIR/tasks/toy-files.jsonl" \
+    --out "$r/out" --steps 2 --tasks-per-step 6 --group-size 2 --seed 3 --json \
+    >"$r/summary.txt" 2>"$r/grpo.err" &
+  gpid=$!
+  daemon_at_exit quiet_kill "$gpid"
+  # wait until episodes run on c, then take the host away
+  for _ in $(seq 200); do [ "$(count_on c)" -gt 0 ] && break; sleep 0.05; done
+  [ "$(count_on c)" -gt 0 ] || fail "no episode was placed on c"
+  node_host_kill c
+  wait "$gpid" || { cat "$r/grpo.err" >&2; fail "the GRPO run failed"; }
+  /usr/bin/python3 - "$r/out/summary.json" <<'PY' || fail "GRPO summary: $(cat "$r/out/summary.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["stop_reason"], d["episodes"], d["scored"], d["infrastructure_failures"])
+assert d["stop_reason"] == "completed", d
+assert d["infrastructure_failures"] > 0 and d["scored"] > 0, d
+assert d["scored"] + d["infrastructure_failures"] == d["episodes"], d
+PY
+  for n in a b; do assert_eq "$(count_on $n)" 0 "sandboxes left running on $n"; done
+}
+
 source "$(dirname "$0")/../lib/lib.sh"
