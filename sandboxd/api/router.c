@@ -27,9 +27,9 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
     memcpy(id, rest, n);
     id[n] = 0;
     const char *sub = rest + n;
-    if (sd_api_fleet_route(d, req, id)) /* fleet: another node's sandbox */
-        return;
     sd_sandbox *sb = sd_registry_find(d, id);
+    if (!sb && sd_api_fleet_route(d, req, id)) /* fleet: another node's sandbox */
+        return;
     if (!sb || sb->hidden) {
         sd_reply_error(req, 404, "not_found", "sandbox %s not found", id);
         return;

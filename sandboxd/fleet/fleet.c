@@ -136,6 +136,17 @@ static void end_remote_leases(sd_fleet *f, uint64_t taken_ms) {
         sd_lease_end_id(f->d, ids[i], "lease ended in the fleet");
 }
 
+static void apply_members(sd_fleet *f, json_t *members) {
+    const char *key;
+    json_t *v;
+    size_t plen = strlen(f->d->cfg.fleet_prefix) + strlen("/members/");
+    json_object_foreach(members, key, v) {
+        if (strlen(key) > plen)
+            json_object_set_new(f->seen, key + plen, json_true());
+    }
+    json_decref(members);
+}
+
 static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *leases,
                            uint64_t taken_ms) {
     json_decref(f->nodes);
@@ -173,28 +184,7 @@ static void job_settle(sd_fleet *f, fleet_job *j) {
     }
 }
 
-static void take_done(sd_fleet *f) {
-    fleet_job *done = NULL;
-    json_t *nodes = NULL, *drain = NULL, *leases = NULL;
-    bool ok_new, ok, snap_new;
-    uint64_t taken = 0;
-    uv_mutex_lock(&f->mu);
-    done = TAKE_PTR(f->done);
-    ok_new = f->ok_new, ok = f->snap_ok, snap_new = f->snap_new;
-    f->ok_new = f->snap_new = false;
-    if (snap_new) {
-        nodes = TAKE_PTR(f->snap_nodes), drain = TAKE_PTR(f->snap_drain);
-        leases = TAKE_PTR(f->snap_leases), taken = f->snap_taken_ms;
-    }
-    uv_mutex_unlock(&f->mu);
-    if (ok_new && ok != f->etcd_ok)
-        ok ? log_info("fleet: etcd reachable again") : log_warn("fleet: etcd unreachable");
-    if (ok_new)
-        f->etcd_ok = ok;
-    if (snap_new) {
-        f->etcd_ok = true;
-        apply_snapshot(f, nodes, drain, leases, taken);
-    }
+static void callbacks(sd_fleet *f, fleet_job *done) {
     for (fleet_job *j = done, *next; j; j = next) {
         next = j->next;
         for (fleet_job **pp = &f->all; *pp; pp = &(*pp)->all_next)
@@ -207,6 +197,36 @@ static void take_done(sd_fleet *f) {
             j->cb(f->d, j->ud, j->r, j->value);
         job_free(j);
     }
+}
+
+static void take_done(sd_fleet *f) {
+    fleet_job *done = NULL;
+    json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
+    bool ok_new, ok, snap_new;
+    uint64_t taken = 0;
+    char why[256];
+    uv_mutex_lock(&f->mu);
+    snprintf(why, sizeof(why), "%s", f->snap_err);
+    done = TAKE_PTR(f->done);
+    ok_new = f->ok_new, ok = f->snap_ok, snap_new = f->snap_new;
+    f->ok_new = f->snap_new = false;
+    if (snap_new) {
+        nodes = TAKE_PTR(f->snap_nodes), drain = TAKE_PTR(f->snap_drain);
+        leases = TAKE_PTR(f->snap_leases), taken = f->snap_taken_ms;
+        members = TAKE_PTR(f->snap_members);
+    }
+    uv_mutex_unlock(&f->mu);
+    if (snap_new) { /* a read that came through: etcd was reachable when it was taken */
+        apply_snapshot(f, nodes, drain, leases, taken);
+        apply_members(f, members);
+    }
+    bool was = f->etcd_ok;
+    f->etcd_ok = ok_new ? ok : snap_new || f->etcd_ok;
+    if (ok_new && !ok && (was || !f->have_snap))
+        log_warn("fleet: etcd unreachable, serving locally and retrying: %s", why);
+    else if (ok_new && ok && !was)
+        log_info("fleet: etcd reachable again");
+    callbacks(f, done);
 }
 
 static void async_cb(uv_async_t *a) {
@@ -256,6 +276,7 @@ static void fleet_free(sd_fleet *f) {
     json_decref(f->snap_nodes);
     json_decref(f->snap_drain);
     json_decref(f->snap_leases);
+    json_decref(f->snap_members);
     json_decref(f->nodes);
     json_decref(f->seen);
     json_decref(f->leases);

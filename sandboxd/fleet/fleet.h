@@ -19,7 +19,7 @@ bool sd_fleet_on(const sd_daemon *d);
 typedef enum {
     SD_FLEET_SELF,    /* this node's id (or an id without a node part) */
     SD_FLEET_LIVE,    /* another node in the current node list: *ret_url is its advertise URL */
-    SD_FLEET_GONE,    /* another node seen since this daemon started, not in the list now */
+    SD_FLEET_GONE,    /* another node that was a member (P/members/), not in the list now */
     SD_FLEET_UNKNOWN, /* a node never seen */
 } sd_fleet_where;
 

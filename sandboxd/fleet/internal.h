@@ -35,10 +35,11 @@ typedef struct sd_fleet {
     /* mu */
     bool stop;
     fleet_job *queue, *done;
-    json_t *record_next;                           /* a new node record for the thread to put */
-    json_t *snap_nodes, *snap_drain, *snap_leases; /* the thread's last read, for the loop */
+    json_t *record_next; /* a new node record for the thread to put */
+    json_t *snap_nodes, *snap_drain, *snap_leases, *snap_members; /* the last read, for the loop */
     bool snap_new, snap_ok, ok_new;
     uint64_t snap_taken_ms; /* now_mono_ms() when the read began */
+    char snap_err[256];     /* why etcd became unreachable */
     /* thread */
     json_t *record;
     int64_t node_lease;
@@ -48,7 +49,7 @@ typedef struct sd_fleet {
     fleet_job *all;
     char *last_record;     /* the record last handed over (JSON text), to see changes */
     json_t *nodes;         /* name -> record (the last node list) */
-    json_t *seen;          /* name -> true: every node seen since start */
+    json_t *seen;          /* name -> true: every node seen since start or in P/members/ */
     json_t *leases;        /* P/leases/ keys present in the last read */
     json_t *own;           /* lease id -> etcd lease id (string) of leases made here */
     uint64_t snap_mono_ms; /* when the last read was taken */

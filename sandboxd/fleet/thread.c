@@ -1,6 +1,7 @@
 /* The fleet thread: every etcd call of the daemon. It keeps the node's etcd lease alive
  * (TTL/3), puts the node record (when it changes, at most 4 times a second, and on each
- * keepalive), reads P/nodes/, P/drain/ and P/leases/ (each second), and runs the jobs the loop
+ * keepalive) and P/members/NAME, reads P/nodes/, P/drain/, P/leases/ and P/members/ (each
+ * second), and runs the jobs the loop
  * queues; results go back to the loop with uv_async. etcd unreachable: it retries with backoff
  * (0.5 s doubling to 5 s) and registers again (a new lease if needed) when etcd is back. */
 #include "sandboxd/fleet/internal.h"
@@ -52,21 +53,24 @@ static void run_job(sd_fleet *f, fleet_job *j) {
 }
 
 /* Register (grant a lease) when needed, keep the lease alive, put the record. */
-static int beat(sd_fleet *f, uint64_t now) {
-    error_rec err = {0};
+static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
     bool force = false;
     int r;
     if (!f->node_lease) {
-        if ((r = etcd_lease_grant(f->etcd, f->d->cfg.fleet_ttl, &f->node_lease, &err)) < 0)
+        if ((r = etcd_lease_grant(f->etcd, f->d->cfg.fleet_ttl, &f->node_lease, err)) < 0)
+            return r;
+        char mkey[512]; /* a member for good: its ids answer 503 once it is gone, never 404 */
+        key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
+        if ((r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, err)) < 0)
             return r;
         force = true;
         f->t_keepalive = now + beat_ms(f);
     } else if (now >= f->t_keepalive) {
-        r = etcd_lease_keepalive(f->etcd, f->node_lease, &err);
+        r = etcd_lease_keepalive(f->etcd, f->node_lease, err);
         if (r == -ENOENT) /* expired while etcd or this node was away: register again */
             f->node_lease = 0;
         if (r < 0)
-            return r == -ENOENT ? beat(f, now) : r;
+            return r == -ENOENT && !again ? beat(f, now, err, true) : r;
         force = true;
         f->t_keepalive = now + beat_ms(f);
     }
@@ -78,9 +82,11 @@ static int beat(sd_fleet *f, uint64_t now) {
     key_of(f, key, sizeof(key), "nodes", f->d->cfg.node_name);
     if (!s)
         return -ENOMEM;
-    r = etcd_put(f->etcd, key, s, f->node_lease, &err);
-    if (r == -ENOENT)
+    r = etcd_put(f->etcd, key, s, f->node_lease, err);
+    if (r == -ENOENT) { /* the lease expired between the keepalive and the put */
         f->node_lease = 0;
+        return again ? r : beat(f, now, err, true);
+    }
     if (r >= 0) {
         f->t_put = now;
         f->record_dirty = false;
@@ -104,24 +110,27 @@ static json_t *parse_nodes(sd_fleet *f, json_t *kvs) {
 }
 
 /* Read the three prefixes; hand them to the loop (mu is not held here). */
-static int poll_all(sd_fleet *f, uint64_t now) {
+static int poll_all(sd_fleet *f, uint64_t now, error_rec *err) {
     if (now < f->t_poll)
         return 0;
-    char k1[512], k2[512], k3[512];
+    char k1[512], k2[512], k3[512], k4[512];
     key_of(f, k1, sizeof(k1), "nodes", NULL);
     key_of(f, k2, sizeof(k2), "drain", NULL);
     key_of(f, k3, sizeof(k3), "leases", NULL);
-    json_t *nodes = NULL, *drain = NULL, *leases = NULL;
-    error_rec err = {0};
-    int r = etcd_get_prefix(f->etcd, k1, &nodes, &err);
+    key_of(f, k4, sizeof(k4), "members", NULL);
+    json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
+    int r = etcd_get_prefix(f->etcd, k1, &nodes, err);
     if (r >= 0)
-        r = etcd_get_prefix(f->etcd, k2, &drain, &err);
+        r = etcd_get_prefix(f->etcd, k2, &drain, err);
     if (r >= 0)
-        r = etcd_get_prefix(f->etcd, k3, &leases, &err);
+        r = etcd_get_prefix(f->etcd, k3, &leases, err);
+    if (r >= 0)
+        r = etcd_get_prefix(f->etcd, k4, &members, err);
     if (r < 0) {
         json_decref(nodes);
         json_decref(drain);
         json_decref(leases);
+        json_decref(members);
         return r;
     }
     json_t *parsed = parse_nodes(f, nodes);
@@ -130,7 +139,9 @@ static int poll_all(sd_fleet *f, uint64_t now) {
     json_decref(f->snap_nodes);
     json_decref(f->snap_drain);
     json_decref(f->snap_leases);
+    json_decref(f->snap_members);
     f->snap_nodes = parsed, f->snap_drain = drain, f->snap_leases = leases;
+    f->snap_members = members;
     f->snap_new = true;
     f->snap_taken_ms = now;
     uv_mutex_unlock(&f->mu);
@@ -138,7 +149,7 @@ static int poll_all(sd_fleet *f, uint64_t now) {
     return 0;
 }
 
-static void set_ok(sd_fleet *f, bool ok, uint64_t now) {
+static void set_ok(sd_fleet *f, bool ok, uint64_t now, const error_rec *err) {
     if (ok)
         f->backoff_ms = 0;
     else {
@@ -149,6 +160,7 @@ static void set_ok(sd_fleet *f, bool ok, uint64_t now) {
         f->etcd_ok_thread = ok;
         uv_mutex_lock(&f->mu);
         f->snap_ok = ok, f->ok_new = true;
+        snprintf(f->snap_err, sizeof(f->snap_err), "%s", ok ? "" : err->message);
         uv_mutex_unlock(&f->mu);
     }
 }
@@ -180,10 +192,11 @@ static void cycle(sd_fleet *f, fleet_job *jobs) {
     }
     uint64_t now = now_mono_ms();
     if (!f->backoff_ms || now >= f->t_retry) {
-        int r = beat(f, now);
+        error_rec err = {0};
+        int r = beat(f, now, &err, false);
         if (r >= 0)
-            r = poll_all(f, now);
-        set_ok(f, r >= 0, now);
+            r = poll_all(f, now, &err);
+        set_ok(f, r >= 0, now, &err);
     }
     uv_mutex_lock(&f->mu);
     *tail = f->done;

@@ -11,7 +11,7 @@ DAEMON_TAG=fleetd
 source "$(dirname "$0")/../lib/daemon.sh"
 
 PREFIX=/sbxtest
-TTL=2
+TTL=3 # short for a fast test, not so short that a loaded machine misses a keepalive
 ETCD_PID='' ETCD_DIR='' NS=()
 declare -gA PORT=([a]=7441 [b]=7442 [c]=7443)
 
@@ -100,6 +100,28 @@ etcd_key() { # KEY: its value, or nothing
     jq -r '.kvs[0].value // empty' | base64 -d
 }
 
+TEST_TIMEOUT_config=30
+test_config() { # the fleet's settings are checked at start, with a message naming the problem
+  local out rc sd=$SBX_BUILD_DIR/sandboxd
+  daemon_init
+  echo '{}' >"$DAEMON_ROOT/empty.json"
+  bad() { # MESSAGE-REGEX FLAGS...: sandboxd refuses to start (exit 2) saying so
+    local re=$1
+    shift
+    rc=0
+    out=$("$sd" --config "$DAEMON_ROOT/empty.json" "$@" 2>&1) || rc=$?
+    [ "$rc" == 2 ] || fail "sandboxd $* exited $rc: $out"
+    grep -qE -- "$re" <<<"$out" || fail "sandboxd $*: expected /$re/ in: $out"
+  }
+  bad 'needs --advertise-url' --fleet-etcd http://127.0.0.1:2379
+  bad 'node-name: expected' --fleet-etcd http://127.0.0.1:2379 --advertise-url https://h:1 \
+    --node-name Bad_Name
+  bad 'fleet-ttl: at least 2' --fleet-etcd http://127.0.0.1:2379 --advertise-url https://h:1 \
+    --fleet-ttl 1
+  bad 'go together' --tls-cert /nonexistent.pem
+  bad 'needs --token' --tcp 127.0.0.1:1
+}
+
 TEST_TIMEOUT_registration=60
 test_registration() { # every node appears with its capacity, on an etcd lease; TLS only
   world
@@ -154,6 +176,12 @@ test_routing() { # any node answers for any sandbox: 307 to its owner
   fexpect 200 ".id == \"$id\" and .state == \"running\""
   freq b POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","echo routed; hostname"]}'
   fexpect 200 ".exit_code == 0 and (.stdout | startswith(\"routed\"))"
+  freq b POST "/v1/sandboxes/$id/exec" -H 'Accept: application/x-ndjson' \
+    -d '{"argv":["sh","-c","echo one; echo two"]}'
+  fexpect 200
+  [ "$(jq -rs 'map(select(.type == "stdout") | .data) | join("")' <<<"$BODY")" == $'one\ntwo' ] ||
+    fail "streamed output through b: $BODY"
+  jq -es 'last | .type == "exit" and .exit_code == 0' <<<"$BODY" >/dev/null || fail "no exit: $BODY"
   freq b PUT "/v1/sandboxes/$id/files?path=/tmp/x" -H 'Content-Type: application/octet-stream' \
     --data-binary 'through b'
   [[ "$CODE" == 2* ]] || fail "PUT files through b: $CODE $BODY"
@@ -242,6 +270,13 @@ test_kill9() { # a killed daemon leaves within its TTL, its ids answer 503; a re
   freq a GET "/v1/sandboxes/$id"
   fexpect 503 '.code == "node_unavailable"'
   [ -n "$(header Retry-After)" ] || fail "503 without Retry-After"
+  [ -n "$(etcd_key "$PREFIX/members/b")" ] || fail "b is not in P/members/"
+  daemon_use a # a daemon started after b left knows it from P/members/: 503 too, never 404
+  stop_daemon
+  fleet_daemon a
+  wait_view a "[$(node a)] | length == 1"
+  freq a GET "/v1/sandboxes/$id"
+  fexpect 503 '.code == "node_unavailable"'
   fleet_daemon b # the shim kept the sandbox running: the restart re-adopts it
   wait_view a "$(node b) | .active == 1"
   freq a POST "/v1/sandboxes/$id/exec" -d '{"argv":["echo","back"]}'
@@ -275,7 +310,7 @@ test_leases() { # a trainer's lease covers its sandboxes on every node
   fleet_daemon a
   fleet_daemon b
   wait_view a "[$(node a), $(node b)] | length == 2"
-  freq a POST /v1/leases -d '{"ttl":3}'
+  freq a POST /v1/leases -d '{"ttl":5}'
   fexpect 201 '.fleet == true and (.id | endswith(".a"))'
   local lease on_b on_a
   lease=$(jq -r .id <<<"$BODY")
@@ -287,16 +322,16 @@ test_leases() { # a trainer's lease covers its sandboxes on every node
   fexpect 201
   on_a=$(jq -r .id <<<"$BODY")
   # renewed (through b: a 307 to a), the sandbox on b lives past the lease's TTL
-  local i
-  for i in 1 2 3 4 5; do
+  local i start=$SECONDS
+  while [ $((SECONDS - start)) -le 7 ]; do
     freq b POST "/v1/leases/$lease/renew"
     fexpect 200
-    sleep 1
+    sleep 0.5
   done
   freq b GET "/v1/sandboxes/$on_b"
   fexpect 200 '.state == "running"'
   # no longer renewed: the sandboxes end on both nodes
-  for i in $(seq 150); do
+  for i in $(seq 300); do
     freq b GET "/v1/sandboxes/$on_b"
     [ "$(jq -r .state <<<"$BODY")" == ended ] && break
     sleep 0.1
