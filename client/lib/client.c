@@ -259,6 +259,15 @@ sbx_code sbx_client_list(sbx_client *c, const char *label_filter, char **ret_jso
     json_t *all = json_array();
     if (!all)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    if (!c->fleet && c->n_eps == 1 && !c->eps[0].unix_path) { /* a node of a fleet: all nodes */
+        sbx_code rc = sbxi_fleet_list_via_node(c, path ? path : "/v1/sandboxes", all, err);
+        if (rc == SBX_OK)
+            return dump(all, ret_json, err);
+        if (rc != SBX_E_NOT_FOUND) {
+            json_decref(all);
+            return rc;
+        }
+    }
     for (size_t i = 0; i < c->n_eps; i++) {
         json_t *j = NULL;
         if (c->fleet && !sbxi_ep_usable(c, i))

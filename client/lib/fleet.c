@@ -355,6 +355,43 @@ void sbxi_fleet_easy_setup(CURL *h, bool tcp) {
         curl_easy_setopt(h, CURLOPT_CAINFO, ca);
 }
 
+sbx_code sbxi_fleet_list_via_node(sbx_client *c, const char *path, json_t *all, sbx_err *err) {
+    sbxi_response r = {0};
+    sbx_err e;
+    sbx_code rc = sbxi_request(c, 0, "GET", "/v1/fleet", NULL, NULL, NULL, NULL, 0, &r, &e);
+    json_t *fl = rc == SBX_OK ? json_loadb(r.body, r.len, 0, NULL) : NULL, *rec;
+    free(r.body);
+    if (!json_is_array(json_object_get(fl, "nodes"))) {
+        json_decref(fl);
+        if (rc == SBX_OK || rc == SBX_E_NOT_FOUND) /* not in a fleet */
+            return SBX_E_NOT_FOUND;
+        if (err)
+            *err = e;
+        return rc;
+    }
+    size_t i;
+    rc = SBX_OK;
+    json_array_foreach(json_object_get(fl, "nodes"), i, rec) {
+        const char *url = json_string_value(json_object_get(rec, "url"));
+        sbxi_endpoint ep = {.display = (char *)url, .base_url = (char *)url, .free_slots = -1};
+        if (!url)
+            continue;
+        sbxi_response lr = {0};
+        sbx_code lrc = sbxi_request_ep(c, &ep, "GET", path, NULL, NULL, NULL, NULL, 0, &lr, err);
+        json_t *arr = lrc == SBX_OK ? json_loadb(lr.body, lr.len, 0, NULL) : NULL;
+        free(lr.body);
+        if (json_is_array(arr))
+            json_array_extend(all, arr);
+        else if (lrc != SBX_OK && lrc != SBX_E_CONNECT) /* one that does not answer lists nothing */
+            rc = lrc;
+        json_decref(arr);
+        if (rc != SBX_OK)
+            break;
+    }
+    json_decref(fl);
+    return rc;
+}
+
 /* ---- sbx_client_nodes / sbx_node_drain ---- */
 static json_t *nodes_from_etcd(const sbxi_fleet *f) {
     json_t *arr = json_array(), *rec;

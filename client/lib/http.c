@@ -169,7 +169,17 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
     sbx_code frc = sbxi_fleet_check(c, ep, err);
     if (frc != SBX_OK)
         return frc;
-    const sbxi_endpoint *e = &c->eps[ep];
+    sbx_code code = sbxi_request_ep(c, &c->eps[ep], method, path, content_type, accept,
+                                    extra_header, body, len, resp, err);
+    if (code == SBX_OK && c->fleet)
+        c->eps[ep].down_until_ms = 0; /* it answers again */
+    return sbxi_fleet_failed(c, ep, code, err);
+}
+
+sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *method,
+                         const char *path, const char *content_type, const char *accept,
+                         const char *extra_header, const void *body, size_t len,
+                         sbxi_response *resp, sbx_err *err) {
     if (!c->easy) {
         c->easy = curl_easy_init();
         if (!c->easy)
@@ -188,8 +198,5 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
     CURLcode rc = curl_easy_perform(c->easy);
     sbxi_response_finish(c->easy, rc, resp);
     curl_slist_free_all(hdrs);
-    sbx_code code = sbxi_err_from_response(e, resp, err);
-    if (code == SBX_OK && c->fleet)
-        c->eps[ep].down_until_ms = 0; /* it answers again */
-    return sbxi_fleet_failed(c, ep, code, err);
+    return sbxi_err_from_response(e, resp, err);
 }

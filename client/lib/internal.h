@@ -96,6 +96,10 @@ bool sbxi_ep_usable(const sbx_client *client, size_t ep);
 sbx_code sbxi_fleet_failed(sbx_client *client, size_t ep, sbx_code rc, sbx_err *err);
 /* Before a request to ep: SBX_E_NODE_UNAVAILABLE (err filled) when etcd says the node is gone. */
 sbx_code sbxi_fleet_check(sbx_client *client, size_t ep, sbx_err *err);
+/* A client given one node's URL: when that node is in a fleet, append every node's
+ * GET path (a JSON array) to all (nodes that do not answer are left out) and return SBX_OK;
+ * SBX_E_NOT_FOUND when the node is not in a fleet. */
+sbx_code sbxi_fleet_list_via_node(sbx_client *client, const char *path, json_t *all, sbx_err *err);
 /* Redirects (307 from a node that does not hold the sandbox or cannot place it: body resent,
  * bearer token kept) and the CA file ($SBX_CA) for https:// endpoints. */
 void sbxi_fleet_easy_setup(CURL *h, bool tcp);
@@ -150,6 +154,11 @@ char *sbxi_files_path(const char *id, const char *path, unsigned mode);
 void sbxi_response_reset(sbxi_response *r);
 /* After curl_easy_perform or a multi completion: fill status, content type and errno. */
 void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r);
+/* The same to an endpoint that is not one of the client's (a node of GET /v1/fleet). */
+sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *method,
+                         const char *path, const char *content_type, const char *accept,
+                         const char *extra_header, const void *body, size_t len,
+                         sbxi_response *resp, sbx_err *err);
 /* Synchronous request on the client's easy handle. */
 sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *extra_header,

@@ -147,6 +147,8 @@ test_spread_through_one_node() {
   grep -qiE "full|retry" "$DAEMON_ROOT/err" || fail "full everywhere: $(cat "$DAEMON_ROOT/err")"
   [ "$(sbxf ls --json | jq length)" == 6 ] || fail "sbx ls across the fleet"
   [ "$(sbxf ls | grep -c '^sb-')" == 6 ] || fail "sbx ls table: $(sbxf ls)"
+  # through one node's URL too: the client asks that node for the fleet, then every node
+  [ "$(sbxn b ls --json | jq length)" == 6 ] || fail "sbx ls through b: $(sbxn b ls --json)"
 }
 
 TEST_TIMEOUT_reach_through_any_node=90
