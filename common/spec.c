@@ -265,6 +265,10 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     if (!bpf || bpf[0] != '/')
         return error_set(err, -EINVAL, "spec: seccomp_bpf (absolute path) is required");
     s->seccomp_bpf = strdup(bpf);
+    json_t *prof = json_object_get(root, "profile");
+    if (prof && !(json_is_string(prof) && strcmp(json_string_value(prof), "grading") == 0))
+        return error_set(err, -EINVAL, "spec: profile must be \"grading\" when present");
+    s->grading = prof != NULL;
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
@@ -383,5 +387,7 @@ json_t *shim_spec_to_json(const shim_spec *s) {
         json_object_set_new(
             j, "seed",
             json_pack("{s:s,s:I}", "path", s->seed_path, "uid_base", (json_int_t)s->seed_uid_base));
+    if (j && s->grading)
+        json_object_set_new(j, "profile", json_string("grading"));
     return j;
 }

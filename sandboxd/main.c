@@ -67,6 +67,11 @@ static int setup_seccomp(sd_daemon *d, error_rec *err) {
     int r = policy_seccomp_compile_file(profile, d->seccomp_bpf, err);
     if (r < 0)
         return error_prefix(err, "seccomp profile %s", profile);
+    snprintf(d->seccomp_grading_bpf, sizeof(d->seccomp_grading_bpf), "%s/seccomp-grading.bpf",
+             d->cfg.run_dir);
+    r = policy_seccomp_compile_file_profile(profile, "grading", d->seccomp_grading_bpf, err);
+    if (r < 0)
+        return error_prefix(err, "seccomp profile %s (grading)", profile);
     log_info("seccomp profile=%s bpf=%s", profile, d->seccomp_bpf);
     return 0;
 }

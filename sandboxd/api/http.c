@@ -289,6 +289,43 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd, uint64_t size) {
     set_response(req, 200, r);
 }
 
+typedef struct body_reader {
+    sd_body_read_fn read;
+    void (*done)(void *ud);
+    void *ud;
+} body_reader;
+
+static ssize_t body_reader_cb(void *cls, uint64_t pos, char *buf, size_t max) {
+    body_reader *b = cls;
+    size_t n = max ? b->read(b->ud, buf, max) : 0;
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void body_reader_free(void *cls) {
+    body_reader *b = cls;
+    b->done(b->ud);
+    free(b);
+}
+
+void sd_reply_reader(sd_request *req, unsigned status, const char *ctype, sd_body_read_fn read,
+                     void (*done)(void *ud), void *ud) {
+    body_reader *b = req->answered || req->closed ? NULL : malloc(sizeof(*b));
+    if (!b) {
+        done(ud);
+        if (!req->answered && !req->closed)
+            set_response(req, 500, NULL);
+        return;
+    }
+    *b = (body_reader){.read = read, .done = done, .ud = ud};
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 << 10,
+                                                               body_reader_cb, b, body_reader_free);
+    if (!r)
+        body_reader_free(b);
+    else
+        MHD_add_response_header(r, "Content-Type", ctype);
+    set_response(req, status, r);
+}
+
 static void watch_closed(uv_handle_t *h) {
     free(h);
 }
