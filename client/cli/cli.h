@@ -21,13 +21,15 @@ enum {
     CLI_OPT_HOST = 1000,
     CLI_OPT_JSON,
     CLI_OPT_HELP,
+    CLI_OPT_CACERT,
     CLI_OPT_FIRST_LOCAL = 1100,
 };
 #define CLI_COMMON_LONGOPTS                                                                        \
-    {"host", required_argument, NULL, CLI_OPT_HOST}, {"json", no_argument, NULL, CLI_OPT_JSON}, {  \
+    {"host", required_argument, NULL, CLI_OPT_HOST}, {"json", no_argument, NULL, CLI_OPT_JSON},    \
+        {"cacert", required_argument, NULL, CLI_OPT_CACERT}, {                                     \
         "help", no_argument, NULL, 'h'                                                             \
     }
-/* Handles --host/--json; returns true when opt was one of them. */
+/* Handles --host/--json/--cacert (sets $SBX_CA for libsbx); returns true when opt was one. */
 bool cli_common_opt(int opt, const char *arg);
 /* Parse a subcommand that takes only the common options and positional arguments: on return
  * optind is the first positional argument. Returns 0 to go on, -1 after printing help (exit 0),

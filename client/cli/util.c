@@ -16,6 +16,8 @@ bool cli_common_opt(int opt, const char *arg) {
         cli_opts.host = arg;
     else if (opt == CLI_OPT_JSON)
         cli_opts.json = true;
+    else if (opt == CLI_OPT_CACERT)
+        setenv("SBX_CA", arg, 1);
     else
         return false;
     return true;

@@ -720,7 +720,8 @@ static void ep_on_terminated(void *ud, const sbx_err *err) {
     grpo_episode *ep = ud;
     if (ep->run->closing)
         return;
-    if (err && err->code != SBX_E_NOT_FOUND) /* not found: already gone, nothing to release */
+    /* not found: already gone; node unavailable: gone with its node; nothing to release */
+    if (err && err->code != SBX_E_NOT_FOUND && err->code != SBX_E_NODE_UNAVAILABLE)
         grpo_run_fail(ep->run, -EIO, "daemon_error", "cannot remove sandbox %s: %s",
                       sbx_sandbox_id(*releasing(ep)), err->message);
     if (err)
