@@ -127,6 +127,8 @@ sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r,
 char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
 char *sbxi_fork_body(const sbx_fork_opts *o, sbx_err *err);
 char *sbxi_exec_body(const sbx_exec_opts *o, sbx_err *err);
+/* The fields the JSON result and the exit event share (exit_code, signal, reason, ...). */
+sbx_code sbxi_exec_status_fill(json_t *o, sbx_exec_result *r, sbx_err *err);
 sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret, sbx_err *err);
 
 /* NDJSON splitter: bytes in, one callback per complete line (without '\n'), however the bytes
