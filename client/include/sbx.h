@@ -254,6 +254,11 @@ sbx_code sbx_sandbox_process_list(sbx_sandbox *sb, char **ret_json, sbx_err *err
 /* GET .../processes/{pid}; tail > 0 adds the last tail bytes of each output stream. */
 sbx_code sbx_sandbox_process_get(sbx_sandbox *sb, long pid, uint64_t tail, char **ret_json,
                                  sbx_err *err);
+/* The same GET, decoded: ret's stdout_data/stderr_data hold the last tail bytes of each stream
+ * (tail 0: all that is kept), and once the process has ended, its exit fields (reason "" while
+ * it runs). Free with sbx_exec_result_free. */
+sbx_code sbx_sandbox_process_logs(sbx_sandbox *sb, long pid, uint64_t tail, sbx_exec_result *ret,
+                                  sbx_err *err);
 sbx_code sbx_sandbox_process_signal(sbx_sandbox *sb, long pid, const char *signal, sbx_err *err);
 /* DELETE: kills the command's whole tree. */
 sbx_code sbx_sandbox_process_kill(sbx_sandbox *sb, long pid, sbx_err *err);

@@ -201,6 +201,10 @@ static int take_data(json_t *o, const char *key, char **ret, size_t *ret_len) {
     return 0;
 }
 
+int sbxi_take_data(json_t *o, const char *key, char **ret, size_t *ret_len) {
+    return take_data(o, key, ret, ret_len);
+}
+
 static uint64_t get_u64(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
     return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;

@@ -127,6 +127,8 @@ sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r,
 char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
 char *sbxi_fork_body(const sbx_fork_opts *o, sbx_err *err);
 char *sbxi_exec_body(const sbx_exec_opts *o, sbx_err *err);
+/* Bytes from "key" (UTF-8) or "key_b64" of o (an empty string when neither): 0 or -errno. */
+int sbxi_take_data(json_t *o, const char *key, char **ret, size_t *ret_len);
 /* The fields the JSON result and the exit event share (exit_code, signal, reason, ...). */
 sbx_code sbxi_exec_status_fill(json_t *o, sbx_exec_result *r, sbx_err *err);
 sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret, sbx_err *err);

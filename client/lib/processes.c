@@ -3,6 +3,8 @@
 #include "client/lib/process.h"
 
 #include <stdio.h>
+/* "All of it": more than the daemon keeps per stream. */
+#define SBXI_LOG_TAIL_ALL (1ull << 30)
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,4 +89,35 @@ sbx_code sbx_sandbox_process_kill(sbx_sandbox *sb, long pid, sbx_err *err) {
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or pid missing");
     _cleanup_free_ char *path = sbxi_process_path(sb, pid, "");
     return call(sb, "DELETE", path, NULL, NULL, err);
+}
+
+sbx_code sbx_sandbox_process_logs(sbx_sandbox *sb, long pid, uint64_t tail, sbx_exec_result *ret,
+                                  sbx_err *err) {
+    if (!ret)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "ret is NULL");
+    _cleanup_free_ char *json = NULL;
+    sbx_code rc = sbx_sandbox_process_get(sb, pid, tail ? tail : SBXI_LOG_TAIL_ALL, &json, err);
+    if (rc != SBX_OK)
+        return rc;
+    json_t *o = json_loads(json, 0, NULL);
+    sbx_exec_result r = {0};
+    const char *state = json_string_value(json_object_get(o, "state"));
+    bool running = state && strcmp(state, "running") == 0;
+    if (!json_is_object(o) || !state)
+        rc = sbxi_err_set(err, SBX_E_PROTOCOL, 200, "", "the process answer is not an object");
+    else if (!running && json_object_get(o, "reason") &&
+             sbxi_exec_status_fill(o, &r, err) != SBX_OK)
+        rc = err ? err->code : SBX_E_PROTOCOL;
+    if (rc == SBX_OK && (sbxi_take_data(o, "stdout", &r.stdout_data, &r.stdout_len) < 0 ||
+                         sbxi_take_data(o, "stderr", &r.stderr_data, &r.stderr_len) < 0))
+        rc = sbxi_err_set(err, SBX_E_PROTOCOL, 200, "", "the process answer has bad output data");
+    json_decref(o);
+    if (rc != SBX_OK) {
+        sbx_exec_result_free(&r);
+        return rc;
+    }
+    if (running)
+        r.reason[0] = 0;
+    *ret = r;
+    return SBX_OK;
 }
