@@ -19,6 +19,8 @@ enum shim_ipc_type {
     SHIM_IPC_STARTED, /* reaper -> shim: id, a = pid in the sandbox */
     SHIM_IPC_EXECFAIL, /* reaper -> shim: id, a = errno, data = what failed */
     SHIM_IPC_EXIT,     /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
+    SHIM_IPC_EXEC_TTY, /* shim -> init: as EXEC with data = rows(2) cols(2) cwd\0...; the
+                        * reaper's STARTED then carries the terminal's master side */
 };
 
 typedef struct shim_ipc_msg {
