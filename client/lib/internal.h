@@ -115,6 +115,9 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
                       const char *content_type, const char *accept, const char *extra_header,
                       const void *body, size_t len, sbxi_response *resp, sbx_err *err);
 
+/* ---- async.c ---- */
+struct uv_loop_s *sbxi_async_loop(const sbx_async *as);
+
 /* ---- errors.c ---- */
 sbx_code sbxi_err_set(sbx_err *err, sbx_code code, long http_status, const char *api_code,
                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));

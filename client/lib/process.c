@@ -402,15 +402,19 @@ char *sbxi_process_path(const sbx_sandbox *sb, long pid, const char *suffix) {
     return sbxi_sandbox_path(sb, s);
 }
 
-sbx_code sbx_process_attach(sbx_sandbox *sb, long pid, unsigned flags, sbx_output_cb on_output,
-                            void *userdata, sbx_process **ret, sbx_err *err) {
-    if (!sb || !ret || pid <= 0)
-        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, pid or ret missing");
+char *sbxi_process_attach_path(const sbx_sandbox *sb, long pid, unsigned flags) {
     char q[32];
     snprintf(
         q, sizeof(q), "/attach%s%s%s", flags ? "?" : "", flags & SBX_ATTACH_STDIN ? "stdin=1" : "",
         flags & SBX_ATTACH_REPLAY ? (flags & SBX_ATTACH_STDIN ? "&replay=1" : "replay=1") : "");
-    _cleanup_free_ char *path = sbxi_process_path(sb, pid, q);
+    return sbxi_process_path(sb, pid, q);
+}
+
+sbx_code sbx_process_attach(sbx_sandbox *sb, long pid, unsigned flags, sbx_output_cb on_output,
+                            void *userdata, sbx_process **ret, sbx_err *err) {
+    if (!sb || !ret || pid <= 0)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, pid or ret missing");
+    _cleanup_free_ char *path = sbxi_process_attach_path(sb, pid, flags);
     if (!path)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     sbx_code rc = open_sync(sb, path, NULL, on_output, userdata, ret, err);

@@ -59,3 +59,5 @@ char *sbxi_process_body(const sbx_exec_opts *exec, const sbx_process_opts *popts
 void sbxi_process_release(sbx_process *p);
 /* "/v1/sandboxes/ID/processes/PID<suffix>"; NULL on OOM. */
 char *sbxi_process_path(const sbx_sandbox *sb, long pid, const char *suffix);
+/* ".../processes/PID/attach?stdin=1&replay=1" as flags say; NULL on OOM. */
+char *sbxi_process_attach_path(const sbx_sandbox *sb, long pid, unsigned flags);
