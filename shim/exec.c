@@ -242,10 +242,16 @@ static int tty_open(int ipc, uint64_t id, int fds[3]) {
     int m = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC), unlock = 0;
     struct winsize ws = {.ws_row = (unsigned short)tty_rows, .ws_col = (unsigned short)tty_cols};
     int slave = -1;
-    if (m < 0 || ioctl(m, TIOCSPTLCK, &unlock) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
-        (slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+    const char *step = "open /dev/pts/ptmx";
+    if (m >= 0 && ioctl(m, TIOCSPTLCK, &unlock) < 0)
+        step = "unlock the terminal";
+    else if (m >= 0 && ioctl(m, TIOCSWINSZ, &ws) < 0)
+        step = "set the terminal's size";
+    else if (m >= 0 && (slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+        step = "open the terminal's slave side";
+    if (slave < 0) {
         int en = errno;
-        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, en, 0, "/dev/pts/ptmx", 13, NULL, 0);
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, en, 0, step, str_len(step), NULL, 0);
         _exit(1);
     }
     for (int i = 0; i < 3; i++) {
