@@ -162,7 +162,8 @@ static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) 
     sbx_err err = {0};
     if (sbx_process_start(sb, o, &po, &p, &err) != SBX_OK)
         return cli_sbx_error(&err);
-    bool raw = m->tty && cli_tty_raw() == 0;
+    /* raw mode only when our keystrokes go to the command (as docker exec -it) */
+    bool raw = m->tty && m->in && cli_tty_raw() == 0;
     int rc = cli_stream_run(p, m->in, raw);
     sbx_process_free(p);
     return rc;

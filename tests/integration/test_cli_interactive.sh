@@ -139,6 +139,30 @@ EOS
   cmp -s "$T/before" "$T/after" || fail "the local terminal changed: $(diff "$T/before" "$T/after")"
 }
 
+# The terminal comes back when sbx is killed mid-session (SIGTERM from outside).
+test_tty_restored_on_signal() {
+  setup
+  command -v tmux >/dev/null || skip "tmux is not installed (tests/deps.sh installs it)"
+  TM=$DAEMON_ROOT/tmux.sock
+  daemon_at_exit tmux -S "$TM" kill-server
+  cat >"$T/run.sh" <<EOS
+stty -a >'$T/before'
+bash -c 'echo \$\$ >"$T/pid"; exec env SBX_HOST="$SBX_HOST" "$SBX" exec -it "$ID" -- /bin/sh'
+echo \$? >'$T/rc'
+stty -a >'$T/after'
+echo DONE
+sleep 300
+EOS
+  tm -f /dev/null new-session -d -s t -x 80 -y 24 "bash --norc '$T/run.sh'" || fail "tmux failed"
+  wait_pane '^[$#] ?$'
+  stty -F "$(tm display-message -p -t t '#{pane_tty}')" -a | grep -q -- '-icanon' ||
+    fail "sbx exec -it did not put the terminal in raw mode"
+  kill -TERM "$(cat "$T/pid")"
+  wait_pane '^DONE'
+  assert_eq "$(cat "$T/rc")" 143 "sbx died of SIGTERM"
+  cmp -s "$T/before" "$T/after" || fail "the terminal stayed changed: $(diff "$T/before" "$T/after")"
+}
+
 # ---- background commands ----
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
@@ -198,5 +222,6 @@ test_attach() {
 
 TEST_TIMEOUT_stdin_100mb_bounded=180
 TEST_TIMEOUT_tty_through_tmux=90
+TEST_TIMEOUT_tty_restored_on_signal=60
 TEST_TIMEOUT_background=90
 source "$(dirname "$0")/../lib/lib.sh" "$@"
