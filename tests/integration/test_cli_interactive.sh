@@ -91,6 +91,22 @@ test_exits_before_reading() {
   assert_eq "$rc" 0 "a command that ignores stdin"
 }
 
+# Over TCP the upgrade carries the bearer token (the daemon authenticates it as every request).
+test_tcp_token() {
+  setup
+  local port=$((20000 + RANDOM % 20000)) rc out
+  daemon_start t --max-sandboxes 2 --tcp "127.0.0.1:$port" --token "tok-$$"
+  local url="http://127.0.0.1:$port"
+  out=$(SBX_TOKEN="tok-$$" "$SBX" --host "$url" create --memory 128Mi) || fail "create over TCP"
+  local tid=$out
+  out=$(printf 'over tcp' | SBX_TOKEN="tok-$$" "$SBX" --host "$url" exec -i "$tid" -- cat) ||
+    fail "exec -i over TCP"
+  assert_eq "$out" "over tcp" "stdin over a TCP WebSocket"
+  printf x | SBX_TOKEN=wrong "$SBX" --host "$url" exec -i "$tid" -- cat 2>"$T/err"; rc=$?
+  assert_eq "$rc" 1 "a wrong token is refused"
+  grep -qi "unauthorized\|token\|401" "$T/err" || fail "message: $(cat "$T/err")"
+}
+
 # ---- terminals through tmux ----
 TM=
 tm() { tmux -S "$TM" "$@"; }

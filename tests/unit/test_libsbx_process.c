@@ -9,6 +9,7 @@
 #include "client/lib/ws.h"
 #include "tests/lib/test.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -361,6 +362,26 @@ TEST(process_async_wire_and_answers) {
     sbx_async_free(as);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(uv_loop_close(&loop), 0);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+/* https:// endpoints: a clear "not supported yet", no connection attempt. */
+TEST(process_https_not_supported) {
+    CHECK_EQ(sbxi_conn_open(NULL, "https://127.0.0.1:1"), -EPROTONOSUPPORT);
+    CHECK_EQ(sbxi_conn_open(NULL, "ftp://x"), -EINVAL);
+    sbx_client *c;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new("https://127.0.0.1:1", &c, &err), SBX_OK);
+    sbx_sandbox *sb = sbxi_sandbox_new(c, "sb-test", 0);
+    static const char *const argv[] = {"cat", NULL};
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    o.argv = argv;
+    sbx_process *p = NULL;
+    CHECK_EQ(sbx_process_start(sb, &o, NULL, &p, &err), SBX_E_INVALID);
+    CHECK(strstr(err.message, "not supported yet"));
+    CHECK(p == NULL);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
 }
