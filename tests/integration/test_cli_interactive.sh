@@ -26,7 +26,7 @@ setup() {
 }
 
 # The ASan+UBSan pass skips the 100 MB transfer (it takes minutes there; 8 MB covers the path).
-sanitized() { nm -D "$SBX_BUILD_DIR/sbx-shim" 2>/dev/null | grep -q __asan_init; }
+sanitized() { [[ "$(nm -D "$SBX_BUILD_DIR/sbx-shim" 2>/dev/null)" == *__asan_init* ]]; }
 
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 
