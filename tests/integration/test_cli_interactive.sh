@@ -35,8 +35,9 @@ stdin_exact() {
   head -c "$(($1 << 20))" /dev/urandom >"$T/in"
   local want got
   want=$(sha256sum <"$T/in" | cut -d' ' -f1)
-  got=$("$SBX" exec -i "$ID" -- sha256sum <"$T/in") || fail "exec -i of $1 MB failed"
+  got=$("$SBX" exec -i "$ID" -- sha256sum <"$T/in" 2>"$T/err") || fail "exec -i of $1 MB failed"
   assert_eq "${got%% *}" "$want" "$1 MB of stdin arrive byte-exact"
+  [ ! -s "$T/err" ] || fail "sbx wrote to stderr (a sanitizer report?): $(head -c 2000 "$T/err")"
   rm -f "$T/in"
 }
 
@@ -226,7 +227,8 @@ test_attach() {
   pid=$("$SBX" exec -d "$ID" -- sh -c 'echo early; while read -r l; do echo "got:$l"; done; echo bye; exit 5') ||
     fail "exec -d"
   sleep 0.3
-  out=$(printf 'x\ny\n' | "$SBX" attach --replay "$ID" "$pid"); rc=$?
+  out=$(printf 'x\ny\n' | "$SBX" attach --replay "$ID" "$pid" 2>"$T/err"); rc=$?
+  [ ! -s "$T/err" ] || fail "sbx attach wrote to stderr: $(head -c 2000 "$T/err")"
   assert_eq "$rc" 5 "attach exits with the command's status"
   assert_eq "$out" $'early\ngot:x\ngot:y\nbye' "replayed tail, then the live output"
   "$SBX" attach "$ID" "$pid" </dev/null 2>"$T/err"; rc=$?
