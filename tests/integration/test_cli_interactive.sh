@@ -238,6 +238,19 @@ test_attach() {
   return 0
 }
 
+# Usage errors exit 2 before any request (no daemon needed).
+test_usage_errors() {
+  set +e
+  SBX=$(bin sbx)
+  local rc
+  for args in "kill sb-x" "kill sb-x 0" "logs sb-x abc" "attach sb-x" "ps" "exec -d -i sb-x -- cat" \
+    "logs --tail 0 sb-x 1"; do
+    # shellcheck disable=SC2086 # the words are meant to split
+    SBX_HOST=/nonexistent.sock "$SBX" $args </dev/null 2>/dev/null; rc=$?
+    assert_eq "$rc" 2 "sbx $args"
+  done
+}
+
 TEST_TIMEOUT_stdin_100mb_bounded=180
 TEST_TIMEOUT_tty_through_tmux=90
 TEST_TIMEOUT_tty_restored_on_signal=60
