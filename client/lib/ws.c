@@ -149,17 +149,18 @@ static int on_frame(sbxi_ws_parser *p, int op, bool fin, uint8_t *data, size_t l
         return 0;
     int mop = p->msg_opcode;
     p->msg_opcode = -1;
-    int r = p->on_message(p->ud, mop, p->msg.data + p->msg.off, sbxi_buf_pending(&p->msg));
+    const uint8_t *whole = p->msg.data ? p->msg.data + p->msg.off : (const uint8_t *)"";
+    int r = p->on_message(p->ud, mop, whole, sbxi_buf_pending(&p->msg));
     p->msg.off = p->msg.len = 0;
     return r < 0 ? fail(p, SBXI_WS_NORMAL, "stopped") : 0;
 }
 
 /* Parse one frame from the front of in: 1 done, 0 incomplete, < 0 error. */
 static int parse_one(sbxi_ws_parser *p) {
-    uint8_t *h = p->in.data + p->in.off;
     size_t avail = sbxi_buf_pending(&p->in), need = 2;
     if (avail < need)
         return 0;
+    uint8_t *h = p->in.data + p->in.off;
     bool fin = h[0] & 0x80, masked = h[1] & 0x80;
     int op = h[0] & 0x0f;
     if (h[0] & 0x70)
@@ -262,9 +263,13 @@ int sbxi_ws_answer_parse(const char *data, size_t len, const char *key, sbxi_ws_
         return len > 16384 ? -EPROTO : 0;
     size_t hlen = (size_t)(end + 4 - data);
     sbxi_ws_answer a = {.content_length = -1, .header_len = hlen};
-    if (hlen < 12 || strncmp(data, "HTTP/1.", 7) != 0)
+    if (hlen < 12 || strncmp(data, "HTTP/1.", 7) != 0 || data[8] != ' ')
         return -EPROTO;
-    a.status = atoi(data + 9);
+    for (size_t i = 9; i < 12; i++) { /* three digits, read within the bounded head */
+        if (data[i] < '0' || data[i] > '9')
+            return -EPROTO;
+        a.status = a.status * 10 + (data[i] - '0');
+    }
     char v[128];
     if (header_value(data, hlen, "Content-Type", v, sizeof(v)))
         snprintf(a.content_type, sizeof(a.content_type), "%s", v);

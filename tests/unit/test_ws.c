@@ -126,6 +126,20 @@ TEST(ws_parse_rfc_examples_any_split) {
     sbxi_ws_parser_done(&p);
 }
 
+/* Empty fragments make one empty message (found by fuzz_ws: no arithmetic on a NULL buffer). */
+TEST(ws_parse_empty_fragments) {
+    static seen s;
+    memset(&s, 0, sizeof(s));
+    static const uint8_t b[] = {0x01, 0x00, 0x00, 0x00, 0x80, 0x00};
+    sbxi_ws_parser p;
+    sbxi_ws_parser_init(&p, 1024, record, &s);
+    CHECK_OK(sbxi_ws_parse(&p, b, sizeof(b)));
+    CHECK_EQ(s.n, 1);
+    CHECK_EQ(s.op[0], SBXI_WS_TEXT);
+    CHECK_EQ(s.len[0], 0);
+    sbxi_ws_parser_done(&p);
+}
+
 TEST(ws_parse_long_lengths) {
     static seen s;
     for (int k = 0; k < 2; k++) {
@@ -257,4 +271,7 @@ TEST(ws_handshake) {
     CHECK_EQ(a.content_length, 17);
     CHECK_STREQ(a.content_type, "application/json");
     CHECK(sbxi_ws_answer_parse("SSH-2.0\r\n\r\n", 11, key, &a) < 0);
+    /* a status that is not three digits; nothing read past the head (found by fuzz_ws) */
+    static const char bad[] = {'H', 'T', 'T', 'P', '/', '1', '.', 'a', '=', '\r', '\n', '\r', '\n'};
+    CHECK(sbxi_ws_answer_parse(bad, sizeof(bad), key, &a) < 0);
 }
