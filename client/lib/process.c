@@ -377,11 +377,12 @@ sbx_code sbx_process_start(sbx_sandbox *sb, const sbx_exec_opts *exec,
                            const sbx_process_opts *popts, sbx_process **ret, sbx_err *err) {
     if (!sb || !exec || !ret)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, exec options or ret is NULL");
-    char *body = sbxi_process_body(exec, popts, false, true, err);
+    sbx_err local, *e = err ? err : &local; /* err may be NULL */
+    char *body = sbxi_process_body(exec, popts, false, true, e);
     _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/exec/attach");
     if (!body || !path) {
         free(body);
-        return body ? sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory") : err->code;
+        return body ? sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory") : e->code;
     }
     sbx_process *p = NULL;
     sbx_code rc = open_sync(sb, path, body, exec->on_output, exec->userdata, &p, err);

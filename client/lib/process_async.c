@@ -142,11 +142,12 @@ sbx_code sbx_async_process_start(sbx_async *as, sbx_sandbox *sb, const sbx_exec_
                                  sbx_process **ret, sbx_err *err) {
     if (!as || !sb || !exec || !cbs || !ret)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "a required argument is NULL");
-    char *body = sbxi_process_body(exec, popts, false, false, err);
+    sbx_err local, *e = err ? err : &local; /* err may be NULL */
+    char *body = sbxi_process_body(exec, popts, false, false, e);
     _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/exec/attach");
     if (!body || !path) {
         free(body);
-        return body ? sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory") : err->code;
+        return body ? sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory") : e->code;
     }
     return go(as, sb, path, body, cbs, ret, err);
 }

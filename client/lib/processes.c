@@ -28,9 +28,10 @@ sbx_code sbx_sandbox_process_start(sbx_sandbox *sb, const sbx_exec_opts *exec,
                                    sbx_err *err) {
     if (!sb || !exec)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox or exec options missing");
-    _cleanup_free_ char *body = sbxi_process_body(exec, popts, true, false, err);
+    sbx_err local, *e = err ? err : &local; /* err may be NULL */
+    _cleanup_free_ char *body = sbxi_process_body(exec, popts, true, false, e);
     if (!body)
-        return err ? err->code : SBX_E_INVALID;
+        return e->code;
     _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/exec");
     char *json = NULL;
     sbx_code rc = call(sb, "POST", path, body, &json, err);
@@ -105,9 +106,8 @@ sbx_code sbx_sandbox_process_logs(sbx_sandbox *sb, long pid, uint64_t tail, sbx_
     bool running = state && strcmp(state, "running") == 0;
     if (!json_is_object(o) || !state)
         rc = sbxi_err_set(err, SBX_E_PROTOCOL, 200, "", "the process answer is not an object");
-    else if (!running && json_object_get(o, "reason") &&
-             sbxi_exec_status_fill(o, &r, err) != SBX_OK)
-        rc = err ? err->code : SBX_E_PROTOCOL;
+    else if (!running && json_object_get(o, "reason"))
+        rc = sbxi_exec_status_fill(o, &r, err);
     if (rc == SBX_OK && (sbxi_take_data(o, "stdout", &r.stdout_data, &r.stdout_len) < 0 ||
                          sbxi_take_data(o, "stderr", &r.stderr_data, &r.stderr_len) < 0))
         rc = sbxi_err_set(err, SBX_E_PROTOCOL, 200, "", "the process answer has bad output data");

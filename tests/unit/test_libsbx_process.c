@@ -382,6 +382,13 @@ TEST(process_https_not_supported) {
     CHECK_EQ(sbx_process_start(sb, &o, NULL, &p, &err), SBX_E_INVALID);
     CHECK(strstr(err.message, "not supported yet"));
     CHECK(p == NULL);
+    CHECK_EQ(sbx_process_start(sb, &o, NULL, &p, NULL), SBX_E_INVALID); /* err is optional */
+    sbx_process_opts po;
+    sbx_process_opts_init(&po);
+    po.tty = 1, po.rows = 2000, po.cols = 80;
+    CHECK_EQ(sbx_process_start(sb, &o, &po, &p, NULL),
+             SBX_E_INVALID); /* refused before connecting */
+    CHECK_EQ(sbx_sandbox_process_start(sb, &o, &po, NULL, NULL, NULL), SBX_E_INVALID);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
 }
