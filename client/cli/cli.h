@@ -121,7 +121,7 @@ void cli_tty_restore(void);
 void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len);
 /* Pump an attached process until it ends: stdin forwarded when with_stdin, SIGWINCH as resizes
  * when tty. Restores the terminal. Returns the command's exit status (cli_exit_status) or
- * CLI_EXIT_ERROR. */
-int cli_stream_run(sbx_process *p, bool with_stdin, bool tty);
+ * CLI_EXIT_ERROR. ret (may be NULL): the exit record, and no timeout/OOM note is printed. */
+int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *ret);
 /* A PID argument (positive number); 0 or CLI_EXIT_USAGE with the message printed. */
 int cli_parse_pid(const char *cmd, const char *s, long *ret);

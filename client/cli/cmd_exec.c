@@ -59,6 +59,21 @@ static json_t *data_json(const char *d, size_t n) {
     return s ? s : json_string("(not valid UTF-8)");
 }
 
+/* The result as one JSON object (--json); returns status or CLI_EXIT_ERROR. */
+static int print_result_json(const sbx_exec_result *r, int status) {
+    json_t *j =
+        json_pack("{si so ss sf so so sI sI sb sb}", "exit_code", r->exit_code, "signal",
+                  r->signal ? json_integer(r->signal) : json_null(), "reason", r->reason,
+                  "duration", r->duration_s, "stdout", data_json(r->stdout_data, r->stdout_len),
+                  "stderr", data_json(r->stderr_data, r->stderr_len), "stdout_bytes",
+                  (json_int_t)r->stdout_bytes, "stderr_bytes", (json_int_t)r->stderr_bytes,
+                  "stdout_truncated", r->stdout_truncated, "stderr_truncated", r->stderr_truncated);
+    if (cli_print_json(j) != 0)
+        status = CLI_EXIT_ERROR;
+    json_decref(j);
+    return status;
+}
+
 int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
     sbx_exec_result r = {0};
     sbx_err err = {0};
@@ -68,16 +83,7 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
         return cli_sbx_error(&err);
     int status = cli_exit_status(&r);
     if (cli_opts.json) {
-        json_t *j = json_pack(
-            "{si so ss sf so so sI sI sb sb}", "exit_code", r.exit_code, "signal",
-            r.signal ? json_integer(r.signal) : json_null(), "reason", r.reason, "duration",
-            r.duration_s, "stdout", data_json(r.stdout_data, r.stdout_len), "stderr",
-            data_json(r.stderr_data, r.stderr_len), "stdout_bytes", (json_int_t)r.stdout_bytes,
-            "stderr_bytes", (json_int_t)r.stderr_bytes, "stdout_truncated", r.stdout_truncated,
-            "stderr_truncated", r.stderr_truncated);
-        if (cli_print_json(j) != 0)
-            status = CLI_EXIT_ERROR;
-        json_decref(j);
+        status = print_result_json(&r, status);
     } else if (strcmp(r.reason, "command_timeout") == 0) {
         cli_error("the command timed out after %.1fs", r.duration_s);
     } else if (strcmp(r.reason, "oom_killed") == 0) {
@@ -154,18 +160,54 @@ static int exec_detached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) 
     return rc;
 }
 
+/* --json with -i: the output collected, printed with the result at the end. */
+typedef struct collected {
+    FILE *f[2];
+    char *data[2];
+    size_t len[2];
+} collected;
+
+static void collect(void *ud, enum sbx_stream s, const char *d, size_t n) {
+    collected *c = ud;
+    fwrite(d, 1, n, c->f[s == SBX_STREAM_STDERR]);
+}
+
 static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) {
     sbx_process_opts po;
     tty_opts(m, &po);
-    o->on_output = cli_stream_output;
+    collected col = {0};
+    bool json = cli_opts.json && !m->tty;
+    if (json) {
+        col.f[0] = open_memstream(&col.data[0], &col.len[0]);
+        col.f[1] = open_memstream(&col.data[1], &col.len[1]);
+        if (!col.f[0] || !col.f[1])
+            return cli_error("out of memory");
+    }
+    o->on_output = json ? collect : cli_stream_output;
+    o->userdata = &col;
     sbx_process *p = NULL;
     sbx_err err = {0};
-    if (sbx_process_start(sb, o, &po, &p, &err) != SBX_OK)
-        return cli_sbx_error(&err);
-    /* raw mode only when our keystrokes go to the command (as docker exec -it) */
-    bool raw = m->tty && m->in && cli_tty_raw() == 0;
-    int rc = cli_stream_run(p, m->in, raw);
+    int rc = 0;
+    sbx_exec_result r = {0};
+    if (sbx_process_start(sb, o, &po, &p, &err) != SBX_OK) {
+        rc = cli_sbx_error(&err);
+    } else {
+        /* raw mode only when our keystrokes go to the command (as docker exec -it) */
+        bool raw = m->tty && m->in && cli_tty_raw() == 0;
+        rc = cli_stream_run(p, m->in, raw, json ? &r : NULL);
+    }
     sbx_process_free(p);
+    if (json) {
+        fclose(col.f[0]);
+        fclose(col.f[1]);
+        if (rc >= 0 && r.reason[0]) {
+            r.stdout_data = col.data[0], r.stdout_len = col.len[0];
+            r.stderr_data = col.data[1], r.stderr_len = col.len[1];
+            rc = print_result_json(&r, rc);
+        }
+        free(col.data[0]);
+        free(col.data[1]);
+    }
     return rc;
 }
 

@@ -136,7 +136,7 @@ static int forward_stdin(sbx_process *p, bool *open) {
     return 0;
 }
 
-int cli_stream_run(sbx_process *p, bool with_stdin, bool tty) {
+int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *ret) {
     if (tty && setup_winch() < 0)
         return cli_error("cannot watch window changes: %s", strerror(errno));
     bool in_open = with_stdin;
@@ -175,6 +175,10 @@ int cli_stream_run(sbx_process *p, bool with_stdin, bool tty) {
     if (sbx_process_wait(p, &r, &err) != SBX_OK)
         return cli_sbx_error(&err);
     int status = cli_exit_status(&r);
+    if (ret) {
+        *ret = r;
+        return status;
+    }
     if (strcmp(r.reason, "command_timeout") == 0)
         cli_error("the command timed out after %.1fs", r.duration_s);
     else if (strcmp(r.reason, "oom_killed") == 0)

@@ -77,6 +77,11 @@ test_stdin_closed_early() {
   got=$(printf abc | "$SBX" exec -i "$ID" -- sh -c 'cat; echo; echo after-eof; exit 4'); rc=$?
   assert_eq "$rc" 4 "exit code after stdin closed"
   assert_eq "$got" $'abc\nafter-eof' "the command saw end of input and went on"
+  # --json: the streamed output collected into the result object
+  got=$(printf abc | "$SBX" --json exec -i "$ID" -- sh -c 'cat; echo e >&2; exit 2'); rc=$?
+  assert_eq "$rc" 2 "--json -i passes the exit code through"
+  assert_eq "$(echo "$got" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["stdout"], d["stderr"].strip(), d["exit_code"], d["reason"])')" \
+    "abc e 2 exited" "--json -i result"
   # with no -i data at all (empty stdin)
   got=$("$SBX" exec -i "$ID" -- wc -c </dev/null) || fail "empty stdin"
   assert_eq "${got// /}" 0 "empty stdin is an immediate EOF"
