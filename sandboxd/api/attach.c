@@ -385,8 +385,10 @@ static void ws_parse_all(ws_conn *c) {
     if (c->freeing)
         return;
     c->stalled = !c->closing && reads_paused(c) && c->rx_len > off;
-    memmove(c->rx, c->rx + off, c->rx_len - off);
-    c->rx_len -= off;
+    if (off) {
+        memmove(c->rx, c->rx + off, c->rx_len - off);
+        c->rx_len -= off;
+    }
     ws_flush(c);
 }
 

@@ -48,6 +48,20 @@ test_repl_session() {
   expect 200 ".processes | map(select(.pid == $pid)) | .[0] | .state == \"exited\" and .exit_code == 5 and .background == false and .attached == 0"
 }
 
+TEST_TIMEOUT_tcp_needs_token=60
+test_tcp_needs_token() {
+  need_ws
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  create
+  # the upgrade is a request like any other: 401 without the bearer token
+  [ "$("$PY" "$WS" "tcp:127.0.0.1:$port" "$ID" status "/v1/sandboxes/$ID/exec/attach")" == 401 ] ||
+    fail "an attach over TCP without a token was let in"
+  SBX_TOKEN="x$tok" "$PY" "$WS" "tcp:127.0.0.1:$port" "$ID" status "/v1/sandboxes/$ID/exec/attach" |
+    grep -qx 401 || fail "an attach with a wrong token was let in"
+  SBX_TOKEN=$tok "$PY" "$WS" "tcp:127.0.0.1:$port" "$ID" repl >/dev/null || fail "the REPL over TCP"
+}
+
 TEST_TIMEOUT_tty_resize_signals=60
 test_tty_resize_signals() {
   need_ws
@@ -92,6 +106,11 @@ test_background_lifecycle() {
   wait_proc "$p2" '.attached == 0 and .state == "running"' 10
   ws attach "$p2" got-attached-input 1 0 || fail "stdin from a late attachment"
   wait_proc "$p2" '.state == "exited" and .exit_code == 0' 10
+  # many readers, a bounded number of them
+  bg '{"argv":["sh","-c","while :; do echo tick; sleep 0.2; done"],"background":true}'
+  ws many "$PID" || fail "eight readers"
+  wait_proc "$PID" '.attached == 0 and .state == "running"' 10
+  req DELETE "/v1/sandboxes/$ID/processes/$PID"; expect 204
   # unknown ones
   req GET "/v1/sandboxes/$ID/processes/999999"; expect 404 '.code == "not_found"'
   req GET "/v1/sandboxes/$ID/processes/abc"; expect 404 '.code == "not_found"'
@@ -185,7 +204,7 @@ test_background_daemon_restart() {
 vm_hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$DPID/status"; }
 # Peak memory says nothing under ASan (its quarantine keeps freed memory): the bound is checked
 # in the plain pass only; the transfers themselves run in both.
-asan_build() { nm -D "$SBX_BUILD_DIR/sandboxd" 2>/dev/null | grep -q __asan_init; }
+asan_build() { [[ "$(nm -D "$SBX_BUILD_DIR/sandboxd" 2>/dev/null)" == *__asan_init* ]]; }
 mem_bound() { # BEFORE_KB LIMIT_KB WHAT
   asan_build && return 0
   local after; after=$(vm_hwm_kb)

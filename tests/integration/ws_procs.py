@@ -82,9 +82,15 @@ class Session:
 
 
 def connect(sock, path, protocol=True):
-    return websockets.client.unix_connect(
-        sock, "ws://sd" + path, max_size=None,
-        subprotocols=["v1.sandboxd"] if protocol else None, ping_interval=None)
+    """sock: a Unix socket path, or tcp:HOST:PORT (the bearer token from $SBX_TOKEN)."""
+    sub = ["v1.sandboxd"] if protocol else None
+    if sock.startswith("tcp:"):
+        tok = os.environ.get("SBX_TOKEN")
+        return websockets.client.connect(
+            "ws://" + sock[4:] + path, max_size=None, subprotocols=sub, ping_interval=None,
+            extra_headers={"Authorization": "Bearer " + tok} if tok else None)
+    return websockets.client.unix_connect(sock, "ws://sd" + path, max_size=None,
+                                          subprotocols=sub, ping_interval=None)
 
 
 async def start(sock, sb, body):
@@ -192,8 +198,11 @@ async def sc_attach(sock, sb, pid, want, stdin="0", replay="0"):
         await s.send_stdin(b"attached-input\n")
     await s.until_output(want.encode())
     if stdin == "1":
-        await s.control({"type": "eof"})
-        await s.until_exit()
+        try:  # the command may have ended already (it read its line)
+            await s.control({"type": "eof"})
+        except websockets.exceptions.ConnectionClosed:
+            pass
+        await s.until_exit()  # the exit message comes before the close
     await ws.close()
 
 
@@ -335,6 +344,24 @@ async def sc_output_unread(sock, sb, mb, pidfile):
     e = await s.until_exit(120)
     if len(s.out[1]) != n or e["stdout_bytes"] != n:
         fail("got %d bytes (exit %r), want %d" % (len(s.out[1]), e, n))
+
+
+async def sc_many(sock, sb, pid):
+    """Eight attachments (readers) are let in, a ninth gets 409; all see the same output."""
+    path = "/v1/sandboxes/%s/processes/%s/attach" % (sb, pid)
+    conns = [await connect(sock, path) for _ in range(8)]
+    try:
+        ws = await connect(sock, path)
+        await ws.close()
+        fail("a ninth attachment was let in")
+    except websockets.exceptions.InvalidStatusCode as e:
+        if e.status_code != 409:
+            fail("ninth attachment: HTTP %d" % e.status_code)
+    sessions = [Session(c) for c in conns]
+    for s in sessions:
+        await s.until_output(b"tick")
+    for c in conns:
+        await c.close()
 
 
 def main():
