@@ -75,6 +75,7 @@ goals() {
   made=$(jget api.idle sandboxes)
   goal "memory per idle sandbox${made:+ ($made of $IDLE asked)}" "$idle" 1 MiB
   goal "networked (\`open\`) create from a pool, p50$netnote" "$net" 5 ms
+  goal "\`sbx exec ID -- true\`, whole process, p50" "$(jget spawn.sbx_exec p50_ms)" 5 ms
 }
 
 report_md() {
@@ -97,6 +98,8 @@ report_md() {
   row api.cycle.peer "… bwrap \`true\` run before each of those cycles (interleaved)" spawn.bwrap "bwrap, alone"
   row api.cycle_pool "sandboxd API: create → exec \`true\` → delete (pool)" api.cycle_pool.peer "bwrap, interleaved"
   row spawn.sbx_run "\`sbx run -- true\` (whole process)" spawn.bwrap bwrap
+  row spawn.sbx_exec "\`sbx exec ID -- true\` in a running sandbox (whole process)" spawn.true "fork+exec"
+  row spawn.sbx_version "\`sbx --version\` (the CLI's start alone)" spawn.true "fork+exec"
   row api.cycle.create "… of which create (POST /v1/sandboxes)" spawn.bwrap bwrap
   row api.cycle.exec "… of which exec \`true\`" spawn.true "fork+exec"
   row api.cycle.delete "… of which delete" spawn.bwrap bwrap

@@ -106,6 +106,17 @@ if [ "$DAEMON_OK" = 1 ]; then
   if [ -x "$B/sbx" ]; then
     SBX_HOST=unix:$SOCK run_lat spawn spawn.sbx_run "$N" "$B/sbx" run -- true ||
       note "\`sbx run -- true\` failed (see stderr)"
+    # the CLI's own start, and a command in a running sandbox, as whole processes
+    run_lat spawn spawn.sbx_version "$NFAST" "$B/sbx" --version || note "\`sbx --version\` failed"
+    EXEC_ID=$(curl -s --max-time 30 --unix-socket "$SOCK" -X POST -d '{}' http://x/v1/sandboxes |
+      grep -o '"id":"sb-[^"]*"' | head -n 1 | cut -d'"' -f4)
+    if [ -n "$EXEC_ID" ]; then
+      SBX_HOST=unix:$SOCK run_lat spawn spawn.sbx_exec "$N" "$B/sbx" exec "$EXEC_ID" -- true ||
+        note "\`sbx exec ID -- true\` failed (see stderr)"
+      curl -s --max-time 30 --unix-socket "$SOCK" -X DELETE "http://x/v1/sandboxes/$EXEC_ID" >/dev/null
+    else
+      note "\`sbx exec ID -- true\`: the sandbox for it could not be created"
+    fi
   fi
   log "sandboxd: exec round trip"
   run_lat exec api.exec "$NFAST" "$SOCK" -- /bin/true || note "api.exec failed (see stderr)"

@@ -3,6 +3,7 @@
 #include "shim/exec.h"
 
 #include "common/macro.h"
+#include "shim/grading.h"
 #include "shim/seccomp.h"
 
 #include <dirent.h>
@@ -29,6 +30,9 @@ struct reaper {
     pid_t pid;
 };
 
+bool shim_exec_grading;
+static uint32_t exec_type; /* the request's type, for the reaper forked for it */
+
 static struct reaper *reapers;
 static size_t n_reapers, cap_reapers;
 
@@ -41,7 +45,7 @@ static size_t str_len(const char *s) {
     return n;
 }
 
-/* A terminal's size for the next command (SHIM_IPC_EXEC_TTY), 0 for none: set by init before
+/* A terminal's size for the next command (SHIM_IPC_TTY), 0 for none: set by init before
  * it forks the reaper. */
 static unsigned tty_rows, tty_cols;
 
@@ -113,10 +117,7 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     }
     if (chdir(cwd) < 0)
         fail_exec(errno);
-    /* seccomp goes last: nothing but execve (and the error path) runs under it. */
-    int r = shim_seccomp_apply_bpf(prog->filter, prog->len * sizeof(struct sock_filter));
-    if (r < 0)
-        fail_exec(-r);
+    /* The seccomp filter is init's, inherited (init.c, step seccomp): not loaded per command. */
     fail_exec(-exec_search(argv, envp));
 }
 
@@ -264,7 +265,14 @@ static int tty_open(int ipc, uint64_t id, int fds[3]) {
 static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
                                   char **envp, const struct sock_fprog *prog) {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    int master = tty_rows ? tty_open(ipc, id, fds) : -1;
+    if (shim_exec_grading) {
+        int r = shim_grading_become(exec_type == SHIM_IPC_EXEC_GRADER);
+        if (r < 0) {
+            shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, -r, 0, "credentials", 11, NULL, 0);
+            _exit(1);
+        }
+    }
+    int master = tty_rows ? tty_open(ipc, id, fds) : -1; /* opened as the command's user */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -297,6 +305,10 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         sigwaitinfo(&set, &si);
         reap_children();
         if (cmd_done) {
+            if (exec_type == SHIM_IPC_EXEC_HELPER) { /* sbx-as-agent: nothing stays behind */
+                tree_signal(getpid(), SIGKILL);
+                reap_children();
+            }
             shim_ipc_send(ipc, SHIM_IPC_EXIT, id, cmd_status, 0, NULL, 0, NULL, 0);
             _exit(0);
         }
@@ -331,7 +343,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
     static char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 1];
     char *cwd;
     tty_rows = tty_cols = 0;
-    if (m->type == SHIM_IPC_EXEC_TTY && m->len > 4) { /* rows(2) cols(2), then as EXEC */
+    if ((m->type & SHIM_IPC_TTY) && m->len > 4) { /* rows(2) cols(2), then as the type says */
         unsigned char *p = (unsigned char *)m->data;
         tty_rows = (unsigned)p[0] << 8 | p[1];
         tty_cols = (unsigned)p[2] << 8 | p[3];
@@ -348,6 +360,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
         } else
             r = -ENOMEM;
     }
+    exec_type = m->type & ~SHIM_IPC_TTY;
     pid_t pid = r == 0 ? fork() : -1;
     if (pid == 0) {
         close(sfd);
@@ -413,7 +426,9 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
             _exit(0);
         if (r < 0)
             continue;
-        if (buf->type == SHIM_IPC_EXEC || buf->type == SHIM_IPC_EXEC_TTY)
+        if ((buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC ||
+            (buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC_GRADER ||
+            (buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC_HELPER)
             start_exec(ipc, sfd, buf, fds, nf, prog);
         else {
             for (size_t i = 0; i < nf; i++)

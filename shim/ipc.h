@@ -17,11 +17,17 @@ enum shim_ipc_type {
     SHIM_IPC_EXEC,    /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds */
     SHIM_IPC_KILL,    /* shim -> init: id, a = signal (whole process tree) */
     SHIM_IPC_STARTED, /* reaper -> shim: id, a = pid in the sandbox */
-    SHIM_IPC_EXECFAIL, /* reaper -> shim: id, a = errno, data = what failed */
-    SHIM_IPC_EXIT,     /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
-    SHIM_IPC_EXEC_TTY, /* shim -> init: as EXEC with data = rows(2) cols(2) cwd\0...; the
-                        * reaper's STARTED then carries the terminal's master side */
+    SHIM_IPC_EXECFAIL,    /* reaper -> shim: id, a = errno, data = what failed */
+    SHIM_IPC_EXIT,        /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
+    SHIM_IPC_EXEC_GRADER, /* shim -> init: as SHIM_IPC_EXEC, run as the grader (grading only) */
+    SHIM_IPC_EXEC_HELPER, /* shim -> init: as SHIM_IPC_EXEC for sbx-as-agent: the agent user,
+                           * and whatever the command leaves running is killed when it exits */
 };
+
+/* Or'ed into an exec type (EXEC, EXEC_GRADER, EXEC_HELPER): the command gets a terminal; data
+ * starts with rows(2) cols(2), then as the type says; the reaper's STARTED carries the
+ * terminal's master side. */
+#define SHIM_IPC_TTY 0x100u
 
 typedef struct shim_ipc_msg {
     uint32_t type;

@@ -1,11 +1,10 @@
 /* `sbx cp LOCAL ID:PATH` and `sbx cp ID:PATH LOCAL`: copy a file, or a directory's contents, into
  * or out of a sandbox. Directories travel as tar archives, packed and unpacked locally with
  * libarchive (unpacking refuses absolute entry names, `..` and writes through symlinks). */
+#include "client/cli/archive_dl.h"
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -63,6 +62,9 @@ static int copy_file_data(struct archive *w, const char *src) {
 }
 
 static int pack_dir(const char *dir, FILE *out) {
+    int lrc = cli_archive_load();
+    if (lrc != 0)
+        return lrc;
     struct archive *w = archive_write_new(), *disk = archive_read_disk_new();
     struct archive_entry *e = archive_entry_new();
     int rc = 0;
@@ -111,6 +113,9 @@ static int pack_dir(const char *dir, FILE *out) {
 
 /* ---- unpacking into a directory ---- */
 static int unpack_into(const void *tar, size_t len, const char *dir) {
+    int lrc = cli_archive_load();
+    if (lrc != 0)
+        return lrc;
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return cli_error("cannot create %s: %s", dir, strerror(errno));
     struct archive *r = archive_read_new(), *w = archive_write_disk_new();

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char *strndup_trim(const char *s, size_t n) {
     while (n && isspace((unsigned char)*s))
@@ -114,15 +115,10 @@ sbx_code sbx_client_new(const char *hosts, sbx_client **ret, sbx_err *err) {
         hosts = getenv("SBX_HOST");
     if (!hosts || !*hosts)
         hosts = SBX_DEFAULT_SOCKET;
-    static bool curl_ready;
-    if (!curl_ready) { /* libcurl >= 7.84 makes this thread-safe; older ones want it early */
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-            return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "libcurl failed to initialise");
-        curl_ready = true;
-    }
     sbx_client *c = calloc(1, sizeof(*c));
     if (!c)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    c->ufd = -1;
     sbx_code rc = sbxi_hosts_parse(hosts, &c->eps, &c->n_eps, err);
     if (rc == SBX_OK && (rc = sbx_client_set_token(c, NULL)) != SBX_OK)
         sbxi_err_set(err, rc, 0, "", "%s",
@@ -140,6 +136,8 @@ void sbx_client_free(sbx_client *c) {
         return;
     if (c->easy)
         curl_easy_cleanup(c->easy);
+    if (c->ufd >= 0)
+        close(c->ufd);
     sbxi_endpoints_free(c->eps, c->n_eps);
     free(c->token);
     free(c);

@@ -166,20 +166,30 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
                       const char *content_type, const char *accept, const char *extra_header,
                       const void *body, size_t len, sbxi_response *resp, sbx_err *err) {
     const sbxi_endpoint *e = &c->eps[ep];
-    if (!c->easy) {
-        c->easy = curl_easy_init();
-        if (!c->easy)
-            return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot create a libcurl handle");
-    } else {
-        curl_easy_reset(c->easy);
-    }
-    _cleanup_free_ char *url = sbxi_url(e, path);
     struct curl_slist *hdrs = sbxi_api_headers(c, e, content_type, accept, extra_header);
-    if (!url || !hdrs) {
-        curl_slist_free_all(hdrs);
+    if (!hdrs)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    }
     sbxi_response_reset(resp);
+    if (e->unix_path) { /* no libcurl for the local socket (unixhttp.c) */
+        sbxi_unix_request(c, ep, method, path, hdrs, body, len, -1, 0, resp);
+        curl_slist_free_all(hdrs);
+        return sbxi_err_from_response(e, resp, err);
+    }
+    const char *why = NULL;
+    if (!c->easy && sbxi_curl_load(&why) < 0) {
+        curl_slist_free_all(hdrs);
+        return sbxi_err_set(err, SBX_E_CONNECT, 0, "", "cannot reach %s: %s", e->display, why);
+    }
+    if (!c->easy)
+        c->easy = curl_easy_init();
+    else
+        curl_easy_reset(c->easy);
+    _cleanup_free_ char *url = sbxi_url(e, path);
+    if (!c->easy || !url) {
+        curl_slist_free_all(hdrs);
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "%s",
+                            c->easy ? "out of memory" : "cannot create a libcurl handle");
+    }
     sbxi_easy_setup(c->easy, method, url, e->unix_path, hdrs, body, len, resp);
     CURLcode rc = curl_easy_perform(c->easy);
     sbxi_response_finish(c->easy, rc, resp);

@@ -27,6 +27,15 @@ static sbx_code take_body(sbxi_response *r, char **ret_json, sbx_err *err) {
     return SBX_OK;
 }
 
+static sbx_code finish_import(sbx_client *c, sbxi_response *r, char **ret_json, sbx_err *err) {
+    sbx_code code = sbxi_err_from_response(&c->eps[0], r, err);
+    if (code != SBX_OK) {
+        free(r->body);
+        return code;
+    }
+    return take_body(r, ret_json, err);
+}
+
 static char *image_path(const char *name) {
     char *esc = curl_easy_escape(NULL, name, 0), *p = NULL;
     if (esc && asprintf(&p, "/v1/images/%s", esc) < 0)
@@ -45,12 +54,9 @@ sbx_code sbx_image_import(sbx_client *c, const char *name, int fd, unsigned flag
         path = NULL;
     curl_free(esc);
     _cleanup_free_ char *url = path ? sbxi_url(&c->eps[0], path) : NULL;
-    free(path);
-    if (!c->easy && !(c->easy = curl_easy_init()))
-        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot create a libcurl handle");
-    curl_easy_reset(c->easy);
     struct curl_slist *hdrs = sbxi_api_headers(c, &c->eps[0], "application/x-tar", NULL, "Expect:");
     if (!url || !hdrs) {
+        free(path);
         curl_slist_free_all(hdrs);
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     }
@@ -60,6 +66,18 @@ sbx_code sbx_image_import(sbx_client *c, const char *name, int fd, unsigned flag
                           : -1; /* a pipe: chunked */
     sbxi_response r = {0};
     sbxi_response_reset(&r);
+    if (c->eps[0].unix_path) { /* no libcurl for the local socket (unixhttp.c) */
+        sbxi_unix_request(c, 0, "POST", path, hdrs, NULL, 0, fd, size, &r);
+        free(path);
+        curl_slist_free_all(hdrs);
+        return finish_import(c, &r, ret_json, err);
+    }
+    free(path);
+    if (!c->easy && !(c->easy = curl_easy_init())) {
+        curl_slist_free_all(hdrs);
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot create a libcurl handle");
+    }
+    curl_easy_reset(c->easy);
     sbxi_easy_setup(c->easy, "POST", url, c->eps[0].unix_path, hdrs, NULL, 0, &r);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, NULL);
     curl_easy_setopt(c->easy, CURLOPT_POST, 1L);
@@ -69,12 +87,7 @@ sbx_code sbx_image_import(sbx_client *c, const char *name, int fd, unsigned flag
     CURLcode rc = curl_easy_perform(c->easy);
     sbxi_response_finish(c->easy, rc, &r);
     curl_slist_free_all(hdrs);
-    sbx_code code = sbxi_err_from_response(&c->eps[0], &r, err);
-    if (code != SBX_OK) {
-        free(r.body);
-        return code;
-    }
-    return take_body(&r, ret_json, err);
+    return finish_import(c, &r, ret_json, err);
 }
 
 sbx_code sbx_image_list(sbx_client *c, char **ret_json, sbx_err *err) {

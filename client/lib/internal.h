@@ -2,11 +2,11 @@
  * structs, request bodies, response parsing, the NDJSON splitter, base64 and error mapping. */
 #pragma once
 
+#include "client/lib/curl_dl.h"
 #include "common/macro.h"
 
 #include <sbx.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,7 +30,9 @@ struct sbx_client {
     sbxi_endpoint *eps;
     size_t n_eps;
     char *token;
-    CURL *easy; /* the synchronous API's handle (keeps connections alive) */
+    CURL *easy; /* the synchronous API's handle for TCP endpoints (keeps connections alive) */
+    int ufd;    /* the synchronous API's kept-alive Unix-socket connection, or -1 */
+    size_t ufd_ep;
 };
 
 struct sbx_sandbox {
@@ -117,6 +119,20 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
 
 /* ---- async.c ---- */
 struct uv_loop_s *sbxi_async_loop(const sbx_async *as);
+
+/* ---- unixhttp.c: HTTP/1.1 over the daemon's Unix socket, without libcurl ---- */
+/* A connected, close-on-exec stream socket to path (blocking; a full backlog times out after
+ * 10 s, like libcurl's connect timeout): the fd, or -errno. For callers that speak their own
+ * protocol on the socket too (the WebSocket client). */
+int sbxi_unix_connect(const char *path);
+/* One request to the Unix endpoint ep on the client's kept-alive connection (a new one when
+ * the daemon closed it). The body is body/len, or when body_fd >= 0 streamed from body_fd
+ * (fd_size bytes; chunked to its end when fd_size < 0). Fills resp as sbxi_response_finish
+ * does: status, body (or on_chunk for a 2xx answer), content type, Retry-After, and on a
+ * transport failure curl_code (the matching CURLcode), os_errno and curl_error. */
+void sbxi_unix_request(sbx_client *c, size_t ep, const char *method, const char *path,
+                       const struct curl_slist *hdrs, const void *body, size_t len, int body_fd,
+                       int64_t fd_size, sbxi_response *resp);
 
 /* ---- errors.c ---- */
 sbx_code sbxi_err_set(sbx_err *err, sbx_code code, long http_status, const char *api_code,

@@ -1,6 +1,8 @@
 /* libsbx's raw connection for WebSocket streams: a connected, non-blocking socket to a unix:
  * endpoint or to the host:port of an http:// endpoint (libcurl keeps the plain requests; an
- * upgraded stream needs the socket itself). https:// is not supported yet. */
+ * upgraded stream needs the socket itself; the unix connect is unixhttp.c's). https:// is not
+ * supported yet. */
+#include "client/lib/internal.h"
 #include "client/lib/ws.h"
 
 #include "common/macro.h"
@@ -13,20 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
-
-static int connect_unix(const char *path) {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return negative_errno();
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-        return negative_errno();
-    return TAKE_FD(fd);
-}
 
 /* host and port from "http://host:port[/...]" ("[v6]:port" too; port 80 by default). */
 static int split_url(const char *url, char *host, size_t hn, char *port, size_t pn) {
@@ -78,7 +66,7 @@ static int connect_tcp(const char *url) {
 }
 
 int sbxi_conn_open(const char *unix_path, const char *base_url) {
-    int fd = unix_path ? connect_unix(unix_path) : connect_tcp(base_url);
+    int fd = unix_path ? sbxi_unix_connect(unix_path) : connect_tcp(base_url);
     if (fd < 0)
         return fd;
     int fl = fcntl(fd, F_GETFL);

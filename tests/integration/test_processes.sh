@@ -62,6 +62,23 @@ test_tcp_needs_token() {
   SBX_TOKEN=$tok "$PY" "$WS" "tcp:127.0.0.1:$port" "$ID" repl >/dev/null || fail "the REPL over TCP"
 }
 
+TEST_TIMEOUT_tls_upgrade=60
+test_tls_upgrade() {
+  need_ws
+  command -v openssl >/dev/null || skip "openssl is needed"
+  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  daemon_init
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -keyout "$DAEMON_ROOT/key.pem" -out "$DAEMON_ROOT/cert.pem" -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 2>/dev/null || fail "openssl could not make a certificate"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok" --tls-cert "$DAEMON_ROOT/cert.pem" \
+    --tls-key "$DAEMON_ROOT/key.pem"
+  create
+  # wss:// on the TLS listener: the same session as on the Unix socket
+  SBX_CA="$DAEMON_ROOT/cert.pem" SBX_TOKEN=$tok "$PY" "$WS" "tls:127.0.0.1:$port" "$ID" repl \
+    >/dev/null || fail "the REPL over TLS"
+}
+
 TEST_TIMEOUT_tty_resize_signals=60
 test_tty_resize_signals() {
   need_ws

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import os
+import ssl
 import sys
 
 import websockets
@@ -84,10 +85,14 @@ class Session:
 def connect(sock, path, protocol=True):
     """sock: a Unix socket path, or tcp:HOST:PORT (the bearer token from $SBX_TOKEN)."""
     sub = ["v1.sandboxd"] if protocol else None
-    if sock.startswith("tcp:"):
+    if sock.startswith("tcp:") or sock.startswith("tls:"):
         tok = os.environ.get("SBX_TOKEN")
+        tls = None
+        if sock.startswith("tls:"):  # wss://, trusting the certificate in $SBX_CA
+            tls = ssl.create_default_context(cafile=os.environ["SBX_CA"])
         return websockets.client.connect(
-            "ws://" + sock[4:] + path, max_size=None, subprotocols=sub, ping_interval=None,
+            ("wss://" if tls else "ws://") + sock[4:] + path, max_size=None, subprotocols=sub,
+            ping_interval=None, ssl=tls,
             extra_headers={"Authorization": "Bearer " + tok} if tok else None)
     return websockets.client.unix_connect(sock, "ws://sd" + path, max_size=None,
                                           subprotocols=sub, ping_interval=None)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The client's dependency rules checked on the source: the GRPO runner is a client of libsbx
 # (no libcurl, no request paths of sandboxd's API, no answers parsed), and the sbx CLI uses the
-# public header only.
+# public header only. And what they link: sbx and libsbx.so start without libcurl and
+# libarchive (both are dlopened when a TCP/TLS endpoint, the async engine or `sbx cp` needs
+# them: client/lib/curl_dl.h, client/cli/archive_dl.h).
 
 src() { cd "$SBX_SRC_DIR" || fail "no source dir"; }
 
@@ -21,6 +23,18 @@ test_cli_uses_the_public_header() {
   local hits
   hits=$(grep -rn '#include "' client/cli | grep -v '"client/cli/' || true)
   [ -z "$hits" ] || fail "the CLI includes more than its own and the public headers: $hits"
+}
+
+test_cli_links_neither_libcurl_nor_libarchive() {
+  local f needed
+  for f in sbx libsbx.so.0; do
+    [ -f "$SBX_BUILD_DIR/$f" ] || fail "$SBX_BUILD_DIR/$f is missing"
+    needed=$(readelf -d "$SBX_BUILD_DIR/$f" | grep NEEDED) || fail "readelf failed on $f"
+    echo "$needed" | grep -q 'libc\.so' || fail "$f: no NEEDED entries read: $needed"
+    if echo "$needed" | grep -E 'libcurl|libarchive'; then
+      fail "$f links libcurl or libarchive directly (call them through curl_dl.h/archive_dl.h)"
+    fi
+  done
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bench/ab.sh: two builds side by side in one run (e.g. main's and a branch's), so a change is
+# judged by its ratio under the same machine load, never by absolute numbers across runs.
+# Usage: bench/ab.sh OLD_BUILD NEW_BUILD (needs root). Each build gets its own daemon; every
+# measurement runs in SBX_AB_ROUNDS (3) rounds, alternating old/new, of SBX_AB_N iterations:
+#   ab.exec       POST exec `true` round trip in a running sandbox (lat exec)
+#   ab.cycle      create -> exec `true` -> delete (lat cycle)
+#   ab.sbx_version / ab.sbx_exec   `sbx --version`, `sbx exec ID -- true` (whole processes)
+#   ab.true       fork+exec+wait of /bin/true (the floor; same for both)
+# Prints one line per measurement and build: the median of the rounds' p50s.
+set -euo pipefail
+
+OLD=$(realpath "${1:?usage: bench/ab.sh OLD_BUILD NEW_BUILD}")
+NEW=$(realpath "${2:?usage: bench/ab.sh OLD_BUILD NEW_BUILD}")
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+N=${SBX_AB_N:-100}
+ROUNDS=${SBX_AB_ROUNDS:-3}
+B=$NEW
+source "$ROOT/bench/common.sh"
+
+declare -A PIDS SOCKS IDS
+start_ab() { # TAG BUILD
+  local d=$T/$1
+  mkdir -p "$d/run" "$d/state"
+  "$2/sandboxd" --socket "$d/sock" --run-dir "$d/run" --state-dir "$d/state" \
+    --cgroup-parent "$CGPARENT-$1" --seccomp-profile policy/seccomp.json >>"$d/daemon.log" 2>&1 &
+  PIDS[$1]=$!
+  SOCKS[$1]=$d/sock
+  for _ in $(seq 100); do
+    curl -sf --max-time 1 --unix-socket "$d/sock" http://x/healthz >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  IDS[$1]=$(curl -s --max-time 30 --unix-socket "$d/sock" -X POST -d '{}' http://x/v1/sandboxes |
+    grep -o '"id":"sb-[^"]*"' | head -n 1 | cut -d'"' -f4)
+  [ -n "${IDS[$1]}" ] || { log "$1: no sandbox: $(tail -n 3 "$d/daemon.log")"; exit 1; }
+}
+stop_ab() {
+  for tag in old new; do
+    [ -n "${PIDS[$tag]:-}" ] || continue
+    curl -s --max-time 10 --unix-socket "${SOCKS[$tag]}" -X DELETE \
+      "http://x/v1/sandboxes/${IDS[$tag]:-none}" >/dev/null || true
+    kill -TERM "${PIDS[$tag]}" 2>/dev/null || true
+    wait "${PIDS[$tag]}" 2>/dev/null || true
+    for c in /sys/fs/cgroup/*/; do
+      find "$c" -depth -type d -path "*/$CGPARENT-$tag*" -exec rmdir {} \; 2>/dev/null || true
+    done
+  done
+}
+trap 'stop_ab; cleanup' EXIT
+
+start_ab old "$OLD"
+start_ab new "$NEW"
+p50() { sed -n 's/.*"p50_ms":\([0-9.]*\).*/\1/p'; }
+declare -A R
+for ((r = 0; r < ROUNDS; r++)); do
+  for tag in old new; do
+    b=$OLD
+    [ "$tag" = new ] && b=$NEW
+    s=${SOCKS[$tag]}
+    R[exec.$tag]+="$("$LAT" exec ab.exec "$N" "$s" | p50) "
+    R[cycle.$tag]+="$("$LAT" cycle ab.cycle "$((N / 4 + 1))" "$s" '{}' | p50) "
+    R[sbx_version.$tag]+="$("$LAT" spawn ab.sbx_version "$N" "$b/sbx" --version | p50) "
+    R[sbx_exec.$tag]+="$(SBX_HOST=unix:$s "$LAT" spawn ab.sbx_exec "$N" "$b/sbx" exec "${IDS[$tag]}" -- true | p50) "
+    R[true.$tag]+="$("$LAT" spawn ab.true "$N" /bin/true | p50) "
+  done
+done
+med() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+printf '%-14s %10s %10s %8s   (p50 ms, median of %d rounds of %d)\n' measurement old new new/old "$ROUNDS" "$N"
+for k in exec cycle sbx_version sbx_exec true; do
+  o=$(echo "${R[$k.old]}" | med)
+  n=$(echo "${R[$k.new]}" | med)
+  printf '%-14s %10s %10s %8s\n' "ab.$k" "$o" "$n" "$(awk -v a="$n" -v b="$o" 'BEGIN{printf "%.2f", a/b}')"
+done
