@@ -14,7 +14,7 @@ PKGS=(
   clang libclang-rt-14-dev clang-format valgrind
   bubblewrap crun
   debootstrap tmux
-  etcd-server etcd-client openssl
+  etcd-server etcd-client openssl python3-yaml
 )
 
 missing=()

@@ -16,7 +16,8 @@
 
 static void help(void) {
     printf(
-        "usage: sbx exec [-i] [-t] [-d] [--env K=V] [--cwd DIR] [--timeout DUR] [--sh] ID -- CMD "
+        "usage: sbx exec [-i] [-t] [-d] [--env K=V] [--cwd DIR] [--timeout DUR] [--sh] [--user U] "
+        "ID -- CMD "
         "[ARGS...]\n"
         "\n"
         "Run CMD in sandbox ID. Output streams live; sbx exits with the command's exit code,\n"
@@ -33,6 +34,7 @@ static void help(void) {
         "  --cwd DIR             working directory (default /workspace)\n"
         "  --timeout DUR         kill the command after DUR, e.g. 30s\n"
         "  --sh                  run CMD ARGS... as one /bin/sh -c script\n"
+        "  --user USER           agent (default) or grader (grading sandboxes only)\n"
         "  --json                print the result as JSON instead of streaming\n"
         "  --host ENDPOINTS      daemon endpoints (see sbx --help)\n");
 }
@@ -125,7 +127,7 @@ int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char 
     return 0;
 }
 
-enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH, OPT_TERM };
+enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH, OPT_TERM, OPT_USER };
 
 typedef struct exec_mode {
     bool in, tty, detach;
@@ -223,6 +225,7 @@ int cmd_exec(int argc, char **argv) {
         {"cwd", required_argument, NULL, OPT_CWD},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"sh", no_argument, NULL, OPT_SH},
+        {"user", required_argument, NULL, OPT_USER},
         {0},
     };
     sbx_exec_opts o;
@@ -271,6 +274,9 @@ int cmd_exec(int argc, char **argv) {
                 break;
             case OPT_SH:
                 sh = true;
+                break;
+            case OPT_USER:
+                o.user = optarg;
                 break;
             default:
                 rc = cli_usage_error("exec", "unknown option");

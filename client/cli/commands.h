@@ -16,3 +16,5 @@ int cmd_ps(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_kill(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
+int cmd_nodes(int argc, char **argv);
+int cmd_node(int argc, char **argv); /* drain, undrain */

@@ -19,7 +19,7 @@
 
 typedef struct outbuf {
     char *data;
-    size_t len;
+    size_t len, cap;
     uint64_t bytes;
     bool truncated;
 } outbuf;
@@ -52,13 +52,13 @@ static void output_release(sd_exec *e, sd_daemon *d) {
     for (int i = 0; i < 2; i++) {
         d->output_bytes -= MIN(d->output_bytes, e->ob[i].len);
         free(TAKE_PTR(e->ob[i].data));
-        e->ob[i].len = 0;
+        e->ob[i].len = e->ob[i].cap = 0;
     }
 }
 
 char *sd_exec_take_output(sd_exec *e, int which, size_t *ret_len) {
     *ret_len = e->ob[which].len;
-    e->ob[which].len = 0; /* its budget share goes with it */
+    e->ob[which].len = e->ob[which].cap = 0; /* its budget share goes with it */
     return TAKE_PTR(e->ob[which].data);
 }
 
@@ -147,11 +147,16 @@ static bool got_output(sd_exec *e, int which, const char *data, size_t len) {
         o->len += keep; /* counts what was passed on, for the cap */
         return e->ops && e->ops->output(e->ud, which, data, keep);
     }
-    char *n = realloc(o->data, o->len + keep + 1);
-    if (!n)
-        return false;
-    memcpy(n + o->len, data, keep);
-    o->data = n;
+    if (o->len + keep + 1 > o->cap) { /* doubling, up to the cap: no copy per read */
+        size_t c = MAX(MAX(o->cap * 2, (size_t)65536), o->len + keep + 1);
+        c = MIN(c, MAX(e->max_output + 1, o->len + keep + 1));
+        char *n = realloc(o->data, c);
+        if (!n)
+            return false;
+        o->data = n;
+        o->cap = c;
+    }
+    memcpy(o->data + o->len, data, keep);
     o->len += keep;
     d->output_bytes += keep;
     return false;
