@@ -113,3 +113,19 @@ typedef struct cli_command {
 int cli_command_prepare(cli_command *cmd, char **words, int n, bool sh, bool want_stdin,
                         sbx_exec_opts *opts);
 void cli_command_free(cli_command *cmd);
+
+/* ---- attached processes (stream.c) ---- */
+/* The local terminal's size (0 or -1 when stdin is not a terminal). */
+int cli_tty_size(unsigned *rows, unsigned *cols);
+/* Put the local terminal in raw mode; restored by cli_tty_restore, at exit and on a fatal
+ * signal. -1 when stdin is not a terminal. */
+int cli_tty_raw(void);
+void cli_tty_restore(void);
+/* An sbx_output_cb writing stdout/stderr bytes to fds 1 and 2. */
+void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len);
+/* Pump an attached process until it ends: stdin forwarded when with_stdin, SIGWINCH as resizes
+ * when tty. Restores the terminal. Returns the command's exit status (cli_exit_status) or
+ * CLI_EXIT_ERROR. ret (may be NULL): the exit record, and no timeout/OOM note is printed. */
+int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *ret);
+/* A PID argument (positive number); 0 or CLI_EXIT_USAGE with the message printed. */
+int cli_parse_pid(const char *cmd, const char *s, long *ret);

@@ -1,7 +1,9 @@
-/* `sbx exec [-i] [--env K=V] [--cwd D] [--timeout 30s] [--sh] ID -- CMD ARGS...`: run a command in
- * a sandbox, streaming its output live, and exit with the command's status (128+signal when it
- * was killed, 124 on command_timeout, 137 when OOM-killed). `-i` reads ALL of stdin first and
- * sends it as the command's stdin (not interactive). Also cli_exec, shared with `sbx run`. */
+/* `sbx exec [-i] [-t] [-d] [--env K=V] [--cwd D] [--timeout 30s] [--sh] ID -- CMD ARGS...`: run a
+ * command in a sandbox, streaming its output live, and exit with the command's status (128+signal
+ * when it was killed, 124 on command_timeout, 137 when OOM-killed). Plain: the NDJSON exec.
+ * `-i`/`-t`: attached over a WebSocket (stdin streamed as it arrives, a terminal with raw mode
+ * and resizes; stream.c). `-d`: in the background, printing the pid. Also cli_exec, shared
+ * with `sbx run`. */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -14,14 +16,20 @@
 
 static void help(void) {
     printf(
-        "usage: sbx exec [-i] [--env K=V] [--cwd DIR] [--timeout DUR] [--sh] [--user U] ID -- CMD "
+        "usage: sbx exec [-i] [-t] [-d] [--env K=V] [--cwd DIR] [--timeout DUR] [--sh] [--user U] "
+        "ID -- CMD "
         "[ARGS...]\n"
         "\n"
         "Run CMD in sandbox ID. Output streams live; sbx exits with the command's exit code,\n"
         "128+N when it was killed by signal N, 124 when --timeout expired, 137 when it was\n"
         "OOM-killed, 1 when sbx itself failed.\n\n"
-        "  -i, --stdin           send sbx's stdin to the command (all of it is read first,\n"
-        "                        so this is not interactive)\n"
+        "  -i, --interactive     stream sbx's stdin to the command as it arrives (no size\n"
+        "                        limit; end of input closes the command's stdin)\n"
+        "  -t, --tty             give the command a terminal; the local one goes to raw mode\n"
+        "                        (Ctrl-C reaches the command), window changes are forwarded\n"
+        "  --term NAME           TERM for -t (default: $TERM, else xterm)\n"
+        "  -d, --detach          start in the background and print the process id (see sbx\n"
+        "                        ps, logs, attach, kill)\n"
         "  --env K=V             environment variable (repeatable)\n"
         "  --cwd DIR             working directory (default /workspace)\n"
         "  --timeout DUR         kill the command after DUR, e.g. 30s\n"
@@ -53,6 +61,21 @@ static json_t *data_json(const char *d, size_t n) {
     return s ? s : json_string("(not valid UTF-8)");
 }
 
+/* The result as one JSON object (--json); returns status or CLI_EXIT_ERROR. */
+static int print_result_json(const sbx_exec_result *r, int status) {
+    json_t *j =
+        json_pack("{si so ss sf so so sI sI sb sb}", "exit_code", r->exit_code, "signal",
+                  r->signal ? json_integer(r->signal) : json_null(), "reason", r->reason,
+                  "duration", r->duration_s, "stdout", data_json(r->stdout_data, r->stdout_len),
+                  "stderr", data_json(r->stderr_data, r->stderr_len), "stdout_bytes",
+                  (json_int_t)r->stdout_bytes, "stderr_bytes", (json_int_t)r->stderr_bytes,
+                  "stdout_truncated", r->stdout_truncated, "stderr_truncated", r->stderr_truncated);
+    if (cli_print_json(j) != 0)
+        status = CLI_EXIT_ERROR;
+    json_decref(j);
+    return status;
+}
+
 int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
     sbx_exec_result r = {0};
     sbx_err err = {0};
@@ -62,16 +85,7 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
         return cli_sbx_error(&err);
     int status = cli_exit_status(&r);
     if (cli_opts.json) {
-        json_t *j = json_pack(
-            "{si so ss sf so so sI sI sb sb}", "exit_code", r.exit_code, "signal",
-            r.signal ? json_integer(r.signal) : json_null(), "reason", r.reason, "duration",
-            r.duration_s, "stdout", data_json(r.stdout_data, r.stdout_len), "stderr",
-            data_json(r.stderr_data, r.stderr_len), "stdout_bytes", (json_int_t)r.stdout_bytes,
-            "stderr_bytes", (json_int_t)r.stderr_bytes, "stdout_truncated", r.stdout_truncated,
-            "stderr_truncated", r.stderr_truncated);
-        if (cli_print_json(j) != 0)
-            status = CLI_EXIT_ERROR;
-        json_decref(j);
+        status = print_result_json(&r, status);
     } else if (strcmp(r.reason, "command_timeout") == 0) {
         cli_error("the command timed out after %.1fs", r.duration_s);
     } else if (strcmp(r.reason, "oom_killed") == 0) {
@@ -113,13 +127,100 @@ int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char 
     return 0;
 }
 
-enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH, OPT_USER };
+enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH, OPT_TERM, OPT_USER };
+
+typedef struct exec_mode {
+    bool in, tty, detach;
+    const char *term;
+} exec_mode;
+
+static void tty_opts(const exec_mode *m, sbx_process_opts *po) {
+    sbx_process_opts_init(po);
+    po->tty = m->tty;
+    if (m->tty) {
+        const char *t = m->term ? m->term : getenv("TERM");
+        po->term = t && *t ? t : NULL;
+        if (cli_tty_size(&po->rows, &po->cols) < 0)
+            po->rows = po->cols = 0;
+    }
+}
+
+static int exec_detached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) {
+    sbx_process_opts po;
+    tty_opts(m, &po);
+    long pid = 0;
+    char *json = NULL;
+    sbx_err err = {0};
+    if (sbx_sandbox_process_start(sb, o, &po, &pid, &json, &err) != SBX_OK)
+        return cli_sbx_error(&err);
+    int rc = 0;
+    if (cli_opts.json)
+        rc = cli_print_json_text(json);
+    else
+        printf("%ld\n", pid);
+    free(json);
+    return rc;
+}
+
+/* --json with -i: the output collected, printed with the result at the end. */
+typedef struct collected {
+    FILE *f[2];
+    char *data[2];
+    size_t len[2];
+} collected;
+
+static void collect(void *ud, enum sbx_stream s, const char *d, size_t n) {
+    collected *c = ud;
+    fwrite(d, 1, n, c->f[s == SBX_STREAM_STDERR]);
+}
+
+static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) {
+    sbx_process_opts po;
+    tty_opts(m, &po);
+    collected col = {0};
+    bool json = cli_opts.json && !m->tty;
+    if (json) {
+        col.f[0] = open_memstream(&col.data[0], &col.len[0]);
+        col.f[1] = open_memstream(&col.data[1], &col.len[1]);
+        if (!col.f[0] || !col.f[1])
+            return cli_error("out of memory");
+    }
+    o->on_output = json ? collect : cli_stream_output;
+    o->userdata = &col;
+    sbx_process *p = NULL;
+    sbx_err err = {0};
+    int rc = 0;
+    sbx_exec_result r = {0};
+    if (sbx_process_start(sb, o, &po, &p, &err) != SBX_OK) {
+        rc = cli_sbx_error(&err);
+    } else {
+        /* raw mode only when our keystrokes go to the command (as docker exec -it) */
+        bool raw = m->tty && m->in && cli_tty_raw() == 0;
+        rc = cli_stream_run(p, m->in, raw, json ? &r : NULL);
+    }
+    sbx_process_free(p);
+    if (json) {
+        fclose(col.f[0]);
+        fclose(col.f[1]);
+        if (rc >= 0 && r.reason[0]) {
+            r.stdout_data = col.data[0], r.stdout_len = col.len[0];
+            r.stderr_data = col.data[1], r.stderr_len = col.len[1];
+            rc = print_result_json(&r, rc);
+        }
+        free(col.data[0]);
+        free(col.data[1]);
+    }
+    return rc;
+}
 
 int cmd_exec(int argc, char **argv) {
     static const struct option longopts[] = {
         CLI_COMMON_LONGOPTS,
         {"stdin", no_argument, NULL, 'i'},
         {"interactive", no_argument, NULL, 'i'},
+        {"tty", no_argument, NULL, 't'},
+        {"detach", no_argument, NULL, 'd'},
+        {"term", required_argument, NULL, OPT_TERM},
         {"env", required_argument, NULL, 'e'},
         {"cwd", required_argument, NULL, OPT_CWD},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -130,13 +231,14 @@ int cmd_exec(int argc, char **argv) {
     sbx_exec_opts o;
     sbx_exec_opts_init(&o);
     cli_strv env = {0};
-    bool want_stdin = false, sh = false;
+    bool sh = false;
+    exec_mode mode = {0};
     int opt, rc = 0;
     optind = 0;
     const char *id = NULL;
     /* options may come before and after the id: `sbx exec [opts] ID [opts] -- CMD...` */
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
-        while (rc == 0 && (opt = getopt_long(argc, argv, "+hie:", longopts, NULL)) != -1) {
+        while (rc == 0 && (opt = getopt_long(argc, argv, "+hitde:", longopts, NULL)) != -1) {
             if (cli_common_opt(opt, optarg))
                 continue;
             switch (opt) {
@@ -145,7 +247,16 @@ int cmd_exec(int argc, char **argv) {
                 cli_strv_free(&env);
                 return 0;
             case 'i':
-                want_stdin = true;
+                mode.in = true;
+                break;
+            case 't':
+                mode.tty = true;
+                break;
+            case 'd':
+                mode.detach = true;
+                break;
+            case OPT_TERM:
+                mode.term = optarg;
                 break;
             case 'e':
                 if (!strchr(optarg, '=') || optarg[0] == '=')
@@ -196,12 +307,19 @@ int cmd_exec(int argc, char **argv) {
     sbx_client *c = NULL;
     sbx_sandbox *sb = NULL;
     sbx_err err = {0};
-    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, want_stdin, &o);
+    if (mode.detach && mode.in)
+        rc = cli_usage_error("exec", "-d and -i do not go together (attach later with sbx attach)");
+    if (rc == 0)
+        rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, false, &o);
     if (rc == 0)
         rc = cli_client(&c);
     if (rc == 0 && sbx_sandbox_open(c, id, &sb, &err) != SBX_OK)
         rc = cli_sbx_error(&err);
-    if (rc == 0)
+    if (rc == 0 && mode.detach)
+        rc = exec_detached(sb, &o, &mode);
+    else if (rc == 0 && (mode.in || mode.tty))
+        rc = exec_attached(sb, &o, &mode);
+    else if (rc == 0)
         rc = cli_exec(sb, &o);
     sbx_sandbox_free(sb);
     sbx_client_free(c);

@@ -17,7 +17,11 @@ static const struct {
     const char *help;
 } commands[] = {
     {"create", cmd_create, "create a sandbox and print its id"},
-    {"exec", cmd_exec, "run a command in a sandbox, streaming its output"},
+    {"exec", cmd_exec, "run a command in a sandbox (-i stdin, -t terminal, -d background)"},
+    {"ps", cmd_ps, "list a sandbox's processes"},
+    {"attach", cmd_attach, "attach to a running process"},
+    {"logs", cmd_logs, "print a process's kept output"},
+    {"kill", cmd_kill, "signal or kill a process"},
     {"run", cmd_run, "create a sandbox, run one command in it, remove it"},
     {"cp", cmd_cp, "copy files or directories into or out of a sandbox"},
     {"ls", cmd_ls, "list sandboxes"},

@@ -264,3 +264,12 @@ void cli_command_free(cli_command *cmd) {
     free(cmd->script);
     free(cmd->argv);
 }
+
+int cli_parse_pid(const char *cmd, const char *s, long *ret) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end || v <= 0)
+        return cli_usage_error(cmd, "PID must be a positive number, not \"%s\"", s);
+    *ret = v;
+    return 0;
+}

@@ -214,6 +214,74 @@ sbx_code sbx_sandbox_exec(sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_r
                           sbx_err *err);
 void sbx_exec_result_free(sbx_exec_result *res); /* frees the buffers, accepts NULL */
 
+/* ---- processes: attached commands over a WebSocket, terminals, background commands ----
+ * (client/lib/process.c, processes.c). An attached process streams stdin as it is written,
+ * output as it comes, and takes resizes and signals while it runs; see docs/API.md
+ * ("Processes and attach"). */
+typedef struct sbx_process sbx_process;
+
+typedef struct sbx_process_opts {
+    int tty;             /* a pseudo-terminal: stdout and stderr become one stream (stdout) */
+    unsigned rows, cols; /* its size (1..1000); 0: 24x80 */
+    const char *term;    /* TERM; NULL: the daemon's default (xterm) */
+} sbx_process_opts;
+void sbx_process_opts_init(sbx_process_opts *opts);
+
+/* Start exec's command attached. exec->on_output gets the output as it comes (called from
+ * sbx_process_dispatch/sbx_process_wait, or on the loop for the async form); exec->stdin_data,
+ * when set, is queued as the first stdin bytes (stdin stays open). popts may be NULL. Returns
+ * once the daemon said the command started (sbx_process_pid). Endpoints: unix: and http://
+ * (https:// answers SBX_E_INVALID: not supported yet). */
+sbx_code sbx_process_start(sbx_sandbox *sb, const sbx_exec_opts *exec,
+                           const sbx_process_opts *popts, sbx_process **ret, sbx_err *err);
+#define SBX_ATTACH_STDIN 1u  /* take the stdin side (SBX_E_CONFLICT "stdin_taken" if held) */
+#define SBX_ATTACH_REPLAY 2u /* first receive the buffered output tail */
+/* Attach to a running process (SBX_E_CONFLICT "process_ended" once it has ended). */
+sbx_code sbx_process_attach(sbx_sandbox *sb, long pid, unsigned flags, sbx_output_cb on_output,
+                            void *userdata, sbx_process **ret, sbx_err *err);
+long sbx_process_pid(const sbx_process *p);
+/* Queue stdin bytes (never blocks; sent as the socket and the daemon's flow control allow).
+ * A program that produces stdin faster than it is taken should wait while
+ * sbx_process_write_pending is large (e.g. over 1 MiB). */
+sbx_code sbx_process_write(sbx_process *p, const void *data, size_t len, sbx_err *err);
+size_t sbx_process_write_pending(const sbx_process *p);
+sbx_code sbx_process_close_stdin(sbx_process *p, sbx_err *err);
+sbx_code sbx_process_resize(sbx_process *p, unsigned rows, unsigned cols, sbx_err *err);
+/* signal: "INT", "SIGTERM", "9", ... */
+sbx_code sbx_process_signal(sbx_process *p, const char *signal, sbx_err *err);
+/* For a program's own poll loop: the socket, the poll events it waits for (POLLIN, and POLLOUT
+ * while bytes are queued), and one non-blocking round (send what can be sent, read what is
+ * there, run the callbacks). */
+int sbx_process_fd(const sbx_process *p);
+short sbx_process_poll_events(const sbx_process *p);
+sbx_code sbx_process_dispatch(sbx_process *p, sbx_err *err);
+/* Whether the exit record came (or the stream ended). */
+int sbx_process_done(const sbx_process *p);
+/* Send what is queued and run callbacks until the command exits. ret: the exit record (no
+ * output data: it went to on_output). */
+sbx_code sbx_process_wait(sbx_process *p, sbx_exec_result *ret, sbx_err *err);
+/* Closes the stream (the command goes on unless it has ended) and frees; accepts NULL. In the
+ * async form the memory is released on the loop. */
+void sbx_process_free(sbx_process *p);
+
+/* Background commands (plain requests). ret_json: the process object (may be NULL). */
+sbx_code sbx_sandbox_process_start(sbx_sandbox *sb, const sbx_exec_opts *exec,
+                                   const sbx_process_opts *popts, long *ret_pid, char **ret_json,
+                                   sbx_err *err);
+/* GET .../processes: {"processes":[...]} (running and recently ended). */
+sbx_code sbx_sandbox_process_list(sbx_sandbox *sb, char **ret_json, sbx_err *err);
+/* GET .../processes/{pid}; tail > 0 adds the last tail bytes of each output stream. */
+sbx_code sbx_sandbox_process_get(sbx_sandbox *sb, long pid, uint64_t tail, char **ret_json,
+                                 sbx_err *err);
+/* The same GET, decoded: ret's stdout_data/stderr_data hold the last tail bytes of each stream
+ * (tail 0: all that is kept), and once the process has ended, its exit fields (reason "" while
+ * it runs). Free with sbx_exec_result_free. */
+sbx_code sbx_sandbox_process_logs(sbx_sandbox *sb, long pid, uint64_t tail, sbx_exec_result *ret,
+                                  sbx_err *err);
+sbx_code sbx_sandbox_process_signal(sbx_sandbox *sb, long pid, const char *signal, sbx_err *err);
+/* DELETE: kills the command's whole tree. */
+sbx_code sbx_sandbox_process_kill(sbx_sandbox *sb, long pid, sbx_err *err);
+
 /* ---- asynchronous API on libuv ---- */
 struct uv_loop_s;
 typedef struct sbx_async sbx_async;
@@ -255,6 +323,22 @@ sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, voi
 sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb, void *ud);
 sbx_code sbx_async_lease_renew(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud);
 sbx_code sbx_async_lease_delete(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud);
+/* Attached processes on the loop: the same sbx_process (write, close_stdin, resize, signal,
+ * free work on it), with callbacks instead of sbx_process_wait. on_start runs once (pid, or
+ * err when the start failed: then the process is finished and must still be freed); on_exit
+ * once after a successful start (res, or err when the stream broke). The connect itself is
+ * done in the call (local sockets: immediate). */
+typedef struct sbx_process_cbs {
+    void (*on_start)(void *userdata, sbx_process *p, long pid, const sbx_err *err);
+    sbx_output_cb on_output;
+    void (*on_exit)(void *userdata, sbx_process *p, const sbx_exec_result *res, const sbx_err *err);
+    void *userdata;
+} sbx_process_cbs;
+sbx_code sbx_async_process_start(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *exec,
+                                 const sbx_process_opts *popts, const sbx_process_cbs *cbs,
+                                 sbx_process **ret, sbx_err *err);
+sbx_code sbx_async_process_attach(sbx_async *as, sbx_sandbox *sb, long pid, unsigned flags,
+                                  const sbx_process_cbs *cbs, sbx_process **ret, sbx_err *err);
 /* Requests in flight on this handle. */
 size_t sbx_async_pending(const sbx_async *as);
 

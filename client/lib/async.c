@@ -15,6 +15,7 @@
 /* Freed when the user has called sbx_async_free and no operation holds it any more. */
 struct sbx_async {
     sbx_client *client;
+    struct uv_loop_s *loop;
     sbxi_http_async *engine;
     size_t ops;
     unsigned refs;
@@ -69,6 +70,7 @@ sbx_code sbx_async_new(sbx_client *client, struct uv_loop_s *loop, sbx_async **r
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot create the HTTP engine");
     }
     as->client = client;
+    as->loop = loop;
     as->refs = 1;
     *ret = as;
     return SBX_OK;
@@ -80,6 +82,10 @@ void sbx_async_free(sbx_async *as) {
     as->closed = true;
     sbxi_http_async_free(as->engine); /* in-flight operations are called back with SBX_E_IO */
     as_unref(as);
+}
+
+struct uv_loop_s *sbxi_async_loop(const sbx_async *as) {
+    return as->loop;
 }
 
 size_t sbx_async_pending(const sbx_async *as) {

@@ -205,13 +205,17 @@ static int take_data(json_t *o, const char *key, char **ret, size_t *ret_len) {
     return 0;
 }
 
+int sbxi_take_data(json_t *o, const char *key, char **ret, size_t *ret_len) {
+    return take_data(o, key, ret, ret_len);
+}
+
 static uint64_t get_u64(json_t *o, const char *key) {
     json_t *v = json_object_get(o, key);
     return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
 }
 
 /* The fields shared by the JSON result and the NDJSON exit event. */
-static sbx_code fill_status(json_t *o, sbx_exec_result *r, sbx_err *err) {
+sbx_code sbxi_exec_status_fill(json_t *o, sbx_exec_result *r, sbx_err *err) {
     json_t *code = json_object_get(o, "exit_code"), *sig = json_object_get(o, "signal");
     const char *reason = json_string_value(json_object_get(o, "reason"));
     if (!reason)
@@ -232,7 +236,7 @@ static sbx_code fill_status(json_t *o, sbx_exec_result *r, sbx_err *err) {
 sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret, sbx_err *err) {
     json_t *o = json_loadb(body, len, JSON_ALLOW_NUL, NULL);
     sbx_exec_result r = {0};
-    sbx_code rc = json_is_object(o) ? fill_status(o, &r, err)
+    sbx_code rc = json_is_object(o) ? sbxi_exec_status_fill(o, &r, err)
                                     : sbxi_err_set(err, SBX_E_PROTOCOL, 200, "",
                                                    "exec answer is not a JSON object");
     if (rc == SBX_OK && (take_data(o, "stdout", &r.stdout_data, &r.stdout_len) < 0 ||
@@ -349,7 +353,7 @@ static int on_event(void *ud, const char *line, size_t len) {
                 st->on_output(st->userdata, k ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT, d, n);
             free(d);
         }
-        if (r == 0 && fill_status(o, &st->result, &st->err) == SBX_OK)
+        if (r == 0 && sbxi_exec_status_fill(o, &st->result, &st->err) == SBX_OK)
             st->got_exit = true;
         else if (r == 0)
             r = -EPROTO;
@@ -368,7 +372,7 @@ static int on_event(void *ud, const char *line, size_t len) {
                           n);
         free(d);
     } else if (strcmp(type, "exit") == 0) {
-        if (fill_status(o, &st->result, &st->err) == SBX_OK)
+        if (sbxi_exec_status_fill(o, &st->result, &st->err) == SBX_OK)
             st->got_exit = true;
         else
             r = -EPROTO;

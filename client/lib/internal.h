@@ -166,6 +166,9 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
                       const char *content_type, const char *accept, const char *extra_header,
                       const void *body, size_t len, sbxi_response *resp, sbx_err *err);
 
+/* ---- async.c ---- */
+struct uv_loop_s *sbxi_async_loop(const sbx_async *as);
+
 /* ---- unixhttp.c: HTTP/1.1 over the daemon's Unix socket, without libcurl ---- */
 /* A connected, close-on-exec stream socket to path (blocking; a full backlog times out after
  * 10 s, like libcurl's connect timeout): the fd, or -errno. For callers that speak their own
@@ -192,6 +195,10 @@ sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r,
 char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
 char *sbxi_fork_body(const sbx_fork_opts *o, sbx_err *err);
 char *sbxi_exec_body(const sbx_exec_opts *o, sbx_err *err);
+/* Bytes from "key" (UTF-8) or "key_b64" of o (an empty string when neither): 0 or -errno. */
+int sbxi_take_data(json_t *o, const char *key, char **ret, size_t *ret_len);
+/* The fields the JSON result and the exit event share (exit_code, signal, reason, ...). */
+sbx_code sbxi_exec_status_fill(json_t *o, sbx_exec_result *r, sbx_err *err);
 sbx_code sbxi_exec_result_parse(const char *body, size_t len, sbx_exec_result *ret, sbx_err *err);
 
 /* NDJSON splitter: bytes in, one callback per complete line (without '\n'), however the bytes

@@ -51,5 +51,7 @@ TEST_TIMEOUT_spec=300
 test_spec() { fuzz spec; }
 TEST_TIMEOUT_grpo_tasks=300
 test_grpo_tasks() { fuzz grpo_tasks; }
+TEST_TIMEOUT_ws=300
+test_ws() { fuzz ws; }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -1,0 +1,260 @@
+/* libsbx's attached and background processes against a real sandboxd: stdin streamed byte-exact
+ * while output comes back (sync, poll loop), a terminal's size and device, a signal to a running
+ * command, a background command attached later with replay and the one-writer rule, and several
+ * attached commands at once on one libuv loop. */
+#include "client/lib/internal.h"
+#include "tests/lib/daemon.h"
+#include "tests/lib/test.h"
+
+#include <poll.h>
+#include <sbx.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#define LEN (3u << 20)
+
+typedef struct sink {
+    char *out;
+    size_t out_len, out_cap;
+    char err[256];
+    size_t err_len;
+} sink;
+
+static void on_output(void *ud, enum sbx_stream s, const char *d, size_t n) {
+    sink *k = ud;
+    if (s == SBX_STREAM_STDERR) {
+        if (k->err_len + n < sizeof(k->err))
+            memcpy(k->err + k->err_len, d, n), k->err_len += n;
+        return;
+    }
+    if (k->out_len + n > k->out_cap) {
+        k->out_cap = (k->out_len + n) * 2;
+        k->out = realloc(k->out, k->out_cap);
+    }
+    memcpy(k->out + k->out_len, d, n);
+    k->out_len += n;
+}
+
+static bool has(const sink *k, const char *s) {
+    return k->out && memmem(k->out, k->out_len, s, strlen(s));
+}
+
+static sbx_sandbox *sandbox(sbx_client **c) {
+    const char *sock = test_daemon_up("d", &(test_daemon_opts){.log_level = ""})->sock;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(sock, c, &err), SBX_OK);
+    sbx_create_opts o;
+    sbx_create_opts_init(&o);
+    o.memory = 256u << 20;
+    sbx_sandbox *sb = NULL;
+    CHECK_MSG(sbx_sandbox_create(*c, &o, &sb, &err) == SBX_OK, "create: %s", err.message);
+    return sb;
+}
+
+static char *pattern(void) {
+    char *in = malloc(LEN);
+    for (size_t i = 0; i < LEN; i++)
+        in[i] = (char)('a' + (i * 7 + i / 4096) % 26);
+    return in;
+}
+
+static void exec_opts(sbx_exec_opts *o, const char *const *argv, sink *k) {
+    sbx_exec_opts_init(o);
+    o->argv = argv;
+    o->on_output = on_output;
+    o->userdata = k;
+}
+
+TEST_T(process_sync_stdin_tty_signal, 120) {
+    sbx_client *c;
+    sbx_sandbox *sb = sandbox(&c);
+    sbx_err err = {0};
+    /* stdin in pieces while the echo comes back: no deadlock, byte-exact */
+    static const char *const cat[] = {"sh", "-c", "cat; echo err >&2; exit 3", NULL};
+    sink k = {0};
+    sbx_exec_opts o;
+    exec_opts(&o, cat, &k);
+    sbx_process *p = NULL;
+    CHECK_MSG(sbx_process_start(sb, &o, NULL, &p, &err) == SBX_OK, "start: %s", err.message);
+    CHECK(sbx_process_pid(p) > 0);
+    char *in = pattern();
+    for (size_t off = 0; off < LEN;) {
+        if (sbx_process_write_pending(p) < (1u << 20)) {
+            size_t n = LEN - off < 100000 ? LEN - off : 100000;
+            CHECK_EQ(sbx_process_write(p, in + off, n, &err), SBX_OK);
+            off += n;
+        }
+        struct pollfd pf = {.fd = sbx_process_fd(p), .events = sbx_process_poll_events(p)};
+        poll(&pf, 1, 1000);
+        CHECK_EQ(sbx_process_dispatch(p, &err), SBX_OK);
+    }
+    CHECK_EQ(sbx_process_close_stdin(p, &err), SBX_OK);
+    sbx_exec_result r = {0};
+    CHECK_MSG(sbx_process_wait(p, &r, &err) == SBX_OK, "wait: %s", err.message);
+    CHECK_EQ(r.exit_code, 3);
+    CHECK_EQ(k.out_len, LEN);
+    CHECK(memcmp(k.out, in, LEN) == 0);
+    CHECK(k.err_len == 4 && memcmp(k.err, "err\n", 4) == 0);
+    sbx_process_free(p);
+    free(k.out);
+    free(in);
+
+    /* a terminal: its size, a device of the sandbox's devpts, one stream */
+    static const char *const tty[] = {"sh", "-c", "stty size; tty; echo e >&2", NULL};
+    sink t = {0};
+    exec_opts(&o, tty, &t);
+    sbx_process_opts po;
+    sbx_process_opts_init(&po);
+    po.tty = 1, po.rows = 33, po.cols = 77;
+    CHECK_MSG(sbx_process_start(sb, &o, &po, &p, &err) == SBX_OK, "tty: %s", err.message);
+    CHECK_EQ(sbx_process_wait(p, &r, &err), SBX_OK);
+    CHECK_EQ(r.exit_code, 0);
+    CHECK(has(&t, "33 77"));
+    CHECK(has(&t, "/dev/pts/"));
+    CHECK(has(&t, "e\r\n")); /* stderr on the terminal too */
+    CHECK_EQ(t.err_len, 0);
+    sbx_process_free(p);
+    free(t.out);
+
+    /* a signal to a running command */
+    static const char *const trap[] = {
+        "sh", "-c", "trap 'echo got-int; exit 9' INT; echo ready; while :; do sleep 0.05; done",
+        NULL};
+    sink s = {0};
+    exec_opts(&o, trap, &s);
+    CHECK_EQ(sbx_process_start(sb, &o, NULL, &p, &err), SBX_OK);
+    while (!has(&s, "ready")) {
+        struct pollfd pf = {.fd = sbx_process_fd(p), .events = sbx_process_poll_events(p)};
+        poll(&pf, 1, 1000);
+        CHECK_EQ(sbx_process_dispatch(p, &err), SBX_OK);
+        CHECK(!sbx_process_done(p));
+    }
+    CHECK_EQ(sbx_process_signal(p, "INT", &err), SBX_OK);
+    CHECK_EQ(sbx_process_wait(p, &r, &err), SBX_OK);
+    CHECK_EQ(r.exit_code, 9);
+    CHECK(has(&s, "got-int"));
+    sbx_process_free(p);
+    free(s.out);
+    sbx_sandbox_terminate(sb, &err);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+TEST_T(process_background_attach, 120) {
+    sbx_client *c;
+    sbx_sandbox *sb = sandbox(&c);
+    sbx_err err = {0};
+    static const char *const argv[] = {"sh", "-c", "echo early; cat; exit 4", NULL};
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    o.argv = argv;
+    long pid = 0;
+    char *json = NULL;
+    CHECK_MSG(sbx_sandbox_process_start(sb, &o, NULL, &pid, &json, &err) == SBX_OK, "bg: %s",
+              err.message);
+    CHECK(pid > 0);
+    CHECK(strstr(json, "\"running\""));
+    free(json);
+    sink k = {0};
+    sbx_process *p = NULL, *q = NULL;
+    CHECK_MSG(sbx_process_attach(sb, pid, SBX_ATTACH_STDIN | SBX_ATTACH_REPLAY, on_output, &k, &p,
+                                 &err) == SBX_OK,
+              "attach: %s", err.message);
+    /* one stdin writer: a second one is refused, a reader is not */
+    CHECK_EQ(sbx_process_attach(sb, pid, SBX_ATTACH_STDIN, on_output, &k, &q, &err),
+             SBX_E_CONFLICT);
+    CHECK_STREQ(err.api_code, "stdin_taken");
+    sink reader = {0};
+    CHECK_EQ(sbx_process_attach(sb, pid, 0, on_output, &reader, &q, &err), SBX_OK);
+    CHECK_EQ(sbx_process_write(p, "late\n", 5, &err), SBX_OK);
+    CHECK_EQ(sbx_process_close_stdin(p, &err), SBX_OK);
+    sbx_exec_result r = {0};
+    CHECK_MSG(sbx_process_wait(p, &r, &err) == SBX_OK, "wait: %s", err.message);
+    CHECK_EQ(r.exit_code, 4);
+    CHECK(k.out_len == 11 && memcmp(k.out, "early\nlate\n", 11) == 0);
+    CHECK_EQ(sbx_process_wait(q, &r, &err), SBX_OK); /* the reader sees the end too */
+    CHECK_EQ(r.exit_code, 4);
+    CHECK(has(&reader, "late\n"));
+    sbx_process_free(q);
+    sbx_process_free(p);
+    /* the table and the decoded logs */
+    CHECK_EQ(sbx_sandbox_process_list(sb, &json, &err), SBX_OK);
+    CHECK(strstr(json, "\"processes\""));
+    free(json);
+    CHECK_EQ(sbx_sandbox_process_logs(sb, pid, 0, &r, &err), SBX_OK);
+    CHECK(r.stdout_len == 11 && memcmp(r.stdout_data, "early\nlate\n", 11) == 0);
+    CHECK_STREQ(r.reason, "exited");
+    CHECK_EQ(r.exit_code, 4);
+    sbx_exec_result_free(&r);
+    CHECK_EQ(sbx_process_attach(sb, pid, 0, on_output, &k, &q, &err), SBX_E_CONFLICT);
+    CHECK_STREQ(err.api_code, "process_ended");
+    CHECK_EQ(sbx_sandbox_process_signal(sb, pid, "TERM", &err), SBX_E_CONFLICT);
+    CHECK_EQ(sbx_sandbox_process_kill(sb, 999999, &err), SBX_E_NOT_FOUND);
+    free(k.out);
+    free(reader.out);
+    sbx_sandbox_terminate(sb, &err);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+/* ---- several at once on one loop ---- */
+#define NPROC 4
+typedef struct slot {
+    sink k;
+    int exit_code, exits;
+    char *in;
+} slot;
+
+static void a_start(void *ud, sbx_process *p, long pid, const sbx_err *e) {
+    slot *s = ud;
+    CHECK_MSG(!e, "async start: %s", e ? e->message : "");
+    sbx_err err;
+    CHECK_EQ(sbx_process_write(p, s->in, LEN, &err), SBX_OK);
+    CHECK_EQ(sbx_process_close_stdin(p, &err), SBX_OK);
+}
+
+static void a_exit(void *ud, sbx_process *p, const sbx_exec_result *res, const sbx_err *e) {
+    slot *s = ud;
+    CHECK_MSG(res, "async exit: %s", e ? e->message : "");
+    s->exits++;
+    s->exit_code = res->exit_code;
+    sbx_process_free(p);
+}
+
+TEST_T(process_async_many, 120) {
+    sbx_client *c;
+    sbx_sandbox *sb = sandbox(&c);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbx_async *as = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_async_new(c, &loop, &as, &err), SBX_OK);
+    static const char *const argv[] = {"cat", NULL};
+    static slot slots[NPROC];
+    char *in = pattern();
+    for (int i = 0; i < NPROC; i++) {
+        slots[i].in = in;
+        sbx_exec_opts o;
+        exec_opts(&o, argv, &slots[i].k);
+        sbx_process_cbs cbs = {
+            .on_start = a_start, .on_output = on_output, .on_exit = a_exit, .userdata = &slots[i]};
+        sbx_process *p = NULL;
+        CHECK_EQ(sbx_async_process_start(as, sb, &o, NULL, &cbs, &p, &err), SBX_OK);
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < NPROC; i++) {
+        CHECK_EQ(slots[i].exits, 1);
+        CHECK_EQ(slots[i].exit_code, 0);
+        CHECK_EQ(slots[i].k.out_len, LEN);
+        CHECK(memcmp(slots[i].k.out, in, LEN) == 0);
+        free(slots[i].k.out);
+    }
+    free(in);
+    sbx_async_free(as);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    sbx_sandbox_terminate(sb, &err);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
