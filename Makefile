@@ -40,7 +40,7 @@ COMMON_OBJ   := $(call obj,$(call src,common))
 POLICY_OBJ   := $(call obj,$(call src,policy))
 SHIM_OBJ     := $(call obj,$(call src,shim))
 DAEMON_OBJ   := $(call obj,$(call src,sandboxd) $(call src,sandboxd/core) $(call src,sandboxd/api) \
-                $(call src,sandboxd/net))
+                $(call src,sandboxd/net) $(call src,sandboxd/fleet))
 LIBSBX_OBJ   := $(call obj,$(call src,client/lib) $(call src,client/grpo))
 CLI_OBJ      := $(call obj,$(call src,client/cli))
 TESTLIB_OBJ  := $(call obj,$(call src,tests/lib))
@@ -58,7 +58,9 @@ SBX       := $(B)/sbx
 SHIM_LIB_OBJ   := $(filter-out $(B)/obj/shim/main.o,$(SHIM_OBJ))
 DAEMON_LIB_OBJ := $(filter-out $(B)/obj/sandboxd/main.o,$(DAEMON_OBJ))
 
-BINS := $(SHIM) $(DAEMON) $(SBX) $(LIBSBX_A) $(LIBSBX_SO) $(B)/libsbx.pc
+AS_AGENT  := $(B)/sbx-as-agent
+
+BINS := $(SHIM) $(AS_AGENT) $(DAEMON) $(SBX) $(LIBSBX_A) $(LIBSBX_SO) $(B)/libsbx.pc
 
 all: $(BINS) tests-build
 
@@ -77,6 +79,14 @@ $(LIBPOLICY): $(POLICY_OBJ)
 
 $(SHIM): $(SHIM_OBJ) $(LIBPOLICY) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+
+# sbx-as-agent runs inside grading sandboxes, whatever their image: one static binary (never
+# sanitized: ASan cannot link statically), bound there by the shim from next to sbx-shim.
+AS_AGENT_SRC := shim/agent/sbx_as_agent.c common/shimproto.c common/fdpass.c common/error.c
+$(AS_AGENT): $(AS_AGENT_SRC) common/shimproto.h common/fdpass.h common/macro.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE $(WARN) -O2 -g -I. $(PKG_CFLAGS) -static -o $@ $(AS_AGENT_SRC) \
+	  -ljansson
 
 $(DAEMON): $(DAEMON_OBJ) $(LIBPOLICY) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -99,9 +109,15 @@ $(B)/libsbx.pc: client/lib/libsbx.pc.in Makefile
 # ---- tests: every tests/<suite>/test_*.c is one executable holding many cases ----
 TEST_SRCS := $(sort $(wildcard tests/*/test_*.c))
 TEST_BINS := $(patsubst %.c,$(B)/%,$(TEST_SRCS))
-TEST_LINK := $(TESTLIB_OBJ) $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
+# The daemon's and the shim's objects go in as an archive, so that a test links only what it
+# uses (a libsbx test must not pull in the daemon's fleet code and with it libcurl).
+TEST_ARCH := $(B)/libsdtest.a
+TEST_LINK := $(TESTLIB_OBJ) $(TEST_ARCH) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
 
-$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJ) $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
+$(TEST_ARCH): $(DAEMON_LIB_OBJ) $(SHIM_LIB_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(B)/tests/%: $(B)/obj/tests/%.o $(TESTLIB_OBJ) $(TEST_ARCH) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $< -Wl,--start-group $(TEST_LINK) -Wl,--end-group $(PKG_LIBS) -lm
 
@@ -125,7 +141,7 @@ install: $(BINS)
 	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/sandboxd \
 	  $(DESTDIR)/lib/systemd/system
 	install -m755 $(DAEMON) $(SBX) $(DESTDIR)$(PREFIX)/bin/
-	install -m755 $(SHIM) $(DESTDIR)$(PREFIX)/libexec/sandboxd/
+	install -m755 $(SHIM) $(AS_AGENT) $(DESTDIR)$(PREFIX)/libexec/sandboxd/
 	install -m644 $(LIBSBX_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m755 $(LIBSBX_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libsbx.so.0 $(DESTDIR)$(PREFIX)/lib/libsbx.so

@@ -33,6 +33,10 @@ done
 wrapper .. "$out/bin/sandboxd" sandboxd
 wrapper .. "$out/bin/sbx" sbx
 wrapper ../.. "$out/libexec/sandboxd/sbx-shim" sbx-shim
+# sbx-as-agent (static) is found next to the shim's executable, which under the bundled loader
+# is lib/ld.so: it goes there and next to the shim's wrapper.
+cp "$build/sbx-as-agent" "$out/libexec/sandboxd/sbx-as-agent"
+cp "$build/sbx-as-agent" "$out/lib/sbx-as-agent"
 # sbx-shim loads libarchive only to import an image (dlopen): bundle it and what it needs too.
 arch=$(ldconfig -p | awk '/libarchive\.so\.13 /{p=$NF} END{print p}')
 if [ -n "$arch" ]; then

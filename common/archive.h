@@ -34,17 +34,22 @@
     X(archive_read_next_header)                                                                    \
     X(archive_read_open)                                                                           \
     X(archive_read_open_filename)                                                                  \
+    X(archive_read_open_memory)                                                                    \
     X(archive_read_support_filter_all)                                                             \
     X(archive_read_support_format_gnutar)                                                          \
     X(archive_read_support_format_raw)                                                             \
     X(archive_read_support_format_tar)                                                             \
     X(archive_write_close)                                                                         \
+    X(archive_write_data)                                                                          \
     X(archive_write_data_block)                                                                    \
     X(archive_write_disk_new)                                                                      \
     X(archive_write_disk_set_options)                                                              \
     X(archive_write_finish_entry)                                                                  \
     X(archive_write_free)                                                                          \
-    X(archive_write_header)
+    X(archive_write_header)                                                                        \
+    X(archive_write_new)                                                                           \
+    X(archive_write_open)                                                                          \
+    X(archive_write_set_format_pax_restricted)
 
 /* The loaded functions, called as la.archive_read_new() etc. once libarchive_load() succeeded. */
 typedef struct libarchive_syms {

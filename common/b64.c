@@ -6,11 +6,9 @@
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-char *b64_encode(const void *data, size_t len) {
+size_t b64_encode_into(const void *data, size_t len, char *out) {
     const unsigned char *in = data;
-    char *out = malloc((len + 2) / 3 * 4 + 1), *p = out;
-    if (!out)
-        return NULL;
+    char *p = out;
     for (size_t i = 0; i < len; i += 3) {
         unsigned v = (unsigned)in[i] << 16;
         if (i + 1 < len)
@@ -22,7 +20,14 @@ char *b64_encode(const void *data, size_t len) {
         *p++ = i + 1 < len ? alphabet[(v >> 6) & 63] : '=';
         *p++ = i + 2 < len ? alphabet[v & 63] : '=';
     }
-    *p = 0;
+    return (size_t)(p - out);
+}
+
+char *b64_encode(const void *data, size_t len) {
+    char *out = malloc((len + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    out[b64_encode_into(data, len, out)] = 0;
     return out;
 }
 

@@ -5,6 +5,9 @@
 
 /* Encode len bytes; returns a malloc'd NUL-terminated string or NULL on ENOMEM. */
 char *b64_encode(const void *data, size_t len);
+/* Encode len bytes into out ((len + 2) / 3 * 4 bytes, no NUL); returns that length. Pieces
+ * whose lengths are multiples of 3 encode to the pieces of the whole. */
+size_t b64_encode_into(const void *data, size_t len, char *out);
 /* Decode; whitespace is not allowed. Returns 0 with a malloc'd buffer (NUL-terminated for
  * convenience), -EINVAL on malformed input, -ENOMEM. */
 int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len);

@@ -19,6 +19,9 @@
  *             A missing program or cwd is an error reply (errno ENOENT), not an exit.
  *             A fork refused inside the sandbox (its pids limit) is an error reply with errno
  *             EAGAIN and "limit": "pids".
+ *             user: "agent" (default, uid 1000) or "grader" (uid 1001, grading sandboxes only:
+ *             EINVAL elsewhere); in a grading sandbox HOME and PYTHONNOUSERSITE=1 are set for
+ *             the user, and the grader's PATH starts with /.sbx/bin.
  *   kill      {xid, signal}                   -> ok  (signal 1..64, default SIGKILL; sent to the
  *                                                command's whole process tree)
  *   stats     {}                              -> stats {cpu_usec, mem_bytes, mem_peak_bytes,
@@ -46,7 +49,14 @@
  * shim has already undone everything, <dir> included, before it exits 1. init_pid is a host pid
  * (its /proc/N/ns/net is the sandbox's network namespace). `sbx-shim cleanup <dir>` reclaims
  * what a killed shim left behind (processes, cgroups, <dir>); it is idempotent.
- * A restarted daemon re-adopts a sandbox by connecting to shim.sock and sending hello. */
+ * A restarted daemon re-adopts a sandbox by connecting to shim.sock and sending hello.
+ *
+ * Grading sandboxes also listen on `<dir>/agent/agent.sock` (bound into the sandbox as
+ * /.sbx/run/agent.sock, shim/grading.h) for sbx-as-agent, accepting only the grader's uid. It
+ * serves exec (always as the agent; the shim names the xid, "sbx-as-agent-N"; what the command
+ * leaves running is killed when it exits; its exit event goes to that connection only and it
+ * is not in hello's running list) and kill of that connection's own commands; a closed
+ * connection kills its commands. */
 #pragma once
 
 #include "common/error.h"

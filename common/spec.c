@@ -16,8 +16,10 @@ bool shim_spec_id_valid(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n > SHIM_ID_MAX)
         return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+    for (size_t i = 0; i < n;
+         i++) /* '.' separates a fleet id's node part: never first, never ".." */
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+              (s[i] == '.' && i > 0 && s[i - 1] != '.')))
             return false;
     return true;
 }
@@ -263,6 +265,10 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     if (!bpf || bpf[0] != '/')
         return error_set(err, -EINVAL, "spec: seccomp_bpf (absolute path) is required");
     s->seccomp_bpf = strdup(bpf);
+    json_t *prof = json_object_get(root, "profile");
+    if (prof && !(json_is_string(prof) && strcmp(json_string_value(prof), "grading") == 0))
+        return error_set(err, -EINVAL, "spec: profile must be \"grading\" when present");
+    s->grading = prof != NULL;
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
@@ -381,5 +387,7 @@ json_t *shim_spec_to_json(const shim_spec *s) {
         json_object_set_new(
             j, "seed",
             json_pack("{s:s,s:I}", "path", s->seed_path, "uid_base", (json_int_t)s->seed_uid_base));
+    if (j && s->grading)
+        json_object_set_new(j, "profile", json_string("grading"));
     return j;
 }

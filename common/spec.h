@@ -11,7 +11,8 @@
  *  "etc_hosts":[["127.0.0.1","localhost"]], "dns":["10.0.0.1"],   (optional)
  *  "seccomp_bpf":"/path/seccomp.bpf",       raw struct sock_filter array (required)
  *  "cgroup":{"version":1|2, "parent":"..."},
- *  "seed":{"path":"/abs/layer", "uid_base":N}}   (optional: a fork's starting files, below)
+ *  "seed":{"path":"/abs/layer", "uid_base":N},   (optional: a fork's starting files, below)
+ *  "profile":"grading"}                     (optional: a grading sandbox, docs/GRPO.md)
  * v2 parent: absolute directory of a delegated subtree; v1 parent: path relative to each
  * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored.
  * seed: a host directory with `workspace` and `tmp` (a snapshot of another sandbox whose uid
@@ -29,7 +30,9 @@
 #define SHIM_ID_MAX 64
 #define SHIM_UID_RANGE 65536u
 #define SHIM_SANDBOX_UID 1000u
-#define SHIM_MAX_LAYERS 128 /* images: layers of one store image */
+#define SHIM_GRADER_UID 1001u /* grading sandboxes only: the grader user */
+#define SHIM_PROC_GID 999u    /* grading sandboxes: the /proc hidepid group (init only) */
+#define SHIM_MAX_LAYERS 128   /* images: layers of one store image */
 
 enum shim_image_type { SHIM_IMAGE_HOST, SHIM_IMAGE_DIR, SHIM_IMAGE_LAYERS };
 enum shim_net_mode { SHIM_NET_NONE, SHIM_NET_VETH };
@@ -63,6 +66,7 @@ typedef struct shim_spec {
     char *cgroup_parent;
     char *seed_path;        /* NULL: start empty */
     uint32_t seed_uid_base; /* the seed's owners are seed_uid_base + (0..65535) */
+    bool grading;           /* "profile":"grading": two users, /grader, sbx-as-agent */
 } shim_spec;
 
 /* Parse and validate spec JSON text. */

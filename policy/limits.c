@@ -228,6 +228,15 @@ static int parse_lease(json_t *v, char **ret, error_rec *err) {
     return *ret ? 0 : -ENOMEM;
 }
 
+/* "profile": absent/null/"default", or "grading". */
+static int parse_profile(json_t *v, bool *ret, error_rec *err) {
+    const char *s = json_string_value(v);
+    if (v && !json_is_null(v) && !(s && (!strcmp(s, "default") || !strcmp(s, "grading"))))
+        return bad(err, "profile", "must be \"default\" or \"grading\"");
+    *ret = s && !strcmp(s, "grading");
+    return 0;
+}
+
 int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host *host,
                                policy_create *ret, error_rec *err) {
     if (!json_is_object(body))
@@ -251,7 +260,8 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
                                   POLICY_MAX_DURATION_MS, &c.timeout_ms, err)) < 0 ||
         (r = parse_cost(pick(body, d, "max_cost_usd"), &c.max_cost_usd, err)) < 0 ||
         (r = parse_network(pick(body, d, "network"), &c, err)) < 0 ||
-        (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0) {
+        (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0 ||
+        (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0) {
         policy_create_done(&c);
         return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
     }
@@ -274,12 +284,16 @@ json_t *policy_create_to_json(const policy_create *c) {
     json_t *net = c->net_mode == POLICY_NET_NONE   ? json_string("none")
                   : c->net_mode == POLICY_NET_OPEN ? json_string("open")
                                                    : json_pack("{s:O}", "allow", c->net_allow);
-    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:O,s:O,s:f,s:f,s:o,s:o,s:o}", "image", c->image, "cpu",
-                     c->cpu, "memory", (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids",
-                     (int)c->pids, "env", c->env, "labels", c->labels, "idle_timeout",
-                     c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0, "max_cost_usd",
-                     c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null(), "network", net,
-                     "lease", c->lease ? json_string(c->lease) : json_null());
+    json_t *j =
+        json_pack("{s:s,s:f,s:I,s:I,s:i,s:O,s:O,s:f,s:f,s:o,s:o,s:o}", "image", c->image, "cpu",
+                  c->cpu, "memory", (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids",
+                  (int)c->pids, "env", c->env, "labels", c->labels, "idle_timeout",
+                  c->idle_timeout_ms / 1000.0, "timeout", c->timeout_ms / 1000.0, "max_cost_usd",
+                  c->max_cost_usd > 0 ? json_real(c->max_cost_usd) : json_null(), "network", net,
+                  "lease", c->lease ? json_string(c->lease) : json_null());
+    if (j && c->grading)
+        json_object_set_new(j, "profile", json_string("grading"));
+    return j;
 }
 
 static int parse_argv(json_t *v, json_t **ret, error_rec *err) {
@@ -337,6 +351,13 @@ int policy_limits_parse_exec(json_t *body, policy_exec *ret, error_rec *err) {
         goto fail;
     }
     e.cwd = strdup(cwd ? json_string_value(cwd) : "/workspace");
+    json_t *user = pick(body, NULL, "user");
+    const char *us = json_string_value(user);
+    if (user && !json_is_null(user) && !(us && (!strcmp(us, "agent") || !strcmp(us, "grader")))) {
+        r = bad(err, "user", "must be \"agent\" or \"grader\"");
+        goto fail;
+    }
+    e.as_grader = us && !strcmp(us, "grader");
     if ((r = parse_string_map(pick(body, NULL, "env"), "env", &e.env, err)) < 0 ||
         (r = parse_stdin(body, &e, err)) < 0 ||
         (r = parse_duration_range(pick(body, NULL, "timeout"), "timeout", 0, 1,

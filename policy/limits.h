@@ -40,6 +40,7 @@ typedef struct policy_create {
     policy_net_mode net_mode;
     json_t *net_allow; /* array of strings, or NULL */
     char *lease;       /* NULL when none */
+    bool grading;      /* "profile":"grading" (docs/GRPO.md "Grading sandboxes") */
 } policy_create;
 
 typedef struct policy_exec {
@@ -51,6 +52,7 @@ typedef struct policy_exec {
     size_t stdin_len;
     uint64_t timeout_ms; /* 0: none (the sandbox's lifetime bounds it) */
     uint64_t max_output;
+    bool as_grader; /* "user":"grader" (grading sandboxes only; the caller checks) */
 } policy_exec;
 
 /* Parse a create body. `defaults` (may be NULL) is an object with the same fields that replaces

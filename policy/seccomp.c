@@ -426,8 +426,8 @@ static int add_rule(compile_state *st, json_t *rule, size_t ri, error_rec *err) 
 /* ---- the document ---- */
 
 static int parse_header(json_t *doc, uint32_t *ret_default, uint32_t *ret_badarch, error_rec *err) {
-    static const char *const keys[] = {"version", "default_action", "bad_arch_action", "rules",
-                                       NULL};
+    static const char *const keys[] = {
+        "version", "default_action", "bad_arch_action", "rules", "profiles", "comment", NULL};
     if (!json_is_object(doc))
         return error_set(err, -EINVAL, "top level: expected an object");
     int r = check_keys(doc, keys, "top level", err);
@@ -486,21 +486,84 @@ static int load_doc(json_t *doc, policy_seccomp **ret, error_rec *err) {
     return 0;
 }
 
-int policy_seccomp_load_string(const char *json, policy_seccomp **ret, error_rec *err) {
+/* Is the string name one of the strings of arr? */
+static bool names_have(json_t *arr, const char *name) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Apply profiles.NAME to doc (in place): its "deny" names leave every rule (a rule left with
+ * no name goes) and come back in one rule with the profile's action. */
+static int apply_profile(json_t *doc, const char *name, error_rec *err) {
+    static const char *const keys[] = {"deny", "action", NULL};
+    json_t *prof = json_object_get(json_object_get(doc, "profiles"), name);
+    char w[96];
+    snprintf(w, sizeof(w), "profiles.%.64s", name);
+    if (!json_is_object(prof))
+        return error_set(err, -ENOENT, "%s: no such profile", w);
+    int r = check_keys(prof, keys, w, err);
+    if (r < 0)
+        return r;
+    json_t *deny = json_object_get(prof, "deny"), *rules = json_object_get(doc, "rules");
+    uint32_t action;
+    if (!json_is_array(deny) || json_array_size(deny) == 0)
+        return error_set(err, -EINVAL, "%s.deny: expected a non-empty array of syscall names", w);
+    snprintf(w, sizeof(w), "profiles.%.64s.action", name);
+    if ((r = parse_action(json_object_get(prof, "action"), w, false, &action, err)) < 0)
+        return r;
+    for (size_t i = 0; json_is_array(rules) && i < json_array_size(rules);) {
+        json_t *names = json_object_get(json_array_get(rules, i), "names");
+        for (size_t k = 0; json_is_array(names) && k < json_array_size(names);)
+            if (names_have(deny, json_string_value(json_array_get(names, k)) ?: ""))
+                json_array_remove(names, k);
+            else
+                k++;
+        if (json_is_array(names) && json_array_size(names) == 0)
+            json_array_remove(rules, i);
+        else
+            i++;
+    }
+    json_t *rule = json_pack("{s:s,s:O,s:O}", "comment", "the profile's deny list", "names", deny,
+                             "action", json_object_get(prof, "action"));
+    if (!rule || !json_is_array(rules) || json_array_append_new(rules, rule) < 0)
+        return error_set(err, -EINVAL, "rules: expected an array");
+    return 0;
+}
+
+int policy_seccomp_load_profile(const char *json, const char *profile, policy_seccomp **ret,
+                                error_rec *err) {
     json_error_t jerr;
     _cleanup_(json_decrefp) json_t *doc = json_loads(json, JSON_REJECT_DUPLICATES, &jerr);
     if (!doc)
         return error_set(err, -EINVAL, "line %d column %d: %s", jerr.line, jerr.column, jerr.text);
-    return load_doc(doc, ret, err);
+    json_t *profiles = json_object_get(doc, "profiles");
+    if (profiles && !json_is_object(profiles))
+        return error_set(err, -EINVAL, "profiles: expected an object");
+    int r = profile ? apply_profile(doc, profile, err) : 0;
+    return r < 0 ? r : load_doc(doc, ret, err);
+}
+
+int policy_seccomp_load_string(const char *json, policy_seccomp **ret, error_rec *err) {
+    return policy_seccomp_load_profile(json, NULL, ret, err);
 }
 
 int policy_seccomp_load(const char *json_path, policy_seccomp **ret, error_rec *err) {
+    return policy_seccomp_load_file_profile(json_path, NULL, ret, err);
+}
+
+int policy_seccomp_load_file_profile(const char *json_path, const char *profile,
+                                     policy_seccomp **ret, error_rec *err) {
     _cleanup_free_ char *text = NULL;
     int r = file_read_all(json_path, 1 << 20, &text, NULL);
     if (r < 0)
         return error_set_errno(err, r, "seccomp profile %s", json_path);
     policy_seccomp *p;
-    r = policy_seccomp_load_string(text, &p, err);
+    r = policy_seccomp_load_profile(text, profile, &p, err);
     if (r < 0)
         return error_prefix(err, "seccomp profile %s", json_path);
     *ret = p;
@@ -563,8 +626,13 @@ int policy_seccomp_export_pfc(const policy_seccomp *p, int fd, error_rec *err) {
 }
 
 int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path, error_rec *err) {
+    return policy_seccomp_compile_file_profile(json_path, NULL, bpf_out_path, err);
+}
+
+int policy_seccomp_compile_file_profile(const char *json_path, const char *profile,
+                                        const char *bpf_out_path, error_rec *err) {
     policy_seccomp *p;
-    int r = policy_seccomp_load(json_path, &p, err);
+    int r = policy_seccomp_load_file_profile(json_path, profile, &p, err);
     if (r < 0)
         return r;
     _cleanup_free_ void *bpf = NULL;

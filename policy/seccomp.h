@@ -11,6 +11,9 @@
  *     "default_action": ACTION,       for syscalls no rule matches (ours: "errno:ENOSYS")
  *     "bad_arch_action": ACTION,      for any ABI but the native one, e.g. x86 (int $0x80) and
  *                                     x32 (nr | 0x40000000) on x86_64; "allow" is refused
+ *     "profiles": {                   optional: named variants of this profile
+ *       "grading": {"deny": ["ptrace", ...], "action": ACTION}   the deny names leave every
+ *     },                              rule and come back in one rule with this action
  *     "rules": [
  *       { "names": ["read", ...],     syscall names as libseccomp knows them
  *         "action": ACTION,
@@ -59,6 +62,11 @@ typedef struct policy_seccomp policy_seccomp;
 /* Parse and validate a profile and build the libseccomp filter. */
 int policy_seccomp_load(const char *json_path, policy_seccomp **ret, error_rec *err);
 int policy_seccomp_load_string(const char *json, policy_seccomp **ret, error_rec *err);
+/* The same with profiles.PROFILE applied (NULL: the document as it is). */
+int policy_seccomp_load_profile(const char *json, const char *profile, policy_seccomp **ret,
+                                error_rec *err);
+int policy_seccomp_load_file_profile(const char *json_path, const char *profile,
+                                     policy_seccomp **ret, error_rec *err);
 void policy_seccomp_free(policy_seccomp *p);
 
 /* Number of rules in the document and of distinct syscalls compiled into the filter. */
@@ -72,6 +80,8 @@ int policy_seccomp_export_pfc(const policy_seccomp *p, int fd, error_rec *err);
 
 /* Load json_path and write its raw BPF program atomically to bpf_out_path (mode 0644). */
 int policy_seccomp_compile_file(const char *json_path, const char *bpf_out_path, error_rec *err);
+int policy_seccomp_compile_file_profile(const char *json_path, const char *profile,
+                                        const char *bpf_out_path, error_rec *err);
 /* Read a program written by policy_seccomp_compile_file, checking its size. Call before fork. */
 int policy_seccomp_read_bpf(const char *bpf_path, void **ret, size_t *ret_len, error_rec *err);
 

@@ -4,12 +4,14 @@
 
 #include "common/macro.h"
 
+#include <ctype.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_CONFIG "/etc/sandboxd/sandboxd.json"
 
@@ -43,6 +45,14 @@ static const opt_row rows[] = {
     {"sandboxfusion-listen", "sandboxfusion_listen", K_STR, F(sf_listen)},
     {"sandboxfusion-max-running", "sandboxfusion_max_running", K_UINT, F(sf_max_running)},
     {"sandboxfusion-queue-timeout", "sandboxfusion_queue_timeout", K_UINT, F(sf_queue_timeout_s)},
+    {"fleet-etcd", "fleet_etcd", K_STR, F(fleet_etcd)},
+    {"fleet-prefix", "fleet_prefix", K_STR, F(fleet_prefix)},
+    {"node-name", "node_name", K_STR, F(node_name)},
+    {"advertise-url", "advertise_url", K_STR, F(advertise_url)},
+    {"fleet-ttl", "fleet_ttl", K_UINT, F(fleet_ttl)},
+    {"fleet-token", "fleet_token", K_STR, F(fleet_token)},
+    {"tls-cert", "tls_cert", K_STR, F(tls_cert)},
+    {"tls-key", "tls_key", K_STR, F(tls_key)},
 };
 #undef F
 
@@ -57,7 +67,10 @@ static const char usage[] =
     "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
     "                [--pool-max-starting N]\n"
     "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
-    "                [--sandboxfusion-queue-timeout SECONDS]\n";
+    "                [--sandboxfusion-queue-timeout SECONDS]\n"
+    "                [--tls-cert FILE --tls-key FILE]\n"
+    "                [--fleet-etcd URL[,URL...] --advertise-url URL [--node-name NAME]\n"
+    "                 [--fleet-prefix P] [--fleet-ttl SECONDS] [--fleet-token TOKEN]]\n";
 
 static void set_str(char **dst, const char *v) {
     free(*dst);
@@ -235,6 +248,50 @@ static int parse_flags(int argc, char **argv, sd_config *c, error_rec *err) {
     return 0;
 }
 
+/* The host name, lowered, other characters as '-', cut at 40: a default node name. */
+static char *default_node_name(void) {
+    char h[256] = "";
+    if (gethostname(h, sizeof(h) - 1) < 0 || !*h)
+        snprintf(h, sizeof(h), "node");
+    h[40] = 0;
+    for (char *p = h; *p; p++)
+        *p = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
+    return strdup(h);
+}
+
+static bool node_name_ok(const char *n) {
+    size_t len = strlen(n);
+    return len >= 1 && len <= 40 && strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+}
+
+/* The fleet settings (docs/FLEET.md): defaults and the checks between them. */
+static int fleet_finish(sd_config *c, error_rec *err) {
+    if ((c->tls_cert != NULL) != (c->tls_key != NULL))
+        return error_set(err, -EINVAL, "--tls-cert and --tls-key go together");
+    if (!c->fleet_etcd)
+        return 0;
+    if (!c->fleet_prefix)
+        c->fleet_prefix = strdup("/sandboxd");
+    size_t n = strlen(c->fleet_prefix);
+    while (n > 1 && c->fleet_prefix[n - 1] == '/')
+        c->fleet_prefix[--n] = 0;
+    if (!c->node_name)
+        c->node_name = default_node_name();
+    if (!c->fleet_ttl)
+        c->fleet_ttl = 5;
+    if (!c->node_name || !node_name_ok(c->node_name))
+        return error_set(err, -EINVAL, "--node-name: expected [a-z0-9-]{1,40}, got \"%s\"",
+                         c->node_name ? c->node_name : "");
+    if (!c->advertise_url || (strncmp(c->advertise_url, "http://", 7) != 0 &&
+                              strncmp(c->advertise_url, "https://", 8) != 0))
+        return error_set(err, -EINVAL,
+                         "--fleet-etcd needs --advertise-url http(s)://HOST:PORT (how other "
+                         "nodes and clients reach this node)");
+    if (c->fleet_ttl < 2)
+        return error_set(err, -EINVAL, "--fleet-ttl: at least 2 seconds");
+    return 0;
+}
+
 int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
     *c = (sd_config){.log_level = LOG_LEVEL_INFO, .price = policy_price_default()};
     const char *config = NULL;
@@ -254,10 +311,10 @@ int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
         c->run_dir = strdup("/run/sandboxd");
     if (!c->state_dir)
         c->state_dir = strdup("/var/lib/sandboxd");
-    if (c->tcp && (!c->token || !*c->token))
+    if (c->tcp && (!c->token || !*c->token) && (!c->fleet_token || !*c->fleet_token))
         return error_set(err, -EINVAL,
                          "--tcp needs --token TOKEN: TCP is never served without one");
-    return 0;
+    return fleet_finish(c, err);
 }
 
 void sd_config_done(sd_config *c) {
@@ -276,5 +333,12 @@ void sd_config_done(sd_config *c) {
     json_decref(c->pools);
     json_decref(c->images);
     json_decref(c->image_import);
+    free(c->fleet_etcd);
+    free(c->fleet_prefix);
+    free(c->node_name);
+    free(c->advertise_url);
+    free(c->fleet_token);
+    free(c->tls_cert);
+    free(c->tls_key);
     *c = (sd_config){0};
 }

@@ -24,6 +24,10 @@ typedef struct sd_config {
     unsigned sf_queue_timeout_s; /* how long one may wait for a sandbox (0: default) */
     json_t *images;       /* images: config "images" {"NAME": "/dir"}, or NULL (core/images.c) */
     json_t *image_import; /* images: config "image_import" {max_archive, max_unpacked} or NULL */
+    /* fleet (docs/FLEET.md): fleet_etcd NULL is no fleet */
+    char *fleet_etcd, *fleet_prefix, *node_name, *advertise_url, *fleet_token;
+    unsigned fleet_ttl;       /* seconds (default 5) */
+    char *tls_cert, *tls_key; /* PEM files: the --tcp listener serves HTTPS */
 } sd_config;
 
 int sd_config_load(int argc, char **argv, sd_config *cfg, error_rec *err);

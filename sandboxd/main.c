@@ -17,6 +17,7 @@
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/restore.h"
 #include "sandboxd/core/timers.h"
+#include "sandboxd/fleet/fleet.h"
 
 #include <libgen.h>
 #include <signal.h>
@@ -66,6 +67,11 @@ static int setup_seccomp(sd_daemon *d, error_rec *err) {
     int r = policy_seccomp_compile_file(profile, d->seccomp_bpf, err);
     if (r < 0)
         return error_prefix(err, "seccomp profile %s", profile);
+    snprintf(d->seccomp_grading_bpf, sizeof(d->seccomp_grading_bpf), "%s/seccomp-grading.bpf",
+             d->cfg.run_dir);
+    r = policy_seccomp_compile_file_profile(profile, "grading", d->seccomp_grading_bpf, err);
+    if (r < 0)
+        return error_prefix(err, "seccomp profile %s (grading)", profile);
     log_info("seccomp profile=%s bpf=%s", profile, d->seccomp_bpf);
     return 0;
 }
@@ -89,6 +95,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     d->shutting_down = true;
     sd_sf_done(d);
     sd_http_stop(d);
+    sd_fleet_stop(d);
     sd_fork_stop(d);
     sd_lifecycle_stop(d);
     uv_stop(d->loop);
@@ -157,6 +164,8 @@ static int setup(sd_daemon *d, error_rec *err) {
         log_info("SandboxFusion endpoints on %s", d->cfg.sf_listen);
     }
     sd_timers_start(d);
+    if ((r = sd_fleet_init(d, err)) < 0) /* fleet: after restore, the record counts them */
+        return r;
     uv_signal_init(d->loop, &d->sigterm);
     uv_signal_init(d->loop, &d->sigint);
     d->sigterm.data = d->sigint.data = d;

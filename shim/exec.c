@@ -3,6 +3,7 @@
 #include "shim/exec.h"
 
 #include "common/macro.h"
+#include "shim/grading.h"
 #include "shim/seccomp.h"
 
 #include <dirent.h>
@@ -27,6 +28,9 @@ struct reaper {
     uint64_t id;
     pid_t pid;
 };
+
+bool shim_exec_grading;
+static uint32_t exec_type; /* the request's type, for the reaper forked for it */
 
 static struct reaper *reapers;
 static size_t n_reapers, cap_reapers;
@@ -228,6 +232,13 @@ static void tree_signal(pid_t root, int sig) {
 static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
                                   char **envp, const struct sock_fprog *prog) {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    if (shim_exec_grading) {
+        int r = shim_grading_become(exec_type == SHIM_IPC_EXEC_GRADER);
+        if (r < 0) {
+            shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, -r, 0, "credentials", 11, NULL, 0);
+            _exit(1);
+        }
+    }
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -257,6 +268,10 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         sigwaitinfo(&set, &si);
         reap_children();
         if (cmd_done) {
+            if (exec_type == SHIM_IPC_EXEC_HELPER) { /* sbx-as-agent: nothing stays behind */
+                tree_signal(getpid(), SIGKILL);
+                reap_children();
+            }
             shim_ipc_send(ipc, SHIM_IPC_EXIT, id, cmd_status, 0, NULL, 0, NULL, 0);
             _exit(0);
         }
@@ -300,6 +315,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
         } else
             r = -ENOMEM;
     }
+    exec_type = m->type;
     pid_t pid = r == 0 ? fork() : -1;
     if (pid == 0) {
         close(sfd);
@@ -365,7 +381,8 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
             _exit(0);
         if (r < 0)
             continue;
-        if (buf->type == SHIM_IPC_EXEC)
+        if (buf->type == SHIM_IPC_EXEC || buf->type == SHIM_IPC_EXEC_GRADER ||
+            buf->type == SHIM_IPC_EXEC_HELPER)
             start_exec(ipc, sfd, buf, fds, nf, prog);
         else {
             for (size_t i = 0; i < nf; i++)

@@ -4,6 +4,7 @@
 
 #include "common/fdutil.h"
 #include "shim/exec.h"
+#include "shim/grading.h"
 #include "shim/ipc.h"
 #include "shim/rootfs.h"
 #include "shim/seccomp.h"
@@ -75,13 +76,16 @@ static int step_loopback(shim_init_ctx *c, error_rec *err) {
 }
 
 static int step_rootfs(shim_init_ctx *c, error_rec *err) {
-    return shim_rootfs_prepare(c->spec, c->staging, err);
+    int r = shim_rootfs_prepare(c->spec, c->staging, err);
+    if (r < 0 || !c->spec->grading)
+        return r;
+    return shim_grading_rootfs(c->spec, c->staging, err);
 }
 static int step_etc(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_etc(c->spec, c->staging, err);
 }
 static int step_proc(shim_init_ctx *c, error_rec *err) {
-    return shim_rootfs_proc(c->staging, err);
+    return shim_rootfs_proc(c->spec, c->staging, err);
 }
 static int step_dev(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_dev(c->spec, c->staging, err);
@@ -132,10 +136,16 @@ static int step_userns(shim_init_ctx *c, error_rec *err) {
     return wait_go(c->ipc, err);
 }
 
+static int step_process_limits(error_rec *err);
+
 static int step_credentials(shim_init_ctx *c, error_rec *err) {
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             return error_set_errno(err, negative_errno(), "drop bounding capability %d", cap);
+    if (c->spec->grading) {
+        int r = shim_grading_init_credentials(err);
+        return r < 0 ? r : step_process_limits(err);
+    }
     if (prctl(PR_SET_SECUREBITS,
               SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
                   SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
@@ -150,6 +160,11 @@ static int step_credentials(shim_init_ctx *c, error_rec *err) {
     cap_free(none);
     if (r < 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
         return error_set_errno(err, negative_errno(), "clear capabilities");
+    return step_process_limits(err);
+}
+
+/* No new privileges, not dumpable, killed with the shim, no core files. */
+static int step_process_limits(error_rec *err) {
     struct rlimit core = {0, 0};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || setrlimit(RLIMIT_CORE, &core) < 0)
@@ -216,5 +231,6 @@ _Noreturn void shim_init_main(shim_init_ctx *c) {
     }
     if (shim_ipc_send(c->ipc, SHIM_IPC_READY, 0, 0, 0, NULL, 0, NULL, 0) < 0)
         _exit(1);
+    shim_exec_grading = c->spec->grading;
     shim_exec_serve(c->ipc, &c->prog, ipc_buf);
 }

@@ -17,8 +17,11 @@ enum shim_ipc_type {
     SHIM_IPC_EXEC,    /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds */
     SHIM_IPC_KILL,    /* shim -> init: id, a = signal (whole process tree) */
     SHIM_IPC_STARTED, /* reaper -> shim: id, a = pid in the sandbox */
-    SHIM_IPC_EXECFAIL, /* reaper -> shim: id, a = errno, data = what failed */
-    SHIM_IPC_EXIT,     /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
+    SHIM_IPC_EXECFAIL,    /* reaper -> shim: id, a = errno, data = what failed */
+    SHIM_IPC_EXIT,        /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
+    SHIM_IPC_EXEC_GRADER, /* shim -> init: as SHIM_IPC_EXEC, run as the grader (grading only) */
+    SHIM_IPC_EXEC_HELPER, /* shim -> init: as SHIM_IPC_EXEC for sbx-as-agent: the agent user,
+                           * and whatever the command leaves running is killed when it exits */
 };
 
 typedef struct shim_ipc_msg {

@@ -7,10 +7,17 @@
 #include "common/error.h"
 #include "common/spec.h"
 
+#include <sys/types.h>
+
 /* Each function is one named start-up step; `staging` is an empty directory on the host. */
 int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err);
-int shim_rootfs_proc(const char *staging, error_rec *err);
+int shim_rootfs_proc(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_dev(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_seal(const char *staging, error_rec *err);
 int shim_rootfs_pivot(const char *staging, error_rec *err);
+/* Helpers shared with shim/grading.c: make root/name a real directory (mode, owner uid:uid;
+ * (uid_t)-1 keeps the owner), and bind src onto tgt with flags applied to the new mount. */
+int shim_rootfs_ensure_dir(const char *root, const char *name, mode_t mode, uid_t uid,
+                           error_rec *err);
+int shim_rootfs_bind(const char *src, const char *tgt, unsigned long flags, error_rec *err);

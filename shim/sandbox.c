@@ -5,6 +5,7 @@
 #include "common/fdutil.h"
 #include "common/filereplace.h"
 #include "policy/seccomp.h"
+#include "shim/grading.h"
 #include "shim/init.h"
 #include "shim/ipc.h"
 
@@ -67,6 +68,12 @@ static int step_socket(shim_sandbox *sb, error_rec *err) {
     if (r < 0 || listen(sb->listen_fd, 16) < 0)
         return error_set_errno(err, negative_errno(), "listen on %s", sa.sun_path);
     return 0;
+}
+
+static int step_agent_socket(shim_sandbox *sb, error_rec *err) {
+    if (!sb->spec->grading)
+        return 0;
+    return shim_grading_socket(sb->dir, sb->spec, &sb->agent_fd, err);
 }
 
 static _Noreturn void run_init(shim_sandbox *sb, int ipc, const char *staging) {
@@ -185,14 +192,9 @@ static const struct {
     const char *name;
     host_step_fn fn;
 } host_steps[] = {
-    {"spec", step_spec},
-    {"seccomp", step_seccomp},
-    {"pidfile", step_pidfile},
-    {"cgroup", step_cgroup},
-    {"socket", step_socket},
-    {"fork", step_fork},
-    {"cgroup-join", step_cgroup_join},
-    {"userns-map", step_userns},
+    {"spec", step_spec},     {"seccomp", step_seccomp},         {"pidfile", step_pidfile},
+    {"cgroup", step_cgroup}, {"socket", step_socket},           {"agent-socket", step_agent_socket},
+    {"fork", step_fork},     {"cgroup-join", step_cgroup_join}, {"userns-map", step_userns},
     {"ready", step_ready},
 };
 
@@ -200,7 +202,7 @@ int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err) {
     _cleanup_(shim_sandbox_freep) shim_sandbox *sb = calloc(1, sizeof(*sb));
     if (!sb || !(sb->dir = strdup(dir)))
         return error_set(err, -ENOMEM, "out of memory");
-    sb->ipc = sb->listen_fd = -1;
+    sb->ipc = sb->listen_fd = sb->agent_fd = -1;
     sb->started_ms = now_real_ms();
     for (size_t i = 0; i < ARRAY_SIZE(host_steps); i++) {
         int r = host_steps[i].fn(sb, err);
@@ -251,6 +253,7 @@ int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err) {
         ret = shim_cgroup_kill_all(sb->cg);
     sb->ipc = safe_close(sb->ipc);
     sb->listen_fd = safe_close(sb->listen_fd);
+    sb->agent_fd = safe_close(sb->agent_fd);
     if (sb->cg) {
         int r = shim_cgroup_destroy(sb->cg, err);
         if (r < 0 && ret >= 0)
@@ -267,6 +270,7 @@ void shim_sandbox_free(shim_sandbox *sb) {
         return;
     safe_close(sb->ipc);
     safe_close(sb->listen_fd);
+    safe_close(sb->agent_fd);
     shim_cgroup_free(sb->cg);
     shim_spec_free(sb->spec);
     free(sb->bpf);

@@ -20,6 +20,7 @@ typedef struct shim_sandbox {
     pid_t init_pid; /* host pid of the sandbox's PID 1 */
     int ipc;        /* shim end of the shim <-> init channel */
     int listen_fd;  /* <dir>/shim.sock */
+    int agent_fd;   /* grading sandboxes: <dir>/agent/agent.sock (shim/grading.h), else -1 */
     uint64_t started_ms;
     bool torn_down;
 } shim_sandbox;

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/shimproto.h"
 #include "common/timeutil.h"
+#include "shim/grading.h"
 #include "shim/ipc.h"
 
 #include <poll.h>
@@ -20,14 +21,16 @@
 #include <sys/wait.h>
 
 #define MAX_CONNS 32
+#define MAX_AGENT_CONNS 24 /* of MAX_CONNS: sbx-as-agent runs at once in a grading sandbox */
 #define MAX_EXECS 4096
 #define MAX_ARGV 4096
 
-enum src_kind { SRC_LISTEN, SRC_CONN, SRC_IPC, SRC_SIG, SRC_OOM, SRC_TIMER };
+enum src_kind { SRC_LISTEN, SRC_CONN, SRC_IPC, SRC_SIG, SRC_OOM, SRC_TIMER, SRC_AGENT_LISTEN };
 
 typedef struct conn {
     enum src_kind kind;
     int fd;
+    bool agent; /* a grader's sbx-as-agent on the agent socket (shim/grading.h) */
 } conn;
 
 typedef struct exec_rec {
@@ -39,6 +42,8 @@ typedef struct exec_rec {
     uint64_t start_ms, oom0, timeout_ms;
     pid_t pid;
     bool started, timed_out;
+    conn *owner; /* sbx-as-agent's connection: its events go there only (NULL: broadcast) */
+    bool helper; /* started for sbx-as-agent */
 } exec_rec;
 
 typedef struct server {
@@ -55,7 +60,8 @@ typedef struct server {
 
 static struct {
     enum src_kind kind;
-} src_listen = {SRC_LISTEN}, src_ipc = {SRC_IPC}, src_sig = {SRC_SIG}, src_oom = {SRC_OOM};
+} src_listen = {SRC_LISTEN}, src_agent_listen = {SRC_AGENT_LISTEN}, src_ipc = {SRC_IPC},
+  src_sig = {SRC_SIG}, src_oom = {SRC_OOM};
 
 void shim_server_block_signals(void) {
     sigset_t set;
@@ -146,7 +152,7 @@ static void check_oom(server *s) {
 static void handle_hello(server *s, conn *c, json_t *seq) {
     json_t *running = json_array();
     for (size_t i = 0; i < s->n_execs; i++)
-        if (s->execs[i]->started)
+        if (s->execs[i]->started && !s->execs[i]->helper)
             json_array_append(running, s->execs[i]->xid);
     uint64_t ooms = 0;
     shim_cgroup_oom_kills(s->sb->cg, &ooms);
@@ -175,7 +181,7 @@ static void handle_kill(server *s, conn *c, json_t *msg, json_t *seq) {
     if (!xid || (sig && !json_is_integer(sig)) || signo < 1 || signo > 64)
         return reply_error(c, seq, -EINVAL, "kill needs xid and a signal in 1..64");
     exec_rec *e = exec_by_xid(s, xid);
-    if (!e)
+    if (!e || (c->agent && e->owner != c))
         return reply_error(c, seq, -ESRCH, "no running command with that xid");
     int r = shim_ipc_send(s->sb->ipc, SHIM_IPC_KILL, e->iid, (int)signo, 0, NULL, 0, NULL, 0);
     if (r < 0)
@@ -221,9 +227,32 @@ static bool env_overridden(json_t *env, const char *kv) {
     return false;
 }
 
+/* Grading sandboxes set HOME and PYTHONNOUSERSITE themselves (docs/GRPO.md). */
+static bool env_forced(const server *s, const char *kv) {
+    return s->sb->spec->grading &&
+           (strncmp(kv, "HOME=", 5) == 0 || strncmp(kv, "PYTHONNOUSERSITE=", 17) == 0);
+}
+
+/* One env entry; the grader's PATH starts with the helper's directory. */
+static int pack_env(const char *kv, bool grader, char *buf, size_t cap, size_t *off) {
+    if (!grader || strncmp(kv, "PATH=", 5) != 0)
+        return pack_str(kv, buf, cap, off);
+    char path[8192];
+    int n = snprintf(path, sizeof(path), "PATH=" SHIM_GRADING_BIN ":%s", kv + 5);
+    return n < 0 || (size_t)n >= sizeof(path) ? -E2BIG : pack_str(path, buf, cap, off);
+}
+
+static int pack_grading_env(bool grader, char *buf, size_t cap, size_t *off, size_t *ne) {
+    int r = pack_str(grader ? "HOME=" SHIM_GRADER_HOME : "HOME=" SHIM_AGENT_HOME, buf, cap, off);
+    if (r == 0)
+        r = pack_str("PYTHONNOUSERSITE=1", buf, cap, off);
+    *ne += 2;
+    return r;
+}
+
 /* cwd\0 argv..\0 env..\0 (spec env, overridden by the request's env). */
-static int pack_exec(server *s, json_t *msg, char *buf, size_t cap, size_t *len, int *argc,
-                     int *envc) {
+static int pack_exec(server *s, json_t *msg, bool grader, char *buf, size_t cap, size_t *len,
+                     int *argc, int *envc) {
     json_t *argv = json_object_get(msg, "argv"), *env = json_object_get(msg, "env");
     json_t *cwd = json_object_get(msg, "cwd"), *shell = json_object_get(msg, "shell");
     const char *cwds = cwd ? json_string_value(cwd) : "/workspace";
@@ -243,19 +272,25 @@ static int pack_exec(server *s, json_t *msg, char *buf, size_t cap, size_t *len,
         return r;
     for (size_t i = 0; i < s->sb->spec->n_env; i++) {
         const char *kv = s->sb->spec->env[i];
-        if (env && env_overridden(env, kv))
+        if ((env && env_overridden(env, kv)) || env_forced(s, kv))
             continue;
-        if ((r = pack_str(kv, buf, cap, &off)) < 0)
+        if ((r = pack_env(kv, grader, buf, cap, &off)) < 0)
             return r;
         ne++;
     }
-    if (env && (r = pack_strings(env, buf, cap, &off, &ne)) < 0)
-        return r;
     for (size_t i = 0; env && i < json_array_size(env); i++) {
         const char *kv = json_string_value(json_array_get(env, i));
-        if (!strchr(kv, '=') || kv[0] == '=')
+        if (!kv || strlen(kv) != json_string_length(json_array_get(env, i)) || !strchr(kv, '=') ||
+            kv[0] == '=')
             return -EINVAL;
+        if (env_forced(s, kv))
+            continue;
+        if ((r = pack_env(kv, grader, buf, cap, &off)) < 0)
+            return r;
+        ne++;
     }
+    if (s->sb->spec->grading && (r = pack_grading_env(grader, buf, cap, &off, &ne)) < 0)
+        return r;
     *len = off;
     *argc = (int)na;
     *envc = (int)ne;
@@ -301,9 +336,29 @@ static void arm_timeout(server *s, exec_rec *e) {
         log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
 }
 
+/* The init request for an exec: the grader user only in a grading sandbox, only from the
+ * daemon; sbx-as-agent's commands always run as the agent. 0 when refused. */
+static uint32_t exec_type(server *s, conn *c, json_t *msg) {
+    json_t *user = json_object_get(msg, "user");
+    const char *u = json_string_value(user);
+    if (c->agent)
+        return user && !(u && strcmp(u, "agent") == 0) ? 0 : SHIM_IPC_EXEC_HELPER;
+    if (!user || (u && strcmp(u, "agent") == 0))
+        return SHIM_IPC_EXEC;
+    return u && strcmp(u, "grader") == 0 && s->sb->spec->grading ? SHIM_IPC_EXEC_GRADER : 0;
+}
+
 static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, size_t nf) {
     static char buf[SHIM_IPC_MAX - 64];
+    static uint64_t helper_n;
     json_t *xid = json_object_get(msg, "xid"), *to = json_object_get(msg, "timeout_ms");
+    _cleanup_(json_decrefp) json_t *own_xid = NULL;
+    uint32_t type = exec_type(s, c, msg);
+    if (!type)
+        return reply_error(c, seq, -EINVAL,
+                           "user: \"grader\" runs only in a grading sandbox, from the daemon");
+    if (c->agent) /* the helper's commands are named by the shim, apart from the daemon's */
+        xid = own_xid = json_sprintf("sbx-as-agent-%llu", (unsigned long long)++helper_n);
     if (!(json_is_string(xid) && json_string_length(xid) > 0 && json_string_length(xid) <= 128) &&
         !json_is_integer(xid))
         return reply_error(c, seq, -EINVAL, "exec needs an xid (string or integer)");
@@ -317,7 +372,7 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
         return reply_error(c, seq, -EAGAIN, "too many commands at once");
     size_t len;
     int argc, envc;
-    int r = pack_exec(s, msg, buf, sizeof(buf), &len, &argc, &envc);
+    int r = pack_exec(s, msg, type == SHIM_IPC_EXEC_GRADER, buf, sizeof(buf), &len, &argc, &envc);
     if (r < 0)
         return reply_error(c, seq, r,
                            "exec needs argv (non-empty array of strings), env [\"K=V\"], an "
@@ -325,7 +380,11 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
     exec_rec *e;
     if ((r = exec_new(s, c, xid, seq, to ? (uint64_t)json_integer_value(to) : 0, &e)) < 0)
         return reply_error(c, seq, r, "out of memory");
-    r = shim_ipc_send(s->sb->ipc, SHIM_IPC_EXEC, e->iid, argc, envc, buf, len, fds, 3);
+    if (c->agent) {
+        e->owner = c;
+        e->helper = true;
+    }
+    r = shim_ipc_send(s->sb->ipc, type, e->iid, argc, envc, buf, len, fds, 3);
     if (r < 0) {
         exec_remove(s, e);
         return reply_error(c, seq, r, "cannot reach init");
@@ -336,7 +395,9 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
 static void dispatch(server *s, conn *c, json_t *msg, int *fds, size_t nf) {
     const char *type = shimproto_type(msg);
     json_t *seq = json_object_get(msg, "seq");
-    if (strcmp(type, "exec") == 0)
+    if (c->agent && strcmp(type, "exec") != 0 && strcmp(type, "kill") != 0)
+        reply_error(c, seq, -EOPNOTSUPP, "the agent socket serves exec and kill only");
+    else if (strcmp(type, "exec") == 0)
         handle_exec(s, c, msg, seq, fds, nf);
     else if (strcmp(type, "hello") == 0)
         handle_hello(s, c, seq);
@@ -357,9 +418,15 @@ static void conn_close(server *s, conn *c) {
     for (size_t i = 0; i < MAX_CONNS; i++)
         if (s->conns[i] == c)
             s->conns[i] = NULL;
-    for (size_t i = 0; i < s->n_execs; i++)
-        if (s->execs[i]->requester == c)
-            s->execs[i]->requester = NULL;
+    for (size_t i = 0; i < s->n_execs; i++) {
+        exec_rec *e = s->execs[i];
+        if (e->requester == c)
+            e->requester = NULL;
+        if (e->owner == c) { /* sbx-as-agent went away: so does its command */
+            e->owner = NULL;
+            shim_ipc_send(s->sb->ipc, SHIM_IPC_KILL, e->iid, SIGKILL, 0, NULL, 0, NULL, 0);
+        }
+    }
     epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
     safe_close(c->fd);
     free(c);
@@ -390,10 +457,30 @@ static void on_conn(server *s, conn *c) {
     json_decref(msg);
 }
 
-static void on_listen(server *s) {
-    int fd = accept4(s->sb->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+/* The agent socket takes only the grader's uid (its directory already keeps others out). */
+static bool peer_is_grader(server *s, int fd) {
+    struct ucred cr;
+    socklen_t l = sizeof(cr);
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) == 0 &&
+           cr.uid == s->sb->spec->uid_base + SHIM_GRADER_UID;
+}
+
+static void on_listen(server *s, bool agent) {
+    int fd = accept4(agent ? s->sb->agent_fd : s->sb->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0)
         return;
+    if (agent && !peer_is_grader(s, fd)) {
+        log_warn("agent socket: a peer that is not the grader was refused");
+        close(fd);
+        return;
+    }
+    size_t n_agent = 0; /* the grader never takes the daemon's connection slots */
+    for (size_t i = 0; i < MAX_CONNS; i++)
+        n_agent += s->conns[i] && s->conns[i]->agent;
+    if (agent && n_agent >= MAX_AGENT_CONNS) {
+        close(fd);
+        return;
+    }
     struct timeval tv = {.tv_sec = 2};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     for (size_t i = 0; i < MAX_CONNS; i++)
@@ -401,7 +488,7 @@ static void on_listen(server *s) {
             conn *c = calloc(1, sizeof(*c));
             if (!c)
                 break;
-            *c = (conn){.kind = SRC_CONN, .fd = fd};
+            *c = (conn){.kind = SRC_CONN, .fd = fd, .agent = agent};
             if (ep_add(s, fd, c) < 0) {
                 free(c);
                 break;
@@ -447,7 +534,10 @@ static void on_exit_report(server *s, exec_rec *e, int st, bool reaper_died) {
                            "duration_ms", (json_int_t)(now_mono_ms() - e->start_ms));
     if (ev && reaper_died)
         json_object_set_new(ev, "message", json_string("the command's reaper was killed"));
-    broadcast(s, ev);
+    if (e->helper)
+        send_to(e->owner, ev);
+    else
+        broadcast(s, ev);
     exec_remove(s, e);
 }
 
@@ -549,7 +639,8 @@ static int server_setup(server *s) {
         return -errno;
     int r = fd_set_nonblock(s->sb->ipc, 0);
     if (r < 0 || (r = ep_add(s, s->sb->listen_fd, &src_listen)) < 0 ||
-        (r = ep_add(s, s->sb->ipc, &src_ipc)) < 0 || (r = ep_add(s, s->sfd, &src_sig)) < 0)
+        (r = ep_add(s, s->sb->ipc, &src_ipc)) < 0 || (r = ep_add(s, s->sfd, &src_sig)) < 0 ||
+        (s->sb->agent_fd >= 0 && (r = ep_add(s, s->sb->agent_fd, &src_agent_listen)) < 0))
         return r;
     s->oomfd = shim_cgroup_oom_fd(s->sb->cg);
     if (s->oomfd >= 0)
@@ -563,7 +654,9 @@ static int server_setup(server *s) {
 static void server_dispatch(server *s, void *ptr) {
     switch (*(enum src_kind *)ptr) {
     case SRC_LISTEN:
-        return on_listen(s);
+        return on_listen(s, false);
+    case SRC_AGENT_LISTEN:
+        return on_listen(s, true);
     case SRC_CONN:
         return on_conn(s, ptr);
     case SRC_IPC:

@@ -4,12 +4,11 @@
 compares the returned values with hidden expected values. Reward 1 when every case matches,
 else 0 (a crash, a timeout, a missing function or a wrong value are the agent's failure).
 
-The test follows docs/GRPO.md's recipe: it keeps the cases in memory, deletes /tmp/grader and
-makes itself non-dumpable before any agent code runs, then runs the agent's function in a
-separate Python process (`python3 -I`, fed the inputs on stdin, one JSON line per case) and
+The test runs as the grader user of a grading sandbox (docs/GRPO.md "Grading sandboxes"): it
+runs the agent's function with sbx-as-agent, in a Python process of the agent user (`python3
+-I`, fed the inputs on stdin from a file in the grader's HOME, one JSON line per case), and
 judges what comes back in its own process, so the expected values never enter a process the
-agent's code runs in. Until the two-user grading helper lands, that process runs as the same
-uid as the grader (docs/GRPO.md, threat analysis).
+agent's code runs in.
 
 python3 tasks/python_funcs.py > tasks/python-funcs.jsonl  writes the set (deterministic)."""
 
@@ -49,11 +48,9 @@ TASKS = [
 GRADER = '''# Hidden test of task {id}: calls {fn}() from /workspace/solution.py on hidden
 # inputs in a separate process and compares the returned values here.
 # Exit 0: every case right; 1: not.
-import ctypes, json, shutil, subprocess, sys
+import json, os, subprocess, sys
 
 CASES = {cases}
-shutil.rmtree("/tmp/grader")            # the tests leave the filesystem before agent code runs
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: our /proc entries become root's
 CALL = """
 import json, sys
 sys.path.insert(0, "/workspace")
@@ -61,13 +58,15 @@ from solution import {fn} as f
 for line in sys.stdin:
     print(json.dumps(f(*json.loads(line))), flush=True)
 """
-try:
-    out = subprocess.run([sys.executable, "-I", "-c", CALL], cwd="/workspace",
-                         input="".join(json.dumps(a) + "\\n" for a, _ in CASES),
-                         capture_output=True, text=True, errors="replace",
-                         timeout=20).stdout.splitlines()
-except subprocess.TimeoutExpired:
-    sys.exit(1)
+INPUT = os.path.join(os.environ["HOME"], "cases.in")  # the grader's own, 0700
+with open(INPUT, "w") as f:
+    f.write("".join(json.dumps(a) + "\\n" for a, _ in CASES))
+run = subprocess.run(["sbx-as-agent", "--timeout", "20", "--stdin", INPUT, "--",
+                      "python3", "-I", "-c", CALL], stdin=subprocess.DEVNULL,
+                     capture_output=True, text=True, errors="replace")
+if run.returncode == 125:  # the helper failed: a platform fault, not the agent's
+    sys.exit(125)
+out = run.stdout.splitlines()
 if len(out) != len(CASES):
     sys.exit(1)
 for line, (_, want) in zip(out, CASES):

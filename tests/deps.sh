@@ -14,6 +14,7 @@ PKGS=(
   clang libclang-rt-14-dev clang-format valgrind
   bubblewrap crun
   debootstrap
+  etcd-server etcd-client openssl
 )
 
 missing=()

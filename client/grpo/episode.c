@@ -236,7 +236,9 @@ void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_cre
     ret->o.timeout_ms = l->timeout_ms;
     ret->o.idle_timeout_ms = l->idle_timeout_ms;
     ret->o.max_cost_usd = l->max_cost_usd;
-    ret->o.network = strcmp(role, "grader") != 0 && t->network_text ? t->network_text : "none";
+    bool grading = strcmp(role, "grader") == 0;
+    ret->o.network = !grading && t->network_text ? t->network_text : "none";
+    ret->o.profile = grading ? "grading" : NULL;
     snprintf(ret->labels[0], sizeof(ret->labels[0]), "grpo_run=%s", ep->run->run_id);
     snprintf(ret->labels[1], sizeof(ret->labels[1]), "grpo_role=%s", role);
     snprintf(ret->labels[2], sizeof(ret->labels[2]), "grpo_task=%s", t->id);
@@ -281,17 +283,24 @@ static void ep_put_file(grpo_episode *ep, int state, sbx_sandbox *sb, const grpo
 
 static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err);
 
-static void ep_exec(grpo_episode *ep, int state, sbx_sandbox *sb, const char *cmd, const char *cwd,
-                    uint64_t timeout_ms) {
+/* cmd with /bin/sh -c, or argv (NULL-terminated) started directly when given. */
+static void ep_exec_as(grpo_episode *ep, int state, sbx_sandbox *sb, const char *user,
+                       const char *cmd, char *const *argv, const char *cwd, uint64_t timeout_ms) {
     sbx_exec_opts o;
     sbx_exec_opts_init(&o);
-    const char *argv[] = {cmd, NULL};
-    o.argv = argv;
-    o.shell = 1;
+    const char *sh[] = {cmd, NULL};
+    o.argv = argv ? (const char *const *)argv : sh;
+    o.shell = !argv;
+    o.user = user;
     o.cwd = cwd;
     o.timeout_ms = timeout_ms;
     o.max_output = 64 * 1024;
     ep_call(ep, state, sbx_async_exec(ep->run->sbx, sb, &o, ep_on_exec, ep));
+}
+
+static void ep_exec(grpo_episode *ep, int state, sbx_sandbox *sb, const char *cmd, const char *cwd,
+                    uint64_t timeout_ms) {
+    ep_exec_as(ep, state, sb, NULL, cmd, NULL, cwd, timeout_ms);
 }
 
 /* Setup: files first, then commands, then the first turn. */
@@ -490,13 +499,11 @@ static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err 
     grpo_episode *ep = ud;
     if (!ep_live(ep) || !ep_daemon_ok(ep, err, "get the workspace"))
         return;
-    ep->tar = malloc(len ? len : 1);
-    if (!ep->tar) {
-        ep_infra(ep, "out of memory for the workspace");
+    error_rec e = {0};
+    if (grpo_workspace_contain(data, len, &ep->tar, &ep->tar_len, &ep->dropped_symlinks, &e) < 0) {
+        ep_infra(ep, "%s", e.message); /* the daemon's own tar: a platform fault */
         return;
     }
-    memcpy(ep->tar, data, len);
-    ep->tar_len = len;
     ep_lap(ep);
     ep_release_next(ep); /* the agent's sandbox goes; then ep_grade */
 }
@@ -518,8 +525,10 @@ static void ep_grader_files_next(grpo_episode *ep) {
     }
     /* Failure injection (a test hook): the grader process crashes. */
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
-    ep_exec(ep, S_G_EXEC, ep->grader, cmd, t->n_grader_files ? GRPO_GRADER_DIR : "/workspace",
-            t->grader_timeout_ms);
+    /* The grader: uid 1001, started by the sandbox's init as /bin/sh -c COMMAND (no process of
+     * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). */
+    ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd, ep->inject_failure ? NULL : t->grader_argv,
+               t->n_grader_files ? GRPO_GRADER_DIR : "/workspace", t->grader_timeout_ms);
 }
 
 static char *trim(char *s) {
@@ -729,5 +738,7 @@ json_t *grpo_episode_log(const grpo_episode *ep) {
         (json_int_t)ep->policy_version, "trace", ep->trace);
     if (o && ep->message[0])
         json_object_set_new(o, "message", json_string(ep->message));
+    if (o)
+        json_object_set_new(o, "dropped_symlinks", json_integer(ep->dropped_symlinks));
     return o;
 }

@@ -46,8 +46,9 @@ typedef struct grpo_episode {
     grpo_ivec prompt, completion, mask;
     grpo_dvec logprobs;
     json_t *trace; /* [{"command": ..., "output": ...}] for the log */
-    void *tar;
+    void *tar;     /* the workspace, its escaping symlinks dropped (contain.c) */
     size_t tar_len;
+    unsigned dropped_symlinks;
     grpo_ep_status status;
     char message[256];
     const char *stop; /* "policy_stopped" or "max_turns" */
@@ -137,6 +138,12 @@ int grpo_trainer_request(grpo_run *run, const char *method, const char *path, js
                          sbxi_http_cb cb, void *ud);
 /* "HTTP 503: message" or the transport's error, for the trainer's failures. */
 const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len);
+/* contain.c: copy the workspace tar without the symbolic links that leave /workspace (counted
+ * in *ret_dropped); *ret is malloc'd. */
+int grpo_workspace_contain(const void *tar, size_t len, void **ret, size_t *ret_len,
+                           unsigned *ret_dropped, error_rec *err);
+/* Whether a link at path (relative to /workspace) to target stays under /workspace. */
+bool grpo_link_contained(const char *path, const char *target);
 /* report.c */
 int grpo_report_step(grpo_run *run);
 int grpo_report_finish(grpo_run *run);

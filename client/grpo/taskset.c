@@ -19,14 +19,35 @@ static void files_free(grpo_file *f, size_t n) {
     free(f);
 }
 
+/* A JSON array of strings into a NULL-terminated vector (*ret, *n as far as filled). */
+static int parse_strv(json_t *arr, const char *what, char ***ret, size_t *n, error_rec *err) {
+    if (!json_is_array(arr))
+        return error_set(err, -EINVAL, "\"%s\" must be an array of strings", what);
+    if (!(*ret = calloc(json_array_size(arr) + 1, sizeof(char *))))
+        return -ENOMEM;
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *c = json_array_get(arr, i);
+        if (!json_is_string(c))
+            return error_set(err, -EINVAL, "\"%s\"[%zu] must be a string", what, i);
+        if (!((*ret)[(*n)++] = strdup(json_string_value(c))))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static void strv_free(char **v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static void task_clear(grpo_task *t) {
     free(t->id);
     free(t->prompt_text);
     free(t->prompt_ids);
     files_free(t->setup_files, t->n_setup_files);
-    for (size_t i = 0; i < t->n_setup_commands; i++)
-        free(t->setup_commands[i]);
-    free(t->setup_commands);
+    strv_free(t->setup_commands, t->n_setup_commands);
+    strv_free(t->grader_argv, t->n_grader_argv);
     json_decref(t->limits);
     free(t->image);
     json_decref(t->network);
@@ -146,19 +167,7 @@ static int parse_setup(json_t *setup, grpo_task *t, error_rec *err) {
     }
     if (!cmds)
         return 0;
-    if (!json_is_array(cmds))
-        return error_set(err, -EINVAL, "\"setup.commands\" must be an array of strings");
-    t->setup_commands = calloc(json_array_size(cmds) + 1, sizeof(char *));
-    if (!t->setup_commands)
-        return -ENOMEM;
-    for (size_t i = 0; i < json_array_size(cmds); i++) {
-        json_t *c = json_array_get(cmds, i);
-        if (!json_is_string(c))
-            return error_set(err, -EINVAL, "\"setup.commands\"[%zu] must be a string", i);
-        if (!(t->setup_commands[t->n_setup_commands++] = strdup(json_string_value(c))))
-            return -ENOMEM;
-    }
-    return 0;
+    return parse_strv(cmds, "setup.commands", &t->setup_commands, &t->n_setup_commands, err);
 }
 
 static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, error_rec *err) {
@@ -197,9 +206,18 @@ static int parse_grader(json_t *g, grpo_task *t, error_rec *err) {
     if (!json_is_object(g))
         return error_set(err, -EINVAL, "missing \"grader\" object");
     json_t *cmd = json_object_get(g, "command"), *files = json_object_get(g, "files");
-    if (!json_is_string(cmd) || json_string_length(cmd) == 0)
+    json_t *argv = json_object_get(g, "argv");
+    if (argv && cmd)
+        return error_set(err, -EINVAL, "give \"grader.command\" or \"grader.argv\", not both");
+    if (argv) {
+        int r = parse_strv(argv, "grader.argv", &t->grader_argv, &t->n_grader_argv, err);
+        if (r < 0)
+            return r;
+        if (t->n_grader_argv == 0 || !t->grader_argv[0][0])
+            return error_set(err, -EINVAL, "\"grader.argv\" must start with a program");
+    } else if (!json_is_string(cmd) || json_string_length(cmd) == 0)
         return error_set(err, -EINVAL, "\"grader.command\" must be a non-empty string");
-    if (!(t->grader_command = strdup(json_string_value(cmd))))
+    if (cmd && !(t->grader_command = strdup(json_string_value(cmd))))
         return -ENOMEM;
     if (files) {
         int r = parse_files(files, GRPO_GRADER_DIR, &t->grader_files, &t->n_grader_files,

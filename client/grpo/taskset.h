@@ -15,7 +15,7 @@
 
 #define GRPO_MAX_EXIT_MAP 16
 /* Where hidden tests are placed in the grading sandbox (the root is read-only; /tmp is not). */
-#define GRPO_GRADER_DIR "/tmp/grader"
+#define GRPO_GRADER_DIR "/grader" /* the grading sandbox's, uid 1001 only (docs/GRPO.md) */
 
 typedef struct grpo_file {
     char *path; /* absolute inside the sandbox */
@@ -59,7 +59,9 @@ typedef struct grpo_task {
     /* the grader */
     grpo_file *grader_files; /* placed under GRPO_GRADER_DIR in the grading sandbox only */
     size_t n_grader_files;
-    char *grader_command;
+    char *grader_command; /* run as /bin/sh -c COMMAND; NULL when grader_argv is given */
+    char **grader_argv;   /* NULL-terminated: started directly (grader.argv) */
+    size_t n_grader_argv;
     uint64_t grader_timeout_ms;
     grpo_reward_kind reward_kind;
     int exit_codes[GRPO_MAX_EXIT_MAP];

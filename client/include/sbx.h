@@ -107,6 +107,7 @@ typedef struct sbx_create_opts {
     const char *network;         /* NULL/"none", "open", or a JSON value: {"allow":[...]} */
     const char *idempotency_key; /* NULL: none */
     const char *lease_id;        /* NULL: none */
+    const char *profile;         /* NULL: default; "grading": a grading sandbox (docs/GRPO.md) */
 } sbx_create_opts;
 
 void sbx_create_opts_init(sbx_create_opts *opts);
@@ -173,6 +174,7 @@ typedef struct sbx_exec_opts {
     uint64_t max_output;     /* per stream byte cap kept in the result; 0: daemon default */
     sbx_output_cb on_output; /* when set, output streams live (NDJSON) into this callback */
     void *userdata;
+    const char *user; /* NULL/"agent"; "grader" in a grading sandbox (docs/GRPO.md) */
 } sbx_exec_opts;
 
 typedef struct sbx_exec_result {

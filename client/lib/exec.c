@@ -99,6 +99,8 @@ char *sbxi_create_body(const sbx_create_opts *op, sbx_err *err) {
         json_object_set_new(o, "max_cost_usd", json_real(op->max_cost_usd));
     if (op->lease_id)
         json_object_set_new(o, "lease", json_string(op->lease_id));
+    if (op->profile)
+        json_object_set_new(o, "profile", json_string(op->profile));
     if (set_kv_list(o, "env", op->env, err) < 0 || set_kv_list(o, "labels", op->labels, err) < 0 ||
         set_network(o, op->network, err) < 0) {
         json_decref(o);
@@ -151,6 +153,8 @@ char *sbxi_exec_body(const sbx_exec_opts *op, sbx_err *err) {
         json_array_append_new(argv, a);
     }
     json_object_set_new(o, "shell", json_boolean(op->shell));
+    if (op->user)
+        json_object_set_new(o, "user", json_string(op->user));
     if (op->cwd)
         json_object_set_new(o, "cwd", json_string(op->cwd));
     if (op->timeout_ms)

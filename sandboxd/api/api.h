@@ -34,3 +34,13 @@ void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
 void sd_api_lease_create(sd_daemon *d, sd_request *req);
 void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
 void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);
+/* fleet: api/fleet.c (docs/FLEET.md). Each returns true when it answered the request. */
+/* An id of another node: 307 to it, 503 node_unavailable, or 404. */
+bool sd_api_fleet_route(sd_daemon *d, sd_request *req, const char *id);
+/* A create this node cannot place: 307 to another node (or 503 node_draining). */
+bool sd_api_fleet_place(sd_daemon *d, sd_request *req);
+/* A create naming another node's lease not known here: looked up, then again(d, req). */
+bool sd_api_fleet_lease_wait(sd_daemon *d, sd_request *req, const char *lease,
+                             sd_http_handler again);
+/* /v1/fleet (rest: what follows it). */
+void sd_api_fleet(sd_daemon *d, sd_request *req, const char *rest);

@@ -1,10 +1,13 @@
 /* POST /v1/sandboxes/{id}/exec: parse the command, run it as an exec session (core/exec.c),
  * and answer with one JSON result or, for Accept: application/x-ndjson, a live NDJSON stream
- * (start, stdout/stderr chunks, exit or error). Text that is not UTF-8 goes as base64. */
+ * (start, stdout/stderr chunks, exit or error). Text that is not UTF-8 goes as base64. The JSON
+ * answer is written piece by piece as the client takes it (api/exec_answer.c). */
 #include "sandboxd/api/api.h"
+#include "sandboxd/api/exec_answer.h"
 #include "sandboxd/core/images.h"
 
 #include "common/b64.h"
+#include "common/jsonstr.h"
 #include "common/macro.h"
 #include "sandboxd/core/exec.h"
 
@@ -43,18 +46,6 @@ static json_t *text_or_b64(const char *data, size_t len, const char **ret_suffix
     return t;
 }
 
-/* Length of data without a trailing, incomplete UTF-8 character (0-3 bytes shorter). */
-static size_t utf8_complete_len(const char *data, size_t len) {
-    for (size_t back = 1; back <= 3 && back <= len; back++) {
-        unsigned char c = (unsigned char)data[len - back];
-        if ((c & 0xC0) == 0x80)
-            continue; /* continuation byte: look further back */
-        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > back ? len - back : len;
-    }
-    return len;
-}
-
 static void stream_output(api_exec *a, int which, const char *data, size_t len, bool flush) {
     char buf[65536 + 4];
     size_t n = a->carry_len[which];
@@ -62,7 +53,7 @@ static void stream_output(api_exec *a, int which, const char *data, size_t len, 
     size_t take = MIN(len, sizeof(buf) - n);
     memcpy(buf + n, data, take);
     n += take;
-    size_t whole = flush ? n : utf8_complete_len(buf, n);
+    size_t whole = flush ? n : jsonstr_utf8_whole_len(buf, n);
     a->carry_len[which] = n - whole;
     memcpy(a->carry[which], buf + whole, n - whole);
     if (whole == 0)
@@ -95,29 +86,16 @@ static bool on_output(void *ud, int which, const char *data, size_t len) {
     return sd_stream_full(a->req);
 }
 
-static json_t *result_json(const sd_exec_result *r, bool stream) {
-    json_t *j =
-        json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
-                  "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
-                  (json_int_t)r->bytes[0], "stderr_bytes", (json_int_t)r->bytes[1]);
-    for (int i = 0; i < 2 && !stream; i++) {
-        const char *suffix;
-        size_t len = r->truncated[i] ? utf8_complete_len(r->data[i], r->len[i]) : r->len[i];
-        json_t *v = text_or_b64(r->data[i], len, &suffix);
-        char key[24];
-        snprintf(key, sizeof(key), "%s%s", stream_names[i], suffix);
-        json_object_set_new(j, key, v);
-        snprintf(key, sizeof(key), "%s_truncated", stream_names[i]);
-        json_object_set_new(j, key, json_boolean(r->truncated[i]));
-    }
-    if (!stream && r->over_budget) /* cut by the daemon-wide budget, not by max_output */
-        json_object_set_new(j, "output_budget_exceeded", json_true());
-    return j;
+/* The result's small fields; a JSON answer adds the output (api/exec_answer.c). */
+static json_t *result_json(const sd_exec_result *r) {
+    return json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
+                     "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
+                     (json_int_t)r->bytes[0], "stderr_bytes", (json_int_t)r->bytes[1]);
 }
 
 static void on_exited(void *ud, const sd_exec_result *r) {
     api_exec *a = ud;
-    json_t *res = result_json(r, a->stream);
+    json_t *res = result_json(r);
     if (a->stream) {
         for (int i = 0; i < 2; i++)
             if (a->carry_len[i])
@@ -126,7 +104,7 @@ static void on_exited(void *ud, const sd_exec_result *r) {
         stream_json(a, res);
         sd_stream_end(a->req);
     } else {
-        sd_reply_json(a->req, 200, res);
+        sd_api_exec_answer(a->req, a->e, r, res);
     }
     api_exec_free(a);
 }
@@ -170,6 +148,10 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     int r = policy_limits_parse_exec(body, &pe, &err);
     const char *wd = json_object_get(body, "cwd") ? NULL : sd_images_workdir(d, sb->spec.image);
     json_decref(body);
+    if (r >= 0 && pe.as_grader && !sb->spec.grading)
+        r = error_set(&err, -EINVAL,
+                      "user: \"grader\" exists only in a sandbox created with "
+                      "\"profile\": \"grading\"");
     if (r >= 0 && wd && (wd = strdup(wd))) { /* images: the image's WorkingDir is the default */
         free(pe.cwd);
         pe.cwd = (char *)wd;

@@ -10,6 +10,7 @@
 #include "common/timeutil.h"
 #include "sandboxd/core/images.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <microhttpd.h>
@@ -31,6 +32,7 @@ typedef struct http_inst {
 
 struct sd_http {
     sd_daemon *d;
+    char *tls_cert, *tls_key; /* PEM text for the --tcp listener (kept while it serves) */
     sd_http_handler handler;
     http_inst inst[3]; /* Unix socket, --tcp, --sandboxfusion-listen */
 };
@@ -207,6 +209,61 @@ void sd_reply_error_rec(sd_request *req, const error_rec *err) {
     sd_reply_error(req, 500, "internal", "%s", err->message);
 }
 
+void sd_reply_redirect(sd_request *req, const char *location) {
+    if (req->answered || req->closed)
+        return;
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (r)
+        MHD_add_response_header(r, "Location", location);
+    set_response(req, 307, r);
+}
+
+static void url_escape(FILE *f, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (isalnum(*p) || strchr("-._~", *p))
+            fputc(*p, f);
+        else
+            fprintf(f, "%%%02X", *p);
+}
+
+typedef struct query_out {
+    FILE *f;
+    const char *skip;
+    bool any;
+} query_out;
+
+static enum MHD_Result query_out_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value) {
+    query_out *q = cls;
+    if (!key || (q->skip && strcmp(key, q->skip) == 0))
+        return MHD_YES;
+    fputc(q->any ? '&' : '?', q->f);
+    q->any = true;
+    url_escape(q->f, key);
+    if (value) {
+        fputc('=', q->f);
+        url_escape(q->f, value);
+    }
+    return MHD_YES;
+}
+
+char *sd_req_query_string(sd_request *req, const char *skip, const char *add) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    query_out q = {f, skip, false};
+    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_out_cb, &q);
+    if (add)
+        fprintf(f, "%c%s", q.any ? '&' : '?', add);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data, size_t len) {
     if (req->answered || req->closed) {
         free(data);
@@ -230,6 +287,43 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd, uint64_t size) {
     else
         MHD_add_response_header(r, "Content-Type", ctype);
     set_response(req, 200, r);
+}
+
+typedef struct body_reader {
+    sd_body_read_fn read;
+    void (*done)(void *ud);
+    void *ud;
+} body_reader;
+
+static ssize_t body_reader_cb(void *cls, uint64_t pos, char *buf, size_t max) {
+    body_reader *b = cls;
+    size_t n = max ? b->read(b->ud, buf, max) : 0;
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void body_reader_free(void *cls) {
+    body_reader *b = cls;
+    b->done(b->ud);
+    free(b);
+}
+
+void sd_reply_reader(sd_request *req, unsigned status, const char *ctype, sd_body_read_fn read,
+                     void (*done)(void *ud), void *ud) {
+    body_reader *b = req->answered || req->closed ? NULL : malloc(sizeof(*b));
+    if (!b) {
+        done(ud);
+        if (!req->answered && !req->closed)
+            set_response(req, 500, NULL);
+        return;
+    }
+    *b = (body_reader){.read = read, .done = done, .ud = ud};
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 << 10,
+                                                               body_reader_cb, b, body_reader_free);
+    if (!r)
+        body_reader_free(b);
+    else
+        MHD_add_response_header(r, "Content-Type", ctype);
+    set_response(req, status, r);
 }
 
 static void watch_closed(uv_handle_t *h) {
@@ -331,17 +425,23 @@ static bool sf_body(const char *url) {
     return strcmp(url, "/run_code") == 0 || strcmp(url, "/run_jupyter") == 0;
 }
 
-bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
-    const char *h = sd_req_header(req, "Authorization");
-    const char *tok = d->cfg.token;
-    if (!h || !tok || strncmp(h, "Bearer ", 7) != 0)
+static bool token_eq(const char *h, const char *tok) {
+    if (!tok || !*tok)
         return false;
-    h += 7;
     size_t a = strlen(h), b = strlen(tok);
     unsigned char diff = a != b;
     for (size_t i = 0; i < b; i++)
         diff |= (unsigned char)(tok[i] ^ (i < a ? h[i] : 0));
     return diff == 0;
+}
+
+/* --token, or the fleet's --fleet-token (docs/FLEET.md). */
+bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
+    const char *h = sd_req_header(req, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0)
+        return false;
+    bool a = token_eq(h + 7, d->cfg.token), b = token_eq(h + 7, d->cfg.fleet_token);
+    return a | b;
 }
 
 /* PUT /v1/sandboxes/{id}/files: the body is spooled to disk, never held in memory. */
@@ -546,14 +646,45 @@ static unsigned connection_limit(void) {
     return n < SD_MAX_REQUESTS + 64 ? SD_MAX_REQUESTS + 64 : (unsigned)n;
 }
 
+/* --tls-cert/--tls-key: the PEM files' text (libmicrohttpd keeps pointers to it). */
+static int tls_load(sd_daemon *d, error_rec *err) {
+    sd_http *h = d->http;
+    size_t n;
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
+        return error_set(err, -ENOTSUP,
+                         "--tls-cert: this libmicrohttpd is built without TLS (GnuTLS)");
+    int r = file_read_all(d->cfg.tls_cert, 1u << 20, &h->tls_cert, &n);
+    if (r < 0)
+        return error_set_errno(err, r, "--tls-cert %s", d->cfg.tls_cert);
+    if ((r = file_read_all(d->cfg.tls_key, 1u << 20, &h->tls_key, &n)) < 0)
+        return error_set_errno(err, r, "--tls-key %s", d->cfg.tls_key);
+    return 0;
+}
+
+static struct MHD_Daemon *mhd_start(sd_http *h, http_inst *in, int fd, bool tls) {
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (tls)
+        return MHD_start_daemon(
+            flags | MHD_USE_TLS, 0, NULL, NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER,
+            mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
+            completed_cb, in, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_HTTPS_MEM_CERT, h->tls_cert,
+            MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);
+    return MHD_start_daemon(flags, 0, NULL, NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER,
+                            mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed_cb, in,
+                            MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+}
+
 static int inst_start(sd_daemon *d, http_inst *in, int fd, bool tcp, error_rec *err) {
     in->http = d->http;
     in->tcp = tcp;
-    in->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-                               NULL, NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger,
-                               NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
-                               completed_cb, in, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+    bool tls = tcp && d->cfg.tls_cert;
+    int r;
+    if (tls && (r = tls_load(d, err)) < 0)
+        return r;
+    in->mhd = mhd_start(d->http, in, fd, tls);
     if (!in->mhd)
         return error_set(err, -EIO, "libmicrohttpd failed to start on fd %d", fd);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(in->mhd, MHD_DAEMON_INFO_EPOLL_FD);

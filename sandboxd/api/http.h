@@ -84,9 +84,20 @@ void sd_reply_error_rec(sd_request *req, const error_rec *err);
  * a Transfer-Encoding other than one "chunked", or both. conn is the MHD_Connection, version
  * the access callback's; call it on the request's first callback, before the body is read. */
 bool sd_http_framing_error(void *conn, const char *version, char *msg, size_t cap);
+/* 307 Temporary Redirect to location (the fleet's routing: docs/FLEET.md). */
+void sd_reply_redirect(sd_request *req, const char *location);
+/* The request's query string, re-encoded ("?a=b&c", "" when none), without argument skip,
+ * with "add" (already encoded, "placed=1") appended; malloc'ed, NULL on ENOMEM. */
+char *sd_req_query_string(sd_request *req, const char *skip, const char *add);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);
+/* An answer written as the client takes it (chunked): read fills buf with 1..max bytes and
+ * returns how many, or 0 at the end; done(ud) runs once the answer is over (sent, or the client
+ * gone), also when the answer could not be made. */
+typedef size_t (*sd_body_read_fn)(void *ud, char *buf, size_t max);
+void sd_reply_reader(sd_request *req, unsigned status, const char *ctype, sd_body_read_fn read,
+                     void (*done)(void *ud), void *ud);
 /* Streaming answer (200, chunked). */
 void sd_stream_begin(sd_request *req, const char *ctype);
 void sd_stream_write(sd_request *req, const char *data, size_t len);

@@ -28,6 +28,8 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
     id[n] = 0;
     const char *sub = rest + n;
     sd_sandbox *sb = sd_registry_find(d, id);
+    if (!sb && sd_api_fleet_route(d, req, id)) /* fleet: another node's sandbox */
+        return;
     if (!sb || sb->hidden) {
         sd_reply_error(req, 404, "not_found", "sandbox %s not found", id);
         return;
@@ -69,6 +71,8 @@ static void lease_route(sd_daemon *d, sd_request *req, const char *rest) {
     memcpy(id, rest, n);
     id[n] = 0;
     const char *sub = rest + n;
+    if (sd_api_fleet_route(d, req, id)) /* fleet: another node's lease */
+        return;
     if (!*sub)
         is(req, "DELETE") ? sd_api_lease_delete(d, req, id) : not_allowed(req);
     else if (strcmp(sub, "/renew") == 0)
@@ -123,6 +127,8 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
         is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
     else if (strncmp(p, "/v1/leases/", 11) == 0)
         lease_route(d, req, p + 11);
+    else if (strcmp(p, "/v1/fleet") == 0 || strncmp(p, "/v1/fleet/", 10) == 0)
+        sd_api_fleet(d, req, p + 9); /* fleet: api/fleet.c */
     else if (sd_sf_path(p))
         sd_api_sandboxfusion(d, req);
     else

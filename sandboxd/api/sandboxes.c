@@ -33,14 +33,18 @@ void sd_api_info(sd_daemon *d, sd_request *req) {
     }
     active -= pool;
     unsigned free_slots = active < d->cfg.max_sandboxes ? d->cfg.max_sandboxes - active : 0;
-    sd_reply_json(req, 200,
-                  json_pack("{s:s,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version", SBX_VERSION,
-                            "max_sandboxes", (int)d->cfg.max_sandboxes, "active_sandboxes",
-                            (int)running, "starting", (int)(active - running), "cpus", d->host.cpus,
-                            "memory_bytes", (json_int_t)d->host.memory_bytes, "free_slots",
-                            (int)free_slots, "cgroup_mode", d->cgroup_version == 2 ? "v2" : "v1",
-                            "price", "vcpu_hour_usd", d->cfg.price.vcpu_hour_usd, "gib_hour_usd",
-                            d->cfg.price.gib_hour_usd));
+    json_t *info =
+        json_pack("{s:s,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version", SBX_VERSION,
+                  "max_sandboxes", (int)d->cfg.max_sandboxes, "active_sandboxes", (int)running,
+                  "starting", (int)(active - running), "cpus", d->host.cpus, "memory_bytes",
+                  (json_int_t)d->host.memory_bytes, "free_slots", (int)free_slots, "cgroup_mode",
+                  d->cgroup_version == 2 ? "v2" : "v1", "price", "vcpu_hour_usd",
+                  d->cfg.price.vcpu_hour_usd, "gib_hour_usd", d->cfg.price.gib_hour_usd);
+    if (info && d->cfg.fleet_etcd) { /* fleet: docs/FLEET.md */
+        json_object_set_new(info, "node", json_string(d->cfg.node_name));
+        json_object_set_new(info, "fleet", json_true());
+    }
+    sd_reply_json(req, 200, info);
 }
 
 static void waiter_gone(sd_request *req, void *ud) {
@@ -104,6 +108,8 @@ static void create_answer(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool st
 }
 
 void sd_api_create(sd_daemon *d, sd_request *req) {
+    if (sd_api_fleet_place(d, req)) /* fleet: full or drained here, 307 elsewhere */
+        return;
     json_t *body = sd_req_json(req);
     if (!body)
         return;
@@ -119,6 +125,8 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         sd_reply_error_rec(req, &err);
     } else if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
+    } else if (sd_api_fleet_lease_wait(d, req, c.lease, sd_api_create)) {
+        /* fleet: another node's lease, looked up first */
     } else if (sd_create(d, &c, key, &sb, &starting, &is_new, &err) < 0) {
         sd_reply_error_rec(req, &err);
     } else {

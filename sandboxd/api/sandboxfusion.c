@@ -114,7 +114,7 @@ typedef struct sf_job {
     uint64_t memory;
     sf_step step;
     size_t index; /* files written / fetched so far */
-    char sb_id[24];
+    char sb_id[64];
     uint64_t queued_ms;
     json_t *resp;  /* status, message, compile_result, run_result, files, ... */
     char *failure; /* a platform fault: answered SandboxError */

@@ -98,6 +98,13 @@ void sd_cgroup_release(const sd_daemon *d) {
     closedir(root);
 }
 
+void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t len) {
+    if (d->cgroup_version == 2)
+        snprintf(buf, len, "%s/%s", d->cgroup_parent, id);
+    else
+        snprintf(buf, len, "/sys/fs/cgroup/memory/%s/%s", d->cgroup_parent, id);
+}
+
 int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen) {
     char path[PATH_MAX + 64];
     const char *file = d->cgroup_version == 2 ? "cgroup.freeze" : "freezer.state";

@@ -6,5 +6,7 @@
 int sd_cgroup_setup(sd_daemon *d, error_rec *err);
 /* On exit: remove the v1 parent cgroups when no sandbox lives in them any more. */
 void sd_cgroup_release(const sd_daemon *d);
+/* The memory cgroup directory of sandbox id (v2: its cgroup; v1: the memory controller's). */
+void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t len);
 /* Freeze (or thaw) sandbox id's cgroup, best effort. Returns 0 or -errno. */
 int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen);

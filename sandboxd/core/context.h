@@ -33,11 +33,12 @@ typedef struct sd_listener {
 #define SD_LISTENERS_MAX 8
 
 struct sd_daemon {
-    uv_loop_t *loop;            /* main.c */
-    sd_config cfg;              /* config.c (pool.c fills pool_max_starting's default) */
-    policy_host host;           /* main.c */
-    char seccomp_bpf[PATH_MAX]; /* main.c */
-    int cgroup_version;         /* core/cgroup.c */
+    uv_loop_t *loop;                    /* main.c */
+    sd_config cfg;                      /* config.c (pool.c fills pool_max_starting's default) */
+    policy_host host;                   /* main.c */
+    char seccomp_bpf[PATH_MAX];         /* main.c */
+    char seccomp_grading_bpf[PATH_MAX]; /* main.c: the "grading" profile (docs/GRPO.md) */
+    int cgroup_version;                 /* core/cgroup.c */
     char cgroup_parent[PATH_MAX];
     sd_sandbox *sandboxes;   /* core/registry.c */
     void *idem_index;        /* core/registry.c: Idempotency-Key -> sandbox (tsearch) */
@@ -64,6 +65,7 @@ struct sd_daemon {
     struct sd_http *http;        /* api/http.c */
     struct sd_api *api;          /* api/sandboxes.c */
     struct sd_sf *sf;            /* api/sandboxfusion.c */
+    struct sd_fleet *fleet;      /* fleet/fleet.c; NULL: not in a fleet */
     unsigned active_requests;    /* api/http.c */
     uv_signal_t sigterm, sigint; /* main.c */
 };

@@ -49,6 +49,17 @@ static void output_release(sd_exec *e, sd_daemon *d) {
     }
 }
 
+char *sd_exec_take_output(sd_exec *e, int which, size_t *ret_len) {
+    *ret_len = e->ob[which].len;
+    e->ob[which].len = 0; /* its budget share goes with it */
+    return TAKE_PTR(e->ob[which].data);
+}
+
+void sd_exec_output_free(sd_daemon *d, char *data, size_t len) {
+    d->output_bytes -= MIN(d->output_bytes, len);
+    free(data);
+}
+
 static void exec_maybe_free(sd_exec *e) {
     if (e->finished && e->open_handles == 0 && !e->sb) {
         free(e->stdin_data);
@@ -332,6 +343,8 @@ static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
     json_t *msg = json_pack("{s:I,s:O,s:o,s:s,s:I,s:b}", "xid", (json_int_t)e->xid, "argv",
                             pe->argv, "env", exec_env(e->sb, pe->env), "cwd", pe->cwd, "timeout_ms",
                             (json_int_t)pe->timeout_ms, "shell", pe->shell);
+    if (msg && pe->as_grader)
+        json_object_set_new(msg, "user", json_string("grader"));
     int fds[3] = {in[0], out[1], errp[1]};
     int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
     safe_close(in[0]), safe_close(out[1]), safe_close(errp[1]);

@@ -52,5 +52,10 @@ int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops 
                   sd_exec **ret, error_rec *err);
 /* The consumer took what it had (see ops->output). */
 void sd_exec_resume(sd_exec *e);
+/* In ops->exited of a buffered session: take stream which's output (r->data[which], r->len
+ * bytes of it) instead of letting it go with the session. It keeps its share of the daemon's
+ * output budget until sd_exec_output_free (the answer holding it has gone out). */
+char *sd_exec_take_output(sd_exec *e, int which, size_t *ret_len);
+void sd_exec_output_free(sd_daemon *d, char *data, size_t len);
 /* The owner is gone: the command goes on, its output is discarded, no more callbacks. */
 void sd_exec_forget(sd_exec *e);

@@ -1,7 +1,10 @@
 /* The fork engine (core/fork.h): N new sandboxes whose /workspace and /tmp start as copies
- * of the source's at fork time. The source is frozen (cgroup freezer, best effort) while `cp -a`
- * copies its /workspace and /tmp (through /proc/<init>/root, never following the sandbox's
- * symlinks) into a snapshot layer: a tmpfs under <run-dir>/layers/<id>. Each fork's shim copies
+ * of the source's at fork time. The source is frozen (cgroup freezer, best effort) while `cp -a
+ * --sparse=always` copies its /workspace and /tmp (through /proc/<init>/root, never following the
+ * sandbox's symlinks) into a snapshot layer: a tmpfs under <run-dir>/layers/<id>. The copy runs in
+ * a files worker (core/files_worker.c) in the source's memory cgroup, so the layer's pages are
+ * charged to the source, never to the daemon; files that do not fit in what the source's limit
+ * has left fail the fork up front (-EDQUOT). Each fork's shim copies
  * that layer into its own writable tmpfs, shifting owners into its own uid range (shim/seed.c); the
  * layer is removed once every fork has started. All or nothing: when one fork fails, the others are
  * ended and the owner hears the error. A daemon stopping during a copy kills it, thaws the source
@@ -14,6 +17,7 @@
 #include "common/spec.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/cgroup.h"
+#include "sandboxd/core/files.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -26,7 +30,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct sd_fork {
@@ -34,15 +41,19 @@ struct sd_fork {
     sd_fork *next;        /* d->forks */
     sd_fork_done_fn done; /* NULL: the owner is gone */
     void *ud;
-    char src_id[24];
+    char src_id[64];
     uint32_t src_uid_base;
+    int src_init_pid;
     char layer[PATH_MAX];
     bool layer_mounted, frozen;
     policy_create spec; /* the forks' create (the source's, with the body's overrides) */
     unsigned count, pending, failed;
     sd_sandbox **sbs;
     char message[300];
-    uv_process_t cp;
+    int code;                /* the group's error code (0: -EIO) */
+    sd_files_worker *copier; /* the copy, running in the source's memory cgroup */
+    char copy_cg[PATH_MAX];  /* v2: the copy's own cgroup (the frozen source takes none) */
+    bool stopping;           /* the daemon stops: the copy was killed */
 };
 
 static void freeze(sd_daemon *d, const char *id, bool frozen) {
@@ -60,6 +71,12 @@ static void layer_remove(sd_fork *f) {
     f->layer[0] = 0;
 }
 
+static void copy_cg_remove(sd_fork *f) {
+    if (f->copy_cg[0] && rmdir(f->copy_cg) < 0 && errno != ENOENT)
+        log_debug("fork: rmdir %s: %s", f->copy_cg, strerror(errno));
+    f->copy_cg[0] = 0;
+}
+
 static void fork_free(sd_fork *f) {
     for (sd_fork **pp = &f->d->forks; *pp; pp = &(*pp)->next)
         if (*pp == f) {
@@ -67,16 +84,13 @@ static void fork_free(sd_fork *f) {
             break;
         }
     layer_remove(f);
+    copy_cg_remove(f);
     for (unsigned i = 0; i < f->count; i++)
         if (f->sbs[i])
             f->sbs[i]->fork = NULL;
     policy_create_done(&f->spec);
     free(f->sbs);
     free(f);
-}
-
-static void cp_failed_closed(uv_handle_t *h) {
-    fork_free(h->data);
 }
 
 void sd_fork_forget(sd_fork *f) {
@@ -92,7 +106,7 @@ static void fork_done(sd_fork *f) {
                 f->sbs[i]->fork = NULL;
                 sd_sandbox_end(f->sbs[i], END_TERMINATED, "another fork of the group failed");
             }
-        error_set(&err, -EIO, "fork: %s", f->message);
+        error_set(&err, f->code ? f->code : -EIO, "fork: %s", f->message);
     }
     if (f->done)
         f->done(f->ud, f->sbs, f->count, f->failed ? &err : NULL);
@@ -145,21 +159,18 @@ static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
     return 0;
 }
 
-static void cp_closed(uv_handle_t *h) {
-    sd_fork *f = h->data;
-    if (--f->pending == 0) /* the copy held the group */
-        fork_done(f);
-}
-
-static void cp_exit(uv_process_t *p, int64_t status, int sig) {
-    sd_fork *f = p->data;
+static void copy_done(void *ud, const error_rec *e) {
+    sd_fork *f = ud;
+    f->copier = NULL;
+    copy_cg_remove(f);
     if (f->frozen)
         freeze(f->d, f->src_id, false);
     f->frozen = false;
     error_rec err = {0};
-    if (status != 0 || sig != 0) {
-        snprintf(f->message, sizeof(f->message),
-                 "copying the source's files failed (cp exit %d signal %d)", (int)status, sig);
+    if (e->code < 0) {
+        f->code = f->stopping ? -EIO : e->code == -ENOMEM ? -EDQUOT : e->code;
+        snprintf(f->message, sizeof(f->message), "%s",
+                 f->stopping ? "the daemon stopped during the copy" : e->message);
         f->failed = 1;
     }
     for (unsigned i = 0; i < f->count && !f->failed; i++)
@@ -168,7 +179,8 @@ static void cp_exit(uv_process_t *p, int64_t status, int sig) {
             snprintf(f->message, sizeof(f->message), "%s", err.message);
         }
     /* the forks answer through on_create_finished; the group ends when they all have */
-    uv_close((uv_handle_t *)p, cp_closed);
+    if (--f->pending == 0) /* the copy held the group */
+        fork_done(f);
 }
 
 static int make_layer(sd_fork *f, uint64_t disk, error_rec *err) {
@@ -188,29 +200,97 @@ static int make_layer(sd_fork *f, uint64_t disk, error_rec *err) {
     return 0;
 }
 
-static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
+/* In the files worker (the source's memory cgroup): cp, which the memory cgroup's OOM killer
+ * takes before any of the source's processes, and which dies with the worker. */
+static int copy_run(void *ud, error_rec *err) {
+    sd_fork *f = ud; /* the worker's copy of it */
+    (void)!file_write_str("/proc/self/oom_score_adj", "1000");
     char ws[64], tmp[64];
-    snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", init_pid);
-    snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", init_pid);
-    char *args[] = {"cp", "-a", "--", ws, tmp, f->layer, NULL};
-    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
-                                     {.flags = UV_INHERIT_FD, .data.fd = 2},
-                                     {.flags = UV_INHERIT_FD, .data.fd = 2}};
-    uv_process_options_t o = {.exit_cb = cp_exit,
-                              .file = "cp",
-                              .args = args,
-                              .env = spec_host_env,
-                              .stdio_count = 3,
-                              .stdio = stdio};
-    f->cp.data = f;
+    snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", f->src_init_pid);
+    snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", f->src_init_pid);
+    char *args[] = {"cp", "-a", "--sparse=always", "--", ws, tmp, f->layer, NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execvpe("cp", args, (char **)spec_host_env);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0)
+        return error_set_errno(err, negative_errno(), "cannot run cp");
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+        return error_set(err, -EDQUOT,
+                         "copying the source's files ran out of its memory (the snapshot is "
+                         "charged to the source sandbox's memory limit)");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return error_set(err, -EIO, "copying the source's files failed (cp status %d)", st);
+    return 0;
+}
+
+/* Bytes the source's files take (its writable layer's used blocks, holes not counted). */
+static uint64_t layer_used(int init_pid) {
+    static const char *const dirs[] = {"workspace", "tmp"};
+    uint64_t used = 0;
+    dev_t seen = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/root/%s", init_pid, dirs[i]);
+        struct statfs fs;
+        struct stat st;
+        if (statfs(p, &fs) < 0 || stat(p, &st) < 0 || (i > 0 && st.st_dev == seen))
+            continue;
+        seen = st.st_dev;
+        used += (uint64_t)(fs.f_blocks - fs.f_bfree) * (uint64_t)fs.f_bsize;
+    }
+    return used;
+}
+
+/* The memory cgroup the copy runs in: the source's (v1: the memory controller is apart from
+ * the freezer), or on v2 a cgroup of its own beside it, capped at what the source may still
+ * take (a process joining the frozen source would freeze too). */
+static int copy_memcg(sd_fork *f, uint64_t room, char *buf, size_t len, error_rec *err) {
+    sd_daemon *d = f->d;
+    if (d->cgroup_version != 2) {
+        sd_cgroup_memcg_dir(d, f->src_id, buf, len);
+        return 0;
+    }
+    snprintf(f->copy_cg, sizeof(f->copy_cg), "%s/%s", d->cgroup_parent, strrchr(f->layer, '/') + 1);
+    char max[32];
+    snprintf(max, sizeof(max), "%llu", (unsigned long long)room);
+    int r = mkdir(f->copy_cg, 0755) < 0 ? negative_errno() : 0;
+    char knob[PATH_MAX + 16];
+    snprintf(knob, sizeof(knob), "%s/memory.max", f->copy_cg);
+    if (r == 0 && room != UINT64_MAX)
+        r = file_write_str(knob, max);
+    if (r < 0) {
+        copy_cg_remove(f);
+        return error_set_errno(err, r, "cannot make the copy's cgroup");
+    }
+    snprintf(buf, len, "%s", f->copy_cg);
+    return 0;
+}
+
+static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
+    char memcg[PATH_MAX];
+    uint64_t room = UINT64_MAX, used;
+    f->src_init_pid = init_pid;
     freeze(f->d, f->src_id, true);
     f->frozen = true;
-    int r = uv_spawn(f->d->loop, &f->cp, &o);
+    sd_cgroup_memcg_dir(f->d, f->src_id, memcg, sizeof(memcg));
+    int r = sd_files_memcg_room(memcg, &room);
+    if (r >= 0 && room != UINT64_MAX && (used = layer_used(init_pid)) > room)
+        r = error_set(err, -EDQUOT,
+                      "the source's files (%llu bytes) do not fit in what its memory limit has "
+                      "left (%llu bytes): the snapshot is charged to the source sandbox",
+                      (unsigned long long)used, (unsigned long long)room);
+    else if ((r = copy_memcg(f, r < 0 ? UINT64_MAX : room, memcg, sizeof(memcg), err)) >= 0)
+        r = sd_files_worker_start(f->d->loop, memcg, NULL, 0, copy_run, f, copy_done, f, &f->copier,
+                                  err);
     if (r < 0) {
+        copy_cg_remove(f);
         freeze(f->d, f->src_id, false);
         f->frozen = false;
-        uv_close((uv_handle_t *)&f->cp, cp_failed_closed); /* initialized even on failure */
-        return error_set(err, r, "cannot run cp: %s", uv_strerror(r));
+        return r;
     }
     f->pending = 1; /* the copy */
     return 0;
@@ -300,8 +380,10 @@ int sd_fork_start(sd_sandbox *src, json_t *overrides, unsigned count, sd_fork_do
         fork_free(f);
         return internal(err);
     }
-    if ((r = start_copy(f, src->init_pid, err)) < 0)
-        return internal(err); /* f is freed when the handle closes */
+    if ((r = start_copy(f, src->init_pid, err)) < 0) {
+        fork_free(f);
+        return r == -EDQUOT ? r : internal(err);
+    }
     f->done = done;
     f->ud = ud;
     *ret = f;
@@ -313,7 +395,9 @@ void sd_fork_stop(sd_daemon *d) {
         if (!f->frozen)
             continue; /* past the copy: its forks' shims seed from the layer (a restart removes it)
                        */
-        uv_process_kill(&f->cp, SIGKILL);
+        f->stopping = true;
+        if (f->copier)
+            sd_files_worker_cancel(f->copier); /* cp dies with it (PR_SET_PDEATHSIG) */
         freeze(d, f->src_id, false);
         f->frozen = false;
         layer_remove(f); /* detached: the killed cp's files go with it */
@@ -337,6 +421,9 @@ static void remove_stale_layers(sd_daemon *d) {
         }
         rm_rf(path);
         log_info("removed the snapshot layer %s of a stopped daemon's fork", path);
+        snprintf(path, sizeof(path), "%s/%s", d->cgroup_parent, de->d_name);
+        if (d->cgroup_version == 2)
+            (void)rmdir(path); /* its copy's cgroup */
     }
     closedir(dp);
 }

@@ -15,7 +15,9 @@ typedef void (*sd_fork_done_fn)(void *ud, sd_sandbox **sbs, unsigned n, const er
 int sd_fork_init(sd_daemon *d);
 /* Fork src count times; overrides: create fields laid over the source's (a JSON object; its
  * "count" is ignored). Errors: -EBUSY src is not running, -EINVAL a bad field, -ENOENT no such
- * lease, -EAGAIN no room, else internal; done is called only when this returns 0. */
+ * lease, -EAGAIN no room, -EDQUOT the source's files do not fit in what its memory limit has
+ * left (the snapshot layer is charged to the source), else internal; done is called only when this
+ * returns 0. */
 int sd_fork_start(sd_sandbox *src, json_t *overrides, unsigned count, sd_fork_done_fn done,
                   void *ud, sd_fork **ret, error_rec *err);
 /* The daemon stops: copies in progress are killed, their sources thawed, their layers removed. */

@@ -11,8 +11,8 @@
 
 /* Leases outlive sandboxes and are rare: their records are durable (fsynced). */
 static int lease_save(sd_daemon *d, const sd_lease *l) {
-    json_t *j = json_pack("{s:s,s:I,s:I}", "id", l->id, "ttl_ms", (json_int_t)l->ttl_ms,
-                          "expires_ms", (json_int_t)l->expires_ms);
+    json_t *j = json_pack("{s:s,s:I,s:I,s:b}", "id", l->id, "ttl_ms", (json_int_t)l->ttl_ms,
+                          "expires_ms", (json_int_t)l->expires_ms, "remote", l->remote);
     return j ? sd_state_write(d, "leases", l->id, j, true) : -ENOMEM;
 }
 
@@ -45,7 +45,7 @@ void sd_leases_expire(sd_daemon *d) {
     uint64_t now = now_real_ms();
     for (sd_lease *l = d->leases, *next; l; l = next) {
         next = l->next;
-        if (now >= l->expires_ms)
+        if (!l->remote && now >= l->expires_ms)
             lease_end(d, l, "lease expired");
     }
 }
@@ -54,7 +54,7 @@ int sd_lease_create(sd_daemon *d, uint64_t ttl_ms, sd_lease **ret, error_rec *er
     sd_lease *l = calloc(1, sizeof(*l));
     if (!l)
         return error_set(err, -ENOMEM, "out of memory");
-    sd_random_id("ls-", l->id, sizeof(l->id));
+    sd_node_id(d, "ls-", l->id, sizeof(l->id));
     l->ttl_ms = ttl_ms;
     l->expires_ms = now_real_ms() + ttl_ms;
     l->next = d->leases;
@@ -83,6 +83,28 @@ int sd_lease_delete(sd_daemon *d, const char *id, error_rec *err) {
     return 0;
 }
 
+int sd_lease_adopt(sd_daemon *d, const char *id, error_rec *err) {
+    if (lease_find(d, id))
+        return 0;
+    sd_lease *l = calloc(1, sizeof(*l));
+    if (!l)
+        return error_set(err, -ENOMEM, "out of memory");
+    snprintf(l->id, sizeof(l->id), "%s", id);
+    l->remote = true;
+    l->adopted_ms = now_mono_ms();
+    l->next = d->leases;
+    d->leases = l;
+    lease_save(d, l);
+    log_info("lease adopted lease=%s (another node's)", l->id);
+    return 0;
+}
+
+void sd_lease_end_id(sd_daemon *d, const char *id, const char *why) {
+    sd_lease *l = lease_find(d, id);
+    if (l)
+        lease_end(d, l, why);
+}
+
 static int lease_restore(sd_daemon *d, json_t *j) {
     const char *id = json_string_value(json_object_get(j, "id"));
     json_t *ttl = json_object_get(j, "ttl_ms"), *exp = json_object_get(j, "expires_ms");
@@ -95,6 +117,7 @@ static int lease_restore(sd_daemon *d, json_t *j) {
     snprintf(l->id, sizeof(l->id), "%s", id);
     l->ttl_ms = (uint64_t)json_integer_value(ttl);
     l->expires_ms = (uint64_t)json_integer_value(exp);
+    l->remote = json_is_true(json_object_get(j, "remote"));
     l->next = d->leases;
     d->leases = l;
     return 0;

@@ -9,8 +9,10 @@
 
 typedef struct sd_lease {
     struct sd_lease *next;
-    char id[24];
+    char id[64];
     uint64_t ttl_ms, expires_ms;
+    bool remote;         /* another fleet node's lease (no expiry here: fleet/ ends it) */
+    uint64_t adopted_ms; /* remote: now_mono_ms() when adopted (0: restored) */
 } sd_lease;
 
 int sd_lease_create(sd_daemon *d, uint64_t ttl_ms, sd_lease **ret, error_rec *err);
@@ -18,6 +20,10 @@ int sd_lease_create(sd_daemon *d, uint64_t ttl_ms, sd_lease **ret, error_rec *er
 int sd_lease_renew(sd_daemon *d, const char *id, sd_lease **ret, error_rec *err);
 int sd_lease_delete(sd_daemon *d, const char *id, error_rec *err);
 bool sd_lease_exists(sd_daemon *d, const char *id);
+/* Another fleet node's lease id, known to exist in etcd: sandboxes here may name it. */
+int sd_lease_adopt(sd_daemon *d, const char *id, error_rec *err);
+/* End lease id (if there is one) and its sandboxes, saying why. */
+void sd_lease_end_id(sd_daemon *d, const char *id, const char *why);
 /* From the timer: end the leases past their expiry (and their sandboxes). */
 void sd_leases_expire(sd_daemon *d);
 /* At start-up: read the leases back from the state directory. */

@@ -32,7 +32,7 @@ typedef struct sd_pool {
 static bool same_shape(const policy_create *a, const policy_create *b) {
     return strcmp(a->image, b->image) == 0 && a->cpu == b->cpu && a->memory == b->memory &&
            a->disk == b->disk && a->pids == b->pids && a->net_mode == b->net_mode &&
-           a->net_mode != POLICY_NET_ALLOW;
+           a->net_mode != POLICY_NET_ALLOW && a->grading == b->grading;
 }
 
 static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {

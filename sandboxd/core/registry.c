@@ -24,6 +24,14 @@ void sd_random_id(const char *prefix, char *buf, size_t len) {
              b[5], b[6], b[7]);
 }
 
+void sd_node_id(sd_daemon *d, const char *prefix, char *buf, size_t len) {
+    sd_random_id(prefix, buf, len);
+    if (d->cfg.fleet_etcd && d->cfg.node_name) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, ".%s", d->cfg.node_name);
+    }
+}
+
 sd_sandbox *sd_registry_find(sd_daemon *d, const char *id) {
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         if (strcmp(sb->id, id) == 0)
@@ -119,7 +127,7 @@ int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, error_r
     }
     sb->d = d;
     sb->uid_slot = slot;
-    sd_random_id("sb-", sb->id, sizeof(sb->id));
+    sd_node_id(d, "sb-", sb->id, sizeof(sb->id));
     snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", d->cfg.run_dir, sb->id);
     sb->spec = *spec;
     *spec = (policy_create){0};

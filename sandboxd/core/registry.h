@@ -47,3 +47,5 @@ int sd_spec_copy(const policy_create *src, policy_create *ret, error_rec *err);
 /* The cost so far (the end's cost once ended). */
 double sd_sandbox_cost(const sd_sandbox *sb);
 void sd_random_id(const char *prefix, char *buf, size_t len);
+/* A sandbox's or lease's id: sd_random_id, then "." + the node name in a fleet. */
+void sd_node_id(sd_daemon *d, const char *prefix, char *buf, size_t len);

@@ -17,7 +17,7 @@ struct sd_sandbox {
     /* core/registry.c: identity, the create, the table, visibility */
     sd_daemon *d;
     sd_sandbox *next;
-    char id[24];        /* "sb-" + 16 hex */
+    char id[64];        /* "sb-" + 16 hex (+ "." + node in a fleet) */
     char dir[PATH_MAX]; /* run-dir/sandboxes/<id> */
     policy_create spec;
     int uid_slot; /* -1: released */
@@ -25,7 +25,7 @@ struct sd_sandbox {
     bool hidden;    /* a warm pool entry, or ended long ago (kept for its Idempotency-Key) */
     char *seed_dir; /* its starting files (a fork's snapshot layer), or NULL */
     uint32_t seed_uid_base;
-    char forked_from[24]; /* the source's id for a fork, else "" */
+    char forked_from[64]; /* the source's id for a fork, else "" */
     /* core/lifecycle.c: state, times, processes, the shim connection, the end */
     sd_state state;
     uint64_t created_ms, last_activity_ms, expires_ms; /* wall clock (survives restarts) */

@@ -134,19 +134,24 @@ PY
 
 # The hidden-test guarantee with a scripted (cheating) agent: it looks for the tests in its own
 # sandbox, then leaves a solve.sh that dumps every file and /proc entry it can reach when the
-# grader runs it. The protected grader removes its files and turns non-dumpable before running
-# agent code; the naive control leaves them readable, so the same cheat wins there.
+# grader runs it. The protected grader runs it with sbx-as-agent (as the agent user, outside
+# the grader's tree: docs/GRPO.md "Grading sandboxes"); the naive control runs it as a
+# subprocess of its own, as the grader user, so the same cheat wins there.
 write_secret_tasks() {
   cat >"$T/protected.py" <<'PY'
-import ctypes, shutil, subprocess, sys
+import subprocess, sys
 SECRET = "SECRET-q8z1x7"
-shutil.rmtree("/tmp/grader")           # the tests leave the filesystem before agent code runs
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: our /proc entries become root's
+out = subprocess.run(["sbx-as-agent", "--timeout", "20", "--", "sh", "/workspace/solve.sh"],
+                     capture_output=True, stdin=subprocess.DEVNULL).stdout
+sys.exit(0 if SECRET.encode() in out else 1)
+PY
+  cat >"$T/naive.py" <<'PY'
+import subprocess, sys
+SECRET = "SECRET-q8z1x7"
 out = subprocess.run(["sh", "/workspace/solve.sh"], capture_output=True, timeout=20,
                      stdin=subprocess.DEVNULL, cwd="/workspace").stdout
 sys.exit(0 if SECRET.encode() in out else 1)
 PY
-  sed -e '/rmtree/d' -e '/prctl/d' "$T/protected.py" >"$T/naive.py"
   /usr/bin/python3 - "$T" <<'PY'
 import json, sys
 t = sys.argv[1]
@@ -166,7 +171,7 @@ test_hidden_tests_stay_hidden() {
   write_secret_tasks >"$T/secret.jsonl"
   cat >"$T/script.txt" <<'EOF2'
 cat /tmp/grader/test.py /grader/test.py
-echo 'cat /tmp/grader/* /tmp/grader/.* /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null; grep -r -a -h SECRET /tmp /proc/[0-9]*/fd 2>/dev/null' > solve.sh
+echo 'cat /grader/* /tmp/grader/* /tmp/grader/.* /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null; grep -r -a -h SECRET /tmp /proc/[0-9]*/fd 2>/dev/null' > solve.sh
 EOF2
   grpo_start_trainer --scripted "$T/script.txt"
   grpo_run --tasks "$T/secret.jsonl" --out "$T/out" --steps 1 --tasks-per-step 2 \

@@ -60,11 +60,10 @@ static void diff_hint(const char *want, const char *got) {
             (int)strcspn(w, "\n"), w, (int)strcspn(g, "\n"), g);
 }
 
-TEST(pfc_matches_golden) {
-    policy_seccomp *p = load_profile();
+static void check_pfc_golden(policy_seccomp *p, const char *golden_rel, const char *case_name) {
     char *got = pfc_of(p);
     policy_seccomp_free(p);
-    const char *golden = src_path("tests/golden/seccomp.pfc");
+    const char *golden = src_path(golden_rel);
     const char *update = getenv("SBX_UPDATE_GOLDEN"), *ci = getenv("CI");
     if (update && strcmp(update, "1") == 0) {
         CHECK_MSG(!(ci && strcmp(ci, "true") == 0), "SBX_UPDATE_GOLDEN is refused when CI=true");
@@ -81,12 +80,93 @@ TEST(pfc_matches_golden) {
         fprintf(stderr,
                 "the compiled profile differs from %s; if the change is intended, run\n"
                 "  SBX_UPDATE_GOLDEN=1 SBX_SRC_DIR=$PWD build/tests/golden/test_seccomp "
-                "pfc_matches_golden\nand review `git diff %s`\n",
-                golden, "tests/golden/seccomp.pfc");
+                "%s\nand review `git diff %s`\n",
+                golden, case_name, golden_rel);
         test_fail(__FILE__, __LINE__, "PFC mismatch");
     }
     free(want);
     free(got);
+}
+
+TEST(pfc_matches_golden) {
+    check_pfc_golden(load_profile(), "tests/golden/seccomp.pfc", "pfc_matches_golden");
+}
+
+static policy_seccomp *load_grading(void) {
+    policy_seccomp *p = NULL;
+    error_rec err = {0};
+    int r = policy_seccomp_load_file_profile(src_path("policy/seccomp.json"), "grading", &p, &err);
+    CHECK_MSG(r == 0, "load grading: %s", err.message);
+    return p;
+}
+
+/* The grading profile (docs/GRPO.md "Grading sandboxes"), pinned the same way. */
+TEST(grading_pfc_matches_golden) {
+    check_pfc_golden(load_grading(), "tests/golden/seccomp-grading.pfc",
+                     "grading_pfc_matches_golden");
+}
+
+static uint32_t bpf_run(const struct sock_filter *f, size_t n, const struct seccomp_data *d);
+
+static void export_bpf(policy_seccomp *p, void **bpf, size_t *len) {
+    error_rec err = {0};
+    CHECK_MSG(policy_seccomp_export_bpf(p, bpf, len, &err) == 0, "%s", err.message);
+    policy_seccomp_free(p);
+}
+
+/* The grading profile is the default one minus ptrace, process_vm_readv and process_vm_writev
+ * (EPERM there): every other syscall number, with each argument probed over edge values, gets
+ * the same answer from both programs. */
+TEST(grading_is_default_minus_cross_process) {
+    static const char *const denied[] = {"ptrace", "process_vm_readv", "process_vm_writev"};
+    void *def, *gr;
+    size_t dl, gl;
+    export_bpf(load_profile(), &def, &dl);
+    export_bpf(load_grading(), &gr, &gl);
+    static const uint64_t vals[] = {0,           1,     2,          0x10,      0xffffffff,
+                                    0x100000000, ~0ULL, 0x7fffffff, 0x80000000};
+    size_t differ = 0;
+    for (int nr = 0; nr < 1024; nr++) {
+        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_X86_64, nr);
+        if (!name)
+            continue;
+        bool deny = false;
+        for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+            deny = deny || strcmp(name, denied[i]) == 0;
+        for (unsigned idx = 0; idx < 6; idx++)
+            for (size_t v = 0; v < ARRAY_SIZE(vals); v++) {
+                struct seccomp_data d = {.nr = nr, .arch = AUDIT_ARCH_X86_64};
+                d.args[idx] = vals[v];
+                uint32_t a = bpf_run(def, dl / 8, &d), b = bpf_run(gr, gl / 8, &d);
+                if (deny) {
+                    CHECK_MSG(a == SECCOMP_RET_ALLOW, "%s: the default allows it", name);
+                    CHECK_MSG(b == (SECCOMP_RET_ERRNO | EPERM), "%s: grading gives 0x%x", name, b);
+                } else
+                    CHECK_MSG(a == b, "%s(arg%u = 0x%" PRIx64 "): default 0x%x, grading 0x%x", name,
+                              idx, vals[v], a, b);
+                differ += a != b;
+            }
+        free(name);
+    }
+    CHECK_EQ(differ, ARRAY_SIZE(denied) * 6 * ARRAY_SIZE(vals));
+    free(def);
+    free(gr);
+}
+
+/* A profile named but absent, and a deny list that is not one, are errors. */
+TEST(grading_profile_errors) {
+    policy_seccomp *p = NULL;
+    error_rec err = {0};
+    const char *doc =
+        "{\"version\":1,\"default_action\":\"errno:ENOSYS\",\"bad_arch_action\":"
+        "\"kill_process\",\"profiles\":{\"g\":{\"deny\":[],\"action\":\"errno:EPERM\"}},"
+        "\"rules\":[{\"names\":[\"read\",\"ptrace\"],\"action\":\"allow\"}]}";
+    CHECK(policy_seccomp_load_profile(doc, "nope", &p, &err) == -ENOENT);
+    CHECK_MSG(strstr(err.message, "profiles.nope"), "%s", err.message);
+    CHECK(policy_seccomp_load_profile(doc, "g", &p, &err) == -EINVAL);
+    CHECK_MSG(strstr(err.message, "profiles.g.deny"), "%s", err.message);
+    CHECK_OK(policy_seccomp_load_profile(doc, NULL, &p, &err));
+    policy_seccomp_free(p);
 }
 
 TEST(names_resolve_x86_64) {

@@ -1,5 +1,8 @@
-/* Unit tests of common/: units parsing, the error record, the shim protocol codec, file helpers. */
+/* Unit tests of common/: units parsing, the error record, the shim protocol codec, file helpers,
+ * the piecewise JSON string writer and base64. */
+#include "common/b64.h"
 #include "common/fdutil.h"
+#include "common/jsonstr.h"
 #include "common/shimproto.h"
 #include "common/units.h"
 #include "tests/lib/test.h"
@@ -132,4 +135,60 @@ TEST(file_atomic_and_rm_rf) {
     CHECK_OK(rm_rf(path));
     CHECK(access(path, F_OK) < 0);
     CHECK_OK(rm_rf(path)); /* idempotent */
+}
+
+/* The escaper, called with every buffer size from 6 up, writes what jansson writes for the
+ * whole string; the UTF-8 check says what jansson's json_stringn says. */
+TEST(jsonstr_pieces_match_jansson) {
+    char text[600];
+    size_t len = 0;
+    for (int c = 0; c < 128; c++)
+        text[len++] = (char)c;
+    const char *more = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \"q\" back\\slash /";
+    memcpy(text + len, more, strlen(more));
+    len += strlen(more);
+    json_t *s = json_stringn(text, len);
+    CHECK(s != NULL);
+    CHECK(jsonstr_utf8_valid(text, len));
+    char *want = json_dumps(s, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(s);
+    size_t want_len = strlen(want) - 2; /* without the quotes */
+    for (size_t cap = 6; cap < 40; cap++) {
+        char got[4096], buf[64];
+        size_t pos = 0, n = 0, w;
+        while ((w = jsonstr_escape(text, len, &pos, buf, cap)) > 0) {
+            CHECK(w <= cap);
+            memcpy(got + n, buf, w);
+            n += w;
+        }
+        CHECK_EQ(pos, len);
+        CHECK_EQ(n, want_len);
+        CHECK(memcmp(got, want + 1, want_len) == 0);
+    }
+    free(want);
+    static const char *const seqs[] = {
+        "\xc3\xa9", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf0\x9f\x98",
+        "\xff",     "\x80",     "ok",           "\xef\xbf\xbf", "\xf4\x8f\xbf\xbf"};
+    for (size_t i = 0; i < ARRAY_SIZE(seqs); i++) {
+        json_t *j = json_stringn(seqs[i], strlen(seqs[i]));
+        CHECK_MSG(jsonstr_utf8_valid(seqs[i], strlen(seqs[i])) == (j != NULL), "sequence %zu", i);
+        json_decref(j);
+    }
+    CHECK_EQ(jsonstr_utf8_whole_len("ab\xe2\x82", 4), 2);
+    CHECK_EQ(jsonstr_utf8_whole_len("ab\xe2\x82\xac", 5), 5);
+}
+
+TEST(b64_pieces) {
+    unsigned char data[100];
+    for (size_t i = 0; i < sizeof(data); i++)
+        data[i] = (unsigned char)(i * 37 + 11);
+    for (size_t len = 0; len <= sizeof(data); len++) {
+        char *whole = b64_encode(data, len), got[200];
+        size_t n = 0;
+        for (size_t at = 0; at < len; at += 6) /* pieces of 6 bytes, the last shorter */
+            n += b64_encode_into(data + at, MIN((size_t)6, len - at), got + n);
+        CHECK_EQ(n, strlen(whole));
+        CHECK(memcmp(got, whole, n) == 0);
+        free(whole);
+    }
 }

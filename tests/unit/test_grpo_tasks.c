@@ -1,7 +1,11 @@
 /* GRPO task sets: parsing (bad lines -> errors naming the line), the reward rules, and the seeded
  * deterministic train / held-out split. */
+#include "client/grpo/runner.h"
 #include "client/grpo/taskset.h"
+#include "common/fdutil.h"
 #include "tests/lib/test.h"
+
+#include <stdlib.h>
 
 #define HDR "{\"task_set\":\"toy@3\",\"split\":{\"seed\":7,\"held_out\":0.25}}\n"
 #define GRADER "\"grader\":{\"command\":\"sh t.sh\",\"files\":{\"t.sh\":\"exit 0\"}}"
@@ -49,7 +53,7 @@ TEST(grpo_tasks_parse) {
     CHECK_STREQ(a->setup_files[0].path, "/workspace/x.txt");
     CHECK_STREQ(a->setup_files[1].path, "/etc/y");
     CHECK_EQ(a->n_setup_commands, 1);
-    CHECK_STREQ(a->grader_files[0].path, "/tmp/grader/t.sh");
+    CHECK_STREQ(a->grader_files[0].path, "/grader/t.sh");
     CHECK_EQ(a->grader_timeout_ms, 5000);
     CHECK_EQ(a->line, 2);
     CHECK_EQ(b->line, 4);
@@ -183,4 +187,88 @@ TEST(grpo_tasks_toy_set) {
         held += ts->tasks[i].held_out;
     CHECK_EQ(held, 8);
     grpo_taskset_free(ts);
+}
+
+/* ---- the workspace copied into a grading sandbox (client/grpo/contain.c) ---- */
+
+TEST(link_containment) {
+    static const struct {
+        const char *path, *target;
+        bool in;
+    } cases[] = {
+        {"a", "b", true},
+        {"d/a", "../b", true},
+        {"d/a", "../../etc/passwd", false},
+        {"a", "..", false},
+        {"a", ".", true},
+        {"a", "/workspace/x", true},
+        {"a", "/workspace", true},
+        {"a", "/workspace/../etc", false},
+        {"a", "/workspacex", false},
+        {"a", "/etc/passwd", false},
+        {"a", "/grader/test.py", false},
+        {"d/e/a", "../../x/./y", true},
+        {"d/e/a", "../../../workspace/x", true}, /* back in through the top */
+        {"a", "//workspace//x", true},
+        {"a", "/", false},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+        CHECK_MSG(grpo_link_contained(cases[i].path, cases[i].target) == cases[i].in, "%s -> %s",
+                  cases[i].path, cases[i].target);
+}
+
+TEST(workspace_contain_drops_escaping_links) {
+    char cmd[2048], tar[600];
+    const char *d = test_tmpdir();
+    snprintf(tar, sizeof(tar), "%s/ws.tar", d);
+    snprintf(cmd, sizeof(cmd),
+             "set -e; mkdir -p %s/ws/sub && cd %s/ws && echo hi > f.txt && ln -s f.txt in && "
+             "ln -s /etc/passwd abs && ln -s ../../../../etc sub/up && ln -s ../f.txt sub/ok && "
+             "tar cf %s .",
+             d, d, tar);
+    CHECK_EQ(system(cmd), 0);
+    char *data;
+    size_t len;
+    CHECK_OK(file_read_all(tar, 1 << 20, &data, &len));
+    void *out;
+    size_t out_len;
+    unsigned dropped = 0;
+    error_rec err = {0};
+    CHECK_MSG(grpo_workspace_contain(data, len, &out, &out_len, &dropped, &err) == 0, "%s",
+              err.message);
+    CHECK_EQ(dropped, 2);
+    char out_path[700];
+    snprintf(out_path, sizeof(out_path), "%s/out.tar", d);
+    CHECK_OK(file_write_atomic(out_path, out, out_len, 0644));
+    free(out);
+    snprintf(cmd, sizeof(cmd), "tar tvf %s | awk '{print $6, $7, $8}' | sort > %s/list", out_path,
+             d);
+    CHECK_EQ(system(cmd), 0);
+    snprintf(cmd, sizeof(cmd), "%s/list", d);
+    char *list;
+    CHECK_OK(file_read_all(cmd, 1 << 16, &list, NULL));
+    CHECK_MSG(strstr(list, "./in -> f.txt") && strstr(list, "./sub/ok -> ../f.txt") &&
+                  strstr(list, "./f.txt") && !strstr(list, "abs") && !strstr(list, "up"),
+              "%s", list);
+    CHECK_EQ(grpo_workspace_contain("junk", 4, &out, &out_len, &dropped, &err), -EINVAL);
+    free(list);
+    free(data);
+}
+
+/* grader.argv: started directly, as the grader user, without a shell. */
+TEST(grader_argv) {
+    grpo_taskset *ts =
+        parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[\"python3\","
+                     "\"/grader/t.py\"],\"files\":{\"t.py\":\"\"}}}\n");
+    const grpo_task *t = &ts->tasks[0];
+    CHECK(t->grader_command == NULL);
+    CHECK_EQ(t->n_grader_argv, 2);
+    CHECK_STREQ(t->grader_argv[1], "/grader/t.py");
+    CHECK(t->grader_argv[2] == NULL);
+    grpo_taskset_free(ts);
+    parse_bad(HDR
+              "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[\"x\"],\"command\":\"x\"}}\n",
+              "not both");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[]}}\n", "must start with");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[1]}}\n", "grader.argv");
 }

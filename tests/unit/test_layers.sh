@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The daemon's dependency rules (docs/ARCHITECTURE.md, "Inside sandboxd") checked on the source:
 # the core and the network plumbing never include an API header, the plumbing never includes a
-# core header, policy/ never installs anything on the calling process, and there is no
-# catch-all daemon.h.
+# core header, fleet/ sits beside the core (never included by it) and below the API, policy/
+# never installs anything on the calling process, and there is no catch-all daemon.h.
 
 src() { cd "$SBX_SRC_DIR" || fail "no source dir"; }
 
@@ -15,6 +15,20 @@ test_core_never_includes_the_api() {
   [ -z "$hits" ] || fail "net/ includes a core header: $hits"
   hits=$(grep -n '#include "sandboxd/[a-z]*/' sandboxd/config.c sandboxd/config.h || true)
   [ -z "$hits" ] || fail "config depends on a daemon layer: $hits"
+}
+
+# fleet/ is beside the core and below the API: it calls the core, the core never calls it, and
+# it never calls the API.
+test_fleet_layer() {
+  src
+  [ -d sandboxd/fleet ] || fail "no sandboxd/fleet"
+  local hits
+  hits=$(grep -rn '#include "sandboxd/fleet/' sandboxd/core sandboxd/net || true)
+  [ -z "$hits" ] || fail "the core or net includes a fleet header: $hits"
+  hits=$(grep -rn '#include "sandboxd/api/' sandboxd/fleet || true)
+  [ -z "$hits" ] || fail "fleet/ includes an API header: $hits"
+  hits=$(grep -rln 'curl_easy_perform' sandboxd --include='*.c' | grep -v '^sandboxd/fleet/etcd.c$' || true)
+  [ -z "$hits" ] || fail "a blocking curl call outside fleet/etcd.c (the fleet thread's): $hits"
 }
 
 test_no_catch_all_header() {

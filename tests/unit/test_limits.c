@@ -179,8 +179,33 @@ TEST(exec_parse) {
     CHECK_EQ(e.timeout_ms, 0);
     CHECK_EQ(e.max_output, 1ull << 20);
     CHECK(e.stdin_data == NULL);
+    CHECK(!e.as_grader);
     policy_exec_done(&e);
     json_decref(j);
+    j = J("{\"argv\":[\"ls\"],\"user\":\"grader\"}");
+    CHECK_OK(policy_limits_parse_exec(j, &e, &err));
+    CHECK(e.as_grader);
+    policy_exec_done(&e);
+    json_decref(j);
+}
+
+/* "profile": "grading" (docs/GRPO.md), kept across the persisted form. */
+TEST(create_profile) {
+    policy_create c, back;
+    error_rec err = {0};
+    CHECK_OK(create("{}", &c, &err));
+    CHECK(!c.grading);
+    policy_create_done(&c);
+    CHECK_OK(create("{\"profile\":\"grading\"}", &c, &err));
+    CHECK(c.grading);
+    json_t *j = policy_create_to_json(&c);
+    CHECK_OK(policy_limits_parse_create(j, NULL, &host, &back, &err));
+    CHECK(back.grading);
+    json_decref(j);
+    policy_create_done(&c);
+    policy_create_done(&back);
+    CHECK(create("{\"profile\":\"judge\"}", &c, &err) == -EINVAL);
+    CHECK_MSG(strncmp(err.message, "profile", 7) == 0, "%s", err.message);
 }
 
 TEST(exec_errors) {
@@ -207,6 +232,8 @@ TEST(exec_errors) {
         {"{\"argv\":[\"ls\"],\"timeout\":0.0004}", "timeout"},
         {"{\"argv\":[\"ls\"],\"timeout\":1e308}", "timeout"},
         {"{\"argv\":[\"ls\"],\"env\":{\"A\":null}}", "env.A"},
+        {"{\"argv\":[\"ls\"],\"user\":\"root\"}", "user"},
+        {"{\"argv\":[\"ls\"],\"user\":1001}", "user"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         policy_exec e = {0};

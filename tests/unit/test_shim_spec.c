@@ -129,7 +129,8 @@ TEST(shim_spec_rejects) {
 
 TEST(shim_spec_writer_round_trip) {
     const char *text =
-        "{" ALL_FIELDS ",\"seed\":{\"path\":\"/run/layers/ly-1\",\"uid_base\":300000}}";
+        "{" ALL_FIELDS ",\"seed\":{\"path\":\"/run/layers/ly-1\",\"uid_base\":300000},"
+        "\"profile\":\"grading\"}";
     shim_spec *a = NULL, *b = NULL;
     error_rec err = {0};
     CHECK_MSG(shim_spec_parse(text, &a, &err) == 0, "%s", err.message);
@@ -161,6 +162,7 @@ TEST(shim_spec_writer_round_trip) {
     CHECK_STREQ(b->cgroup_parent, "/sys/fs/cgroup/sd");
     CHECK_STREQ(b->seed_path, "/run/layers/ly-1");
     CHECK_EQ(b->seed_uid_base, 300000);
+    CHECK(a->grading && b->grading);
     shim_spec_free(a);
     shim_spec_free(b);
 }

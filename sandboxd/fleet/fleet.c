@@ -1,0 +1,442 @@
+/* The fleet layer's loop side (fleet/fleet.h): the node record built from the core's tables
+ * every 250 ms (handed to the thread when it changed), the node list and drains the thread
+ * read, where an id lives, placement, and the jobs' callbacks. */
+#include "sandboxd/fleet/internal.h"
+
+#include "common/macro.h"
+#include "common/timeutil.h"
+#include "sandboxd/core/leases.h"
+#include "sandboxd/core/pool.h"
+#include "sandboxd/core/registry.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define RECORD_MS 250
+
+bool sd_fleet_on(const sd_daemon *d) {
+    return d->fleet != NULL;
+}
+
+/* Sandboxes holding a slot: every one not ended, warm pool entries aside (a create takes them). */
+static unsigned used_slots(sd_daemon *d) {
+    unsigned n = 0;
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
+        n += sb->state != SD_ENDED && !sb->pool;
+    return n;
+}
+
+bool sd_fleet_full(sd_daemon *d) {
+    return used_slots(d) >= d->cfg.max_sandboxes;
+}
+
+bool sd_fleet_draining(sd_daemon *d) {
+    return d->fleet && d->fleet->draining;
+}
+
+static json_t *pools_json(sd_daemon *d) {
+    json_t *a = json_array();
+    for (unsigned t = 0; t < d->n_pools; t++) {
+        unsigned ready = 0, starting = 0;
+        char name[16];
+        sd_pool_entries(d, t, &ready, &starting);
+        snprintf(name, sizeof(name), "%u", t);
+        json_t *size = json_object_get(json_array_get(d->cfg.pools, t), "size");
+        json_array_append_new(a, json_pack("{s:s,s:i,s:I}", "name", name, "ready", (int)ready,
+                                           "size", json_integer_value(size)));
+    }
+    return a;
+}
+
+static json_t *node_record(sd_daemon *d) {
+    sd_fleet *f = d->fleet;
+    unsigned active = 0, starting = 0, used = used_slots(d), max = d->cfg.max_sandboxes;
+    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+        active += sb->state == SD_RUNNING && !sb->pool;
+        starting += sb->state == SD_STARTING && !sb->pool;
+    }
+    unsigned free_slots = f->draining || used >= max ? 0 : max - used;
+    return json_pack("{s:s,s:s,s:s,s:f,s:b,s:i,s:i,s:i,s:i,s:o,s:f,s:I,s:{}}", "name",
+                     d->cfg.node_name, "url", d->cfg.advertise_url, "version", SBX_VERSION,
+                     "started_at", f->started_at, "draining", f->draining, "max", (int)max,
+                     "active", (int)active, "starting", (int)starting, "free", (int)free_slots,
+                     "pools", pools_json(d), "cpus", d->host.cpus, "memory_bytes",
+                     (json_int_t)d->host.memory_bytes, "labels");
+}
+
+static void lease_key(sd_daemon *d, const char *id, char *buf, size_t len) {
+    snprintf(buf, len, "%s/leases/%s", d->cfg.fleet_prefix, id);
+}
+
+static fleet_job *job_new(sd_fleet *f, job_op op, const char *key, const char *value,
+                          sd_fleet_cb cb, void *ud) {
+    fleet_job *j = calloc(1, sizeof(*j));
+    if (!j || !(j->key = strdup(key)) || (value && !(j->value = strdup(value)))) {
+        if (j)
+            free(j->key);
+        free(j);
+        return NULL;
+    }
+    j->op = op, j->cb = cb, j->ud = ud;
+    j->all_next = f->all;
+    f->all = j;
+    return j;
+}
+
+static void job_free(fleet_job *j) {
+    free(j->key);
+    free(j->value);
+    free(j);
+}
+
+/* Leases made here that are gone from the core (expired, deleted): revoke their etcd lease. */
+static void revoke_gone(sd_fleet *f) {
+    const char *id;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(f->own, tmp, id, v) {
+        if (sd_lease_exists(f->d, id))
+            continue;
+        fleet_job *j = job_new(f, JOB_REVOKE, id, NULL, NULL, NULL);
+        if (j) {
+            j->lease = strtoll(json_string_value(v), NULL, 10);
+            fleet_submit(f, j);
+        }
+        json_object_del(f->own, id);
+    }
+}
+
+static void timer_cb(uv_timer_t *t) {
+    sd_fleet *f = t->data;
+    json_t *rec = node_record(f->d);
+    char *s = rec ? json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (s && (!f->last_record || strcmp(s, f->last_record) != 0)) {
+        free(f->last_record);
+        f->last_record = TAKE_PTR(s);
+        fleet_set_record(f, TAKE_PTR(rec));
+    }
+    free(s);
+    json_decref(rec);
+    revoke_gone(f);
+}
+
+/* Leases of other nodes adopted here whose key is gone from a read taken after the adoption:
+ * their sandboxes here end. */
+static void end_remote_leases(sd_fleet *f, uint64_t taken_ms) {
+    char key[512], ids[64][64];
+    unsigned n = 0;
+    for (sd_lease *l = f->d->leases; l && n < ARRAY_SIZE(ids); l = l->next) {
+        lease_key(f->d, l->id, key, sizeof(key));
+        if (l->remote && l->adopted_ms < taken_ms && !json_object_get(f->leases, key))
+            snprintf(ids[n++], sizeof(ids[0]), "%s", l->id);
+    }
+    for (unsigned i = 0; i < n; i++)
+        sd_lease_end_id(f->d, ids[i], "lease ended in the fleet");
+}
+
+static void apply_members(sd_fleet *f, json_t *members) {
+    const char *key;
+    json_t *v;
+    size_t plen = strlen(f->d->cfg.fleet_prefix) + strlen("/members/");
+    json_object_foreach(members, key, v) {
+        if (strlen(key) > plen)
+            json_object_set_new(f->seen, key + plen, json_true());
+    }
+    json_decref(members);
+}
+
+static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *leases,
+                           uint64_t taken_ms) {
+    json_decref(f->nodes);
+    json_decref(f->leases);
+    f->nodes = nodes, f->leases = leases;
+    f->snap_mono_ms = now_mono_ms();
+    f->nodes_real_ms = now_real_ms();
+    f->have_snap = true;
+    const char *name;
+    json_t *v;
+    json_object_foreach(nodes, name, v) json_object_set_new(f->seen, name, json_true());
+    char key[512];
+    snprintf(key, sizeof(key), "%s/drain/%s", f->d->cfg.fleet_prefix, f->d->cfg.node_name);
+    bool drained = json_object_get(drain, key) != NULL;
+    if (drained != f->draining)
+        log_info("fleet: node %s %s", f->d->cfg.node_name, drained ? "drained" : "undrained");
+    f->draining = drained;
+    json_decref(drain);
+    end_remote_leases(f, taken_ms);
+}
+
+/* What a finished job changes here: a published lease's etcd id; a keepalive that found the
+ * etcd lease gone publishes the lease again (it expired while etcd or this node was away). */
+static void job_settle(sd_fleet *f, fleet_job *j) {
+    if (j->op == JOB_LEASE_PUT && j->r >= 0) {
+        char id[32];
+        snprintf(id, sizeof(id), "%lld", (long long)j->lease);
+        json_object_set_new(f->own, j->lease_id, json_string(id));
+    } else if ((j->op == JOB_PUT || j->op == JOB_DELETE) && j->r >= 0 && j->self_drain) {
+        f->draining = j->op == JOB_PUT; /* at once: no create slips in before the next read */
+    } else if (j->op == JOB_KEEPALIVE && j->r == -ENOENT) {
+        json_object_del(f->own, j->lease_id);
+        if (sd_lease_exists(f->d, j->lease_id))
+            sd_fleet_lease_publish(f->d, j->lease_id, j->ttl_s * 1000ull, NULL, NULL);
+    }
+}
+
+static void callbacks(sd_fleet *f, fleet_job *done) {
+    for (fleet_job *j = done, *next; j; j = next) {
+        next = j->next;
+        for (fleet_job **pp = &f->all; *pp; pp = &(*pp)->all_next)
+            if (*pp == j) {
+                *pp = j->all_next;
+                break;
+            }
+        job_settle(f, j);
+        if (j->cb)
+            j->cb(f->d, j->ud, j->r, j->value);
+        job_free(j);
+    }
+}
+
+static void take_done(sd_fleet *f) {
+    fleet_job *done = NULL;
+    json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
+    bool ok_new, ok, snap_new;
+    uint64_t taken = 0;
+    char why[256];
+    uv_mutex_lock(&f->mu);
+    snprintf(why, sizeof(why), "%s", f->snap_err);
+    done = TAKE_PTR(f->done);
+    ok_new = f->ok_new, ok = f->snap_ok, snap_new = f->snap_new;
+    f->ok_new = f->snap_new = false;
+    if (snap_new) {
+        nodes = TAKE_PTR(f->snap_nodes), drain = TAKE_PTR(f->snap_drain);
+        leases = TAKE_PTR(f->snap_leases), taken = f->snap_taken_ms;
+        members = TAKE_PTR(f->snap_members);
+    }
+    uv_mutex_unlock(&f->mu);
+    if (snap_new) { /* a read that came through: etcd was reachable when it was taken */
+        apply_snapshot(f, nodes, drain, leases, taken);
+        apply_members(f, members);
+    }
+    bool was = f->etcd_ok;
+    f->etcd_ok = ok_new ? ok : snap_new || f->etcd_ok;
+    if (ok_new && !ok && (was || !f->have_snap))
+        log_warn("fleet: etcd unreachable, serving locally and retrying: %s", why);
+    else if (ok_new && ok && !was)
+        log_info("fleet: etcd reachable again");
+    callbacks(f, done);
+}
+
+static void async_cb(uv_async_t *a) {
+    take_done(a->data);
+}
+
+int sd_fleet_init(sd_daemon *d, error_rec *err) {
+    if (!d->cfg.fleet_etcd)
+        return 0;
+    sd_fleet *f = calloc(1, sizeof(*f));
+    if (!f)
+        return error_set(err, -ENOMEM, "out of memory");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int r = etcd_new(d->cfg.fleet_etcd, &f->etcd, err);
+    if (r < 0) {
+        free(f);
+        return r;
+    }
+    f->d = d;
+    f->nodes = json_object(), f->seen = json_object(), f->leases = json_object();
+    f->own = json_object();
+    f->started_at = (double)now_real_ms() / 1000.0;
+    uv_mutex_init(&f->mu);
+    uv_cond_init(&f->cond);
+    uv_async_init(d->loop, &f->async, async_cb);
+    f->async.data = f;
+    uv_timer_init(d->loop, &f->timer);
+    f->timer.data = f;
+    d->fleet = f;
+    timer_cb(&f->timer); /* the first record before the thread starts */
+    uv_timer_start(&f->timer, timer_cb, RECORD_MS, RECORD_MS);
+    if ((r = fleet_thread_start(f, err)) < 0)
+        return r;
+    log_info("fleet: node %s (%s) in %s at %s, ttl %us", d->cfg.node_name, d->cfg.advertise_url,
+             d->cfg.fleet_prefix, d->cfg.fleet_etcd, d->cfg.fleet_ttl);
+    return 0;
+}
+
+static void fleet_free(sd_fleet *f) {
+    while (f->all) {
+        fleet_job *j = f->all;
+        f->all = j->all_next;
+        job_free(j);
+    }
+    json_decref(f->record);
+    json_decref(f->record_next);
+    json_decref(f->snap_nodes);
+    json_decref(f->snap_drain);
+    json_decref(f->snap_leases);
+    json_decref(f->snap_members);
+    json_decref(f->nodes);
+    json_decref(f->seen);
+    json_decref(f->leases);
+    json_decref(f->own);
+    free(f->last_record);
+    etcd_free(f->etcd);
+    uv_mutex_destroy(&f->mu);
+    uv_cond_destroy(&f->cond);
+    free(f);
+}
+
+static void closed_cb(uv_handle_t *h) { /* the timer's and the async's: the second frees */
+    sd_fleet *f = h->data;
+    if (++f->n_closed == 2)
+        fleet_free(f);
+}
+
+void sd_fleet_stop(sd_daemon *d) {
+    sd_fleet *f = d->fleet;
+    if (!f)
+        return;
+    fleet_thread_stop(f);
+    d->fleet = NULL;
+    uv_timer_stop(&f->timer);
+    uv_close((uv_handle_t *)&f->timer, closed_cb);
+    uv_close((uv_handle_t *)&f->async, closed_cb);
+    curl_global_cleanup();
+}
+
+static const char *self_of(const char *id) {
+    const char *dot = strchr(id, '.');
+    return dot ? dot + 1 : NULL;
+}
+
+sd_fleet_where sd_fleet_locate(sd_daemon *d, const char *id, const char **ret_url) {
+    sd_fleet *f = d->fleet;
+    const char *node = self_of(id);
+    if (!f || !node || strcmp(node, d->cfg.node_name) == 0)
+        return SD_FLEET_SELF;
+    const char *url = json_string_value(json_object_get(json_object_get(f->nodes, node), "url"));
+    if (url) {
+        *ret_url = url;
+        return SD_FLEET_LIVE;
+    }
+    return json_object_get(f->seen, node) ? SD_FLEET_GONE : SD_FLEET_UNKNOWN;
+}
+
+static json_t *candidate(sd_fleet *f, size_t *n) {
+    json_t *c = json_array(), *v;
+    const char *name;
+    json_object_foreach(f->nodes, name, v) {
+        if (strcmp(name, f->d->cfg.node_name) != 0 &&
+            !json_is_true(json_object_get(v, "draining")) &&
+            json_integer_value(json_object_get(v, "free")) > 0 &&
+            json_is_string(json_object_get(v, "url")))
+            json_array_append(c, v);
+    }
+    *n = json_array_size(c);
+    return c;
+}
+
+const char *sd_fleet_pick(sd_daemon *d) {
+    sd_fleet *f = d->fleet;
+    size_t n;
+    if (!f)
+        return NULL;
+    json_t *c = candidate(f, &n);
+    if (n == 0) {
+        json_decref(c);
+        return NULL;
+    }
+    uint32_t rnd[2] = {0, 0};
+    if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+        rnd[0] = (uint32_t)now_mono_us(), rnd[1] = rnd[0] >> 7;
+    json_t *a = json_array_get(c, rnd[0] % n), *b = json_array_get(c, rnd[1] % n);
+    json_t *best = json_integer_value(json_object_get(b, "free")) >
+                           json_integer_value(json_object_get(a, "free"))
+                       ? b
+                       : a;
+    snprintf(f->url_buf, sizeof(f->url_buf), "%s", json_string_value(json_object_get(best, "url")));
+    json_decref(c);
+    return f->url_buf;
+}
+
+json_t *sd_fleet_view(sd_daemon *d) {
+    sd_fleet *f = d->fleet;
+    json_t *arr = json_array(), *v;
+    const char *name;
+    double now = (double)now_real_ms() / 1000.0;
+    json_object_foreach(f->nodes, name, v) {
+        json_t *n = json_deep_copy(v);
+        double hb = json_number_value(json_object_get(v, "heartbeat"));
+        json_object_set_new(n, "heartbeat_age_s", json_real(hb > 0 ? MAX(0.0, now - hb) : -1));
+        json_object_set_new(
+            n, "state",
+            json_string(json_is_true(json_object_get(v, "draining")) ? "draining" : "ready"));
+        json_array_append_new(arr, n);
+    }
+    return json_pack("{s:s,s:s,s:s,s:o}", "prefix", d->cfg.fleet_prefix, "self", d->cfg.node_name,
+                     "etcd", f->etcd_ok ? "ok" : "unreachable", "nodes", arr);
+}
+
+int sd_fleet_drain(sd_daemon *d, const char *name, bool on, sd_fleet_cb cb, void *ud) {
+    char key[512];
+    snprintf(key, sizeof(key), "%s/drain/%s", d->cfg.fleet_prefix, name);
+    fleet_job *j = job_new(d->fleet, on ? JOB_PUT : JOB_DELETE, key, on ? "1" : NULL, cb, ud);
+    if (!j)
+        return -ENOMEM;
+    j->self_drain = strcmp(name, d->cfg.node_name) == 0;
+    fleet_submit(d->fleet, j);
+    return 0;
+}
+
+int sd_fleet_lease_publish(sd_daemon *d, const char *id, uint64_t ttl_ms, sd_fleet_cb cb,
+                           void *ud) {
+    char key[512];
+    lease_key(d, id, key, sizeof(key));
+    json_t *rec = json_pack("{s:s,s:s,s:f}", "id", id, "node", d->cfg.node_name, "ttl",
+                            (double)ttl_ms / 1000.0);
+    _cleanup_free_ char *s = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
+    json_decref(rec);
+    fleet_job *j = s ? job_new(d->fleet, JOB_LEASE_PUT, key, s, cb, ud) : NULL;
+    if (!j)
+        return -ENOMEM;
+    j->ttl_s = (unsigned)MAX(2, (ttl_ms + 999) / 1000);
+    snprintf(j->lease_id, sizeof(j->lease_id), "%s", id);
+    fleet_submit(d->fleet, j);
+    return 0;
+}
+
+void sd_fleet_lease_renewed(sd_daemon *d, const char *id, uint64_t ttl_ms) {
+    sd_fleet *f = d->fleet;
+    const char *eid = f ? json_string_value(json_object_get(f->own, id)) : NULL;
+    if (!f)
+        return;
+    if (!eid) { /* published before this daemon started, or never: publish it now */
+        sd_fleet_lease_publish(d, id, ttl_ms, NULL, NULL);
+        return;
+    }
+    fleet_job *j = job_new(f, JOB_KEEPALIVE, id, NULL, NULL, NULL);
+    if (!j)
+        return;
+    j->lease = strtoll(eid, NULL, 10);
+    j->ttl_s = (unsigned)MAX(2, (ttl_ms + 999) / 1000);
+    snprintf(j->lease_id, sizeof(j->lease_id), "%s", id);
+    fleet_submit(f, j);
+}
+
+int sd_fleet_lease_lookup(sd_daemon *d, const char *id, sd_fleet_cb cb, void *ud) {
+    char key[512];
+    lease_key(d, id, key, sizeof(key));
+    fleet_job *j = job_new(d->fleet, JOB_GET, key, NULL, cb, ud);
+    if (!j)
+        return -ENOMEM;
+    fleet_submit(d->fleet, j);
+    return 0;
+}
+
+void sd_fleet_cancel(sd_daemon *d, void *ud) {
+    for (fleet_job *j = d->fleet ? d->fleet->all : NULL; j; j = j->all_next)
+        if (j->ud == ud)
+            j->cb = NULL;
+}

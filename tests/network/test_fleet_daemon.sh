@@ -1,0 +1,349 @@
+#!/usr/bin/env bash
+# The daemon side of the fleet (docs/FLEET.md), small and fast: a real etcd (Debian's
+# etcd-server) and two or three real daemons in one private network namespace the case makes
+# (loopback only: nothing leaves it), each on its own TCP port with TLS (a certificate made here
+# with openssl) and the shared fleet token. Checked: registration with capacity, 307 routing
+# (curl --location-trusted with the token), placement away from a full node, the 503 when all
+# are full, drain and undrain, a kill -9 (the node leaves within its TTL, its ids answer 503
+# node_unavailable, a restart re-registers and serves its sandboxes again), etcd stopped and
+# restarted, leases across nodes. The bigger world (three namespaces, clients): test_fleet.sh.
+DAEMON_TAG=fleetd
+source "$(dirname "$0")/../lib/daemon.sh"
+
+PREFIX=/sbxtest
+TTL=3 # short for a fast test, not so short that a loaded machine misses a keepalive
+ETCD_PID='' ETCD_DIR='' NS=()
+declare -gA PORT=([a]=7441 [b]=7442 [c]=7443)
+
+fleet_prereqs() {
+  require_root
+  command -v etcd >/dev/null || skip "etcd is needed (Debian's etcd-server, tests/deps.sh)"
+  command -v openssl >/dev/null || skip "openssl is needed"
+  command -v jq >/dev/null || skip "jq is needed"
+}
+
+etcd_start() { # in the case's netns, its data in the case's dir (kept across a restart)
+  ETCD_DIR=$DAEMON_ROOT/etcd
+  "${NS[@]}" etcd --name t --data-dir "$ETCD_DIR/data" --listen-client-urls http://127.0.0.1:2379 \
+    --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
+    --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster t=http://127.0.0.1:2380 >>"$DAEMON_ROOT/etcd.log" 2>&1 &
+  ETCD_PID=$!
+  for _ in $(seq 100); do
+    "${NS[@]}" curl -s --max-time 1 http://127.0.0.1:2379/health | grep -q true && return 0
+    kill -0 "$ETCD_PID" 2>/dev/null || { tail -20 "$DAEMON_ROOT/etcd.log" >&2; fail "etcd exited"; }
+    sleep 0.1
+  done
+  fail "etcd did not become healthy"
+}
+
+etcd_stop() {
+  [ -n "$ETCD_PID" ] || return 0
+  kill -TERM "$ETCD_PID" 2>/dev/null
+  wait "$ETCD_PID" 2>/dev/null || true
+  ETCD_PID=''
+}
+
+# The world: a netns, certificates, etcd. The daemons (a, b, c) start through fleet_daemon.
+world() {
+  fleet_prereqs
+  daemon_netns
+  NS=(nsenter "--net=/proc/$NSPID/ns/net")
+  daemon_at_exit etcd_stop
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -keyout "$DAEMON_ROOT/key.pem" -out "$DAEMON_ROOT/cert.pem" -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 2>/dev/null || fail "openssl could not make a certificate"
+  etcd_start
+}
+
+fleet_daemon() { # NAME [flags...]: start (or restart) daemon NAME in the fleet
+  local n=$1
+  shift
+  daemon_start "$n" --tcp "127.0.0.1:${PORT[$n]}" --token "tok-$n" --fleet-token ftok \
+    --tls-cert "$DAEMON_ROOT/cert.pem" --tls-key "$DAEMON_ROOT/key.pem" \
+    --fleet-etcd http://127.0.0.1:2379 --fleet-prefix "$PREFIX" --node-name "$n" \
+    --advertise-url "https://127.0.0.1:${PORT[$n]}" --fleet-ttl "$TTL" "$@"
+}
+
+# HTTPS to node NAME with the fleet token, following redirects with it: sets CODE, BODY, HDRS.
+# Without -L: freq0 (the redirect itself).
+freq() { _freq --location-trusted "$@"; }
+freq0() { _freq "" "$@"; }
+_freq() {
+  local follow=$1 n=$2 m=$3 p=$4
+  shift 4
+  CODE=$("${NS[@]}" curl -s --max-time 30 --cacert "$DAEMON_ROOT/cert.pem" ${follow:+"$follow"} \
+    -H "Authorization: Bearer ftok" -X "$m" -o "$DAEMON_ROOT/body" -D "$DAEMON_ROOT/hdrs" \
+    -w '%{http_code}' "$@" "https://127.0.0.1:${PORT[$n]}$p") || true
+  BODY=$(cat "$DAEMON_ROOT/body" 2>/dev/null)
+  HDRS=$(cat "$DAEMON_ROOT/hdrs" 2>/dev/null)
+}
+fexpect() { # CODE [jq-expression]
+  [ "$CODE" == "$1" ] || fail "expected HTTP $1, got $CODE: $BODY"
+  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
+}
+header() { tr -d '\r' <<<"$HDRS" | awk -v h="$1:" 'tolower($1) == tolower(h) {print $2}' | tail -1; }
+
+# Until node NAME's /v1/fleet satisfies a jq expression (the fleet's view is a second behind).
+wait_view() { # NAME JQ [seconds]
+  for _ in $(seq $((${3:-15} * 10))); do
+    freq "$1" GET /v1/fleet
+    [ "$CODE" == 200 ] && echo "$BODY" | jq -e "$2" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  fail "node $1's fleet view never had $2: $BODY"
+}
+node() { echo "(.nodes[] | select(.name == \"$1\"))"; } # a jq path to node NAME's record
+
+etcd_key() { # KEY: its value, or nothing
+  "${NS[@]}" curl -s http://127.0.0.1:2379/v3/kv/range -d "{\"key\":\"$(printf %s "$1" | base64 -w0)\"}" |
+    jq -r '.kvs[0].value // empty' | base64 -d
+}
+
+TEST_TIMEOUT_config=30
+test_config() { # the fleet's settings are checked at start, with a message naming the problem
+  local out rc sd=$SBX_BUILD_DIR/sandboxd
+  daemon_init
+  echo '{}' >"$DAEMON_ROOT/empty.json"
+  bad() { # MESSAGE-REGEX FLAGS...: sandboxd refuses to start (exit 2) saying so
+    local re=$1
+    shift
+    rc=0
+    out=$("$sd" --config "$DAEMON_ROOT/empty.json" "$@" 2>&1) || rc=$?
+    [ "$rc" == 2 ] || fail "sandboxd $* exited $rc: $out"
+    grep -qE -- "$re" <<<"$out" || fail "sandboxd $*: expected /$re/ in: $out"
+  }
+  bad 'needs --advertise-url' --fleet-etcd http://127.0.0.1:2379
+  bad 'node-name: expected' --fleet-etcd http://127.0.0.1:2379 --advertise-url https://h:1 \
+    --node-name Bad_Name
+  bad 'fleet-ttl: at least 2' --fleet-etcd http://127.0.0.1:2379 --advertise-url https://h:1 \
+    --fleet-ttl 1
+  bad 'go together' --tls-cert /nonexistent.pem
+  bad 'needs --token' --tcp 127.0.0.1:1
+}
+
+TEST_TIMEOUT_registration=60
+test_registration() { # every node appears with its capacity, on an etcd lease; TLS only
+  world
+  fleet_daemon a --max-sandboxes 3
+  fleet_daemon b --max-sandboxes 5
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  echo "$BODY" | jq -e ".self == \"a\" and .etcd == \"ok\" and .prefix == \"$PREFIX\"" >/dev/null ||
+    fail "view: $BODY"
+  echo "$BODY" | jq -e "$(node b) | .max == 5 and .free == 5 and .active == 0 and .state == \"ready\"
+    and .url == \"https://127.0.0.1:7442\" and .heartbeat_age_s < 30 and .cpus > 0" >/dev/null ||
+    fail "b's record: $BODY"
+  local rec
+  rec=$(etcd_key "$PREFIX/nodes/a")
+  jq -e '.name == "a" and .max == 3 and (.heartbeat | type) == "number"' <<<"$rec" >/dev/null ||
+    fail "P/nodes/a in etcd: $rec"
+  "${NS[@]}" curl -s http://127.0.0.1:2379/v3/kv/range \
+    -d "{\"key\":\"$(printf %s "$PREFIX/nodes/a" | base64 -w0)\"}" | jq -e '.kvs[0].lease | tonumber > 0' \
+    >/dev/null || fail "P/nodes/a is not on an etcd lease"
+  # capacity is published when it changes
+  daemon_use a
+  create
+  [[ "$ID" == sb-*.a ]] || fail "a fleet id names its node: $ID"
+  wait_view b "$(node a) | .active == 1 and .free == 2"
+  # the TCP listener speaks TLS only, and takes the fleet token or the node's own
+  local plain
+  plain=$("${NS[@]}" curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:7441/healthz) || true
+  [ "$plain" != 200 ] || fail "plain HTTP was served on the TLS listener"
+  CODE=$("${NS[@]}" curl -s -o /dev/null -w '%{http_code}' --cacert "$DAEMON_ROOT/cert.pem" \
+    -H "Authorization: Bearer tok-a" https://127.0.0.1:7441/v1/info)
+  assert_eq "$CODE" 200 "a's own token"
+  CODE=$("${NS[@]}" curl -s -o /dev/null -w '%{http_code}' --cacert "$DAEMON_ROOT/cert.pem" \
+    -H "Authorization: Bearer tok-b" https://127.0.0.1:7441/v1/info)
+  assert_eq "$CODE" 401 "b's token on a"
+  freq a GET /v1/info
+  fexpect 200 '.node == "a" and .fleet == true'
+}
+
+TEST_TIMEOUT_routing=60
+test_routing() { # any node answers for any sandbox: 307 to its owner
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view b "[$(node a), $(node b)] | length == 2"
+  freq a POST /v1/sandboxes -d '{}'
+  fexpect 201 '.state == "running"'
+  local id
+  id=$(jq -r .id <<<"$BODY")
+  freq0 b GET "/v1/sandboxes/$id" -G -d x=1
+  fexpect 307
+  assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes/$id?x=1" "Location"
+  freq b GET "/v1/sandboxes/$id"
+  fexpect 200 ".id == \"$id\" and .state == \"running\""
+  freq b POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","echo routed; hostname"]}'
+  fexpect 200 ".exit_code == 0 and (.stdout | startswith(\"routed\"))"
+  freq b POST "/v1/sandboxes/$id/exec" -H 'Accept: application/x-ndjson' \
+    -d '{"argv":["sh","-c","echo one; echo two"]}'
+  fexpect 200
+  [ "$(jq -rs 'map(select(.type == "stdout") | .data) | join("")' <<<"$BODY")" == $'one\ntwo' ] ||
+    fail "streamed output through b: $BODY"
+  jq -es 'last | .type == "exit" and .exit_code == 0' <<<"$BODY" >/dev/null || fail "no exit: $BODY"
+  freq b PUT "/v1/sandboxes/$id/files?path=/tmp/x" -H 'Content-Type: application/octet-stream' \
+    --data-binary 'through b'
+  [[ "$CODE" == 2* ]] || fail "PUT files through b: $CODE $BODY"
+  freq b GET "/v1/sandboxes/$id/files?path=/tmp/x"
+  assert_eq "$BODY" "through b" "file read back through b"
+  freq b DELETE "/v1/sandboxes/$id"
+  fexpect 204
+  freq a GET "/v1/sandboxes/$id"
+  fexpect 200 '.state == "ended"'
+  freq b GET /v1/sandboxes/sb-0123456789abcdef.nosuchnode
+  fexpect 404 '.code == "not_found"'
+}
+
+TEST_TIMEOUT_placement=90
+test_placement() { # a full node sends creates elsewhere; full everywhere is 503 + Retry-After
+  world
+  fleet_daemon a --max-sandboxes 1
+  fleet_daemon b --max-sandboxes 2
+  wait_view a "$(node b) | .free == 2"
+  freq a POST /v1/sandboxes -d '{}'
+  fexpect 201
+  [[ "$(jq -r .id <<<"$BODY")" == *.a ]] || fail "the first create stays on a: $BODY"
+  freq0 a POST /v1/sandboxes -d '{}'
+  fexpect 307
+  assert_eq "$(header Location)" "https://127.0.0.1:7442/v1/sandboxes?placed=1" "Location"
+  local i
+  for i in 1 2; do
+    wait_view a "$(node b) | .free >= 1"
+    freq a POST /v1/sandboxes -d '{}'
+    fexpect 201 '.id | endswith(".b")'
+  done
+  wait_view a "$(node b) | .free == 0"
+  freq a POST /v1/sandboxes -d '{}'
+  fexpect 503 '.code == "node_full"'
+  [ -n "$(header Retry-After)" ] || fail "503 without Retry-After: $HDRS"
+  # a placed create is never sent on again
+  freq0 b POST '/v1/sandboxes?placed=1' -d '{}'
+  fexpect 503 '.code == "node_full"'
+}
+
+TEST_TIMEOUT_drain=60
+test_drain() { # a drained node takes no new creates, its running sandboxes go on
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq b POST /v1/sandboxes -d '{}'
+  fexpect 201
+  local id
+  id=$(jq -r .id <<<"$BODY")
+  freq a POST /v1/fleet/nodes/b/drain
+  fexpect 204
+  assert_eq "$(etcd_key "$PREFIX/drain/b")" 1 "P/drain/b"
+  wait_view a "$(node b) | .state == \"draining\" and .draining == true and .free == 0"
+  wait_view b "$(node b) | .state == \"draining\""
+  freq0 b POST /v1/sandboxes -d '{}'
+  fexpect 307
+  assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes?placed=1" "Location"
+  freq b POST /v1/sandboxes -d '{}'
+  fexpect 201 '.id | endswith(".a")'
+  freq0 b POST '/v1/sandboxes?placed=1' -d '{}' # sent here by another node: still refused
+  fexpect 503 '.code == "node_draining"'
+  freq b POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'
+  fexpect 200 '.exit_code == 0'
+  freq b POST /v1/fleet/nodes/b/undrain
+  fexpect 204
+  wait_view a "$(node b) | .state == \"ready\" and .free > 0"
+  freq b POST /v1/sandboxes -d '{}'
+  fexpect 201 '.id | endswith(".b")'
+}
+
+TEST_TIMEOUT_kill9=90
+test_kill9() { # a killed daemon leaves within its TTL, its ids answer 503; a restart re-registers
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq b POST /v1/sandboxes -d '{}'
+  fexpect 201
+  local id
+  id=$(jq -r .id <<<"$BODY")
+  daemon_use b
+  kill -KILL "$DPID"
+  wait "$DPID" 2>/dev/null || true
+  wait_view a "[$(node b)] | length == 0" $((TTL * 5))
+  freq a GET "/v1/sandboxes/$id"
+  fexpect 503 '.code == "node_unavailable"'
+  [ -n "$(header Retry-After)" ] || fail "503 without Retry-After"
+  [ -n "$(etcd_key "$PREFIX/members/b")" ] || fail "b is not in P/members/"
+  daemon_use a # a daemon started after b left knows it from P/members/: 503 too, never 404
+  stop_daemon
+  fleet_daemon a
+  wait_view a "[$(node a)] | length == 1"
+  freq a GET "/v1/sandboxes/$id"
+  fexpect 503 '.code == "node_unavailable"'
+  fleet_daemon b # the shim kept the sandbox running: the restart re-adopts it
+  wait_view a "$(node b) | .active == 1"
+  freq a POST "/v1/sandboxes/$id/exec" -d '{"argv":["echo","back"]}'
+  fexpect 200 '.stdout == "back\n"'
+}
+
+TEST_TIMEOUT_etcd_restart=90
+test_etcd_restart() { # etcd down: local service goes on; etcd back: the nodes register again
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  etcd_stop
+  wait_view a '.etcd == "unreachable"'
+  echo "$BODY" | jq -e "[$(node b)] | length == 1" >/dev/null || fail "the last known view: $BODY"
+  freq a POST /v1/sandboxes -d '{}'
+  fexpect 201 '.id | endswith(".a")'
+  local id
+  id=$(jq -r .id <<<"$BODY")
+  freq a POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'
+  fexpect 200 '.exit_code == 0'
+  sleep $((TTL + 1)) # past the nodes' etcd lease TTL: etcd expires them when it is back
+  etcd_start
+  wait_view a ".etcd == \"ok\" and ([$(node a), $(node b)] | length == 2) and ($(node a) | .active == 1)" 30
+  wait_view b ".etcd == \"ok\" and ([$(node a)] | length == 1)" 30
+}
+
+TEST_TIMEOUT_leases=90
+test_leases() { # a trainer's lease covers its sandboxes on every node
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq a POST /v1/leases -d '{"ttl":5}'
+  fexpect 201 '.fleet == true and (.id | endswith(".a"))'
+  local lease on_b on_a
+  lease=$(jq -r .id <<<"$BODY")
+  [ -n "$(etcd_key "$PREFIX/leases/$lease")" ] || fail "P/leases/$lease is not in etcd"
+  freq b POST /v1/sandboxes -d "{\"lease\":\"$lease\"}"
+  fexpect 201 '.id | endswith(".b")'
+  on_b=$(jq -r .id <<<"$BODY")
+  freq a POST /v1/sandboxes -d "{\"lease\":\"$lease\"}"
+  fexpect 201
+  on_a=$(jq -r .id <<<"$BODY")
+  # renewed (through b: a 307 to a), the sandbox on b lives past the lease's TTL
+  local i start=$SECONDS
+  while [ $((SECONDS - start)) -le 7 ]; do
+    freq b POST "/v1/leases/$lease/renew"
+    fexpect 200
+    sleep 0.5
+  done
+  freq b GET "/v1/sandboxes/$on_b"
+  fexpect 200 '.state == "running"'
+  # no longer renewed: the sandboxes end on both nodes
+  for i in $(seq 300); do
+    freq b GET "/v1/sandboxes/$on_b"
+    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
+    sleep 0.1
+  done
+  fexpect 200 '.state == "ended"'
+  grep -q "lease ended in the fleet" "${DAEMON_DIR[b]}/log" || fail "b's log does not say why"
+  freq a GET "/v1/sandboxes/$on_a"
+  fexpect 200 '.state == "ended"'
+  [ -z "$(etcd_key "$PREFIX/leases/$lease")" ] || fail "P/leases/$lease outlived its lease"
+  # another node's lease that does not exist
+  freq b POST /v1/sandboxes -d '{"lease":"ls-0123456789abcdef.a"}'
+  fexpect 404 '.code == "not_found"'
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
