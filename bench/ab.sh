@@ -17,6 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 N=${SBX_AB_N:-100}
 ROUNDS=${SBX_AB_ROUNDS:-3}
+# shellcheck disable=SC2034 # common.sh reads B
 B=$NEW
 source "$ROOT/bench/common.sh"
 
