@@ -9,6 +9,8 @@
 #   ab.sbx_version / ab.sbx_exec   `sbx --version`, `sbx exec ID -- true` (whole processes)
 #   ab.true       fork+exec+wait of /bin/true (the floor; same for both)
 # Prints one line per measurement and build: the median of the rounds' p50s.
+# SBX_AB_OLD_POLICY: the seccomp profile for the old build's daemon when the tree's
+# policy/seccomp.json is newer than that build understands (default: the tree's).
 set -euo pipefail
 
 OLD=$(realpath "${1:?usage: bench/ab.sh OLD_BUILD NEW_BUILD}")
@@ -22,11 +24,11 @@ B=$NEW
 source "$ROOT/bench/common.sh"
 
 declare -A PIDS SOCKS IDS
-start_ab() { # TAG BUILD
+start_ab() { # TAG BUILD POLICY
   local d=$T/$1
   mkdir -p "$d/run" "$d/state"
   "$2/sandboxd" --socket "$d/sock" --run-dir "$d/run" --state-dir "$d/state" \
-    --cgroup-parent "$CGPARENT-$1" --seccomp-profile policy/seccomp.json >>"$d/daemon.log" 2>&1 &
+    --cgroup-parent "$CGPARENT-$1" --seccomp-profile "$3" >>"$d/daemon.log" 2>&1 &
   PIDS[$1]=$!
   SOCKS[$1]=$d/sock
   for _ in $(seq 100); do
@@ -51,8 +53,8 @@ stop_ab() {
 }
 trap 'stop_ab; cleanup' EXIT
 
-start_ab old "$OLD"
-start_ab new "$NEW"
+start_ab old "$OLD" "${SBX_AB_OLD_POLICY:-policy/seccomp.json}"
+start_ab new "$NEW" policy/seccomp.json
 p50() { sed -n 's/.*"p50_ms":\([0-9.]*\).*/\1/p'; }
 declare -A R
 for ((r = 0; r < ROUNDS; r++)); do
