@@ -12,3 +12,5 @@ int cmd_rm(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
 int cmd_image(int argc, char **argv); /* images */
+int cmd_nodes(int argc, char **argv);
+int cmd_node(int argc, char **argv); /* drain, undrain */

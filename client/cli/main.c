@@ -26,6 +26,8 @@ static const struct {
     {"info", cmd_info, "show the daemon's capacity and prices"},
     {"image", cmd_image, "import, list, inspect and remove images"},
     {"grpo", cmd_grpo, "run GRPO episodes against a trainer"},
+    {"nodes", cmd_nodes, "show the fleet's nodes, their capacity and health"},
+    {"node", cmd_node, "drain or undrain a node of the fleet"},
 };
 
 static void usage(FILE *f) {
@@ -36,10 +38,12 @@ static void usage(FILE *f) {
     fprintf(f, "\nGlobal options (also accepted after the command):\n"
                "  --host ENDPOINTS  unix:/path.sock, a socket path or http://host:port; several\n"
                "                    separated by commas spread sandboxes by free capacity\n"
-               "                    (default: $SBX_HOST, else " SBX_DEFAULT_SOCKET ")\n"
+               "                    (default: $SBX_HOST, else " SBX_DEFAULT_SOCKET ");\n"
+               "                    a fleet: etcd://host:2379/prefix or any node's URL\n"
+               "  --cacert FILE     CA certificate(s) for https:// endpoints (also $SBX_CA)\n"
                "  --json            machine-readable output\n"
                "  --help, --version\n"
-               "Environment: SBX_HOST, SBX_TOKEN (bearer token for http:// endpoints).\n"
+               "Environment: SBX_HOST, SBX_TOKEN (bearer token for http:// endpoints), SBX_CA.\n"
                "Run 'sbx COMMAND --help' for a command's options.\n");
 }
 
@@ -59,6 +63,9 @@ int main(int argc, char **argv) {
             cli_opts.host = argv[++i];
         } else if (strncmp(a, "--host=", 7) == 0) {
             cli_opts.host = a + 7;
+        } else if ((strcmp(a, "--cacert") == 0 && i + 1 < argc) ||
+                   strncmp(a, "--cacert=", 9) == 0) {
+            cli_common_opt(CLI_OPT_CACERT, a[8] == '=' ? a + 9 : argv[++i]);
         } else {
             fprintf(stderr, "sbx: unknown option %s (see sbx --help)\n", a);
             return CLI_EXIT_USAGE;

@@ -13,7 +13,11 @@
  *
  * Endpoints: "unix:/run/sandboxd/sandboxd.sock" (the default), a bare socket path, or
  * "http://host:port" (TCP, with a bearer token). Several endpoints separated by commas (or in
- * SBX_HOST) make the client place each new sandbox on the one with the most free capacity. */
+ * SBX_HOST) make the client place each new sandbox on the one with the most free capacity.
+ * A fleet address "etcd://host:2379[,host:2379...]/prefix" reads the nodes from etcd: creates
+ * are placed by power of two choices over their free slots, every other call goes to the node
+ * the sandbox id names ("sb-<hex>.<node>"). Any node's URL works too: nodes redirect (307) and
+ * the library follows with the token. $SBX_CA names a CA file for https:// endpoints. */
 #ifndef SBX_H
 #define SBX_H
 
@@ -39,6 +43,9 @@ typedef enum sbx_code {
     SBX_E_PROTOCOL,    /* an answer the library could not understand */
     SBX_E_NOMEM,
     SBX_E_IO, /* a local file or stream failed */
+    /* fleet: the node that holds the sandbox (its id's node part) left the fleet or stopped
+     * answering; the sandbox is lost with it (the GRPO runner: infrastructure_failure) */
+    SBX_E_NODE_UNAVAILABLE,
 } sbx_code;
 
 typedef struct sbx_err {
@@ -70,8 +77,18 @@ sbx_code sbx_client_info(sbx_client *client, char **ret_json, sbx_err *err);
 sbx_code sbx_client_list(sbx_client *client, const char *label_filter, char **ret_json,
                          sbx_err *err);
 
+/* ---- the fleet (docs/FLEET.md) ---- */
+/* {"prefix","etcd":"ok"|"unreachable","nodes":[{"name","url","state":"ready"|"draining",
+ * "max","active","starting","free","pools","version","heartbeat_age_s",...}]}: read from etcd
+ * for an etcd:// client, else GET /v1/fleet of the (first) node. */
+sbx_code sbx_client_nodes(sbx_client *client, char **ret_json, sbx_err *err);
+/* drain != 0: no new sandboxes on node name (running ones finish); 0: undrain. Asks a node of
+ * the fleet (POST /v1/fleet/nodes/{name}/drain|undrain). */
+sbx_code sbx_node_drain(sbx_client *client, const char *name, int drain, sbx_err *err);
+
 /* ---- leases: sandboxes created under a lease die when it is not renewed ----
- * A lease lives on the client's first endpoint (sandboxes that name it must be placed there). */
+ * A lease lives on the client's first endpoint (sandboxes that name it must be placed there);
+ * in a fleet it lives in etcd and covers sandboxes on every node. */
 sbx_code sbx_lease_create(sbx_client *client, uint64_t ttl_ms, char **ret_lease_id, sbx_err *err);
 sbx_code sbx_lease_renew(sbx_client *client, const char *lease_id, sbx_err *err);
 /* DELETE /v1/leases/{id}: ends the lease and terminates its sandboxes. */

@@ -41,7 +41,7 @@ typedef struct op {
     void *ud;
     /* create */
     char *body, *idem;
-    size_t *order, k, info_pending;
+    size_t *order, k, n_order, info_pending;
     sbx_err last;
     /* exec */
     bool streaming;
@@ -159,6 +159,8 @@ static sbx_code submit(op *o, const char *method, const char *path, const char *
                        const char *accept, const void *body, size_t len, sbxi_http_cb cb,
                        void *cb_ud, size_t ep) {
     sbx_client *c = o->as->client;
+    if (c->fleet && c->eps[ep].gone)
+        return SBX_E_NODE_UNAVAILABLE; /* start() reports it through the callback */
     _cleanup_free_ char *url = sbxi_url(&c->eps[ep], path);
     sbxi_http_opts opts = {
         .unix_path = c->eps[ep].unix_path,
@@ -198,15 +200,18 @@ static void on_info(void *ud, const sbxi_http_result *res) {
         cancelled(o);
         return;
     }
-    sbxi_placement_order(c, o->order);
+    o->n_order = sbxi_placement_order(c, o->order);
     create_next(o);
 }
 
 static void create_next(op *o) {
     sbx_client *c = o->as->client;
-    if (o->k >= c->n_eps) {
+    if (o->k >= o->n_order) {
         sbx_err e = o->last;
-        if (c->n_eps > 1 && e.code == SBX_E_UNAVAILABLE)
+        if (o->n_order == 0)
+            sbxi_err_set(&e, SBX_E_UNAVAILABLE, 0, "no_node",
+                         "no node of the fleet takes new sandboxes (all drained or not answering)");
+        else if ((c->n_eps > 1 || c->fleet) && e.code == SBX_E_UNAVAILABLE)
             sbxi_err_set(&e, e.code, o->last.http_status, o->last.api_code,
                          "every endpoint is full or unreachable (last: %.400s)", o->last.message);
         op_fail(o, &e);
@@ -237,13 +242,16 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
         op_free(o);
         return;
     }
-    if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT) {
+    if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE) {
         op_fail(o, e);
         return;
     }
     c->eps[o->ep].free_slots = rc == SBX_E_UNAVAILABLE ? 0 : -1;
-    if (o->last.code != SBX_E_UNAVAILABLE)
+    if (o->last.code != SBX_E_UNAVAILABLE) {
         o->last = *e;
+        if (rc == SBX_E_NODE_UNAVAILABLE)
+            o->last.code = SBX_E_CONNECT; /* no sandbox was lost: the node could not be reached */
+    }
     create_next(o);
 }
 
@@ -265,7 +273,14 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
         op_free(o);
         return rc;
     }
-    if (c->n_eps > 1 && sbxi_info_stale(c, now_mono_ms())) {
+    if (c->fleet && sbxi_info_stale(c, now_mono_ms())) {
+        sbxi_fleet_refresh(c, false, NULL); /* may add nodes: order is sized after it */
+        free(o->order);
+        if (!(o->order = calloc(c->n_eps ? c->n_eps : 1, sizeof(size_t)))) {
+            op_free(o);
+            return SBX_E_NOMEM;
+        }
+    } else if (c->n_eps > 1 && sbxi_info_stale(c, now_mono_ms())) {
         for (size_t i = 0; i < c->n_eps; i++) {
             info_req *ir = calloc(1, sizeof(*ir));
             if (!ir)
@@ -280,7 +295,11 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
         if (o->info_pending > 0)
             return SBX_OK;
     }
-    sbxi_placement_order(c, o->order);
+    o->n_order = sbxi_placement_order(c, o->order);
+    if (o->n_order == 0) {
+        op_free(o);
+        return SBX_E_UNAVAILABLE;
+    }
     /* the first attempt must not call back from inside this call: defer via the engine */
     sbx_code rc = submit(o, "POST", "/v1/sandboxes", "application/json", NULL, o->body,
                          strlen(o->body), on_done, NULL, o->order[0]);
@@ -318,7 +337,11 @@ static void on_done(void *ud, const sbxi_http_result *res) {
         return;
     }
     sbx_err e = {0};
-    sbx_code rc = sbxi_err_from_response(&o->as->client->eps[o->ep], res->detail, &e);
+    sbx_client *c = o->as->client;
+    sbx_code rc = sbxi_err_from_response(&c->eps[o->ep], res->detail, &e);
+    if (rc == SBX_OK && c->fleet)
+        c->eps[o->ep].down_until_ms = 0;
+    rc = sbxi_fleet_failed(c, o->ep, rc, &e);
     if (o->kind == OP_CREATE) {
         create_result(o, res, rc, &e);
         return;
@@ -387,6 +410,8 @@ static sbx_code start(sbx_async *as, op *o, const char *method, const char *path
                       const char *accept, const void *body, size_t len) {
     sbx_code rc = path ? submit(o, method, path, ctype, accept, body, len, on_done, NULL, o->ep)
                        : SBX_E_NOMEM;
+    if (rc == SBX_E_NODE_UNAVAILABLE && sbxi_fleet_check(as->client, o->ep, NULL) == SBX_OK)
+        rc = submit(o, method, path, ctype, accept, body, len, on_done, NULL, o->ep); /* back */
     if (rc != SBX_OK)
         op_free(o);
     return rc;
@@ -500,6 +525,7 @@ sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb,
     op *o = body ? op_new(as, OP_LEASE, NULL, FN(cb), ud) : NULL;
     if (!o)
         return SBX_E_NOMEM;
+    o->ep = sbxi_first_ep(as->client);
     return start(as, o, "POST", "/v1/leases", "application/json", NULL, body, strlen(body));
 }
 
@@ -511,6 +537,7 @@ static sbx_code lease_call(sbx_async *as, const char *lease_id, bool renew, sbx_
     op *o = op_new(as, OP_DONE, NULL, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
+    o->ep = sbxi_fleet_route(as->client, lease_id, sbxi_first_ep(as->client));
     return renew ? start(as, o, "POST", path, "application/json", NULL, "{}", 2)
                  : start(as, o, "DELETE", path, NULL, NULL, NULL, 0);
 }

@@ -69,6 +69,7 @@ void sbxi_endpoints_free(sbxi_endpoint *eps, size_t n) {
         free(eps[i].display);
         free(eps[i].base_url);
         free(eps[i].unix_path);
+        free(eps[i].node);
     }
     free(eps);
 }
@@ -119,7 +120,8 @@ sbx_code sbx_client_new(const char *hosts, sbx_client **ret, sbx_err *err) {
     if (!c)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     c->ufd = -1;
-    sbx_code rc = sbxi_hosts_parse(hosts, &c->eps, &c->n_eps, err);
+    sbx_code rc = sbxi_fleet_addr(hosts) ? sbxi_fleet_open(c, hosts, err)
+                                         : sbxi_hosts_parse(hosts, &c->eps, &c->n_eps, err);
     if (rc == SBX_OK && (rc = sbx_client_set_token(c, NULL)) != SBX_OK)
         sbxi_err_set(err, rc, 0, "", "%s",
                      rc == SBX_E_NOMEM ? "out of memory" : "$SBX_TOKEN has control characters");
@@ -139,6 +141,7 @@ void sbx_client_free(sbx_client *c) {
     if (c->ufd >= 0)
         close(c->ufd);
     sbxi_endpoints_free(c->eps, c->n_eps);
+    sbxi_fleet_free(c->fleet);
     free(c->token);
     free(c);
 }
@@ -167,6 +170,8 @@ sbx_code sbx_client_set_token(sbx_client *c, const char *token) {
 
 /* ---- placement ---- */
 bool sbxi_info_stale(const sbx_client *c, uint64_t now_ms) {
+    if (c->fleet)
+        return sbxi_fleet_stale(c);
     for (size_t i = 0; i < c->n_eps; i++)
         if (c->eps[i].info_at_ms == 0 || now_ms - c->eps[i].info_at_ms > SBXI_INFO_TTL_MS)
             return true;
@@ -184,18 +189,6 @@ void sbxi_info_record(sbx_client *c, size_t ep, const char *body, size_t len, bo
     }
     c->eps[ep].free_slots = slots;
     c->eps[ep].info_at_ms = now_mono_ms();
-}
-
-void sbxi_placement_order(const sbx_client *c, size_t *order) {
-    for (size_t i = 0; i < c->n_eps; i++)
-        order[i] = i;
-    for (size_t i = 1; i < c->n_eps; i++) /* insertion sort: stable, and n is tiny */
-        for (size_t j = i; j > 0 && c->eps[order[j]].free_slots > c->eps[order[j - 1]].free_slots;
-             j--) {
-            size_t t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
 }
 
 /* ---- info and listing ---- */
@@ -233,6 +226,8 @@ sbx_code sbx_client_info(sbx_client *c, char **ret_json, sbx_err *err) {
     for (size_t i = 0; arr && i < c->n_eps; i++) {
         json_t *j = NULL;
         sbx_err e;
+        if (c->fleet && c->eps[i].gone)
+            continue;
         if (get_json(c, i, "/v1/info", &j, &e) != SBX_OK || !json_is_object(j)) {
             json_decref(j);
             j = json_pack("{ss}", "error", e.message);
@@ -262,9 +257,22 @@ sbx_code sbx_client_list(sbx_client *c, const char *label_filter, char **ret_jso
     json_t *all = json_array();
     if (!all)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    if (!c->fleet && c->n_eps == 1 && !c->eps[0].unix_path) { /* a node of a fleet: all nodes */
+        sbx_code rc = sbxi_fleet_list_via_node(c, path ? path : "/v1/sandboxes", all, err);
+        if (rc == SBX_OK)
+            return dump(all, ret_json, err);
+        if (rc != SBX_E_NOT_FOUND) {
+            json_decref(all);
+            return rc;
+        }
+    }
     for (size_t i = 0; i < c->n_eps; i++) {
         json_t *j = NULL;
+        if (c->fleet && !sbxi_ep_usable(c, i))
+            continue;
         sbx_code rc = get_json(c, i, path ? path : "/v1/sandboxes", &j, err);
+        if (c->fleet && (rc == SBX_E_NODE_UNAVAILABLE || rc == SBX_E_CONNECT))
+            continue; /* a node that does not answer lists nothing: the rest of the fleet does */
         if (rc == SBX_OK && !json_is_array(j))
             rc = sbxi_err_set(err, SBX_E_PROTOCOL, 200, "", "sandboxd at %s: list is not an array",
                               c->eps[i].display);
@@ -279,7 +287,7 @@ sbx_code sbx_client_list(sbx_client *c, const char *label_filter, char **ret_jso
     return dump(all, ret_json, err);
 }
 
-/* ---- leases (they live on the first endpoint) ---- */
+/* ---- leases (they live on the first endpoint; in a fleet, on the node their id names) ---- */
 char *sbxi_lease_body(uint64_t ttl_ms) {
     char *s;
     return asprintf(&s, "{\"ttl\":%.3f}", (double)ttl_ms / 1000.0) < 0 ? NULL : s;
@@ -316,8 +324,8 @@ sbx_code sbx_lease_create(sbx_client *c, uint64_t ttl_ms, char **ret_lease_id, s
     if (!body)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     sbxi_response r = {0};
-    sbx_code rc = sbxi_request(c, 0, "POST", "/v1/leases", "application/json", NULL, NULL, body,
-                               strlen(body), &r, err);
+    sbx_code rc = sbxi_request(c, sbxi_first_ep(c), "POST", "/v1/leases", "application/json", NULL,
+                               NULL, body, strlen(body), &r, err);
     if (rc == SBX_OK)
         rc = sbxi_lease_id_parse(r.body, r.len, ret_lease_id, err);
     free(r.body);
@@ -330,9 +338,10 @@ static sbx_code lease_call(sbx_client *c, const char *lease_id, bool renew, sbx_
     if (!c || !path)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "bad lease id");
     sbxi_response r = {0};
+    size_t ep = sbxi_fleet_route(c, lease_id, sbxi_first_ep(c));
     sbx_code rc =
-        renew ? sbxi_request(c, 0, "POST", path, "application/json", NULL, NULL, "{}", 2, &r, err)
-              : sbxi_request(c, 0, "DELETE", path, NULL, NULL, NULL, NULL, 0, &r, err);
+        renew ? sbxi_request(c, ep, "POST", path, "application/json", NULL, NULL, "{}", 2, &r, err)
+              : sbxi_request(c, ep, "DELETE", path, NULL, NULL, NULL, NULL, 0, &r, err);
     free(r.body);
     return rc;
 }

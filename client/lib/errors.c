@@ -22,6 +22,7 @@ const char *sbx_code_name(sbx_code code) {
         [SBX_E_PROTOCOL] = "protocol_error",
         [SBX_E_NOMEM] = "out_of_memory",
         [SBX_E_IO] = "io_error",
+        [SBX_E_NODE_UNAVAILABLE] = "node_unavailable",
     };
     if ((unsigned)code < sizeof(names) / sizeof(names[0]) && names[code])
         return names[code];
@@ -45,6 +46,8 @@ sbx_code sbxi_err_set(sbx_err *err, sbx_code code, long http_status, const char 
 sbx_code sbxi_code_from_status(long status, const char *api_code) {
     if (status >= 200 && status < 300)
         return SBX_OK;
+    if (api_code && strcmp(api_code, "node_unavailable") == 0)
+        return SBX_E_NODE_UNAVAILABLE;
     if (api_code && (strcmp(api_code, "node_full") == 0 || strcmp(api_code, "shutting_down") == 0))
         return SBX_E_UNAVAILABLE;
     switch (status) {

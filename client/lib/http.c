@@ -69,6 +69,7 @@ void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *u
     curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, resp->curl_error);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    sbxi_fleet_easy_setup(h, unix_path == NULL);
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     } else {
@@ -165,16 +166,34 @@ char *sbxi_files_path(const char *id, const char *path, unsigned mode) {
 sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *extra_header,
                       const void *body, size_t len, sbxi_response *resp, sbx_err *err) {
+    sbx_code frc = sbxi_fleet_check(c, ep, err);
+    if (frc != SBX_OK)
+        return frc;
     const sbxi_endpoint *e = &c->eps[ep];
-    struct curl_slist *hdrs = sbxi_api_headers(c, e, content_type, accept, extra_header);
-    if (!hdrs)
-        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    sbxi_response_reset(resp);
     if (e->unix_path) { /* no libcurl for the local socket (unixhttp.c) */
+        struct curl_slist *hdrs = sbxi_api_headers(c, e, content_type, accept, extra_header);
+        if (!hdrs)
+            return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+        sbxi_response_reset(resp);
         sbxi_unix_request(c, ep, method, path, hdrs, body, len, -1, 0, resp);
         curl_slist_free_all(hdrs);
         return sbxi_err_from_response(e, resp, err);
     }
+    sbx_code code = sbxi_request_ep(c, e, method, path, content_type, accept, extra_header, body,
+                                    len, resp, err);
+    if (code == SBX_OK && c->fleet)
+        c->eps[ep].down_until_ms = 0; /* it answers again */
+    return sbxi_fleet_failed(c, ep, code, err);
+}
+
+sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *method,
+                         const char *path, const char *content_type, const char *accept,
+                         const char *extra_header, const void *body, size_t len,
+                         sbxi_response *resp, sbx_err *err) {
+    struct curl_slist *hdrs = sbxi_api_headers(c, e, content_type, accept, extra_header);
+    if (!hdrs)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    sbxi_response_reset(resp);
     const char *why = NULL;
     if (!c->easy && sbxi_curl_load(&why) < 0) {
         curl_slist_free_all(hdrs);

@@ -16,6 +16,10 @@
 #define SBXI_INFO_TTL_MS 1000
 /* Largest answer kept in memory (file downloads included). */
 #define SBXI_MAX_RESPONSE (1024ull * 1024 * 1024)
+/* How long the fleet's node list from etcd stays trusted for placement and routing. */
+#define SBXI_FLEET_REFRESH_MS 1000
+/* How long a node that stopped answering is skipped. */
+#define SBXI_FLEET_DOWN_MS 3000
 
 typedef struct sbxi_endpoint {
     char *display;   /* what messages show: the socket path or the URL */
@@ -24,15 +28,23 @@ typedef struct sbxi_endpoint {
     bool is_default; /* the default socket: connect errors say how to start the daemon */
     long free_slots; /* from GET /v1/info; -1 unknown or unreachable */
     uint64_t info_at_ms;
+    /* fleet mode (fleet.c): the node's name, whether etcd still lists it, whether it is
+     * drained, and until when it is skipped because it stopped answering */
+    char *node;
+    bool gone, draining;
+    uint64_t down_until_ms;
 } sbxi_endpoint;
 
+typedef struct sbxi_fleet sbxi_fleet;
+
 struct sbx_client {
-    sbxi_endpoint *eps;
+    sbxi_endpoint *eps; /* in fleet mode only ever appended to: handles keep their index */
     size_t n_eps;
     char *token;
     CURL *easy; /* the synchronous API's handle for TCP endpoints (keeps connections alive) */
     int ufd;    /* the synchronous API's kept-alive Unix-socket connection, or -1 */
     size_t ufd_ep;
+    sbxi_fleet *fleet; /* etcd:// addresses only */
 };
 
 struct sbx_sandbox {
@@ -48,8 +60,9 @@ bool sbxi_header_safe(const char *s);
 sbx_code sbxi_hosts_parse(const char *hosts, sbxi_endpoint **ret, size_t *ret_n, sbx_err *err);
 void sbxi_endpoints_free(sbxi_endpoint *eps, size_t n);
 /* Placement order for a new sandbox: endpoint indexes, most free slots first (unknown last but
- * still tried). order has room for client->n_eps entries. */
-void sbxi_placement_order(const sbx_client *client, size_t *order);
+ * still tried; in fleet mode power of two choices, see fleet.c). order has room for
+ * client->n_eps entries. Returns how many to try. */
+size_t sbxi_placement_order(sbx_client *client, size_t *order);
 /* Whether the endpoints' info is too old to place by. */
 bool sbxi_info_stale(const sbx_client *client, uint64_t now_ms);
 /* Record an info answer (free_slots, or -1 when it failed). */
@@ -61,6 +74,37 @@ char *sbxi_sandbox_path(const sbx_sandbox *sb, const char *suffix);
 char *sbxi_lease_body(uint64_t ttl_ms);
 char *sbxi_lease_path(const char *lease_id, const char *suffix);
 sbx_code sbxi_lease_id_parse(const char *body, size_t len, char **ret, sbx_err *err);
+
+/* ---- fleet.c: etcd:// addresses, the node list, routing by the id's node part ---- */
+/* Whether hosts is a fleet address (etcd://host:port[,host:port...][/prefix]). */
+bool sbxi_fleet_addr(const char *hosts);
+/* Parse the address and read the node list into client->eps (SBX_E_CONNECT when etcd cannot
+ * be reached, SBX_E_UNAVAILABLE when no node is registered). */
+sbx_code sbxi_fleet_open(sbx_client *client, const char *addr, sbx_err *err);
+void sbxi_fleet_free(sbxi_fleet *f);
+/* Re-read the node list (at most every SBXI_FLEET_REFRESH_MS unless force). On failure the
+ * last view stays. */
+sbx_code sbxi_fleet_refresh(sbx_client *client, bool force, sbx_err *err);
+/* Whether the node list is older than SBXI_FLEET_REFRESH_MS. */
+bool sbxi_fleet_stale(const sbx_client *client);
+/* The endpoint of the node an id ("sb-<hex>.<node>", "ls-<hex>.<node>") names, else fallback. */
+size_t sbxi_fleet_route(sbx_client *client, const char *id, size_t fallback);
+/* The first endpoint worth talking to (fleet: a listed node that answers; else 0). */
+size_t sbxi_first_ep(const sbx_client *client);
+/* Whether an endpoint is listed and not skipped for not answering. */
+bool sbxi_ep_usable(const sbx_client *client, size_t ep);
+/* A request to ep failed with rc: in fleet mode a connection failure (or a node etcd no longer
+ * lists) becomes SBX_E_NODE_UNAVAILABLE, the node is skipped for a while, the list re-read. */
+sbx_code sbxi_fleet_failed(sbx_client *client, size_t ep, sbx_code rc, sbx_err *err);
+/* Before a request to ep: SBX_E_NODE_UNAVAILABLE (err filled) when etcd says the node is gone. */
+sbx_code sbxi_fleet_check(sbx_client *client, size_t ep, sbx_err *err);
+/* A client given one node's URL: when that node is in a fleet, append every node's
+ * GET path (a JSON array) to all (nodes that do not answer are left out) and return SBX_OK;
+ * SBX_E_NOT_FOUND when the node is not in a fleet. */
+sbx_code sbxi_fleet_list_via_node(sbx_client *client, const char *path, json_t *all, sbx_err *err);
+/* Redirects (307 from a node that does not hold the sandbox or cannot place it: body resent,
+ * bearer token kept) and the CA file ($SBX_CA) for https:// endpoints. */
+void sbxi_fleet_easy_setup(CURL *h, bool tcp);
 
 /* ---- sandbox.c: answers shared by the sync and async APIs ---- */
 /* "sb-..." from a create answer's body. */
@@ -112,6 +156,11 @@ char *sbxi_files_path(const char *id, const char *path, unsigned mode);
 void sbxi_response_reset(sbxi_response *r);
 /* After curl_easy_perform or a multi completion: fill status, content type and errno. */
 void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r);
+/* The same to an endpoint that is not one of the client's (a node of GET /v1/fleet). */
+sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *method,
+                         const char *path, const char *content_type, const char *accept,
+                         const char *extra_header, const void *body, size_t len,
+                         sbxi_response *resp, sbx_err *err);
 /* Synchronous request on the client's easy handle. */
 sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *extra_header,

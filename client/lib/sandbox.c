@@ -30,7 +30,7 @@ sbx_sandbox *sbxi_sandbox_new(sbx_client *client, const char *id, size_t ep) {
         return NULL;
     }
     sb->client = client;
-    sb->ep = ep;
+    sb->ep = sbxi_fleet_route(client, id, ep); /* a node may have redirected the create */
     return sb;
 }
 
@@ -101,6 +101,10 @@ sbx_code sbxi_status_parse(const char *body, size_t len, sbx_sandbox_status *ret
 }
 
 static void refresh_info(sbx_client *c) {
+    if (c->fleet) {
+        sbxi_fleet_refresh(c, false, NULL); /* the capacity every node publishes */
+        return;
+    }
     for (size_t i = 0; i < c->n_eps; i++) {
         sbxi_response r = {0};
         sbx_code rc = sbxi_request(c, i, "GET", "/v1/info", NULL, NULL, NULL, NULL, 0, &r, NULL);
@@ -124,14 +128,17 @@ sbx_code sbx_sandbox_create(sbx_client *c, const sbx_create_opts *opts, sbx_sand
     if (opts && opts->idempotency_key &&
         asprintf(&idem, "Idempotency-Key: %s", opts->idempotency_key) < 0)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    if (c->n_eps > 1 && sbxi_info_stale(c, now_mono_ms()))
+    if ((c->n_eps > 1 || c->fleet) && sbxi_info_stale(c, now_mono_ms()))
         refresh_info(c);
     _cleanup_free_ size_t *order = calloc(c->n_eps, sizeof(size_t));
     if (!order)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    sbxi_placement_order(c, order);
+    size_t n_order = sbxi_placement_order(c, order);
     sbx_err last = {0};
-    for (size_t k = 0; k < c->n_eps; k++) {
+    if (n_order == 0)
+        sbxi_err_set(&last, SBX_E_UNAVAILABLE, 0, "no_node",
+                     "no node of the fleet takes new sandboxes (all drained or not answering)");
+    for (size_t k = 0; k < n_order; k++) {
         size_t ep = order[k];
         sbxi_response r = {0};
         sbx_err e;
@@ -145,16 +152,18 @@ sbx_code sbx_sandbox_create(sbx_client *c, const sbx_create_opts *opts, sbx_sand
             return rc;
         }
         free(r.body);
-        if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT) {
+        if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE) {
             if (err)
                 *err = e;
             return rc;
         }
         c->eps[ep].free_slots = rc == SBX_E_UNAVAILABLE ? 0 : -1;
+        if (rc == SBX_E_NODE_UNAVAILABLE)
+            e.code = SBX_E_CONNECT; /* no sandbox was lost: the node could not be reached */
         if (last.code != SBX_E_UNAVAILABLE)
             last = e;
     }
-    if (c->n_eps > 1 && last.code == SBX_E_UNAVAILABLE)
+    if ((c->n_eps > 1 || c->fleet) && last.code == SBX_E_UNAVAILABLE)
         return sbxi_err_set(err, last.code, last.http_status, last.api_code,
                             "every endpoint is full or unreachable (last: %.400s)", last.message);
     if (err)
@@ -168,7 +177,15 @@ sbx_code sbx_sandbox_open(sbx_client *c, const char *id, sbx_sandbox **ret, sbx_
     char path[200];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
     sbx_err last = {0};
+    size_t routed = sbxi_fleet_route(c, id, SIZE_MAX);
+    if (c->fleet && strchr(id, '.') && routed == SIZE_MAX)
+        return sbxi_err_set(err, SBX_E_NODE_UNAVAILABLE, 0, "node_unavailable",
+                            "node %s of sandbox %s is not in the fleet", strchr(id, '.') + 1, id);
     for (size_t ep = 0; ep < c->n_eps; ep++) {
+        if (routed != SIZE_MAX && ep != routed)
+            continue;
+        if (c->fleet && routed == SIZE_MAX && !sbxi_ep_usable(c, ep))
+            continue;
         sbxi_response r = {0};
         sbx_err e;
         sbx_code rc = sbxi_request(c, ep, "GET", path, NULL, NULL, NULL, NULL, 0, &r, &e);

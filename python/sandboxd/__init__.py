@@ -10,7 +10,8 @@ system's library path.
 """
 from .aio import AsyncProcess, AsyncSandbox, create_lease
 from .errors import (CommandReason, Conflict, EndReason, InfrastructureFailure, InvalidArgument,
-                     NodeFull, NotFound, SandboxdError, TooLarge, Unauthorized)
+                     NodeFull, NodeUnavailable, NotFound, SandboxdError, TooLarge,
+                     Unauthorized)
 from .sandbox import (Client, CommandResult, Egress, Lease, Process, RemoteFile, Sandbox,
                       SandboxInfo, default_client, parse_duration_ms, parse_size)
 
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncProcess", "AsyncSandbox", "Client", "CommandReason", "CommandResult", "Conflict",
     "Egress", "EndReason", "InfrastructureFailure", "InvalidArgument", "Lease", "NodeFull",
+    "NodeUnavailable",
     "NotFound", "Process", "RemoteFile", "Sandbox", "SandboxInfo", "SandboxdError", "TooLarge",
     "Unauthorized", "create_lease", "default_client", "parse_duration_ms", "parse_size",
 ]

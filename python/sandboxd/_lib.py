@@ -42,7 +42,7 @@ class CreateOpts(ctypes.Structure):
         ("network", c_char_p),
         ("idempotency_key", c_char_p),
         ("lease_id", c_char_p),
-        ("profile", c_char_p),  # sbx.h's sbx_create_opts, field for field
+        ("profile", c_char_p),
     ]
 
 
@@ -65,7 +65,7 @@ class ExecOpts(ctypes.Structure):
         ("max_output", c_uint64),
         ("on_output", OUTPUT_CB),
         ("userdata", c_void_p),
-        ("user", c_char_p),  # sbx.h's sbx_exec_opts, field for field
+        ("user", c_char_p),
     ]
 
 
@@ -97,6 +97,8 @@ _SIGNATURES = {
     "sbx_client_set_token": (c_int, [c_void_p, c_char_p]),
     "sbx_client_info": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
     "sbx_client_list": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_client_nodes": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_node_drain": (c_int, [c_void_p, c_char_p, c_int, _P(SbxErr)]),
     "sbx_lease_create": (c_int, [c_void_p, c_uint64, _P(c_void_p), _P(SbxErr)]),
     "sbx_lease_renew": (c_int, [c_void_p, c_char_p, _P(SbxErr)]),
     "sbx_create_opts_init": (None, [_P(CreateOpts)]),

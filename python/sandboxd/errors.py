@@ -7,7 +7,7 @@ from typing import Optional
 
 # sbx_code values (client/include/sbx.h)
 OK, E_INVALID, E_NOT_FOUND, E_CONFLICT, E_TOO_LARGE, E_UNAVAILABLE, E_CONNECT, E_AUTH, \
-    E_SERVER, E_PROTOCOL, E_NOMEM, E_IO = range(12)
+    E_SERVER, E_PROTOCOL, E_NOMEM, E_IO, E_NODE_UNAVAILABLE = range(13)
 
 
 class SandboxdError(Exception):
@@ -58,6 +58,11 @@ class InfrastructureFailure(SandboxdError):
     internal error (5xx), a state that could not be saved, an answer that made no sense."""
 
 
+class NodeUnavailable(InfrastructureFailure):
+    """Fleet: the node that holds the sandbox (its id's node part) left the fleet or stopped
+    answering; the sandbox is lost with it."""
+
+
 class EndReason(str, enum.Enum):
     """Why a sandbox ended (``end.reason`` of the sandbox object)."""
 
@@ -100,6 +105,7 @@ _BY_CODE = {
     E_CONNECT: InfrastructureFailure,
     E_SERVER: InfrastructureFailure,
     E_PROTOCOL: InfrastructureFailure,
+    E_NODE_UNAVAILABLE: NodeUnavailable,
 }
 
 

@@ -157,8 +157,9 @@ class Egress:
 
 class Client:
     """Where the daemon is: ``hosts`` as libsbx takes it (None: $SBX_HOST, else the default
-    socket; "unix:/path", a socket path, "http://host:port", or several separated by commas),
-    and a bearer token for TCP (None: $SBX_TOKEN)."""
+    socket; "unix:/path", a socket path, "http://host:port", or several separated by commas,
+    or a fleet "etcd://host:2379/prefix"), and a bearer token for TCP (None: $SBX_TOKEN).
+    https:// endpoints are checked against the CA file in $SBX_CA (else the system's)."""
 
     def __init__(self, hosts: Optional[str] = None, token: Optional[str] = None,
                  max_threads: int = 256):
@@ -200,6 +201,16 @@ class Client:
         _call(_lib.lib().sbx_client_list, self.handle(), label.encode() if label else None,
               ctypes.byref(out))
         return json.loads(_lib.take_string(out))
+
+    def nodes(self) -> Dict[str, Any]:
+        """The fleet: {"prefix", "etcd", "nodes": [{"name", "url", "state", "free", ...}]}."""
+        out = ctypes.c_void_p()
+        _call(_lib.lib().sbx_client_nodes, self.handle(), ctypes.byref(out))
+        return json.loads(_lib.take_string(out))
+
+    def drain(self, node: str, drain: bool = True) -> None:
+        """No new sandboxes on ``node`` (running ones finish); ``drain=False`` undoes it."""
+        _call(_lib.lib().sbx_node_drain, self.handle(), node.encode(), 1 if drain else 0)
 
     def submit(self, fn: Callable, *args: Any) -> concurrent.futures.Future:
         return self._pool.submit(fn, *args)

@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# The fleet (issue 15, docs/FLEET.md): a real etcd and three real daemons, each in its own
+# network namespace with its own address, token and TLS certificate (tests/network/
+# fleet_world.sh), reached by the CLI and the Python SDK through the fleet address
+# (etcd://192.0.2.1:2379/sbxtest) or through any node's https:// URL.
+DAEMON_TAG=fleet
+source "$(dirname "$0")/../lib/daemon.sh"
+source "$(dirname "$0")/fleet_world.sh"
+
+fleet3() { # a, b, c with FLAGS... each
+  world_up
+  node_up a 1 "$@"
+  node_up b 2 "$@"
+  node_up c 3 "$@"
+  wait_nodes "a b c" 10
+  wait_views "a b c" 10
+}
+
+TEST_TIMEOUT_nodes_appear=60
+test_nodes_appear() {
+  fleet3 --max-sandboxes 3
+  local js
+  js=$(sbxf --json nodes)
+  echo "$js" | jq -e '.etcd == "ok" and (.nodes | length) == 3' >/dev/null || fail "nodes: $js"
+  echo "$js" | jq -e 'all(.nodes[]; .max == 3 and .free == 3 and .state == "ready" and
+    (.url | startswith("https://192.0.2.1")) and .heartbeat_age_s < 10)' >/dev/null ||
+    fail "capacity: $js"
+  sbxf nodes | grep -E '^b +ready +https://192.0.2.12:7443 +3 ' >/dev/null || fail "table: $(sbxf nodes)"
+  # the same view through one node's URL, over HTTPS with its own token
+  js=$(hub env SBX_TOKEN=tok-a SBX_CA="$W/ca.pem" "$(bin sbx)" --host "https://192.0.2.11:7443" --json nodes)
+  echo "$js" | jq -e '.self == "a" and (.nodes | length) == 3' >/dev/null || fail "via a: $js"
+  # without the CA the certificate is refused
+  if hub env SBX_TOKEN=tok-a "$(bin sbx)" --host "https://192.0.2.11:7443" nodes >/dev/null 2>&1; then
+    fail "an unknown CA was accepted"
+  fi
+}
+
+# ---- the client alone: nodes registered by hand in etcd, daemons not in fleet mode ----
+# (what libsbx does with the published records: placement, skipping, typed errors)
+plain3() { # three plain daemons (plain HTTP, the fleet token as their token) and their records
+  world_up
+  local n i=0
+  for n in a b c; do
+    i=$((i + 1))
+    node_net "$n" "$i"
+    DAEMON_WRAP=(nsenter "--net=/proc/${NODE_NS[$n]}/ns/net")
+    daemon_start "$n" --tcp "${NODE_IP[$n]}:7443" --token "$FLEET_TOKEN" --max-sandboxes 2
+    DAEMON_WRAP=()
+    etcdctl_ put "$FLEET_PREFIX/nodes/$n" "{\"name\":\"$n\",\"url\":\"http://${NODE_IP[$n]}:7443\",
+      \"version\":\"t\",\"heartbeat\":$(date +%s),\"draining\":false,\"max\":2,\"active\":0,
+      \"starting\":0,\"free\":2,\"pools\":[]}" >/dev/null || fail "etcdctl put"
+  done
+}
+
+py() { # the Python SDK (through libsbx) in the hub, against the fleet address
+  hub env SANDBOXD_LIBSBX="$(bin libsbx.so.0)" PYTHONPATH="$SBX_SRC_DIR/python" SBX_CA="$W/ca.pem" \
+    SBX_TOKEN="$FLEET_TOKEN" SBX_HOST="$(fleet_addr)" python3 "$@"
+}
+
+quiet_kill() { kill "$1" 2>/dev/null || true; }
+
+count_on() { # NAME: sandboxes not ended, asked on its Unix socket
+  curl -s --max-time 10 --unix-socket "${DAEMON_SOCK[$1]}" http://sd/v1/sandboxes |
+    jq '[.[] | select(.state != "ended")] | length'
+}
+
+TEST_TIMEOUT_client_places_and_skips=120
+test_client_places_and_skips() {
+  plain3
+  [ "$(sbxf --json nodes | jq '.nodes | length')" == 3 ] || fail "nodes from etcd"
+  local r=$DAEMON_ROOT pypid n
+  # one client process: it places 6 creates over the 3 x 2 published slots, then (after the
+  # shell took host c away and stopped b's daemon) gets typed errors for their sandboxes only
+  py - "$r" <<'PY' &
+import os, sys, time, sandboxd
+r = sys.argv[1]
+c = sandboxd.Client()
+sbs = [sandboxd.Sandbox.create(client=c, memory="128Mi") for _ in range(6)]
+try:
+    sandboxd.Sandbox.create(client=c, memory="128Mi")
+    sys.exit("a 7th create fitted in a fleet of 3 x 2")
+except sandboxd.NodeFull:
+    pass
+open(r + "/ids.tmp", "w").write("\n".join(s.id for s in sbs) + "\n")
+os.rename(r + "/ids.tmp", r + "/ids")
+while not os.path.exists(r + "/go"):
+    time.sleep(0.05)
+lost = set(open(r + "/lost").read().split())
+for s in sbs:
+    try:
+        out = s.run("echo", "hi")
+        if s.id in lost or out.stdout not in (b"hi\n", "hi\n"):
+            sys.exit(f"{s.id}: exec answered on a lost node: {out}")
+    except sandboxd.NodeUnavailable as e:
+        if s.id not in lost:
+            sys.exit(f"{s.id}: {e}")
+        print("typed:", e, file=sys.stderr)
+PY
+  pypid=$!
+  daemon_at_exit quiet_kill "$pypid" # (when the case fails before the client finished)
+  for _ in $(seq 300); do [ -e "$r/ids" ] || ! kill -0 $pypid 2>/dev/null && break; sleep 0.1; done
+  [ -e "$r/ids" ] || { wait $pypid; fail "the creates did not finish"; }
+  for n in a b c; do assert_eq "$(count_on $n)" 2 "sandboxes on $n"; done
+  [ "$(sbxf ls --json | jq length)" == 6 ] || fail "sbx ls across the fleet: $(sbxf ls --json)"
+  for n in b c; do
+    curl -s --max-time 10 --unix-socket "${DAEMON_SOCK[$n]}" http://sd/v1/sandboxes | jq -r '.[].id'
+  done >"$r/lost"
+  node_host_kill c                               # host c is gone, and so is its record
+  etcdctl_ del "$FLEET_PREFIX/nodes/c" >/dev/null
+  node_kill9 b                                   # b's daemon is down; its record stays
+  touch "$r/go"
+  wait $pypid || fail "the fleet client's errors were not typed"
+  # a's sandboxes are still listed; b (not answering) and c (gone) are skipped
+  [ "$(sbxf ls --json | jq length)" == 2 ] || fail "sbx ls after the failures: $(sbxf ls --json)"
+  hub env SBX_TOKEN="$FLEET_TOKEN" "$(bin sbx)" --host "$(fleet_addr)" exec "$(sed -n 1p "$r/lost")" true \
+    2>"$r/err" && fail "exec on a lost sandbox succeeded"
+  grep -q "node" "$r/err" || fail "the CLI's error does not name the node: $(cat "$r/err")"
+}
+
+sbxn() { # NAME ARGS...: the CLI through one node's https:// URL (the fleet token, the CA)
+  local n=$1
+  shift
+  hub env SBX_TOKEN="$FLEET_TOKEN" "$(bin sbx)" --cacert "$W/ca.pem" \
+    --host "https://${NODE_IP[$n]}:7443" "$@"
+}
+node_of() { echo "${1#*.}"; } # the node part of an id
+
+TEST_TIMEOUT_spread_through_one_node=90
+test_spread_through_one_node() {
+  fleet3 --max-sandboxes 2
+  local i id='' n
+  declare -A per=()
+  for i in $(seq 6); do # a takes two, then (full) sends the others to b and c
+    # a places by the capacity it last read (once a second): a 503 from a node that filled
+    # up meanwhile is what a client retries after Retry-After
+    id=''
+    for _ in $(seq 20); do id=$(sbxn a create --memory 128Mi 2>/dev/null) && break; sleep 0.3; done
+    [ -n "$id" ] || fail "create $i through a"
+    n=$(node_of "$id")
+    per[$n]=$((${per[$n]:-0} + 1))
+  done
+  for n in a b c; do
+    assert_eq "${per[$n]:-0}" 2 "creates placed on $n"
+    assert_eq "$(count_on $n)" 2 "sandboxes running on $n"
+  done
+  sbxn a create --memory 128Mi 2>"$DAEMON_ROOT/err" && fail "a 7th create fitted in 3 x 2"
+  grep -qiE "full|retry" "$DAEMON_ROOT/err" || fail "full everywhere: $(cat "$DAEMON_ROOT/err")"
+  [ "$(sbxf ls --json | jq length)" == 6 ] || fail "sbx ls across the fleet"
+  [ "$(sbxf ls | grep -c '^sb-')" == 6 ] || fail "sbx ls table: $(sbxf ls)"
+  # through one node's URL too: the client asks that node for the fleet, then every node
+  [ "$(sbxn b ls --json | jq length)" == 6 ] || fail "sbx ls through b: $(sbxn b ls --json)"
+}
+
+TEST_TIMEOUT_reach_through_any_node=90
+test_reach_through_any_node() {
+  fleet3 --max-sandboxes 2
+  local id r=$DAEMON_ROOT n out
+  id=$(sbxn c create --memory 128Mi) || fail "create on c"
+  assert_eq "$(node_of "$id")" c "node part of $id"
+  printf 'payload-%s\n' "$RANDOM" >"$r/up.txt"
+  for n in a b; do # every call through a node that does not hold it: 307 to c
+    out=$(sbxn $n exec "$id" sh -c 'for i in 1 2 3; do echo line$i; done; echo err >&2') ||
+      fail "exec through $n"
+    assert_eq "$out" "$(printf 'line1\nline2\nline3')" "streamed output through $n"
+    sbxn $n cp "$r/up.txt" "$id:/workspace/up-$n.txt" || fail "upload through $n"
+    sbxn $n cp "$id:/workspace/up-$n.txt" "$r/down-$n.txt" || fail "download through $n"
+    cmp "$r/up.txt" "$r/down-$n.txt" || fail "file round trip through $n"
+  done
+  # the NDJSON stream itself, by curl through a (307 followed with the token)
+  hub curl -s --max-time 30 --cacert "$W/ca.pem" --location-trusted \
+    -H "Authorization: Bearer $FLEET_TOKEN" -H 'Accept: application/x-ndjson' \
+    -H 'Content-Type: application/json' -d '{"argv":["echo","nd"]}' \
+    "https://${NODE_IP[a]}:7443/v1/sandboxes/$id/exec" >"$r/nd" || fail "curl exec through a"
+  jq -se 'any(.[]; .type == "stdout") and any(.[]; .type == "exit")' "$r/nd" >/dev/null ||
+    fail "NDJSON events: $(cat "$r/nd")"
+  assert_eq "$(count_on c)" 1 "the sandbox is on c"
+  sbxn b rm "$id" || fail "delete through b"
+  for _ in $(seq 50); do [ "$(count_on c)" == 0 ] && break; sleep 0.1; done
+  assert_eq "$(count_on c)" 0 "the sandbox is gone from c"
+}
+
+TEST_TIMEOUT_drain=90
+test_drain() {
+  fleet3 --max-sandboxes 4
+  local id keep i
+  keep=$(sbxn b create --memory 128Mi) || fail "create on b"
+  assert_eq "$(node_of "$keep")" b "before the drain"
+  sbxf node drain b || fail "sbx node drain b"
+  for _ in $(seq 50); do
+    [ "$(sbxf --json nodes | jq -r '.nodes[] | select(.name == "b") | .state')" == draining ] && break
+    sleep 0.1
+  done
+  sbxf nodes | grep -qE '^b +draining ' || fail "b is not shown draining: $(sbxf nodes)"
+  for i in 1 2 3; do # through b itself and through the fleet address: never on b
+    id=$(sbxn b create --memory 128Mi) || fail "create through drained b"
+    [ "$(node_of "$id")" != b ] || fail "a create landed on drained b"
+    id=$(sbxf create --memory 128Mi) || fail "create through the fleet"
+    [ "$(node_of "$id")" != b ] || fail "the client placed a create on drained b"
+  done
+  [ "$(sbxf exec "$keep" echo still)" == still ] || fail "a running sandbox on drained b"
+  sbxf node undrain b || fail "undrain"
+  for _ in $(seq 50); do
+    [ "$(sbxf --json nodes | jq -r '.nodes[] | select(.name == "b") | .state')" == ready ] && break
+    sleep 0.1
+  done
+  id=$(sbxn b create --memory 128Mi) || fail "create on b after undrain"
+  assert_eq "$(node_of "$id")" b "b takes creates again"
+}
+
+TEST_TIMEOUT_daemon_kill9=120
+test_daemon_kill9() {
+  fleet3 --max-sandboxes 2
+  local id
+  id=$(sbxn c create --memory 128Mi) || fail "create on c"
+  node_kill9 c
+  wait_nodes "a b" $((FLEET_TTL + 8)) # it leaves within its TTL
+  sbxn a exec "$id" true 2>"$DAEMON_ROOT/err" && fail "exec on a sandbox of a dead node"
+  grep -q "node" "$DAEMON_ROOT/err" || fail "error does not say node: $(cat "$DAEMON_ROOT/err")"
+  sbxf exec "$id" true 2>"$DAEMON_ROOT/err" && fail "exec through the fleet on a dead node"
+  grep -q "node c" "$DAEMON_ROOT/err" || fail "fleet error: $(cat "$DAEMON_ROOT/err")"
+  # its shim kept the sandbox; the restarted daemon adopts it and re-registers
+  node_up c 3 --max-sandboxes 2
+  wait_nodes "a b c" 15
+  [ "$(sbxn a exec "$id" echo back)" == back ] || fail "the sandbox after c's restart"
+}
+
+TEST_TIMEOUT_host_gone=120
+test_host_gone() {
+  fleet3 --max-sandboxes 2
+  local id r=$DAEMON_ROOT
+  id=$(sbxn c create --memory 128Mi) || fail "create on c"
+  node_host_kill c
+  wait_nodes "a b" $((FLEET_TTL + 8))
+  sbxn a exec "$id" true 2>"$r/err" && fail "exec on a sandbox of a gone host"
+  grep -q "node" "$r/err" || fail "through a: $(cat "$r/err")"
+  py - "$id" <<'PY' || fail "python: no typed error"
+import sys, sandboxd
+try:
+    sandboxd.Sandbox.attach(sys.argv[1]).run("true")
+    sys.exit("a sandbox of a gone host answered")
+except sandboxd.NodeUnavailable:
+    pass
+PY
+  # the rest of the fleet goes on
+  id=$(sbxf create --memory 128Mi) || fail "create after c went"
+  [ "$(node_of "$id")" != c ] || fail "placed on the gone host"
+}
+
+TEST_TIMEOUT_lease_all_nodes=90
+test_lease_all_nodes() {
+  fleet3 --max-sandboxes 1
+  py - <<'PY' || fail "lease across nodes"
+import sys, time, sandboxd
+lease = sandboxd.Lease.create("3s", renew_every=0.7)
+sbs = [sandboxd.Sandbox.create(memory="128Mi", lease=lease) for _ in range(3)]
+nodes = sorted(s.id.split(".", 1)[1] for s in sbs)
+if nodes != ["a", "b", "c"]:
+    sys.exit(f"one per node expected: {nodes}")
+time.sleep(5)  # renewed: all alive
+for s in sbs:
+    if s.run("true").exit_code != 0:
+        sys.exit(f"{s.id} before the lease ended")
+lease.stop()
+deadline = time.time() + 20
+while time.time() < deadline:
+    states = [s.inspect().state for s in sbs]
+    if all(st == "ended" for st in states):
+        break
+    time.sleep(0.3)
+else:
+    sys.exit(f"not ended after the lease ran out: {states}")
+PY
+}
+
+TEST_TIMEOUT_etcd_restart=120
+test_etcd_restart() {
+  fleet3 --max-sandboxes 2
+  local id
+  id=$(sbxn b create --memory 128Mi) || fail "create on b"
+  etcd_stop
+  sbxf nodes >/dev/null 2>&1 && fail "sbx nodes without etcd"
+  [ "$(sbxn b exec "$id" echo alive)" == alive ] || fail "a running sandbox while etcd is down"
+  sbxn b --json nodes | jq -e '.etcd == "unreachable" and (.nodes | length) == 3' >/dev/null ||
+    fail "/v1/fleet without etcd: $(sbxn b --json nodes)"
+  sbxn a exec "$id" echo routed >/dev/null || fail "routing on the last known list"
+  id=$(sbxn a create --memory 128Mi) || fail "a local create while etcd is down"
+  etcd_start
+  wait_nodes "a b c" 20
+  sbxn a --json nodes | jq -e '.etcd == "ok"' >/dev/null || fail "etcd back: $(sbxn a --json nodes)"
+}
+
+# A GRPO run against the fleet address while host c goes away: the run completes; the episodes
+# that lived on c are infrastructure failures (excluded), the others are scored.
+TEST_TIMEOUT_grpo_node_killed=150
+test_grpo_node_killed() {
+  fleet3 --max-sandboxes 12
+  local r=$DAEMON_ROOT gpid tpid
+  hub /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$r/port" \
+    --delay-ms 700 --command 'echo red > b.txt' >"$r/trainer.log" 2>&1 &
+  tpid=$!
+  daemon_at_exit quiet_kill "$tpid"
+  for _ in $(seq 100); do [ -s "$r/port" ] && break; sleep 0.1; done
+  [ -s "$r/port" ] || fail "the stand-in trainer did not start"
+  hub env SBX_TOKEN="$FLEET_TOKEN" SBX_CA="$W/ca.pem" "$(bin sbx)" grpo --host "$(fleet_addr)" \
+    --trainer "http://127.0.0.1:$(cat "$r/port")" --tasks "$SBX_SRC_DIR/tasks/toy-files.jsonl" \
+    --out "$r/out" --steps 2 --tasks-per-step 6 --group-size 2 --seed 3 --json \
+    >"$r/summary.txt" 2>"$r/grpo.err" &
+  gpid=$!
+  daemon_at_exit quiet_kill "$gpid"
+  # wait until episodes run on c, then take the host away
+  for _ in $(seq 200); do [ "$(count_on c)" -gt 0 ] && break; sleep 0.05; done
+  [ "$(count_on c)" -gt 0 ] || fail "no episode was placed on c"
+  node_host_kill c
+  wait "$gpid" || { cat "$r/grpo.err" >&2; fail "the GRPO run failed"; }
+  /usr/bin/python3 - "$r/out/summary.json" <<'PY' || fail "GRPO summary: $(cat "$r/out/summary.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["stop_reason"], d["episodes"], d["scored"], d["infrastructure_failures"])
+assert d["stop_reason"] == "completed", d
+assert d["infrastructure_failures"] > 0 and d["scored"] > 0, d
+assert d["scored"] + d["infrastructure_failures"] == d["episodes"], d
+PY
+  for n in a b; do assert_eq "$(count_on $n)" 0 "sandboxes left running on $n"; done
+}
+
+source "$(dirname "$0")/../lib/lib.sh"
