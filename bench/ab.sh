@@ -3,11 +3,14 @@
 # judged by its ratio under the same machine load, never by absolute numbers across runs.
 # Usage: bench/ab.sh OLD_BUILD NEW_BUILD (needs root). Each build gets its own daemon; every
 # measurement runs in SBX_AB_ROUNDS (3) rounds, alternating old/new, of SBX_AB_N iterations:
-#   ab.exec       POST exec `true` round trip in a running sandbox (lat exec)
+#   ab.exec       POST exec `true` round trip in a running sandbox (lat exec, per build)
+#   ab.exec_interleaved  the same, the two daemons interleaved request by request (ab_exec.py)
 #   ab.cycle      create -> exec `true` -> delete (lat cycle)
 #   ab.sbx_version / ab.sbx_exec   `sbx --version`, `sbx exec ID -- true` (whole processes)
 #   ab.true       fork+exec+wait of /bin/true (the floor; same for both)
 # Prints one line per measurement and build: the median of the rounds' p50s.
+# SBX_AB_OLD_POLICY: the seccomp profile for the old build's daemon when the tree's
+# policy/seccomp.json is newer than that build understands (default: the tree's).
 set -euo pipefail
 
 OLD=$(realpath "${1:?usage: bench/ab.sh OLD_BUILD NEW_BUILD}")
@@ -16,15 +19,16 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 N=${SBX_AB_N:-100}
 ROUNDS=${SBX_AB_ROUNDS:-3}
+# shellcheck disable=SC2034 # common.sh reads B
 B=$NEW
 source "$ROOT/bench/common.sh"
 
 declare -A PIDS SOCKS IDS
-start_ab() { # TAG BUILD
+start_ab() { # TAG BUILD POLICY
   local d=$T/$1
   mkdir -p "$d/run" "$d/state"
   "$2/sandboxd" --socket "$d/sock" --run-dir "$d/run" --state-dir "$d/state" \
-    --cgroup-parent "$CGPARENT-$1" --seccomp-profile policy/seccomp.json >>"$d/daemon.log" 2>&1 &
+    --cgroup-parent "$CGPARENT-$1" --seccomp-profile "$3" >>"$d/daemon.log" 2>&1 &
   PIDS[$1]=$!
   SOCKS[$1]=$d/sock
   for _ in $(seq 100); do
@@ -49,8 +53,8 @@ stop_ab() {
 }
 trap 'stop_ab; cleanup' EXIT
 
-start_ab old "$OLD"
-start_ab new "$NEW"
+start_ab old "$OLD" "${SBX_AB_OLD_POLICY:-policy/seccomp.json}"
+start_ab new "$NEW" policy/seccomp.json
 p50() { sed -n 's/.*"p50_ms":\([0-9.]*\).*/\1/p'; }
 declare -A R
 for ((r = 0; r < ROUNDS; r++)); do
@@ -65,6 +69,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     R[true.$tag]+="$("$LAT" spawn ab.true "$N" /bin/true | p50) "
   done
 done
+python3 bench/ab_exec.py "${SOCKS[old]}" "${SOCKS[new]}" "$((N * 4))"
 med() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 printf '%-14s %10s %10s %8s   (p50 ms, median of %d rounds of %d)\n' measurement old new new/old "$ROUNDS" "$N"
 for k in exec cycle sbx_version sbx_exec true; do

@@ -22,6 +22,7 @@
 #include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -87,10 +88,14 @@ static int spawn_once(char **argv, int iter) {
         }
     }
     args[n] = NULL;
+    static int devnull = -1; /* the program's stdout must not mix into lat's JSON lines */
+    if (devnull < 0 && (devnull = open("/dev/null", O_WRONLY | O_CLOEXEC)) < 0)
+        return -errno;
     pid_t pid = fork();
     if (pid < 0)
         return -errno;
     if (pid == 0) {
+        dup2(devnull, STDOUT_FILENO);
         execvp(args[0], args);
         _exit(127);
     }

@@ -6,7 +6,8 @@
 #   2. perf record -g -e cpu-clock (a software clock, works without counters) of the daemon and
 #      everything it starts, kernel included, while the same loops run against it;
 #   3. the daemon's own create/exec histograms; 4. the shim binary's start-up cost.
-# Needs root, valgrind, perf. Knobs: SBX_PROF_N (create cycles, 30), SBX_PROF_NEXEC (execs, 300).
+# Needs root, valgrind, perf. Knobs: SBX_PROF_N (create cycles, 30), SBX_PROF_NEXEC (execs, 300),
+# SBX_PROF_CALLGRIND=0 (skip the slow callgrind part).
 set -euo pipefail
 
 B=${1:-build}
@@ -29,7 +30,7 @@ loops() { # the two hot paths, against the daemon on $T/sock
 echo "sandboxd profile, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)," \
   "$NC create cycles + $NE exec round trips" >&3
 
-if command -v valgrind >/dev/null; then
+if [ "${SBX_PROF_CALLGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
   log "callgrind on the daemon"
   DAEMON_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$T/callgrind.out"
     --trace-children=no --collect-systime=nsec)
@@ -81,6 +82,10 @@ section "startup cost of the shim binary vs /bin/true (perf stat -r 100, exec + 
 perf stat -r 100 "$B/sbx-shim" --version 2>&1 >/dev/null | grep -E 'task-clock|elapsed' >&3 || true
 perf stat -r 100 /bin/true 2>&1 >/dev/null | grep -E 'task-clock|elapsed' >&3 || true
 echo "libraries loaded by sbx-shim: $(ldd "$B/sbx-shim" | wc -l)" >&3
+
+section "startup cost of the CLI (sbx --version; perf stat -r 100)"
+perf stat -r 100 "$B/sbx" --version 2>&1 >/dev/null | grep -E 'task-clock|elapsed' >&3 || true
+echo "libraries loaded by sbx: $(ldd "$B/sbx" | wc -l)" >&3
 
 exec 3>&-
 mv "$OUT.tmp" "$OUT"
