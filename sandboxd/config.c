@@ -176,6 +176,20 @@ static int apply_json(sd_config *c, const opt_row *row, json_t *v, const char *p
     return apply(c, row, num, err);
 }
 
+/* fleet: "node_labels", published with the node record (docs/FLEET.md). */
+static int load_labels(sd_config *c, json_t *labels, const char *path, error_rec *err) {
+    const char *k;
+    json_t *v;
+    bool strings = json_is_object(labels);
+    if (!labels)
+        return 0;
+    json_object_foreach(labels, k, v) strings = strings && json_is_string(v);
+    if (!strings)
+        return error_set(err, -EINVAL, "config %s: node_labels must be {\"key\": \"value\"}", path);
+    c->node_labels = json_incref(labels);
+    return 0;
+}
+
 static int load_file(sd_config *c, const char *path, bool required, error_rec *err) {
     struct stat st;
     if (!required && stat(path, &st) < 0)
@@ -215,6 +229,8 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
         c->images = json_incref(json_object_get(j, "images"));
         c->image_import = json_incref(json_object_get(j, "image_import"));
     }
+    if (r >= 0)
+        r = load_labels(c, json_object_get(j, "node_labels"), path, err);
     if (r >= 0 && json_is_object(json_object_get(j, "network")))
         c->network = json_incref(json_object_get(j, "network"));
     json_decref(j);
@@ -333,6 +349,7 @@ void sd_config_done(sd_config *c) {
     json_decref(c->pools);
     json_decref(c->images);
     json_decref(c->image_import);
+    json_decref(c->node_labels);
     free(c->fleet_etcd);
     free(c->fleet_prefix);
     free(c->node_name);

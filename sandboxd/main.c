@@ -10,6 +10,7 @@
 #include "sandboxd/config.h"
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/exec.h"
+#include "sandboxd/core/process.h"
 #include "sandboxd/core/fork.h"
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
@@ -117,7 +118,7 @@ static int wire(sd_daemon *d, error_rec *err) {
     sd_network_init(d);
     if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
         return r;
-    if (sd_exec_init(d) < 0 || sd_fork_init(d) < 0)
+    if (sd_exec_init(d) < 0 || sd_process_init(d) < 0 || sd_fork_init(d) < 0)
         return error_set(err, -ENOSPC, "too many listeners");
     if ((r = sd_pool_init(d, err)) < 0 || (r = sd_api_init(d, err)) < 0 ||
         (r = sd_sf_init(d, err)) < 0)

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -43,6 +44,10 @@ static size_t str_len(const char *s) {
         n++;
     return n;
 }
+
+/* A terminal's size for the next command (SHIM_IPC_TTY), 0 for none: set by init before
+ * it forks the reaper. */
+static unsigned tty_rows, tty_cols;
 
 /* The command is started with vfork(): it shares our memory until it execs or exits, so a
  * failure is reported by storing errno here before _exit. */
@@ -99,6 +104,8 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
             signal(s, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     setsid();
+    if (tty_rows && ioctl(fds[0], TIOCSCTTY, 0) < 0) /* the terminal becomes the session's */
+        fail_exec(errno);
     for (int i = 0; i < 3; i++)
         if (dup2(fds[i], i) < 0)
             fail_exec(errno);
@@ -229,6 +236,32 @@ static void tree_signal(pid_t root, int sig) {
     }
 }
 
+/* A terminal from the sandbox's own devpts instance: its slave side replaces the command's three
+ * descriptors; returns the master side (for the daemon). Failures are reported and end the
+ * reaper. */
+static int tty_open(int ipc, uint64_t id, int fds[3]) {
+    int m = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC), unlock = 0;
+    struct winsize ws = {.ws_row = (unsigned short)tty_rows, .ws_col = (unsigned short)tty_cols};
+    int slave = -1;
+    const char *step = "open /dev/pts/ptmx";
+    if (m >= 0 && ioctl(m, TIOCSPTLCK, &unlock) < 0)
+        step = "unlock the terminal";
+    else if (m >= 0 && ioctl(m, TIOCSWINSZ, &ws) < 0)
+        step = "set the terminal's size";
+    else if (m >= 0 && (slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+        step = "open the terminal's slave side";
+    if (slave < 0) {
+        int en = errno;
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, en, 0, step, str_len(step), NULL, 0);
+        _exit(1);
+    }
+    for (int i = 0; i < 3; i++) {
+        close(fds[i]);
+        fds[i] = slave;
+    }
+    return m;
+}
+
 static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
                                   char **envp, const struct sock_fprog *prog) {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -239,6 +272,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
             _exit(1);
         }
     }
+    int master = tty_rows ? tty_open(ipc, id, fds) : -1; /* opened as the command's user */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -249,7 +283,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         command_main(fds, cwd, argv, envp, prog);
     cmd_pid = pid;
     int fe = errno;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < (master >= 0 ? 1 : 3); i++)
         close(fds[i]);
     if (cmd_pid < 0) {
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, fe, 0, "fork", 4, NULL, 0);
@@ -262,7 +296,10 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
             ;
         _exit(1);
     }
-    shim_ipc_send(ipc, SHIM_IPC_STARTED, id, cmd_pid, 0, NULL, 0, NULL, 0);
+    shim_ipc_send(ipc, SHIM_IPC_STARTED, id, cmd_pid, 0, NULL, 0, master >= 0 ? &master : NULL,
+                  master >= 0 ? 1 : 0);
+    if (master >= 0)
+        close(master);
     for (;;) {
         siginfo_t si;
         sigwaitinfo(&set, &si);
@@ -305,6 +342,14 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
                        const struct sock_fprog *prog) {
     static char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 1];
     char *cwd;
+    tty_rows = tty_cols = 0;
+    if ((m->type & SHIM_IPC_TTY) && m->len > 4) { /* rows(2) cols(2), then as the type says */
+        unsigned char *p = (unsigned char *)m->data;
+        tty_rows = (unsigned)p[0] << 8 | p[1];
+        tty_cols = (unsigned)p[2] << 8 | p[3];
+        memmove(m->data, m->data + 4, m->len - 4);
+        m->len -= 4;
+    }
     int r = nf == 3 ? unpack(m, &cwd, argv, envp) : -EBADF;
     if (r == 0 && n_reapers == cap_reapers) {
         size_t nc = cap_reapers ? cap_reapers * 2 : 16;
@@ -315,7 +360,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
         } else
             r = -ENOMEM;
     }
-    exec_type = m->type;
+    exec_type = m->type & ~SHIM_IPC_TTY;
     pid_t pid = r == 0 ? fork() : -1;
     if (pid == 0) {
         close(sfd);
@@ -381,8 +426,9 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
             _exit(0);
         if (r < 0)
             continue;
-        if (buf->type == SHIM_IPC_EXEC || buf->type == SHIM_IPC_EXEC_GRADER ||
-            buf->type == SHIM_IPC_EXEC_HELPER)
+        if ((buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC ||
+            (buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC_GRADER ||
+            (buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC_HELPER)
             start_exec(ipc, sfd, buf, fds, nf, prog);
         else {
             for (size_t i = 0; i < nf; i++)

@@ -24,6 +24,11 @@ enum shim_ipc_type {
                            * and whatever the command leaves running is killed when it exits */
 };
 
+/* Or'ed into an exec type (EXEC, EXEC_GRADER, EXEC_HELPER): the command gets a terminal; data
+ * starts with rows(2) cols(2), then as the type says; the reaper's STARTED carries the
+ * terminal's master side. */
+#define SHIM_IPC_TTY 0x100u
+
 typedef struct shim_ipc_msg {
     uint32_t type;
     int32_t a, b;

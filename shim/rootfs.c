@@ -345,7 +345,8 @@ int shim_rootfs_dev(const shim_spec *spec, const char *staging, error_rec *err) 
         return error_set_errno(err, negative_errno(), "chown %s", dev);
     snprintf(p, sizeof(p), "%s/pts", dev);
     snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,gid=%u", ru + 5);
-    if ((r = mnt("devpts", p, "devpts", MS_SAFE | MS_NOEXEC, opts, err)) < 0)
+    /* not nodev: its nodes are this instance's terminals only (tty: true), as in Docker */
+    if ((r = mnt("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opts, err)) < 0)
         return r;
     snprintf(p, sizeof(p), "%s/shm", dev);
     uint64_t shm = spec->memory ? MIN(spec->memory / 2, (uint64_t)64 << 20) : (uint64_t)64 << 20;

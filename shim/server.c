@@ -336,6 +336,17 @@ static void arm_timeout(server *s, exec_rec *e) {
         log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
 }
 
+/* {"rows": R, "cols": C} as the 4-byte prefix of SHIM_IPC_TTY; 0 when out of range. */
+static size_t tty_prefix(json_t *tty, unsigned char out[4]) {
+    json_t *rows = json_object_get(tty, "rows"), *cols = json_object_get(tty, "cols");
+    json_int_t r = json_integer_value(rows), c = json_integer_value(cols);
+    if (!json_is_integer(rows) || !json_is_integer(cols) || r < 1 || r > 1000 || c < 1 || c > 1000)
+        return 0;
+    out[0] = (unsigned char)(r >> 8), out[1] = (unsigned char)r;
+    out[2] = (unsigned char)(c >> 8), out[3] = (unsigned char)c;
+    return 4;
+}
+
 /* The init request for an exec: the grader user only in a grading sandbox, only from the
  * daemon; sbx-as-agent's commands always run as the agent. 0 when refused. */
 static uint32_t exec_type(server *s, conn *c, json_t *msg) {
@@ -370,9 +381,14 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
         return reply_error(c, seq, -EEXIST, "a command with that xid is running");
     if (s->n_execs >= MAX_EXECS)
         return reply_error(c, seq, -EAGAIN, "too many commands at once");
-    size_t len;
+    size_t len, pre = 0;
     int argc, envc;
-    int r = pack_exec(s, msg, type == SHIM_IPC_EXEC_GRADER, buf, sizeof(buf), &len, &argc, &envc);
+    json_t *tty = json_object_get(msg, "tty");
+    if (tty && (pre = tty_prefix(tty, (unsigned char *)buf)) == 0)
+        return reply_error(c, seq, -EINVAL, "tty needs rows and cols in 1..1000");
+    int r = pack_exec(s, msg, type == SHIM_IPC_EXEC_GRADER, buf + pre, sizeof(buf) - pre, &len,
+                      &argc, &envc);
+    len += pre;
     if (r < 0)
         return reply_error(c, seq, r,
                            "exec needs argv (non-empty array of strings), env [\"K=V\"], an "
@@ -384,7 +400,8 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
         e->owner = c;
         e->helper = true;
     }
-    r = shim_ipc_send(s->sb->ipc, type, e->iid, argc, envc, buf, len, fds, 3);
+    r = shim_ipc_send(s->sb->ipc, tty ? type | SHIM_IPC_TTY : type, e->iid, argc, envc, buf, len,
+                      fds, 3);
     if (r < 0) {
         exec_remove(s, e);
         return reply_error(c, seq, r, "cannot reach init");
@@ -501,11 +518,20 @@ static void on_listen(server *s, bool agent) {
 
 /* ---- init's reports ---- */
 
-static void on_started(server *s, exec_rec *e, pid_t pid) {
+/* tty_fd: a terminal's master side (SHIM_IPC_TTY) goes to the requester with the reply. */
+static void on_started(server *s, exec_rec *e, pid_t pid, int tty_fd) {
     e->started = true;
     e->pid = pid;
-    send_to(e->requester, json_pack("{s:s, s:O?, s:O, s:i}", "type", "started", "seq", e->seq,
-                                    "xid", e->xid, "pid", (int)pid));
+    json_t *msg = json_pack("{s:s, s:O?, s:O, s:i}", "type", "started", "seq", e->seq, "xid",
+                            e->xid, "pid", (int)pid);
+    if (tty_fd >= 0 && e->requester && msg) {
+        int r = shimproto_send(e->requester->fd, msg, &tty_fd, 1);
+        if (r < 0)
+            log_warn("send failed err=%d", r);
+        json_decref(msg);
+    } else {
+        send_to(e->requester, msg);
+    }
     e->requester = NULL;
 }
 
@@ -566,6 +592,10 @@ static void on_ipc(server *s) {
     if (!readable(s->sb->ipc))
         return;
     int r = shim_ipc_recv(s->sb->ipc, s->ipc_buf, fds, &nf);
+    shim_ipc_msg *m = s->ipc_buf;
+    exec_rec *e = r == 0 ? exec_by_iid(s, m->id) : NULL;
+    if (e && m->type == SHIM_IPC_STARTED)
+        on_started(s, e, m->a, nf ? fds[0] : -1);
     for (size_t i = 0; i < nf; i++)
         safe_close(fds[i]);
     if (r == -ECONNRESET) { /* init is gone; SIGCHLD does the rest */
@@ -574,13 +604,9 @@ static void on_ipc(server *s) {
     }
     if (r < 0)
         return;
-    shim_ipc_msg *m = s->ipc_buf;
-    exec_rec *e = exec_by_iid(s, m->id);
-    if (!e)
+    if (!e || m->type == SHIM_IPC_STARTED)
         return;
-    if (m->type == SHIM_IPC_STARTED)
-        on_started(s, e, m->a);
-    else if (m->type == SHIM_IPC_EXIT)
+    if (m->type == SHIM_IPC_EXIT)
         on_exit_report(s, e, m->a, m->b != 0);
     else if (m->type == SHIM_IPC_EXECFAIL) {
         on_exec_failed(s, e, m);

@@ -4,11 +4,11 @@
 compares the returned values with hidden expected values. Reward 1 when every case matches,
 else 0 (a crash, a timeout, a missing function or a wrong value are the agent's failure).
 
-The test runs as the grader user of a grading sandbox (docs/GRPO.md "Grading sandboxes"): it
-runs the agent's function with sbx-as-agent, in a Python process of the agent user (`python3
--I`, fed the inputs on stdin from a file in the grader's HOME, one JSON line per case), and
-judges what comes back in its own process, so the expected values never enter a process the
-agent's code runs in.
+The test is docs/GRPO.md's "function calls" grader kind: it runs as the grader user and hands
+the inputs to sbx_grade.call_functions (the helper library the runner writes beside it), which
+calls the agent's function in one `python3 -I` process of the agent user through sbx-as-agent
+and compares the returned values in the grader, so the expected values never enter a process
+the agent's code runs in.
 
 python3 tasks/python_funcs.py > tasks/python-funcs.jsonl  writes the set (deterministic)."""
 
@@ -45,38 +45,14 @@ TASKS = [
      [([[3, 1, 2]], 2), ([[4, 1, 3, 2]], 2.5), ([[7]], 7), ([[-1, -5, 10, 0]], -0.5)]),
 ]
 
-GRADER = '''# Hidden test of task {id}: calls {fn}() from /workspace/solution.py on hidden
-# inputs in a separate process and compares the returned values here.
-# Exit 0: every case right; 1: not.
-import json, os, subprocess, sys
+GRADER = '''# Hidden test of task {id}: calls {fn}() from /workspace/solution.py on hidden inputs
+# in a process of the agent user (sbx_grade.call_functions, through sbx-as-agent) and compares
+# the returned values here; the expected values never leave this process.
+# Exit 0: every case right; 1: not; 125: the platform could not run the agent's code.
+import sbx_grade
 
 CASES = {cases}
-CALL = """
-import json, sys
-sys.path.insert(0, "/workspace")
-from solution import {fn} as f
-for line in sys.stdin:
-    print(json.dumps(f(*json.loads(line))), flush=True)
-"""
-INPUT = os.path.join(os.environ["HOME"], "cases.in")  # the grader's own, 0700
-with open(INPUT, "w") as f:
-    f.write("".join(json.dumps(a) + "\\n" for a, _ in CASES))
-run = subprocess.run(["sbx-as-agent", "--timeout", "20", "--stdin", INPUT, "--",
-                      "python3", "-I", "-c", CALL], stdin=subprocess.DEVNULL,
-                     capture_output=True, text=True, errors="replace")
-if run.returncode == 125:  # the helper failed: a platform fault, not the agent's
-    sys.exit(125)
-out = run.stdout.splitlines()
-if len(out) != len(CASES):
-    sys.exit(1)
-for line, (_, want) in zip(out, CASES):
-    try:
-        got = json.loads(line)
-    except ValueError:
-        sys.exit(1)
-    if got != want or isinstance(got, bool) != isinstance(want, bool):
-        sys.exit(1)
-sys.exit(0)
+sbx_grade.main(lambda: sbx_grade.call_functions("solution", "{fn}", CASES, timeout=20))
 '''
 
 

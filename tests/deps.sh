@@ -9,7 +9,7 @@ PKGS=(
   libnl-3-dev libnl-route-3-dev libnftables-dev libarchive-dev libssl-dev
   iproute2 nftables procps psmisc util-linux kmod jq
   python3 python3-torch python3-numpy
-  python3-pytest python3-requests python3-pip python3-setuptools python3-wheel
+  python3-pytest python3-requests python3-websockets python3-pip python3-setuptools python3-wheel
   python3-ipykernel python3-jupyter-client nodejs golang-go default-jdk-headless
   clang libclang-rt-14-dev clang-format valgrind
   bubblewrap crun

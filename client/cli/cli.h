@@ -64,8 +64,9 @@ typedef struct cli_create_flags {
         {"memory", required_argument, NULL, 'M'}, {"disk", required_argument, NULL, 'D'},          \
         {"pids", required_argument, NULL, 'P'}, {"env", required_argument, NULL, 'e'},             \
         {"label", required_argument, NULL, 'l'}, {"idle-timeout", required_argument, NULL, 'T'},   \
-        {"timeout", required_argument, NULL, 't'}, {"max-cost", required_argument, NULL, 'X'}, {   \
-        "network", required_argument, NULL, 'N'                                                    \
+        {"timeout", required_argument, NULL, 't'}, {"max-cost", required_argument, NULL, 'X'},     \
+        {"network", required_argument, NULL, 'N'}, {                                               \
+        "profile", required_argument, NULL, 'R'                                                    \
     }
 #define CLI_CREATE_HELP                                                                            \
     "  --image NAME          image (default: host)\n"                                              \
@@ -78,7 +79,8 @@ typedef struct cli_create_flags {
     "  --idle-timeout DUR    end after this long without activity, e.g. 5m (default 5m)\n"         \
     "  --timeout DUR         maximum lifetime, e.g. 1h (default 1h)\n"                             \
     "  --max-cost USD        end the sandbox when it has cost this much\n"                         \
-    "  --network MODE        none (default), open, or allow:CIDR,host:port,...\n"
+    "  --network MODE        none (default), open, or allow:CIDR,host:port,...\n"                  \
+    "  --profile grading     a grading sandbox: a grader user beside the sandbox user\n"
 void cli_create_flags_init(cli_create_flags *f);
 /* Handles one create flag. Returns 1 when handled, 0 when opt is not a create flag, -1 on a bad
  * value (message printed). */

@@ -14,7 +14,8 @@
 
 static void help(void) {
     printf(
-        "usage: sbx exec [-i] [--env K=V] [--cwd DIR] [--timeout DUR] [--sh] ID -- CMD [ARGS...]\n"
+        "usage: sbx exec [-i] [--env K=V] [--cwd DIR] [--timeout DUR] [--sh] [--user U] ID -- CMD "
+        "[ARGS...]\n"
         "\n"
         "Run CMD in sandbox ID. Output streams live; sbx exits with the command's exit code,\n"
         "128+N when it was killed by signal N, 124 when --timeout expired, 137 when it was\n"
@@ -25,6 +26,7 @@ static void help(void) {
         "  --cwd DIR             working directory (default /workspace)\n"
         "  --timeout DUR         kill the command after DUR, e.g. 30s\n"
         "  --sh                  run CMD ARGS... as one /bin/sh -c script\n"
+        "  --user USER           agent (default) or grader (grading sandboxes only)\n"
         "  --json                print the result as JSON instead of streaming\n"
         "  --host ENDPOINTS      daemon endpoints (see sbx --help)\n");
 }
@@ -111,7 +113,7 @@ int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char 
     return 0;
 }
 
-enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH };
+enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH, OPT_USER };
 
 int cmd_exec(int argc, char **argv) {
     static const struct option longopts[] = {
@@ -122,6 +124,7 @@ int cmd_exec(int argc, char **argv) {
         {"cwd", required_argument, NULL, OPT_CWD},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"sh", no_argument, NULL, OPT_SH},
+        {"user", required_argument, NULL, OPT_USER},
         {0},
     };
     sbx_exec_opts o;
@@ -160,6 +163,9 @@ int cmd_exec(int argc, char **argv) {
                 break;
             case OPT_SH:
                 sh = true;
+                break;
+            case OPT_USER:
+                o.user = optarg;
                 break;
             default:
                 rc = cli_usage_error("exec", "unknown option");

@@ -65,6 +65,8 @@ static void on_progress(void *ud, const sbx_grpo_progress *p) {
 }
 
 static void print_summary(const grpo_cli *c, const sbx_grpo_summary *s) {
+    if (c->json && s->warning[0])
+        fprintf(stderr, "sbx grpo: warning: %s\n", s->warning);
     if (c->json) {
         printf("{\"stop_reason\":\"%s\",\"steps\":%u,\"episodes\":%zu,\"scored\":%zu,"
                "\"infrastructure_failures\":%zu,\"trained\":%zu,\"first_reward_mean\":%.6f,"
@@ -87,6 +89,8 @@ static void print_summary(const grpo_cli *c, const sbx_grpo_summary *s) {
            s->cost_usd, s->sandbox_cost_usd, s->gpu_cost_usd, s->seconds, s->mean_step_seconds,
            s->mean_episode_seconds);
     printf("  reward curve: %s\n", s->svg_path);
+    if (s->warning[0])
+        printf("  warning: %s\n", s->warning);
 }
 
 static int parse_num(const char *s, double lo, double hi, double *ret, const char *flag) {

@@ -176,6 +176,9 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
         return 1;
     case 'N':
         return network_flag(f, cmd, arg);
+    case 'R': /* the daemon validates the name (400 names the field) */
+        o->profile = arg;
+        return 1;
     default:
         return 0;
     }

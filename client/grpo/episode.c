@@ -111,14 +111,46 @@ static void ep_cleanup(grpo_episode *ep) {
     ep_release_next(ep);
 }
 
+/* Text the agent may have written (its output, a grader's stderr) as valid UTF-8 for the logs:
+ * cut at the first NUL, every byte of a string that is not UTF-8 as '?'. */
+static void text_for_log(char *s) {
+    json_t *valid = json_string(s);
+    for (char *p = s; !valid && *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    json_decref(valid);
+}
+
+static void ep_set_message(grpo_episode *ep, const char *fmt, va_list ap) {
+    vsnprintf(ep->message, sizeof(ep->message), fmt, ap);
+    text_for_log(ep->message);
+}
+
+/* The platform failed (docs/GRPO.md "Failure attribution"): infrastructure_failure, excluded
+ * and counted. Releases what the episode holds. */
 static void ep_infra(grpo_episode *ep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void ep_infra(grpo_episode *ep, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ep->message, sizeof(ep->message), fmt, ap);
+    ep_set_message(ep, fmt, ap);
     va_end(ap);
     ep->status = GRPO_EP_INFRA;
+    ep->fault = "platform";
     ep_cleanup(ep);
+}
+
+/* The agent caused the failure: the episode is scored with the task's failure reward, like any
+ * wrong answer, and the log says why. The caller releases the sandboxes. */
+static void ep_agent_fault(grpo_episode *ep, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void ep_agent_fault(grpo_episode *ep, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ep_set_message(ep, fmt, ap);
+    va_end(ap);
+    ep->status = GRPO_EP_SCORED;
+    ep->reward = ep->task->failure_reward;
+    ep->fault = "agent";
 }
 
 static void ep_submit_failed(grpo_episode *ep, int r) {
@@ -435,18 +467,22 @@ static void on_detokenized(grpo_episode *ep, const sbxi_http_result *r) {
     json_decref(j);
 }
 
+/* Appends len bytes of src at buf[at] (up to max in all), a NUL byte as '?'; returns the end. */
+static size_t append_text(char *buf, size_t at, size_t max, const char *src, size_t len) {
+    for (size_t i = 0; src && i < len && at < max; i++)
+        buf[at++] = src[i] ? src[i] : '?';
+    return at;
+}
+
 static void on_executed(grpo_episode *ep, const sbx_exec_result *res) {
     ep->exec_ms += ep_lap(ep);
     ep->turn++;
     char obs[OBS_MAX + 64];
-    snprintf(obs, OBS_MAX, "%s%s", res->stdout_data ?: "", res->stderr_data ?: "");
+    size_t n = append_text(obs, 0, OBS_MAX - 1, res->stdout_data, res->stdout_len);
+    obs[append_text(obs, n, OBS_MAX - 1, res->stderr_data, res->stderr_len)] = 0;
     if (strcmp(res->reason, "command_timeout") == 0)
         strcat(obs, "\n[command timed out]\n");
-    json_t *valid = json_string(obs); /* output that is not UTF-8 goes on as ASCII */
-    for (char *p = obs; !valid && *p; p++)
-        if ((unsigned char)*p >= 0x80)
-            *p = '?';
-    json_decref(valid);
+    text_for_log(obs); /* output that is not UTF-8 goes on as ASCII */
     json_object_set_new(json_array_get(ep->trace, json_array_size(ep->trace) - 1), "output",
                         json_string(obs));
     if (ep->turn >= ep->task->max_turns) {
@@ -495,9 +531,23 @@ static void on_tokenized(grpo_episode *ep, const sbxi_http_result *r, bool promp
 
 /* ---- grading ---- */
 
+/* The daemon refused the agent's workspace for its size (413: too large, the grading sandbox's
+ * disk is full) or its content (400: an entry it will not unpack): the agent made it so. 507 is
+ * the daemon's own disk: not the agent's. */
+static bool workspace_refused(const sbx_err *err) {
+    return err && (err->code == SBX_E_TOO_LARGE || err->code == SBX_E_INVALID);
+}
+
 static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err *err) {
     grpo_episode *ep = ud;
-    if (!ep_live(ep) || !ep_daemon_ok(ep, err, "get the workspace"))
+    if (!ep_live(ep))
+        return;
+    if (err && err->code == SBX_E_TOO_LARGE) {
+        ep_agent_fault(ep, "the workspace is too large to grade: %s", err->message);
+        ep_cleanup(ep);
+        return;
+    }
+    if (!ep_daemon_ok(ep, err, "get the workspace"))
         return;
     error_rec e = {0};
     if (grpo_workspace_contain(data, len, &ep->tar, &ep->tar_len, &ep->dropped_symlinks, &e) < 0) {
@@ -516,6 +566,15 @@ static void ep_grade(grpo_episode *ep) {
     ep_start_create(ep);
 }
 
+static bool task_has_file(const grpo_task *t, const char *path) {
+    for (size_t i = 0; i < t->n_grader_files; i++)
+        if (strcmp(t->grader_files[i].path, path) == 0)
+            return true;
+    return false;
+}
+
+/* The hidden tests, then the grading helper library beside them (a task's own file of the same
+ * name wins), then the grader command. */
 static void ep_grader_files_next(grpo_episode *ep) {
     const grpo_task *t = ep->task;
     size_t i = ep->setup_i++;
@@ -523,41 +582,97 @@ static void ep_grader_files_next(grpo_episode *ep) {
         ep_put_file(ep, S_G_FILE, ep->grader, &t->grader_files[i]);
         return;
     }
+    grpo_file lib[GRPO_GRADELIB_FILES];
+    size_t n_lib = grpo_gradelib_files(lib, GRPO_GRADELIB_FILES);
+    size_t j = i - t->n_grader_files;
+    while (j < n_lib && task_has_file(t, lib[j].path))
+        j = ep->setup_i++ - t->n_grader_files;
+    if (j < n_lib) {
+        ep_put_file(ep, S_G_FILE, ep->grader, &lib[j]);
+        return;
+    }
     /* Failure injection (a test hook): the grader process crashes. */
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
     /* The grader: uid 1001, started by the sandbox's init as /bin/sh -c COMMAND (no process of
-     * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). */
-    ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd, ep->inject_failure ? NULL : t->grader_argv,
-               t->n_grader_files ? GRPO_GRADER_DIR : "/workspace", t->grader_timeout_ms);
+     * the agent's uid above it); its exit status is the verdict (docs/GRPO.md). Under
+     * expected_output the command is the agent's own program and the verdict is the runner's
+     * comparison: it runs as the agent (uid 1000) in /workspace, never as the grader. A
+     * reward-rule grader never starts in /workspace: nothing there shadows its modules. */
+    char *const *argv = ep->inject_failure ? NULL : t->grader_argv;
+    if (t->reward_kind == GRPO_REWARD_EXPECTED_OUTPUT && !ep->inject_failure)
+        ep_exec_as(ep, S_G_EXEC, ep->grader, NULL, cmd, argv, "/workspace", t->grader_timeout_ms);
+    else
+        ep_exec_as(ep, S_G_EXEC, ep->grader, "grader", cmd, argv, GRPO_GRADER_DIR,
+                   t->grader_timeout_ms);
 }
 
-static char *trim(char *s) {
-    while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
-        s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-        s[--n] = 0;
-    return s;
+static size_t trimmed(const char *s, size_t n, const char **ret) {
+    static const char ws[] = " \n\t\r";
+    while (n && memchr(ws, *s, 4))
+        s++, n--;
+    while (n && memchr(ws, s[n - 1], 4))
+        n--;
+    *ret = s;
+    return n;
+}
+
+/* expected_output: the command's whole stdout, trimmed, byte for byte (a NUL or a cut-off
+ * stream never matches). */
+static bool output_matches(const grpo_task *t, const sbx_exec_result *res) {
+    const char *got, *want;
+    size_t ng = trimmed(res->stdout_data ?: "", res->stdout_data ? res->stdout_len : 0, &got);
+    size_t nw = trimmed(t->expected_output, strlen(t->expected_output), &want);
+    return !res->stdout_truncated && ng == nw && memcmp(got, want, nw) == 0;
+}
+
+/* Exit codes of a grader that say the platform could not run it: 125 from sbx-as-agent's own
+ * failure (the agent's program never ran as it should), 126/127 from a shell that cannot
+ * execute the grader's interpreter or command. */
+static bool platform_exit(int code) {
+    return code == 125 || code == 126 || code == 127;
+}
+
+/* Under a reward rule. The grader runs as its own user: agent code cannot signal, trace or
+ * write into it (docs/GRPO.md), so a grader that dies by a signal or exits outside its rule
+ * failed on its own (the platform's fault). Its time and memory are shared with the agent's
+ * programs it starts: running out of either is the agent's fault. */
+static void grade_by_rule(grpo_episode *ep, const sbx_exec_result *res) {
+    const grpo_task *t = ep->task;
+    const char *why = res->reason;
+    if (strcmp(why, "command_timeout") == 0)
+        return ep_agent_fault(ep, "the grader ran out of time (%.1fs) running the agent's code",
+                              (double)t->grader_timeout_ms / 1000.0);
+    if (strcmp(why, "oom_killed") == 0)
+        return ep_agent_fault(ep, "the grading sandbox ran out of memory");
+    if (strcmp(why, "exited") != 0) {
+        snprintf(ep->message, sizeof(ep->message), "grader failed: %s (signal %d)", why,
+                 res->signal);
+    } else if (grpo_task_exit_reward(t, res->exit_code, &ep->reward)) {
+        ep->status = GRPO_EP_SCORED;
+        return;
+    } else {
+        snprintf(ep->message, sizeof(ep->message), "grader failed: exit code %d%s: %.160s",
+                 res->exit_code,
+                 platform_exit(res->exit_code) ? " (the platform could not run it)" : "",
+                 res->stderr_data ?: "");
+        text_for_log(ep->message);
+    }
+    ep->status = GRPO_EP_INFRA;
+    ep->fault = "platform";
 }
 
 static void on_graded(grpo_episode *ep, const sbx_exec_result *res) {
     ep->grade_ms += ep_lap(ep);
     const grpo_task *t = ep->task;
-    if (strcmp(res->reason, "exited") != 0) {
-        snprintf(ep->message, sizeof(ep->message), "grader failed: %s (signal %d)", res->reason,
-                 res->signal);
-        ep->status = GRPO_EP_INFRA;
-    } else if (t->reward_kind == GRPO_REWARD_EXPECTED_OUTPUT) {
-        _cleanup_free_ char *out = strdup(res->stdout_data ?: "");
-        _cleanup_free_ char *want = strdup(t->expected_output);
-        ep->reward = out && want && strcmp(trim(out), trim(want)) == 0 ? 1.0 : 0.0;
-        ep->status = GRPO_EP_SCORED;
-    } else if (grpo_task_exit_reward(t, res->exit_code, &ep->reward)) {
+    if (t->reward_kind != GRPO_REWARD_EXPECTED_OUTPUT || ep->inject_failure) {
+        grade_by_rule(ep, res); /* an injected crash is the platform's under any rule */
+    } else if (strcmp(res->reason, "exited") == 0) {
+        /* the command is the agent's program: its exit status is not a verdict */
+        ep->reward = output_matches(t, res) ? 1.0 : 0.0;
         ep->status = GRPO_EP_SCORED;
     } else {
-        snprintf(ep->message, sizeof(ep->message), "grader failed: exit code %d: %.160s",
-                 res->exit_code, res->stderr_data ?: "");
-        ep->status = GRPO_EP_INFRA;
+        ep_agent_fault(ep, "the agent's program did not finish: %s (signal %d)", res->reason,
+                       res->signal);
     }
     ep_release_next(ep);
 }
@@ -646,12 +761,20 @@ static void ep_on_put(void *ud, const sbx_err *err) {
             ep_setup_next(ep);
         return;
     case S_G_WORKSPACE:
-        if (ep_daemon_ok(ep, err, "put the workspace into the grading sandbox"))
+        if (workspace_refused(err)) {
+            ep_agent_fault(ep, "the grading sandbox refused the workspace: %s", err->message);
+            ep_cleanup(ep);
+        } else if (ep_daemon_ok(ep, err, "put the workspace into the grading sandbox")) {
             ep_grader_files_next(ep);
+        }
         return;
     case S_G_FILE:
-        if (ep_daemon_ok(ep, err, "put the hidden tests"))
+        if (err && err->code == SBX_E_TOO_LARGE) { /* the workspace took the disk */
+            ep_agent_fault(ep, "the workspace left no room for the hidden tests: %s", err->message);
+            ep_cleanup(ep);
+        } else if (ep_daemon_ok(ep, err, "put the hidden tests")) {
             ep_grader_files_next(ep);
+        }
         return;
     }
 }
@@ -739,6 +862,8 @@ json_t *grpo_episode_log(const grpo_episode *ep) {
         (json_int_t)ep->policy_version, "trace", ep->trace);
     if (o && ep->message[0])
         json_object_set_new(o, "message", json_string(ep->message));
+    if (o && ep->fault)
+        json_object_set_new(o, "fault", json_string(ep->fault));
     if (o)
         json_object_set_new(o, "dropped_symlinks", json_integer(ep->dropped_symlinks));
     return o;

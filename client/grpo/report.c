@@ -25,6 +25,48 @@ static int write_line(FILE *f, json_t *o) {
     return 0;
 }
 
+/* Infrastructure failures per task (episodes[i], infra[i] for ts->tasks[i]): an object of the
+ * tasks with at least one, {"id": {"episodes": n, "infrastructure_failures": k}} (all tasks that
+ * ran with all_tasks), and the warnings for tasks with a high rate, appended to warnings. */
+static json_t *infra_by_task(const grpo_run *run, const size_t *episodes, const size_t *infra,
+                             bool all_tasks, json_t *warnings) {
+    json_t *o = json_object();
+    for (size_t i = 0; i < run->ts->n_tasks; i++) {
+        if (!episodes[i] || (!infra[i] && !all_tasks))
+            continue;
+        json_object_set_new(o, run->ts->tasks[i].id,
+                            json_pack("{s:I, s:I}", "episodes", (json_int_t)episodes[i],
+                                      "infrastructure_failures", (json_int_t)infra[i]));
+        double rate = (double)infra[i] / (double)episodes[i];
+        if (infra[i] < GRPO_INFRA_WARN_MIN || rate < GRPO_INFRA_WARN_RATE)
+            continue;
+        char w[300];
+        snprintf(w, sizeof(w),
+                 "task \"%s\": %zu of %zu episodes (%.0f%%) were infrastructure failures "
+                 "(the episodes' messages say why)",
+                 run->ts->tasks[i].id, infra[i], episodes[i], rate * 100);
+        json_array_append_new(warnings, json_string(w));
+    }
+    return o;
+}
+
+static json_t *step_infra(const grpo_run *run, json_t *warnings) {
+    size_t n = run->ts->n_tasks;
+    _cleanup_free_ size_t *eps = calloc(n ? n : 1, sizeof(size_t));
+    _cleanup_free_ size_t *infra = calloc(n ? n : 1, sizeof(size_t));
+    if (!eps || !infra)
+        return NULL;
+    for (size_t i = 0; i < run->next_ep && i < run->n_eps; i++) {
+        const grpo_episode *ep = run->eps[i];
+        if (ep->status == GRPO_EP_ABORTED)
+            continue;
+        size_t ti = (size_t)(ep->task - run->ts->tasks);
+        eps[ti]++;
+        infra[ti] += ep->status == GRPO_EP_INFRA;
+    }
+    return infra_by_task(run, eps, infra, false, warnings);
+}
+
 int grpo_report_step(grpo_run *run) {
     char name[64];
     snprintf(name, sizeof(name), "step-%04u.jsonl", run->step);
@@ -49,14 +91,23 @@ int grpo_report_step(grpo_run *run) {
     f = open_out(run, "steps.jsonl", "ae");
     if (!f)
         return -errno;
-    write_line(f, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f, s:f, s:I}", "step",
-                            (json_int_t)run->step, "episodes", (json_int_t)run->next_ep, "scored",
-                            (json_int_t)scored, "infrastructure_failures", (json_int_t)infra,
-                            "aborted", (json_int_t)aborted, "trained", (json_int_t)trained,
-                            "reward_mean", scored ? json_real(sum / (double)scored) : json_null(),
-                            "seconds", (double)(now_mono_ms() - run->t_step_start) / 1000.0,
-                            "cost_usd", grpo_run_cost(run), "policy_version",
-                            (json_int_t)run->policy_version));
+    json_t *warnings = json_array();
+    json_t *by_task = step_infra(run, warnings);
+    json_t *line = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:f, s:f, s:I}", "step", (json_int_t)run->step,
+        "episodes", (json_int_t)run->next_ep, "scored", (json_int_t)scored,
+        "infrastructure_failures", (json_int_t)infra, "aborted", (json_int_t)aborted, "trained",
+        (json_int_t)trained, "reward_mean", scored ? json_real(sum / (double)scored) : json_null(),
+        "seconds", (double)(now_mono_ms() - run->t_step_start) / 1000.0, "cost_usd",
+        grpo_run_cost(run), "policy_version", (json_int_t)run->policy_version);
+    if (line) {
+        json_object_set_new(line, "infrastructure_failures_by_task", by_task ?: json_object());
+        json_object_set_new(line, "warnings", warnings);
+    } else {
+        json_decref(by_task);
+        json_decref(warnings);
+    }
+    write_line(f, line);
     fclose(f);
     return 0;
 }
@@ -148,6 +199,19 @@ static json_t *num_or_null(double v) {
     return isnan(v) ? json_null() : json_real(v);
 }
 
+/* The warnings as one line for sbx_grpo_summary.warning ("" when none). */
+static void join_warnings(json_t *warnings, char *buf, size_t len) {
+    size_t i, at = 0;
+    json_t *w;
+    buf[0] = 0;
+    json_array_foreach(warnings, i, w) {
+        int n = snprintf(buf + at, len - at, "%s%s", at ? "; " : "", json_string_value(w));
+        if (n < 0 || (size_t)n >= len - at)
+            break;
+        at += (size_t)n;
+    }
+}
+
 int grpo_report_finish(grpo_run *run) {
     sbx_grpo_summary *s = run->sum;
     fill_summary(run, s);
@@ -168,6 +232,17 @@ int grpo_report_finish(grpo_run *run) {
         "gpu_cost_usd", s->gpu_cost_usd, "cost_usd", s->cost_usd, "seconds", s->seconds,
         "mean_step_seconds", s->mean_step_seconds, "mean_episode_seconds", s->mean_episode_seconds,
         "policy_version", (json_int_t)s->policy_version, "message", s->message);
+    json_t *warnings = json_array();
+    json_t *tasks = infra_by_task(run, run->task_episodes, run->task_infra, true, warnings);
+    if (o) {
+        json_object_set_new(o, "tasks", tasks);
+        json_object_set_new(o, "warnings", warnings);
+    } else {
+        json_decref(tasks);
+    }
+    join_warnings(o ? warnings : NULL, s->warning, sizeof(s->warning));
+    if (!o)
+        json_decref(warnings);
     FILE *f = open_out(run, "summary.json", "we");
     if (!f) {
         json_decref(o);

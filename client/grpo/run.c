@@ -151,8 +151,12 @@ void grpo_run_episode_done(grpo_run *run, grpo_episode *ep) {
     run->inflight--;
     run->done++;
     run->episode_seconds += (double)(ep->t_end - ep->t_start) / 1000.0;
-    if (ep->status == GRPO_EP_INFRA)
+    size_t ti = (size_t)(ep->task - run->ts->tasks);
+    run->task_episodes[ti]++;
+    if (ep->status == GRPO_EP_INFRA) {
         run->infra++;
+        run->task_infra[ti]++;
+    }
     check_cost(run);
     run_progress(run, false);
     run_launch(run);
@@ -490,6 +494,10 @@ static sbx_code run_prepare(grpo_run *run, sbx_err *err) {
     sbx_code c = run_pool(run, err);
     if (c != SBX_OK)
         return c;
+    run->task_episodes = calloc(run->ts->n_tasks, sizeof(size_t));
+    run->task_infra = calloc(run->ts->n_tasks, sizeof(size_t));
+    if (!run->task_episodes || !run->task_infra)
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     r = mkdir_p(run->o.out_dir, 0755);
     if (r < 0)
         return sbxi_err_set(err, SBX_E_IO, 0, "", "cannot create %s: %s", run->o.out_dir,
@@ -551,6 +559,8 @@ sbx_code sbx_grpo_run(const sbx_grpo_opts *opts, sbx_grpo_summary *ret, sbx_err 
     uv_loop_close(&loop);
     grpo_taskset_free(run.ts);
     free(run.pool);
+    free(run.task_episodes);
+    free(run.task_infra);
     free(run.step_reward.v);
     free(run.step_seconds.v);
     json_decref(run.train_body);

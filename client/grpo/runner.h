@@ -51,7 +51,8 @@ typedef struct grpo_episode {
     unsigned dropped_symlinks;
     grpo_ep_status status;
     char message[256];
-    const char *stop; /* "policy_stopped" or "max_turns" */
+    const char *fault; /* who caused a failure: "agent" (scored) or "platform" (infra); NULL */
+    const char *stop;  /* "policy_stopped" or "max_turns" */
     double reward, advantage;
     bool trained, inject_failure;
     double cost_usd;
@@ -98,6 +99,7 @@ struct grpo_run {
     uv_signal_t sig_int, sig_term;
     /* totals and curves */
     size_t episodes, scored, infra, trained, passes;
+    size_t *task_episodes, *task_infra; /* per task of ts (index t - ts->tasks), whole run */
     double episode_seconds;
     grpo_dvec step_reward, step_seconds;
     json_t *train_body;
@@ -144,6 +146,14 @@ int grpo_workspace_contain(const void *tar, size_t len, void **ret, size_t *ret_
                            unsigned *ret_dropped, error_rec *err);
 /* Whether a link at path (relative to /workspace) to target stays under /workspace. */
 bool grpo_link_contained(const char *path, const char *target);
-/* report.c */
+/* gradelib.c: the grading helper library's files (paths under GRPO_GRADER_DIR, static data),
+ * at most max into ret; returns how many there are. */
+#define GRPO_GRADELIB_FILES 2
+size_t grpo_gradelib_files(grpo_file *ret, size_t max);
+/* report.c. A task whose infrastructure failures are at least GRPO_INFRA_WARN_RATE of its
+ * episodes (and at least GRPO_INFRA_WARN_MIN of them) gets a warning in the step log, the
+ * summary and sbx_grpo_summary.warning. */
+#define GRPO_INFRA_WARN_RATE 0.2
+#define GRPO_INFRA_WARN_MIN 2
 int grpo_report_step(grpo_run *run);
 int grpo_report_finish(grpo_run *run);

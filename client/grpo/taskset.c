@@ -298,6 +298,17 @@ static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
     return 0;
 }
 
+/* What an episode scores when the agent caused its failure (docs/GRPO.md "Failure
+ * attribution"): a finite number, 0 by default. */
+static int parse_failure_reward(json_t *v, grpo_task *t, error_rec *err) {
+    if (!v)
+        return 0;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return error_set(err, -EINVAL, "\"failure_reward\" must be a number");
+    t->failure_reward = json_number_value(v);
+    return 0;
+}
+
 static int parse_task(json_t *o, grpo_task *t, error_rec *err) {
     if (!json_is_object(o))
         return error_set(err, -EINVAL, "a task must be a JSON object");
@@ -321,6 +332,8 @@ static int parse_task(json_t *o, grpo_task *t, error_rec *err) {
                            "command_timeout", err);
     if (r >= 0)
         r = parse_grader(json_object_get(o, "grader"), t, err);
+    if (r >= 0)
+        r = parse_failure_reward(json_object_get(o, "failure_reward"), t, err);
     if (r < 0 && t->id)
         error_prefix(err, "task \"%s\"", t->id);
     return r;

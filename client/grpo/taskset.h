@@ -68,6 +68,7 @@ typedef struct grpo_task {
     double exit_rewards[GRPO_MAX_EXIT_MAP];
     size_t n_exit_map;
     char *expected_output;
+    double failure_reward; /* what an episode scores when the agent caused its failure (0) */
     bool held_out;
     unsigned line; /* line number in the file */
 } grpo_task;

@@ -71,6 +71,7 @@ typedef struct sbx_grpo_summary {
     char stop_reason[32]; /* "completed", "max_cost_usd", "trainer_failed", "interrupted", ... */
     char message[512];    /* a human sentence about how the run ended */
     char svg_path[512];   /* the reward curve */
+    char warning[512];    /* "" or tasks with a high rate of infrastructure failures */
 } sbx_grpo_summary;
 
 void sbx_grpo_opts_init(sbx_grpo_opts *opts);

@@ -42,7 +42,7 @@ class CreateOpts(ctypes.Structure):
         ("network", c_char_p),
         ("idempotency_key", c_char_p),
         ("lease_id", c_char_p),
-        ("profile", c_char_p),  # sbx.h's layout: sbx_create_opts_init clears the whole struct
+        ("profile", c_char_p),
     ]
 
 
@@ -65,7 +65,7 @@ class ExecOpts(ctypes.Structure):
         ("max_output", c_uint64),
         ("on_output", OUTPUT_CB),
         ("userdata", c_void_p),
-        ("user", c_char_p),  # sbx.h's layout: sbx_exec_opts_init clears the whole struct
+        ("user", c_char_p),
     ]
 
 

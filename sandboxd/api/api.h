@@ -3,6 +3,7 @@
 #pragma once
 
 #include "sandboxd/api/http.h"
+#include "policy/process.h"
 #include "sandboxd/core/sandbox.h"
 
 /* At start-up, before anything is restored: the layer's state and listener. */
@@ -24,6 +25,15 @@ void sd_api_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_delete(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_timeout(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+/* An exec body into pe (the image's WorkingDir as the default cwd) and pp (api/exec.c). */
+int sd_api_exec_parse(sd_daemon *d, sd_sandbox *sb, json_t *body, policy_exec *pe,
+                      policy_process *pp, error_rec *err);
+/* Processes and attach (docs/API.md): api/processes.c and api/attach.c. */
+void sd_api_exec_background(sd_daemon *d, sd_request *req, sd_sandbox *sb, policy_exec *pe,
+                            const policy_process *pp);
+void sd_api_processes_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *rest);
+void sd_api_exec_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+void sd_api_process_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *pid);
 /* images: api/images.c */
 void sd_api_images_import(sd_daemon *d, sd_request *req);
 void sd_api_images_list(sd_daemon *d, sd_request *req);

@@ -139,22 +139,42 @@ static void req_gone(sd_request *req, void *ud) {
     api_exec_free(a);
 }
 
+int sd_api_exec_parse(sd_daemon *d, sd_sandbox *sb, json_t *body, policy_exec *pe,
+                      policy_process *pp, error_rec *err) {
+    policy_exec e = {0};
+    int r = policy_limits_parse_exec(body, &e, err);
+    if (r < 0)
+        return r;
+    if ((r = policy_process_parse(body, pp, err)) < 0 ||
+        (e.as_grader && !sb->spec.grading &&
+         (r = error_set(err, -EINVAL,
+                        "user: \"grader\" exists only in a sandbox created with "
+                        "\"profile\": \"grading\"")) < 0)) {
+        policy_exec_done(&e);
+        return r;
+    }
+    const char *wd = json_object_get(body, "cwd") ? NULL : sd_images_workdir(d, sb->spec.image);
+    if (wd && (wd = strdup(wd))) { /* images: the image's WorkingDir is the default */
+        free(e.cwd);
+        e.cwd = (char *)wd;
+    }
+    *pe = e;
+    return 0;
+}
+
 void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     json_t *body = sd_req_json(req);
     if (!body)
         return;
     policy_exec pe = {0};
+    policy_process pp = {0};
     error_rec err = {0};
-    int r = policy_limits_parse_exec(body, &pe, &err);
-    const char *wd = json_object_get(body, "cwd") ? NULL : sd_images_workdir(d, sb->spec.image);
+    int r = sd_api_exec_parse(d, sb, body, &pe, &pp, &err);
     json_decref(body);
-    if (r >= 0 && pe.as_grader && !sb->spec.grading)
-        r = error_set(&err, -EINVAL,
-                      "user: \"grader\" exists only in a sandbox created with "
-                      "\"profile\": \"grading\"");
-    if (r >= 0 && wd && (wd = strdup(wd))) { /* images: the image's WorkingDir is the default */
-        free(pe.cwd);
-        pe.cwd = (char *)wd;
+    if (r >= 0 && pp.background) {
+        sd_api_exec_background(d, req, sb, &pe, &pp);
+        policy_exec_done(&pe);
+        return;
     }
     api_exec *a = r < 0 ? NULL : calloc(1, sizeof(*a));
     if (r >= 0 && !a)
@@ -162,7 +182,8 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     if (a) {
         const char *accept = sd_req_header(req, "Accept");
         *a = (api_exec){.req = req, .stream = accept && strstr(accept, "application/x-ndjson")};
-        r = sd_exec_start(sb, &pe, a->stream, &exec_ops, a, &a->e, &err);
+        sd_exec_opts o = {.tty = true, .rows = pp.rows, .cols = pp.cols, .term = pp.term};
+        r = sd_exec_start_opts(sb, &pe, pp.tty ? &o : NULL, a->stream, &exec_ops, a, &a->e, &err);
     }
     policy_exec_done(&pe);
     if (r < 0) {

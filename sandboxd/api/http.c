@@ -289,6 +289,35 @@ void sd_reply_fd(sd_request *req, const char *ctype, int fd, uint64_t size) {
     set_response(req, 200, r);
 }
 
+static void upgraded_cb(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
+                        size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
+    sd_request *req = cls;
+    req->on_close = NULL; /* the upgraded connection is the handler's now */
+    fd_set_nonblock(sock, 1);
+    req->upgrade_fn(req->upgrade_ud, sock, extra, extra_len, urh);
+}
+
+void sd_reply_upgrade(sd_request *req, const char *accept, const char *protocol, sd_upgrade_fn fn,
+                      void *ud) {
+    if (req->answered || req->closed)
+        return;
+    req->upgrade_fn = fn;
+    req->upgrade_ud = ud;
+    struct MHD_Response *r = MHD_create_response_for_upgrade(upgraded_cb, req);
+    if (r) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_UPGRADE, "websocket");
+        MHD_add_response_header(r, "Sec-WebSocket-Accept", accept);
+        if (protocol)
+            MHD_add_response_header(r, "Sec-WebSocket-Protocol", protocol);
+    }
+    set_response(req, r ? MHD_HTTP_SWITCHING_PROTOCOLS : 500, r);
+}
+
+void sd_upgrade_close(sd_daemon *d, void *handle) {
+    MHD_upgrade_action(handle, MHD_UPGRADE_ACTION_CLOSE);
+    http_kick(d);
+}
+
 typedef struct body_reader {
     sd_body_read_fn read;
     void (*done)(void *ud);
@@ -662,7 +691,8 @@ static int tls_load(sd_daemon *d, error_rec *err) {
 }
 
 static struct MHD_Daemon *mhd_start(sd_http *h, http_inst *in, int fd, bool tls) {
-    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
     if (tls)
         return MHD_start_daemon(
             flags | MHD_USE_TLS, 0, NULL, NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER,

@@ -10,6 +10,8 @@
 
 typedef struct sd_request sd_request;
 typedef struct sd_http sd_http;
+/* See sd_reply_upgrade. */
+typedef void (*sd_upgrade_fn)(void *ud, int fd, const char *extra, size_t extra_len, void *handle);
 
 #define SD_BODY_MAX (1u << 20)
 #define SD_SF_BODY_MAX (64u << 20) /* SandboxFusion bodies carry files as base64 */
@@ -49,6 +51,9 @@ struct sd_request {
     int upload_fd;     /* -1: the body is kept in memory */
     char *upload_path; /* removed when the request ends unless a handler took it */
     int upload_err;    /* -errno of a failed write (ENOSPC: 507) */
+    /* WebSocket upgrade (sd_reply_upgrade) */
+    sd_upgrade_fn upgrade_fn;
+    void *upgrade_ud;
 };
 
 /* Called with every request read whole (api/router.c's sd_api_dispatch). */
@@ -92,6 +97,15 @@ char *sd_req_query_string(sd_request *req, const char *skip, const char *add);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);
+/* WebSocket upgrade (api/attach.c): answer 101 with Upgrade: websocket, accept as
+ * Sec-WebSocket-Accept and protocol (may be NULL) as Sec-WebSocket-Protocol. Once libmicrohttpd
+ * hands the socket over, fn gets it (nonblocking), the bytes it had read past the head and a
+ * handle; from then on the request is the caller's (req->on_close is not called) until it calls
+ * sd_upgrade_close(handle), which closes the socket. A client that goes before the hand-over
+ * ends the request as usual (on_close). */
+void sd_reply_upgrade(sd_request *req, const char *accept, const char *protocol, sd_upgrade_fn fn,
+                      void *ud);
+void sd_upgrade_close(sd_daemon *d, void *handle);
 /* An answer written as the client takes it (chunked): read fills buf with 1..max bytes and
  * returns how many, or 0 at the end; done(ud) runs once the answer is over (sent, or the client
  * gone), also when the answer could not be made. */

@@ -49,6 +49,13 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
         is(req, "POST") ? sd_api_fork(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/exec") == 0) {
         is(req, "POST") ? sd_api_exec(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/exec/attach") == 0) {
+        is(req, "GET") ? sd_api_exec_attach(d, req, sb) : not_allowed(req);
+    } else if (strncmp(sub, "/processes/", 11) == 0 && strlen(sub) > 18 &&
+               strcmp(sub + strlen(sub) - 7, "/attach") == 0) {
+        is(req, "GET") ? sd_api_process_attach(d, req, sb, sub + 11) : not_allowed(req);
+    } else if (strncmp(sub, "/processes", 10) == 0 && (!sub[10] || sub[10] == '/')) {
+        sd_api_processes_route(d, req, sb, sub + 10);
     } else if (strcmp(sub, "/files") == 0) {
         if (is(req, "GET"))
             sd_api_files_get(d, req, sb);

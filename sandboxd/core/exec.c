@@ -11,13 +11,15 @@
 #include "sandboxd/core/shim_client.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <string.h>
 #include <unistd.h>
 
 typedef struct outbuf {
     char *data;
-    size_t len;
+    size_t len, cap;
     uint64_t bytes;
     bool truncated;
 } outbuf;
@@ -38,6 +40,11 @@ struct sd_exec {
     outbuf ob[2];
     uint64_t max_output, start_us;
     int open_handles;
+    /* interactive sessions (sd_exec_opts) */
+    bool keep_stdin, tty, stdin_closed;
+    unsigned rows, cols;
+    size_t in_pending;
+    uv_shutdown_t shut;
 };
 
 /* Give the buffered output's share of the daemon's budget back. */
@@ -45,13 +52,13 @@ static void output_release(sd_exec *e, sd_daemon *d) {
     for (int i = 0; i < 2; i++) {
         d->output_bytes -= MIN(d->output_bytes, e->ob[i].len);
         free(TAKE_PTR(e->ob[i].data));
-        e->ob[i].len = 0;
+        e->ob[i].len = e->ob[i].cap = 0;
     }
 }
 
 char *sd_exec_take_output(sd_exec *e, int which, size_t *ret_len) {
     *ret_len = e->ob[which].len;
-    e->ob[which].len = 0; /* its budget share goes with it */
+    e->ob[which].len = e->ob[which].cap = 0; /* its budget share goes with it */
     return TAKE_PTR(e->ob[which].data);
 }
 
@@ -140,11 +147,16 @@ static bool got_output(sd_exec *e, int which, const char *data, size_t len) {
         o->len += keep; /* counts what was passed on, for the cap */
         return e->ops && e->ops->output(e->ud, which, data, keep);
     }
-    char *n = realloc(o->data, o->len + keep + 1);
-    if (!n)
-        return false;
-    memcpy(n + o->len, data, keep);
-    o->data = n;
+    if (o->len + keep + 1 > o->cap) { /* doubling, up to the cap: no copy per read */
+        size_t c = MAX(MAX(o->cap * 2, (size_t)65536), o->len + keep + 1);
+        c = MIN(c, MAX(e->max_output + 1, o->len + keep + 1));
+        char *n = realloc(o->data, c);
+        if (!n)
+            return false;
+        o->data = n;
+        o->cap = c;
+    }
+    memcpy(o->data + o->len, data, keep);
     o->len += keep;
     d->output_bytes += keep;
     return false;
@@ -278,21 +290,35 @@ static void abort_all(sd_sandbox *sb) {
 
 static void write_done(uv_write_t *w, int status) {
     sd_exec *e = w->data;
-    close_pipe(&e->in);
+    if (!e->keep_stdin)
+        sd_exec_close_stdin(e);
 }
 
 static void start_io(sd_exec *e) {
     for (int i = 0; i < 2; i++)
         if (e->out[i])
             uv_read_start((uv_stream_t *)e->out[i], alloc_cb, read_cb);
-    if (e->in && e->stdin_len) {
+    uv_stream_t *in = e->tty ? (uv_stream_t *)e->out[0] : (uv_stream_t *)e->in;
+    if (in && e->stdin_len) {
         uv_buf_t b = uv_buf_init((char *)e->stdin_data, (unsigned)e->stdin_len);
         e->wreq.data = e;
-        if (uv_write(&e->wreq, (uv_stream_t *)e->in, &b, 1, write_done) < 0)
+        if (uv_write(&e->wreq, in, &b, 1, write_done) < 0)
             close_pipe(&e->in);
-    } else {
-        close_pipe(&e->in);
+    } else if (!e->keep_stdin) {
+        sd_exec_close_stdin(e);
     }
+}
+
+/* The terminal's master side comes with the shim's started reply. */
+static uv_pipe_t *tty_take(sd_exec *e) {
+    int fd = sd_shim_take_fd(e->sb->shim);
+    if (fd < 0)
+        return NULL;
+    fd_set_nonblock(fd, 1);
+    uv_pipe_t *p = open_pipe(e, fd);
+    if (!p)
+        safe_close(fd);
+    return p;
 }
 
 static void started_reply(void *ud, json_t *reply) {
@@ -313,6 +339,10 @@ static void started_reply(void *ud, json_t *reply) {
         return;
     }
     e->started = true;
+    if (e->tty && !(e->out[0] = tty_take(e))) {
+        exec_fail(e, -EIO, "the shim sent no terminal");
+        return;
+    }
     if (e->ops && e->ops->started)
         e->ops->started(e->ud, json_object_get(reply, "pid") ?: json_null());
     start_io(e);
@@ -325,6 +355,30 @@ static json_t *exec_env(sd_sandbox *sb, json_t *extra) {
     json_t *env = spec_env_json(merged);
     json_decref(merged);
     return env;
+}
+
+static json_t *exec_msg(sd_exec *e, policy_exec *pe) {
+    json_t *msg = json_pack("{s:I,s:O,s:o,s:s,s:I,s:b}", "xid", (json_int_t)e->xid, "argv",
+                            pe->argv, "env", exec_env(e->sb, pe->env), "cwd", pe->cwd, "timeout_ms",
+                            (json_int_t)pe->timeout_ms, "shell", pe->shell);
+    if (msg && pe->as_grader)
+        json_object_set_new(msg, "user", json_string("grader"));
+    return msg;
+}
+
+/* A terminal: the shim makes it in the sandbox and sends the master side with its started
+ * reply; the three descriptors the request needs are /dev/null. */
+static int exec_send_tty(sd_exec *e, policy_exec *pe, error_rec *err) {
+    _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0)
+        return error_set_errno(err, negative_errno(), "open /dev/null");
+    json_t *msg = exec_msg(e, pe);
+    json_object_set_new(msg, "tty", json_pack("{s:i,s:i}", "rows", e->rows, "cols", e->cols));
+    int fds[3] = {null, null, null};
+    int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
+    if (r < 0)
+        return error_set_errno(err, r, "cannot send the command to the shim");
+    return 0;
 }
 
 /* Make the pipes, send the exec request. Returns 0 or -errno (message in err). */
@@ -340,11 +394,7 @@ static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
         safe_close(in[0]), safe_close(in[1]), safe_close(out[0]), safe_close(out[1]);
         return error_set_errno(err, negative_errno(), "pipe");
     }
-    json_t *msg = json_pack("{s:I,s:O,s:o,s:s,s:I,s:b}", "xid", (json_int_t)e->xid, "argv",
-                            pe->argv, "env", exec_env(e->sb, pe->env), "cwd", pe->cwd, "timeout_ms",
-                            (json_int_t)pe->timeout_ms, "shell", pe->shell);
-    if (msg && pe->as_grader)
-        json_object_set_new(msg, "user", json_string("grader"));
+    json_t *msg = exec_msg(e, pe);
     int fds[3] = {in[0], out[1], errp[1]};
     int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
     safe_close(in[0]), safe_close(out[1]), safe_close(errp[1]);
@@ -364,6 +414,11 @@ static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
 
 int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops *ops, void *ud,
                   sd_exec **ret, error_rec *err) {
+    return sd_exec_start_opts(sb, pe, NULL, live, ops, ud, ret, err);
+}
+
+int sd_exec_start_opts(sd_sandbox *sb, policy_exec *pe, const sd_exec_opts *opts, bool live,
+                       const sd_exec_ops *ops, void *ud, sd_exec **ret, error_rec *err) {
     if (sb->state != SD_RUNNING || !sb->shim)
         return error_set(err, -EBUSY, "sandbox %s is %s", sb->id,
                          sb->state == SD_ENDED ? "ended" : "not running yet");
@@ -380,9 +435,19 @@ int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops 
                    .stdin_data = TAKE_PTR(pe->stdin_data),
                    .stdin_len = pe->stdin_len,
                    .next = sb->execs};
+    if (opts) {
+        e->keep_stdin = opts->keep_stdin;
+        e->tty = opts->tty;
+        e->rows = opts->rows;
+        e->cols = opts->cols;
+        if (opts->unlimited)
+            e->max_output = UINT64_MAX;
+        if (opts->tty && opts->term)
+            json_object_set_new(pe->env, "TERM", json_string(opts->term));
+    }
     sb->execs = e;
     sb->commands_running++;
-    int r = exec_send(e, pe, err);
+    int r = e->tty ? exec_send_tty(e, pe, err) : exec_send(e, pe, err);
     if (r < 0) {
         e->ops = NULL; /* the caller hears through the return value */
         exec_fail(e, -EIO, err->message);
@@ -405,4 +470,110 @@ static const sd_listener listener = {.exec_exit = on_exec_exit, .ended = on_ende
 
 int sd_exec_init(sd_daemon *d) {
     return sd_listener_add(d, &listener, NULL);
+}
+
+/* ---- interactive sessions ---- */
+
+typedef struct wchunk {
+    uv_write_t w;
+    size_t len;
+    char data[];
+} wchunk;
+
+static uv_stream_t *stdin_stream(sd_exec *e) {
+    if (e->stdin_closed || e->finished)
+        return NULL;
+    return e->tty ? (uv_stream_t *)e->out[0] : (uv_stream_t *)e->in;
+}
+
+static void chunk_done(uv_write_t *w, int status) {
+    wchunk *c = (wchunk *)w;
+    sd_exec *e = w->data;
+    bool was_high = e->in_pending >= SD_EXEC_STDIN_LOW;
+    e->in_pending -= c->len;
+    free(c);
+    if (status < 0 && status != UV_ECANCELED && !e->tty)
+        close_pipe(&e->in); /* the command closed its stdin: nothing more goes in */
+    if (was_high && e->in_pending < SD_EXEC_STDIN_LOW && e->ops && e->ops->stdin_drained)
+        e->ops->stdin_drained(e->ud);
+}
+
+int sd_exec_write(sd_exec *e, const void *data, size_t len) {
+    uv_stream_t *in = stdin_stream(e);
+    if (!in)
+        return -EPIPE;
+    if (len == 0)
+        return 0;
+    wchunk *c = malloc(sizeof(*c) + len);
+    if (!c)
+        return -ENOMEM;
+    memcpy(c->data, data, len);
+    c->len = len;
+    c->w.data = e;
+    uv_buf_t b = uv_buf_init(c->data, (unsigned)len);
+    int r = uv_write(&c->w, in, &b, 1, chunk_done);
+    if (r < 0) {
+        free(c);
+        return -EPIPE;
+    }
+    e->in_pending += len;
+    return 0;
+}
+
+size_t sd_exec_stdin_pending(const sd_exec *e) {
+    return e->in_pending;
+}
+
+static void shutdown_done(uv_shutdown_t *req, int status) {
+    sd_exec *e = req->data;
+    close_pipe(&e->in);
+}
+
+void sd_exec_close_stdin(sd_exec *e) {
+    if (e->stdin_closed)
+        return;
+    if (e->tty) { /* the terminal's end-of-file character (VEOF, Ctrl-D) */
+        sd_exec_write(e, "\x04", 1);
+        e->stdin_closed = true;
+        return;
+    }
+    e->stdin_closed = true;
+    e->shut.data = e;
+    if (!e->in || uv_shutdown(&e->shut, (uv_stream_t *)e->in, shutdown_done) < 0)
+        close_pipe(&e->in);
+}
+
+static int tty_fd(sd_exec *e) {
+    uv_os_fd_t fd;
+    if (!e->tty)
+        return -ENOTTY;
+    if (!e->out[0] || uv_fileno((uv_handle_t *)e->out[0], &fd) < 0)
+        return -ESRCH;
+    return fd;
+}
+
+int sd_exec_signal(sd_exec *e, int signo, bool foreground) {
+    if (e->finished || !e->sb)
+        return -ESRCH;
+    int fd = foreground ? tty_fd(e) : -ENOTTY;
+    if (fd >= 0 && (signo == SIGINT || signo == SIGQUIT || signo == SIGTSTP) &&
+        ioctl(fd, TIOCSIG, signo) == 0)
+        return 0;
+    pid_t pgrp = 0;
+    if (fd >= 0 && ioctl(fd, TIOCGPGRP, &pgrp) == 0 && pgrp > 0 && kill(-pgrp, signo) == 0)
+        return 0; /* the group's id as the daemon's namespace sees it */
+    json_t *msg = json_pack("{s:I,s:i}", "xid", (json_int_t)e->xid, "signal", signo);
+    return sd_shim_request(e->sb->shim, "kill", msg, NULL, 0, NULL, NULL);
+}
+
+int sd_exec_resize(sd_exec *e, unsigned rows, unsigned cols) {
+    int fd = tty_fd(e);
+    if (fd < 0)
+        return fd;
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    return ioctl(fd, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
+}
+
+bool sd_exec_has_tty(const sd_exec *e) {
+    return e->tty;
 }

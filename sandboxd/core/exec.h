@@ -42,7 +42,22 @@ typedef struct sd_exec_ops {
      * ended), SD_EXEC_E_PIDS (the sandbox is at its pids limit: nothing started), else an
      * internal failure. started: the started callback came. */
     void (*failed)(void *ud, bool started, const error_rec *err);
+    /* Optional, sessions with keep_stdin: the stdin bytes held (sd_exec_stdin_pending) went
+     * under SD_EXEC_STDIN_LOW. */
+    void (*stdin_drained)(void *ud);
 } sd_exec_ops;
+
+/* How a session starts beyond its policy_exec (core/process.c's interactive commands). */
+typedef struct sd_exec_opts {
+    bool keep_stdin; /* stdin stays open for sd_exec_write until sd_exec_close_stdin */
+    bool unlimited;  /* live output is passed on whole, not cut at max_output */
+    bool tty;        /* a terminal from the sandbox's devpts: one stream (stdout) */
+    unsigned rows, cols;
+    const char *term; /* TERM, with tty */
+} sd_exec_opts;
+
+#define SD_EXEC_STDIN_HIGH (256u << 10)
+#define SD_EXEC_STDIN_LOW (64u << 10)
 
 /* Register the sessions' listener (exit events, sandbox ends). */
 int sd_exec_init(sd_daemon *d);
@@ -50,6 +65,22 @@ int sd_exec_init(sd_daemon *d);
  * failure (returned) no callback comes. */
 int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops *ops, void *ud,
                   sd_exec **ret, error_rec *err);
+/* sd_exec_start with opts (NULL: as sd_exec_start). */
+int sd_exec_start_opts(sd_sandbox *sb, policy_exec *pe, const sd_exec_opts *opts, bool live,
+                       const sd_exec_ops *ops, void *ud, sd_exec **ret, error_rec *err);
+/* keep_stdin sessions: queue bytes for the command's stdin (copied). -EPIPE once stdin is
+ * closed or the command stopped reading it for good. */
+int sd_exec_write(sd_exec *e, const void *data, size_t len);
+/* Bytes queued for stdin and not yet taken by the command. */
+size_t sd_exec_stdin_pending(const sd_exec *e);
+/* End of input: the pipe is closed after what is queued (a terminal gets its EOF character). */
+void sd_exec_close_stdin(sd_exec *e);
+/* Signal the command's whole tree or, with a terminal and foreground, the terminal's
+ * foreground process group. Returns 0 or -errno. */
+int sd_exec_signal(sd_exec *e, int signo, bool foreground);
+/* A terminal's new size; -ENOTTY without one, -ESRCH once it is gone. */
+int sd_exec_resize(sd_exec *e, unsigned rows, unsigned cols);
+bool sd_exec_has_tty(const sd_exec *e);
 /* The consumer took what it had (see ops->output). */
 void sd_exec_resume(sd_exec *e);
 /* In ops->exited of a buffered session: take stream which's output (r->data[which], r->len

@@ -270,6 +270,26 @@ static int copy_memcg(sd_fork *f, uint64_t room, char *buf, size_t len, error_re
     return 0;
 }
 
+/* Page cache the memory cgroup dir may reclaim (file pages; tmpfs pages are not among them):
+ * the copy can take it, so it counts as room. */
+static uint64_t reclaimable(const char *dir) {
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/memory.stat", dir);
+    _cleanup_free_ char *s = NULL;
+    if (file_read_all(path, 1 << 16, &s, NULL) < 0)
+        return 0;
+    uint64_t sum = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char key[64];
+        unsigned long long v;
+        if (sscanf(line, "%63s %llu", key, &v) == 2 &&
+            (strcmp(key, "active_file") == 0 || strcmp(key, "inactive_file") == 0))
+            sum += v; /* v1 and v2 alike (the sandbox's cgroup is a leaf) */
+    }
+    return sum;
+}
+
 static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
     char memcg[PATH_MAX];
     uint64_t room = UINT64_MAX, used;
@@ -278,14 +298,16 @@ static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
     f->frozen = true;
     sd_cgroup_memcg_dir(f->d, f->src_id, memcg, sizeof(memcg));
     int r = sd_files_memcg_room(memcg, &room);
+    if (r >= 0 && room != UINT64_MAX)
+        room += reclaimable(memcg);
     if (r >= 0 && room != UINT64_MAX && (used = layer_used(init_pid)) > room)
         r = error_set(err, -EDQUOT,
                       "the source's files (%llu bytes) do not fit in what its memory limit has "
                       "left (%llu bytes): the snapshot is charged to the source sandbox",
                       (unsigned long long)used, (unsigned long long)room);
     else if ((r = copy_memcg(f, r < 0 ? UINT64_MAX : room, memcg, sizeof(memcg), err)) >= 0)
-        r = sd_files_worker_start(f->d->loop, memcg, NULL, 0, copy_run, f, copy_done, f, &f->copier,
-                                  err);
+        r = sd_files_worker_start(f->d->loop, memcg, (const int[]){STDERR_FILENO}, 1, copy_run, f,
+                                  copy_done, f, &f->copier, err);
     if (r < 0) {
         copy_cg_remove(f);
         freeze(f->d, f->src_id, false);

@@ -45,6 +45,8 @@ struct sd_sandbox {
     struct sd_exec *execs;
     unsigned commands_run, commands_running;
     uint64_t next_xid;
+    /* core/process.c: background and attached commands, running and recently ended */
+    struct sd_process *processes;
     /* core/network.c: network policy (NULL for none) and its plumbing once running */
     struct policy_egress *egress;
     struct sd_net_sandbox *net;

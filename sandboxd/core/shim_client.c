@@ -25,6 +25,8 @@ struct sd_shim {
     sd_shim_ops ops;
     void *ud;
     bool closing, lost, in_dispatch;
+    int *rx_fds; /* the descriptors of the message being handled */
+    size_t rx_n;
 };
 
 static void shim_lost(sd_shim *s) {
@@ -78,9 +80,13 @@ static void poll_cb(uv_poll_t *h, int status, int events) {
             shim_lost(s);
             break;
         }
+        s->rx_fds = fds;
+        s->rx_n = n_fds;
+        handle_message(s, msg);
+        s->rx_fds = NULL;
+        s->rx_n = 0;
         for (size_t k = 0; k < n_fds; k++)
             safe_close(fds[k]);
-        handle_message(s, msg);
         json_decref(msg);
     }
     if (status < 0 && !s->closing)
@@ -88,6 +94,13 @@ static void poll_cb(uv_poll_t *h, int status, int events) {
     s->in_dispatch = false;
     if (s->closing)
         uv_close((uv_handle_t *)&s->poll, close_cb);
+}
+
+int sd_shim_take_fd(sd_shim *s) {
+    for (size_t k = 0; s && k < s->rx_n; k++)
+        if (s->rx_fds[k] >= 0)
+            return TAKE_FD(s->rx_fds[k]);
+    return -1;
 }
 
 int sd_shim_connect(uv_loop_t *loop, const char *sock_path, const sd_shim_ops *ops, void *ud,

@@ -24,6 +24,8 @@ int sd_shim_connect(uv_loop_t *loop, const char *sock_path, const sd_shim_ops *o
 /* Send {type, ...fields} (fields stolen, may be NULL) with fds (not closed here). */
 int sd_shim_request(sd_shim *s, const char *type, json_t *fields, const int *fds, size_t n_fds,
                     sd_shim_reply_fn cb, void *ud);
+/* Inside a reply callback: take the first descriptor that came with the reply (-1: none). */
+int sd_shim_take_fd(sd_shim *s);
 /* Forget the callbacks registered with ud (its owner is going away). */
 void sd_shim_cancel(sd_shim *s, void *ud);
 /* Close the connection; pending callbacks are called with NULL. Accepts NULL. */

@@ -58,12 +58,13 @@ static json_t *node_record(sd_daemon *d) {
         starting += sb->state == SD_STARTING && !sb->pool;
     }
     unsigned free_slots = f->draining || used >= max ? 0 : max - used;
-    return json_pack("{s:s,s:s,s:s,s:f,s:b,s:i,s:i,s:i,s:i,s:o,s:f,s:I,s:{}}", "name",
+    json_t *labels = d->cfg.node_labels ? json_deep_copy(d->cfg.node_labels) : json_object();
+    return json_pack("{s:s,s:s,s:s,s:f,s:b,s:i,s:i,s:i,s:i,s:o,s:f,s:I,s:o}", "name",
                      d->cfg.node_name, "url", d->cfg.advertise_url, "version", SBX_VERSION,
                      "started_at", f->started_at, "draining", f->draining, "max", (int)max,
                      "active", (int)active, "starting", (int)starting, "free", (int)free_slots,
                      "pools", pools_json(d), "cpus", d->host.cpus, "memory_bytes",
-                     (json_int_t)d->host.memory_bytes, "labels");
+                     (json_int_t)d->host.memory_bytes, "labels", labels);
 }
 
 static void lease_key(sd_daemon *d, const char *id, char *buf, size_t len) {

@@ -229,6 +229,19 @@ test_no_workspace_startup_files() {
   assert_eq "$(out)" "" "no startup file ran"
 }
 
+# The CLI: sbx create --profile grading, sbx exec --user grader (its exit status is the command's).
+test_cli_profile_and_user() {
+  start_daemon
+  local sbx; sbx=$(bin sbx)
+  local id; id=$(SBX_HOST=$SOCK "$sbx" create --profile grading --memory 128Mi) || fail "sbx create"
+  local o rc=0
+  o=$(SBX_HOST=$SOCK "$sbx" exec --user grader "$id" -- sh -c 'id -u; sbx-as-agent -- id -u; exit 5') || rc=$?
+  assert_eq "$o" "$(printf '1001\n1000')" "sbx exec --user grader"
+  assert_eq "$rc" 5 "sbx exec's exit status"
+  SBX_HOST=$SOCK "$sbx" create --profile judge >/dev/null 2>&1 && fail "a bad profile was accepted"
+  true
+}
+
 # A warm pool of default sandboxes of the same shape never serves a grading create.
 TEST_TIMEOUT_pool_keeps_profiles_apart=60
 test_pool_keeps_profiles_apart() {

@@ -120,12 +120,19 @@ test_config() { # the fleet's settings are checked at start, with a message nami
     --fleet-ttl 1
   bad 'go together' --tls-cert /nonexistent.pem
   bad 'needs --token' --tcp 127.0.0.1:1
+  echo '{"node_labels": {"zone": 1}}' >"$DAEMON_ROOT/labels.json"
+  sd_conf=$DAEMON_ROOT/labels.json
+  rc=0
+  out=$("$sd" --config "$sd_conf" 2>&1) || rc=$?
+  [ "$rc" == 2 ] && grep -q 'node_labels must be' <<<"$out" || fail "node_labels not strings: $rc $out"
 }
 
 TEST_TIMEOUT_registration=60
 test_registration() { # every node appears with its capacity, on an etcd lease; TLS only
   world
-  fleet_daemon a --max-sandboxes 3
+  daemon_use a
+  echo '{"node_labels": {"zone": "z1"}}' >"$D/config.json"
+  fleet_daemon a --max-sandboxes 3 --config "$D/config.json"
   fleet_daemon b --max-sandboxes 5
   wait_view a "[$(node a), $(node b)] | length == 2"
   echo "$BODY" | jq -e ".self == \"a\" and .etcd == \"ok\" and .prefix == \"$PREFIX\"" >/dev/null ||
@@ -133,6 +140,7 @@ test_registration() { # every node appears with its capacity, on an etcd lease; 
   echo "$BODY" | jq -e "$(node b) | .max == 5 and .free == 5 and .active == 0 and .state == \"ready\"
     and .url == \"https://127.0.0.1:7442\" and .heartbeat_age_s < 30 and .cpus > 0" >/dev/null ||
     fail "b's record: $BODY"
+  echo "$BODY" | jq -e "$(node a) | .labels == {\"zone\": \"z1\"}" >/dev/null || fail "a's labels: $BODY"
   local rec
   rec=$(etcd_key "$PREFIX/nodes/a")
   jq -e '.name == "a" and .max == 3 and (.heartbeat | type) == "number"' <<<"$rec" >/dev/null ||

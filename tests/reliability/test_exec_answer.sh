@@ -15,7 +15,7 @@ peak_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$DPID/status"; }
 
 # ASan's quarantine keeps freed memory resident: the memory bound is for the plain build only
 # (the answers' content and /healthz are checked in both).
-asan() { nm -D "$SBX_BUILD_DIR/sandboxd" 2>/dev/null | grep -q __asan_init; }
+asan() { [[ "$(nm -D "$SBX_BUILD_DIR/sandboxd" 2>/dev/null)" == *__asan_init* ]]; }
 
 # /healthz in a loop until $D/stop exists; every probe must answer 200 within 5 s (the old
 # answers stalled the loop 10 s and more). Failures are counted in $D/hz_fail.

@@ -14,7 +14,9 @@ test_runner_only_uses_libsbx() {
   [ -z "$hits" ] || fail "the runner calls libcurl: $hits"
   hits=$(grep -rn '/v1/sandboxes\|/v1/leases\|/v1/info' client/grpo || true)
   [ -z "$hits" ] || fail "the runner builds sandboxd requests itself: $hits"
-  hits=$(grep -rnE '"(exit_code|stdout|stderr|free_slots|forked_from|end)"' client/grpo || true)
+  # (the runner's C code: client/grpo/grading/ is the graders' library, which runs inside
+  # grading sandboxes and reads sbx-as-agent's record, not sandboxd's answers)
+  hits=$(grep -rnE --include='*.[ch]' '"(exit_code|stdout|stderr|free_slots|forked_from|end)"' client/grpo || true)
   [ -z "$hits" ] || fail "the runner reads sandboxd's answers itself: $hits"
 }
 

@@ -95,6 +95,18 @@ TEST(grpo_tasks_pass_fail) {
     grpo_taskset_free(ts);
 }
 
+/* failure_reward: what an episode scores when the agent caused its failure; 0 by default. */
+TEST(grpo_tasks_failure_reward) {
+    grpo_taskset *ts =
+        parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\"," GRADER "}\n"
+                     "{\"id\":\"b\",\"prompt\":\"p\",\"failure_reward\":-0.5," GRADER "}\n");
+    CHECK(ts->tasks[0].failure_reward == 0.0);
+    CHECK(ts->tasks[1].failure_reward == -0.5);
+    grpo_taskset_free(ts);
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"failure_reward\":\"low\"," GRADER "}\n",
+              "t.jsonl:2: task \"a\": \"failure_reward\" must be a number");
+}
+
 TEST(grpo_tasks_errors) {
     parse_bad("", "no header");
     parse_bad("{\"name\":\"x\"}\n", "t.jsonl:1: the first line must be the header");
