@@ -282,6 +282,10 @@ test_etcd_restart() {
   etcd_stop
   sbxf nodes >/dev/null 2>&1 && fail "sbx nodes without etcd"
   [ "$(sbxn b exec "$id" echo alive)" == alive ] || fail "a running sandbox while etcd is down"
+  for _ in $(seq 100); do # the node notices at its next etcd call (about a second)
+    sbxn b --json nodes | jq -e '.etcd == "unreachable"' >/dev/null && break
+    sleep 0.1
+  done
   sbxn b --json nodes | jq -e '.etcd == "unreachable" and (.nodes | length) == 3' >/dev/null ||
     fail "/v1/fleet without etcd: $(sbxn b --json nodes)"
   sbxn a exec "$id" echo routed >/dev/null || fail "routing on the last known list"
