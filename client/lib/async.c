@@ -165,8 +165,6 @@ static sbx_code submit(op *o, const char *method, const char *path, const char *
                        const char *accept, const void *body, size_t len, sbxi_http_cb cb,
                        void *cb_ud, size_t ep) {
     sbx_client *c = o->as->client;
-    if (c->fleet && c->eps[ep].gone)
-        return SBX_E_NODE_UNAVAILABLE; /* start() reports it through the callback */
     _cleanup_free_ char *url = sbxi_url(&c->eps[ep], path);
     sbxi_http_opts opts = {
         .unix_path = c->eps[ep].unix_path,
@@ -416,8 +414,6 @@ static sbx_code start(sbx_async *as, op *o, const char *method, const char *path
                       const char *accept, const void *body, size_t len) {
     sbx_code rc = path ? submit(o, method, path, ctype, accept, body, len, on_done, NULL, o->ep)
                        : SBX_E_NOMEM;
-    if (rc == SBX_E_NODE_UNAVAILABLE && sbxi_fleet_check(as->client, o->ep, NULL) == SBX_OK)
-        rc = submit(o, method, path, ctype, accept, body, len, on_done, NULL, o->ep); /* back */
     if (rc != SBX_OK)
         op_free(o);
     return rc;

@@ -126,6 +126,14 @@ sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r,
         return sbxi_err_set(err, SBX_E_TOO_LARGE, r->status, "",
                             "the answer from %s is larger than %llu bytes", ep->display,
                             (unsigned long long)SBXI_MAX_RESPONSE);
+    bool unreachable = r->curl_code == CURLE_COULDNT_CONNECT ||
+                       r->curl_code == CURLE_COULDNT_RESOLVE_HOST ||
+                       r->curl_code == CURLE_OPERATION_TIMEDOUT;
+    if (unreachable && r->redirects > 0) /* a fleet member said where it is: that node is down */
+        return sbxi_err_set(err, SBX_E_NODE_UNAVAILABLE, 0, "node_unavailable",
+                            "the node that holds it (%.180s, where %s redirected) is not "
+                            "answering: %s",
+                            r->final_url, ep->display, r->curl_error);
     switch (r->curl_code) {
     case CURLE_OK:
         break;

@@ -89,6 +89,10 @@ void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r) {
         if (!r->curl_error[0])
             snprintf(r->curl_error, sizeof(r->curl_error), "%s", curl_easy_strerror(rc));
     }
+    char *eu = NULL;
+    if (curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &r->redirects) == CURLE_OK &&
+        r->redirects > 0 && curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eu) == CURLE_OK && eu)
+        snprintf(r->final_url, sizeof(r->final_url), "%s", eu);
     char *ct = NULL;
     if (curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
         snprintf(r->content_type, sizeof(r->content_type), "%s", ct);

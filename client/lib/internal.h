@@ -128,6 +128,8 @@ typedef struct sbxi_response {
     long os_errno;
     char curl_error[CURL_ERROR_SIZE];
     bool overflow;
+    long redirects;         /* 307s followed (a fleet node sent the request to another) */
+    char final_url[200];    /* where the last attempt went, when redirected */
     sbxi_chunk_fn on_chunk; /* when set and status is 2xx, body bytes go here instead */
     void *chunk_ud;
     CURL *easy; /* during the transfer */

@@ -52,8 +52,9 @@ plain3() { # three plain daemons (plain HTTP, the fleet token as their token) an
   done
 }
 
-py() { # the Python SDK (through libsbx) in the hub, against the fleet address
-  hub env SANDBOXD_LIBSBX="$(bin libsbx.so.0)" PYTHONPATH="$SBX_SRC_DIR/python" SBX_CA="$W/ca.pem" \
+py() { # the Python SDK (through libsbx) in the hub, against the fleet address (nsenter and env
+  # exec: in the background, $! is the Python process itself)
+  nsenter --net="/proc/$HUBPID/ns/net" env SANDBOXD_LIBSBX="$(bin libsbx.so.0)" PYTHONPATH="$SBX_SRC_DIR/python" SBX_CA="$W/ca.pem" \
     SBX_TOKEN="$FLEET_TOKEN" SBX_HOST="$(fleet_addr)" python3 "$@"
 }
 
@@ -83,7 +84,8 @@ except sandboxd.NodeFull:
     pass
 open(r + "/ids.tmp", "w").write("\n".join(s.id for s in sbs) + "\n")
 os.rename(r + "/ids.tmp", r + "/ids")
-while not os.path.exists(r + "/go"):
+deadline = time.time() + 100  # the case times out before: never outlive it
+while not os.path.exists(r + "/go") and time.time() < deadline:
     time.sleep(0.05)
 lost = set(open(r + "/lost").read().split())
 for s in sbs:
@@ -280,6 +282,10 @@ test_etcd_restart() {
   etcd_stop
   sbxf nodes >/dev/null 2>&1 && fail "sbx nodes without etcd"
   [ "$(sbxn b exec "$id" echo alive)" == alive ] || fail "a running sandbox while etcd is down"
+  for _ in $(seq 100); do # the node notices at its next etcd call (about a second)
+    sbxn b --json nodes | jq -e '.etcd == "unreachable"' >/dev/null && break
+    sleep 0.1
+  done
   sbxn b --json nodes | jq -e '.etcd == "unreachable" and (.nodes | length) == 3' >/dev/null ||
     fail "/v1/fleet without etcd: $(sbxn b --json nodes)"
   sbxn a exec "$id" echo routed >/dev/null || fail "routing on the last known list"
@@ -295,13 +301,14 @@ TEST_TIMEOUT_grpo_node_killed=150
 test_grpo_node_killed() {
   fleet3 --max-sandboxes 12
   local r=$DAEMON_ROOT gpid tpid
-  hub /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$r/port" \
+  # nsenter execs: $! is the server itself, which the cleanup ends
+  nsenter --net="/proc/$HUBPID/ns/net" /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$r/port" \
     --delay-ms 700 --command 'echo red > b.txt' >"$r/trainer.log" 2>&1 &
   tpid=$!
   daemon_at_exit quiet_kill "$tpid"
   for _ in $(seq 100); do [ -s "$r/port" ] && break; sleep 0.1; done
   [ -s "$r/port" ] || fail "the stand-in trainer did not start"
-  hub env SBX_TOKEN="$FLEET_TOKEN" SBX_CA="$W/ca.pem" "$(bin sbx)" grpo --host "$(fleet_addr)" \
+  nsenter --net="/proc/$HUBPID/ns/net" env SBX_TOKEN="$FLEET_TOKEN" SBX_CA="$W/ca.pem" "$(bin sbx)" grpo --host "$(fleet_addr)" \
     --trainer "http://127.0.0.1:$(cat "$r/port")" --tasks "$SBX_SRC_DIR/tasks/toy-files.jsonl" \
     --out "$r/out" --steps 2 --tasks-per-step 6 --group-size 2 --seed 3 --json \
     >"$r/summary.txt" 2>"$r/grpo.err" &
