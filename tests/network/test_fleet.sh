@@ -223,6 +223,7 @@ test_daemon_kill9() {
   # its shim kept the sandbox; the restarted daemon adopts it and re-registers
   node_up c 3 --max-sandboxes 2
   wait_nodes "a b c" 15
+  wait_views "a b c" 15 # each node routes by its own view (refreshed each second): wait for c there
   [ "$(sbxn a exec "$id" echo back)" == back ] || fail "the sandbox after c's restart"
 }
 
