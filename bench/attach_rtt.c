@@ -19,32 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *s, size_t n, double p) {
-    size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
-    rank = rank < 1 ? 1 : rank > n ? n : rank;
-    return s[rank - 1];
-}
-
-static void report(const char *name, double *s, size_t n) {
-    qsort(s, n, sizeof(*s), cmp_double);
-    double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += s[i];
-    printf("{\"name\":\"%s\",\"n\":%zu,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"min_ms\":%.3f,"
-           "\"mean_ms\":%.3f,\"max_ms\":%.3f}\n",
-           name, n, pct(s, n, 50), pct(s, n, 99), s[0], sum / (double)n, s[n - 1]);
-}
+#include "stats.h"
 
 /* ---- pipes ---- */
 static int run_pipe(const char *name, size_t n, char **argv) {

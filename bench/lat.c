@@ -34,43 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stats.h"
+
 #define BURST_MAX 4096
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted samples. */
-static double pct(const double *s, size_t n, double p) {
-    size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return s[rank - 1];
-}
-
-static void report(const char *name, double *s, size_t n) {
-    double sum = 0;
-    if (n == 0) {
-        printf("{\"name\":\"%s\",\"n\":0}\n", name);
-        return;
-    }
-    qsort(s, n, sizeof(*s), cmp_double);
-    for (size_t i = 0; i < n; i++)
-        sum += s[i];
-    printf("{\"name\":\"%s\",\"n\":%zu,\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"min_ms\":%.3f,"
-           "\"mean_ms\":%.3f,\"max_ms\":%.3f}\n",
-           name, n, pct(s, n, 50), pct(s, n, 99), s[0], sum / (double)n, s[n - 1]);
-    fflush(stdout);
-}
 
 /* ---- spawn: fork + exec + wait ---- */
 
