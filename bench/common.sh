@@ -39,6 +39,7 @@ stop_daemon() {
 }
 cleanup() {
   set +e
+  ! declare -F docker_stop >/dev/null || docker_stop # bench/docker.sh's private dockerd
   stop_daemon
   # shims outlive a daemon by design: end the ones this run started (their command line names $T)
   for p in /proc/[0-9]*; do

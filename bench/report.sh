@@ -31,7 +31,7 @@ machine() {
   echo "- CPUs: $(nproc) ($(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo))"
   echo "- memory: $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "- kernel: $(uname -r); cgroup mode: $mode"
-  echo "- peers: $(bwrap --version 2>/dev/null || echo 'bwrap missing'), $(crun --version 2>/dev/null | head -n 1 || echo 'crun missing')"
+  echo "- peers: $(bwrap --version 2>/dev/null || echo 'bwrap missing'), $(crun --version 2>/dev/null | head -n 1 || echo 'crun missing'), $(dockerd --version 2>/dev/null || echo 'dockerd missing (apt-get install docker.io)')"
   echo "- command: \`make bench\` (SBX_BENCH_N=$N SBX_BENCH_NFAST=$NFAST SBX_BENCH_BURST=$BURST SBX_BENCH_BURST_ROUNDS=$BURST_ROUNDS SBX_BENCH_IDLE=$IDLE${SBX_BENCH_POOL_ARGS:+ SBX_BENCH_POOL_ARGS=\"$SBX_BENCH_POOL_ARGS\"})"
 }
 
@@ -78,6 +78,30 @@ goals() {
   goal "\`sbx exec ID -- true\`, whole process, p50" "$(jget spawn.sbx_exec p50_ms)" 5 ms
 }
 
+# i18row LABEL OURS PEER PEERLABEL GOAL DOCKER: one line of the issue-18 table (p50s, ms)
+i18row() {
+  local o p d r rd
+  o=$(jget "$2" p50_ms)
+  [ -n "$o" ] || return 0
+  p=$(jget "$3" p50_ms)
+  d=$(jget "$6" p50_ms)
+  r=$(ratio "$o" "$p")
+  rd=$(ratio "$o" "$d")
+  echo "| $1 | $o | ${p:+$4 $p} | ${r:+${r}×} | $5 | ${d:-not measured} | ${rd:+${rd}×} |"
+}
+
+# the speed issue's table (issue 18), with Docker as the fourth column when it was measured
+issue18() {
+  echo "| cycle | sandboxd p50 | peer p50 (same run) | ratio | goal | Docker p50 | sandboxd / Docker |"
+  echo "|---|---|---|---|---|---|---|"
+  i18row "create → exec \`true\` → delete, pooled" api.cycle_pool api.cycle_pool.peer "bwrap, interleaved," "≤ 0.5×" spawn.docker_run
+  i18row "same, cold" api.cycle api.cycle.peer "bwrap, interleaved," "≤ 1.0×" spawn.docker_run
+  i18row "exec round trip in a running sandbox" api.exec api.exec.peer "fork+exec, interleaved," "≤ 1.3×" spawn.docker_exec
+  i18row "\`sbx exec ID -- true\`, whole process" spawn.sbx_exec spawn.true "fork+exec" "≤ 5 ms" spawn.docker_exec
+  i18row "attached round trip of a line (libsbx)" attach.rtt.libsbx attach.rtt.pipe "local pipes" "" attach.rtt.docker
+  i18row "attached round trip of a line (\`sbx exec -i\`)" attach.rtt.cli attach.rtt.pipe "local pipes" "" attach.rtt.docker
+}
+
 report_md() {
   echo "# sandboxd benchmarks: latest run"
   echo
@@ -114,6 +138,12 @@ report_md() {
   row api.cycle_net_open.create "networking daemon: create with network \`open\` (cold)" api.netns_none.create "network none"
   row api.cycle_net_open "networking daemon: create(\`open\`) → exec → delete" api.netns_none "network none"
   row api.cycle_pool_net_open.create "create with network \`open\` (pool)" api.cycle_pool.create "none, pool"
+  row spawn.docker_run "\`docker run --rm --network none IMG true\` (whole client process)" spawn.bwrap bwrap
+  row spawn.docker_exec "\`docker exec C true\` in a running container (whole client process)" spawn.true "fork+exec"
+  row attach.rtt.pipe "attached round trip: one line through \`cat\` on local pipes (the floor)"
+  row attach.rtt.libsbx "attached round trip through libsbx (\`sbx_process\`, WebSocket)" attach.rtt.pipe pipes
+  row attach.rtt.cli "attached round trip through \`sbx exec -i ID -- cat\`" attach.rtt.pipe pipes
+  row attach.rtt.docker "attached round trip through \`docker exec -i C cat\`" attach.rtt.pipe pipes
   row grpo.concurrent "GRPO step, 128 episodes in flight" grpo.sequential "one at a time"
   row grpo.sequential "GRPO step, one episode at a time"
   echo
@@ -132,6 +162,10 @@ report_md() {
         (km < 0 ? "n/a" : sprintf("%.1f MiB", km / M)), per / M, r0 / M, r1 / M, t }'
     echo
   fi
+  echo "## The speed issue's table (issue 18; Docker: \`docker run --rm\`, \`docker exec\`, \`docker exec -i\`)"
+  echo
+  issue18
+  echo
   echo "## Goals"
   echo
   goals

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: `make bench`. Measures sandboxd side by side with its peers (plain fork+exec,
-# bubblewrap, crun) in one run and reports p50/p99 and ratios (never pass/fail on timings).
+# bubblewrap, crun, Docker when installed) in one run and reports p50/p99 and ratios (never
+# pass/fail on timings).
 # Usage: bench/run.sh [BUILD_DIR]. Knobs (environment): SBX_BENCH_N (iterations of the slow
 # loops, default 100), SBX_BENCH_NFAST (fast loops, default 500), SBX_BENCH_BURST (128),
 # SBX_BENCH_BURST_ROUNDS (3), SBX_BENCH_IDLE (1000), SBX_BENCH_IDLE_BODY (the idle sandboxes'
@@ -77,6 +78,12 @@ else
   loud "crun is not installed (make deps)"
 fi
 
+# Docker (Debian's docker.io, a bench-only peer) when dockerd and docker are installed
+source "$ROOT/bench/docker.sh"
+docker_bench
+# the floor of an attached round trip (issue 14): one line through `cat` on local pipes
+if attach_rtt_build; then "$RTT" pipe attach.rtt.pipe "$NFAST" cat | tee -a "$RES" >&2; fi
+
 # ---- sandboxd ----
 # The daemon caps sandboxes by default (memory / 256 MiB); raise the cap so that the burst and
 # the idle test meet the node's real limits, and say so.
@@ -113,6 +120,13 @@ if [ "$DAEMON_OK" = 1 ]; then
     if [ -n "$EXEC_ID" ]; then
       SBX_HOST=unix:$SOCK run_lat spawn spawn.sbx_exec "$N" "$B/sbx" exec "$EXEC_ID" -- true ||
         note "\`sbx exec ID -- true\` failed (see stderr)"
+      # attached round trips of one line through `cat`, next to `docker exec -i C cat`
+      if attach_rtt_build; then
+        "$RTT" sbx attach.rtt.libsbx "$NFAST" "$SOCK" "$EXEC_ID" | tee -a "$RES" >&2 ||
+          note "attached round trip through libsbx failed (see stderr)"
+        SBX_HOST=unix:$SOCK "$RTT" pipe attach.rtt.cli "$N" "$B/sbx" exec -i "$EXEC_ID" -- cat |
+          tee -a "$RES" >&2 || note "\`sbx exec -i ID -- cat\` failed (see stderr)"
+      fi
       curl -s --max-time 30 --unix-socket "$SOCK" -X DELETE "http://x/v1/sandboxes/$EXEC_ID" >/dev/null
     else
       note "\`sbx exec ID -- true\`: the sandbox for it could not be created"

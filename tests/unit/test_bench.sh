@@ -73,4 +73,32 @@ J
   grep -q 'networked .* | – | ≤ 5 ms | not measured' <<<"$md" || fail "net goal"
 }
 
+test_report_issue18_docker_column() {
+  RES=$(mktemp) NOTES=$(mktemp)
+  # shellcheck disable=SC2034 # read by report.sh
+  N=1 NFAST=1 BURST=128 BURST_ROUNDS=1 IDLE=1000
+  cat >"$RES" <<'J'
+{"name":"api.cycle","n":5,"p50_ms":20.000,"p99_ms":30.000}
+{"name":"api.cycle.peer","n":5,"p50_ms":10.000,"p99_ms":20.000}
+{"name":"api.exec","n":5,"p50_ms":2.000,"p99_ms":3.000}
+{"name":"api.exec.peer","n":5,"p50_ms":1.000,"p99_ms":2.000}
+{"name":"spawn.docker_run","n":5,"p50_ms":400.000,"p99_ms":450.000}
+{"name":"attach.rtt.pipe","n":5,"p50_ms":0.010,"p99_ms":0.020}
+{"name":"attach.rtt.libsbx","n":5,"p50_ms":0.040,"p99_ms":0.050}
+J
+  # shellcheck source=../../bench/report.sh
+  source "$SBX_SRC_DIR/bench/report.sh"
+  local md
+  md=$(report_md)
+  rm -f "$RES" "$NOTES"
+  grep -qF '| same, cold | 20.000 | bwrap, interleaved, 10.000 | 2.00× | ≤ 1.0× | 400.000 | 0.05× |' <<<"$md" ||
+    fail "cold row with Docker: $md"
+  # no docker exec measured: the column says so, no ratio
+  grep -qF '| exec round trip in a running sandbox | 2.000 | fork+exec, interleaved, 1.000 | 2.00× | ≤ 1.3× | not measured |  |' <<<"$md" ||
+    fail "exec row without Docker: $md"
+  grep -qF '| attached round trip of a line (libsbx) | 0.040 | local pipes 0.010 | 4.00× |  | not measured |  |' <<<"$md" ||
+    fail "attach row: $md"
+  ! grep -qF 'pooled |' <<<"$md" || fail "a pooled row without pool results: $md"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
