@@ -5,7 +5,8 @@
 #   attach.rtt.pipe        write a line to `cat` on local pipes, read its echo (the floor)
 #   attach.rtt.libsbx      the same through libsbx's sbx_process (WebSocket) into a sandbox
 #   attach.rtt.cli         the same through `sbx exec -i ID -- cat` on pipes
-#   attach.rtt.docker      `docker exec -i C cat`, when a Docker Engine answers
+#   attach.rtt.docker      `docker exec -i C cat`, through bench/docker.sh's private dockerd
+#                          (when docker.io is installed)
 #   attach.stdin.*_mbps    SIZE MiB of stdin through `sbx exec -i ... wc -c` (and `docker exec
 #                          -i`, and a local pipe into wc), MB/s
 # Knobs: SBX_BENCH_N (1000 round trips), SBX_BENCH_MB (256). Needs root. Cleans up like run.sh.
@@ -42,16 +43,17 @@ mbps() { # NAME CMD...: MB of zeros into CMD, MB/s
 mbps attach.stdin.pipe_mbps wc -c
 mbps attach.stdin.cli_mbps "$B/sbx" exec -i "$ID" -- wc -c
 
-DOCKER_C=
-if command -v docker >/dev/null && timeout 10 docker info >/dev/null 2>&1; then
-  DOCKER_C=$(docker run -d --rm debian:bookworm-slim sleep 3600 2>/dev/null || true)
-fi
-if [ -n "$DOCKER_C" ]; then
-  "$RTT" pipe attach.rtt.docker "$N" docker exec -i "$DOCKER_C" cat | tee -a "$RES" >&2
-  mbps attach.stdin.docker_mbps docker exec -i "$DOCKER_C" wc -c
-  docker rm -f "$DOCKER_C" >/dev/null
-else
-  loud "no Docker Engine answers here (docker info failed, or no debian:bookworm-slim image): no docker exec -i row"
+# Docker: bench/docker.sh's private dockerd (no iptables, no bridge) and offline image
+source bench/docker.sh
+if docker_up; then
+  DOCKER_C=$("${DOCKER[@]}" run -d --network none "$DOCKER_IMG" sleep infinity 2>/dev/null || true)
+  if [ -n "$DOCKER_C" ]; then
+    "$RTT" pipe attach.rtt.docker "$N" "${DOCKER[@]}" exec -i "$DOCKER_C" cat | tee -a "$RES" >&2
+    mbps attach.stdin.docker_mbps "${DOCKER[@]}" exec -i "$DOCKER_C" wc -c
+  else
+    loud "docker run -d of $DOCKER_IMG failed: no docker exec -i rows"
+  fi
+  docker_stop
 fi
 "$B/sbx" rm "$ID" >/dev/null
 stop_daemon

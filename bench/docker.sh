@@ -13,6 +13,7 @@
 
 DOCKERD_PID=
 DOCKER_C=
+DOCKER_DRV=
 DOCKER_IMG=sbxbench-debian:bookworm
 DOCKER_ROOTFS=${SBX_IMAGE_CACHE:-/var/cache/sandboxd-tests}/debian-bookworm-minbase-nodev.tar.gz
 
@@ -80,33 +81,37 @@ docker_start() { # storage driver
   return 1
 }
 
-docker_bench() {
+# docker_up: the private dockerd running and the image imported (else a loud note, status 1)
+docker_up() {
   if ! command -v dockerd >/dev/null || [ ! -x /usr/bin/docker ]; then
-    loud "Docker column: dockerd or /usr/bin/docker is missing (bench-only peer: apt-get install docker.io)"
-    return 0
+    loud "Docker peer: dockerd or /usr/bin/docker is missing (bench-only peer: apt-get install docker.io)"
+    return 1
   fi
   if ! docker_rootfs; then
-    loud "Docker column: no debootstrap rootfs at $DOCKER_ROOTFS and debootstrap could not build it"
-    return 0
+    loud "Docker peer: no debootstrap rootfs at $DOCKER_ROOTFS and debootstrap could not build it"
+    return 1
   fi
-  local drv
-  for drv in overlay2 vfs; do
-    if docker_start "$drv"; then break; fi
-    drv=
+  for DOCKER_DRV in overlay2 vfs; do
+    if docker_start "$DOCKER_DRV"; then break; fi
+    DOCKER_DRV=
   done
-  if [ -z "$drv" ]; then
-    loud "Docker column: dockerd did not start: $(tail -n 3 "$T/dockerd.log" | tr '\n' ' ')"
-    return 0
+  if [ -z "$DOCKER_DRV" ]; then
+    loud "Docker peer: dockerd did not start: $(grep -v module=grpc "$T/dockerd.log" | tail -n 3 | tr '\n' ' ')"
+    return 1
   fi
-  log "docker (dockerd pid $DOCKERD_PID, $drv): importing $DOCKER_ROOTFS"
+  log "docker (dockerd pid $DOCKERD_PID, $DOCKER_DRV): importing $DOCKER_ROOTFS"
   if ! "${DOCKER[@]}" import - "$DOCKER_IMG" <"$DOCKER_ROOTFS" >/dev/null; then
-    loud "Docker column: docker import of $DOCKER_ROOTFS failed"
+    loud "Docker peer: docker import of $DOCKER_ROOTFS failed"
     docker_stop
-    return 0
+    return 1
   fi
+}
+
+docker_bench() {
+  docker_up || return 0
   local ver
   ver=$("${DOCKER[@]}" version --format '{{.Server.Version}}' 2>/dev/null)
-  note "Docker peer: Debian's docker.io $ver, a private dockerd (\`--iptables=false --ip6tables=false --bridge=none --ip-forward=false\`, storage driver $drv, own data root), image imported offline from the debootstrap rootfs (bookworm minbase), containers with \`--network none\`; \`docker\` is the whole client process each time."
+  note "Docker peer: Debian's docker.io $ver, a private dockerd (\`--iptables=false --ip6tables=false --bridge=none --ip-forward=false\`, storage driver $DOCKER_DRV, own data root), image imported offline from the debootstrap rootfs (bookworm minbase), containers with \`--network none\`; \`docker\` is the whole client process each time."
   log "docker: run --rm true"
   run_lat spawn spawn.docker_run "$N" "${DOCKER[@]}" \
     run --rm --network none "$DOCKER_IMG" true || note "\`docker run --rm\` failed (see stderr)"
