@@ -421,7 +421,9 @@ sbx_code sbx_client_nodes(sbx_client *c, char **ret_json, sbx_err *err) {
     } else {
         sbxi_response r = {0};
         sbx_code rc = sbxi_request(c, 0, "GET", "/v1/fleet", NULL, NULL, NULL, NULL, 0, &r, err);
-        if (rc == SBX_OK && !json_is_object(j = json_loadb(r.body, r.len, 0, NULL)))
+        if (rc == SBX_OK)
+            j = json_loadb(r.body, r.len, 0, NULL); /* not inside json_is_object(): a macro */
+        if (rc == SBX_OK && !json_is_object(j))
             rc = sbxi_err_set(err, SBX_E_PROTOCOL, r.status, "",
                               "%s sent invalid JSON for /v1/fleet", c->eps[0].display);
         free(r.body);

@@ -21,15 +21,6 @@ free_port() {
   "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# An ASan-built libsbx (build-san) loads into python only behind the ASan runtime; python's own
-# allocations are not ours to check for leaks.
-asan_env() {
-  local syms; syms=$(nm -D "$SBX_BUILD_DIR/libsbx.so.0" 2>/dev/null || true)
-  if [[ "$syms" == *__asan_init* ]]; then
-    echo "LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"
-  fi
-}
-
 pytest_run() { # FILE [pytest args...]
   local f=$1; shift
   env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \

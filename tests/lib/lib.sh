@@ -12,6 +12,17 @@ assert_eq() { [ "$1" == "$2" ] || fail "${3:-assert_eq}: expected '$2', got '$1'
 bin() { echo "$SBX_BUILD_DIR/$1"; }
 require_root() { [ "$(id -u)" -eq 0 ] || skip "needs root"; }
 
+# The environment that lets python load an ASan-built libsbx (build-san): the ASan runtime
+# preloaded, and no leak check of python's own allocations (they are not ours to check). Empty
+# for a plain build. Use as `env $(asan_env) ... python3 ...`.
+asan_env() {
+  local syms
+  syms=$(nm -D "$SBX_BUILD_DIR/libsbx.so.0" 2>/dev/null || true)
+  if [[ "$syms" == *__asan_init* ]]; then
+    echo "LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0"
+  fi
+}
+
 # Per-case timeouts: a script may set TEST_TIMEOUT_<name>=seconds (default 60).
 if [ "${1:-}" == "--list" ]; then
   for f in $(declare -F | awk '{print $3}' | grep '^test_'); do

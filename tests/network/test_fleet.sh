@@ -54,7 +54,7 @@ plain3() { # three plain daemons (plain HTTP, the fleet token as their token) an
 
 py() { # the Python SDK (through libsbx) in the hub, against the fleet address (nsenter and env
   # exec: in the background, $! is the Python process itself)
-  nsenter --net="/proc/$HUBPID/ns/net" env SANDBOXD_LIBSBX="$(bin libsbx.so.0)" PYTHONPATH="$SBX_SRC_DIR/python" SBX_CA="$W/ca.pem" \
+  nsenter --net="/proc/$HUBPID/ns/net" env $(asan_env) SANDBOXD_LIBSBX="$(bin libsbx.so.0)" PYTHONPATH="$SBX_SRC_DIR/python" SBX_CA="$W/ca.pem" \
     SBX_TOKEN="$FLEET_TOKEN" SBX_HOST="$(fleet_addr)" python3 "$@"
 }
 
