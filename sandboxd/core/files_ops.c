@@ -500,8 +500,14 @@ static int tar_node(tar_ctx *c, int dfd, const char *name, int depth) {
     bool dir = S_ISDIR(st.st_mode);
     if ((r = safepath_reopen(node, O_RDONLY | O_NONBLOCK | (dir ? O_DIRECTORY : 0), &fd)) < 0)
         return r == -ENOENT ? 0 : error_set_errno(c->err, r, "open %s", c->rel);
-    if (fstat(fd, &st) < 0)
+    struct stat st_open;
+    if (fstat(fd, &st_open) < 0)
         return error_set_errno(c->err, negative_errno(), "stat %s", c->rel);
+    if (st_open.st_ino != st.st_ino || st_open.st_dev != st.st_dev)
+        return 0; /* replaced between the look and the open: not what was listed */
+    /* The header keeps the size seen before the open: a sandbox process woken by the open
+     * (inotify IN_OPEN) to grow or shrink the file cannot change what is promised, and
+     * write_data reads exactly that much. */
     if ((r = write_header(c, &st, NULL)) < 0)
         return r;
     return dir ? tar_dir(c, fd, depth + 1) : write_data(c, fd, (uint64_t)st.st_size);
