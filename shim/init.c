@@ -3,6 +3,7 @@
 #include "shim/init.h"
 
 #include "common/fdutil.h"
+#include "shim/cgroup.h"
 #include "shim/exec.h"
 #include "shim/grading.h"
 #include "shim/ipc.h"
@@ -45,7 +46,14 @@ static int wait_go(int ipc, error_rec *err) {
     return 0;
 }
 
+/* v1: into the sandbox's cgroups before anything else (the shim waits for our next message, so
+ * it never sees us outside them); v2: the shim moved us before the go-ahead. */
 static int step_sync(shim_init_ctx *c, error_rec *err) {
+    if (c->cg) {
+        int r = shim_cgroup_join_self(c->cg, err);
+        if (r < 0)
+            return r;
+    }
     return wait_go(c->ipc, err);
 }
 

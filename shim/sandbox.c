@@ -78,6 +78,8 @@ static int step_agent_socket(shim_sandbox *sb, error_rec *err) {
 
 static _Noreturn void run_init(shim_sandbox *sb, int ipc, const char *staging) {
     shim_init_ctx ctx = {.spec = sb->spec, .staging = staging, .ipc = ipc};
+    if (sb->cg && sb->cg->version == 1)
+        ctx.cg = sb->cg;
     ctx.prog.len = (unsigned short)sb->bpf_len;
     ctx.prog.filter = sb->bpf;
     shim_init_main(&ctx);
@@ -149,8 +151,9 @@ static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
     return 0;
 }
 
+/* v1: init joins by itself (run_init, shim_cgroup_join_self); v2: we move it. */
 static int step_cgroup_join(shim_sandbox *sb, error_rec *err) {
-    int r = shim_cgroup_add_pid(sb->cg, sb->init_pid, err);
+    int r = sb->cg && sb->cg->version != 1 ? shim_cgroup_add_pid(sb->cg, sb->init_pid, err) : 0;
     return r < 0 ? r : send_go(sb, err);
 }
 
