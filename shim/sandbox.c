@@ -126,7 +126,8 @@ static int send_go(shim_sandbox *sb, error_rec *err) {
     return r < 0 ? error_set_errno(err, r, "signal init") : 0;
 }
 
-/* Wait for init to reach `want`; relays init's own failure message unchanged. */
+/* Wait for init to reach `want`; relays init's own failure message unchanged. The message's
+ * text, if any, is appended to sb->step_ms (READY: init's step times). */
 static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
     static union {
         shim_ipc_msg m;
@@ -148,6 +149,10 @@ static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
     }
     if (buf.m.type != want)
         return error_set(err, -EPROTO, "unexpected message %u from init", buf.m.type);
+    size_t l = strlen(sb->step_ms);
+    if (buf.m.len > 0 && l < sizeof(sb->step_ms))
+        snprintf(sb->step_ms + l, sizeof(sb->step_ms) - l, " %.*s", (int)MIN(buf.m.len, 600u),
+                 buf.m.data);
     return 0;
 }
 
@@ -208,7 +213,12 @@ int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err) {
     sb->ipc = sb->listen_fd = sb->agent_fd = -1;
     sb->started_ms = now_real_ms();
     for (size_t i = 0; i < ARRAY_SIZE(host_steps); i++) {
+        uint64_t t0 = now_mono_us();
         int r = host_steps[i].fn(sb, err);
+        size_t l = strlen(sb->step_ms);
+        if (strcmp(host_steps[i].name, "ready") != 0) /* ready appends init's list */
+            snprintf(sb->step_ms + l, sizeof(sb->step_ms) - l, "%s%s=%.2f", l ? " " : "",
+                     host_steps[i].name, (double)(now_mono_us() - t0) / 1000.0);
         if (r == -EALREADY)
             r = err->code;
         else if (r < 0)
