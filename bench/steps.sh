@@ -30,4 +30,6 @@ grep -ho 'steps_ms="[^"]*"' "$T/daemon.log" | sed 's/steps_ms=//; s/"//g' | tr '
   awk '{ if ($1 != k) { if (k != "") out(); k = $1; n = 0; s = 0 } v[++n] = $2; s += $2 }
     function out() { printf "| %s | %.3f | %.3f |\n", k, s / n, v[int((n + 1) / 2)] }
     END { if (k != "") out() }' | sort -t'|' -k3 -g -r
+grep -ho 'msg=sandbox started .* seconds=[0-9.]*' "$T/daemon.log" | sed 's/.*seconds=//' | sort -g |
+  awk '{ a[NR] = $1; s += $1 } END { if (NR) printf "| the daemon: the shim spawned until it is ready (all of the above, the shim'"'"'s exec and start) | %.3f | %.3f |\n", s * 1000 / NR, a[int((NR + 1) / 2)] * 1000 }'
 sort -g "$T/create.ms" | awk '{ a[NR] = $1 } END { printf "| POST /v1/sandboxes (curl, whole request) | | %.3f |\n", a[int((NR + 1) / 2)] }'
