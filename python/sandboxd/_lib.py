@@ -104,6 +104,7 @@ _SIGNATURES = {
     "sbx_create_opts_init": (None, [_P(CreateOpts)]),
     "sbx_sandbox_create": (c_int, [c_void_p, _P(CreateOpts), _P(c_void_p), _P(SbxErr)]),
     "sbx_sandbox_open": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_sandbox_open_lazy": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(SbxErr)]),
     "sbx_sandbox_id": (c_char_p, [c_void_p]),
     "sbx_sandbox_inspect": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
     "sbx_sandbox_set_timeout": (c_int, [c_void_p, c_uint64, _P(SbxErr)]),

@@ -89,7 +89,8 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
                       idle_timeout: Optional[Duration] = None, timeout: Optional[Duration] = None,
                       max_cost: Optional[float] = None, network: Optional[Egress] = None,
                       lease: Union["Lease", str, None] = None,
-                      idempotency_key: Optional[str] = None) -> List[Any]:
+                      idempotency_key: Optional[str] = None,
+                      profile: Optional[str] = None) -> List[Any]:
     """Fill an sbx_create_opts from keyword arguments (None keeps the C default). Returns the
     ctypes objects that must stay alive while o is used."""
     keep: List[Any] = []
@@ -120,7 +121,10 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
     o.network = s(network.value) if network else None
     o.idempotency_key = s(idempotency_key)
     o.lease_id = s(lease.id if isinstance(lease, Lease) else lease)
-    keep += [o.image, o.network, o.idempotency_key, o.lease_id]
+    if profile is not None and not isinstance(profile, str):
+        raise InvalidArgument("profile: must be a string (\"grading\")", "invalid_argument")
+    o.profile = s(profile)
+    keep += [o.image, o.network, o.idempotency_key, o.lease_id, o.profile]
     for name, m in (("env", env), ("labels", labels)):
         arr = _lib.strv(_kv(m, name))
         if arr is not None:
@@ -517,10 +521,12 @@ class Sandbox:
                idle_timeout: Optional[Duration] = None, timeout: Optional[Duration] = None,
                max_cost: Optional[float] = None, network: Optional[Egress] = None,
                lease: Union["Lease", str, None] = None, idempotency_key: Optional[str] = None,
-               client: Optional[Client] = None) -> "Sandbox":
+               profile: Optional[str] = None, client: Optional[Client] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
-        daemon's default. Raises NodeFull, InvalidArgument, NotFound (lease), ..."""
+        daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
+        agent and a grader user; run the grader's commands with ``user="grader"``). Raises
+        NodeFull, InvalidArgument, NotFound (lease), ..."""
         client = client or default_client()
         L = _lib.lib()
         o = _lib.CreateOpts()
@@ -528,7 +534,7 @@ class Sandbox:
         keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
                                  env=env, labels=labels, idle_timeout=idle_timeout,
                                  timeout=timeout, max_cost=max_cost, network=network, lease=lease,
-                                 idempotency_key=idempotency_key)
+                                 idempotency_key=idempotency_key, profile=profile)
         h = ctypes.c_void_p()
         _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
         return cls(h, client)
@@ -548,8 +554,9 @@ class Sandbox:
             h = self._handles.get(tid)
         if h is not None:
             return h
-        h = ctypes.c_void_p()
-        _call(_lib.lib().sbx_sandbox_open, self.client.handle(), self.id.encode(), ctypes.byref(h))
+        h = ctypes.c_void_p()  # another thread's handle: no GET for a sandbox already known
+        _call(_lib.lib().sbx_sandbox_open_lazy, self.client.handle(), self.id.encode(),
+              ctypes.byref(h))
         with self._lock:
             self._handles[tid] = h
         return h
@@ -558,16 +565,19 @@ class Sandbox:
     def _exec_opts(self, argv: Sequence[str], stdin: Union[bytes, str, None],
                    env: Optional[Mapping[str, str]], cwd: Optional[str],
                    timeout: Optional[Duration], shell: bool,
-                   max_output: Optional[Size]) -> Dict[str, Any]:
+                   max_output: Optional[Size], user: Optional[str] = None) -> Dict[str, Any]:
         if not argv or not all(isinstance(a, str) for a in argv):
             raise InvalidArgument("exec: argv must be one or more strings", "invalid_argument")
         if isinstance(stdin, str):
             stdin = stdin.encode()
         if stdin is not None and not isinstance(stdin, (bytes, bytearray)):
             raise InvalidArgument("exec: stdin must be bytes or str", "invalid_argument")
+        if user is not None and not isinstance(user, str):
+            raise InvalidArgument("exec: user must be a string (\"agent\", \"grader\")",
+                                  "invalid_argument")
         return {"argv": list(argv), "stdin": stdin, "env": _kv(env, "env"), "cwd": cwd,
                 "timeout_ms": parse_duration_ms(timeout, "timeout"), "shell": shell,
-                "max_output": parse_size(max_output, "max_output")}
+                "max_output": parse_size(max_output, "max_output"), "user": user}
 
     def _exec_raw(self, a: Dict[str, Any], cb: Any, text: bool) -> CommandResult:
         L = _lib.lib()
@@ -588,6 +598,8 @@ class Sandbox:
             o.stdin_len = len(stdin)
         o.timeout_ms = a["timeout_ms"]
         o.max_output = a["max_output"]
+        user = a["user"].encode() if a.get("user") else None
+        o.user = user
         if cb is not None:
             o.on_output = cb
         res = _lib.ExecResult()
@@ -599,24 +611,27 @@ class Sandbox:
         finally:
             if rc == 0:
                 L.sbx_exec_result_free(ctypes.byref(res))
-            del argv, envv, sbuf
+            del argv, envv, sbuf, user
 
     def exec(self, *argv: str, stdin: Union[bytes, str, None] = None,
              env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
              timeout: Optional[Duration] = None, shell: bool = False,
-             max_output: Optional[Size] = None, text: bool = False) -> Process:
+             max_output: Optional[Size] = None, text: bool = False,
+             user: Optional[str] = None) -> Process:
         """Start a command; its output streams while it runs (``p.stdout``, ``p.stderr``)
-        and ``p.wait()`` gives the CommandResult. ``stdin`` is sent whole at the start."""
-        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output)
+        and ``p.wait()`` gives the CommandResult. ``stdin`` is sent whole at the start.
+        ``user``: "agent" (the default) or, in a grading sandbox, "grader"."""
+        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output, user)
         return Process(self, a, text)
 
     def run(self, *argv: str, stdin: Union[bytes, str, None] = None,
             env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
             timeout: Optional[Duration] = None, shell: bool = False,
-            max_output: Optional[Size] = None, text: bool = True) -> CommandResult:
+            max_output: Optional[Size] = None, text: bool = True,
+            user: Optional[str] = None) -> CommandResult:
         """Run a command and wait for it: the CommandResult with its output (str by
-        default; text=False for bytes)."""
-        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output)
+        default; text=False for bytes). ``user`` as in exec."""
+        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output, user)
         return self._exec_raw(a, None, text)
 
     # ---- files ----

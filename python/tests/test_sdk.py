@@ -177,6 +177,24 @@ def test_fork_copies_the_workspace():
                 f.close()
 
 
+def test_grading_profile_and_user():
+    """profile="grading" makes a grading sandbox; user="grader" runs as its grader."""
+    with Sandbox.create(profile="grading", **SMALL) as sb:
+        assert sb.run("id", "-un").stdout == "sandbox\n"
+        r = sb.run("sh", "-c", "id -un; stat -c %U:%a /grader", user="grader")
+        assert r.exit_code == 0 and r.stdout == "grader\ngrader:700\n", r
+        assert sb.run("ls", "/grader").exit_code != 0  # the agent cannot look
+        p = sb.exec("id", "-u", user="grader", text=True)
+        assert p.stdout.read() == "1001\n" and p.wait(timeout=30).exit_code == 0
+    with Sandbox.create(**SMALL) as plain:
+        with pytest.raises(InvalidArgument, match="grading"):
+            plain.run("id", user="grader")
+        with pytest.raises(InvalidArgument):
+            plain.run("id", user=7)
+    with pytest.raises(InvalidArgument, match="profile"):
+        Sandbox.create(profile="bogus", **SMALL)
+
+
 def test_lease_expiry_ends_sandboxes():
     lease = Lease.create("1s")
     sb = Sandbox.create(lease=lease, **SMALL)
