@@ -296,6 +296,63 @@ test_etcd_restart() {
   sbxn a --json nodes | jq -e '.etcd == "ok"' >/dev/null || fail "etcd back: $(sbxn a --json nodes)"
 }
 
+# Warm pools steer placement (docs/FLEET.md): node a has no pool, node b one of
+# {cpu 0.5, memory 256Mi}. A create of that shape through a (room there, but no pool) is sent to
+# b (307 ...?placed=1) and served from b's pool; the client placing from etcd sends it to b too;
+# a create no pool serves stays where it was asked.
+POOL_B='size=2,cpu=0.5,memory=256Mi'
+b_ready() { # what NAME's view says of b's pool 0: ready entries
+  fcurl "$1" GET /v1/fleet | jq -r '.nodes[] | select(.name == "b") | .pools[0].ready // 0'
+}
+wait_b_ready() { # until a's view and etcd's record say b's pool is full again
+  for _ in $(seq 100); do
+    [ "$(b_ready a)" == 2 ] &&
+      [ "$(sbxf --json nodes | jq -r '.nodes[] | select(.name == "b") | .pools[0].ready')" == 2 ] &&
+      return 0
+    sleep 0.1
+  done
+  fail "b's pool: $(fcurl a GET /v1/fleet)"
+}
+
+TEST_TIMEOUT_pool_placement=90
+test_pool_placement() {
+  world_up
+  node_up a 1 --max-sandboxes 4
+  node_up b 2 --max-sandboxes 8 --pool "$POOL_B"
+  wait_nodes "a b" 10
+  wait_views "a b" 10
+  wait_b_ready
+  local r=$DAEMON_ROOT id i
+  # the record says what the pool serves, in the forms a create is compared in
+  fcurl a GET /v1/fleet | jq -e '.nodes[] | select(.name == "b") | .pools[0] |
+    .cpu == 0.5 and .memory == 268435456 and .image == "host" and .network == "none" and
+    .profile == "default" and .size == 2' >/dev/null || fail "b's pool record: $(fcurl a GET /v1/fleet)"
+  fcurl a GET /v1/fleet | jq -e '.nodes[] | select(.name == "a") | .pools == [] and
+    .defaults.cpu == 1 and .defaults.image == "host"' >/dev/null ||
+    fail "a's record: $(fcurl a GET /v1/fleet)"
+  # through a, with room on a: 307 to b's pool
+  fcurl a POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}' -D "$r/h" -o /dev/null || fail "curl"
+  grep -qiE '^HTTP/[0-9.]+ 307' "$r/h" || fail "not redirected: $(cat "$r/h")"
+  grep -qiE "^location: https://${NODE_IP[b]}:7443/v1/sandboxes\?placed=1" "$r/h" ||
+    fail "Location: $(cat "$r/h")"
+  fcurl a POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi","labels":{"k":"v"}}' \
+    --location-trusted >"$r/sb" || fail "create through a"
+  jq -e '.pooled == true and (.id | endswith(".b")) and .labels.k == "v"' "$r/sb" >/dev/null ||
+    fail "not served by b's pool: $(cat "$r/sb")"
+  assert_eq "$(count_on a)" 0 "sandboxes on a"
+  # a shape no pool serves stays on a (no redirect): cold there
+  id=$(sbxn a create --cpu 0.5 --memory 128Mi) || fail "create of another shape through a"
+  assert_eq "$(node_of "$id")" a "a create no pool serves"
+  # the client placing from etcd: every create of b's shape goes to b while its pool has ready
+  # entries (a and b have free slots both: without pools half would land on a)
+  for i in 1 2 3; do
+    wait_b_ready
+    sbxf create --cpu 0.5 --memory 256Mi --json >"$r/sb" || fail "fleet create $i"
+    jq -e '.pooled == true and (.id | endswith(".b"))' "$r/sb" >/dev/null ||
+      fail "fleet create $i was not placed on b's pool: $(cat "$r/sb")"
+  done
+}
+
 # A GRPO run against the fleet address while host c goes away: the run completes; the episodes
 # that lived on c are infrastructure failures (excluded), the others are scored. The kill lands
 # at a known point: the stand-in trainer holds every completion (--hold-file) until every
