@@ -192,7 +192,7 @@ static int merge_nodes(sbx_client *c, json_t *nodes) {
         json_t *fr = json_object_get(rec, "free");
         json_decref(e->pools);
         json_decref(e->defaults);
-        e->pools = json_incref(json_object_get(rec, "pools"));
+        e->pools = json_deep_copy(json_object_get(rec, "pools")); /* pool_first counts it down */
         e->defaults = json_incref(json_object_get(rec, "defaults"));
         e->gone = false;
         e->draining = json_is_true(json_object_get(rec, "draining"));

@@ -54,9 +54,11 @@ static json_t *pools_json(sd_daemon *d) {
         snprintf(name, sizeof(name), "%u", t);
         json_t *size = json_object_get(json_array_get(d->cfg.pools, t), "size");
         json_t *p = shape_of(sd_pool_template(d, t));
-        if (p && json_object_update(p, json_pack("{s:s,s:i,s:I}", "name", name, "ready", (int)ready,
-                                                 "size", json_integer_value(size))) == 0)
+        json_t *n = json_pack("{s:s,s:i,s:I}", "name", name, "ready", (int)ready, "size",
+                              json_integer_value(size));
+        if (p && n && json_object_update(p, n) == 0) /* (update does not steal n) */
             json_array_append(a, p);
+        json_decref(n);
         json_decref(p);
     }
     return a;
