@@ -403,13 +403,4 @@ PY
   for n in a b; do assert_eq "$(count_on $n)" 0 "sandboxes left running on $n"; done
 }
 
-# Under ASan+UBSan (CI's second pass) the cases that kill a node, a host or etcd in the middle of
-# the work run in the plain pass only: with three sanitized daemons on two cores their timing (a
-# kill landing while a GRPO run still has episodes on the node, a node leaving within its TTL) is
-# the sanitizer's, not the product's. The daemon's side of the same failures runs under ASan in
-# test_fleet_daemon.sh (kill9, etcd_restart); the client's paths in the other cases here.
-if [[ "$(nm -D "$SBX_BUILD_DIR/sandboxd" 2>/dev/null)" == *__asan_init* ]]; then
-  unset -f test_grpo_node_killed test_host_gone test_daemon_kill9 test_etcd_restart
-fi
-
 source "$(dirname "$0")/../lib/lib.sh"
