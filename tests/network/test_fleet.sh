@@ -234,6 +234,9 @@ test_host_gone() {
   id=$(sbxn c create --memory 128Mi) || fail "create on c"
   node_host_kill c
   wait_nodes "a b" $((FLEET_TTL + 8))
+  # and a's own list (read each second): until then a may still send the exec to c by a 307,
+  # which the client follows into a connect timeout (10 s) on the host that is gone
+  wait_views "a b" 5
   sbxn a exec "$id" true 2>"$r/err" && fail "exec on a sandbox of a gone host"
   grep -q "node" "$r/err" || fail "through a: $(cat "$r/err")"
   py - "$id" <<'PY' || fail "python: no typed error"
