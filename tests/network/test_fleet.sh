@@ -320,7 +320,7 @@ wait_b_ready() { # until a's view and etcd's record say b's pool is full again
 TEST_TIMEOUT_pool_placement=90
 test_pool_placement() {
   world_up
-  node_up a 1 --max-sandboxes 4
+  node_up a 1 --max-sandboxes 16 # more free slots than b: placement by free slots alone picks a
   node_up b 2 --max-sandboxes 8 --pool "$POOL_B"
   wait_nodes "a b" 10
   wait_views "a b" 10
@@ -347,13 +347,19 @@ test_pool_placement() {
   id=$(sbxn a create --cpu 0.5 --memory 128Mi) || fail "create of another shape through a"
   assert_eq "$(node_of "$id")" a "a create no pool serves"
   # the client placing from etcd: every create of b's shape goes to b while its pool has ready
-  # entries (a and b have free slots both: without pools half would land on a)
-  for i in 1 2 3; do
+  # entries (without pools it would pick a, which has more free slots), straight to b: a
+  # redirects none of them (a's log counts its 307s for creates)
+  local via_a
+  via_a=$(grep -c 'path=/v1/sandboxes status=307' "${DAEMON_DIR[a]}/log")
+  [ "$via_a" -ge 2 ] || fail "a's log does not show the two 307s above ($via_a)"
+  for i in 1 2 3 4; do
     wait_b_ready
     sbxf create --cpu 0.5 --memory 256Mi --json >"$r/sb" || fail "fleet create $i"
     jq -e '.pooled == true and (.id | endswith(".b"))' "$r/sb" >/dev/null ||
       fail "fleet create $i was not placed on b's pool: $(cat "$r/sb")"
   done
+  assert_eq "$(grep -c 'path=/v1/sandboxes status=307' "${DAEMON_DIR[a]}/log")" "$via_a" \
+    "creates the client sent to a (then redirected to b)"
 }
 
 # A GRPO run against the fleet address while host c goes away: the run completes; the episodes
