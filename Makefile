@@ -20,7 +20,7 @@ endif
 CC      ?= cc
 V ?= 0
 Q := $(if $(filter 1,$(V)),,@)
-PKGS    := libuv libmicrohttpd libcurl jansson libseccomp libcap libnl-route-3.0 libnftables libarchive libcrypto
+PKGS    := libuv libmicrohttpd libcurl jansson libseccomp libcap libnl-route-3.0 libnftables libarchive libcrypto nettle
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 

@@ -4,7 +4,7 @@
 #   api.cycle_pool            create -> exec `true` -> delete from a pool (peer: bwrap, timed
 #                             before each iteration), and its .create/.exec/.delete parts
 #   api.burst_pool            128 creates at once served from a full pool of 128 (3 rounds,
-#                             the pool refilled in between)
+#                             the pool refilled in between; .roundN: each round)
 #   api.cycle_pool_net_open   the same cycle with {"network":"open"} from a pool of pre-plumbed
 #                             networked sandboxes (daemon in a private network namespace)
 # Knobs: SBX_BENCH_N (100), SBX_BENCH_BURST (128). Needs root. Cleans up like run.sh.
@@ -41,8 +41,11 @@ run_lat cycle api.cycle_pool "$N" "$T/sock" '{}' "${PEER[@]}"
 for r in 1 2 3; do
   wait_full 0 "$SIZE" 120
   sleep 0.5 # let the refill's last teardowns settle
-  run_lat burst api.burst_pool 1 "$BURST" "$T/sock" '{}'
+  run_lat burst "api.burst_pool.round$r" 1 "$BURST" "$T/sock" '{}'
 done
+# the three rounds as one row (p50 of 3 rounds, as api.burst)
+grep -h '"name":"api.burst_pool.round[123]",' "$RES" | sed -n 's/.*"p50_ms":\([0-9.]*\).*/\1/p' |
+  "$LAT" stats api.burst_pool | tee -a "$RES" >&2
 stop_daemon
 
 log "networked pool daemon (private network namespace): --pool size=$N,network=open"

@@ -32,7 +32,7 @@ machine() {
   echo "- memory: $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
   echo "- kernel: $(uname -r); cgroup mode: $mode"
   echo "- peers: $(bwrap --version 2>/dev/null || echo 'bwrap missing'), $(crun --version 2>/dev/null | head -n 1 || echo 'crun missing'), $(dockerd --version 2>/dev/null || echo 'dockerd missing (apt-get install docker.io)')"
-  echo "- command: \`make bench\` (SBX_BENCH_N=$N SBX_BENCH_NFAST=$NFAST SBX_BENCH_BURST=$BURST SBX_BENCH_BURST_ROUNDS=$BURST_ROUNDS SBX_BENCH_IDLE=$IDLE${SBX_BENCH_POOL_ARGS:+ SBX_BENCH_POOL_ARGS=\"$SBX_BENCH_POOL_ARGS\"})"
+  echo "- command: \`make bench\` (SBX_BENCH_N=$N SBX_BENCH_NFAST=$NFAST SBX_BENCH_BURST=$BURST SBX_BENCH_BURST_ROUNDS=$BURST_ROUNDS SBX_BENCH_IDLE=$IDLE${SBX_BENCH_POOL:+ SBX_BENCH_POOL=$SBX_BENCH_POOL})"
 }
 
 # goal LABEL VALUE LIMIT UNIT: one line of the goals table
@@ -56,6 +56,8 @@ goals() {
   [ -n "$fe" ] || fe=$(jget spawn.true p50_ms)
   exec=$(ratio "$(jget api.exec p50_ms)" "$fe")
   burst=$(jget api.burst p50_ms)
+  local bpool
+  bpool=$(jget api.burst_pool p50_ms)
   idle=$(awk -v b="$(jget api.idle per_sandbox_bytes)" 'BEGIN{ if (b != "") printf "%.3f", b / 1048576 }')
   net=$(jget api.cycle_pool_net_open.create p50_ms)
   local poolnote="" netnote=""
@@ -70,7 +72,8 @@ goals() {
   goal "create → \`true\` done → destroy, from a pool, p50 vs bwrap$poolnote" "$pool" 0.5 "×"
   goal "create → \`true\` done → destroy, cold, p50 vs bwrap" "$cold" 1.0 "×"
   goal "command round trip p50 vs fork+exec+wait of \`true\`" "$exec" 1.3 "×"
-  goal "$BURST creates at once, all ready (p50 of $BURST_ROUNDS rounds)" "$burst" 300 ms
+  goal "$BURST creates at once from a full pool, all ready (p50 of 3 rounds)" "$bpool" 300 ms
+  goal "$BURST creates at once, cold, all ready (p50 of $BURST_ROUNDS rounds)" "$burst" 300 ms
   local made
   made=$(jget api.idle sandboxes)
   goal "memory per idle sandbox${made:+ ($made of $IDLE asked)}" "$idle" 1 MiB
@@ -121,6 +124,9 @@ report_md() {
   row api.cycle "sandboxd API: create → exec \`true\` → delete (cold)" api.cycle.peer "bwrap, interleaved"
   row api.cycle.peer "… bwrap \`true\` run before each of those cycles (interleaved)" spawn.bwrap "bwrap, alone"
   row api.cycle_pool "sandboxd API: create → exec \`true\` → delete (pool)" api.cycle_pool.peer "bwrap, interleaved"
+  row api.cycle_pool.create "… of which create (a hand-out from the pool)" api.cycle_pool.peer "bwrap, interleaved"
+  row api.cycle_pool.exec "… of which the first exec \`true\` in the sandbox" api.exec "exec in a running sandbox"
+  row api.cycle_pool.delete "… of which delete" api.cycle_pool.peer "bwrap, interleaved"
   row spawn.sbx_run "\`sbx run -- true\` (whole process)" spawn.bwrap bwrap
   row spawn.sbx_exec "\`sbx exec ID -- true\` in a running sandbox (whole process)" spawn.true "fork+exec"
   row spawn.sbx_version "\`sbx --version\` (the CLI's start alone)" spawn.true "fork+exec"
@@ -134,6 +140,7 @@ report_md() {
   row api.burst "$BURST creates at once: until all are ready (per round)"
   row api.burst.each "… each create's latency within the burst"
   row api.burst.delete_all "… then deleting them (32 at a time)"
+  row api.burst_pool "$BURST creates at once from a full pool of $BURST: until all are ready (per round)"
   row api.netns_none.create "networking daemon: create with network \`none\`" api.cycle.create "default daemon"
   row api.cycle_net_open.create "networking daemon: create with network \`open\` (cold)" api.netns_none.create "network none"
   row api.cycle_net_open "networking daemon: create(\`open\`) → exec → delete" api.netns_none "network none"

@@ -6,7 +6,7 @@
 # loops, default 100), SBX_BENCH_NFAST (fast loops, default 500), SBX_BENCH_BURST (128),
 # SBX_BENCH_BURST_ROUNDS (3), SBX_BENCH_IDLE (1000), SBX_BENCH_IDLE_BODY (the idle sandboxes'
 # create body, default {}), SBX_BENCH_DAEMON_ARGS (extra daemon flags),
-# SBX_BENCH_POOL_ARGS (daemon flags that turn on a warm pool; unset: no pool row).
+# SBX_BENCH_POOL (0: no warm-pool rows; else bench/pool.sh runs, a pool of max(N, BURST)).
 # Writes bench/results/latest.{md,json}; needs root (crun, bwrap --unshare-all, the daemon).
 set -euo pipefail
 
@@ -148,19 +148,14 @@ if [ "$DAEMON_OK" = 1 ]; then
   else
     note "GRPO step (128 episodes in flight vs one at a time): not measured; bench/grpo.sh is not there yet."
   fi
-  if [ -n "${SBX_BENCH_POOL_ARGS:-}" ]; then
-    log "sandboxd with a warm pool ($SBX_BENCH_POOL_ARGS)"
+  if [ "${SBX_BENCH_POOL:-1}" != 0 ]; then
+    # bench/pool.sh: daemons of its own with a warm pool it waits to be full (the cycle next to
+    # bwrap, 128 creates at once from the pool, the networked pool in a private netns)
     stop_daemon
-    if start_daemon "${CAP_ARGS[@]}" $SBX_BENCH_POOL_ARGS; then
-      sleep 2 # let the pool fill
-      run_lat cycle api.cycle_pool "$N" "$T/sock" '{}' -- "${BWRAP[@]}" || note "api.cycle_pool failed"
-      run_lat cycle api.cycle_pool_net_open "$N" "$T/sock" '{"network":"open"}' ||
-        note "api.cycle_pool_net_open failed"
-    else
-      note "the daemon did not start with $SBX_BENCH_POOL_ARGS"
-    fi
+    log "sandboxd with a warm pool (bench/pool.sh)"
+    bench/pool.sh "$B" >>"$RES" || note "bench/pool.sh failed (see stderr)"
   else
-    note "no warm-pool rows: set SBX_BENCH_POOL_ARGS to the daemon's pool flags to measure them."
+    note "no warm-pool rows: SBX_BENCH_POOL=0."
   fi
   stop_daemon
 

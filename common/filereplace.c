@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void fsync_dir_of(const char *path) {
@@ -51,4 +52,22 @@ int file_write_atomic(const char *path, const void *buf, size_t len, mode_t mode
 
 int file_replace_nosync(const char *path, const void *buf, size_t len, mode_t mode) {
     return replace(path, buf, len, mode, false);
+}
+
+#define REWRITE_MAX 4096 /* one page: a single pwrite of it is all or nothing for a crash */
+
+int file_rewrite_nosync(const char *path, const void *buf, size_t len, mode_t mode) {
+    _cleanup_close_ int fd =
+        len <= REWRITE_MAX ? open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > REWRITE_MAX)
+        return replace(path, buf, len, mode, false);
+    size_t total = MAX(len, (size_t)st.st_size);
+    char page[REWRITE_MAX];
+    memcpy(page, buf, len);
+    memset(page + len, ' ', total - len);
+    ssize_t n = pwrite(fd, page, total, 0);
+    if (n == (ssize_t)total)
+        return 0;
+    return n < 0 ? -errno : -EIO;
 }

@@ -290,6 +290,17 @@ int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, error_rec *err) {
     return 0;
 }
 
+int shim_cgroup_join_self(const shim_cgroup *cg, error_rec *err) {
+    if (cg->version != 1)
+        return error_set(err, -EOPNOTSUPP, "cgroup: a v2 process cannot join by itself");
+    for (size_t i = 0; i < cg->n; i++) {
+        int r = knob_write(cg->dirs[i], "tasks", "0", err);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
 /* Signal every pid listed in dir/cgroup.procs; returns how many were listed (or -errno). */
 static int signal_procs(const char *dir, int sig) {
     char path[2200];

@@ -38,6 +38,14 @@ static inline void shim_cgroup_freep(shim_cgroup **cg) {
  * memory in bytes (0 = no limit), swap is always off. */
 int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, error_rec *err);
 int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, error_rec *err);
+/* v1: move the calling thread (a single-threaded process: the whole process) into every
+ * directory by writing "0" to its `tasks` file. The kernel moves the writer itself without the
+ * global threadgroup lock that a pid written to cgroup.procs takes, and whose write side waits
+ * for an RCU grace period: 6-10 ms per sandbox on the 2-CPU VM, and the cause of the cold
+ * create's spread (back to back, the lock's fast path is still switched off and the wait is
+ * skipped; after a pause it is not). v2 has no such file for a process: -EOPNOTSUPP (the
+ * caller writes the pid to cgroup.procs). */
+int shim_cgroup_join_self(const shim_cgroup *cg, error_rec *err);
 /* SIGKILL every process in the cgroup and wait (bounded) until it is empty. */
 int shim_cgroup_kill_all(shim_cgroup *cg);
 /* Kill everything, then rmdir every directory. Missing directories are fine (idempotent). */

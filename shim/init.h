@@ -7,10 +7,13 @@
 
 #include <linux/filter.h>
 
+typedef struct shim_cgroup shim_cgroup;
+
 typedef struct shim_init_ctx {
     const shim_spec *spec;
-    const char *staging; /* host directory to mount the sandbox's tmpfs on */
-    int ipc;             /* init's end of the shim <-> init socketpair */
+    const shim_cgroup *cg; /* v1: init joins it itself, first of all (shim_cgroup_join_self) */
+    const char *staging;   /* host directory to mount the sandbox's tmpfs on */
+    int ipc;               /* init's end of the shim <-> init socketpair */
     struct sock_fprog prog;
 } shim_init_ctx;
 

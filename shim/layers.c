@@ -5,6 +5,7 @@
 #include "common/fdutil.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,9 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A user namespace whose map is the sandbox's (0..65535 -> uid_base..): the id-mapping of
- * the layer mounts. A short-lived child makes it; its namespace lives on in the fd. */
-static int idmap_userns(uint32_t base, int *ret_fd) {
+int shim_idmap_userns(uint32_t inside, uint32_t outside, int *ret_fd) {
     int go[2], ready[2];
     if (pipe2(go, O_CLOEXEC) < 0)
         return -errno;
@@ -40,7 +39,7 @@ static int idmap_userns(uint32_t base, int *ret_fd) {
     int r = pid < 0 ? -errno : 0, fd = -1;
     if (r == 0 && (read(ready[0], c, sizeof(c)) != sizeof(c) || !c[0] || strlen(c) > 10))
         r = -EPERM;
-    snprintf(line, sizeof(line), "0 %u 65536\n", base);
+    snprintf(line, sizeof(line), "%u %u %u\n", inside, outside, SHIM_UID_RANGE);
     static const char *const maps[] = {"uid_map", "gid_map"};
     for (size_t i = 0; i < ARRAY_SIZE(maps) && r == 0; i++) {
         snprintf(path, sizeof(path), "/proc/%s/%s", c, maps[i]);
@@ -57,9 +56,10 @@ static int idmap_userns(uint32_t base, int *ret_fd) {
     return r;
 }
 
-/* Bind layer at dst: id-mapped when userns_fd >= 0 and the kernel can, else a plain bind.
- * Read-only, nosuid, nodev either way. */
-static int mount_layer(const char *layer, const char *dst, int userns_fd, error_rec *err) {
+/* Bind layer at dst: id-mapped when userns_fd >= 0 and the kernel can, else (unless strict)
+ * a plain bind. Read-only, nosuid, nodev either way. */
+static int bind_layer(const char *layer, const char *dst, int userns_fd, bool strict,
+                      error_rec *err) {
     _cleanup_close_ int fd = open_tree(AT_FDCWD, layer, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open_tree %s", layer);
@@ -70,12 +70,18 @@ static int mount_layer(const char *layer, const char *dst, int userns_fd, error_
         id.userns_fd = (uint64_t)userns_fd;
         if (mount_setattr(fd, "", AT_EMPTY_PATH, &id, sizeof(id)) == 0)
             userns_fd = -2; /* done */
+        else if (strict)
+            return error_set_errno(err, negative_errno(), "id-mapped mount of %s", layer);
     }
     if (userns_fd != -2 && mount_setattr(fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
         return error_set_errno(err, negative_errno(), "mount_setattr %s", layer);
     if (move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return error_set_errno(err, negative_errno(), "move_mount %s", dst);
     return 0;
+}
+
+int shim_layer_bind_idmapped(const char *src, const char *dst, int userns_fd, error_rec *err) {
+    return bind_layer(src, dst, userns_fd, true, err);
 }
 
 int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t len,
@@ -85,7 +91,7 @@ int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t
     if (mkdir(p, 0700) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", p);
     int userns_fd = -1;
-    if (idmap_userns(s->uid_base, &userns_fd) < 0)
+    if (shim_idmap_userns(0, s->uid_base, &userns_fd) < 0)
         userns_fd = -1; /* no user namespaces: owners show as nobody inside (SECURITY.md) */
     size_t o = (size_t)snprintf(buf, len, "lowerdir=");
     int r = 0;
@@ -95,7 +101,7 @@ int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t
             r = error_set_errno(err, negative_errno(), "mkdir %s", p);
             break;
         }
-        r = mount_layer(s->layers[i], p, userns_fd, err);
+        r = bind_layer(s->layers[i], p, userns_fd, false, err);
         o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%sl/%zu",
                               i + 1 == s->n_layers ? "" : ":", i);
     }

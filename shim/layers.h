@@ -7,9 +7,17 @@
 #include "common/spec.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Mount each layer at <staging>/l/<i> (id-mapped to the sandbox's uid range where the kernel
  * can; plain read-only binds elsewhere) and write the overlay "lowerdir=" list, relative to
  * staging and top layer first, into buf. */
 int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t len,
                       error_rec *err);
+/* A user namespace mapping uids and gids inside..inside+65535 to outside..: the id-mapping of
+ * a layer mount (an on-disk owner `inside + n` shows as `outside + n`). A short-lived child
+ * makes it; the namespace lives on in *ret_fd. */
+int shim_idmap_userns(uint32_t inside, uint32_t outside, int *ret_fd);
+/* A read-only, nosuid, nodev bind of src at dst, id-mapped through userns_fd; fails (nothing
+ * mounted) where the kernel or src's file system cannot id-map. */
+int shim_layer_bind_idmapped(const char *src, const char *dst, int userns_fd, error_rec *err);

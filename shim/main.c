@@ -65,7 +65,8 @@ static int cmd_run(const char *arg) {
         report(status, json_pack("{s:b, s:i, s:s}", "ok", 0, "errno", -r, "message", err.message));
         return 1;
     }
-    log_info("sandbox ready id=%s init_pid=%d", sb->spec->id, (int)sb->init_pid);
+    log_info("sandbox ready id=%s init_pid=%d steps_ms=\"%s\"", sb->spec->id, (int)sb->init_pid,
+             sb->step_ms);
     report(status, json_pack("{s:b, s:i, s:i}", "ok", 1, "init_pid", (int)sb->init_pid, "shim_pid",
                              (int)getpid()));
     r = shim_server_run(sb);

@@ -118,12 +118,7 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *e
     if ((r = ensure_dir(p, "workspace", 0755, suid, err)) < 0 ||
         (r = ensure_dir(p, "tmp", 01777, ruid, err)) < 0)
         return r;
-    char seed_dst[4200];
-    snprintf(seed_dst, sizeof(seed_dst), "%s/workspace", p);
-    if ((r = shim_seed_copy(spec, "workspace", seed_dst, err)) < 0)
-        return r;
-    snprintf(seed_dst, sizeof(seed_dst), "%s/tmp", p);
-    if ((r = shim_seed_copy(spec, "tmp", seed_dst, err)) < 0)
+    if ((r = shim_seed_fill(spec, staging, p, err)) < 0)
         return r;
     path_join(root, sizeof(root), staging, "root");
     if (spec->image_type == SHIM_IMAGE_DIR || spec->image_type == SHIM_IMAGE_LAYERS) {

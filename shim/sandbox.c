@@ -78,6 +78,8 @@ static int step_agent_socket(shim_sandbox *sb, error_rec *err) {
 
 static _Noreturn void run_init(shim_sandbox *sb, int ipc, const char *staging) {
     shim_init_ctx ctx = {.spec = sb->spec, .staging = staging, .ipc = ipc};
+    if (sb->cg && sb->cg->version == 1)
+        ctx.cg = sb->cg;
     ctx.prog.len = (unsigned short)sb->bpf_len;
     ctx.prog.filter = sb->bpf;
     shim_init_main(&ctx);
@@ -124,7 +126,8 @@ static int send_go(shim_sandbox *sb, error_rec *err) {
     return r < 0 ? error_set_errno(err, r, "signal init") : 0;
 }
 
-/* Wait for init to reach `want`; relays init's own failure message unchanged. */
+/* Wait for init to reach `want`; relays init's own failure message unchanged. The message's
+ * text, if any, is appended to sb->step_ms (READY: init's step times). */
 static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
     static union {
         shim_ipc_msg m;
@@ -146,11 +149,16 @@ static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
     }
     if (buf.m.type != want)
         return error_set(err, -EPROTO, "unexpected message %u from init", buf.m.type);
+    size_t l = strlen(sb->step_ms);
+    if (buf.m.len > 0 && l < sizeof(sb->step_ms))
+        snprintf(sb->step_ms + l, sizeof(sb->step_ms) - l, " %.*s", (int)MIN(buf.m.len, 600u),
+                 buf.m.data);
     return 0;
 }
 
+/* v1: init joins by itself (run_init, shim_cgroup_join_self); v2: we move it. */
 static int step_cgroup_join(shim_sandbox *sb, error_rec *err) {
-    int r = shim_cgroup_add_pid(sb->cg, sb->init_pid, err);
+    int r = sb->cg && sb->cg->version != 1 ? shim_cgroup_add_pid(sb->cg, sb->init_pid, err) : 0;
     return r < 0 ? r : send_go(sb, err);
 }
 
@@ -205,7 +213,12 @@ int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err) {
     sb->ipc = sb->listen_fd = sb->agent_fd = -1;
     sb->started_ms = now_real_ms();
     for (size_t i = 0; i < ARRAY_SIZE(host_steps); i++) {
+        uint64_t t0 = now_mono_us();
         int r = host_steps[i].fn(sb, err);
+        size_t l = strlen(sb->step_ms);
+        if (strcmp(host_steps[i].name, "ready") != 0) /* ready appends init's list */
+            snprintf(sb->step_ms + l, sizeof(sb->step_ms) - l, "%s%s=%.2f", l ? " " : "",
+                     host_steps[i].name, (double)(now_mono_us() - t0) / 1000.0);
         if (r == -EALREADY)
             r = err->code;
         else if (r < 0)

@@ -3,7 +3,9 @@
 
 #include "common/fdutil.h"
 #include "common/safepath.h"
+#include "shim/layers.h"
 
+#include <sys/mount.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -110,4 +112,79 @@ int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir,
         return error_set_errno(err, negative_errno(), "seed: open %s", sfd < 0 ? src : dst_dir);
     seed_ctx c = {.from = spec->seed_uid_base, .to = spec->uid_base, .err = err};
     return copy_dir(&c, sfd, dfd, 0);
+}
+
+/* ---- sharing: the snapshot as the read-only lower layer of an overlay ---- */
+
+/* staging/seed/<name>/{lower,upper,work}; upper takes dst's owner and mode (the merged root
+ * directory shows the upper's). */
+static int share_dirs(const char *staging, const char *name, const char *dst, char lower[PATH_MAX],
+                      char upper[PATH_MAX], char work[PATH_MAX], error_rec *err) {
+    struct stat st;
+    char p[PATH_MAX];
+    if (stat(dst, &st) < 0)
+        return error_set_errno(err, negative_errno(), "seed: stat %s", dst);
+    snprintf(p, sizeof(p), "%s/seed", staging);
+    if (mkdir(p, 0700) < 0 && errno != EEXIST)
+        return error_set_errno(err, negative_errno(), "seed: mkdir %s", p);
+    snprintf(p, sizeof(p), "%s/seed/%s", staging, name);
+    snprintf(lower, PATH_MAX, "%s/lower", p);
+    snprintf(upper, PATH_MAX, "%s/upper", p);
+    snprintf(work, PATH_MAX, "%s/work", p);
+    if (mkdir(p, 0700) < 0 || mkdir(lower, 0700) < 0 || mkdir(upper, 0700) < 0 ||
+        mkdir(work, 0700) < 0 || chown(upper, st.st_uid, st.st_gid) < 0 ||
+        chmod(upper, st.st_mode & 07777) < 0)
+        return error_set_errno(err, negative_errno(), "seed: prepare %s", p);
+    return 0;
+}
+
+/* 1: dst is an overlay over the id-mapped snapshot of name; 0: nothing to seed; -EOPNOTSUPP:
+ * not possible here (nothing is left mounted); else a failure. */
+static int share_one(const shim_spec *spec, const char *name, const char *staging, const char *dst,
+                     int userns_fd, error_rec *err) {
+    char src[PATH_MAX], lower[PATH_MAX], upper[PATH_MAX], work[PATH_MAX], opts[3 * PATH_MAX + 64];
+    snprintf(src, sizeof(src), "%s/%s", spec->seed_path, name);
+    struct stat st;
+    if (lstat(src, &st) < 0 && errno == ENOENT)
+        return 0;
+    if (userns_fd < 0)
+        return -EOPNOTSUPP;
+    int r = share_dirs(staging, name, dst, lower, upper, work, err);
+    if (r < 0)
+        return r;
+    error_rec ignored = {0};
+    if (shim_layer_bind_idmapped(src, lower, userns_fd, &ignored) < 0)
+        return -EOPNOTSUPP; /* no id-mapped mounts for this file system or kernel */
+    /* redirect_dir: a directory of the snapshot can be renamed (no EXDEV) */
+    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=on", lower, upper,
+             work);
+    if (mount("sbx-seed", dst, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) {
+        r = negative_errno();
+        umount2(lower, MNT_DETACH);
+        if (r == -EINVAL || r == -EOPNOTSUPP || r == -ENODEV)
+            return -EOPNOTSUPP;
+        return error_set_errno(err, r, "seed: mount the overlay on %s", dst);
+    }
+    umount2(lower, MNT_DETACH); /* the overlay holds its own reference to the layer */
+    return 1;
+}
+
+int shim_seed_fill(const shim_spec *spec, const char *staging, const char *data_dir,
+                   error_rec *err) {
+    if (!spec->seed_path)
+        return 0;
+    int userns_fd = -1;
+    if (shim_idmap_userns(spec->seed_uid_base, spec->uid_base, &userns_fd) < 0)
+        userns_fd = -1; /* no user namespaces for id-mapping: copy */
+    static const char *const names[] = {"workspace", "tmp"};
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(names) && r >= 0; i++) {
+        char dst[PATH_MAX];
+        snprintf(dst, sizeof(dst), "%s/%s", data_dir, names[i]);
+        r = share_one(spec, names[i], staging, dst, userns_fd, err);
+        if (r == -EOPNOTSUPP)
+            r = shim_seed_copy(spec, names[i], dst, err);
+    }
+    safe_close(userns_fd);
+    return r < 0 ? r : 0;
 }

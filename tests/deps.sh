@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   build-essential pkg-config git curl ca-certificates
   libuv1-dev libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libseccomp-dev libcap-dev
-  libnl-3-dev libnl-route-3-dev libnftables-dev libarchive-dev libssl-dev
+  libnl-3-dev libnl-route-3-dev libnftables-dev libarchive-dev libssl-dev nettle-dev
   iproute2 nftables procps psmisc util-linux kmod jq
   python3 python3-torch python3-numpy
   python3-pytest python3-requests python3-websockets python3-pip python3-setuptools python3-wheel

@@ -313,7 +313,7 @@ int cmd_exec(int argc, char **argv) {
         rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, false, &o);
     if (rc == 0)
         rc = cli_client(&c);
-    if (rc == 0 && sbx_sandbox_open(c, id, &sb, &err) != SBX_OK)
+    if (rc == 0 && sbx_sandbox_open_lazy(c, id, &sb, &err) != SBX_OK)
         rc = cli_sbx_error(&err);
     if (rc == 0 && mode.detach)
         rc = exec_detached(sb, &o, &mode);

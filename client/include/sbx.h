@@ -133,6 +133,11 @@ sbx_code sbx_sandbox_create(sbx_client *client, const sbx_create_opts *opts, sbx
                             sbx_err *err);
 /* A handle on an existing sandbox (checked with GET). */
 sbx_code sbx_sandbox_open(sbx_client *client, const char *id, sbx_sandbox **ret, sbx_err *err);
+/* The same handle without the GET where the endpoint is known: the client has one endpoint, or
+ * the id names a fleet node. A missing sandbox is then reported by the first call made with the
+ * handle (SBX_E_NOT_FOUND). Otherwise it is sbx_sandbox_open. For one-shot tools (`sbx exec`),
+ * where the check would be a round trip of its own. */
+sbx_code sbx_sandbox_open_lazy(sbx_client *client, const char *id, sbx_sandbox **ret, sbx_err *err);
 const char *sbx_sandbox_id(const sbx_sandbox *sb); /* owned by the handle */
 /* GET /v1/sandboxes/{id}: state, limits, usage, cost, end reason, as JSON. */
 sbx_code sbx_sandbox_inspect(sbx_sandbox *sb, char **ret_json, sbx_err *err);

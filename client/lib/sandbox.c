@@ -205,6 +205,20 @@ sbx_code sbx_sandbox_open(sbx_client *c, const char *id, sbx_sandbox **ret, sbx_
     return last.code;
 }
 
+sbx_code sbx_sandbox_open_lazy(sbx_client *c, const char *id, sbx_sandbox **ret, sbx_err *err) {
+    if (!c || !ret || !id_ok(id))
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "bad sandbox id \"%s\"", id ? id : "");
+    size_t ep = c->n_eps == 1 && !c->fleet ? 0 : SIZE_MAX;
+    if (c->fleet && strchr(id, '.'))
+        ep = sbxi_fleet_route(c, id, SIZE_MAX);
+    if (ep != SIZE_MAX && c->fleet && !sbxi_ep_usable(c, ep))
+        ep = SIZE_MAX;
+    if (ep == SIZE_MAX) /* unknown: ask (and get its errors, node_unavailable included) */
+        return sbx_sandbox_open(c, id, ret, err);
+    *ret = sbxi_sandbox_new(c, id, ep);
+    return *ret ? SBX_OK : sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+}
+
 const char *sbx_sandbox_id(const sbx_sandbox *sb) {
     return sb ? sb->id : NULL;
 }

@@ -8,12 +8,18 @@
 #include "common/grow.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <nettle/sha1.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+
+/* n random bytes from the kernel (masks and keys need not be secret, only unpredictable). */
+static int random_fill(void *p, size_t n) {
+    ssize_t r = getrandom(p, n, 0);
+    return r == (ssize_t)n ? 0 : -EIO;
+}
 
 /* ---- buffers ---- */
 int sbxi_buf_append(sbxi_buf *b, const void *data, size_t len) {
@@ -88,7 +94,7 @@ int sbxi_ws_frame(sbxi_buf *b, int opcode, bool fin, const uint8_t *mask, const 
 int sbxi_ws_client_frame(sbxi_buf *b, int opcode, const void *p1, size_t n1, const void *p2,
                          size_t n2) {
     uint8_t mask[4];
-    if (RAND_bytes(mask, sizeof(mask)) != 1)
+    if (random_fill(mask, sizeof(mask)) < 0)
         return -EIO;
     return sbxi_ws_frame(b, opcode, true, mask, p1, n1, p2, n2);
 }
@@ -211,7 +217,7 @@ int sbxi_ws_parse(sbxi_ws_parser *p, const void *data, size_t len) {
 /* ---- handshake ---- */
 int sbxi_ws_key(char key[25]) {
     uint8_t raw[16];
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
+    if (random_fill(raw, sizeof(raw)) < 0)
         return -EIO;
     char *s = b64_encode(raw, sizeof(raw));
     if (!s)
@@ -225,13 +231,15 @@ void sbxi_ws_accept(const char *key, char out[29]) {
     static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
     char cat[128];
     int n = snprintf(cat, sizeof(cat), "%s%s", key, guid);
-    uint8_t md[EVP_MAX_MD_SIZE];
-    unsigned mdlen = 0;
+    uint8_t md[SHA1_DIGEST_SIZE];
     out[0] = 0;
-    if (n < 0 || (size_t)n >= sizeof(cat) ||
-        EVP_Digest(cat, (size_t)n, md, &mdlen, EVP_sha1(), NULL) != 1)
+    if (n < 0 || (size_t)n >= sizeof(cat))
         return;
-    char *s = b64_encode(md, mdlen);
+    struct sha1_ctx ctx;
+    sha1_init(&ctx);
+    sha1_update(&ctx, (size_t)n, (const uint8_t *)cat);
+    sha1_digest(&ctx, sizeof(md), md);
+    char *s = b64_encode(md, sizeof(md));
     snprintf(out, 29, "%s", s ? s : "");
     free(s);
 }

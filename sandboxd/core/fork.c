@@ -4,9 +4,10 @@
  * sandbox's symlinks) into a snapshot layer: a tmpfs under <run-dir>/layers/<id>. The copy runs in
  * a files worker (core/files_worker.c) in the source's memory cgroup, so the layer's pages are
  * charged to the source, never to the daemon; files that do not fit in what the source's limit
- * has left fail the fork up front (-EDQUOT). Each fork's shim copies
- * that layer into its own writable tmpfs, shifting owners into its own uid range (shim/seed.c); the
- * layer is removed once every fork has started. All or nothing: when one fork fails, the others are
+ * has left fail the fork up front (-EDQUOT). FIFOs, sockets and device nodes are removed from
+ * the layer, which the forks share: each fork's init mounts it as the read-only, id-mapped lower
+ * layer of an overlay (shim/seed.c; a copy where the kernel cannot id-map it). The layer is
+ * removed once every fork has started. All or nothing: when one fork fails, the others are
  * ended and the owner hears the error. A daemon stopping during a copy kills it, thaws the source
  * and removes the layer; a restarted daemon thaws every sandbox and removes every layer left by
  * the one before it (sd_fork_recover). */
@@ -200,30 +201,48 @@ static int make_layer(sd_fork *f, uint64_t disk, error_rec *err) {
     return 0;
 }
 
+/* Run args (a host tool, the host's environment) and wait for it; it dies with the worker. */
+static int run_tool(char **args, int *ret_status, error_rec *err) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execvpe(args[0], args, (char **)spec_host_env);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, ret_status, 0) < 0)
+        return error_set_errno(err, negative_errno(), "cannot run %s", args[0]);
+    return 0;
+}
+
 /* In the files worker (the source's memory cgroup): cp, which the memory cgroup's OOM killer
- * takes before any of the source's processes, and which dies with the worker. */
+ * takes before any of the source's processes. Then find removes FIFOs, sockets and device
+ * nodes: forks share the layer (shim/seed.c), and a FIFO in it would be one pipe for all of
+ * them, a channel between sandboxes. Files, directories and symlinks stay. */
 static int copy_run(void *ud, error_rec *err) {
     sd_fork *f = ud; /* the worker's copy of it */
     (void)!file_write_str("/proc/self/oom_score_adj", "1000");
     char ws[64], tmp[64];
     snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", f->src_init_pid);
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", f->src_init_pid);
-    char *args[] = {"cp", "-a", "--sparse=always", "--", ws, tmp, f->layer, NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execvpe("cp", args, (char **)spec_host_env);
-        _exit(127);
-    }
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0)
-        return error_set_errno(err, negative_errno(), "cannot run cp");
+    char *cp[] = {"cp", "-a", "--sparse=always", "--", ws, tmp, f->layer, NULL};
+    char *purge[] = {"find", f->layer, "-xdev", "(",  "-type", "p", "-o", "-type",   "s",
+                     "-o",   "-type",  "b",     "-o", "-type", "c", ")",  "-delete", NULL};
+    int st = 0, r = run_tool(cp, &st, err);
+    if (r < 0)
+        return r;
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
         return error_set(err, -EDQUOT,
                          "copying the source's files ran out of its memory (the snapshot is "
                          "charged to the source sandbox's memory limit)");
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return error_set(err, -EIO, "copying the source's files failed (cp status %d)", st);
+    if ((r = run_tool(purge, &st, err)) < 0)
+        return r;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return error_set(err, -EIO,
+                         "clearing the snapshot's FIFOs, sockets and devices failed "
+                         "(find status %d)",
+                         st);
     return 0;
 }
 

@@ -15,18 +15,22 @@
 #include <unistd.h>
 
 int sd_state_write(sd_daemon *d, const char *kind, const char *id, json_t *j, bool durable) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, kind);
-    int r = mkdir_p(path, 0700);
-    if (r < 0)
-        return r;
+    char path[PATH_MAX], dir[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s/%s.json", d->cfg.state_dir, kind, id);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (!s)
         return -ENOMEM;
-    r = durable ? file_write_atomic(path, s, strlen(s), 0600)
-                : file_replace_nosync(path, s, strlen(s), 0600);
+    int r = -ENOENT;
+    for (int tries = 0; r == -ENOENT && tries < 2; tries++) {
+        if (tries) { /* the kind's directory is made on its first record */
+            snprintf(dir, sizeof(dir), "%s/%s", d->cfg.state_dir, kind);
+            if ((r = mkdir_p(dir, 0700)) < 0)
+                break;
+        }
+        r = durable ? file_write_atomic(path, s, strlen(s), 0600)
+                    : file_rewrite_nosync(path, s, strlen(s), 0600);
+    }
     free(s);
     if (r < 0)
         log_error("cannot save state file=%s error=\"%s\"", path, strerror(-r));
@@ -51,8 +55,8 @@ int sd_state_save(sd_sandbox *sb) {
                             json_pack("{s:s,s:s,s:f}", "reason", end_reason_name(sb->end_reason),
                                       "message", sb->end_message, "cost_usd", sb->end_cost));
     /* A sandbox record is not fsynced: its sandbox dies with the host, and a restarted daemon
-     * only needs the rename's atomicity (a torn or missing record after a power loss is
-     * skipped). */
+     * only needs a record that a crash of the daemon cannot tear (file_rewrite_nosync; a torn
+     * or missing record after a power loss is skipped). */
     return j ? sd_state_write(sb->d, "sandboxes", sb->id, j, false) : -ENOMEM;
 }
 

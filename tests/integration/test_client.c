@@ -278,6 +278,14 @@ static void sync_flow(const char *host) {
     CHECK_EQ(sbx_sandbox_open(c, "sb-0000000000000000", &sb, &err), SBX_E_NOT_FOUND);
     CHECK(sb == NULL);
     CHECK_EQ(sbx_sandbox_open(c, "../etc", &sb, &err), SBX_E_INVALID);
+    /* the lazy handle asks nothing: the first call with it reports the missing sandbox */
+    CHECK_EQ(sbx_sandbox_open_lazy(c, "sb-0000000000000000", &sb, &err), SBX_OK);
+    CHECK_EQ(sbx_sandbox_exec(sb, &eo, &r, &err), SBX_E_NOT_FOUND);
+    CHECK_EQ(err.http_status, 404);
+    sbx_sandbox_free(sb);
+    sb = NULL;
+    CHECK_EQ(sbx_sandbox_open_lazy(c, "../etc", &sb, &err), SBX_E_INVALID);
+    CHECK(sb == NULL);
     co.memory = 1; /* below the minimum: the daemon's 400 names the field */
     CHECK_EQ(sbx_sandbox_create(c, &co, &sb, &err), SBX_E_INVALID);
     CHECK_MSG(strstr(err.message, "memory"), "message: %s", err.message);

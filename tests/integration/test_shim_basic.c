@@ -1,5 +1,6 @@
 /* sbx-shim: start-up, protocol basics and the isolation layers, each observed from inside. */
 #include "common/fdutil.h"
+#include "common/macro.h"
 #include "tests/lib/shim_driver.h"
 #include "tests/lib/test.h"
 
@@ -27,6 +28,18 @@ TEST(shim_smoke) {
     CHECK_STREQ(res.err, "err\n");
     CHECK_STREQ(res.reason, "exited");
     shimdrv_result_free(&res);
+    /* the ready line says how long each build step took, the host's and init's */
+    char *log = NULL;
+    CHECK_OK(file_read_all(d->log, 1 << 20, &log, NULL));
+    const char *steps = strstr(log, "sandbox ready");
+    CHECK_MSG(steps && (steps = strstr(steps, "steps_ms=\"")), "log: %s", log);
+    static const char *const names[] = {
+        "spec=",        "cgroup=",          "fork=",        "userns-map=", "init.sync=",
+        "init.rootfs=", "init.pivot-root=", "init.seccomp="};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+        CHECK_MSG(strstr(steps, names[i]) && strstr(steps, names[i]) < strchr(steps + 10, '"'),
+                  "no %s in %.400s", names[i], steps);
+    free(log);
     CHECK_EQ(shimdrv_shutdown(d), 0);
     CHECK(access(d->dir, F_OK) < 0);
 }

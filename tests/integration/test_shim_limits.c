@@ -5,6 +5,7 @@
 #include "tests/lib/shim_driver.h"
 #include "tests/lib/test.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,6 +101,54 @@ TEST(shim_disk_full_is_enospc) {
     json_decref(st);
     CHECK_EQ(shimdrv_sh(d, "rm /workspace/big && echo x > /workspace/small", &res), 0);
     shimdrv_result_free(&res);
+}
+
+/* The path of hierarchy line l of a /proc/PID/cgroup file ("N:controllers:path") if its
+ * controller list holds ctrl (v1) or it is the v2 line (ctrl NULL), into out. */
+static bool cgroup_line_path(const char *l, const char *ctrl, char *out, size_t n) {
+    const char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2)
+        return false;
+    char list[128];
+    snprintf(list, sizeof(list), ",%.*s,", (int)(c2 - c1 - 1), c1 + 1);
+    char word[32];
+    snprintf(word, sizeof(word), ",%s,", ctrl ? ctrl : "");
+    if (ctrl ? !strstr(list, word) : strcmp(list, ",,") != 0)
+        return false;
+    snprintf(out, n, "%.*s", (int)strcspn(c2 + 1, "\n"), c2 + 1);
+    return true;
+}
+
+/* init is in the sandbox's cgroup of every controller the shim uses (v1: it moves itself there,
+ * writing "0" to each `tasks` file, before the shim lets it go on; v2: the shim moves it). */
+TEST(shim_init_in_every_cgroup) {
+    shimdrv *d = start(&(shimdrv_opts){0});
+    int ver;
+    const char *parent = shimdrv_cgroup_parent(&ver);
+    shim_cgroup *cg = NULL;
+    CHECK_OK(shim_cgroup_open(ver, parent, d->id, &cg, NULL));
+    char path[64], suffix[128];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", d->init_pid);
+    snprintf(suffix, sizeof(suffix), "/%s", d->id);
+    _cleanup_free_ char *lines = NULL;
+    CHECK_OK(file_read_all(path, 65536, &lines, NULL));
+    for (size_t i = 0; i < (ver == 1 ? cg->n : 1); i++) {
+        const char *ctrl = ver == 1 ? cg->ctrls[i] : NULL;
+        bool found = false;
+        for (const char *l = lines; l && *l && !found;
+             l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+            char p[1024];
+            if (!cgroup_line_path(l, ctrl, p, sizeof(p)))
+                continue;
+            found = true;
+            size_t pl = strlen(p), sl = strlen(suffix);
+            CHECK_MSG(pl >= sl && strcmp(p + pl - sl, suffix) == 0, "%s: init is in %s",
+                      ctrl ? ctrl : "v2", p);
+        }
+        CHECK_MSG(found, "no %s line in %s", ctrl ? ctrl : "v2", lines);
+    }
+    CHECK(ver != 1 || cg->n >= 2); /* memory and pids at least */
+    shim_cgroup_free(cg);
 }
 
 TEST(shim_cpu_quota_and_stats) {

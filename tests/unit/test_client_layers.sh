@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The client's dependency rules checked on the source: the GRPO runner is a client of libsbx
 # (no libcurl, no request paths of sandboxd's API, no answers parsed), and the sbx CLI uses the
-# public header only. And what they link: sbx and libsbx.so start without libcurl and
-# libarchive (both are dlopened when a TCP/TLS endpoint, the async engine or `sbx cp` needs
-# them: client/lib/curl_dl.h, client/cli/archive_dl.h).
+# public header only. And what they link: sbx and libsbx.so start without libcurl,
+# libarchive and OpenSSL (the first two are dlopened when a TCP/TLS endpoint, the async engine
+# or `sbx cp` needs them: client/lib/curl_dl.h, client/cli/archive_dl.h).
 
 src() { cd "$SBX_SRC_DIR" || fail "no source dir"; }
 
@@ -35,6 +35,11 @@ test_cli_links_neither_libcurl_nor_libarchive() {
     echo "$needed" | grep -q 'libc\.so' || fail "$f: no NEEDED entries read: $needed"
     if echo "$needed" | grep -E 'libcurl|libarchive'; then
       fail "$f links libcurl or libarchive directly (call them through curl_dl.h/archive_dl.h)"
+    fi
+    # OpenSSL's libcrypto alone costs ~2 ms of relocations at every start (the WebSocket
+    # handshake's SHA-1 comes from nettle, its randomness from getrandom)
+    if echo "$needed" | grep -E 'libcrypto|libssl'; then
+      fail "$f links OpenSSL"
     fi
   done
 }
