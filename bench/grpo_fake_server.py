@@ -4,19 +4,22 @@ completion takes a fixed --delay-ms (a generation server with room for every req
 batch) and answers one token that decodes to --command, or with --answers FILE (a JSON object
 from prompt substring to command) the command of the first substring found in the prompt: a
 scripted policy for the e2e tests. Tokens are strings interned on the fly. /v1/train_step only
-bumps the policy version. Usage:
+bumps the policy version. With --hold-file F a completion waits until F exists (a test holds
+every episode at its first generation, at a point it knows); GET /v1/fake_stats says how many
+completions are held and answered. Usage:
   bench/grpo_fake_server.py --port-file F [--delay-ms 50] [--command 'echo red > b.txt']
-                            [--answers FILE]"""
+                            [--answers FILE] [--hold-file F]"""
 
 import argparse
 import json
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
 strings, ids = [], {}
-state = {"version": 0, "completions": 0}
+state = {"version": 0, "completions": 0, "held": 0}
 
 
 def intern(s):
@@ -43,13 +46,28 @@ def make_handler(args):
             self.wfile.write(data)
 
         def do_GET(self):
+            if self.path == "/v1/fake_stats":
+                with lock:
+                    return self.reply({"held": state["held"], "completions": state["completions"]})
             self.reply({"policy_version": state["version"]})
+
+        def hold(self):
+            if not args.hold_file or os.path.exists(args.hold_file):
+                return
+            with lock:
+                state["held"] += 1
+            while not os.path.exists(args.hold_file):
+                time.sleep(0.02)
+            with lock:
+                state["held"] -= 1
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
             if self.path == "/v1/completions":
+                self.hold()
                 time.sleep(args.delay_ms / 1000.0)
-                state["completions"] += 1
+                with lock:
+                    state["completions"] += 1
                 text = " ".join(strings[t] for t in body.get("prompt", []))
                 cmd = next((c for k, c in args.answers.items() if k in text), args.command)
                 tok = intern(cmd)
@@ -74,6 +92,7 @@ def main():
     ap.add_argument("--delay-ms", type=float, default=50.0)
     ap.add_argument("--command", default="echo red > b.txt")
     ap.add_argument("--answers", help="JSON object: prompt substring -> command")
+    ap.add_argument("--hold-file", help="completions wait until this file exists")
     args = ap.parse_args()
     args.answers = json.load(open(args.answers)) if args.answers else {}
     ThreadingHTTPServer.request_queue_size = 1024
@@ -81,7 +100,6 @@ def main():
     srv.daemon_threads = True
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(srv.server_address[1]))
-    import os
     os.rename(args.port_file + ".tmp", args.port_file)
     srv.serve_forever()
 

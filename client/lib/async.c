@@ -204,7 +204,7 @@ static void on_info(void *ud, const sbxi_http_result *res) {
         cancelled(o);
         return;
     }
-    o->n_order = sbxi_placement_order(c, o->order);
+    o->n_order = sbxi_placement_order(c, o->body, o->order);
     create_next(o);
 }
 
@@ -299,7 +299,7 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
         if (o->info_pending > 0)
             return SBX_OK;
     }
-    o->n_order = sbxi_placement_order(c, o->order);
+    o->n_order = sbxi_placement_order(c, o->body, o->order);
     if (o->n_order == 0) {
         op_free(o);
         return SBX_E_UNAVAILABLE;

@@ -70,6 +70,8 @@ void sbxi_endpoints_free(sbxi_endpoint *eps, size_t n) {
         free(eps[i].base_url);
         free(eps[i].unix_path);
         free(eps[i].node);
+        json_decref(eps[i].pools);
+        json_decref(eps[i].defaults);
     }
     free(eps);
 }

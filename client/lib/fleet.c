@@ -1,10 +1,12 @@
 /* libsbx's fleet mode: etcd:// addresses, the node list read from etcd's v3 JSON gateway
- * (P/nodes/NAME records, docs/FLEET.md), placement by power of two choices over free slots,
+ * (P/nodes/NAME records, docs/FLEET.md), placement by power of two choices over free slots
+ * (first among the nodes whose published warm pools have a ready entry for the create),
  * routing by the node part of ids, skipping nodes that stop answering, the typed error for a
  * sandbox whose node is gone, redirects and the CA file, and sbx_client_nodes/sbx_node_drain. */
 #include "client/lib/internal.h"
 
 #include "common/b64.h"
+#include "common/poolshape.h"
 #include "common/timeutil.h"
 
 #include <stdio.h>
@@ -188,6 +190,10 @@ static int merge_nodes(sbx_client *c, json_t *nodes) {
         if (ep_set_url(e, name, url) < 0)
             return -1;
         json_t *fr = json_object_get(rec, "free");
+        json_decref(e->pools);
+        json_decref(e->defaults);
+        e->pools = json_deep_copy(json_object_get(rec, "pools")); /* pool_first counts it down */
+        e->defaults = json_incref(json_object_get(rec, "defaults"));
         e->gone = false;
         e->draining = json_is_true(json_object_get(rec, "draining"));
         e->free_slots = e->draining ? 0 : json_is_integer(fr) ? (long)json_integer_value(fr) : -1;
@@ -298,7 +304,61 @@ static uint64_t rnd(sbxi_fleet *f) {
     return f->rng;
 }
 
-static size_t fleet_order(sbx_client *c, size_t *order) {
+/* The pool of endpoint ep that serves shape with the most ready entries (NULL: none). */
+static json_t *ready_pool(const sbxi_endpoint *e, json_t *shape) {
+    json_t *p, *best = NULL;
+    size_t i;
+    json_array_foreach(e->pools, i, p) {
+        json_int_t ready = json_integer_value(json_object_get(p, "ready"));
+        if (ready > 0 && poolshape_match(shape, e->defaults, p) &&
+            (!best || ready > json_integer_value(json_object_get(best, "ready"))))
+            best = p;
+    }
+    return best;
+}
+
+static json_int_t ready_of(json_t *pool) {
+    return pool ? json_integer_value(json_object_get(pool, "ready")) : 0;
+}
+
+static bool pooled(const sbx_client *c, size_t ep, json_t *shape) {
+    return c->eps[ep].free_slots > 0 && ready_pool(&c->eps[ep], shape);
+}
+
+/* The position in order of the k-th (from 0) node with a ready pool entry for shape. */
+static size_t nth_pooled(const sbx_client *c, const size_t *order, size_t n, json_t *shape,
+                         size_t k) {
+    for (size_t i = 0; i < n; i++)
+        if (pooled(c, order[i], shape) && k-- == 0)
+            return i;
+    return 0;
+}
+
+/* Among the first n of order (usable, with room), the nodes with a ready pool entry for the
+ * create: two at random, the one with more ready entries (then more free slots) moves to the
+ * front and its published count goes down by one (optimistic, as free slots). */
+static void pool_first(sbx_client *c, const char *body, size_t *order, size_t n) {
+    json_t *b = body ? json_loads(body, 0, NULL) : NULL, *shape = poolshape_from_body(b);
+    json_decref(b);
+    size_t m = 0;
+    for (size_t i = 0; shape && i < n; i++)
+        m += pooled(c, order[i], shape);
+    if (m > 0) {
+        size_t a = nth_pooled(c, order, n, shape, rnd(c->fleet) % m);
+        size_t bb = nth_pooled(c, order, n, shape, rnd(c->fleet) % m);
+        const sbxi_endpoint *ea = &c->eps[order[a]], *eb = &c->eps[order[bb]];
+        json_int_t ra = ready_of(ready_pool(ea, shape)), rb = ready_of(ready_pool(eb, shape));
+        size_t pick = rb > ra || (rb == ra && eb->free_slots > ea->free_slots) ? bb : a;
+        size_t t = order[pick];
+        json_t *p = ready_pool(&c->eps[t], shape);
+        json_object_set_new(p, "ready", json_integer(ready_of(p) - 1));
+        memmove(order + 1, order, pick * sizeof(*order));
+        order[0] = t;
+    }
+    json_decref(shape);
+}
+
+static size_t fleet_order(sbx_client *c, const char *body, size_t *order) {
     size_t n = 0;
     for (size_t i = 0; i < c->n_eps; i++)
         if (sbxi_ep_usable(c, i) && !c->eps[i].draining)
@@ -321,12 +381,13 @@ static size_t fleet_order(sbx_client *c, size_t *order) {
         memmove(order + 1, order, pick * sizeof(*order));
         order[0] = t;
     }
+    pool_first(c, body, order, n);
     return n;
 }
 
-size_t sbxi_placement_order(sbx_client *c, size_t *order) {
+size_t sbxi_placement_order(sbx_client *c, const char *body, size_t *order) {
     if (c->fleet)
-        return fleet_order(c, order);
+        return fleet_order(c, body, order);
     for (size_t i = 0; i < c->n_eps; i++)
         order[i] = i;
     for (size_t i = 1; i < c->n_eps; i++) /* insertion sort: stable, and n is tiny */

@@ -29,10 +29,12 @@ typedef struct sbxi_endpoint {
     long free_slots; /* from GET /v1/info; -1 unknown or unreachable */
     uint64_t info_at_ms;
     /* fleet mode (fleet.c): the node's name, whether etcd still lists it, whether it is
-     * drained, and until when it is skipped because it stopped answering */
+     * drained, until when it is skipped because it stopped answering, and the warm pools and
+     * create defaults its record publishes (common/poolshape.h) */
     char *node;
     bool gone, draining;
     uint64_t down_until_ms;
+    json_t *pools, *defaults;
 } sbxi_endpoint;
 
 typedef struct sbxi_fleet sbxi_fleet;
@@ -59,10 +61,11 @@ bool sbxi_header_safe(const char *s);
 /* Parse a comma-separated endpoint list into a malloc'd array. Returns SBX_OK or SBX_E_INVALID. */
 sbx_code sbxi_hosts_parse(const char *hosts, sbxi_endpoint **ret, size_t *ret_n, sbx_err *err);
 void sbxi_endpoints_free(sbxi_endpoint *eps, size_t n);
-/* Placement order for a new sandbox: endpoint indexes, most free slots first (unknown last but
- * still tried; in fleet mode power of two choices, see fleet.c). order has room for
+/* Placement order for a new sandbox (body: the create's JSON, or NULL): endpoint indexes, most
+ * free slots first (unknown last but still tried; in fleet mode power of two choices, first
+ * among the nodes with a ready warm pool entry for it, see fleet.c). order has room for
  * client->n_eps entries. Returns how many to try. */
-size_t sbxi_placement_order(sbx_client *client, size_t *order);
+size_t sbxi_placement_order(sbx_client *client, const char *body, size_t *order);
 /* Whether the endpoints' info is too old to place by. */
 bool sbxi_info_stale(const sbx_client *client, uint64_t now_ms);
 /* Record an info answer (free_slots, or -1 when it failed). */

@@ -133,7 +133,7 @@ sbx_code sbx_sandbox_create(sbx_client *c, const sbx_create_opts *opts, sbx_sand
     _cleanup_free_ size_t *order = calloc(c->n_eps, sizeof(size_t));
     if (!order)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    size_t n_order = sbxi_placement_order(c, order);
+    size_t n_order = sbxi_placement_order(c, body, order);
     sbx_err last = {0};
     if (n_order == 0)
         sbxi_err_set(&last, SBX_E_UNAVAILABLE, 0, "no_node",

@@ -47,8 +47,10 @@ void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);
 /* fleet: api/fleet.c (docs/FLEET.md). Each returns true when it answered the request. */
 /* An id of another node: 307 to it, 503 node_unavailable, or 404. */
 bool sd_api_fleet_route(sd_daemon *d, sd_request *req, const char *id);
-/* A create this node cannot place: 307 to another node (or 503 node_draining). */
-bool sd_api_fleet_place(sd_daemon *d, sd_request *req);
+/* A create (its body and parsed spec) this node should not place: 307 to another node (full
+ * or drained here; or no ready warm pool entry here while another node has one), or 503
+ * node_draining. */
+bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const policy_create *c);
 /* A create naming another node's lease not known here: looked up, then again(d, req). */
 bool sd_api_fleet_lease_wait(sd_daemon *d, sd_request *req, const char *lease,
                              sd_http_handler again);

@@ -1,10 +1,13 @@
 /* Fleet endpoints and routing (docs/FLEET.md): GET /v1/fleet, drain and undrain; the 307 to
- * the node that owns an id; the 307 of a create this node cannot place; a create naming
+ * the node that owns an id; the 307 of a create this node cannot place (full, drained, or no
+ * ready warm pool entry here while another node has one for it); a create naming
  * another node's lease (looked up in etcd once). The fleet itself: sandboxd/fleet/. */
 #include "sandboxd/api/api.h"
 
 #include "common/macro.h"
+#include "common/poolshape.h"
 #include "sandboxd/core/leases.h"
+#include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/fleet/fleet.h"
 
@@ -47,21 +50,37 @@ bool sd_api_fleet_route(sd_daemon *d, sd_request *req, const char *id) {
     return false;
 }
 
-bool sd_api_fleet_place(sd_daemon *d, sd_request *req) {
+/* Room here, but no ready warm pool entry for the create: the node a matching pool with ready
+ * entries lives on, or NULL (cold-started here). */
+static const char *pool_elsewhere(sd_daemon *d, json_t *body, const policy_create *c) {
+    if (c->net_mode == POLICY_NET_ALLOW || sd_pool_has_ready(d, c))
+        return NULL;
+    json_t *shape = poolshape_from_body(body);
+    const char *url = shape ? sd_fleet_pick(d, shape, true) : NULL;
+    json_decref(shape);
+    return url;
+}
+
+bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const policy_create *c) {
     const char *placed = sd_req_query(req, "placed"), *key = sd_req_header(req, "Idempotency-Key");
     if (!sd_fleet_on(d) || (key && sd_registry_find_idem(d, key))) /* a replay: answered here */
         return false;
-    bool draining = sd_fleet_draining(d);
-    if (!draining && !sd_fleet_full(d))
-        return false;
     /* a create that was placed here already is never sent on again */
-    const char *url = placed && strcmp(placed, "1") == 0 ? NULL : sd_fleet_pick(d);
+    bool again = placed && strcmp(placed, "1") == 0, draining = sd_fleet_draining(d);
+    const char *url = NULL;
+    if (!draining && !sd_fleet_full(d)) {
+        url = again ? NULL : pool_elsewhere(d, body, c);
+    } else if (!again) {
+        json_t *shape = c->net_mode == POLICY_NET_ALLOW ? NULL : poolshape_from_body(body);
+        url = sd_fleet_pick(d, shape, false);
+        json_decref(shape);
+    }
     if (url) {
         redirect(req, url, "/v1/sandboxes", "placed", "placed=1");
         return true;
     }
     if (!draining)
-        return false; /* full everywhere: the core answers 503 node_full */
+        return false; /* room here, or full everywhere: the core answers 503 node_full */
     req->retry_after = SD_RETRY_AFTER_S;
     sd_reply_error(req, 503, "node_draining", "node %s is drained and no other node has room",
                    d->cfg.node_name);

@@ -108,8 +108,6 @@ static void create_answer(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool st
 }
 
 void sd_api_create(sd_daemon *d, sd_request *req) {
-    if (sd_api_fleet_place(d, req)) /* fleet: full or drained here, 307 elsewhere */
-        return;
     json_t *body = sd_req_json(req);
     if (!body)
         return;
@@ -118,13 +116,14 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     sd_sandbox *sb;
     bool starting, is_new;
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
-    json_decref(body);
     const char *key = sd_req_header(req, "Idempotency-Key");
     if (r < 0) {
         sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
         sd_reply_error_rec(req, &err);
     } else if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
+    } else if (sd_api_fleet_place(d, req, body, &c)) {
+        /* fleet: 307 to another node (full or drained here, or its warm pool) */
     } else if (sd_api_fleet_lease_wait(d, req, c.lease, sd_api_create)) {
         /* fleet: another node's lease, looked up first */
     } else if (sd_create(d, &c, key, &sb, &starting, &is_new, &err) < 0) {
@@ -132,6 +131,7 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     } else {
         create_answer(d, req, sb, starting, is_new);
     }
+    json_decref(body);
     policy_create_done(&c);
 }
 

@@ -130,6 +130,18 @@ sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
     return NULL;
 }
 
+bool sd_pool_has_ready(sd_daemon *d, const policy_create *c) {
+    int t = template_of(d, c);
+    for (sd_sandbox *sb = t >= 0 ? d->sandboxes : NULL; sb; sb = sb->next)
+        if (sb->pool == t + 1 && sb->state == SD_RUNNING)
+            return true;
+    return false;
+}
+
+const policy_create *sd_pool_template(sd_daemon *d, unsigned t) {
+    return t < d->n_pools ? &d->pools[t].tmpl : NULL;
+}
+
 int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
     /* same shape (same_shape), the user's labels, env, timeouts, lease, cap */
     sd_registry_replace_spec(sb, c);

@@ -19,6 +19,10 @@ bool sd_pool_evict(sd_daemon *d);
 /* After restore: keep restored entry sb when its template is still configured and not full
  * (true); else it is marked as an orphan entry for the caller to end (false). */
 bool sd_pool_adopt_restored(sd_sandbox *sb);
+/* Whether a create of c's shape would take a running entry now (sd_pool_take, not taking). */
+bool sd_pool_has_ready(sd_daemon *d, const policy_create *c);
+/* The spec every entry of template t has, or NULL when there is no template t. */
+const policy_create *sd_pool_template(sd_daemon *d, unsigned t);
 /* Entries of template t (ready: running; starting). */
 void sd_pool_entries(sd_daemon *d, unsigned t, unsigned *ret_ready, unsigned *ret_starting);
 /* images: true when a pool template names image `name` (core/images.c's delete check). */

@@ -4,6 +4,7 @@
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
+#include "common/poolshape.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/pool.h"
@@ -36,6 +37,14 @@ bool sd_fleet_draining(sd_daemon *d) {
     return d->fleet && d->fleet->draining;
 }
 
+/* A spec's pool shape as node records publish it (common/poolshape.h). */
+static json_t *shape_of(const policy_create *c) {
+    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:s,s:s}", "image", c->image, "cpu", c->cpu, "memory",
+                     (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids", (int)c->pids,
+                     "network", c->net_mode == POLICY_NET_OPEN ? "open" : "none", "profile",
+                     c->grading ? "grading" : "default");
+}
+
 static json_t *pools_json(sd_daemon *d) {
     json_t *a = json_array();
     for (unsigned t = 0; t < d->n_pools; t++) {
@@ -44,8 +53,13 @@ static json_t *pools_json(sd_daemon *d) {
         sd_pool_entries(d, t, &ready, &starting);
         snprintf(name, sizeof(name), "%u", t);
         json_t *size = json_object_get(json_array_get(d->cfg.pools, t), "size");
-        json_array_append_new(a, json_pack("{s:s,s:i,s:I}", "name", name, "ready", (int)ready,
-                                           "size", json_integer_value(size)));
+        json_t *p = shape_of(sd_pool_template(d, t));
+        json_t *n = json_pack("{s:s,s:i,s:I}", "name", name, "ready", (int)ready, "size",
+                              json_integer_value(size));
+        if (p && n && json_object_update(p, n) == 0) /* (update does not steal n) */
+            json_array_append(a, p);
+        json_decref(n);
+        json_decref(p);
     }
     return a;
 }
@@ -59,12 +73,12 @@ static json_t *node_record(sd_daemon *d) {
     }
     unsigned free_slots = f->draining || used >= max ? 0 : max - used;
     json_t *labels = d->cfg.node_labels ? json_deep_copy(d->cfg.node_labels) : json_object();
-    return json_pack("{s:s,s:s,s:s,s:f,s:b,s:i,s:i,s:i,s:i,s:o,s:f,s:I,s:o}", "name",
+    return json_pack("{s:s,s:s,s:s,s:f,s:b,s:i,s:i,s:i,s:i,s:o,s:O,s:f,s:I,s:o}", "name",
                      d->cfg.node_name, "url", d->cfg.advertise_url, "version", SBX_VERSION,
                      "started_at", f->started_at, "draining", f->draining, "max", (int)max,
                      "active", (int)active, "starting", (int)starting, "free", (int)free_slots,
-                     "pools", pools_json(d), "cpus", d->host.cpus, "memory_bytes",
-                     (json_int_t)d->host.memory_bytes, "labels", labels);
+                     "pools", pools_json(d), "defaults", f->defaults, "cpus", d->host.cpus,
+                     "memory_bytes", (json_int_t)d->host.memory_bytes, "labels", labels);
 }
 
 static void lease_key(sd_daemon *d, const char *id, char *buf, size_t len) {
@@ -234,19 +248,40 @@ static void async_cb(uv_async_t *a) {
     take_done(a->data);
 }
 
+/* The pool shape of a create that sets nothing here (the node record's "defaults"). */
+static int defaults_shape(sd_daemon *d, json_t **ret, error_rec *err) {
+    json_t *none = json_object();
+    policy_create defs = {0};
+    int r = none ? policy_limits_parse_create(none, d->cfg.defaults, &d->host, &defs, err)
+                 : error_set(err, -ENOMEM, "out of memory");
+    json_decref(none);
+    if (r < 0)
+        return r;
+    *ret = shape_of(&defs);
+    policy_create_done(&defs);
+    return *ret ? 0 : error_set(err, -ENOMEM, "out of memory");
+}
+
 int sd_fleet_init(sd_daemon *d, error_rec *err) {
     if (!d->cfg.fleet_etcd)
         return 0;
+    json_t *defaults = NULL;
+    int r = defaults_shape(d, &defaults, err);
+    if (r < 0)
+        return r;
     sd_fleet *f = calloc(1, sizeof(*f));
-    if (!f)
+    if (!f) {
+        json_decref(defaults);
         return error_set(err, -ENOMEM, "out of memory");
+    }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int r = etcd_new(d->cfg.fleet_etcd, &f->etcd, err);
-    if (r < 0) {
+    if ((r = etcd_new(d->cfg.fleet_etcd, &f->etcd, err)) < 0) {
+        json_decref(defaults);
         free(f);
         return r;
     }
     f->d = d;
+    f->defaults = defaults;
     f->nodes = json_object(), f->seen = json_object(), f->leases = json_object();
     f->own = json_object();
     f->started_at = (double)now_real_ms() / 1000.0;
@@ -282,6 +317,7 @@ static void fleet_free(sd_fleet *f) {
     json_decref(f->seen);
     json_decref(f->leases);
     json_decref(f->own);
+    json_decref(f->defaults);
     free(f->last_record);
     etcd_free(f->etcd);
     uv_mutex_destroy(&f->mu);
@@ -325,26 +361,56 @@ sd_fleet_where sd_fleet_locate(sd_daemon *d, const char *id, const char **ret_ur
     return json_object_get(f->seen, node) ? SD_FLEET_GONE : SD_FLEET_UNKNOWN;
 }
 
-static json_t *candidate(sd_fleet *f, size_t *n) {
+/* The ready entries of a pool of node record v that serves shape (common/poolshape.h). */
+static json_int_t pool_ready(json_t *v, json_t *shape) {
+    json_t *p, *defs = json_object_get(v, "defaults");
+    size_t i;
+    json_int_t best = 0;
+    json_array_foreach(json_object_get(v, "pools"), i, p) {
+        json_int_t ready = json_integer_value(json_object_get(p, "ready"));
+        if (ready > best && poolshape_match(shape, defs, p))
+            best = ready;
+    }
+    return best;
+}
+
+/* The other nodes that take creates (not draining, free > 0); with pooled, only those with a
+ * ready pool entry for shape. */
+static json_t *candidates(sd_fleet *f, json_t *shape, bool pooled, size_t *n) {
     json_t *c = json_array(), *v;
     const char *name;
     json_object_foreach(f->nodes, name, v) {
         if (strcmp(name, f->d->cfg.node_name) != 0 &&
             !json_is_true(json_object_get(v, "draining")) &&
             json_integer_value(json_object_get(v, "free")) > 0 &&
-            json_is_string(json_object_get(v, "url")))
+            json_is_string(json_object_get(v, "url")) && (!pooled || pool_ready(v, shape) > 0))
             json_array_append(c, v);
     }
     *n = json_array_size(c);
     return c;
 }
 
-const char *sd_fleet_pick(sd_daemon *d) {
+/* Of a and b, the node a create should go to: more ready entries for shape, then more free. */
+static json_t *better(json_t *a, json_t *b, json_t *shape) {
+    json_int_t ra = pool_ready(a, shape), rb = pool_ready(b, shape);
+    if (ra != rb)
+        return rb > ra ? b : a;
+    return json_integer_value(json_object_get(b, "free")) >
+                   json_integer_value(json_object_get(a, "free"))
+               ? b
+               : a;
+}
+
+const char *sd_fleet_pick(sd_daemon *d, json_t *shape, bool pooled_only) {
     sd_fleet *f = d->fleet;
-    size_t n;
+    size_t n = 0;
     if (!f)
         return NULL;
-    json_t *c = candidate(f, &n);
+    json_t *c = shape ? candidates(f, shape, true, &n) : NULL;
+    if (n == 0 && !pooled_only) {
+        json_decref(c);
+        c = candidates(f, NULL, false, &n);
+    }
     if (n == 0) {
         json_decref(c);
         return NULL;
@@ -352,11 +418,7 @@ const char *sd_fleet_pick(sd_daemon *d) {
     uint32_t rnd[2] = {0, 0};
     if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
         rnd[0] = (uint32_t)now_mono_us(), rnd[1] = rnd[0] >> 7;
-    json_t *a = json_array_get(c, rnd[0] % n), *b = json_array_get(c, rnd[1] % n);
-    json_t *best = json_integer_value(json_object_get(b, "free")) >
-                           json_integer_value(json_object_get(a, "free"))
-                       ? b
-                       : a;
+    json_t *best = better(json_array_get(c, rnd[0] % n), json_array_get(c, rnd[1] % n), shape);
     snprintf(f->url_buf, sizeof(f->url_buf), "%s", json_string_value(json_object_get(best, "url")));
     json_decref(c);
     return f->url_buf;

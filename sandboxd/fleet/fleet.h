@@ -30,8 +30,11 @@ bool sd_fleet_draining(sd_daemon *d);
 /* This node has no free slot (every one taken by a sandbox that is not a warm pool entry). */
 bool sd_fleet_full(sd_daemon *d);
 /* Power of two choices over the other live nodes with free slots, not draining: the URL of the
- * one with more free slots, or NULL when none has room. */
-const char *sd_fleet_pick(sd_daemon *d);
+ * better one, or NULL. When some publish a warm pool with ready entries that serves shape (a
+ * create's pool shape, common/poolshape.h; may be NULL), the two are drawn among those only
+ * and the one with more ready entries wins; else (unless pooled_only) among all of them, and
+ * the one with more free slots wins. */
+const char *sd_fleet_pick(sd_daemon *d, json_t *shape, bool pooled_only);
 /* GET /v1/fleet's body. */
 json_t *sd_fleet_view(sd_daemon *d);
 

@@ -52,6 +52,7 @@ typedef struct sd_fleet {
     json_t *seen;          /* name -> true: every node seen since start or in P/members/ */
     json_t *leases;        /* P/leases/ keys present in the last read */
     json_t *own;           /* lease id -> etcd lease id (string) of leases made here */
+    json_t *defaults;      /* the pool shape of a create that sets nothing (node record) */
     uint64_t snap_mono_ms; /* when the last read was taken */
     uint64_t nodes_real_ms;
     bool etcd_ok, draining, have_snap;

@@ -93,7 +93,12 @@ world_up() {
   netns_holder
   HUBPID=$HOLDER_PID
   hub ip link set lo up
-  hub ip link add br0 type bridge
+  # A fixed address: a bridge without one takes the lowest of its ports' (random) addresses and
+  # changes it when that port goes (node_host_kill) or a lower one joins (node_up). The nodes'
+  # ARP entries for 192.0.2.1 then point at an address nobody has for up to a minute: etcd and
+  # the hub are unreachable from every other node, their etcd leases expire and the whole fleet
+  # leaves (host_gone failed so: `sbx nodes` saw "a b c", then "b", then none).
+  hub ip link add br0 address 02:53:42:58:00:01 type bridge
   hub ip addr add "$FLEET_NET.1/24" dev br0
   hub ip link set br0 up
   world_certs

@@ -1,8 +1,9 @@
 /* Unit tests of common/: units parsing, the error record, the shim protocol codec, file helpers,
- * the piecewise JSON string writer and base64. */
+ * the piecewise JSON string writer, base64 and pool shapes (a create against a published pool). */
 #include "common/b64.h"
 #include "common/fdutil.h"
 #include "common/jsonstr.h"
+#include "common/poolshape.h"
 #include "common/shimproto.h"
 #include "common/units.h"
 #include "tests/lib/test.h"
@@ -191,4 +192,51 @@ TEST(b64_pieces) {
         CHECK(memcmp(got, whole, n) == 0);
         free(whole);
     }
+}
+
+/* docs/FLEET.md "Warm pools steer placement": a create matches a published pool when each
+ * shape field it gives (in the published form), or the node's default, equals the pool's. */
+TEST(poolshape_match) {
+    json_t *defs = json_loads("{\"image\":\"host\",\"cpu\":1.0,\"memory\":2147483648,"
+                              "\"disk\":1073741824,\"pids\":256,\"network\":\"none\","
+                              "\"profile\":\"default\"}",
+                              0, NULL);
+    json_t *pool = json_deep_copy(defs);
+    json_object_set_new(pool, "cpu", json_real(0.5));
+    json_object_set_new(pool, "memory", json_integer(256 << 20));
+    json_object_set_new(pool, "ready", json_integer(2));
+    static const struct {
+        const char *body;
+        int matches; /* -1: no shape at all */
+    } cases[] = {
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\"}", 1},
+        {"{\"cpu\":0.5,\"memory\":268435456,\"labels\":{\"a\":\"b\"},\"timeout\":9}", 1},
+        {"{\"cpu\":0.50,\"memory\":268435456.0,\"image\":\"host\",\"profile\":null}", 1},
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"network\":\"none\",\"pids\":256}", 1},
+        {"{\"cpu\":0.5}", 0},          /* memory: the default 2Gi */
+        {"{\"memory\":\"256Mi\"}", 0}, /* cpu: the default 1 */
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"network\":\"open\"}", 0},
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"profile\":\"grading\"}", 0},
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"image\":\"debian\"}", 0},
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"network\":{\"allow\":[\"1.2.3.4\"]}}", -1},
+        {"{\"cpu\":\"half\"}", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *body = json_loads(cases[i].body, 0, NULL), *shape = poolshape_from_body(body);
+        CHECK_MSG((shape != NULL) == (cases[i].matches >= 0), "shape of %s", cases[i].body);
+        CHECK_MSG(poolshape_match(shape, defs, pool) == (cases[i].matches == 1), "%s",
+                  cases[i].body);
+        json_decref(shape);
+        json_decref(body);
+    }
+    /* NAME is NAME:latest, as the daemon names it */
+    json_object_set_new(pool, "image", json_string("debian:latest"));
+    json_t *b = json_loads("{\"cpu\":0.5,\"memory\":\"256Mi\",\"image\":\"debian\"}", 0, NULL);
+    json_t *shape = poolshape_from_body(b);
+    CHECK(poolshape_match(shape, defs, pool));
+    CHECK(!poolshape_match(shape, NULL, NULL));
+    json_decref(shape);
+    json_decref(b);
+    json_decref(pool);
+    json_decref(defs);
 }

@@ -81,7 +81,7 @@ TEST(placement_order) {
     c->eps[2].free_slots = 10;
     c->eps[3].free_slots = 3;
     size_t order[4];
-    sbxi_placement_order(c, order);
+    sbxi_placement_order(c, NULL, order);
     CHECK_EQ(order[0], 2);
     CHECK_EQ(order[1], 0); /* stable among equals */
     CHECK_EQ(order[2], 3);
