@@ -93,3 +93,17 @@ bool poolshape_match(json_t *shape, json_t *defaults, json_t *pool) {
     }
     return true;
 }
+
+json_t *poolshape_best(json_t *pools, json_t *defaults, json_t *shape, json_int_t *ret_ready) {
+    json_t *p, *best = NULL;
+    json_int_t most = 0;
+    size_t i;
+    json_array_foreach(pools, i, p) {
+        json_int_t ready = json_integer_value(json_object_get(p, "ready"));
+        if (ready > most && poolshape_match(shape, defaults, p))
+            best = p, most = ready;
+    }
+    if (ret_ready)
+        *ret_ready = most;
+    return best;
+}

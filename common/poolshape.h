@@ -17,3 +17,7 @@ json_t *poolshape_from_body(json_t *body);
  * object with every shape field) is served by published pool (an object with every shape
  * field). */
 bool poolshape_match(json_t *shape, json_t *defaults, json_t *pool);
+
+/* Of published pools (an array), the one that serves shape with the most ready entries (more
+ * than 0), borrowed from pools; NULL when none does. ret_ready (may be NULL): its count, or 0. */
+json_t *poolshape_best(json_t *pools, json_t *defaults, json_t *shape, json_int_t *ret_ready);

@@ -304,25 +304,13 @@ static uint64_t rnd(sbxi_fleet *f) {
     return f->rng;
 }
 
-/* The pool of endpoint ep that serves shape with the most ready entries (NULL: none). */
-static json_t *ready_pool(const sbxi_endpoint *e, json_t *shape) {
-    json_t *p, *best = NULL;
-    size_t i;
-    json_array_foreach(e->pools, i, p) {
-        json_int_t ready = json_integer_value(json_object_get(p, "ready"));
-        if (ready > 0 && poolshape_match(shape, e->defaults, p) &&
-            (!best || ready > json_integer_value(json_object_get(best, "ready"))))
-            best = p;
-    }
-    return best;
-}
-
-static json_int_t ready_of(json_t *pool) {
-    return pool ? json_integer_value(json_object_get(pool, "ready")) : 0;
+/* The pool of endpoint e that serves shape with the most ready entries (NULL: none). */
+static json_t *ready_pool(const sbxi_endpoint *e, json_t *shape, json_int_t *ret_ready) {
+    return poolshape_best(e->pools, e->defaults, shape, ret_ready);
 }
 
 static bool pooled(const sbx_client *c, size_t ep, json_t *shape) {
-    return c->eps[ep].free_slots > 0 && ready_pool(&c->eps[ep], shape);
+    return c->eps[ep].free_slots > 0 && ready_pool(&c->eps[ep], shape, NULL);
 }
 
 /* The position in order of the k-th (from 0) node with a ready pool entry for shape. */
@@ -347,11 +335,12 @@ static void pool_first(sbx_client *c, const char *body, size_t *order, size_t n)
         size_t a = nth_pooled(c, order, n, shape, rnd(c->fleet) % m);
         size_t bb = nth_pooled(c, order, n, shape, rnd(c->fleet) % m);
         const sbxi_endpoint *ea = &c->eps[order[a]], *eb = &c->eps[order[bb]];
-        json_int_t ra = ready_of(ready_pool(ea, shape)), rb = ready_of(ready_pool(eb, shape));
+        json_int_t ra, rb, rt;
+        ready_pool(ea, shape, &ra), ready_pool(eb, shape, &rb);
         size_t pick = rb > ra || (rb == ra && eb->free_slots > ea->free_slots) ? bb : a;
         size_t t = order[pick];
-        json_t *p = ready_pool(&c->eps[t], shape);
-        json_object_set_new(p, "ready", json_integer(ready_of(p) - 1));
+        json_t *p = ready_pool(&c->eps[t], shape, &rt);
+        json_object_set_new(p, "ready", json_integer(rt - 1));
         memmove(order + 1, order, pick * sizeof(*order));
         order[0] = t;
     }

@@ -361,17 +361,11 @@ sd_fleet_where sd_fleet_locate(sd_daemon *d, const char *id, const char **ret_ur
     return json_object_get(f->seen, node) ? SD_FLEET_GONE : SD_FLEET_UNKNOWN;
 }
 
-/* The ready entries of a pool of node record v that serves shape (common/poolshape.h). */
+/* The ready entries of node record v's best pool for shape (common/poolshape.h). */
 static json_int_t pool_ready(json_t *v, json_t *shape) {
-    json_t *p, *defs = json_object_get(v, "defaults");
-    size_t i;
-    json_int_t best = 0;
-    json_array_foreach(json_object_get(v, "pools"), i, p) {
-        json_int_t ready = json_integer_value(json_object_get(p, "ready"));
-        if (ready > best && poolshape_match(shape, defs, p))
-            best = ready;
-    }
-    return best;
+    json_int_t ready;
+    poolshape_best(json_object_get(v, "pools"), json_object_get(v, "defaults"), shape, &ready);
+    return ready;
 }
 
 /* The other nodes that take creates (not draining, free > 0); with pooled, only those with a

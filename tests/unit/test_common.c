@@ -235,6 +235,20 @@ TEST(poolshape_match) {
     json_t *shape = poolshape_from_body(b);
     CHECK(poolshape_match(shape, defs, pool));
     CHECK(!poolshape_match(shape, NULL, NULL));
+    /* the best of published pools: matching, most ready entries, never an empty one */
+    json_t *other = json_deep_copy(pool), *empty = json_deep_copy(pool), *pools = json_array();
+    json_object_set_new(other, "ready", json_integer(5));
+    json_object_set_new(empty, "ready", json_integer(0));
+    json_array_append_new(pools, empty);
+    json_array_append(pools, pool);
+    json_array_append_new(pools, other);
+    json_int_t ready = -1;
+    CHECK(poolshape_best(pools, defs, shape, &ready) == other && ready == 5);
+    json_object_set_new(other, "cpu", json_real(2.0)); /* no longer the create's shape */
+    CHECK(poolshape_best(pools, defs, shape, &ready) == pool && ready == 2);
+    json_object_set_new(pool, "ready", json_integer(0));
+    CHECK(poolshape_best(pools, defs, shape, &ready) == NULL && ready == 0);
+    json_decref(pools);
     json_decref(shape);
     json_decref(b);
     json_decref(pool);
