@@ -114,28 +114,34 @@ static int template_of(sd_daemon *d, const policy_create *c) {
     return -1;
 }
 
-sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
-    int t = template_of(d, c);
-    if (t < 0)
-        return NULL;
-    for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-        if (sb->pool == t + 1 && sb->state == SD_RUNNING) {
-            d->m.pool_hits++;
-            d->pools[t].last_take_ms = now_mono_ms();
-            if (!d->pools[t].first_take_ms)
-                d->pools[t].first_take_ms = d->pools[t].last_take_ms;
+/* A running entry of c's template (*ret_t: the template), or NULL. */
+static sd_sandbox *ready_entry(sd_daemon *d, const policy_create *c, int *ret_t) {
+    int t = *ret_t = template_of(d, c);
+    for (sd_sandbox *sb = t >= 0 ? d->sandboxes : NULL; sb; sb = sb->next)
+        if (sb->pool == t + 1 && sb->state == SD_RUNNING)
             return sb;
-        }
-    d->m.pool_misses++;
     return NULL;
 }
 
+sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c) {
+    int t;
+    sd_sandbox *sb = ready_entry(d, c, &t);
+    if (t < 0)
+        return NULL;
+    if (!sb) {
+        d->m.pool_misses++;
+        return NULL;
+    }
+    d->m.pool_hits++;
+    d->pools[t].last_take_ms = now_mono_ms();
+    if (!d->pools[t].first_take_ms)
+        d->pools[t].first_take_ms = d->pools[t].last_take_ms;
+    return sb;
+}
+
 bool sd_pool_has_ready(sd_daemon *d, const policy_create *c) {
-    int t = template_of(d, c);
-    for (sd_sandbox *sb = t >= 0 ? d->sandboxes : NULL; sb; sb = sb->next)
-        if (sb->pool == t + 1 && sb->state == SD_RUNNING)
-            return true;
-    return false;
+    int t;
+    return ready_entry(d, c, &t) != NULL;
 }
 
 const policy_create *sd_pool_template(sd_daemon *d, unsigned t) {
