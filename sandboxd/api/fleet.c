@@ -50,29 +50,18 @@ bool sd_api_fleet_route(sd_daemon *d, sd_request *req, const char *id) {
     return false;
 }
 
-/* Room here, but no ready warm pool entry for the create: the node a matching pool with ready
- * entries lives on, or NULL (cold-started here). */
-static const char *pool_elsewhere(sd_daemon *d, json_t *body, const policy_create *c) {
-    if (c->net_mode == POLICY_NET_ALLOW || sd_pool_has_ready(d, c))
-        return NULL;
-    json_t *shape = poolshape_from_body(body);
-    const char *url = shape ? sd_fleet_pick(d, shape, true) : NULL;
-    json_decref(shape);
-    return url;
-}
-
 bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const policy_create *c) {
     const char *placed = sd_req_query(req, "placed"), *key = sd_req_header(req, "Idempotency-Key");
     if (!sd_fleet_on(d) || (key && sd_registry_find_idem(d, key))) /* a replay: answered here */
         return false;
-    /* a create that was placed here already is never sent on again */
+    /* a create that was placed here already is never sent on again; one with room here goes
+     * on only to a ready warm pool entry (none here, one elsewhere), else it is cold-started */
     bool again = placed && strcmp(placed, "1") == 0, draining = sd_fleet_draining(d);
+    bool room = !draining && !sd_fleet_full(d);
     const char *url = NULL;
-    if (!draining && !sd_fleet_full(d)) {
-        url = again ? NULL : pool_elsewhere(d, body, c);
-    } else if (!again) {
+    if (!again && !(room && sd_pool_has_ready(d, c))) {
         json_t *shape = c->net_mode == POLICY_NET_ALLOW ? NULL : poolshape_from_body(body);
-        url = sd_fleet_pick(d, shape, false);
+        url = shape || !room ? sd_fleet_pick(d, shape, room) : NULL;
         json_decref(shape);
     }
     if (url) {
