@@ -215,10 +215,9 @@ int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err) {
     for (size_t i = 0; i < ARRAY_SIZE(host_steps); i++) {
         uint64_t t0 = now_mono_us();
         int r = host_steps[i].fn(sb, err);
-        size_t l = strlen(sb->step_ms);
-        if (strcmp(host_steps[i].name, "ready") != 0) /* ready appends init's list */
-            snprintf(sb->step_ms + l, sizeof(sb->step_ms) - l, "%s%s=%.2f", l ? " " : "",
-                     host_steps[i].name, (double)(now_mono_us() - t0) / 1000.0);
+        size_t l = strlen(sb->step_ms); /* (ready's wait appended init's list before it) */
+        snprintf(sb->step_ms + l, sizeof(sb->step_ms) - l, "%s%s=%.2f", l ? " " : "",
+                 host_steps[i].name, (double)(now_mono_us() - t0) / 1000.0);
         if (r == -EALREADY)
             r = err->code;
         else if (r < 0)

@@ -23,7 +23,7 @@ typedef struct shim_sandbox {
     int agent_fd;   /* grading sandboxes: <dir>/agent/agent.sock (shim/grading.h), else -1 */
     uint64_t started_ms;
     bool torn_down;
-    /* how long each build step took, waits included: "name=ms ... init.name=ms ..." */
+    /* how long each build step took, waits included: "name=ms ... init.name=ms ... ready=ms" */
     char step_ms[1024];
 } shim_sandbox;
 

@@ -34,8 +34,8 @@ TEST(shim_smoke) {
     const char *steps = strstr(log, "sandbox ready");
     CHECK_MSG(steps && (steps = strstr(steps, "steps_ms=\"")), "log: %s", log);
     static const char *const names[] = {
-        "spec=",        "cgroup=",          "fork=",        "userns-map=", "init.sync=",
-        "init.rootfs=", "init.pivot-root=", "init.seccomp="};
+        "spec=",        "cgroup=",          "fork=",         "userns-map=", "init.sync=",
+        "init.rootfs=", "init.pivot-root=", "init.seccomp=", "ready="};
     for (size_t i = 0; i < ARRAY_SIZE(names); i++)
         CHECK_MSG(strstr(steps, names[i]) && strstr(steps, names[i]) < strchr(steps + 10, '"'),
                   "no %s in %.400s", names[i], steps);
