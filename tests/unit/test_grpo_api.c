@@ -1,10 +1,14 @@
 /* The embedding API (sbx_grpo.h) without sandboxes: option checks, task set errors, a trainer
- * that cannot be reached (the run stops with a clear error and still writes its summary), and the
- * cost preview's arithmetic. */
+ * that cannot be reached or that dies mid-answer (the run stops with a clear error and still
+ * writes its summary), and the cost preview's arithmetic. */
 #include "tests/lib/test.h"
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <sbx_grpo.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static const char *toy_tasks(void) {
@@ -69,6 +73,62 @@ TEST(grpo_api_trainer_unreachable) {
     char summary[1100];
     snprintf(summary, sizeof(summary), "%s/summary.json", out);
     CHECK(access(summary, R_OK) == 0);
+}
+
+/* A trainer that sends a 200 status line and the start of its body, then closes: what a trainer
+ * killed mid-answer looks like. Serves `n` connections. */
+typedef struct {
+    int fd;
+    int n;
+} cut_trainer;
+
+static void *cut_trainer_main(void *ud) {
+    cut_trainer *t = ud;
+    static const char ans[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                              "Content-Length: 100\r\n\r\n{\"policy_ver";
+    for (int i = 0; i < t->n; i++) {
+        int c = accept(t->fd, NULL, NULL);
+        if (c < 0)
+            break;
+        char buf[4096];
+        ssize_t got = read(c, buf, sizeof(buf)); /* the request (small, one read) */
+        if (got > 0 && write(c, ans, sizeof(ans) - 1) < 0)
+            got = -1;
+        close(c);
+    }
+    return NULL;
+}
+
+TEST(grpo_api_trainer_dies_mid_answer) {
+    cut_trainer t = {.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), .n = 2};
+    CHECK(t.fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    CHECK(bind(t.fd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(t.fd, 4) == 0);
+    CHECK(getsockname(t.fd, (struct sockaddr *)&a, &alen) == 0);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, cut_trainer_main, &t) == 0);
+
+    char out[1024], url[64];
+    snprintf(out, sizeof(out), "%s/out", test_tmpdir());
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", ntohs(a.sin_port));
+    sbx_grpo_opts o;
+    sbx_grpo_opts_init(&o);
+    o.tasks_path = toy_tasks();
+    o.out_dir = out;
+    o.trainer_url = url;
+    o.sandboxd = "/nonexistent/sandboxd.sock";
+    o.trainer_retries = 1;
+    sbx_grpo_summary s;
+    sbx_err err;
+    int rc = sbx_grpo_run(&o, &s, &err);
+    shutdown(t.fd, SHUT_RDWR); /* wakes the accept when fewer requests came */
+    pthread_join(th, NULL);
+    close(t.fd);
+    /* a cut answer is a transport error: retried, then reported as one (not "not JSON") */
+    CHECK_EQ(rc, SBX_E_SERVER);
+    CHECK_MSG(strstr(err.message, "/v1/state failed after 2 attempts"), "%s", err.message);
+    CHECK_STREQ(s.stop_reason, "trainer_failed");
 }
 
 TEST(grpo_api_preview) {
