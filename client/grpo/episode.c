@@ -204,8 +204,7 @@ static bool ep_retry(grpo_episode *ep, unsigned max) {
 
 /* A trainer answer: the JSON on 2xx; NULL when retried or when the run failed. */
 static json_t *ep_trainer_answer(grpo_episode *ep, const sbxi_http_result *r) {
-    long status = grpo_trainer_status(r);
-    if (status / 100 == 2) {
+    if (r->status / 100 == 2) {
         json_t *j = json_loadb(r->body, r->len, 0, NULL);
         if (j)
             return j;
@@ -214,7 +213,7 @@ static json_t *ep_trainer_answer(grpo_episode *ep, const sbxi_http_result *r) {
         ep_cleanup(ep);
         return NULL;
     }
-    if ((status == 0 || status >= 500) && ep_retry(ep, ep->run->o.trainer_retries))
+    if ((r->status == 0 || r->status >= 500) && ep_retry(ep, ep->run->o.trainer_retries))
         return NULL;
     char buf[600];
     grpo_run_fail(ep->run, -EIO, "trainer_failed", "trainer %s%s failed after %u attempts: %s",

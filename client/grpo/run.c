@@ -72,12 +72,8 @@ int grpo_trainer_request(grpo_run *run, const char *method, const char *path, js
                                       text ? strlen(text) : 0, &opts, cb, ud);
 }
 
-long grpo_trainer_status(const sbxi_http_result *r) {
-    return r->curl_code ? 0 : r->status;
-}
-
 const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len) {
-    if (grpo_trainer_status(r) == 0)
+    if (r->status == 0)
         return r->error && *r->error ? r->error : "no answer";
     json_t *j = json_loadb(r->body, r->len, 0, NULL);
     const char *m = json_string_value(json_object_get(j, "message"));
@@ -225,8 +221,7 @@ static void run_start_episodes(grpo_run *run) {
 static void on_state(void *ud, const sbxi_http_result *r);
 
 static bool trainer_retry(grpo_run *run, const sbxi_http_result *r, uv_timer_cb cb) {
-    long status = grpo_trainer_status(r);
-    if (run->fatal || !(status == 0 || status >= 500) ||
+    if (run->fatal || !(r->status == 0 || r->status >= 500) ||
         run->train_attempts >= run->o.trainer_retries)
         return false;
     uint64_t delay = 500u << MIN(run->train_attempts, 4u);
@@ -260,7 +255,7 @@ static bool step_answer(grpo_run *run, const sbxi_http_result *r, uv_timer_cb re
     if (r->cancelled)
         return false;
     run->step_request = false;
-    if (!run->fatal && grpo_trainer_status(r) == 200)
+    if (!run->fatal && r->status == 200)
         return true;
     if (!run->fatal && trainer_retry(run, r, retry))
         return false;

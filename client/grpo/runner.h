@@ -138,9 +138,6 @@ double grpo_run_cost(const grpo_run *run);
  * res->cancelled set, when the run tears down: return at once then. */
 int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
                          sbxi_http_cb cb, void *ud);
-/* The trainer's HTTP status, 0 when no whole answer came: a transfer that failed after the
- * status line (the trainer died mid-answer) is a transport error, retried like one. */
-long grpo_trainer_status(const sbxi_http_result *r);
 /* "HTTP 503: message" or the transport's error, for the trainer's failures. */
 const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len);
 /* contain.c: copy the workspace tar without the symbolic links that leave /workspace (counted

@@ -82,7 +82,7 @@ static void complete(sbxi_http_async *e, areq *r, bool cancelled) {
         snprintf(r->resp.curl_error, sizeof(r->resp.curl_error), "cancelled");
     }
     sbxi_http_result res = {
-        .status = r->resp.status,
+        .status = r->resp.curl_code ? 0 : r->resp.status, /* a cut answer is none */
         .body = r->resp.body ? r->resp.body : "",
         .len = r->resp.len,
         .content_type = r->resp.content_type,

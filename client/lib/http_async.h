@@ -31,7 +31,8 @@ struct sbxi_response;
 typedef struct sbxi_http_async sbxi_http_async;
 
 typedef struct sbxi_http_result {
-    long status;                        /* HTTP status; 0 when no answer came (see error) */
+    long status;                        /* HTTP status; 0 when no whole answer came (see error),
+                                           also when the transfer failed after a status line */
     const char *body;                   /* NUL-terminated answer ("" when streamed to on_chunk) */
     size_t len;                         /* bytes in body */
     const char *content_type;           /* "" when absent */
