@@ -58,7 +58,7 @@ test_number_ranges() {
 # Raw requests over the Unix socket (curl normalises what these tests need to get wrong).
 TEST_TIMEOUT_http_framing=60
 test_http_framing() {
-  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM"
   start_daemon --tcp "127.0.0.1:$port" --token "$tok"
   local via
   for via in unix tcp; do # the same on the Unix socket and on the TCP listener

@@ -220,7 +220,7 @@ test_multi_endpoint() {
 
 test_tcp_token() {
   setup
-  local port=$((20000 + RANDOM % 20000)) rc
+  local port=$(free_port) rc
   cli_daemon t 4 --tcp "127.0.0.1:$port" --token "s3cret-$$"
   local url="http://127.0.0.1:$port"
   env -u SBX_TOKEN "$SBX" --host "$url" info 2>"$T/err"; rc=$?

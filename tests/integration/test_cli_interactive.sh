@@ -100,7 +100,7 @@ test_exits_before_reading() {
 # Over TCP the upgrade carries the bearer token (the daemon authenticates it as every request).
 test_tcp_token() {
   setup
-  local port=$((20000 + RANDOM % 20000)) rc out
+  local port=$(free_port) rc out
   daemon_start t --max-sandboxes 2 --tcp "127.0.0.1:$port" --token "tok-$$"
   local url="http://127.0.0.1:$port"
   out=$(SBX_TOKEN="tok-$$" "$SBX" --host "$url" create --memory 128Mi) || fail "create over TCP"

@@ -189,7 +189,7 @@ EOF
 
 TEST_TIMEOUT_tcp_token=60
 test_tcp_token() { # an unauthenticated client cannot even make the daemon store an upload
-  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM"
   start_daemon --tcp "127.0.0.1:$port" --token "$tok"
   local before c; before=$(store_state)
   c=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$(img oci)" "http://127.0.0.1:$port/v1/images?name=x")

@@ -51,7 +51,7 @@ test_repl_session() {
 TEST_TIMEOUT_tcp_needs_token=60
 test_tcp_needs_token() {
   need_ws
-  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM"
   start_daemon --tcp "127.0.0.1:$port" --token "$tok"
   create
   # the upgrade is a request like any other: 401 without the bearer token
@@ -66,7 +66,7 @@ TEST_TIMEOUT_tls_upgrade=60
 test_tls_upgrade() {
   need_ws
   command -v openssl >/dev/null || skip "openssl is needed"
-  local port=$((20000 + RANDOM % 20000)) tok="tok-$RANDOM-$RANDOM"
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM"
   daemon_init
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
     -keyout "$DAEMON_ROOT/key.pem" -out "$DAEMON_ROOT/cert.pem" -subj /CN=127.0.0.1 \
@@ -180,14 +180,14 @@ test_background_idle_timeout() {
   start_daemon
   create '{"idle_timeout":"2s"}'
   # a running background command is activity: the sandbox outlives its idle timeout
-  bg '{"argv":["sleep","4"],"background":true}'
-  local i
-  for i in $(seq 60); do # 3 s, more than the idle timeout, with no API call
-    sleep 0.05
-  done
+  bg '{"argv":["sleep","1000"],"background":true}'
+  sleep 3 # more than the idle timeout, with no API call
   req GET "/v1/sandboxes/$ID"; expect 200 '.state == "running" and .usage.commands_running == 1'
   # an ended one is not: the sandbox ends by its idle timeout (watched through the list, which
   # is no activity of the sandbox's)
+  req POST "/v1/sandboxes/$ID/processes/$PID/signal" -d '{"signal":9}'; expect 204
+  wait_proc "$PID" '.state == "exited"' 10
+  local i
   for i in $(seq 300); do
     sleep 0.05
     req GET /v1/sandboxes

@@ -17,10 +17,6 @@ need_pytest() {
   "$PY" -c 'import pytest' 2>/dev/null || skip "python3-pytest is needed"
 }
 
-free_port() {
-  "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 pytest_run() { # FILE [pytest args...]
   local f=$1; shift
   env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
@@ -145,6 +141,7 @@ test_sandboxfusion_shutdown() {
 TEST_TIMEOUT_sandboxfusion_token_port=60
 test_sandboxfusion_token_port() {
   local port sfport; port=$(free_port); sfport=$(free_port)
+  while [ "$sfport" == "$port" ]; do sfport=$(free_port); done
   start_daemon --tcp "127.0.0.1:$port" --token s3cret --sandboxfusion-listen "0.0.0.0:$sfport"
   grep -q "without a token" "$D/log" || fail "no warning for a non-loopback listener"
   local code

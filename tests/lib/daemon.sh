@@ -26,6 +26,7 @@
 #
 # HTTP to the current instance: req METHOD PATH [curl args...] sets CODE and BODY; expect CODE
 # [jq-expr]; create [json] sets ID; metric NAME{labels} prints a /metrics value; wait_ready N S.
+# free_port: a loopback TCP port for a --tcp listener (see below).
 
 D='' DPID='' SOCK='' CG='' CODE='' BODY='' ID='' NSPID=''
 DAEMON_TAG=${DAEMON_TAG:-sd}
@@ -204,6 +205,15 @@ wait_ready() { # N seconds: until pool 0 has N ready entries
   done
   tail -20 "$D/log" >&2
   fail "pool 0 did not reach $1 ready entries in $2 s"
+}
+free_port() { # -> a TCP port nothing listens on, below the kernel's ephemeral range (32768 and
+  # up, where an outgoing connection may hold any port)
+  local p
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 12000))
+    ss -Htln "sport = :$p" | grep -q . || { echo "$p"; return 0; }
+  done
+  fail "no free TCP port in 20000-31999"
 }
 
 # ---- as a program: daemon.sh --sweep DIR... (the C helper, and tests/run after a killed case) ----

@@ -56,9 +56,11 @@ def stream(sid):
             {"Accept": "application/x-ndjson"})
         f = s.makefile("rb"); sdclient.read_head(f)
         n = 0
+        counted = False
         for chunk in sdclient.chunks(f):
             n += chunk.count(b'"type":"stdout"')
-            if n == 2:
+            if n >= 2 and not counted:  # one chunk may carry several events
+                counted = True
                 with lock:
                     ready[0] += 1
                     if ready[0] == 4 * len(ids): open(flag, "w").write("ready")
@@ -136,11 +138,17 @@ PY
   echo '{"id":"sb-00000000000000' >"$D/state/sandboxes/sb-0000000000000000.json.tmp.4242"
   start_daemon
   compgen -G "$D/state/sandboxes/*.tmp.*" >/dev/null && fail "temporary state files left after the restart"
-  # registry == live shims: each running sandbox has its shim, each shim (run dir) its sandbox
-  sleep 2
-  req GET /v1/sandboxes; expect 200
-  local running; running=$(echo "$BODY" | jq -r '.[] | select(.state == "running") | .id' | sort)
-  local dirs; dirs=$(ls "$D/run/sandboxes" | sort)
+  # registry == live shims: each running sandbox has its shim, each shim (run dir) its sandbox.
+  # Shims that were ending at a kill, and the cleanups of those ended during the restore, finish
+  # after the daemon answers: wait (bounded) until they have, then compare.
+  local running dirs i
+  for i in $(seq 150); do
+    req GET /v1/sandboxes; expect 200
+    running=$(echo "$BODY" | jq -r '.[] | select(.state == "running") | .id' | sort)
+    dirs=$(ls "$D/run/sandboxes" | sort)
+    [ "$running" == "$dirs" ] && break
+    sleep 0.2
+  done
   [ "$running" == "$dirs" ] || fail "running sandboxes and run dirs differ: running=[$running] dirs=[$dirs]"
   local id
   for id in $running; do
