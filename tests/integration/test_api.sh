@@ -368,11 +368,7 @@ test_stream_client_disconnect() {
     sleep 0.1
   done
   echo "$BODY" | jq -e '.stdout == "done\n"' >/dev/null || fail "the command was stopped: $BODY"
-  for i in $(seq 50); do
-    req GET "/v1/sandboxes/$ID"
-    echo "$BODY" | jq -e '.usage.commands_running == 0' >/dev/null && break
-    sleep 0.1
-  done
+  req_until 5 '.usage.commands_running == 0' GET "/v1/sandboxes/$ID"
   expect 200 '.state == "running" and .usage.commands_running == 0'
 }
 
@@ -381,11 +377,7 @@ test_oom_killed() {
   create '{"memory":"32Mi"}'
   run_cmd "$ID" '{"argv":["python3","-c","b = b\"x\" * 200000000"]}'
   echo "$BODY" | jq -e '.reason == "oom_killed"' >/dev/null || fail "not oom_killed: $BODY"
-  for _ in $(seq 60); do
-    req GET "/v1/sandboxes/$ID"
-    echo "$BODY" | jq -e '.usage.oom_kills >= 1' >/dev/null && break
-    sleep 0.1
-  done
+  req_until 6 '.usage.oom_kills >= 1' GET "/v1/sandboxes/$ID"
   expect 200 '.usage.oom_kills >= 1 and .state == "running"'
   req GET /metrics
   grep -q 'sandboxd_execs_total{outcome="oom_killed"} 1' "$D/body" || fail "exec metric"

@@ -26,6 +26,8 @@
 #
 # HTTP to the current instance: req METHOD PATH [curl args...] sets CODE and BODY; expect CODE
 # [jq-expr]; create [json] sets ID; metric NAME{labels} prints a /metrics value; wait_ready N S.
+# req_until SECONDS JQ-EXPR METHOD PATH [curl args...]: repeats the request (every 0.1 s) until
+# its body satisfies JQ-EXPR or SECONDS pass; CODE and BODY are the last answer's.
 # free_port: a loopback TCP port for a --tcp listener (see below).
 
 D='' DPID='' SOCK='' CG='' CODE='' BODY='' ID='' NSPID=''
@@ -205,6 +207,15 @@ wait_ready() { # N seconds: until pool 0 has N ready entries
   done
   tail -20 "$D/log" >&2
   fail "pool 0 did not reach $1 ready entries in $2 s"
+}
+req_until() {
+  local secs=$1 cond=$2
+  shift 2
+  for _ in $(seq $((secs * 10))); do
+    req "$@"
+    echo "$BODY" | jq -e "$cond" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
 }
 free_port() { # -> a TCP port nothing listens on, below the kernel's ephemeral range (32768 and
   # up, where an outgoing connection may hold any port)
