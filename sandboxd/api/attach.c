@@ -3,7 +3,8 @@
  * a uv_poll on the upgraded socket: frames in (api/websocket.c), control messages, stdin to the
  * process (core/process.c), output and the exit record out. Reads stop while the process holds
  * SD_EXEC_STDIN_HIGH bytes of our stdin or our unsent output is over WS_TX_HIGH; output stops
- * (the watch is full) while our unsent output is over WS_TX_HIGH. */
+ * (the watch is full) while our unsent output is over WS_TX_HIGH. Our close frame out, the
+ * connection lingers: the client's last frames are read and dropped until its close frame. */
 #include "sandboxd/api/api.h"
 #include "sandboxd/api/websocket.h"
 
@@ -39,14 +40,17 @@ typedef struct ws_conn {
     unsigned msg_op;
     bool in_msg;
     sd_watch *w;
-    bool starter; /* exec/attach: the first message is the exec body */
-    bool started; /* the first message came */
-    bool closing; /* our close frame is queued: nothing more is read */
+    bool starter;   /* exec/attach: the first message is the exec body */
+    bool started;   /* the first message came */
+    bool closing;   /* our close frame is queued: no more frames are parsed */
+    bool lingering; /* our close frame is sent: frames are dropped until the client's close */
+    bool got_close; /* the client's close frame came (ours answers it) */
     bool freeing;
     bool stalled; /* frames wait in rx while reads are paused */
 } ws_conn;
 
 static void ws_update(ws_conn *c);
+static void ws_linger(ws_conn *c);
 static void ws_parse_all(ws_conn *c);
 static bool reads_paused(const ws_conn *c);
 
@@ -106,7 +110,7 @@ static void ws_flush(ws_conn *c) {
     if (c->w && tx_pending(c) < WS_TX_LOW)
         sd_watch_resume(c->w);
     if (c->closing && tx_pending(c) == 0 && c->fd >= 0)
-        return ws_teardown(c);
+        return c->got_close ? ws_teardown(c) : ws_linger(c); /* answered the client's close */
     ws_update(c);
 }
 
@@ -320,6 +324,7 @@ static void message(ws_conn *c, unsigned op, const unsigned char *data, size_t l
 }
 
 static void close_frame(ws_conn *c, const ws_frame *f) {
+    c->got_close = true;
     unsigned code = f->len >= 2 ? (unsigned)f->payload[0] << 8 | f->payload[1] : WS_CLOSE_NORMAL;
     if (f->len == 1 || (f->len >= 2 && (code < 1000 || code == 1005 || code == 1006)))
         return ws_close(c, WS_CLOSE_PROTOCOL, "bad close frame");
@@ -404,10 +409,62 @@ static void ws_read(ws_conn *c) {
     ws_parse_all(c);
 }
 
+/* Lingering: whole frames in rx are dropped (rx holds at most one frame, as ws_parse refuses
+ * one over 1 MiB); the client's close frame or a bad frame ends the connection. */
+static void linger_parse(ws_conn *c) {
+    if (c->rx_len == 0)
+        return;
+    size_t off = 0;
+    ws_frame f;
+    unsigned code;
+    const char *why;
+    long k;
+    while ((k = ws_parse(c->rx + off, c->rx_len - off, WS_MSG_MAX, &f, &code, &why)) > 0) {
+        if (f.opcode == WS_OP_CLOSE)
+            return ws_teardown(c);
+        off += (size_t)k;
+    }
+    if (k < 0)
+        return ws_teardown(c);
+    if (off) {
+        memmove(c->rx, c->rx + off, c->rx_len - off);
+        c->rx_len -= off;
+    }
+}
+
+/* Lingering: read; the client's EOF or an error ends the connection too. */
+static void ws_drain(ws_conn *c) {
+    if (grow_reserve((void **)&c->rx, &c->rx_cap, c->rx_len + WS_READ_CHUNK, 1) < 0)
+        return ws_teardown(c);
+    ssize_t n = recv(c->fd, c->rx + c->rx_len, WS_READ_CHUNK, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0)
+        return ws_teardown(c);
+    c->rx_len += (size_t)n;
+    linger_parse(c);
+}
+
+static void poll_cb(uv_poll_t *h, int status, int events);
+
+/* Everything we send is out, our close frame last: wait (the close timer bounds it) for the
+ * client's close frame, reading and dropping what comes before it, then close. Closing now,
+ * with the client's last frames unread (an eof, its echo of our close), would send a reset,
+ * and the kernel drops with it what it still holds of ours: the exit record and the close
+ * frame could be lost. (No shutdown(SHUT_WR) first: on TLS the fd is libmicrohttpd's
+ * socketpair, which would not pass a half close on.) */
+static void ws_linger(ws_conn *c) {
+    c->lingering = true;
+    uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, poll_cb);
+    linger_parse(c); /* frames left unparsed when we began to close */
+}
+
 static void poll_cb(uv_poll_t *h, int status, int events) {
     ws_conn *c = h->data;
     if (status < 0)
         return ws_teardown(c);
+    if (c->lingering)
+        return ws_drain(c);
     if (events & UV_WRITABLE)
         ws_flush(c);
     if (!c->freeing && (events & UV_READABLE) && !c->closing && !reads_paused(c))

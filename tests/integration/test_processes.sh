@@ -90,6 +90,18 @@ test_tty_resize_signals() {
   expect 200 '.exit_code == 0 and (.stdout | contains("7 9")) and (.stdout | contains("tty")) and (.stdout | contains("e")) and .stderr == ""'
 }
 
+# the close of an attachment: the exit record and the close frame, then the daemon still reads
+# (and drops) the client's last frames until the client's close frame
+TEST_TIMEOUT_attach_close_lingers=30
+test_attach_close_lingers() {
+  need_ws
+  start_daemon
+  create
+  bg '{"argv":["sh","-c","read l; echo got-$l"],"background":true}'
+  ws linger "$PID" || fail "the close of an attachment"
+  wait_proc "$PID" '.state == "exited" and .exit_code == 0 and .attached == 0' 10
+}
+
 TEST_TIMEOUT_background_lifecycle=60
 test_background_lifecycle() {
   need_ws

@@ -256,31 +256,80 @@ async def sc_bad_frames(sock, sb):
     print(s.pid)
 
 
-async def sc_raw_frame(sock, sb, pid, hexframe, want_code):
-    """Send one raw frame (hex) after attaching to PID; the close code must be WANT_CODE."""
+async def raw_attach(sock, sb, pid, query=""):
+    """The opening handshake by hand, for frames the library would not send: (reader, writer)."""
     r, w = await asyncio.open_unix_connection(sock)
-    key = "dGhlIHNhbXBsZSBub25jZQ=="
-    w.write(("GET /v1/sandboxes/%s/processes/%s/attach HTTP/1.1\r\nHost: sd\r\n"
-             "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-             "Sec-WebSocket-Version: 13\r\n\r\n" % (sb, pid, key)).encode())
+    w.write(("GET /v1/sandboxes/%s/processes/%s/attach%s HTTP/1.1\r\nHost: sd\r\n"
+             "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+             % (sb, pid, query)).encode())
     head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
     if b" 101 " not in head.split(b"\r\n")[0] or b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" not in head:
         fail("handshake: %r" % head)
+    return r, w
+
+
+async def read_frame(r):
+    """One server frame: (opcode, payload)."""
+    b = await asyncio.wait_for(r.readexactly(2), 10)
+    n = b[1] & 0x7f
+    if n == 126:
+        n = int.from_bytes(await r.readexactly(2), "big")
+    elif n == 127:
+        n = int.from_bytes(await r.readexactly(8), "big")
+    return b[0] & 0x0f, await r.readexactly(n)
+
+
+async def sc_raw_frame(sock, sb, pid, hexframe, want_code):
+    """Send one raw frame (hex) after attaching to PID; the close code must be WANT_CODE."""
+    r, w = await raw_attach(sock, sb, pid)
     w.write(bytes.fromhex(hexframe))
     await w.drain()
     while True:
-        b = await asyncio.wait_for(r.readexactly(2), 10)
-        n = b[1] & 0x7f
-        if n == 126:
-            n = int.from_bytes(await r.readexactly(2), "big")
-        elif n == 127:
-            n = int.from_bytes(await r.readexactly(8), "big")
-        payload = await r.readexactly(n)
-        if b[0] & 0x0f == 8:
+        op, payload = await read_frame(r)
+        if op == 8:
             code = int.from_bytes(payload[:2], "big")
             if code != int(want_code):
                 fail("close code %d (%r), want %s" % (code, payload[2:], want_code))
             return
+
+
+def masked(op, payload, key=b"\x5a\x17\xc3\x08"):
+    """A client frame: FIN, opcode OP, masked with KEY (payload under 126 bytes)."""
+    body = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    return bytes([0x80 | op, 0x80 | len(payload)]) + key + body
+
+
+async def sc_linger(sock, sb, pid):
+    """Attach with stdin to PID (a command that ends once it read a line) and send a line. After
+    the exit record and its close frame the server still takes our frames, and closes the
+    connection on our close frame: no reset, which could have dropped its last frames."""
+    r, w = await raw_attach(sock, sb, pid, "?stdin=1")
+    w.write(masked(0x2, b"\x00x\n"))
+    out, exit_rec = b"", None
+    while True:
+        op, payload = await read_frame(r)
+        if op == 0x2:
+            out += payload[1:]
+        elif op == 0x1 and json.loads(payload).get("type") == "exit":
+            exit_rec = json.loads(payload)
+        elif op == 0x8:
+            break
+    if b"got-x" not in out or not exit_rec or exit_rec.get("exit_code") != 0:
+        fail("before the close: out=%r exit=%r" % (out, exit_rec))
+    try:
+        for _ in range(3):  # frames after the server's close are read and dropped
+            w.write(masked(0x9, b"late"))
+            await w.drain()
+            await asyncio.sleep(0.2)
+        w.write(masked(0x8, (1000).to_bytes(2, "big")))  # our close: now the server closes
+        await w.drain()
+        end = await asyncio.wait_for(r.read(1), 10)
+    except (ConnectionResetError, BrokenPipeError) as e:
+        fail("the server reset the connection after its close frame: %r" % e)
+    if end != b"":
+        fail("data after the server's close frame: %r" % end)
+    w.close()
 
 
 async def sc_stdin_stalled(sock, sb):
