@@ -455,8 +455,10 @@ static void poll_cb(uv_poll_t *h, int status, int events);
  * socketpair, which would not pass a half close on.) */
 static void ws_linger(ws_conn *c) {
     c->lingering = true;
+    /* Nothing is parsed here (ws_parse_all may be the caller, with rx in use): frames left
+     * unparsed in rx are dropped with the next read; reads stopped when we began to close,
+     * so the client's answer to our close is still in the socket. */
     uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, poll_cb);
-    linger_parse(c); /* frames left unparsed when we began to close */
 }
 
 static void poll_cb(uv_poll_t *h, int status, int events) {

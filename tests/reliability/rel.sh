@@ -55,10 +55,27 @@ leak_counts() {
 
 # netns inodes of the given init pids (to check later that none survives anywhere)
 netns_of() { local p; for p in "$@"; do readlink "/proc/$p/ns/net" 2>/dev/null; done; }
-netns_alive() { # inode strings... -> prints those still held by some process
-  local want="$*" p
-  [ -z "$want" ] && return 0
-  for p in /proc/[0-9]*/ns/net; do readlink "$p" 2>/dev/null; done | sort -u | grep -Fx -f <(printf '%s\n' "$@") || true
+now_ticks() { # the kernel's clock ticks since boot, as a process's start time counts them
+  "$PY" -c 'print(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])'
+}
+netns_alive() { # SINCE (now_ticks) inode strings... -> prints those still held by a process
+  # started before SINCE. The kernel reuses namespace numbers: a newer process may hold a new
+  # namespace with an old number, and no process can join a namespace that had none left.
+  local since=$1; shift
+  [ $# -eq 0 ] && return 0
+  "$PY" - "$since" "$@" <<'PY'
+import os, sys
+since, want, held = int(sys.argv[1]), set(sys.argv[2:]), set()
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        ns = os.readlink("/proc/%s/ns/net" % p)
+        start = int(open("/proc/%s/stat" % p).read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        continue
+    if ns in want and start <= since:
+        held.add(ns)
+print("\n".join(sorted(held)))
+PY
 }
 
 wait_no_leaks() { # seconds: until every count is 0

@@ -88,9 +88,10 @@ PY
   local after_fds; after_fds=$(daemon_fds)
   echo "daemon fds: fresh $fresh_fds, with 16 sandboxes $loaded_fds, re-adopted $after_fds"
   [ "$after_fds" -le $((loaded_fds + 2)) ] || fail "the restarted daemon holds $after_fds fds (before: $loaded_fds)"
+  local t0; t0=$(now_ticks)
   delete_all
   wait_no_leaks 30
-  local alive; alive=$(netns_alive $netns)
+  local alive; alive=$(netns_alive "$t0" $netns)
   [ -z "$alive" ] || fail "sandbox network namespaces still alive: $alive"
   [ "$(daemon_fds)" -le $((fresh_fds + 2)) ] || fail "daemon fds: $(daemon_fds), fresh: $fresh_fds"
 }
@@ -169,13 +170,14 @@ test_killed_shim_reclaims_all() {
   shim=$(jq .shim_pid "$D/state/sandboxes/$id.json"); init=$(jq .init_pid "$D/state/sandboxes/$id.json")
   ns=$(netns_of "$init")
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","sleep 300 & echo started"]}'; expect 200
+  local t0; t0=$(now_ticks)
   kill -9 "$shim"
   for _ in $(seq 60); do
     req GET "/v1/sandboxes/$id"; echo "$BODY" | jq -e '.state == "ended"' >/dev/null && break; sleep 0.1
   done
   expect 200 '.end.reason == "infrastructure_failure"'
   wait_no_leaks 20
-  [ -z "$(netns_alive $ns)" ] || fail "the sandbox's network namespace survived"
+  [ -z "$(netns_alive "$t0" $ns)" ] || fail "the sandbox's network namespace survived"
   create; check_alive "$ID"
 }
 
