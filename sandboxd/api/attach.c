@@ -397,16 +397,27 @@ static void ws_parse_all(ws_conn *c) {
     ws_flush(c);
 }
 
-static void ws_read(ws_conn *c) {
-    if (grow_reserve((void **)&c->rx, &c->rx_cap, c->rx_len + WS_READ_CHUNK, 1) < 0)
-        return ws_teardown(c);
+/* What the socket holds, appended to rx: true when bytes came. The client gone (or out of
+ * memory): torn down, false; the command goes on. */
+static bool rx_fill(ws_conn *c) {
+    if (grow_reserve((void **)&c->rx, &c->rx_cap, c->rx_len + WS_READ_CHUNK, 1) < 0) {
+        ws_teardown(c);
+        return false;
+    }
     ssize_t n = recv(c->fd, c->rx + c->rx_len, WS_READ_CHUNK, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (n <= 0)
-        return ws_teardown(c); /* the client went: the command goes on */
+        return false;
+    if (n <= 0) {
+        ws_teardown(c);
+        return false;
+    }
     c->rx_len += (size_t)n;
-    ws_parse_all(c);
+    return true;
+}
+
+static void ws_read(ws_conn *c) {
+    if (rx_fill(c))
+        ws_parse_all(c);
 }
 
 /* Lingering: whole frames in rx are dropped (rx holds at most one frame, as ws_parse refuses
@@ -434,15 +445,8 @@ static void linger_parse(ws_conn *c) {
 
 /* Lingering: read; the client's EOF or an error ends the connection too. */
 static void ws_drain(ws_conn *c) {
-    if (grow_reserve((void **)&c->rx, &c->rx_cap, c->rx_len + WS_READ_CHUNK, 1) < 0)
-        return ws_teardown(c);
-    ssize_t n = recv(c->fd, c->rx + c->rx_len, WS_READ_CHUNK, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (n <= 0)
-        return ws_teardown(c);
-    c->rx_len += (size_t)n;
-    linger_parse(c);
+    if (rx_fill(c))
+        linger_parse(c);
 }
 
 static void poll_cb(uv_poll_t *h, int status, int events);
