@@ -91,9 +91,8 @@ static void *cut_trainer_main(void *ud) {
         if (c < 0)
             break;
         char buf[4096];
-        ssize_t got = read(c, buf, sizeof(buf)); /* the request (small, one read) */
-        if (got > 0 && write(c, ans, sizeof(ans) - 1) < 0)
-            got = -1;
+        if (read(c, buf, sizeof(buf)) > 0) /* the request (small, one read) */
+            CHECK(write(c, ans, sizeof(ans) - 1) == (ssize_t)sizeof(ans) - 1);
         close(c);
     }
     return NULL;
