@@ -196,7 +196,7 @@ static void on_info(void *ud, const sbxi_http_result *res) {
     op *o = ir->parent;
     sbx_client *c = o->as->client;
     if (!res->cancelled)
-        sbxi_info_record(c, ir->ep, res->body, res->len, res->curl_code == 0 && res->status == 200);
+        sbxi_info_record(c, ir->ep, res->body, res->len, res->status == 200);
     free(ir);
     if (--o->info_pending > 0)
         return;
