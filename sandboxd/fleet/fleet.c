@@ -395,6 +395,22 @@ static json_t *better(json_t *a, json_t *b, json_t *shape) {
                : a;
 }
 
+/* Counts a create sent to node record v against it in this node's view, until the next read
+ * replaces the view: a free slot, and a ready entry of the pool that serves shape. A burst of
+ * redirects made between two reads then spreads as the slots it takes, instead of following
+ * the counts read before it. */
+static void spend(json_t *v, json_t *shape) {
+    json_int_t free_slots = json_integer_value(json_object_get(v, "free"));
+    json_t *pool = shape ? poolshape_best(json_object_get(v, "pools"),
+                                          json_object_get(v, "defaults"), shape, NULL)
+                         : NULL;
+    if (free_slots > 0)
+        json_object_set_new(v, "free", json_integer(free_slots - 1));
+    json_int_t ready = json_integer_value(json_object_get(pool, "ready"));
+    if (ready > 0)
+        json_object_set_new(pool, "ready", json_integer(ready - 1));
+}
+
 const char *sd_fleet_pick(sd_daemon *d, json_t *shape, bool pooled_only) {
     sd_fleet *f = d->fleet;
     size_t n = 0;
@@ -412,7 +428,9 @@ const char *sd_fleet_pick(sd_daemon *d, json_t *shape, bool pooled_only) {
     uint32_t rnd[2] = {0, 0};
     if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
         rnd[0] = (uint32_t)now_mono_us(), rnd[1] = rnd[0] >> 7;
-    json_t *best = better(json_array_get(c, rnd[0] % n), json_array_get(c, rnd[1] % n), shape);
+    size_t i = rnd[0] % n, k = n > 1 ? (i + 1 + rnd[1] % (n - 1)) % n : i; /* two distinct */
+    json_t *best = better(json_array_get(c, i), json_array_get(c, k), shape);
+    spend(best, shape);
     snprintf(f->url_buf, sizeof(f->url_buf), "%s", json_string_value(json_object_get(best, "url")));
     json_decref(c);
     return f->url_buf;

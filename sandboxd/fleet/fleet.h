@@ -33,7 +33,8 @@ bool sd_fleet_full(sd_daemon *d);
  * better one, or NULL. When some publish a warm pool with ready entries that serves shape (a
  * create's pool shape, common/poolshape.h; may be NULL), the two are drawn among those only
  * and the one with more ready entries wins; else (unless pooled_only) among all of them, and
- * the one with more free slots wins. */
+ * the one with more free slots wins. The pick is counted against that node in this node's view
+ * (a free slot, a ready entry) until the next read of the fleet. */
 const char *sd_fleet_pick(sd_daemon *d, json_t *shape, bool pooled_only);
 /* GET /v1/fleet's body. */
 json_t *sd_fleet_view(sd_daemon *d);
