@@ -316,8 +316,7 @@ b_ready() { # what NAME's view says of b's pool 0: ready entries
   fcurl "$1" GET /v1/fleet | jq -r '.nodes[] | select(.name == "b") | .pools[0].ready // 0'
 }
 b_ready_here() { # b's pool 0 as b itself counts it now (its /metrics, on its Unix socket)
-  curl -s --max-time 5 --unix-socket "${DAEMON_SOCK[b]}" http://sd/metrics |
-    awk '$1 == "sandboxd_pool_entries{pool=\"0\",state=\"ready\"}" {print $2}'
+  SOCK=${DAEMON_SOCK[b]} metric 'sandboxd_pool_entries{pool="0",state="ready"}'
 }
 wait_b_ready() { # until b's pool is full again, and a's view and etcd's record say so (a view
   # or a record can still show 2 from before the last take: b itself is asked first)
