@@ -2,6 +2,7 @@
 #include "policy/limits.h"
 
 #include "policy/image_name.h"
+#include "common/jsonkeys.h"
 
 #include "common/b64.h"
 #include "common/units.h"
@@ -14,6 +15,18 @@
 #define MAX_VALUE_LEN 32768
 #define MAX_ARGV 4096
 #define MAX_PATH_LEN 4096
+
+/* The keys each body may carry (common/jsonkeys.h): one list per body, policy as data. */
+const char *const policy_create_keys[] = {
+    "image",        "cpu",     "memory",       "disk",    "pids",  "env",     "labels",
+    "idle_timeout", "timeout", "max_cost_usd", "network", "lease", "profile", NULL};
+static const char *const exec_keys[] = {
+    "argv", "shell", "cwd", "user", "env", "stdin", "stdin_b64", "timeout", "max_output",
+    /* policy/process.h: how the command runs (policy_process_parse) */
+    "tty", "background", "tty_size", "term", NULL};
+static const char *const network_keys[] = {"allow", NULL};
+static const char *const timeout_keys[] = {"timeout", NULL};
+static const char *const lease_keys[] = {"ttl", NULL};
 
 static json_t *pick(json_t *body, json_t *defaults, const char *key) {
     json_t *v = json_is_object(body) ? json_object_get(body, key) : NULL;
@@ -203,6 +216,9 @@ static int parse_network(json_t *v, policy_create *c, error_rec *err) {
         return 0;
     }
     json_t *allow = json_is_object(v) ? json_object_get(v, "allow") : NULL;
+    int r = jsonkeys_check(v, network_keys, "network", err);
+    if (r < 0)
+        return r;
     if (!json_is_array(allow))
         return bad(err, "network", "must be \"none\", \"open\" or {\"allow\":[...]}");
     if (json_array_size(allow) > MAX_MAP_ENTRIES)
@@ -243,7 +259,9 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
         return error_set(err, -EINVAL, "body: must be a JSON object");
     policy_create c = {0};
     json_t *d = defaults;
-    int r;
+    int r = jsonkeys_check(body, policy_create_keys, NULL, err);
+    if (r < 0)
+        return r;
     if ((r = parse_image(pick(body, d, "image"), &c.image, err)) < 0 ||
         (r = parse_cpu(pick(body, d, "cpu"), host, &c.cpu, err)) < 0 ||
         (r = parse_size_range(pick(body, d, "memory"), "memory",
@@ -338,7 +356,9 @@ int policy_limits_parse_exec(json_t *body, policy_exec *ret, error_rec *err) {
         return error_set(err, -EINVAL, "body: must be a JSON object");
     policy_exec e = {0};
     json_t *shell = pick(body, NULL, "shell"), *cwd = pick(body, NULL, "cwd");
-    int r;
+    int r = jsonkeys_check(body, exec_keys, NULL, err);
+    if (r < 0)
+        return r;
     if ((r = parse_argv(pick(body, NULL, "argv"), &e.argv, err)) < 0)
         goto fail;
     if (shell && !json_is_boolean(shell)) {
@@ -386,6 +406,9 @@ int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, error_rec *err) 
     json_t *v = json_is_object(body) ? json_object_get(body, "timeout") : NULL;
     if (!json_is_object(body))
         return error_set(err, -EINVAL, "body: must be a JSON object");
+    int r = jsonkeys_check(body, timeout_keys, NULL, err);
+    if (r < 0)
+        return r;
     if (!v || json_is_null(v))
         return bad(err, "timeout", "is required");
     return parse_duration_range(v, "timeout", 0, 1000, POLICY_MAX_DURATION_MS, ret_ms, err);
@@ -394,6 +417,9 @@ int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, error_rec *err) 
 int policy_limits_parse_lease(json_t *body, uint64_t *ret_ms, error_rec *err) {
     if (body && !json_is_object(body))
         return error_set(err, -EINVAL, "body: must be a JSON object");
+    int r = jsonkeys_check(body, lease_keys, NULL, err);
+    if (r < 0)
+        return r;
     return parse_duration_range(pick(body, NULL, "ttl"), "ttl", 60000, 1000, POLICY_MAX_DURATION_MS,
                                 ret_ms, err);
 }

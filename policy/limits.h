@@ -55,6 +55,9 @@ typedef struct policy_exec {
     bool as_grader; /* "user":"grader" (grading sandboxes only; the caller checks) */
 } policy_exec;
 
+/* The keys a create body may carry (NULL-terminated); any other is refused (common/jsonkeys.h). */
+extern const char *const policy_create_keys[];
+
 /* Parse a create body. `defaults` (may be NULL) is an object with the same fields that replaces
  * the built-in defaults (operator configuration); it is validated like the body. */
 int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host *host,

@@ -1,6 +1,8 @@
 /* Process options, terminal sizes and signal names (see process.h). */
 #include "policy/process.h"
 
+#include "common/jsonkeys.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +96,9 @@ int policy_process_parse(json_t *body, policy_process *ret, error_rec *err) {
     json_t *size = json_object_get(body, "tty_size"), *term = json_object_get(body, "term");
     if ((size || term) && !p.tty)
         return error_set(err, -EINVAL, "%s: only with \"tty\": true", size ? "tty_size" : "term");
-    if (size && (r = policy_tty_size_parse(size, "tty_size", &p.rows, &p.cols, err)) < 0)
+    static const char *const size_keys[] = {"rows", "cols", NULL};
+    if (size && ((r = jsonkeys_check(size, size_keys, "tty_size", err)) < 0 ||
+                 (r = policy_tty_size_parse(size, "tty_size", &p.rows, &p.cols, err)) < 0))
         return r;
     if (term && (!json_is_string(term) || !term_ok(json_string_value(term))))
         return error_set(err, -EINVAL, "term: must be 1..%d characters of [A-Za-z0-9._+-]",

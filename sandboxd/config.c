@@ -2,7 +2,9 @@
  * snake_case, plus `price` and `defaults`), then command-line flags. */
 #include "sandboxd/config.h"
 
+#include "common/jsonkeys.h"
 #include "common/macro.h"
+#include "policy/limits.h"
 
 #include <ctype.h>
 #include <getopt.h>
@@ -190,6 +192,27 @@ static int load_labels(sd_config *c, json_t *labels, const char *path, error_rec
     return 0;
 }
 
+/* The file's keys: those of the flags' rows and the objects below; any other is refused. */
+static int check_file_keys(json_t *j, const char *path, error_rec *err) {
+    static const char *const objects[] = {"price",        "defaults",    "pools",  "images",
+                                          "image_import", "node_labels", "network"};
+    static const char *const price_keys[] = {"vcpu_hour_usd", "gib_hour_usd", NULL};
+    const char *keys[ARRAY_SIZE(rows) + ARRAY_SIZE(objects) + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+        if (rows[i].key)
+            keys[n++] = rows[i].key;
+    for (size_t i = 0; i < ARRAY_SIZE(objects); i++)
+        keys[n++] = objects[i];
+    keys[n] = NULL;
+    int r = jsonkeys_check(j, keys, NULL, err);
+    if (r >= 0)
+        r = jsonkeys_check(json_object_get(j, "price"), price_keys, "price", err);
+    if (r >= 0)
+        r = jsonkeys_check(json_object_get(j, "defaults"), policy_create_keys, "defaults", err);
+    return r < 0 ? error_prefix(err, "config %s", path) : 0;
+}
+
 static int load_file(sd_config *c, const char *path, bool required, error_rec *err) {
     struct stat st;
     if (!required && stat(path, &st) < 0)
@@ -201,7 +224,7 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
         return error_set(err, -EINVAL, "config %s: %s (line %d)", path,
                          j ? "not an object" : je.text, je.line);
     }
-    int r = 0;
+    int r = check_file_keys(j, path, err);
     for (size_t i = 0; i < ARRAY_SIZE(rows) && r >= 0; i++)
         if (rows[i].key)
             r = apply_json(c, &rows[i], json_object_get(j, rows[i].key), path, err);

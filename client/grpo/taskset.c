@@ -2,6 +2,7 @@
 #include "client/grpo/taskset.h"
 
 #include "common/fdutil.h"
+#include "common/jsonkeys.h"
 #include "common/macro.h"
 #include "common/units.h"
 
@@ -135,6 +136,28 @@ static int parse_uint(json_t *v, unsigned dflt, unsigned max, unsigned *ret, con
     return 0;
 }
 
+/* The keys of each object of a task file (docs/GRPO.md); any other is an error naming it. */
+static const char *const task_keys[] = {"id",
+                                        "prompt",
+                                        "setup",
+                                        "limits",
+                                        "image",
+                                        "network",
+                                        "max_turns",
+                                        "max_completion_tokens",
+                                        "command_timeout",
+                                        "grader",
+                                        "failure_reward",
+                                        NULL};
+static const char *const setup_keys[] = {"files", "commands", NULL};
+static const char *const grader_keys[] = {"command",         "argv", "files", "timeout", "reward",
+                                          "expected_output", NULL};
+static const char *const reward_keys[] = {"exit_codes", NULL};
+static const char *const limits_keys[] = {"cpu",     "memory",       "disk",         "pids",
+                                          "timeout", "idle_timeout", "max_cost_usd", NULL};
+static const char *const header_keys[] = {"task_set", "split", NULL};
+static const char *const split_keys[] = {"seed", "held_out", NULL};
+
 static int parse_prompt(json_t *v, grpo_task *t, error_rec *err) {
     if (json_is_string(v) && json_string_length(v) > 0)
         return (t->prompt_text = strdup(json_string_value(v))) ? 0 : -ENOMEM;
@@ -159,6 +182,8 @@ static int parse_setup(json_t *setup, grpo_task *t, error_rec *err) {
     if (!json_is_object(setup))
         return error_set(err, -EINVAL, "\"setup\" must be an object");
     json_t *files = json_object_get(setup, "files"), *cmds = json_object_get(setup, "commands");
+    if (jsonkeys_check(setup, setup_keys, "setup", err) < 0)
+        return -EINVAL;
     if (files) {
         int r = parse_files(files, "/workspace", &t->setup_files, &t->n_setup_files, "setup.files",
                             err);
@@ -182,6 +207,8 @@ static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, error_rec 
         return 0;
     }
     json_t *codes = json_object_get(rule, "exit_codes");
+    if (jsonkeys_check(rule, reward_keys, "grader.reward", err) < 0)
+        return -EINVAL;
     if (!json_is_object(codes) || json_object_size(codes) == 0 ||
         json_object_size(codes) > GRPO_MAX_EXIT_MAP)
         return error_set(err, -EINVAL,
@@ -207,6 +234,8 @@ static int parse_grader(json_t *g, grpo_task *t, error_rec *err) {
         return error_set(err, -EINVAL, "missing \"grader\" object");
     json_t *cmd = json_object_get(g, "command"), *files = json_object_get(g, "files");
     json_t *argv = json_object_get(g, "argv");
+    if (jsonkeys_check(g, grader_keys, "grader", err) < 0)
+        return -EINVAL;
     if (argv && cmd)
         return error_set(err, -EINVAL, "give \"grader.command\" or \"grader.argv\", not both");
     if (argv) {
@@ -255,11 +284,12 @@ static int parse_positive(json_t *v, double *ret, const char *what, error_rec *e
     return 0;
 }
 
-/* The create fields of "limits" (docs/GRPO.md); other keys are ignored, as the API does. */
+/* The create fields of "limits" (docs/GRPO.md); other keys are refused, as the API does. */
 static int parse_limits(json_t *l, grpo_limits *out, error_rec *err) {
     unsigned pids = 0;
     int r;
-    if ((r = parse_positive(json_object_get(l, "cpu"), &out->cpu, "cpu", err)) < 0 ||
+    if ((r = jsonkeys_check(l, limits_keys, "limits", err)) < 0 ||
+        (r = parse_positive(json_object_get(l, "cpu"), &out->cpu, "cpu", err)) < 0 ||
         (r = parse_size(json_object_get(l, "memory"), &out->memory, "memory", err)) < 0 ||
         (r = parse_size(json_object_get(l, "disk"), &out->disk, "disk", err)) < 0 ||
         (r = parse_uint(json_object_get(l, "pids"), 0, 1u << 20, &pids, "limits.pids", err)) < 0 ||
@@ -317,7 +347,9 @@ static int parse_task(json_t *o, grpo_task *t, error_rec *err) {
         return error_set(err, -EINVAL, "missing \"id\" (a string of 1..128 bytes)");
     if (!(t->id = strdup(json_string_value(id))))
         return -ENOMEM;
-    int r = parse_prompt(json_object_get(o, "prompt"), t, err);
+    int r = jsonkeys_check(o, task_keys, NULL, err);
+    if (r >= 0)
+        r = parse_prompt(json_object_get(o, "prompt"), t, err);
     if (r >= 0)
         r = parse_setup(json_object_get(o, "setup"), t, err);
     if (r >= 0)
@@ -350,6 +382,9 @@ static int parse_header(json_t *o, grpo_taskset *ts, error_rec *err) {
     ts->version = strdup(at + 1);
     if (!ts->name || !ts->version)
         return -ENOMEM;
+    if (jsonkeys_check(o, header_keys, "header", err) < 0 ||
+        jsonkeys_check(split, split_keys, "split", err) < 0)
+        return -EINVAL;
     if (!split)
         return 0;
     json_t *seed = json_object_get(split, "seed"), *ho = json_object_get(split, "held_out");

@@ -9,6 +9,7 @@
 #include "sandboxd/api/websocket.h"
 
 #include "common/grow.h"
+#include "common/jsonkeys.h"
 #include "common/macro.h"
 #include "sandboxd/core/process.h"
 #include "sandboxd/core/registry.h"
@@ -248,11 +249,22 @@ static void stdin_error(ws_conn *c, int r) {
         ws_error(c, "internal", "stdin: %s", strerror(-r));
 }
 
+/* The keys each control message may carry (common/jsonkeys.h). */
+static const char *const eof_keys[] = {"type", NULL};
+static const char *const resize_keys[] = {"type", "rows", "cols", NULL};
+static const char *const signal_keys[] = {"type", "signal", NULL};
+
 static void control(ws_conn *c, json_t *j) {
     error_rec err = {0};
     sd_process *p = c->w ? sd_watch_process(c->w) : NULL;
     if (!p)
         return ws_error(c, "invalid_argument", "the command has ended");
+    const char *const *keys = is_type(j, "eof")      ? eof_keys
+                              : is_type(j, "resize") ? resize_keys
+                              : is_type(j, "signal") ? signal_keys
+                                                     : NULL;
+    if (keys && jsonkeys_check(j, keys, NULL, &err) < 0)
+        return ws_error(c, "invalid_argument", "%s", err.message);
     if (is_type(j, "eof"))
         return stdin_error(c, sd_watch_close_stdin(c->w));
     if (is_type(j, "resize")) {

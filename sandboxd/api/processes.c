@@ -4,6 +4,7 @@
 #include "sandboxd/api/api.h"
 
 #include "common/b64.h"
+#include "common/jsonkeys.h"
 #include "common/macro.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/process.h"
@@ -174,7 +175,10 @@ static void signal_one(sd_request *req, sd_process *p) {
         return;
     int signo;
     error_rec err = {0};
-    int r = policy_signal_parse(json_object_get(body, "signal"), &signo, &err);
+    static const char *const keys[] = {"signal", NULL};
+    int r = jsonkeys_check(body, keys, NULL, &err);
+    if (r >= 0)
+        r = policy_signal_parse(json_object_get(body, "signal"), &signo, &err);
     json_decref(body);
     if (r < 0)
         return sd_reply_error_rec(req, &err);

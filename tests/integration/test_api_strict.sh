@@ -55,6 +55,74 @@ test_number_ranges() {
   req GET /v1/sandboxes; expect 200 'length == 3'
 }
 
+# A field the daemon does not implement is a 400 naming it, never ignored (docs/API.md "Unknown
+# fields"): every JSON body, nested objects too, and the daemon's config file; the bodies
+# without such a field still work.
+unknown_field() { # METHOD PATH BODY FIELD: 400 invalid_argument "FIELD: unknown field ..."
+  req "$1" "$2" -H 'Content-Type: application/json' -d "$3"
+  [ "$CODE" == 400 ] || fail "$1 $2 $3: expected 400, got $CODE: $BODY"
+  local want="$4: unknown field"
+  [ "$4" != args ] || want="args: extra pytest arguments are not implemented"
+  echo "$BODY" | jq -e --arg f "$want" \
+    '.code == "invalid_argument" and (.message | startswith($f))' >/dev/null ||
+    fail "$1 $2 $3: the 400 does not name $4: $BODY"
+}
+
+TEST_TIMEOUT_unknown_fields_refused=90
+test_unknown_fields_refused() {
+  start_daemon
+  create; local id=$ID S=/v1/sandboxes/$ID
+  req GET /v1/sandboxes; expect 200 'length == 1'
+  local f
+  for f in gpus ports isolation volumes on_idle bogus; do
+    unknown_field POST /v1/sandboxes "{\"memory\":\"256Mi\",\"$f\":64}" "$f"
+    unknown_field POST "$S/fork" "{\"count\":1,\"$f\":1}" "$f"
+    unknown_field POST "$S/exec" "{\"argv\":[\"true\"],\"$f\":1}" "$f"
+    unknown_field POST "$S/exec" "{\"argv\":[\"sleep\",\"1\"],\"background\":true,\"$f\":1}" "$f"
+    unknown_field POST "$S/timeout" "{\"timeout\":\"5m\",\"$f\":1}" "$f"
+    unknown_field POST /v1/leases "{\"ttl\":\"5m\",\"$f\":1}" "$f"
+    unknown_field POST /run_code "{\"code\":\"print(1)\",\"language\":\"python\",\"$f\":1}" "$f"
+    unknown_field POST /run_jupyter "{\"cells\":[\"1\"],\"$f\":1}" "$f"
+  done
+  unknown_field POST /v1/sandboxes '{"gpus":64}' gpus # the issue's own example
+  unknown_field POST /v1/sandboxes '{"network":{"allow":["10.0.0.1:80"],"deny":[]}}' network.deny
+  unknown_field POST "$S/exec" '{"argv":["true"],"tty":true,"tty_size":{"rows":5,"cols":5,"px":1}}' \
+    tty_size.px
+  # SandboxFusion's "args" (extra pytest arguments) is not implemented: only its default []
+  unknown_field POST /run_code '{"code":"print(1)","language":"pytest","args":["-x"]}' args
+  req POST /run_code -d '{"code":"print(1)","language":"python","args":[],"memory_limit_MB":-1}'
+  expect 200 '.status == "Success" and .run_result.stdout == "1\n"'
+  # a background process's signal body
+  req POST "$S/exec" -d '{"argv":["sleep","30"],"background":true}'; expect 201
+  local pid; pid=$(echo "$BODY" | jq -r .pid)
+  unknown_field POST "$S/processes/$pid/signal" '{"signal":"TERM","group":true}' group
+  req POST "$S/processes/$pid/signal" -d '{"signal":"TERM"}'; expect 204
+  # nothing was created by the refused creates and forks (the /run_code above made its own)
+  req GET /v1/sandboxes; expect 200 '[.[] | select(.labels.sandboxfusion == null)] | length == 1'
+  # the same bodies without the field work
+  req POST /v1/sandboxes -d '{"memory":"256Mi","network":"none"}'; expect 201
+  req POST "$S/exec" -d '{"argv":["echo","ok"],"tty":true,"tty_size":{"rows":5,"cols":5}}'
+  expect 200 '.exit_code == 0'
+  req POST "$S/timeout" -d '{"timeout":"5m"}'; expect 200
+  req POST /v1/leases -d '{"ttl":"5m"}'; expect 201
+  # the config file: an unknown key stops the daemon at start, naming it
+  local out rc=0
+  echo '{"max_sandboxes":4,"gpus":[{"device":"/dev/nvidia0"}]}' >"$DAEMON_ROOT/bad.json"
+  out=$(timeout 10 "$SBX_BUILD_DIR/sandboxd" --config "$DAEMON_ROOT/bad.json" \
+    --socket "$DAEMON_ROOT/bad.sock" --run-dir "$DAEMON_ROOT/bad-run" \
+    --state-dir "$DAEMON_ROOT/bad-state" 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "a config with \"gpus\" started the daemon: $out"
+  echo "$out" | grep -q 'gpus: unknown field' || fail "the config error does not name gpus: $out"
+  echo '{"defaults":{"memory":"1Gi","isolation":"gvisor"}}' >"$DAEMON_ROOT/bad.json"
+  rc=0
+  out=$(timeout 10 "$SBX_BUILD_DIR/sandboxd" --config "$DAEMON_ROOT/bad.json" \
+    --socket "$DAEMON_ROOT/bad.sock" --run-dir "$DAEMON_ROOT/bad-run" \
+    --state-dir "$DAEMON_ROOT/bad-state" 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "a config with defaults.isolation started the daemon: $out"
+  echo "$out" | grep -q 'defaults.isolation: unknown field' ||
+    fail "the config error does not name defaults.isolation: $out"
+}
+
 # Raw requests over the Unix socket (curl normalises what these tests need to get wrong).
 TEST_TIMEOUT_http_framing=60
 test_http_framing() {

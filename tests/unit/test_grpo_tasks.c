@@ -72,8 +72,7 @@ TEST(grpo_tasks_limits) {
     grpo_taskset *ts = parse_ok(
         HDR "{\"id\":\"a\",\"prompt\":\"p\",\"limits\":{\"cpu\":0.25,\"memory\":\"64Mi\","
             "\"disk\":1048576,\"pids\":16,\"timeout\":\"5m\",\"idle_timeout\":30,"
-            "\"max_cost_usd\":0.5,\"gpu\":1},\"network\":{\"allow\":[\"10.0.0.0/8\"]}," GRADER
-            "}\n");
+            "\"max_cost_usd\":0.5},\"network\":{\"allow\":[\"10.0.0.0/8\"]}," GRADER "}\n");
     const grpo_limits *l = &ts->tasks[0].sandbox;
     CHECK(l->cpu == 0.25 && l->max_cost_usd == 0.5);
     CHECK_EQ(l->memory, 64ull << 20);
@@ -138,6 +137,25 @@ TEST(grpo_tasks_errors) {
               "\"limits.timeout\": bad duration");
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"limits\":{\"cpu\":-1}," GRADER "}\n",
               "\"limits.cpu\" must be a number > 0");
+}
+
+/* A key the runner does not implement is an error naming the key and the row, never ignored. */
+TEST(grpo_tasks_unknown_keys) {
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"gpus\":1," GRADER "}\n",
+              "t.jsonl:2: task \"a\": gpus: unknown field");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"limits\":{\"gpus\":1}," GRADER "}\n",
+              "t.jsonl:2: task \"a\": limits.gpus: unknown field");
+    parse_bad(HDR
+              "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\",\"isolation\":1}}\n",
+              "t.jsonl:2: task \"a\": grader.isolation: unknown field");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"setup\":{\"ports\":[8000]}," GRADER "}\n",
+              "t.jsonl:2: task \"a\": setup.ports: unknown field");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                  "\"reward\":{\"exit_codes\":{\"0\":1},\"scale\":2}}}\n",
+              "grader.reward.scale: unknown field");
+    parse_bad("{\"task_set\":\"x@1\",\"tasks\":3}\n", "t.jsonl:1: header.tasks: unknown field");
+    parse_bad("{\"task_set\":\"x@1\",\"split\":{\"seed\":1,\"ratio\":0.5}}\n",
+              "t.jsonl:1: split.ratio: unknown field");
 }
 
 static char *many_tasks(unsigned n, unsigned seed, bool reversed) {

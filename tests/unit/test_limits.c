@@ -44,8 +44,7 @@ TEST(create_units_and_values) {
     error_rec err = {0};
     CHECK_OK(create("{\"cpu\":0.5,\"memory\":\"512Mi\",\"disk\":1048576,\"pids\":64,"
                     "\"idle_timeout\":\"30s\",\"timeout\":90.5,\"max_cost_usd\":0.25,"
-                    "\"labels\":{\"task\":\"t1\"},\"env\":{\"K\":\"V\"},\"lease\":\"ls-1\","
-                    "\"unknown_field\":[1,2]}",
+                    "\"labels\":{\"task\":\"t1\"},\"env\":{\"K\":\"V\"},\"lease\":\"ls-1\"}",
                     &c, &err));
     CHECK(c.cpu == 0.5);
     CHECK_EQ(c.memory, 512ull << 20);
@@ -245,6 +244,50 @@ TEST(exec_errors) {
                   cases[i].field);
         json_decref(j);
     }
+}
+
+/* A field the daemon does not implement is refused naming it, never ignored (docs/API.md). */
+TEST(unknown_fields_refused) {
+    static const struct {
+        const char *body, *field;
+    } creates[] = {
+        {"{\"gpus\":64}", "gpus: unknown field"},
+        {"{\"memory\":\"1Gi\",\"ports\":[8000]}", "ports: unknown field"},
+        {"{\"isolation\":\"gvisor\"}", "isolation: unknown field"},
+        {"{\"network\":{\"allow\":[\"a.b:443\"],\"deny\":[]}}", "network.deny: unknown field"},
+    };
+    for (size_t i = 0; i < sizeof(creates) / sizeof(creates[0]); i++) {
+        policy_create c = {0};
+        error_rec err = {0};
+        CHECK_MSG(create(creates[i].body, &c, &err) == -EINVAL, "accepted %s", creates[i].body);
+        CHECK_MSG(strncmp(err.message, creates[i].field, strlen(creates[i].field)) == 0,
+                  "%s: message \"%s\" does not start with %s", creates[i].body, err.message,
+                  creates[i].field);
+    }
+    policy_exec e = {0};
+    error_rec err = {0};
+    json_t *j = J("{\"argv\":[\"ls\"],\"tty\":true,\"gpus\":1}");
+    CHECK(policy_limits_parse_exec(j, &e, &err) == -EINVAL);
+    CHECK_STREQ(err.message, "gpus: unknown field (this daemon does not implement it)");
+    json_decref(j);
+    uint64_t ms;
+    j = J("{\"timeout\":\"5m\",\"extend\":true}");
+    CHECK(policy_limits_parse_timeout(j, &ms, &err) == -EINVAL);
+    CHECK(strncmp(err.message, "extend: unknown field", 21) == 0);
+    json_decref(j);
+    j = J("{\"ttl\":\"5m\",\"node\":\"b\"}");
+    CHECK(policy_limits_parse_lease(j, &ms, &err) == -EINVAL);
+    CHECK(strncmp(err.message, "node: unknown field", 19) == 0);
+    json_decref(j);
+    /* every key the daemon writes back (its own state records) is one it reads */
+    policy_create c = {0};
+    CHECK_OK(create("{\"profile\":\"grading\",\"lease\":\"ls-1\",\"max_cost_usd\":1}", &c, &err));
+    json_t *back = policy_create_to_json(&c);
+    policy_create c2 = {0};
+    CHECK_OK(policy_limits_parse_create(back, NULL, &host, &c2, &err));
+    json_decref(back);
+    policy_create_done(&c);
+    policy_create_done(&c2);
 }
 
 TEST(timeout_and_lease) {
