@@ -3,7 +3,6 @@
  * then hand the workspace (a tar) to a fresh grading sandbox holding the hidden tests, score it
  * by the grader's exit status, and release both sandboxes (their cost comes from the end record).
  * Sandboxes through libsbx's async API, the trainer through grpo_trainer_request. */
-#include "common/grow.h"
 #include "client/grpo/runner.h"
 #include "client/lib/internal.h"
 
@@ -42,20 +41,6 @@ enum {
 static void ep_generate(grpo_episode *ep);
 static void ep_grade(grpo_episode *ep);
 static void ep_release_next(grpo_episode *ep);
-
-int grpo_ivec_push(grpo_ivec *a, int x) {
-    if (grow_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
-        return -ENOMEM;
-    a->v[a->n++] = x;
-    return 0;
-}
-
-int grpo_dvec_push(grpo_dvec *a, double x) {
-    if (grow_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
-        return -ENOMEM;
-    a->v[a->n++] = x;
-    return 0;
-}
 
 grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index) {
     grpo_episode *ep = calloc(1, sizeof(*ep));
@@ -103,7 +88,7 @@ static void ep_finish(grpo_episode *ep) {
     ep->t_end = now_mono_ms();
     if (ep->status == GRPO_EP_PENDING)
         ep->status = GRPO_EP_ABORTED;
-    grpo_run_episode_done(ep->run, ep);
+    ep->run->episode_done(ep->run, ep); /* run.c's, registered at the start */
 }
 
 /* Release the sandboxes still alive, then finish. */
@@ -290,7 +275,7 @@ static void ep_start_create(grpo_episode *ep) {
 
 static void ep_create(grpo_episode *ep) {
     ep->state = S_CREATE;
-    if (grpo_group_want(ep)) /* its group's template forks it (group.c) */
+    if (ep->run->group_want && ep->run->group_want(ep)) /* its group's template forks it */
         return;
     grpo_episode_create_cold(ep);
 }
