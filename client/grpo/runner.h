@@ -117,15 +117,20 @@ struct grpo_run {
     bool (*group_want)(grpo_episode *ep);
 };
 
-/* episode.c */
+/* episode.c: the state machine */
 grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index);
 void grpo_episode_start(grpo_episode *ep);
 void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop */
+/* episode_view.c: the episode's log line and its record for the trainer */
 json_t *grpo_episode_log(const grpo_episode *ep);
 json_t *grpo_episode_train_json(const grpo_episode *ep);
-/* For group.c: the create options of an episode's sandbox (role "agent", "grader" or
- * "template"), the cold create (the old path), and a sandbox forked for it (setup files already
- * written in the template; the handle is the episode's now). */
+/* expected_output: the command's whole stdout, trimmed, byte for byte (a NUL or a cut-off
+ * stream never matches). */
+bool grpo_output_matches(const grpo_task *t, const sbx_exec_result *res);
+/* For group.c (episode_view.c, but _create_cold and _forked: episode.c): the create options of an
+ * episode's sandbox (role "agent", "grader" or "template"), the cold create (the old path), and a
+ * sandbox forked for it (setup files already written in the template; the handle is the episode's
+ * now). */
 void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_create *ret);
 void grpo_episode_create_cold(grpo_episode *ep);
 void grpo_episode_forked(grpo_episode *ep, sbx_sandbox *sb);
