@@ -111,10 +111,6 @@ int shim_grading_rootfs(const shim_spec *spec, const char *staging, error_rec *e
     return shim_rootfs_bind(run, dst, MS_SAFE | MS_NOEXEC, err);
 }
 
-void shim_grading_proc_opts(const shim_spec *spec, char *buf, size_t len) {
-    snprintf(buf, len, "hidepid=2,gid=%u", spec->uid_base + SHIM_PROC_GID);
-}
-
 static int capset_raw(uint64_t caps) {
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
     struct __user_cap_data_struct d[2] = {

@@ -24,9 +24,6 @@ int shim_grading_socket(const char *dir, const shim_spec *spec, int *ret_fd, err
 /* In init, after the rootfs is prepared (before the seal): /grader, /home/{agent,grader},
  * /.sbx/bin/sbx-as-agent (read-only) and /.sbx/run (the agent socket's directory). */
 int shim_grading_rootfs(const shim_spec *spec, const char *staging, error_rec *err);
-/* The /proc mount options of a grading sandbox ("hidepid=2,gid=N", N the host gid of
- * SHIM_PROC_GID), written into buf. */
-void shim_grading_proc_opts(const shim_spec *spec, char *buf, size_t len);
 /* init's credentials in a grading sandbox: uid/gid 1000, supplementary group SHIM_PROC_GID,
  * and only CAP_SETUID, CAP_SETGID and CAP_KILL (to start commands as either user and to kill
  * the grader's trees); call after the bounding set is dropped. */

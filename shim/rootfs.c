@@ -265,6 +265,12 @@ static int make_mask(const char *staging, char *mask, size_t len, error_rec *err
                "size=4k,nr_inodes=4,mode=0555", err);
 }
 
+/* The /proc mount options of a grading sandbox ("hidepid=2,gid=N", N the host gid of
+ * SHIM_PROC_GID), written into buf. Here, not in grading.c: grading.c builds on this file. */
+static void rootfs_grading_proc_opts(const shim_spec *spec, char *buf, size_t len) {
+    snprintf(buf, len, "hidepid=2,gid=%u", spec->uid_base + SHIM_PROC_GID);
+}
+
 int shim_rootfs_proc(const shim_spec *spec, const char *staging, error_rec *err) {
     char proc[4200], p[4400], mask[4200], empty_file[4300], empty_dir[4300];
     snprintf(proc, sizeof(proc), "%s/root/proc", staging);
@@ -275,7 +281,7 @@ int shim_rootfs_proc(const shim_spec *spec, const char *staging, error_rec *err)
     snprintf(empty_dir, sizeof(empty_dir), "%s/dir", mask);
     char popts[64] = "";
     if (spec->grading) /* docs/GRPO.md: the grader and the agent do not see each other */
-        shim_grading_proc_opts(spec, popts, sizeof(popts));
+        rootfs_grading_proc_opts(spec, popts, sizeof(popts));
     if ((r = mnt("proc", proc, "proc", MS_SAFE | MS_NOEXEC, popts[0] ? popts : NULL, err)) < 0)
         return r;
     /* Masked like Docker's defaults: files show an empty read-only file, directories an empty

@@ -95,38 +95,6 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
     return status;
 }
 
-int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script) {
-    *script = NULL;
-    if (sh) {
-        size_t len = 1;
-        for (int i = 0; i < n; i++)
-            len += strlen(words[i]) + 1;
-        char *s = calloc(1, len);
-        const char **v = calloc(2, sizeof(*v));
-        if (!s || !v) {
-            free(s);
-            free(v);
-            return -ENOMEM;
-        }
-        for (int i = 0; i < n; i++) {
-            if (i)
-                strcat(s, " ");
-            strcat(s, words[i]);
-        }
-        v[0] = s;
-        *script = s;
-        *ret_argv = v;
-        return 0;
-    }
-    const char **v = calloc((size_t)n + 1, sizeof(*v));
-    if (!v)
-        return -ENOMEM;
-    for (int i = 0; i < n; i++)
-        v[i] = words[i];
-    *ret_argv = v;
-    return 0;
-}
-
 enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_TIMEOUT, OPT_SH, OPT_TERM, OPT_USER };
 
 typedef struct exec_mode {

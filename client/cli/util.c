@@ -244,6 +244,38 @@ int cli_exit_status(const sbx_exec_result *r) {
     return r->exit_code;
 }
 
+int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script) {
+    *script = NULL;
+    if (sh) {
+        size_t len = 1;
+        for (int i = 0; i < n; i++)
+            len += strlen(words[i]) + 1;
+        char *s = calloc(1, len);
+        const char **v = calloc(2, sizeof(*v));
+        if (!s || !v) {
+            free(s);
+            free(v);
+            return -ENOMEM;
+        }
+        for (int i = 0; i < n; i++) {
+            if (i)
+                strcat(s, " ");
+            strcat(s, words[i]);
+        }
+        v[0] = s;
+        *script = s;
+        *ret_argv = v;
+        return 0;
+    }
+    const char **v = calloc((size_t)n + 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (int i = 0; i < n; i++)
+        v[i] = words[i];
+    *ret_argv = v;
+    return 0;
+}
+
 int cli_command_prepare(cli_command *cmd, char **words, int n, bool sh, bool want_stdin,
                         sbx_exec_opts *opts) {
     if (cli_command_argv(words, n, sh, &cmd->argv, &cmd->script) < 0)

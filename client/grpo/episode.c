@@ -3,7 +3,6 @@
  * then hand the workspace (a tar) to a fresh grading sandbox holding the hidden tests, score it
  * by the grader's exit status, and release both sandboxes (their cost comes from the end record).
  * Sandboxes through libsbx's async API, the trainer through grpo_trainer_request. */
-#include "common/grow.h"
 #include "client/grpo/runner.h"
 #include "client/lib/internal.h"
 
@@ -42,20 +41,6 @@ enum {
 static void ep_generate(grpo_episode *ep);
 static void ep_grade(grpo_episode *ep);
 static void ep_release_next(grpo_episode *ep);
-
-int grpo_ivec_push(grpo_ivec *a, int x) {
-    if (grow_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
-        return -ENOMEM;
-    a->v[a->n++] = x;
-    return 0;
-}
-
-int grpo_dvec_push(grpo_dvec *a, double x) {
-    if (grow_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof(*a->v)) < 0)
-        return -ENOMEM;
-    a->v[a->n++] = x;
-    return 0;
-}
 
 grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index) {
     grpo_episode *ep = calloc(1, sizeof(*ep));
@@ -103,7 +88,7 @@ static void ep_finish(grpo_episode *ep) {
     ep->t_end = now_mono_ms();
     if (ep->status == GRPO_EP_PENDING)
         ep->status = GRPO_EP_ABORTED;
-    grpo_run_episode_done(ep->run, ep);
+    ep->run->episode_done(ep->run, ep); /* run.c's, registered at the start */
 }
 
 /* Release the sandboxes still alive, then finish. */
@@ -256,30 +241,6 @@ static void ep_call(grpo_episode *ep, int state, sbx_code rc) {
 
 /* ---- the agent's sandbox ---- */
 
-void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_create *ret) {
-    const grpo_task *t = ep->task;
-    const grpo_limits *l = &t->sandbox;
-    sbx_create_opts_init(&ret->o);
-    ret->o.image = t->image;
-    ret->o.cpu = l->cpu;
-    ret->o.memory = l->memory;
-    ret->o.disk = l->disk;
-    ret->o.pids = l->pids;
-    ret->o.timeout_ms = l->timeout_ms;
-    ret->o.idle_timeout_ms = l->idle_timeout_ms;
-    ret->o.max_cost_usd = l->max_cost_usd;
-    bool grading = strcmp(role, "grader") == 0;
-    ret->o.network = !grading && t->network_text ? t->network_text : "none";
-    ret->o.profile = grading ? "grading" : NULL;
-    snprintf(ret->labels[0], sizeof(ret->labels[0]), "grpo_run=%s", ep->run->run_id);
-    snprintf(ret->labels[1], sizeof(ret->labels[1]), "grpo_role=%s", role);
-    snprintf(ret->labels[2], sizeof(ret->labels[2]), "grpo_task=%s", t->id);
-    for (size_t i = 0; i < 3; i++)
-        ret->label_v[i] = ret->labels[i];
-    ret->label_v[3] = NULL;
-    ret->o.labels = ret->label_v;
-}
-
 static void ep_on_created(void *ud, sbx_sandbox *sb, const sbx_err *err);
 
 static void ep_start_create(grpo_episode *ep) {
@@ -290,7 +251,7 @@ static void ep_start_create(grpo_episode *ep) {
 
 static void ep_create(grpo_episode *ep) {
     ep->state = S_CREATE;
-    if (grpo_group_want(ep)) /* its group's template forks it (group.c) */
+    if (ep->run->group_want && ep->run->group_want(ep)) /* its group's template forks it */
         return;
     grpo_episode_create_cold(ep);
 }
@@ -299,10 +260,6 @@ void grpo_episode_create_cold(grpo_episode *ep) {
     ep->state = S_CREATE;
     ep->attempts = 0;
     ep_start_create(ep);
-}
-
-unsigned grpo_file_mode(const grpo_file *f) {
-    return f->len > 2 && f->data[0] == '#' && f->data[1] == '!' ? 0755 : 0;
 }
 
 static void ep_on_put(void *ud, const sbx_err *err);
@@ -606,25 +563,6 @@ static void ep_grader_files_next(grpo_episode *ep) {
                    t->grader_timeout_ms);
 }
 
-static size_t trimmed(const char *s, size_t n, const char **ret) {
-    static const char ws[] = " \n\t\r";
-    while (n && memchr(ws, *s, 4))
-        s++, n--;
-    while (n && memchr(ws, s[n - 1], 4))
-        n--;
-    *ret = s;
-    return n;
-}
-
-/* expected_output: the command's whole stdout, trimmed, byte for byte (a NUL or a cut-off
- * stream never matches). */
-static bool output_matches(const grpo_task *t, const sbx_exec_result *res) {
-    const char *got, *want;
-    size_t ng = trimmed(res->stdout_data ?: "", res->stdout_data ? res->stdout_len : 0, &got);
-    size_t nw = trimmed(t->expected_output, strlen(t->expected_output), &want);
-    return !res->stdout_truncated && ng == nw && memcmp(got, want, nw) == 0;
-}
-
 /* Exit codes of a grader that say the platform could not run it: 125 from sbx-as-agent's own
  * failure (the agent's program never ran as it should), 126/127 from a shell that cannot
  * execute the grader's interpreter or command. */
@@ -668,7 +606,7 @@ static void on_graded(grpo_episode *ep, const sbx_exec_result *res) {
         grade_by_rule(ep, res); /* an injected crash is the platform's under any rule */
     } else if (strcmp(res->reason, "exited") == 0) {
         /* the command is the agent's program: its exit status is not a verdict */
-        ep->reward = output_matches(t, res) ? 1.0 : 0.0;
+        ep->reward = grpo_output_matches(t, res) ? 1.0 : 0.0;
         ep->status = GRPO_EP_SCORED;
     } else {
         ep_agent_fault(ep, "the agent's program did not finish: %s (signal %d)", res->reason,
@@ -811,60 +749,4 @@ void grpo_episode_start(grpo_episode *ep) {
     }
     ep_post(ep, S_PROMPT, "/tokenize",
             json_pack("{s:s, s:b}", "prompt", t->prompt_text, "add_special_tokens", 0));
-}
-
-static json_t *ids_json(const int *v, size_t n) {
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, json_integer(v[i]));
-    return a;
-}
-
-/* The episode as the trainer gets it (only scored episodes of training groups). */
-json_t *grpo_episode_train_json(const grpo_episode *ep) {
-    json_t *lp = json_array();
-    for (size_t i = 0; i < ep->logprobs.n; i++)
-        json_array_append_new(lp, json_real(ep->logprobs.v[i]));
-    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:f, s:f, s:I}", "task_id", ep->task->id,
-                     "prompt_ids", ids_json(ep->prompt.v, ep->prompt.n), "completion_ids",
-                     ids_json(ep->completion.v, ep->completion.n), "loss_mask",
-                     ids_json(ep->mask.v, ep->mask.n), "sampling_logprobs", lp, "reward",
-                     ep->reward, "advantage", ep->advantage, "policy_version",
-                     (json_int_t)ep->policy_version);
-}
-
-static const char *status_name(grpo_ep_status s) {
-    switch (s) {
-    case GRPO_EP_SCORED:
-        return "scored";
-    case GRPO_EP_INFRA:
-        return "infrastructure_failure";
-    case GRPO_EP_ABORTED:
-        return "aborted";
-    default:
-        return "pending";
-    }
-}
-
-json_t *grpo_episode_log(const grpo_episode *ep) {
-    bool scored = ep->status == GRPO_EP_SCORED;
-    json_t *o = json_pack(
-        "{s:I, s:s, s:I, s:I, s:s, s:o, s:o, s:b, s:I, s:s?, s:I, s:{s:f, s:f, s:f, s:f}, "
-        "s:f, s:I, s:O}",
-        "step", (json_int_t)ep->run->step, "task", ep->task->id, "group", (json_int_t)ep->group,
-        "index", (json_int_t)ep->index, "status", status_name(ep->status), "reward",
-        scored ? json_real(ep->reward) : json_null(), "advantage",
-        scored ? json_real(ep->advantage) : json_null(), "trained", ep->trained, "turns",
-        (json_int_t)ep->turn, "stop", ep->stop, "completion_tokens", (json_int_t)ep->completion.n,
-        "durations", "total", (double)(ep->t_end - ep->t_start) / 1000.0, "generate",
-        (double)ep->gen_ms / 1000.0, "execute", (double)ep->exec_ms / 1000.0, "grade",
-        (double)ep->grade_ms / 1000.0, "cost_usd", ep->cost_usd, "policy_version",
-        (json_int_t)ep->policy_version, "trace", ep->trace);
-    if (o && ep->message[0])
-        json_object_set_new(o, "message", json_string(ep->message));
-    if (o && ep->fault)
-        json_object_set_new(o, "fault", json_string(ep->fault));
-    if (o)
-        json_object_set_new(o, "dropped_symlinks", json_integer(ep->dropped_symlinks));
-    return o;
 }

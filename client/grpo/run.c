@@ -36,54 +36,6 @@ void sbx_grpo_opts_init(sbx_grpo_opts *o) {
     o->trainer_retries = 3;
 }
 
-int grpo_run_fail(grpo_run *run, int code, const char *reason, const char *fmt, ...) {
-    if (run->fatal)
-        return code;
-    run->fatal = code < 0 ? code : -EIO;
-    snprintf(run->fatal_reason, sizeof(run->fatal_reason), "%s", reason);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(run->fatal_msg, sizeof(run->fatal_msg), fmt, ap);
-    va_end(ap);
-    uv_timer_stop(&run->timer);
-    return code;
-}
-
-double grpo_run_cost(const grpo_run *run) {
-    double hours = (double)(now_mono_ms() - run->t_run_start) / 3.6e6;
-    return run->sandbox_cost + run->o.gpu_hour_usd * run->o.gpus * hours;
-}
-
-/* ---- the trainer's HTTP: libsbx's engine, JSON in and out ---- */
-
-int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
-                         sbxi_http_cb cb, void *ud) {
-    _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    char url[1024];
-    if ((body && !text) || snprintf(url, sizeof(url), "%s%s", run->trainer_base, path) < 0)
-        return -ENOMEM;
-    sbxi_http_opts opts = {
-        .content_type = text ? "application/json" : NULL,
-        .timeout_ms = 300000,
-        .connect_timeout_ms = 5000,
-    };
-    return sbxi_http_async_request_ex(run->trainer, method, url, NULL, text,
-                                      text ? strlen(text) : 0, &opts, cb, ud);
-}
-
-const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len) {
-    if (r->status == 0)
-        return r->error && *r->error ? r->error : "no answer";
-    json_t *j = json_loadb(r->body, r->len, 0, NULL);
-    const char *m = json_string_value(json_object_get(j, "message"));
-    if (!m)
-        m = json_string_value(json_object_get(j, "detail"));
-    snprintf(buf, len, "HTTP %ld%s%s", r->status, m ? ": " : "", m ? m : "");
-    json_decref(j);
-    return buf;
-}
-
 /* ---- progress ---- */
 
 static void step_stats(grpo_run *run, double *mean, double *pass, size_t *scored) {
@@ -528,7 +480,11 @@ sbx_code sbx_grpo_run(const sbx_grpo_opts *opts, sbx_grpo_summary *ret, sbx_err 
     if (c != SBX_OK)
         return c;
     sbx_grpo_summary sum = {0};
-    grpo_run run = {.o = *opts, .sum = &sum};
+    /* the rooms below call up only through these (episode.c: a final status, its sandbox) */
+    grpo_run run = {.o = *opts,
+                    .sum = &sum,
+                    .episode_done = grpo_run_episode_done,
+                    .group_want = grpo_group_want};
     uv_loop_t loop;
     if (uv_loop_init(&loop) < 0)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot set up the event loop");

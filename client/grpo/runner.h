@@ -1,6 +1,9 @@
 /* The GRPO runner's internals shared by its files: the run, its episodes and their helpers.
  * run.c drives steps and the training plane, episode.c one episode's state machine, group.c a
- * group's template and forks, report.c the logs, summary and reward curve. Sandboxes go through
+ * group's template and forks, report.c the logs, summary and reward curve, runstate.c and
+ * trainer.c the run's state and the trainer's HTTP that all of them use. Calls go one way:
+ * run.c -> {group.c, report.c} -> episode.c -> {runstate.c, trainer.c}; episode.c reaches
+ * run.c and group.c only through the callbacks run.c sets in grpo_run. Sandboxes go through
  * libsbx's async API only; the trainer through libsbx's internal HTTP engine. */
 #pragma once
 
@@ -22,6 +25,7 @@ typedef struct grpo_dvec {
     size_t n, cap;
 } grpo_dvec;
 
+/* runstate.c (with grpo_run_fail, grpo_run_cost) */
 int grpo_ivec_push(grpo_ivec *a, int x);
 int grpo_dvec_push(grpo_dvec *a, double x);
 
@@ -106,17 +110,27 @@ struct grpo_run {
     sbx_grpo_summary *sum;
     bool finished;
     bool step_request; /* GET /v1/state or POST /v1/train_step in flight */
+    /* Set by run.c (the owner) so that the files below it never call up into it: an episode
+     * reached its final status (grpo_run_episode_done); whether ep's group takes care of its
+     * sandbox (group.c's grpo_group_want; NULL: every episode creates its own). */
+    void (*episode_done)(grpo_run *run, grpo_episode *ep);
+    bool (*group_want)(grpo_episode *ep);
 };
 
-/* episode.c */
+/* episode.c: the state machine */
 grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index);
 void grpo_episode_start(grpo_episode *ep);
 void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop */
+/* episode_view.c: the episode's log line and its record for the trainer */
 json_t *grpo_episode_log(const grpo_episode *ep);
 json_t *grpo_episode_train_json(const grpo_episode *ep);
-/* For group.c: the create options of an episode's sandbox (role "agent", "grader" or
- * "template"), the cold create (the old path), and a sandbox forked for it (setup files already
- * written in the template; the handle is the episode's now). */
+/* expected_output: the command's whole stdout, trimmed, byte for byte (a NUL or a cut-off
+ * stream never matches). */
+bool grpo_output_matches(const grpo_task *t, const sbx_exec_result *res);
+/* For group.c (episode_view.c, but _create_cold and _forked: episode.c): the create options of an
+ * episode's sandbox (role "agent", "grader" or "template"), the cold create (the old path), and a
+ * sandbox forked for it (setup files already written in the template; the handle is the episode's
+ * now). */
 void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_create *ret);
 void grpo_episode_create_cold(grpo_episode *ep);
 void grpo_episode_forked(grpo_episode *ep, sbx_sandbox *sb);
@@ -125,16 +139,17 @@ unsigned grpo_file_mode(const grpo_file *f);
 /* group.c: a task's group sets up one template sandbox and forks its episodes from it
  * (sbx_async_fork); any failure sends the episodes down the cold path. */
 grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes);
-/* True when the group takes care of ep's sandbox (grpo_episode_forked or _create_cold). */
+/* True when the group takes care of ep's sandbox (grpo_episode_forked or _create_cold).
+ * Registered by run.c as run->group_want; episode.c calls it only through that. */
 bool grpo_group_want(grpo_episode *ep);
 void grpo_group_free(grpo_group *g);
-/* run.c: called by an episode when it reaches a final status */
+/* run.c: an episode reached its final status (episode.c calls it through run->episode_done) */
 void grpo_run_episode_done(grpo_run *run, grpo_episode *ep);
-/* Stop the run: first caller wins. Returns code. */
+/* runstate.c. Stop the run: first caller wins. Returns code. */
 int grpo_run_fail(grpo_run *run, int code, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 double grpo_run_cost(const grpo_run *run);
-/* A JSON request to the trainer (body may be NULL; it is stolen). cb also runs, with
+/* trainer.c. A JSON request to the trainer (body may be NULL; it is stolen). cb also runs, with
  * res->cancelled set, when the run tears down: return at once then. */
 int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
                          sbxi_http_cb cb, void *ud);

@@ -68,6 +68,10 @@ static int set_network(json_t *o, const char *network, sbx_err *err) {
     return 0;
 }
 
+void sbx_create_opts_init(sbx_create_opts *opts) {
+    memset(opts, 0, sizeof(*opts));
+}
+
 char *sbxi_create_body(const sbx_create_opts *op, sbx_err *err) {
     sbx_create_opts def;
     if (!op) {

@@ -1,8 +1,10 @@
 /* libsbx's fleet mode: etcd:// addresses, the node list read from etcd's v3 JSON gateway
  * (P/nodes/NAME records, docs/FLEET.md), placement by power of two choices over free slots
  * (first among the nodes whose published warm pools have a ready entry for the create),
- * routing by the node part of ids, skipping nodes that stop answering, the typed error for a
- * sandbox whose node is gone, redirects and the CA file, and sbx_client_nodes/sbx_node_drain. */
+ * routing by the node part of ids, skipping nodes that stop answering, and the typed error for a
+ * sandbox whose node is gone. It reads etcd on its own easy handle (http.c) and never sends a
+ * request through request.c: what does (sbx_client_nodes, sbx_node_drain, listing through a
+ * node) is nodes.c, above it. */
 #include "client/lib/internal.h"
 
 #include "common/b64.h"
@@ -137,7 +139,7 @@ static sbx_code read_nodes(sbxi_fleet *f, json_t **ret, sbx_err *err) {
     return SBX_OK;
 }
 
-static size_t ep_by_node(const sbx_client *c, const char *name, size_t len) {
+size_t sbxi_fleet_ep_by_node(const sbx_client *c, const char *name, size_t len) {
     for (size_t i = 0; i < c->n_eps; i++)
         if (c->eps[i].node && strlen(c->eps[i].node) == len &&
             memcmp(c->eps[i].node, name, len) == 0)
@@ -174,7 +176,7 @@ static int merge_nodes(sbx_client *c, json_t *nodes) {
     json_array_foreach(nodes, i, rec) {
         const char *name = json_string_value(json_object_get(rec, "name"));
         const char *url = json_string_value(json_object_get(rec, "url"));
-        size_t ep = ep_by_node(c, name, strlen(name));
+        size_t ep = sbxi_fleet_ep_by_node(c, name, strlen(name));
         if (ep == SIZE_MAX) {
             sbxi_endpoint *ne = realloc(c->eps, (c->n_eps + 1) * sizeof(*ne));
             if (!ne)
@@ -249,9 +251,9 @@ size_t sbxi_fleet_route(sbx_client *c, const char *id, size_t fallback) {
     const char *dot = id ? strchr(id, '.') : NULL;
     if (!c->fleet || !dot || !dot[1])
         return fallback;
-    size_t ep = ep_by_node(c, dot + 1, strlen(dot + 1));
+    size_t ep = sbxi_fleet_ep_by_node(c, dot + 1, strlen(dot + 1));
     if (ep == SIZE_MAX && sbxi_fleet_refresh(c, false, NULL) == SBX_OK)
-        ep = ep_by_node(c, dot + 1, strlen(dot + 1));
+        ep = sbxi_fleet_ep_by_node(c, dot + 1, strlen(dot + 1));
     return ep == SIZE_MAX ? fallback : ep;
 }
 
@@ -389,61 +391,8 @@ size_t sbxi_placement_order(sbx_client *c, const char *body, size_t *order) {
     return c->n_eps;
 }
 
-void sbxi_fleet_easy_setup(CURL *h, bool tcp) {
-    if (!tcp)
-        return;
-    /* A node answers 307 for a sandbox another node holds and for a create it cannot place;
-     * the request (method and body) goes again to the Location with the bearer token: the
-     * token was already given to the node that names the target, a member of its fleet. */
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 1L);
-    curl_easy_setopt(h, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
-    const char *ca = getenv("SBX_CA");
-    if (ca && *ca)
-        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-}
-
-sbx_code sbxi_fleet_list_via_node(sbx_client *c, const char *path, json_t *all, sbx_err *err) {
-    sbxi_response r = {0};
-    sbx_err e;
-    sbx_code rc = sbxi_request(c, 0, "GET", "/v1/fleet", NULL, NULL, NULL, NULL, 0, &r, &e);
-    json_t *fl = rc == SBX_OK ? json_loadb(r.body, r.len, 0, NULL) : NULL, *rec;
-    free(r.body);
-    if (!json_is_array(json_object_get(fl, "nodes"))) {
-        json_decref(fl);
-        if (rc == SBX_OK || rc == SBX_E_NOT_FOUND) /* not in a fleet */
-            return SBX_E_NOT_FOUND;
-        if (err)
-            *err = e;
-        return rc;
-    }
-    size_t i;
-    rc = SBX_OK;
-    json_array_foreach(json_object_get(fl, "nodes"), i, rec) {
-        const char *url = json_string_value(json_object_get(rec, "url"));
-        sbxi_endpoint ep = {.display = (char *)url, .base_url = (char *)url, .free_slots = -1};
-        if (!url)
-            continue;
-        sbxi_response lr = {0};
-        sbx_code lrc = sbxi_request_ep(c, &ep, "GET", path, NULL, NULL, NULL, NULL, 0, &lr, err);
-        json_t *arr = lrc == SBX_OK ? json_loadb(lr.body, lr.len, 0, NULL) : NULL;
-        free(lr.body);
-        if (json_is_array(arr))
-            json_array_extend(all, arr);
-        else if (lrc != SBX_OK && lrc != SBX_E_CONNECT) /* one that does not answer lists nothing */
-            rc = lrc;
-        json_decref(arr);
-        if (rc != SBX_OK)
-            break;
-    }
-    json_decref(fl);
-    return rc;
-}
-
-/* ---- sbx_client_nodes / sbx_node_drain ---- */
-static json_t *nodes_from_etcd(const sbxi_fleet *f) {
+/* ---- the node list as sbx_client_nodes shows it (nodes.c) ---- */
+json_t *sbxi_fleet_nodes_json(const sbxi_fleet *f) {
     json_t *arr = json_array(), *rec;
     size_t i;
     double now = (double)now_real_ms() / 1000.0;
@@ -459,57 +408,4 @@ static json_t *nodes_from_etcd(const sbxi_fleet *f) {
     }
     return json_pack("{ss ss so}", "prefix", f->prefix, "etcd", f->etcd_ok ? "ok" : "unreachable",
                      "nodes", arr);
-}
-
-sbx_code sbx_client_nodes(sbx_client *c, char **ret_json, sbx_err *err) {
-    if (!c || !ret_json)
-        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client or ret_json is NULL");
-    json_t *j = NULL;
-    if (c->fleet) {
-        sbxi_fleet_refresh(c, true, NULL); /* unreachable: the last view, marked so */
-        j = nodes_from_etcd(c->fleet);
-    } else {
-        sbxi_response r = {0};
-        sbx_code rc = sbxi_request(c, 0, "GET", "/v1/fleet", NULL, NULL, NULL, NULL, 0, &r, err);
-        if (rc == SBX_OK)
-            j = json_loadb(r.body, r.len, 0, NULL); /* not inside json_is_object(): a macro */
-        if (rc == SBX_OK && !json_is_object(j))
-            rc = sbxi_err_set(err, SBX_E_PROTOCOL, r.status, "",
-                              "%s sent invalid JSON for /v1/fleet", c->eps[0].display);
-        free(r.body);
-        if (rc != SBX_OK) {
-            json_decref(j);
-            return rc;
-        }
-    }
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!s)
-        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    *ret_json = s;
-    return SBX_OK;
-}
-
-sbx_code sbx_node_drain(sbx_client *c, const char *name, int drain, sbx_err *err) {
-    size_t n = name ? strlen(name) : 0;
-    if (!c || n == 0 || n > 40 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
-        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "bad node name \"%s\"", name ? name : "");
-    _cleanup_free_ char *path = NULL;
-    if (asprintf(&path, "/v1/fleet/nodes/%s/%s", name, drain ? "drain" : "undrain") < 0)
-        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    /* the named node first, then any other that answers: each writes P/drain/NAME */
-    size_t first = c->fleet ? ep_by_node(c, name, n) : SIZE_MAX;
-    sbx_code rc = SBX_E_CONNECT;
-    sbxi_err_set(err, rc, 0, "", "no node of the fleet answers");
-    for (size_t k = 0; k <= c->n_eps && rc != SBX_OK; k++) {
-        size_t ep = k == 0 ? first : k - 1;
-        if (ep == SIZE_MAX || (k > 0 && ep == first) || (c->fleet && c->eps[ep].gone))
-            continue;
-        sbxi_response r = {0};
-        rc = sbxi_request(c, ep, "POST", path, "application/json", NULL, NULL, "{}", 2, &r, err);
-        free(r.body);
-        if (rc != SBX_OK && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE)
-            break;
-    }
-    return rc;
 }

@@ -1,6 +1,8 @@
 /* libsbx's HTTP layer on libcurl: easy-handle setup shared by the sync and async paths (Unix
- * socket or TCP, bearer token, body, response collection or streaming), URL building, and the
- * synchronous request used by the sync API. */
+ * socket or TCP, bearer token, body, response collection or streaming, a fleet node's redirects
+ * and the CA file), URL building, and one synchronous request to a given endpoint. The bottom
+ * room of client/lib's transport: it calls no other file of the folder but errors.c and
+ * curl_dl.c (request.c, above it, adds the fleet's checks and the Unix socket). */
 #include "common/grow.h"
 #include "client/lib/internal.h"
 
@@ -53,6 +55,24 @@ void sbxi_response_reset(sbxi_response *r) {
     r->chunk_ud = ud;
 }
 
+/* Redirects (307 from a node that does not hold the sandbox or cannot place it: body resent,
+ * bearer token kept) and the CA file ($SBX_CA) for https:// endpoints. */
+static void easy_redirects_and_ca(CURL *h, bool tcp) {
+    if (!tcp)
+        return;
+    /* A node answers 307 for a sandbox another node holds and for a create it cannot place;
+     * the request (method and body) goes again to the Location with the bearer token: the
+     * token was already given to the node that names the target, a member of its fleet. */
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
+    const char *ca = getenv("SBX_CA");
+    if (ca && *ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+}
+
 void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *unix_path,
                      struct curl_slist *headers, const void *body, size_t len,
                      sbxi_response *resp) {
@@ -69,7 +89,7 @@ void sbxi_easy_setup(CURL *h, const char *method, const char *url, const char *u
     curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, resp->curl_error);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    sbxi_fleet_easy_setup(h, unix_path == NULL);
+    easy_redirects_and_ca(h, unix_path == NULL);
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     } else {
@@ -165,29 +185,6 @@ char *sbxi_files_path(const char *id, const char *path, unsigned mode) {
     int r = mode ? asprintf(&s, "/v1/sandboxes/%s/files?path=%s&mode=%04o", id, esc, mode)
                  : asprintf(&s, "/v1/sandboxes/%s/files?path=%s", id, esc);
     return r < 0 ? NULL : s;
-}
-
-sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
-                      const char *content_type, const char *accept, const char *extra_header,
-                      const void *body, size_t len, sbxi_response *resp, sbx_err *err) {
-    sbx_code frc = sbxi_fleet_check(c, ep, err);
-    if (frc != SBX_OK)
-        return frc;
-    const sbxi_endpoint *e = &c->eps[ep];
-    if (e->unix_path) { /* no libcurl for the local socket (unixhttp.c) */
-        struct curl_slist *hdrs = sbxi_api_headers(c, e, content_type, accept, extra_header);
-        if (!hdrs)
-            return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-        sbxi_response_reset(resp);
-        sbxi_unix_request(c, ep, method, path, hdrs, body, len, -1, 0, resp);
-        curl_slist_free_all(hdrs);
-        return sbxi_err_from_response(e, resp, err);
-    }
-    sbx_code code = sbxi_request_ep(c, e, method, path, content_type, accept, extra_header, body,
-                                    len, resp, err);
-    if (code == SBX_OK && c->fleet)
-        c->eps[ep].down_until_ms = 0; /* it answers again */
-    return sbxi_fleet_failed(c, ep, code, err);
 }
 
 sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *method,

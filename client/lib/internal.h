@@ -101,13 +101,17 @@ bool sbxi_ep_usable(const sbx_client *client, size_t ep);
 sbx_code sbxi_fleet_failed(sbx_client *client, size_t ep, sbx_code rc, sbx_err *err);
 /* Before a request to ep: SBX_E_NODE_UNAVAILABLE (err filled) when etcd says the node is gone. */
 sbx_code sbxi_fleet_check(sbx_client *client, size_t ep, sbx_err *err);
+/* The endpoint of the node named name (len bytes), or SIZE_MAX. */
+size_t sbxi_fleet_ep_by_node(const sbx_client *client, const char *name, size_t len);
+/* etcd's node list as sbx_client_nodes answers it (prefix, etcd ok/unreachable, the nodes with
+ * their state and heartbeat age); NULL on OOM. */
+json_t *sbxi_fleet_nodes_json(const sbxi_fleet *f);
+
+/* ---- nodes.c: the fleet calls that go through request.c ---- */
 /* A client given one node's URL: when that node is in a fleet, append every node's
  * GET path (a JSON array) to all (nodes that do not answer are left out) and return SBX_OK;
  * SBX_E_NOT_FOUND when the node is not in a fleet. */
 sbx_code sbxi_fleet_list_via_node(sbx_client *client, const char *path, json_t *all, sbx_err *err);
-/* Redirects (307 from a node that does not hold the sandbox or cannot place it: body resent,
- * bearer token kept) and the CA file ($SBX_CA) for https:// endpoints. */
-void sbxi_fleet_easy_setup(CURL *h, bool tcp);
 
 /* ---- sandbox.c: answers shared by the sync and async APIs ---- */
 /* "sb-..." from a create answer's body. */
@@ -166,7 +170,8 @@ sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *meth
                          const char *path, const char *content_type, const char *accept,
                          const char *extra_header, const void *body, size_t len,
                          sbxi_response *resp, sbx_err *err);
-/* Synchronous request on the client's easy handle. */
+/* ---- request.c ---- */
+/* Synchronous request on the client's easy handle (or its Unix socket connection). */
 sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *path,
                       const char *content_type, const char *accept, const char *extra_header,
                       const void *body, size_t len, sbxi_response *resp, sbx_err *err);

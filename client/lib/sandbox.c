@@ -9,10 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sbx_create_opts_init(sbx_create_opts *opts) {
-    memset(opts, 0, sizeof(*opts));
-}
-
 static bool id_ok(const char *id) {
     size_t n = id ? strlen(id) : 0;
     if (n == 0 || n > 128)

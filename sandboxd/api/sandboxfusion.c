@@ -8,9 +8,10 @@
  * answered status "SandboxError", never "Failed". */
 #include "sandboxd/api/sandboxfusion.h"
 
+#include "sandboxd/api/sf_request.h"
+
 #include "common/b64.h"
 #include "common/end_reason.h"
-#include "common/jsonkeys.h"
 #include "common/macro.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/create.h"
@@ -24,41 +25,7 @@
 
 #define SF_DEFAULT_MAX_RUNNING 16
 #define SF_DEFAULT_QUEUE_TIMEOUT_S 600
-#define SF_MAX_FILES 256
 #define SF_RETRY_MS 100
-
-/* One language: its source file, an optional compile command and the run command (sh -c in
- * /workspace), and the programs the image must have. */
-typedef struct sf_lang {
-    const char *name, *file, *compile, *run;
-    const char *need[3];
-} sf_lang;
-
-static const sf_lang langs[] = {
-    {"python", "main.py", NULL, "exec python3 main.py", {"python3"}},
-    {"pytest",
-     "test_main.py",
-     NULL,
-     "exec python3 -m pytest -q -p no:cacheprovider test_main.py",
-     {"python3", "/usr/lib/python3/dist-packages/pytest"}},
-    {"bash", "main.sh", NULL, "exec bash main.sh", {"bash"}},
-    {"cpp", "main.cpp", "g++ -O2 -std=c++17 -o main main.cpp", "exec ./main", {"g++"}},
-    {"c", "main.c", "gcc -O2 -o main main.c -lm", "exec ./main", {"gcc"}},
-    {"nodejs", "main.js", NULL, "exec node main.js", {"node"}},
-    {"go",
-     "main.go",
-     "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
-     "exec ./main",
-     {"go"}},
-    {"java", "Main.java", "javac Main.java", "exec java -cp . Main", {"javac", "java"}},
-    {"rust", "main.rs", "rustc -O -o main main.rs", "exec ./main", {"rustc"}},
-};
-
-/* The languages SandboxFusion knows that this node does not run: refused as SandboxError. */
-static const char *const known_elsewhere[] = {
-    "go_test", "php",     "csharp",     "typescript", "sql",   "cuda",          "lua",
-    "R",       "perl",    "D_ut",       "ruby",       "scala", "julia",         "junit",
-    "jest",    "verilog", "python_gpu", "lean",       "swift", "kotlin_script", "racket"};
 
 /* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
  * prints {"status","cells":[{stdout,stderr,display,error}]} as JSON. Input: the request. */
@@ -151,60 +118,6 @@ static uint64_t queue_timeout_ms(const sd_daemon *d) {
 }
 
 /* ---- small helpers ---- */
-
-/* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */
-static json_t *lossy_string(const char *s, size_t n) {
-    json_t *j = json_stringn(s ? s : "", s ? n : 0);
-    if (j)
-        return j;
-    char *out = malloc(n * 3 + 1);
-    if (!out)
-        return json_string("");
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80             ? 1
-                     : (c & 0xE0) == 0xC0 ? 2
-                     : (c & 0xF0) == 0xE0 ? 3
-                     : (c & 0xF8) == 0xF0 ? 4
-                                          : 0;
-        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
-        if (probe) {
-            memcpy(out + o, s + i, len);
-            o += len;
-            i += len;
-            json_decref(probe);
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    j = json_stringn(out, o);
-    free(out);
-    return j ? j : json_string("");
-}
-
-static bool program_present(const char *image, const char *prog) {
-    const char *root = strcmp(image, "host") == 0 ? "" : image;
-    char path[PATH_MAX];
-    if (prog[0] == '/') {
-        snprintf(path, sizeof(path), "%s%s", root, prog);
-        return access(path, F_OK) == 0;
-    }
-    static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
-    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-        snprintf(path, sizeof(path), "%s%s/%s", root, dirs[i], prog);
-        if (access(path, X_OK) == 0)
-            return true;
-    }
-    return false;
-}
-
-static const char *sandbox_image(const sd_daemon *d) {
-    json_t *img = json_object_get(d->cfg.defaults, "image");
-    return json_is_string(img) ? json_string_value(img) : "host";
-}
 
 static json_t *new_response(void) {
     return json_pack("{s:s,s:s,s:n,s:n,s:n,s:{}}", "status", "Success", "message", "",
@@ -331,8 +244,8 @@ static json_t *command_result(const sd_exec_result *r, bool *ret_ok) {
     }
     json_t *res =
         json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time", r->duration,
-                  "return_code", rc, "stdout", lossy_string(r->data[0], r->len[0]), "stderr",
-                  lossy_string(r->data[1], r->len[1]));
+                  "return_code", rc, "stdout", sd_sf_lossy_string(r->data[0], r->len[0]), "stderr",
+                  sd_sf_lossy_string(r->data[1], r->len[1]));
     if (r->reason == END_OOM_KILLED) {
         json_t *err = json_object_get(res, "stderr");
         char *s;
@@ -668,126 +581,6 @@ static void sf_admit(sd_daemon *d) {
 
 /* ---- requests ---- */
 
-static bool is_num(json_t *v) {
-    return json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 7 * 86400;
-}
-
-/* The fields of SandboxFusion's RunCodeRequest and RunJupyterRequest: every one is implemented
- * but "args" (pytest's extra arguments), taken only as its default []; any other field is a
- * 400 naming it (docs/API.md "SandboxFusion"). */
-static const char *const run_code_keys[] = {"code",  "language", "compile_timeout", "run_timeout",
-                                            "stdin", "files",    "memory_limit_MB", "fetch_files",
-                                            "args",  NULL};
-static const char *const run_jupyter_keys[] = {"cells",           "kernel", "cell_timeout",
-                                               "total_timeout",   "files",  "fetch_files",
-                                               "memory_limit_MB", NULL};
-
-/* Fields the daemon knows but does not implement, or does not know: -EINVAL naming them. */
-static int check_known(json_t *b, bool jupyter, error_rec *err) {
-    json_t *args = json_object_get(b, "args");
-    if (jsonkeys_check(b, jupyter ? run_jupyter_keys : run_code_keys, NULL, err) < 0)
-        return -EINVAL;
-    if (args && !(json_is_array(args) && json_array_size(args) == 0))
-        return error_set(err, -EINVAL,
-                         "args: extra pytest arguments are not implemented by this daemon (only "
-                         "[] is accepted)");
-    return 0;
-}
-
-/* Checks the fields both endpoints share; NULL when fine, else what is wrong. */
-static const char *check_common(json_t *b) {
-    json_t *files = json_object_get(b, "files"), *fetch = json_object_get(b, "fetch_files");
-    json_t *mem = json_object_get(b, "memory_limit_MB");
-    if (files && !json_is_object(files))
-        return "files: must be an object of path -> base64 content";
-    if (json_object_size(files) > SF_MAX_FILES)
-        return "files: too many files";
-    const char *k;
-    json_t *v;
-    json_object_foreach(files, k, v) {
-        if (!*k || (!json_is_string(v) && !json_is_null(v)))
-            return "files: each value must be a base64 string (or null)";
-    }
-    if (fetch && !json_is_array(fetch))
-        return "fetch_files: must be an array of paths";
-    size_t i;
-    json_array_foreach(fetch, i, v) {
-        if (!json_is_string(v) || !json_string_length(v))
-            return "fetch_files: each entry must be a path";
-    }
-    if (json_array_size(fetch) > SF_MAX_FILES)
-        return "fetch_files: too many files";
-    if (mem && !json_is_integer(mem))
-        return "memory_limit_MB: must be an integer";
-    return NULL;
-}
-
-static const char *check_run_code(json_t *b, const char **ret_refusal, const sf_lang **ret_lang) {
-    json_t *code = json_object_get(b, "code"), *lang = json_object_get(b, "language");
-    json_t *in = json_object_get(b, "stdin");
-    static char refusal[256];
-    *ret_refusal = NULL;
-    *ret_lang = NULL;
-    if (!json_is_string(code))
-        return "code: is required and must be a string";
-    if (!json_is_string(lang))
-        return "language: is required and must be a string";
-    if (in && !json_is_string(in) && !json_is_null(in))
-        return "stdin: must be a string";
-    const char *fields[] = {"compile_timeout", "run_timeout"};
-    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
-        json_t *v = json_object_get(b, fields[i]);
-        if (v && !is_num(v))
-            return fields[i][0] == 'c' ? "compile_timeout: must be a number of seconds >= 0"
-                                       : "run_timeout: must be a number of seconds >= 0";
-    }
-    const char *name = json_string_value(lang);
-    for (size_t i = 0; i < ARRAY_SIZE(langs); i++)
-        if (strcmp(langs[i].name, name) == 0)
-            *ret_lang = &langs[i];
-    if (*ret_lang)
-        return NULL;
-    for (size_t i = 0; i < ARRAY_SIZE(known_elsewhere); i++)
-        if (strcmp(known_elsewhere[i], name) == 0) {
-            snprintf(refusal, sizeof(refusal), "language %s is not supported by this sandboxd",
-                     name);
-            *ret_refusal = refusal;
-            return NULL;
-        }
-    return "language: unknown (python, pytest, bash, cpp, c, nodejs, go, java, rust)";
-}
-
-/* The toolchain a language needs, missing from the image: refused as SandboxError. */
-static const char *missing_program(const sd_daemon *d, const sf_lang *l) {
-    for (size_t i = 0; i < ARRAY_SIZE(l->need) && l->need[i]; i++)
-        if (!program_present(sandbox_image(d), l->need[i]))
-            return l->need[i];
-    return NULL;
-}
-
-static const char *check_jupyter(json_t *b) {
-    json_t *cells = json_object_get(b, "cells"), *kernel = json_object_get(b, "kernel");
-    if (!json_is_array(cells))
-        return "cells: is required and must be an array of strings";
-    size_t i;
-    json_t *v;
-    json_array_foreach(cells, i, v) {
-        if (!json_is_string(v))
-            return "cells: each cell must be a string";
-    }
-    if (kernel && !(json_is_string(kernel) && strcmp(json_string_value(kernel), "python3") == 0))
-        return "kernel: only python3 is supported";
-    json_t *ct = json_object_get(b, "cell_timeout"), *tt = json_object_get(b, "total_timeout");
-    if ((ct && !is_num(ct)) || (tt && !is_num(tt)))
-        return "cell_timeout, total_timeout: must be numbers of seconds >= 0";
-    return NULL;
-}
-
-static double num_or(json_t *b, const char *key, double dflt) {
-    json_t *v = json_object_get(b, key);
-    return json_is_number(v) ? json_number_value(v) : dflt;
-}
-
 /* An answer without running anything: SandboxError with message. */
 static void reply_refused(sd_request *req, const char *msg) {
     json_t *r = new_response();
@@ -815,14 +608,15 @@ void sd_api_sandboxfusion(sd_daemon *d, sd_request *req) {
     const char *refusal = NULL, *missing;
     const sf_lang *lang = NULL;
     error_rec err = {0};
-    if (check_known(body, jupyter, &err) < 0) {
+    if (sd_sf_check_known(body, jupyter, &err) < 0) {
         json_decref(body);
         sd_reply_error_rec(req, &err);
         return;
     }
-    const char *bad = json_is_object(body) ? check_common(body) : "the body must be a JSON object";
+    const char *bad =
+        json_is_object(body) ? sd_sf_check_common(body) : "the body must be a JSON object";
     if (!bad)
-        bad = jupyter ? check_jupyter(body) : check_run_code(body, &refusal, &lang);
+        bad = jupyter ? sd_sf_check_jupyter(body) : sd_sf_check_run_code(body, &refusal, &lang);
     if (bad) {
         json_decref(body);
         sd_reply_error(req, 422, "invalid_argument", "%s", bad);
@@ -831,7 +625,7 @@ void sd_api_sandboxfusion(sd_daemon *d, sd_request *req) {
     char msg[256];
     if (refusal) {
         reply_refused(req, refusal);
-    } else if ((missing = missing_program(d, jupyter ? &langs[0] : lang))) {
+    } else if ((missing = sd_sf_missing_program(d, jupyter ? sd_sf_lang_python() : lang))) {
         snprintf(msg, sizeof(msg), "language %s is not available on this node: the image has no %s",
                  jupyter ? "python3 (jupyter)" : lang->name, missing);
         reply_refused(req, msg);
@@ -846,10 +640,10 @@ void sd_api_sandboxfusion(sd_daemon *d, sd_request *req) {
         j->d = d;
         j->req = req;
         j->jupyter = jupyter;
-        j->lang = jupyter ? &langs[0] : lang;
+        j->lang = jupyter ? sd_sf_lang_python() : lang;
         j->body = json_incref(body);
-        j->compile_timeout = num_or(body, "compile_timeout", 10);
-        j->run_timeout = num_or(body, "run_timeout", 10);
+        j->compile_timeout = sd_sf_num_or(body, "compile_timeout", 10);
+        j->run_timeout = sd_sf_num_or(body, "run_timeout", 10);
         if (jupyter && !json_object_get(body, "total_timeout"))
             json_object_set_new(j->body, "total_timeout", json_real(45));
         j->memory = json_integer_value(mem) > 0 ? (uint64_t)json_integer_value(mem) << 20 : 0;

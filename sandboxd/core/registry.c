@@ -195,8 +195,6 @@ void sd_registry_replace_spec(sd_sandbox *sb, policy_create *c) {
     policy_create_done(&old);
 }
 
-const policy_host sd_any_host = {.cpus = 1e9, .memory_bytes = UINT64_MAX};
-
 int sd_spec_copy(const policy_create *src, policy_create *ret, error_rec *err) {
     json_t *j = policy_create_to_json(src);
     if (!j)

@@ -38,9 +38,6 @@ int sd_registry_set_seed(sd_sandbox *sb, const char *dir, uint32_t uid_base, con
 /* Replace sb's create by c (moved): a warm pool entry handed to a create of its shape. */
 void sd_registry_replace_spec(sd_sandbox *sb, policy_create *c);
 
-/* Limits for a create already admitted once (a fork, a pool entry, a restored record): any
- * size fits. */
-extern const policy_host sd_any_host;
 /* A copy of create src (through its JSON form, as a new create would be read). */
 int sd_spec_copy(const policy_create *src, policy_create *ret, error_rec *err);
 

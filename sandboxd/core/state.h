@@ -6,6 +6,10 @@
 
 #include <stdbool.h>
 
+/* Limits for a create already admitted once (a fork, a pool entry, a restored record): any
+ * size fits. Here, below the registry, since a restored record is read with them. */
+extern const policy_host sd_any_host;
+
 /* Write sb's record (after every change a restart must know). */
 int sd_state_save(sd_sandbox *sb);
 void sd_state_remove(sd_daemon *d, const char *id);

@@ -269,7 +269,7 @@ test_debian() {
   if [ ! -s "$DEBIAN_CACHE" ]; then
     mkdir -p "$(dirname "$DEBIAN_CACHE")"
     local mirror
-    mirror=$(grep -rhoE '(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | grep -oE 'https?://[^ ]+')
+    mirror=$(grep -rhoE '(URIs:|deb) +https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | grep -oE 'https?://[^ ]+' || true)
     [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
     local t; t=$(mktemp -d "$(dirname "$DEBIAN_CACHE")/debootstrap.XXXXXX")
     (flock 9

@@ -73,4 +73,98 @@ PY
   grep -qE 'files [1-9][0-9]+ functions [1-9][0-9]+' <<<"$out" || fail "nothing was read: $out"
 }
 
+# No circle between the files of one folder (docs/ARCHITECTURE.md, "Rooms"): from `nm` of each
+# object file of the build, a file uses another when it leaves undefined a global symbol the
+# other defines; the file graph of each folder must have no strongly connected component of more
+# than one file. A circle is printed with the symbols that close it. Objects whose source is gone
+# (stale after a move) are left out.
+test_no_circle_in_a_folder() {
+  src
+  command -v nm >/dev/null || skip "no nm (binutils)"
+  [ -d "$SBX_BUILD_DIR/obj" ] || fail "no $SBX_BUILD_DIR/obj (build first)"
+  local out rc=0
+  out=$(python3 - "$SBX_BUILD_DIR/obj" <<'PY'
+import os, subprocess, sys
+from collections import defaultdict
+objdir = sys.argv[1]
+folders = defaultdict(dict)  # folder -> file -> (defs, undefs)
+for root, _, files in os.walk(objdir):
+    for f in files:
+        if not f.endswith(".o"):
+            continue
+        p = os.path.join(root, f)
+        rel = os.path.relpath(p, objdir)
+        if not os.path.exists(rel[:-2] + ".c"):
+            continue  # a stale object whose source was moved or removed
+        out = subprocess.run(["nm", p], capture_output=True, text=True, check=True).stdout
+        d, u = set(), set()
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == "U":
+                u.add(parts[1])
+            elif len(parts) == 3 and parts[1] in "TDBRGSVW":
+                d.add(parts[2])
+        folders[os.path.dirname(rel)][rel[:-2] + ".c"] = (d, u)
+nfiles = 0
+bad = []
+for folder, fs in sorted(folders.items()):
+    owner = {}
+    for f, (d, _) in fs.items():
+        for s in d:
+            owner[s] = f
+    edges = defaultdict(set)
+    for f, (_, u) in fs.items():
+        nfiles += 1
+        for s in u:
+            o = owner.get(s)
+            if o and o != f:
+                edges[f].add((o, s))
+    # Tarjan
+    idx, low, st, on, comps = {}, {}, [], set(), []
+    n = [0]
+    def sc(v):
+        idx[v] = low[v] = n[0]; n[0] += 1; st.append(v); on.add(v)
+        for w, _ in edges[v]:
+            if w not in idx:
+                sc(w); low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], idx[w])
+        if low[v] == idx[v]:
+            c = []
+            while True:
+                w = st.pop(); on.discard(w); c.append(w)
+                if w == v: break
+            comps.append(c)
+    sys.setrecursionlimit(10000)
+    for v in sorted(fs):
+        if v not in idx:
+            sc(v)
+    for c in comps:
+        if len(c) > 1:
+            cs = set(c)
+            lines = [f"circle in {folder}: " + " ".join(sorted(c))]
+            for a in sorted(c):
+                for b, s in sorted(edges[a]):
+                    if b in cs:
+                        lines.append(f"  {a} -> {b} ({s})")
+            bad.append("\n".join(lines))
+for b in bad:
+    print(b)
+print("folders", len(folders), "files", nfiles)
+sys.exit(1 if bad else 0)
+PY
+) || rc=$?
+  [ "$rc" -eq 0 ] || fail "$out"
+  grep -qE 'folders [1-9][0-9]* files [1-9][0-9]+$' <<<"$out" || fail "nothing was read: $out"
+}
+
+# No source file over 800 lines: a longer one is split into rooms.
+test_no_file_over_800_lines() {
+  src
+  local long
+  long=$(find . -path './build*' -prune -o -name '*.[ch]' -print0 |
+    xargs -0 wc -l | awk '$2 != "total" && $1 > 800 {print $2 " (" $1 " lines)"}')
+  [ -z "$long" ] || fail "files over 800 lines: $long"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"

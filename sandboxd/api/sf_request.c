@@ -1,0 +1,217 @@
+/* SandboxFusion's side of a request (api/sandboxfusion.c runs the job): the languages this node
+ * runs and those it refuses, the checks of a /run_code or /run_jupyter body, whether the image
+ * has a language's toolchain, and the lossy UTF-8 strings of an answer. Calls nothing in
+ * sandboxfusion.c. */
+#include "sandboxd/api/sf_request.h"
+
+#include "common/jsonkeys.h"
+#include "common/macro.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SF_MAX_FILES 256
+
+static const sf_lang langs[] = {
+    {"python", "main.py", NULL, "exec python3 main.py", {"python3"}},
+    {"pytest",
+     "test_main.py",
+     NULL,
+     "exec python3 -m pytest -q -p no:cacheprovider test_main.py",
+     {"python3", "/usr/lib/python3/dist-packages/pytest"}},
+    {"bash", "main.sh", NULL, "exec bash main.sh", {"bash"}},
+    {"cpp", "main.cpp", "g++ -O2 -std=c++17 -o main main.cpp", "exec ./main", {"g++"}},
+    {"c", "main.c", "gcc -O2 -o main main.c -lm", "exec ./main", {"gcc"}},
+    {"nodejs", "main.js", NULL, "exec node main.js", {"node"}},
+    {"go",
+     "main.go",
+     "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
+     "exec ./main",
+     {"go"}},
+    {"java", "Main.java", "javac Main.java", "exec java -cp . Main", {"javac", "java"}},
+    {"rust", "main.rs", "rustc -O -o main main.rs", "exec ./main", {"rustc"}},
+};
+
+/* The languages SandboxFusion knows that this node does not run: refused as SandboxError. */
+static const char *const known_elsewhere[] = {
+    "go_test", "php",     "csharp",     "typescript", "sql",   "cuda",          "lua",
+    "R",       "perl",    "D_ut",       "ruby",       "scala", "julia",         "junit",
+    "jest",    "verilog", "python_gpu", "lean",       "swift", "kotlin_script", "racket"};
+
+const sf_lang *sd_sf_lang_python(void) {
+    return &langs[0];
+}
+
+/* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */
+json_t *sd_sf_lossy_string(const char *s, size_t n) {
+    json_t *j = json_stringn(s ? s : "", s ? n : 0);
+    if (j)
+        return j;
+    char *out = malloc(n * 3 + 1);
+    if (!out)
+        return json_string("");
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
+        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
+        if (probe) {
+            memcpy(out + o, s + i, len);
+            o += len;
+            i += len;
+            json_decref(probe);
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    j = json_stringn(out, o);
+    free(out);
+    return j ? j : json_string("");
+}
+
+static bool program_present(const char *image, const char *prog) {
+    const char *root = strcmp(image, "host") == 0 ? "" : image;
+    char path[PATH_MAX];
+    if (prog[0] == '/') {
+        snprintf(path, sizeof(path), "%s%s", root, prog);
+        return access(path, F_OK) == 0;
+    }
+    static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        snprintf(path, sizeof(path), "%s%s/%s", root, dirs[i], prog);
+        if (access(path, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static const char *sandbox_image(const sd_daemon *d) {
+    json_t *img = json_object_get(d->cfg.defaults, "image");
+    return json_is_string(img) ? json_string_value(img) : "host";
+}
+
+static bool is_num(json_t *v) {
+    return json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 7 * 86400;
+}
+
+/* The fields of SandboxFusion's RunCodeRequest and RunJupyterRequest: every one is implemented
+ * but "args" (pytest's extra arguments), taken only as its default []; any other field is a
+ * 400 naming it (docs/API.md "SandboxFusion"). */
+static const char *const run_code_keys[] = {"code",  "language", "compile_timeout", "run_timeout",
+                                            "stdin", "files",    "memory_limit_MB", "fetch_files",
+                                            "args",  NULL};
+static const char *const run_jupyter_keys[] = {"cells",           "kernel", "cell_timeout",
+                                               "total_timeout",   "files",  "fetch_files",
+                                               "memory_limit_MB", NULL};
+
+int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err) {
+    json_t *args = json_object_get(b, "args");
+    if (jsonkeys_check(b, jupyter ? run_jupyter_keys : run_code_keys, NULL, err) < 0)
+        return -EINVAL;
+    if (args && !(json_is_array(args) && json_array_size(args) == 0))
+        return error_set(err, -EINVAL,
+                         "args: extra pytest arguments are not implemented by this daemon (only "
+                         "[] is accepted)");
+    return 0;
+}
+
+const char *sd_sf_check_common(json_t *b) {
+    json_t *files = json_object_get(b, "files"), *fetch = json_object_get(b, "fetch_files");
+    json_t *mem = json_object_get(b, "memory_limit_MB");
+    if (files && !json_is_object(files))
+        return "files: must be an object of path -> base64 content";
+    if (json_object_size(files) > SF_MAX_FILES)
+        return "files: too many files";
+    const char *k;
+    json_t *v;
+    json_object_foreach(files, k, v) {
+        if (!*k || (!json_is_string(v) && !json_is_null(v)))
+            return "files: each value must be a base64 string (or null)";
+    }
+    if (fetch && !json_is_array(fetch))
+        return "fetch_files: must be an array of paths";
+    size_t i;
+    json_array_foreach(fetch, i, v) {
+        if (!json_is_string(v) || !json_string_length(v))
+            return "fetch_files: each entry must be a path";
+    }
+    if (json_array_size(fetch) > SF_MAX_FILES)
+        return "fetch_files: too many files";
+    if (mem && !json_is_integer(mem))
+        return "memory_limit_MB: must be an integer";
+    return NULL;
+}
+
+const char *sd_sf_check_run_code(json_t *b, const char **ret_refusal, const sf_lang **ret_lang) {
+    json_t *code = json_object_get(b, "code"), *lang = json_object_get(b, "language");
+    json_t *in = json_object_get(b, "stdin");
+    static char refusal[256];
+    *ret_refusal = NULL;
+    *ret_lang = NULL;
+    if (!json_is_string(code))
+        return "code: is required and must be a string";
+    if (!json_is_string(lang))
+        return "language: is required and must be a string";
+    if (in && !json_is_string(in) && !json_is_null(in))
+        return "stdin: must be a string";
+    const char *fields[] = {"compile_timeout", "run_timeout"};
+    for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+        json_t *v = json_object_get(b, fields[i]);
+        if (v && !is_num(v))
+            return fields[i][0] == 'c' ? "compile_timeout: must be a number of seconds >= 0"
+                                       : "run_timeout: must be a number of seconds >= 0";
+    }
+    const char *name = json_string_value(lang);
+    for (size_t i = 0; i < ARRAY_SIZE(langs); i++)
+        if (strcmp(langs[i].name, name) == 0)
+            *ret_lang = &langs[i];
+    if (*ret_lang)
+        return NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(known_elsewhere); i++)
+        if (strcmp(known_elsewhere[i], name) == 0) {
+            snprintf(refusal, sizeof(refusal), "language %s is not supported by this sandboxd",
+                     name);
+            *ret_refusal = refusal;
+            return NULL;
+        }
+    return "language: unknown (python, pytest, bash, cpp, c, nodejs, go, java, rust)";
+}
+
+const char *sd_sf_missing_program(const sd_daemon *d, const sf_lang *l) {
+    for (size_t i = 0; i < ARRAY_SIZE(l->need) && l->need[i]; i++)
+        if (!program_present(sandbox_image(d), l->need[i]))
+            return l->need[i];
+    return NULL;
+}
+
+const char *sd_sf_check_jupyter(json_t *b) {
+    json_t *cells = json_object_get(b, "cells"), *kernel = json_object_get(b, "kernel");
+    if (!json_is_array(cells))
+        return "cells: is required and must be an array of strings";
+    size_t i;
+    json_t *v;
+    json_array_foreach(cells, i, v) {
+        if (!json_is_string(v))
+            return "cells: each cell must be a string";
+    }
+    if (kernel && !(json_is_string(kernel) && strcmp(json_string_value(kernel), "python3") == 0))
+        return "kernel: only python3 is supported";
+    json_t *ct = json_object_get(b, "cell_timeout"), *tt = json_object_get(b, "total_timeout");
+    if ((ct && !is_num(ct)) || (tt && !is_num(tt)))
+        return "cell_timeout, total_timeout: must be numbers of seconds >= 0";
+    return NULL;
+}
+
+double sd_sf_num_or(json_t *b, const char *key, double dflt) {
+    json_t *v = json_object_get(b, key);
+    return json_is_number(v) ? json_number_value(v) : dflt;
+}

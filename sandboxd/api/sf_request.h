@@ -1,0 +1,36 @@
+/* SandboxFusion's languages and the checks of its request bodies (api/sf_request.c), below
+ * api/sandboxfusion.c that runs the jobs. */
+#pragma once
+
+#include "sandboxd/core/sandbox.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One language: its source file, an optional compile command and the run command (sh -c in
+ * /workspace), and the programs the image must have. */
+typedef struct sf_lang {
+    const char *name, *file, *compile, *run;
+    const char *need[3];
+} sf_lang;
+
+/* The python3 language (what /run_jupyter's kernel needs too). */
+const sf_lang *sd_sf_lang_python(void);
+/* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */
+json_t *sd_sf_lossy_string(const char *s, size_t n);
+/* Fields the daemon does not know, or knows and does not implement ("args" other than []):
+ * -EINVAL naming the field (a 400, as on every endpoint). */
+int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err);
+/* Checks the fields both endpoints share; NULL when fine, else what is wrong. */
+const char *sd_sf_check_common(json_t *b);
+/* /run_code's fields: NULL when fine (*ret_lang the language, or *ret_refusal the SandboxError
+ * message for a language SandboxFusion knows and this node does not run), else what is wrong. */
+const char *sd_sf_check_run_code(json_t *b, const char **ret_refusal, const sf_lang **ret_lang);
+/* /run_jupyter's fields: NULL when fine, else what is wrong. */
+const char *sd_sf_check_jupyter(json_t *b);
+/* The toolchain a language needs, missing from the daemon's default image (NULL: none missing):
+ * refused as SandboxError. */
+const char *sd_sf_missing_program(const sd_daemon *d, const sf_lang *l);
+/* b's number at key, else dflt. */
+double sd_sf_num_or(json_t *b, const char *key, double dflt);
