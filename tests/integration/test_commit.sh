@@ -134,4 +134,31 @@ test_commit_bad_input() {
   tmp_empty
 }
 
+TEST_TIMEOUT_commit_cli_and_python=60
+test_commit_cli_and_python() {
+  start_daemon
+  import_base
+  create '{"image":"t:v1"}'
+  local src=$ID out rc=0
+  run_in "$src" 'echo via-clients > /workspace/c.txt'
+  out=$(env $(asan_env) SBX_HOST="unix:$SOCK" "$SBX_BUILD_DIR/sbx" commit "$src" cli:1) || fail "sbx commit: $out"
+  [[ "$out" =~ ^cli:1\ freeze_ms=[0-9]+$ ]] || fail "sbx commit printed: $out"
+  env $(asan_env) SBX_HOST="unix:$SOCK" "$SBX_BUILD_DIR/sbx" commit "$src" cli:1 2>"$D/err" || rc=$?
+  [ "$rc" != 0 ] && grep -q "cli:1" "$D/err" || fail "sbx commit of a taken name: rc=$rc $(cat "$D/err")"
+  out=$(env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
+    PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 python3 -c '
+import sys
+from sandboxd import Sandbox
+img = Sandbox.attach(sys.argv[1]).commit("py:1")
+assert img["name"] == "py:1" and isinstance(img["freeze_ms"], int), img
+sb = Sandbox.create(image="py:1")
+try:
+    print(sb.read_file("/workspace/c.txt").decode(), end="")
+finally:
+    sb.terminate()
+' "$src" 2>&1) || fail "python: $out"
+  [ "$out" == via-clients ] || fail "python commit: $out"
+  req GET /v1/images/cli:1; expect 200 '(.layers | length) == 3'
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
