@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -106,7 +107,12 @@ static int copy_run(void *ud, error_rec *err) {
     char *cp1[] = {"cp", "-a", "--sparse=always", "--", upper, dst, NULL};
     char *cp2[] = {"cp", "-a", "--sparse=always", "--", ws, tmp, dst, NULL};
     int r = run_tool(cp1, err);
-    return r < 0 ? r : run_tool(cp2, err);
+    if (r >= 0)
+        r = run_tool(cp2, err);
+    struct statvfs fs;
+    if (r < 0 && statvfs(c->layer, &fs) == 0 && fs.f_bavail * fs.f_frsize < (1u << 20))
+        return error_set(err, -EDQUOT, "commit: the image store's disk is full");
+    return r;
 }
 
 /* ---- worker 2: the copy becomes a store layer ---- */

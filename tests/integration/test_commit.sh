@@ -4,7 +4,8 @@
 # /workspace and /tmp); 32 sandboxes created from it see the files, and a file of the image
 # that the sandbox deleted stays deleted; FIFOs are left out; a setuid file is refused (400
 # naming it) unless "setuid":"strip"; name clash 409, bad name 400, unknown field 400, unknown
-# sandbox 404, a sandbox of the host image 409. Each case starts its own daemon and removes
+# sandbox 404, a sandbox of the host image 409; the CLI and Python; a commit survives a daemon
+# restart and serves warm pools and forks. Each case starts its own daemon and removes
 # what it made.
 
 DAEMON_TAG=commit
@@ -159,6 +160,31 @@ finally:
 ' "$src" 2>&1) || fail "python: $out"
   [ "$out" == via-clients ] || fail "python commit: $out"
   req GET /v1/images/cli:1; expect 200 '(.layers | length) == 3'
+}
+
+TEST_TIMEOUT_commit_pool_restart_fork=90
+test_commit_pool_restart_fork() { # a commit outlives its daemon; pools and forks take its name
+  start_daemon
+  import_base
+  create '{"image":"t:v1"}'
+  run_in "$ID" 'echo pooled > /workspace/p.txt && echo up > /app/up.txt'
+  req POST "/v1/sandboxes/$ID/commit" -d '{"name":"pool-me:1"}'; expect 201
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  stop_daemon
+  start_daemon --pool 'size=1,image=pool-me:1,cpu=0.5,memory=256Mi'
+  wait_ready 1 30
+  req POST /v1/sandboxes -d '{"image":"pool-me:1","cpu":0.5,"memory":"256Mi"}'
+  expect 201 '.pooled == true and .image == "pool-me:1"'
+  local src; src=$(echo "$BODY" | jq -r .id)
+  run_in "$src" 'cat /workspace/p.txt /app/up.txt; echo forked >> /workspace/p.txt'
+  [ "$(echo "$BODY" | jq -r .stdout)" == "pooled
+up" ] || fail "pooled sandbox of a commit: $BODY"
+  req POST "/v1/sandboxes/$src/fork" -d '{"count":1}'
+  expect 201 'length == 1 and .[0].image == "pool-me:1"'
+  run_in "$(echo "$BODY" | jq -r '.[0].id')" 'cat /workspace/p.txt'
+  [ "$(echo "$BODY" | jq -r .stdout)" == "pooled
+forked" ] || fail "fork of a sandbox of a commit: $BODY"
+  req DELETE /v1/images/pool-me:1; expect 409
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
