@@ -243,6 +243,9 @@ static int admit(sd_sandbox *sb, const char *raw, sd_commit *c, error_rec *err) 
     if (sb->state != SD_RUNNING)
         return error_set(err, -EBUSY, "sandbox %s is %s: only a running sandbox can be committed",
                          sb->id, sb->state == SD_ENDED ? "ended" : "still starting");
+    for (sd_commit *o = d->commits; o; o = o->next)
+        if (strcmp(o->sb_id, sb->id) == 0) /* one freeze at a time: its thaw would end ours */
+            return error_set(err, -EBUSY, "sandbox %s is being committed as %s", sb->id, o->name);
     sd_image *base = sd_images_find(d, sb->spec.image);
     if (!base || base->dir_path)
         return error_set(err, -EBUSY,
