@@ -225,7 +225,7 @@ static int parse_seed(shim_spec *s, json_t *seed, error_rec *err) {
     const char *path = json_string_value(json_object_get(seed, "path"));
     json_t *ub = json_object_get(seed, "uid_base");
     if (!path || path[0] != '/' || strstr(path, "..") || !text_clean(path) ||
-        !json_is_integer(ub) || json_integer_value(ub) <= 0 ||
+        !json_is_integer(ub) || json_integer_value(ub) < 0 || /* 0: a commit's store layer */
         json_integer_value(ub) > (json_int_t)(UINT32_MAX - SHIM_UID_RANGE))
         return error_set(err, -EINVAL, "spec: seed must be {path (absolute), uid_base}");
     s->seed_uid_base = (uint32_t)json_integer_value(ub);

@@ -28,6 +28,10 @@
 #include <stdint.h>
 
 #define SHIM_ID_MAX 64
+/* images: a store image's init keeps its overlay's upper directory open on this descriptor
+ * (O_PATH), so the daemon can commit the writable layer through /proc/<init>/fd/N (core/commit.c).
+ */
+#define SHIM_UPPER_FD 900
 #define SHIM_UID_RANGE 65536u
 #define SHIM_SANDBOX_UID 1000u
 #define SHIM_GRADER_UID 1001u /* grading sandboxes only: the grader user */

@@ -11,6 +11,7 @@
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/process.h"
+#include "sandboxd/core/commit.h"
 #include "sandboxd/core/fork.h"
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
@@ -98,6 +99,7 @@ static void on_signal(uv_signal_t *s, int signum) {
     sd_http_stop(d);
     sd_fleet_stop(d);
     sd_fork_stop(d);
+    sd_commit_stop(d);
     sd_lifecycle_stop(d);
     uv_stop(d->loop);
 }

@@ -99,6 +99,20 @@ static int prepare_host_image(const char *root, uid_t root_uid, error_rec *err) 
     return bind("/usr", p, MS_RDONLY | MS_SAFE, err);
 }
 
+/* The upper directory (staging is the cwd) stays open on SHIM_UPPER_FD for a commit. */
+static int keep_upper(error_rec *err) {
+    int fd = open("upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || (fd != SHIM_UPPER_FD && dup3(fd, SHIM_UPPER_FD, O_CLOEXEC) < 0)) {
+        int r = negative_errno();
+        if (fd >= 0)
+            close(fd);
+        return error_set_errno(err, r, "keep the upper directory open");
+    }
+    if (fd != SHIM_UPPER_FD)
+        close(fd);
+    return 0;
+}
+
 int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err) {
     char opts[128], p[4096], root[4096];
     uid_t ruid = spec->uid_base, suid = spec->uid_base + SHIM_SANDBOX_UID;
@@ -134,6 +148,8 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *e
         if (spec->image_type == SHIM_IMAGE_LAYERS)
             strcat(lower, ",upperdir=upper,workdir=work");
         if ((r = mnt("sbx-image", root, "overlay", MS_SAFE, lower, err)) < 0)
+            return r;
+        if (spec->image_type == SHIM_IMAGE_LAYERS && (r = keep_upper(err)) < 0)
             return r;
         static const char *const dirs[] = {"etc", "proc", "dev", "tmp", "workspace"};
         for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)

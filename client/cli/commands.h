@@ -12,6 +12,7 @@ int cmd_rm(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
 int cmd_image(int argc, char **argv); /* images */
+int cmd_commit(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_kill(int argc, char **argv);

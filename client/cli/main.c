@@ -22,6 +22,7 @@ static const struct {
     {"attach", cmd_attach, "attach to a running process"},
     {"logs", cmd_logs, "print a process's kept output"},
     {"kill", cmd_kill, "signal or kill a process"},
+    {"commit", cmd_commit, "make an image of a sandbox's files"},
     {"run", cmd_run, "create a sandbox, run one command in it, remove it"},
     {"cp", cmd_cp, "copy files or directories into or out of a sandbox"},
     {"ls", cmd_ls, "list sandboxes"},

@@ -161,6 +161,13 @@ void sbx_fork_opts_init(sbx_fork_opts *opts);
 /* *ret_array: malloc'd array of *ret_count handles (free them with sbx_sandbox_array_free). */
 sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbox ***ret_array,
                           size_t *ret_count, sbx_err *err);
+/* POST /v1/sandboxes/{id}/commit (client/lib/commit.c): the running sandbox's files (its
+ * writable layer over its store image, /workspace, /tmp) become image name ("NAME[:TAG]") on
+ * its node; flags: SBX_IMAGE_STRIP_SETUID clears setuid/setgid bits instead of refusing. The
+ * sandbox is frozen for the copy. ret_json (may be NULL): the image object with "freeze_ms",
+ * free() it. SBX_E_CONFLICT: the name is taken. */
+sbx_code sbx_sandbox_commit(sbx_sandbox *sb, const char *name, unsigned flags, char **ret_json,
+                            sbx_err *err);
 /* Frees each handle (without terminating) and the array; accepts NULL. */
 void sbx_sandbox_array_free(sbx_sandbox **array, size_t count);
 /* POST .../timeout: the sandbox now lives until timeout_ms from now. */

@@ -172,6 +172,10 @@ def lib() -> ctypes.CDLL:
             cdll.sbx_sandbox_fork.restype = c_int
             cdll.sbx_sandbox_fork.argtypes = [c_void_p, _P(ForkOpts), _P(_P(c_void_p)),
                                               _P(c_size_t), _P(SbxErr)]
+        if hasattr(cdll, "sbx_sandbox_commit"):
+            cdll.sbx_sandbox_commit.restype = c_int
+            cdll.sbx_sandbox_commit.argtypes = [c_void_p, c_char_p, ctypes.c_uint, _P(c_void_p),
+                                                _P(SbxErr)]
         _lib = cdll
         return cdll
 

@@ -716,6 +716,22 @@ class Sandbox:
             _lib.free(arr)  # the array only: the handles now belong to the Sandbox objects
             del keep
 
+    def commit(self, name: str, strip_setuid: bool = False) -> Dict[str, Any]:
+        """Make image ``name`` ("NAME[:TAG]") of this running sandbox's files: its image's
+        layers plus one layer of what it changed, its /workspace and /tmp (POST .../commit).
+        The sandbox is frozen for the copy. Returns the image object (with "freeze_ms");
+        sandboxes are then created from it with ``image=name``. A setuid/setgid file is
+        refused unless ``strip_setuid``."""
+        L = _lib.lib()
+        if not hasattr(L, "sbx_sandbox_commit"):
+            raise SandboxdError("this libsbx has no sbx_sandbox_commit", "unsupported")
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument("commit: name must be a non-empty string", "invalid_argument")
+        out = ctypes.c_void_p()
+        _call(L.sbx_sandbox_commit, self._handle(), name.encode(), 1 if strip_setuid else 0,
+              ctypes.byref(out))
+        return json.loads(_lib.take_string(out))
+
     def inspect(self) -> SandboxInfo:
         """State, limits, usage, cost and end reason (GET /v1/sandboxes/{id})."""
         out = ctypes.c_void_p()

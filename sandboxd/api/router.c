@@ -47,6 +47,8 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
         is(req, "POST") ? sd_api_timeout(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/fork") == 0) {
         is(req, "POST") ? sd_api_fork(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/commit") == 0) {
+        is(req, "POST") ? sd_api_commit(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/exec") == 0) {
         is(req, "POST") ? sd_api_exec(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/exec/attach") == 0) {

@@ -46,13 +46,14 @@ struct sd_daemon {
     struct sd_lease *leases; /* core/leases.c */
     unsigned char *slots;    /* core/registry.c: uid slot in use (allocated by main.c) */
     unsigned n_slots;
-    unsigned n_starting;   /* core/lifecycle.c */
-    bool shutting_down;    /* main.c */
-    sd_metrics m;          /* core/metrics.c (pool.c: pool counters) */
-    struct sd_net *net;    /* core/network.c; NULL: networking off */
-    struct sd_pool *pools; /* core/pool.c */
-    struct sd_fork *forks; /* core/fork.c: forks in progress */
-    uint64_t output_bytes; /* core/exec.c: command output buffered for JSON answers */
+    unsigned n_starting;       /* core/lifecycle.c */
+    bool shutting_down;        /* main.c */
+    sd_metrics m;              /* core/metrics.c (pool.c: pool counters) */
+    struct sd_net *net;        /* core/network.c; NULL: networking off */
+    struct sd_pool *pools;     /* core/pool.c */
+    struct sd_fork *forks;     /* core/fork.c: forks in progress */
+    struct sd_commit *commits; /* core/commit.c: commits in progress */
+    uint64_t output_bytes;     /* core/exec.c: command output buffered for JSON answers */
     unsigned n_pools;
     struct sd_images *images; /* core/images.c: the image store */
     uv_timer_t tick;          /* core/timers.c */

@@ -189,6 +189,16 @@ int sd_images_spec_fill(sd_daemon *d, const char *name, shim_spec *s, error_rec 
             return error_set(err, -ENOMEM, "out of memory");
         s->n_layers = ++n;
     }
+    /* commits (core/commit.c): the top layer's workspace/ and tmp/ seed /workspace and /tmp,
+     * which the sandbox mounts over the image's; a fork's own seed (set later) wins */
+    const char *seed = json_string_value(json_object_get(im->meta, "seed"));
+    if (seed && strlen(seed) == 7 + IMG_DIGEST_HEX) {
+        char p[PATH_MAX + 100];
+        sub(d->images, p, sizeof(p), "layers", seed + 7);
+        if (!(s->seed_path = strdup(p)))
+            return error_set(err, -ENOMEM, "out of memory");
+        s->seed_uid_base = 0; /* store layers hold the image's own ids */
+    }
     return 0;
 }
 
@@ -480,4 +490,49 @@ fail:
     unlink(j->upload);
     job_free(j);
     return NULL;
+}
+
+/* ---- commits (core/commit.c) ---- */
+
+int sd_images_add_commit(sd_daemon *d, const char *name, const char *base, const char *layer_dir,
+                         const char *hex, uint64_t size, const char *from, error_rec *err) {
+    sd_images *s = d->images;
+    sd_image *b = sd_images_find(d, base);
+    if (!b || b->dir_path)
+        return error_set(err, -ENOENT, "image %s is no longer in the store", base);
+    if (sd_images_find(d, name))
+        return error_set(err, -EEXIST, "name: image %s already exists", name);
+    char p[PATH_MAX + 300], dg[80], created[40];
+    sub(s, p, sizeof(p), "layers", hex);
+    if (rename(layer_dir, p) < 0)
+        return error_set_errno(err, negative_errno(), "image store: move layer into %s", p);
+    _cleanup_(img_json_freep) json_t *m = json_deep_copy(b->meta);
+    json_t *layers = m ? json_object_get(m, "layers") : NULL;
+    snprintf(dg, sizeof(dg), "sha256:%s", hex);
+    time_format_rfc3339(now_real_ms(), created, sizeof(created));
+    json_int_t total = json_integer_value(json_object_get(m, "size")) + (json_int_t)size;
+    if (!layers ||
+        json_array_append_new(layers,
+                              json_pack("{s:s,s:I}", "digest", dg, "size", (json_int_t)size)) < 0 ||
+        json_object_set_new(m, "name", json_string(name)) < 0 ||
+        json_object_set_new(m, "digest", json_string(dg)) < 0 ||
+        json_object_set_new(m, "seed", json_string(dg)) < 0 ||
+        json_object_set_new(m, "committed_from", json_string(from)) < 0 ||
+        json_object_set_new(m, "created", json_string(created)) < 0 ||
+        json_object_set_new(m, "size", json_integer(total)) < 0) {
+        rm_rf(p);
+        return error_set(err, -ENOMEM, "out of memory");
+    }
+    _cleanup_free_ char *text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+    char mp[PATH_MAX + 300];
+    snprintf(mp, sizeof(mp), "%s/meta/%s.json", s->root, name);
+    int r = text ? file_write_atomic(mp, text, strlen(text), 0600) : -ENOMEM;
+    if (r < 0) {
+        trash(d, p);
+        return error_set_errno(err, r, "image store: write %s", mp);
+    }
+    if ((r = image_add(s, name, NULL, json_incref(m))) < 0)
+        return error_set(err, r, "out of memory");
+    log_info("image committed name=%s from=%s base=%s", name, from, base);
+    return 0;
 }

@@ -67,6 +67,12 @@ typedef void (*sd_image_done_fn)(void *ud, int r, const error_rec *err, sd_image
 struct img_job *sd_images_import(sd_daemon *d, const char *name, char *upload, bool strip_setuid,
                                  sd_image_done_fn done, void *ud, error_rec *err);
 
+/* A commit's new layer (core/commit.c): layer_dir (in tmp/) becomes layers/<hex> and name an
+ * image of base's layers plus it, whose workspace/ and tmp/ seed its sandboxes. -EEXIST (name
+ * taken), -ENOENT (base gone) or an store error; on failure layer_dir is the caller's. */
+int sd_images_add_commit(sd_daemon *d, const char *name, const char *base, const char *layer_dir,
+                         const char *hex, uint64_t size, const char *from, error_rec *err);
+
 /* HTTP uploads to POST /v1/images are written to a temp file as they arrive (api/http.c). */
 int sd_images_upload_open(sd_daemon *d, char **ret_path, uint64_t *ret_max);
 

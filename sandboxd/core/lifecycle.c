@@ -121,8 +121,11 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
     s->cgroup_version = d->cgroup_version;
     s->cgroup_parent = strdup(d->cgroup_parent);
     s->seccomp_bpf = dup_or_null(sb->spec.grading ? d->seccomp_grading_bpf : d->seccomp_bpf);
-    s->seed_path = dup_or_null(sb->seed_dir);
-    s->seed_uid_base = sb->seed_uid_base;
+    if (sb->seed_dir) { /* a fork's snapshot, over a committed image's seed (images.c) */
+        free(s->seed_path);
+        s->seed_path = dup_or_null(sb->seed_dir);
+        s->seed_uid_base = sb->seed_uid_base;
+    }
     s->grading = sb->spec.grading;
     json_t *env = sd_images_env_json(d, sb->spec.image, sb->spec.env); /* images: Env */
     r = env ? shim_spec_set_env(s, env, err) : -ENOMEM;

@@ -21,6 +21,7 @@ import sys
 import tarfile
 
 BINS = ["sh", "cat", "stat", "ls", "id", "touch", "rm", "mkdir", "du", "true"]
+BINS += os.environ.get("MKIMAGE_EXTRA_BINS", "").split()  # a test's own tools (test_commit.sh)
 
 
 def host_files():
