@@ -3,6 +3,8 @@
  * core/commit.c). */
 #include "sandboxd/api/api.h"
 
+#include "common/jsonkeys.h"
+
 #include "sandboxd/core/commit.h"
 #include "sandboxd/core/images.h"
 
@@ -36,19 +38,18 @@ void sd_api_commit(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     json_t *body = sd_req_json(req);
     if (!body)
         return;
-    const char *k, *name = json_string_value(json_object_get(body, "name"));
-    json_t *v, *setuid = json_object_get(body, "setuid");
+    static const char *const keys[] = {"name", "setuid", NULL};
+    const char *name = json_string_value(json_object_get(body, "name"));
+    json_t *setuid = json_object_get(body, "setuid");
     error_rec err = {0};
     sd_commit *c;
     if (!json_is_object(body)) {
         sd_reply_error(req, 400, "invalid_argument", "the body must be a JSON object");
         goto out;
     }
-    json_object_foreach(body, k, v) {
-        if (strcmp(k, "name") != 0 && strcmp(k, "setuid") != 0) {
-            sd_reply_error(req, 400, "invalid_argument", "%s: unknown field", k);
-            goto out;
-        }
+    if (jsonkeys_check(body, keys, NULL, &err) < 0) {
+        sd_reply_error_rec(req, &err);
+        goto out;
     }
     if (!name) {
         sd_reply_error(req, 400, "invalid_argument", "name: required (a string NAME[:TAG])");
