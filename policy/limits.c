@@ -2,6 +2,7 @@
 #include "policy/limits.h"
 
 #include "policy/image_name.h"
+#include "policy/ports.h"
 
 #include "common/b64.h"
 #include "common/units.h"
@@ -261,7 +262,8 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
         (r = parse_cost(pick(body, d, "max_cost_usd"), &c.max_cost_usd, err)) < 0 ||
         (r = parse_network(pick(body, d, "network"), &c, err)) < 0 ||
         (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0 ||
-        (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0) {
+        (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0 ||
+        (r = policy_parse_ports(pick(body, NULL, "ports"), c.ports, &c.n_ports, err)) < 0) {
         policy_create_done(&c);
         return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
     }
@@ -293,6 +295,8 @@ json_t *policy_create_to_json(const policy_create *c) {
                   "lease", c->lease ? json_string(c->lease) : json_null());
     if (j && c->grading)
         json_object_set_new(j, "profile", json_string("grading"));
+    if (j && c->n_ports)
+        json_object_set_new(j, "ports", policy_ports_json(c->ports, c->n_ports));
     return j;
 }
 
