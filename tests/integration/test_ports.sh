@@ -85,6 +85,36 @@ test_proxy() {
   expect 404 '.code == "port_not_open" or .code == "not_found"'
 }
 
+# The clients: libsbx's sbx_sandbox_port_url through `sbx port` and Python's Sandbox.get_host.
+TEST_TIMEOUT_clients=60
+test_clients() {
+  "$PY" -c 'import http.server' 2>/dev/null || skip "python3 is not installed"
+  start_daemon
+  create
+  local url
+  url=$(SBX_HOST="unix:$SOCK" "$(bin sbx)" port "$ID" 8000) || fail "sbx port failed: $url"
+  [ "$url" == "http://localhost/v1/sandboxes/$ID/ports/8000/" ] || fail "sbx port printed $url"
+  serve "$ID" 8000
+  # the URL it printed answers (through the daemon's socket)
+  [ "$(curl -s --max-time 10 --unix-socket "$SOCK" "${url}hello.txt")" == "hello from $ID" ] ||
+    fail "the URL sbx port printed does not reach the server"
+  SBX_HOST="unix:$SOCK" "$(bin sbx)" port "$ID" 70000 2>/dev/null && fail "sbx port took 70000"
+  url=$(env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
+    PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 "$PY" -c '
+import sys, sandboxd
+sb = sandboxd.Sandbox.attach(sys.argv[1])
+print(sb.get_host(9000))
+try:
+    sb.get_host(0)
+    print("get_host(0) was taken")
+except sandboxd.InvalidArgument:
+    pass
+' "$ID") || fail "python get_host failed: $url"
+  [ "$url" == "http://localhost/v1/sandboxes/$ID/ports/9000/" ] || fail "get_host printed $url"
+  req GET "/v1/sandboxes/$ID/ports"
+  expect 200 'map(.port) == [8000, 9000]'
+}
+
 TEST_TIMEOUT_bad_ports=30
 test_bad_ports() {
   start_daemon
