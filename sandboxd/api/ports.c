@@ -3,7 +3,9 @@
  * 127.0.0.1:PORT inside the sandbox's network namespace (shimproto "port_connect"), writes the
  * request to it as HTTP/1.0 with Connection: close (so the answer is never chunked and ends with
  * the connection), reads the whole answer (bounded size and time) with a uv_poll on the loop and
- * answers with its status, Content-Type and body. Nothing here blocks the loop. */
+ * answers with its status, Content-Type and body. A WebSocket upgrade is sent on as HTTP/1.1;
+ * after the server's 101 the client is answered 101 (libmicrohttpd's upgrade) and bytes are
+ * relayed both ways on the loop until either side closes. Nothing here blocks the loop. */
 #include "sandboxd/api/api.h"
 
 #include "common/grow.h"
@@ -34,7 +36,13 @@ typedef struct port_proxy {
     unsigned port;
     int fd;
     bool polling, freeing, connected;
-    uv_poll_t poll;
+    bool upgrade;  /* a WebSocket (or other) upgrade: relayed both ways after a 101 */
+    bool relaying; /* upgraded: bytes go both ways between cfd and fd */
+    int cfd;       /* the client's socket once the upgrade hands it over */
+    void *urh;
+    uv_poll_t poll, cpoll;
+    char *c2u;
+    size_t c2u_len, c2u_off, c2u_cap;
     uv_timer_t timer;
     int handles;
     char *out, *in;
@@ -81,6 +89,9 @@ static void handle_closed(uv_handle_t *h) {
     port_proxy *px = h->data;
     if (--px->handles > 0)
         return;
+    if (px->urh)
+        sd_upgrade_close(px->d, px->urh); /* closes cfd */
+    free(px->c2u);
     safe_close(px->fd);
     free(px->out);
     free(px->in);
@@ -94,10 +105,12 @@ static void px_free(port_proxy *px) {
     sd_sandbox *sb = sd_registry_find(px->d, px->sb_id);
     if (!px->connected && sb && sb->shim)
         sd_shim_cancel(sb->shim, px);
-    px->handles = px->polling ? 2 : 1;
+    px->handles = 1 + px->polling + px->relaying;
     uv_close((uv_handle_t *)&px->timer, handle_closed);
     if (px->polling)
         uv_close((uv_handle_t *)&px->poll, handle_closed);
+    if (px->relaying)
+        uv_close((uv_handle_t *)&px->cpoll, handle_closed);
 }
 
 static void req_gone(sd_request *req, void *ud) {
@@ -150,6 +163,130 @@ static void px_answer(port_proxy *px) {
     px_free(px);
 }
 
+/* The value of header name in the answer's head (NUL-terminated at its blank line), or "". */
+static void head_value(const char *head, const char *name, char *buf, size_t cap) {
+    size_t nl = strlen(name);
+    buf[0] = 0;
+    for (const char *l = strstr(head, "\r\n"); l; l = strstr(l + 2, "\r\n"))
+        if (strncasecmp(l + 2, name, nl) == 0 && l[2 + nl] == ':') {
+            const char *v = l + 3 + nl;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            snprintf(buf, cap, "%.*s", (int)strcspn(v, "\r\n"), v);
+            return;
+        }
+}
+
+/* ---- after an upgrade: bytes both ways (u2c: in[out_off..in_len), c2u: c2u[c2u_off..]) ---- */
+
+static void on_relay(uv_poll_t *h, int status, int events);
+
+static void relay_update(port_proxy *px) {
+    if (px->freeing)
+        return;
+    bool u2c = px->out_off < px->in_len, c2u = px->c2u_off < px->c2u_len;
+    int ue = (u2c ? 0 : UV_READABLE) | (c2u ? UV_WRITABLE : 0);
+    int ce = (c2u ? 0 : UV_READABLE) | (u2c ? UV_WRITABLE : 0);
+    uv_poll_start(&px->poll, ue, on_relay);
+    uv_poll_start(&px->cpoll, ce, on_relay);
+}
+
+/* Move what is pending to `to`, then read from `from` when nothing is pending. */
+static bool relay_step(port_proxy *px, int events, int from, int to, char **buf, size_t *off,
+                       size_t *len, size_t *cap) {
+    if (*off < *len) {
+        ssize_t n = send(to, *buf + *off, *len - *off, MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return false;
+        if (n > 0)
+            *off += (size_t)n;
+    }
+    if (*off == *len)
+        *off = *len = 0;
+    if (*len == 0 && (events & UV_READABLE)) {
+        if (grow_reserve((void **)buf, cap, 65536, 1) < 0)
+            return false;
+        ssize_t n = recv(from, *buf, 65536, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return false;
+        if (n > 0)
+            *len = (size_t)n;
+    }
+    return true;
+}
+
+static void on_relay(uv_poll_t *h, int status, int events) {
+    port_proxy *px = h->data;
+    if (px->freeing)
+        return;
+    bool up = h == &px->poll, ok = status >= 0;
+    /* readable on one side feeds the other; writable on one side drains what the other sent */
+    if (ok && up)
+        ok = relay_step(px, events, px->fd, px->cfd, &px->in, &px->out_off, &px->in_len,
+                        &px->in_cap) &&
+             (!(events & UV_WRITABLE) || relay_step(px, 0, px->cfd, px->fd, &px->c2u, &px->c2u_off,
+                                                    &px->c2u_len, &px->c2u_cap));
+    else if (ok)
+        ok = relay_step(px, events, px->cfd, px->fd, &px->c2u, &px->c2u_off, &px->c2u_len,
+                        &px->c2u_cap) &&
+             (!(events & UV_WRITABLE) ||
+              relay_step(px, 0, px->fd, px->cfd, &px->in, &px->out_off, &px->in_len, &px->in_cap));
+    if (!ok)
+        return px_free(px); /* either side gone: both go */
+    relay_update(px);
+}
+
+static void on_upgraded(void *ud, int fd, const char *extra, size_t extra_len, void *handle) {
+    port_proxy *px = ud;
+    px->req = NULL; /* the connection is ours now */
+    px->cfd = fd;
+    px->urh = handle;
+    if (px->freeing)
+        return sd_upgrade_close(px->d, TAKE_PTR(px->urh));
+    if (uv_poll_init(px->d->loop, &px->cpoll, fd) < 0)
+        return px_free(px);
+    px->cpoll.data = px;
+    px->relaying = true;
+    if (extra_len && (grow_reserve((void **)&px->c2u, &px->c2u_cap, extra_len, 1) < 0 ||
+                      !memcpy(px->c2u, extra, extra_len)))
+        return px_free(px);
+    px->c2u_len = extra_len;
+    relay_update(px);
+}
+
+/* The head of the server's 101: the client is answered 101 with its accept and protocol, then
+ * bytes are relayed (what the server sent past its head first). */
+static void px_upgrade(port_proxy *px, char *head_end) {
+    *head_end = 0;
+    char accept[128], proto[256];
+    head_value(px->in, "Sec-WebSocket-Accept", accept, sizeof(accept));
+    head_value(px->in, "Sec-WebSocket-Protocol", proto, sizeof(proto));
+    if (!*accept)
+        return px_fail(px, 502, "port_bad_answer", "a 101 without Sec-WebSocket-Accept");
+    uv_timer_stop(&px->timer);
+    uv_poll_stop(&px->poll);
+    size_t off = (size_t)(head_end + 4 - px->in);
+    memmove(px->in, px->in + off, px->in_len - off);
+    px->in_len -= off;
+    px->out_off = 0; /* from here on out_off is the offset of u2c in `in` */
+    if (!px->req)
+        return px_free(px);
+    sd_reply_upgrade(px->req, accept, *proto ? proto : NULL, on_upgraded, px);
+}
+
+/* The answer is whole: the connection ended, or its head and Content-Length bytes came. */
+static bool answer_whole(port_proxy *px, char **ret_head_end) {
+    char *he = memmem(px->in, px->in_len, "\r\n\r\n", 4);
+    *ret_head_end = he;
+    if (!he)
+        return false;
+    char cl[32], save = *he;
+    *he = 0;
+    head_value(px->in, "Content-Length", cl, sizeof(cl));
+    *he = save;
+    return *cl && px->in_len - (size_t)(he + 4 - px->in) >= strtoull(cl, NULL, 10);
+}
+
 static void on_io(uv_poll_t *h, int status, int events) {
     port_proxy *px = h->data;
     if (px->freeing)
@@ -163,7 +300,8 @@ static void on_io(uv_poll_t *h, int status, int events) {
         if (n > 0)
             px->out_off += (size_t)n;
         if (px->out_off == px->out_len) {
-            shutdown(px->fd, SHUT_WR);
+            if (!px->upgrade)
+                shutdown(px->fd, SHUT_WR);
             uv_poll_start(&px->poll, UV_READABLE | UV_DISCONNECT, on_io);
         }
     }
@@ -183,6 +321,13 @@ static void on_io(uv_poll_t *h, int status, int events) {
                 return px_answer(px);
             }
             px->in_len += (size_t)n;
+            px->in[px->in_len] = 0;
+            char *he = NULL;
+            bool whole = answer_whole(px, &he);
+            if (he && px->upgrade && px->in_len > 12 && strncmp(px->in + 8, " 101", 4) == 0)
+                return px_upgrade(px, he);
+            if (whole)
+                return px_answer(px);
         }
     }
 }
@@ -193,11 +338,19 @@ static void on_timeout(uv_timer_t *t) {
             px->connected ? "no whole answer in time" : "the connection was not made in time");
 }
 
+/* Hop-by-hop headers, the daemon's token, and WebSocket extensions (the 101 the client gets
+ * names none, so the server must not use any). */
 static bool skip_header(const char *k) {
-    static const char *const hop[] = {
-        "Connection",     "Keep-Alive", "Proxy-Connection", "Transfer-Encoding",
-        "Content-Length", "Upgrade",    "Authorization",    "TE",
-        "Trailer"};
+    static const char *const hop[] = {"Connection",
+                                      "Keep-Alive",
+                                      "Proxy-Connection",
+                                      "Transfer-Encoding",
+                                      "Content-Length",
+                                      "Upgrade",
+                                      "Authorization",
+                                      "TE",
+                                      "Sec-WebSocket-Extensions",
+                                      "Trailer"};
     for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
         if (strcasecmp(k, hop[i]) == 0)
             return true;
@@ -223,18 +376,21 @@ static enum MHD_Result header_cb(void *cls, enum MHD_ValueKind kind, const char 
 }
 
 /* The request to the port: METHOD /REST?query HTTP/1.0, its headers less hop-by-hop ones and
- * the daemon's token, Content-Length, Connection: close, the body. */
+ * the daemon's token, Content-Length, Connection: close, the body. A WebSocket upgrade goes as
+ * HTTP/1.1 with Upgrade: websocket and Connection: Upgrade. */
 static int build_request(port_proxy *px, sd_request *req, const char *rest) {
     _cleanup_free_ char *q = sd_req_query_string(req, NULL, NULL);
     _cleanup_free_ char *line = NULL;
     char cl[64];
-    if (!q || asprintf(&line, "%s /%s%s HTTP/1.0\r\n", req->method, rest, q) < 0)
+    if (!q || asprintf(&line, "%s /%s%s HTTP/1.%d\r\n", req->method, rest, q, px->upgrade) < 0)
         return -ENOMEM;
     if (put(px, line, strlen(line)) < 0)
         return -ENOMEM;
     MHD_get_connection_values(req->conn, MHD_HEADER_KIND, header_cb, px);
-    int n =
-        snprintf(cl, sizeof(cl), "Content-Length: %zu\r\nConnection: close\r\n\r\n", req->body_len);
+    int n = px->upgrade
+                ? snprintf(cl, sizeof(cl), "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                : snprintf(cl, sizeof(cl), "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                           req->body_len);
     if (put(px, cl, (size_t)n) < 0 || (req->body_len && put(px, req->body, req->body_len) < 0))
         return -ENOMEM;
     return 0;
@@ -285,13 +441,15 @@ static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub
     if (sb->state != SD_RUNNING || !sb->shim)
         return sd_reply_error(req, 409, "sandbox_not_running", "sandbox %s is %s", sb->id,
                               sd_state_name(sb->state));
-    if (sd_req_header(req, "Upgrade"))
+    const char *up = sd_req_header(req, "Upgrade");
+    if (up && strcasecmp(up, "websocket") != 0)
         return sd_reply_error(req, 400, "invalid_argument",
-                              "Upgrade: WebSocket and other upgrades are not proxied yet");
+                              "Upgrade: only websocket upgrades are proxied");
     port_proxy *px = calloc(1, sizeof(*px));
     if (!px)
         return sd_reply_error(req, 500, "internal", "out of memory");
-    *px = (port_proxy){.d = d, .req = req, .port = (unsigned)port, .fd = -1};
+    *px = (port_proxy){
+        .d = d, .req = req, .port = (unsigned)port, .fd = -1, .cfd = -1, .upgrade = up != NULL};
     snprintf(px->sb_id, sizeof(px->sb_id), "%s", sb->id);
     if (build_request(px, req, *end ? end + 1 : "") < 0) {
         free(px->out), free(px);

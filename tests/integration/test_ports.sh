@@ -85,6 +85,46 @@ test_proxy() {
   expect 404 '.code == "port_not_open" or .code == "not_found"'
 }
 
+# A WebSocket upgrade through the proxy: an echo server (python3-websockets) in the sandbox.
+WS_SERVER='
+import asyncio, sys, websockets
+async def echo(ws, path=None):
+    async for m in ws:
+        await ws.send(("echo:" + m) if isinstance(m, str) else m[::-1])
+async def main():
+    async with websockets.serve(echo, "127.0.0.1", int(sys.argv[1]), subprotocols=["p1"]):
+        await asyncio.Future()
+asyncio.run(main())
+'
+WS_CLIENT='
+import asyncio, sys, websockets.client
+async def main():
+    async with websockets.client.unix_connect(sys.argv[1], "ws://sd" + sys.argv[2], subprotocols=["p1"]) as ws:
+        assert ws.subprotocol == "p1", ws.subprotocol
+        await ws.send("hi"); assert await ws.recv() == "echo:hi"
+        big = bytes(range(256)) * 4096
+        await ws.send(big); assert await ws.recv() == big[::-1]
+    print("ok")
+asyncio.run(main())
+'
+TEST_TIMEOUT_websocket=60
+test_websocket() {
+  "$PY" -c 'import websockets.client' 2>/dev/null || skip "python3-websockets is not installed (tests/deps.sh installs it)"
+  start_daemon
+  create '{"ports":[8100]}'
+  req POST "/v1/sandboxes/$ID/exec" -d "$(jq -nc --arg s "$WS_SERVER" '{argv:["/usr/bin/python3","-c",$s,"8100"], background:true}')"
+  expect 201
+  local i out=
+  for i in $(seq 100); do
+    out=$(timeout 10 "$PY" -c "$WS_CLIENT" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 2>&1) && break
+    sleep 0.1
+  done
+  [ "$out" == ok ] || fail "WebSocket through the proxy: $out"
+  # the daemon is fine afterwards
+  req GET "/v1/sandboxes/$ID/ports"
+  expect 200
+}
+
 # The clients: libsbx's sbx_sandbox_port_url through `sbx port` and Python's Sandbox.get_host.
 TEST_TIMEOUT_clients=60
 test_clients() {
