@@ -26,6 +26,10 @@
  *                                                command's whole process tree)
  *   stats     {}                              -> stats {cpu_usec, mem_bytes, mem_peak_bytes,
  *                                                       pids, oom_kills, disk_used_bytes}
+ *   port_connect {port}                    -> connected {port} with one fd attached: a TCP socket
+ *                                                (nonblocking) connected to 127.0.0.1:port in the
+ *                                                sandbox's network namespace; nothing listening is
+ *                                                an error with errno ECONNREFUSED (shim/ports.h)
  *   shutdown  {}                              -> ok, then the shim tears the sandbox down,
  *                                                removes its directory and exits
  * Shim -> daemon events (no seq), sent to every connected client:

@@ -2,6 +2,8 @@
 #include "policy/limits.h"
 
 #include "policy/image_name.h"
+#include "policy/ports.h"
+
 #include "common/jsonkeys.h"
 
 #include "common/b64.h"
@@ -18,8 +20,8 @@
 
 /* The keys each body may carry (common/jsonkeys.h): one list per body, policy as data. */
 const char *const policy_create_keys[] = {
-    "image",        "cpu",     "memory",       "disk",    "pids",  "env",     "labels",
-    "idle_timeout", "timeout", "max_cost_usd", "network", "lease", "profile", NULL};
+    "image",   "cpu",          "memory",  "disk",  "pids",    "env",   "labels", "idle_timeout",
+    "timeout", "max_cost_usd", "network", "lease", "profile", "ports", NULL};
 static const char *const exec_keys[] = {
     "argv", "shell", "cwd", "user", "env", "stdin", "stdin_b64", "timeout", "max_output",
     /* policy/process.h: how the command runs (policy_process_parse) */
@@ -279,7 +281,8 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
         (r = parse_cost(pick(body, d, "max_cost_usd"), &c.max_cost_usd, err)) < 0 ||
         (r = parse_network(pick(body, d, "network"), &c, err)) < 0 ||
         (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0 ||
-        (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0) {
+        (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0 ||
+        (r = policy_parse_ports(pick(body, NULL, "ports"), c.ports, &c.n_ports, err)) < 0) {
         policy_create_done(&c);
         return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
     }
@@ -311,6 +314,8 @@ json_t *policy_create_to_json(const policy_create *c) {
                   "lease", c->lease ? json_string(c->lease) : json_null());
     if (j && c->grading)
         json_object_set_new(j, "profile", json_string("grading"));
+    if (j && c->n_ports)
+        json_object_set_new(j, "ports", policy_ports_json(c->ports, c->n_ports));
     return j;
 }
 

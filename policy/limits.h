@@ -28,6 +28,8 @@ typedef struct policy_host {
 
 typedef enum { POLICY_NET_NONE, POLICY_NET_OPEN, POLICY_NET_ALLOW } policy_net_mode;
 
+#define POLICY_PORTS_MAX 16
+
 typedef struct policy_create {
     char *image; /* "host" or an image name, normalized to NAME:TAG (policy/image_name.h) */
     double cpu;
@@ -38,9 +40,11 @@ typedef struct policy_create {
     json_t *env;         /* object: string -> string */
     json_t *labels;      /* object: string -> string */
     policy_net_mode net_mode;
-    json_t *net_allow; /* array of strings, or NULL */
-    char *lease;       /* NULL when none */
-    bool grading;      /* "profile":"grading" (docs/GRPO.md "Grading sandboxes") */
+    json_t *net_allow;                /* array of strings, or NULL */
+    char *lease;                      /* NULL when none */
+    bool grading;                     /* "profile":"grading" (docs/GRPO.md "Grading sandboxes") */
+    uint16_t ports[POLICY_PORTS_MAX]; /* inbound ports (policy/ports.h), n_ports of them */
+    unsigned n_ports;
 } policy_create;
 
 typedef struct policy_exec {

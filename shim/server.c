@@ -9,6 +9,7 @@
 #include "common/timeutil.h"
 #include "shim/grading.h"
 #include "shim/ipc.h"
+#include "shim/ports.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -409,6 +410,22 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
     arm_timeout(s, e);
 }
 
+/* port_connect {port} -> connected {port} with the socket attached (shim/ports.c), or error. */
+static void handle_port_connect(server *s, conn *c, json_t *msg, json_t *seq) {
+    json_t *p = json_object_get(msg, "port");
+    error_rec err = {0};
+    int fd = -1, r = json_is_integer(p)
+                         ? shim_port_connect(s->sb, (int)json_integer_value(p), &fd, &err)
+                         : error_set(&err, -EINVAL, "port: must be an integer");
+    if (r < 0)
+        return send_to(c, shimproto_error(seq, &err));
+    json_t *m = json_pack("{s:s, s:O?, s:O}", "type", "connected", "seq", seq, "port", p);
+    if (m && (r = shimproto_send(c->fd, m, &fd, 1)) < 0)
+        log_warn("send failed err=%d", r);
+    json_decref(m);
+    close(fd);
+}
+
 static void dispatch(server *s, conn *c, json_t *msg, int *fds, size_t nf) {
     const char *type = shimproto_type(msg);
     json_t *seq = json_object_get(msg, "seq");
@@ -422,6 +439,8 @@ static void dispatch(server *s, conn *c, json_t *msg, int *fds, size_t nf) {
         handle_stats(s, c, seq);
     else if (strcmp(type, "kill") == 0)
         handle_kill(s, c, msg, seq);
+    else if (strcmp(type, "port_connect") == 0)
+        handle_port_connect(s, c, msg, seq);
     else if (strcmp(type, "shutdown") == 0) {
         reply_ok(c, seq);
         s->done = true;

@@ -9,6 +9,7 @@ int cmd_cp(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_port(int argc, char **argv); /* inbound ports */
 int cmd_info(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
 int cmd_image(int argc, char **argv); /* images */

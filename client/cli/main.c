@@ -28,6 +28,7 @@ static const struct {
     {"ls", cmd_ls, "list sandboxes"},
     {"inspect", cmd_inspect, "show a sandbox's state, limits, usage and cost"},
     {"rm", cmd_rm, "terminate sandboxes"},
+    {"port", cmd_port, "open a port of a sandbox and print its URL"},
     {"info", cmd_info, "show the daemon's capacity and prices"},
     {"image", cmd_image, "import, list, inspect and remove images"},
     {"grpo", cmd_grpo, "run GRPO episodes against a trainer"},

@@ -184,6 +184,11 @@ sbx_code sbx_sandbox_put_archive(sbx_sandbox *sb, const char *path, const void *
                                  sbx_err *err);
 sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
                                  sbx_err *err);
+/* Inbound ports (docs/API.md "Ports"): open TCP port 1..65535 of the sandbox (idempotent; also
+ * "ports" at create) and return the daemon's URL that proxies HTTP to it (free() it), e.g.
+ * "http://host:7070/v1/sandboxes/ID/ports/8000/"; over a Unix socket the host is localhost
+ * and the URL is reached through that socket. */
+sbx_code sbx_sandbox_port_url(sbx_sandbox *sb, unsigned port, char **ret_url, sbx_err *err);
 /* DELETE: idempotent. The handle stays valid (for its id) until sbx_sandbox_free. */
 sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err);
 void sbx_sandbox_free(sbx_sandbox *sb); /* accepts NULL; does not terminate */

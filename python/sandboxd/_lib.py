@@ -108,6 +108,7 @@ _SIGNATURES = {
     "sbx_sandbox_id": (c_char_p, [c_void_p]),
     "sbx_sandbox_inspect": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
     "sbx_sandbox_set_timeout": (c_int, [c_void_p, c_uint64, _P(SbxErr)]),
+    "sbx_sandbox_port_url": (c_int, [c_void_p, ctypes.c_uint, _P(c_void_p), _P(SbxErr)]),
     "sbx_sandbox_write_file": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, _P(SbxErr)]),
     "sbx_sandbox_read_file": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(c_size_t), _P(SbxErr)]),
     "sbx_sandbox_put_archive": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, _P(SbxErr)]),

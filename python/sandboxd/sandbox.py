@@ -747,6 +747,15 @@ class Sandbox:
         """The sandbox now lives until ``timeout`` from now."""
         _call(_lib.lib().sbx_sandbox_set_timeout, self._handle(), parse_duration_ms(timeout, "timeout"))
 
+    def get_host(self, port: int) -> str:
+        """Open TCP ``port`` of the sandbox (idempotent) and return the daemon's URL that proxies
+        HTTP to it (docs/API.md "Ports"); over a Unix socket it is reached through that socket."""
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise InvalidArgument("port: must be an integer 1..65535", "invalid_argument")
+        out = ctypes.c_void_p()
+        _call(_lib.lib().sbx_sandbox_port_url, self._handle(), port, ctypes.byref(out))
+        return _lib.take_string(out)
+
     def terminate(self) -> None:
         """End the sandbox (idempotent)."""
         _call(_lib.lib().sbx_sandbox_terminate, self._handle())

@@ -34,6 +34,8 @@ void sd_api_exec_background(sd_daemon *d, sd_request *req, sd_sandbox *sb, polic
 void sd_api_processes_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *rest);
 void sd_api_exec_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_process_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *pid);
+/* inbound ports: api/ports.c (rest: what follows .../ports) */
+void sd_api_ports_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *rest);
 /* images: api/images.c */
 void sd_api_images_import(sd_daemon *d, sd_request *req);
 void sd_api_images_list(sd_daemon *d, sd_request *req);

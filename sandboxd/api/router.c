@@ -58,6 +58,8 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
         is(req, "GET") ? sd_api_process_attach(d, req, sb, sub + 11) : not_allowed(req);
     } else if (strncmp(sub, "/processes", 10) == 0 && (!sub[10] || sub[10] == '/')) {
         sd_api_processes_route(d, req, sb, sub + 10);
+    } else if (strncmp(sub, "/ports", 6) == 0 && (!sub[6] || sub[6] == '/')) {
+        sd_api_ports_route(d, req, sb, sub + 6); /* inbound ports: api/ports.c */
     } else if (strcmp(sub, "/files") == 0) {
         if (is(req, "GET"))
             sd_api_files_get(d, req, sb);

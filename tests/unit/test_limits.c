@@ -252,7 +252,7 @@ TEST(unknown_fields_refused) {
         const char *body, *field;
     } creates[] = {
         {"{\"gpus\":64}", "gpus: unknown field"},
-        {"{\"memory\":\"1Gi\",\"ports\":[8000]}", "ports: unknown field"},
+        {"{\"memory\":\"1Gi\",\"volumes\":[]}", "volumes: unknown field"},
         {"{\"isolation\":\"gvisor\"}", "isolation: unknown field"},
         {"{\"network\":{\"allow\":[\"a.b:443\"],\"deny\":[]}}", "network.deny: unknown field"},
     };

@@ -1,0 +1,486 @@
+/* Inbound ports (docs/API.md "Ports"): GET/POST /v1/sandboxes/{id}/ports and the HTTP proxy
+ * /v1/sandboxes/{id}/ports/{port}/REST. The proxy asks the shim for a socket connected to
+ * 127.0.0.1:PORT inside the sandbox's network namespace (shimproto "port_connect"), writes the
+ * request to it as HTTP/1.0 with Connection: close (so the answer is never chunked and ends with
+ * the connection), reads the whole answer (bounded size and time) with a uv_poll on the loop and
+ * answers with its status, Content-Type and body. A WebSocket upgrade is sent on as HTTP/1.1;
+ * after the server's 101 the client is answered 101 (libmicrohttpd's upgrade) and bytes are
+ * relayed both ways on the loop until either side closes. Nothing here blocks the loop. */
+#include "sandboxd/api/api.h"
+
+#include "common/jsonkeys.h"
+
+#include "common/grow.h"
+#include "common/macro.h"
+#include "common/shimproto.h"
+#include "policy/ports.h"
+#include "sandboxd/core/registry.h"
+#include "sandboxd/core/shim_client.h"
+#include "sandboxd/core/state.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define PORT_ANSWER_MAX (16u << 20)
+#define PORT_CONNECT_WAIT_MS 5000
+#define PORT_ANSWER_WAIT_MS 30000
+
+typedef struct port_proxy {
+    sd_daemon *d;
+    sd_request *req; /* NULL once answered or gone */
+    char sb_id[64];
+    unsigned port;
+    int fd;
+    bool polling, freeing, connected;
+    bool upgrade;  /* a WebSocket (or other) upgrade: relayed both ways after a 101 */
+    bool relaying; /* upgraded: bytes go both ways between cfd and fd */
+    int cfd;       /* the client's socket once the upgrade hands it over */
+    void *urh;
+    uv_poll_t poll, cpoll;
+    char *c2u;
+    size_t c2u_len, c2u_off, c2u_cap;
+    uv_timer_t timer;
+    int handles;
+    char *out, *in;
+    size_t out_len, out_off, out_cap, in_len, in_cap;
+} port_proxy;
+
+/* ---- GET / POST .../ports ---- */
+
+static json_t *ports_json(const sd_sandbox *sb) {
+    json_t *a = json_array();
+    for (unsigned i = 0; a && i < sb->spec.n_ports; i++) {
+        char url[160];
+        snprintf(url, sizeof(url), "/v1/sandboxes/%s/ports/%u/", sb->id, sb->spec.ports[i]);
+        json_array_append_new(a,
+                              json_pack("{s:i,s:s}", "port", (int)sb->spec.ports[i], "url", url));
+    }
+    return a;
+}
+
+static void ports_add(sd_request *req, sd_sandbox *sb) {
+    json_t *body = sd_req_json(req);
+    if (!body)
+        return;
+    static const char *const keys[] = {"port", NULL};
+    error_rec err = {0};
+    uint16_t p = 0;
+    int r = !json_is_object(body) ? error_set(&err, -EINVAL, "body: must be a JSON object")
+                                  : jsonkeys_check(body, keys, NULL, &err);
+    if (r >= 0)
+        r = policy_parse_port(json_object_get(body, "port"), "port", &p, &err);
+    json_decref(body);
+    if (r < 0)
+        return sd_reply_error_rec(req, &err);
+    if (sb->state == SD_ENDED)
+        return sd_reply_error(req, 409, "sandbox_ended", "sandbox %s has ended", sb->id);
+    if (policy_ports_add(sb->spec.ports, &sb->spec.n_ports, p) < 0)
+        return sd_reply_error(req, 400, "invalid_argument", "port: at most %d ports are open",
+                              POLICY_PORTS_MAX);
+    sd_state_save(sb);
+    sd_reply_json(req, 200, ports_json(sb));
+}
+
+/* ---- the proxy ---- */
+
+static void handle_closed(uv_handle_t *h) {
+    port_proxy *px = h->data;
+    if (--px->handles > 0)
+        return;
+    if (px->urh)
+        sd_upgrade_close(px->d, px->urh); /* closes cfd */
+    free(px->c2u);
+    safe_close(px->fd);
+    free(px->out);
+    free(px->in);
+    free(px);
+}
+
+static void px_free(port_proxy *px) {
+    if (px->freeing)
+        return;
+    px->freeing = true;
+    sd_sandbox *sb = sd_registry_find(px->d, px->sb_id);
+    if (!px->connected && sb && sb->shim)
+        sd_shim_cancel(sb->shim, px);
+    px->handles = 1 + px->polling + px->relaying;
+    uv_close((uv_handle_t *)&px->timer, handle_closed);
+    if (px->polling)
+        uv_close((uv_handle_t *)&px->poll, handle_closed);
+    if (px->relaying)
+        uv_close((uv_handle_t *)&px->cpoll, handle_closed);
+}
+
+static void req_gone(sd_request *req, void *ud) {
+    (void)req;
+    port_proxy *px = ud;
+    px->req = NULL;
+    px_free(px);
+}
+
+static sd_request *px_take_req(port_proxy *px) {
+    sd_request *req = TAKE_PTR(px->req);
+    if (req)
+        req->on_close = NULL;
+    return req;
+}
+
+static void px_fail(port_proxy *px, unsigned status, const char *code, const char *msg) {
+    sd_request *req = px_take_req(px);
+    if (req)
+        sd_reply_error(req, status, code, "port %u of sandbox %s: %s", px->port, px->sb_id, msg);
+    px_free(px);
+}
+
+/* The answer read whole: "HTTP/1.x NNN reason\r\nheaders\r\n\r\nbody". */
+static void px_answer(port_proxy *px) {
+    char *head_end = px->in ? memmem(px->in, px->in_len, "\r\n\r\n", 4) : NULL;
+    unsigned status = 0;
+    if (!head_end || sscanf(px->in, "HTTP/%*d.%*d %u", &status) != 1 || status < 100 ||
+        status > 599)
+        return px_fail(px, 502, "port_bad_answer", "the answer is not HTTP");
+    *head_end = 0;
+    char ctype[256] = "application/octet-stream";
+    for (char *l = strstr(px->in, "\r\n"); l && l < head_end; l = strstr(l + 2, "\r\n"))
+        if (strncasecmp(l + 2, "Content-Type:", 13) == 0) {
+            const char *v = l + 15;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            snprintf(ctype, sizeof(ctype), "%.*s", (int)strcspn(v, "\r\n"), v);
+        }
+    size_t off = (size_t)(head_end + 4 - px->in), len = px->in_len - off;
+    char *body = malloc(len ? len : 1);
+    if (!body)
+        return px_fail(px, 500, "internal", "out of memory");
+    memcpy(body, px->in + off, len);
+    sd_request *req = px_take_req(px);
+    if (req)
+        sd_reply_data(req, status, ctype, body, len);
+    else
+        free(body);
+    px_free(px);
+}
+
+/* The value of header name in the answer's head (NUL-terminated at its blank line), or "". */
+static void head_value(const char *head, const char *name, char *buf, size_t cap) {
+    size_t nl = strlen(name);
+    buf[0] = 0;
+    for (const char *l = strstr(head, "\r\n"); l; l = strstr(l + 2, "\r\n"))
+        if (strncasecmp(l + 2, name, nl) == 0 && l[2 + nl] == ':') {
+            const char *v = l + 3 + nl;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            snprintf(buf, cap, "%.*s", (int)strcspn(v, "\r\n"), v);
+            return;
+        }
+}
+
+/* ---- after an upgrade: bytes both ways (u2c: in[out_off..in_len), c2u: c2u[c2u_off..]) ---- */
+
+static void on_relay(uv_poll_t *h, int status, int events);
+
+static void relay_update(port_proxy *px) {
+    if (px->freeing)
+        return;
+    bool u2c = px->out_off < px->in_len, c2u = px->c2u_off < px->c2u_len;
+    int ue = (u2c ? 0 : UV_READABLE) | (c2u ? UV_WRITABLE : 0);
+    int ce = (c2u ? 0 : UV_READABLE) | (u2c ? UV_WRITABLE : 0);
+    uv_poll_start(&px->poll, ue, on_relay);
+    uv_poll_start(&px->cpoll, ce, on_relay);
+}
+
+/* Move what is pending to `to`, then read from `from` when nothing is pending. */
+static bool relay_step(port_proxy *px, int events, int from, int to, char **buf, size_t *off,
+                       size_t *len, size_t *cap) {
+    if (*off < *len) {
+        ssize_t n = send(to, *buf + *off, *len - *off, MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return false;
+        if (n > 0)
+            *off += (size_t)n;
+    }
+    if (*off == *len)
+        *off = *len = 0;
+    if (*len == 0 && (events & UV_READABLE)) {
+        if (grow_reserve((void **)buf, cap, 65536, 1) < 0)
+            return false;
+        ssize_t n = recv(from, *buf, 65536, 0);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            return false;
+        if (n > 0)
+            *len = (size_t)n;
+    }
+    return true;
+}
+
+static void on_relay(uv_poll_t *h, int status, int events) {
+    port_proxy *px = h->data;
+    if (px->freeing)
+        return;
+    bool up = h == &px->poll, ok = status >= 0;
+    /* readable on one side feeds the other; writable on one side drains what the other sent */
+    if (ok && up)
+        ok = relay_step(px, events, px->fd, px->cfd, &px->in, &px->out_off, &px->in_len,
+                        &px->in_cap) &&
+             (!(events & UV_WRITABLE) || relay_step(px, 0, px->cfd, px->fd, &px->c2u, &px->c2u_off,
+                                                    &px->c2u_len, &px->c2u_cap));
+    else if (ok)
+        ok = relay_step(px, events, px->cfd, px->fd, &px->c2u, &px->c2u_off, &px->c2u_len,
+                        &px->c2u_cap) &&
+             (!(events & UV_WRITABLE) ||
+              relay_step(px, 0, px->fd, px->cfd, &px->in, &px->out_off, &px->in_len, &px->in_cap));
+    if (!ok)
+        return px_free(px); /* either side gone: both go */
+    relay_update(px);
+}
+
+static void on_upgraded(void *ud, int fd, const char *extra, size_t extra_len, void *handle) {
+    port_proxy *px = ud;
+    px->req = NULL; /* the connection is ours now */
+    px->cfd = fd;
+    px->urh = handle;
+    if (px->freeing)
+        return sd_upgrade_close(px->d, TAKE_PTR(px->urh));
+    if (uv_poll_init(px->d->loop, &px->cpoll, fd) < 0)
+        return px_free(px);
+    px->cpoll.data = px;
+    px->relaying = true;
+    if (extra_len && (grow_reserve((void **)&px->c2u, &px->c2u_cap, extra_len, 1) < 0 ||
+                      !memcpy(px->c2u, extra, extra_len)))
+        return px_free(px);
+    px->c2u_len = extra_len;
+    relay_update(px);
+}
+
+/* The head of the server's 101: the client is answered 101 with its accept and protocol, then
+ * bytes are relayed (what the server sent past its head first). */
+static void px_upgrade(port_proxy *px, char *head_end) {
+    *head_end = 0;
+    char accept[128], proto[256];
+    head_value(px->in, "Sec-WebSocket-Accept", accept, sizeof(accept));
+    head_value(px->in, "Sec-WebSocket-Protocol", proto, sizeof(proto));
+    if (!*accept)
+        return px_fail(px, 502, "port_bad_answer", "a 101 without Sec-WebSocket-Accept");
+    uv_timer_stop(&px->timer);
+    uv_poll_stop(&px->poll);
+    size_t off = (size_t)(head_end + 4 - px->in);
+    memmove(px->in, px->in + off, px->in_len - off);
+    px->in_len -= off;
+    px->out_off = 0; /* from here on out_off is the offset of u2c in `in` */
+    if (!px->req)
+        return px_free(px);
+    sd_reply_upgrade(px->req, accept, *proto ? proto : NULL, on_upgraded, px);
+}
+
+/* The answer is whole: the connection ended, or its head and Content-Length bytes came. */
+static bool answer_whole(port_proxy *px, char **ret_head_end) {
+    char *he = memmem(px->in, px->in_len, "\r\n\r\n", 4);
+    *ret_head_end = he;
+    if (!he)
+        return false;
+    char cl[32], save = *he;
+    *he = 0;
+    head_value(px->in, "Content-Length", cl, sizeof(cl));
+    *he = save;
+    return *cl && px->in_len - (size_t)(he + 4 - px->in) >= strtoull(cl, NULL, 10);
+}
+
+static void on_io(uv_poll_t *h, int status, int events) {
+    port_proxy *px = h->data;
+    if (px->freeing)
+        return;
+    if (status < 0)
+        return px_fail(px, 502, "port_unreachable", "the connection failed");
+    if ((events & UV_WRITABLE) && px->out_off < px->out_len) {
+        ssize_t n = send(px->fd, px->out + px->out_off, px->out_len - px->out_off, MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+            return px_fail(px, 502, "port_unreachable", "the server closed the connection");
+        if (n > 0)
+            px->out_off += (size_t)n;
+        if (px->out_off == px->out_len) {
+            if (!px->upgrade)
+                shutdown(px->fd, SHUT_WR);
+            uv_poll_start(&px->poll, UV_READABLE | UV_DISCONNECT, on_io);
+        }
+    }
+    if (events & (UV_READABLE | UV_DISCONNECT)) {
+        for (;;) {
+            if (px->in_len >= PORT_ANSWER_MAX)
+                return px_fail(px, 502, "port_answer_too_large", "the answer is over 16 MiB");
+            if (grow_reserve((void **)&px->in, &px->in_cap, px->in_len + 65537, 1) < 0)
+                return px_fail(px, 500, "internal", "out of memory");
+            ssize_t n = recv(px->fd, px->in + px->in_len, 65536, 0);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+            if (n < 0 && px->in_len == 0)
+                return px_fail(px, 502, "port_unreachable", "the server reset the connection");
+            if (n <= 0) {
+                px->in[px->in_len] = 0;
+                return px_answer(px);
+            }
+            px->in_len += (size_t)n;
+            px->in[px->in_len] = 0;
+            char *he = NULL;
+            bool whole = answer_whole(px, &he);
+            if (he && px->upgrade && px->in_len > 12 && strncmp(px->in + 8, " 101", 4) == 0)
+                return px_upgrade(px, he);
+            if (whole)
+                return px_answer(px);
+        }
+    }
+}
+
+static void on_timeout(uv_timer_t *t) {
+    port_proxy *px = t->data;
+    px_fail(px, 504, "port_timeout",
+            px->connected ? "no whole answer in time" : "the connection was not made in time");
+}
+
+/* Hop-by-hop headers, the daemon's token, and WebSocket extensions (the 101 the client gets
+ * names none, so the server must not use any). */
+static bool skip_header(const char *k) {
+    static const char *const hop[] = {"Connection",
+                                      "Keep-Alive",
+                                      "Proxy-Connection",
+                                      "Transfer-Encoding",
+                                      "Content-Length",
+                                      "Upgrade",
+                                      "Authorization",
+                                      "TE",
+                                      "Sec-WebSocket-Extensions",
+                                      "Trailer"};
+    for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+        if (strcasecmp(k, hop[i]) == 0)
+            return true;
+    return false;
+}
+
+static int put(port_proxy *px, const char *s, size_t n) {
+    if (grow_reserve((void **)&px->out, &px->out_cap, px->out_len + n, 1) < 0)
+        return -ENOMEM;
+    memcpy(px->out + px->out_len, s, n);
+    px->out_len += n;
+    return 0;
+}
+
+static enum MHD_Result header_cb(void *cls, enum MHD_ValueKind kind, const char *k, const char *v) {
+    (void)kind;
+    port_proxy *px = cls;
+    if (!skip_header(k) && v && !strpbrk(v, "\r\n"))
+        if (put(px, k, strlen(k)) < 0 || put(px, ": ", 2) < 0 || put(px, v, strlen(v)) < 0 ||
+            put(px, "\r\n", 2) < 0)
+            return MHD_NO;
+    return MHD_YES;
+}
+
+/* The request to the port: METHOD /REST?query HTTP/1.0, its headers less hop-by-hop ones and
+ * the daemon's token, Content-Length, Connection: close, the body. A WebSocket upgrade goes as
+ * HTTP/1.1 with Upgrade: websocket and Connection: Upgrade. */
+static int build_request(port_proxy *px, sd_request *req, const char *rest) {
+    _cleanup_free_ char *q = sd_req_query_string(req, NULL, NULL);
+    _cleanup_free_ char *line = NULL;
+    char cl[64];
+    if (!q || asprintf(&line, "%s /%s%s HTTP/1.%d\r\n", req->method, rest, q, px->upgrade) < 0)
+        return -ENOMEM;
+    if (put(px, line, strlen(line)) < 0)
+        return -ENOMEM;
+    MHD_get_connection_values(req->conn, MHD_HEADER_KIND, header_cb, px);
+    int n = px->upgrade
+                ? snprintf(cl, sizeof(cl), "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                : snprintf(cl, sizeof(cl), "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                           req->body_len);
+    if (put(px, cl, (size_t)n) < 0 || (req->body_len && put(px, req->body, req->body_len) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
+static void on_connected(void *ud, json_t *reply) {
+    port_proxy *px = ud;
+    if (px->freeing)
+        return;
+    sd_sandbox *sb = sd_registry_find(px->d, px->sb_id);
+    px->connected = true;
+    if (!reply)
+        return px_fail(px, 502, "port_unreachable", "the sandbox went away");
+    if (strcmp(shimproto_type(reply), "connected") != 0) {
+        error_rec err = {0};
+        int r = shimproto_error_parse(reply, &err);
+        char msg[300];
+        snprintf(msg, sizeof(msg), "%s%s",
+                 r == -ECONNREFUSED ? "nothing listens there (connection refused): " : "",
+                 err.message);
+        return r == -ETIMEDOUT ? px_fail(px, 504, "port_timeout", msg)
+                               : px_fail(px, 502, "port_unreachable", msg);
+    }
+    px->fd = sb && sb->shim ? sd_shim_take_fd(sb->shim) : -1;
+    if (px->fd < 0)
+        return px_fail(px, 502, "port_unreachable", "no connection came from the sandbox");
+    if (uv_poll_init(px->d->loop, &px->poll, px->fd) < 0)
+        return px_fail(px, 500, "internal", "cannot watch the connection");
+    px->poll.data = px;
+    px->polling = true;
+    uv_timer_start(&px->timer, on_timeout, PORT_ANSWER_WAIT_MS, 0);
+    uv_poll_start(&px->poll, UV_WRITABLE | UV_READABLE | UV_DISCONNECT, on_io);
+}
+
+static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub) {
+    char *end = NULL;
+    unsigned long port = strtoul(sub, &end, 10);
+    if (end == sub || port < 1 || port > 65535 || (*end && *end != '/'))
+        return sd_reply_error(req, 400, "invalid_argument", "port: must be an integer 1..65535");
+    if (sb->state == SD_ENDED) /* its ports end with it */
+        return sd_reply_error(req, 404, "port_not_open",
+                              "sandbox %s has ended: its ports are closed", sb->id);
+    if (!policy_ports_has(sb->spec.ports, sb->spec.n_ports, (uint16_t)port))
+        return sd_reply_error(req, 404, "port_not_open",
+                              "port %lu of sandbox %s is not open (open it at create with "
+                              "\"ports\" or with POST .../ports)",
+                              port, sb->id);
+    if (sb->state != SD_RUNNING || !sb->shim)
+        return sd_reply_error(req, 409, "sandbox_not_running", "sandbox %s is %s", sb->id,
+                              sd_state_name(sb->state));
+    const char *up = sd_req_header(req, "Upgrade");
+    if (up && strcasecmp(up, "websocket") != 0)
+        return sd_reply_error(req, 400, "invalid_argument",
+                              "Upgrade: only websocket upgrades are proxied");
+    port_proxy *px = calloc(1, sizeof(*px));
+    if (!px)
+        return sd_reply_error(req, 500, "internal", "out of memory");
+    *px = (port_proxy){
+        .d = d, .req = req, .port = (unsigned)port, .fd = -1, .cfd = -1, .upgrade = up != NULL};
+    snprintf(px->sb_id, sizeof(px->sb_id), "%s", sb->id);
+    if (build_request(px, req, *end ? end + 1 : "") < 0) {
+        free(px->out), free(px);
+        return sd_reply_error(req, 500, "internal", "out of memory");
+    }
+    uv_timer_init(d->loop, &px->timer);
+    px->timer.data = px;
+    req->on_close = req_gone;
+    req->close_ud = px;
+    if (sd_shim_request(sb->shim, "port_connect", json_pack("{s:i}", "port", (int)port), NULL, 0,
+                        on_connected, px) < 0) {
+        px->connected = true;
+        return px_fail(px, 502, "port_unreachable", "cannot reach the sandbox's shim");
+    }
+    uv_timer_start(&px->timer, on_timeout, PORT_CONNECT_WAIT_MS, 0);
+}
+
+void sd_api_ports_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *rest) {
+    if (!*rest || strcmp(rest, "/") == 0) {
+        if (strcmp(req->method, "GET") == 0)
+            sd_reply_json(req, 200, ports_json(sb));
+        else if (strcmp(req->method, "POST") == 0)
+            ports_add(req, sb);
+        else
+            sd_reply_error(req, 405, "method_not_allowed", "method %s is not allowed on %s",
+                           req->method, req->path);
+        return;
+    }
+    proxy(d, req, sb, rest + 1);
+}

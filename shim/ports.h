@@ -1,0 +1,12 @@
+/* Inbound ports (docs/API.md "Ports"): a TCP connection to 127.0.0.1:PORT made inside the
+ * sandbox's network namespace, for the daemon's proxy (shimproto "port_connect"). */
+#pragma once
+
+#include "common/error.h"
+#include "shim/sandbox.h"
+
+/* Connect to 127.0.0.1:port in the sandbox's network namespace (bounded: loopback answers at
+ * once, at most SHIM_PORT_CONNECT_MS). Returns 0 with *ret_fd (CLOEXEC, nonblocking) or -errno
+ * (ECONNREFUSED: nothing listens; ETIMEDOUT). */
+#define SHIM_PORT_CONNECT_MS 2000
+int shim_port_connect(shim_sandbox *sb, int port, int *ret_fd, error_rec *err);

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Inbound ports (docs/API.md "Ports"): "ports" at create and POST .../ports, GET .../ports, and the
+# HTTP proxy .../ports/{port}/REST to a server a background command runs in the sandbox (network
+# "none": the connection is made in the sandbox's own network namespace). Bad input: ports out of
+# range (400 naming ports), a port not opened (404 port_not_open), an open port nothing listens on
+# (502 with a message); a second sandbox cannot reach the first's port; after delete: 404.
+
+DAEMON_TAG=ports
+source "$(dirname "$0")/../lib/daemon.sh"
+
+PY=${SBX_PYTHON:-/usr/bin/python3}
+
+# A tiny server: GET serves files under /tmp/www, POST echoes the body with the path.
+SERVER='
+import http.server, os, sys
+os.chdir("/tmp/www")
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        b = self.rfile.read(n)
+        out = b"path=" + self.path.encode() + b" x-test=" + (self.headers.get("X-Test") or "").encode() + b" body=" + b
+        self.send_response(201)
+        self.send_header("Content-Type", "text/x-echo")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'
+
+exec_ok() { # ID CMD: run a shell command in the sandbox, exit 0
+  req POST "/v1/sandboxes/$1/exec" -d "$(jq -nc --arg c "$2" '{argv:[$c], shell:true}')"
+  expect 200 '.exit_code == 0'
+}
+serve() { # ID PORT: start the server in the background and wait until it answers through the proxy
+  exec_ok "$1" "mkdir -p /tmp/www && printf 'hello from %s\n' $1 >/tmp/www/hello.txt"
+  req POST "/v1/sandboxes/$1/exec" -d "$(jq -nc --arg s "$SERVER" --arg p "$2" \
+    '{argv:["python3","-c",$s,$p], background:true}')"
+  expect 201 '.background == true'
+  local i
+  for i in $(seq 100); do
+    req GET "/v1/sandboxes/$1/ports/$2/hello.txt"
+    [ "$CODE" == 200 ] && return 0
+    sleep 0.1
+  done
+  fail "the server on port $2 of $1 did not answer through the proxy in 10 s: $CODE $BODY"
+}
+
+TEST_TIMEOUT_proxy=60
+test_proxy() {
+  "$PY" -c 'import http.server' 2>/dev/null || skip "python3 is not installed"
+  start_daemon
+  create '{"ports":[8000], "network":"none"}'
+  req GET "/v1/sandboxes/$ID/ports"
+  expect 200 "length == 1 and .[0].port == 8000 and .[0].url == \"/v1/sandboxes/$ID/ports/8000/\""
+  # before anything listens: 502 with a message
+  req GET "/v1/sandboxes/$ID/ports/8000/"
+  expect 502 '.code == "port_unreachable" and (.message | test("refused"))'
+  serve "$ID" 8000
+  [ "$BODY" == "hello from $ID" ] || fail "GET through the proxy: $BODY"
+  grep -qi '^content-type: text/plain' "$D/headers" || fail "no Content-Type from the server: $(cat "$D/headers")"
+  # POST with a body, a query and a header, echoed back with the server's status
+  req POST "/v1/sandboxes/$ID/ports/8000/echo/x?a=1&b=two" -H 'X-Test: yes' --data-binary 'some bytes'
+  expect 201
+  [ "$BODY" == "path=/echo/x?a=1&b=two x-test=yes body=some bytes" ] || fail "POST echo: $BODY"
+  # a 404 of the server is passed through as its own answer
+  req GET "/v1/sandboxes/$ID/ports/8000/no-such-file"
+  expect 404
+  # the daemon's egress policy is untouched: network none still has no route out
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["python3","-c","import socket; socket.create_connection((\"10.255.255.1\", 80), timeout=1)"]}'
+  expect 200 '.exit_code != 0'
+  # a port opened later
+  req POST "/v1/sandboxes/$ID/ports" -d '{"port":8001}'
+  expect 200 'map(.port) == [8000, 8001]'
+  req POST "/v1/sandboxes/$ID/ports" -d '{"port":8001}'
+  expect 200 'map(.port) == [8000, 8001]'
+  serve "$ID" 8001
+  # a port not opened
+  req GET "/v1/sandboxes/$ID/ports/8002/"
+  expect 404 '.code == "port_not_open"'
+  # after delete
+  req DELETE "/v1/sandboxes/$ID"
+  expect 204
+  req GET "/v1/sandboxes/$ID/ports/8000/hello.txt"
+  expect 404 '.code == "port_not_open" or .code == "not_found"'
+}
+
+# A WebSocket upgrade through the proxy: an echo server (python3-websockets) in the sandbox.
+WS_SERVER='
+import asyncio, sys, websockets
+async def echo(ws, path=None):
+    async for m in ws:
+        await ws.send(("echo:" + m) if isinstance(m, str) else m[::-1])
+async def main():
+    async with websockets.serve(echo, "127.0.0.1", int(sys.argv[1]), subprotocols=["p1"]):
+        await asyncio.Future()
+asyncio.run(main())
+'
+WS_CLIENT='
+import asyncio, sys, websockets.client
+async def main():
+    async with websockets.client.unix_connect(sys.argv[1], "ws://sd" + sys.argv[2], subprotocols=["p1"]) as ws:
+        assert ws.subprotocol == "p1", ws.subprotocol
+        await ws.send("hi"); assert await ws.recv() == "echo:hi"
+        big = bytes(range(256)) * 4096
+        await ws.send(big); assert await ws.recv() == big[::-1]
+    print("ok")
+asyncio.run(main())
+'
+TEST_TIMEOUT_websocket=60
+test_websocket() {
+  "$PY" -c 'import websockets.client' 2>/dev/null || skip "python3-websockets is not installed (tests/deps.sh installs it)"
+  start_daemon
+  create '{"ports":[8100]}'
+  req POST "/v1/sandboxes/$ID/exec" -d "$(jq -nc --arg s "$WS_SERVER" '{argv:["/usr/bin/python3","-c",$s,"8100"], background:true}')"
+  expect 201
+  local i out=
+  for i in $(seq 100); do
+    out=$(timeout 10 "$PY" -c "$WS_CLIENT" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 2>&1) && break
+    sleep 0.1
+  done
+  [ "$out" == ok ] || fail "WebSocket through the proxy: $out"
+  # the daemon is fine afterwards
+  req GET "/v1/sandboxes/$ID/ports"
+  expect 200
+}
+
+# The clients: libsbx's sbx_sandbox_port_url through `sbx port` and Python's Sandbox.get_host.
+TEST_TIMEOUT_clients=60
+test_clients() {
+  "$PY" -c 'import http.server' 2>/dev/null || skip "python3 is not installed"
+  start_daemon
+  create
+  local url
+  url=$(SBX_HOST="unix:$SOCK" "$(bin sbx)" port "$ID" 8000) || fail "sbx port failed: $url"
+  [ "$url" == "http://localhost/v1/sandboxes/$ID/ports/8000/" ] || fail "sbx port printed $url"
+  serve "$ID" 8000
+  # the URL it printed answers (through the daemon's socket)
+  [ "$(curl -s --max-time 10 --unix-socket "$SOCK" "${url}hello.txt")" == "hello from $ID" ] ||
+    fail "the URL sbx port printed does not reach the server"
+  SBX_HOST="unix:$SOCK" "$(bin sbx)" port "$ID" 70000 2>/dev/null && fail "sbx port took 70000"
+  url=$(env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
+    PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 "$PY" -c '
+import sys, sandboxd
+sb = sandboxd.Sandbox.attach(sys.argv[1])
+print(sb.get_host(9000))
+try:
+    sb.get_host(0)
+    print("get_host(0) was taken")
+except sandboxd.InvalidArgument:
+    pass
+' "$ID") || fail "python get_host failed: $url"
+  [ "$url" == "http://localhost/v1/sandboxes/$ID/ports/9000/" ] || fail "get_host printed $url"
+  req GET "/v1/sandboxes/$ID/ports"
+  expect 200 'map(.port) == [8000, 9000]'
+}
+
+TEST_TIMEOUT_bad_ports=30
+test_bad_ports() {
+  start_daemon
+  local b
+  for b in '[0]' '[70000]' '[-1]' '["80"]' '[8000,8000]' '8000' \
+    '[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]'; do
+    req POST /v1/sandboxes -d "{\"ports\":$b}"
+    expect 400 '.code == "invalid_argument" and (.message | startswith("ports"))'
+  done
+  create
+  req POST "/v1/sandboxes/$ID/ports" -d '{"port":0}'
+  expect 400 '.message | startswith("port")'
+  req POST "/v1/sandboxes/$ID/ports" -d '{"port":70000}'
+  expect 400 '.message | startswith("port")'
+  req POST "/v1/sandboxes/$ID/ports" -d '{}'
+  expect 400 '.message | startswith("port")'
+  req GET "/v1/sandboxes/$ID/ports/70000/"
+  expect 400 '.message | startswith("port")'
+  req GET "/v1/sandboxes/$ID/ports"
+  expect 200 'length == 0'
+  # the daemon is fine afterwards
+  req GET /healthz
+  expect 200
+}
+
+TEST_TIMEOUT_isolated=60
+test_isolated() {
+  "$PY" -c 'import http.server' 2>/dev/null || skip "python3 is not installed"
+  start_daemon
+  create '{"ports":[8000]}'
+  local a=$ID
+  serve "$a" 8000
+  create '{"ports":[8000]}'
+  local b=$ID
+  # b's own loopback has nothing on 8000: neither the proxy nor b itself reach a's server
+  req GET "/v1/sandboxes/$b/ports/8000/hello.txt"
+  expect 502 '.code == "port_unreachable"'
+  req POST "/v1/sandboxes/$b/exec" -d '{"argv":["python3","-c","import socket; socket.create_connection((\"127.0.0.1\", 8000), timeout=2)"]}'
+  expect 200 '.exit_code != 0'
+  # a's server still answers a
+  req GET "/v1/sandboxes/$a/ports/8000/hello.txt"
+  expect 200
+  [ "$BODY" == "hello from $a" ] || fail "a's server: $BODY"
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
