@@ -1,6 +1,7 @@
 /* Request body validation for the API (see limits.h). */
 #include "policy/limits.h"
 
+#include "policy/gpu.h"
 #include "policy/image_name.h"
 
 #include "common/b64.h"
@@ -261,7 +262,8 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
         (r = parse_cost(pick(body, d, "max_cost_usd"), &c.max_cost_usd, err)) < 0 ||
         (r = parse_network(pick(body, d, "network"), &c, err)) < 0 ||
         (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0 ||
-        (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0) {
+        (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0 ||
+        (r = policy_gpu_parse(pick(body, NULL, "gpus"), &c.gpus, &c.gpu_uuids, err)) < 0) {
         policy_create_done(&c);
         return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
     }
@@ -277,6 +279,7 @@ void policy_create_done(policy_create *c) {
     json_decref(c->env);
     json_decref(c->labels);
     json_decref(c->net_allow);
+    json_decref(c->gpu_uuids);
     *c = (policy_create){0};
 }
 
@@ -293,6 +296,9 @@ json_t *policy_create_to_json(const policy_create *c) {
                   "lease", c->lease ? json_string(c->lease) : json_null());
     if (j && c->grading)
         json_object_set_new(j, "profile", json_string("grading"));
+    if (j && c->gpus) /* the uuids once allocated (core/gpu.c), so a restart claims them back */
+        json_object_set_new(j, "gpus",
+                            c->gpu_uuids ? json_deep_copy(c->gpu_uuids) : json_integer(c->gpus));
     return j;
 }
 

@@ -41,6 +41,8 @@ typedef struct policy_create {
     json_t *net_allow; /* array of strings, or NULL */
     char *lease;       /* NULL when none */
     bool grading;      /* "profile":"grading" (docs/GRPO.md "Grading sandboxes") */
+    unsigned gpus;     /* whole GPUs (policy/gpu.h); 0: none */
+    json_t *gpu_uuids; /* which GPUs (array of uuid strings), or NULL: any free ones */
 } policy_create;
 
 typedef struct policy_exec {
