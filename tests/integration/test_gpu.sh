@@ -148,4 +148,26 @@ test_gpu_release() {
   [ "$(gpus_free)" == 4 ] || fail "an ended sandbox holds nothing after a restart"
 }
 
+test_gpu_discovery() {
+  private_ns gpu_discovery
+  # a tree like the host's: ROOT/dev/nvidia*, control nodes, /proc/driver/nvidia/gpus/*/information
+  local r=$SN/root i
+  mkdir -p "$r/dev/nvidia-caps" "$r/proc/driver/nvidia/gpus/0000:41:00.0"
+  for i in 0 1; do mknod -m 0666 "$r/dev/nvidia$i" c 195 "$i"; done
+  mknod -m 0666 "$r/dev/nvidiactl" c 195 255
+  mknod -m 0666 "$r/dev/nvidia-uvm" c 510 0
+  mknod -m 0666 "$r/dev/nvidia-caps/nvidia-cap1" c 511 1
+  printf 'Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-5d8e0c3a-0000-1111-2222-333344445555\nBus Location: \t 0000:41:00.0\nDevice Minor: \t 1\n' \
+    >"$r/proc/driver/nvidia/gpus/0000:41:00.0/information"
+  DAEMON_FLAGS=(--gpu-root "$r")
+  start_daemon
+  req GET /v1/info
+  expect 200 '.gpus.total == 2 and ([.gpus.devices[].uuid] | sort) == ["GPU-195-0","GPU-5d8e0c3a-0000-1111-2222-333344445555"]
+    and ([.gpus.devices[] | select(.bus_id == "0000:41:00.0")] | length) == 1'
+  create '{"gpus":2,"memory":"64Mi"}'
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","cd /dev && ls -d nvidia* nvidia-caps/*"]}'
+  expect 200 '.stdout == "nvidia-caps\nnvidia-caps/nvidia-cap1\nnvidia-uvm\nnvidia0\nnvidia1\nnvidiactl\n"'
+  req POST /v1/sandboxes -d '{"gpus":1}'; expect 409 '.code == "gpu_unavailable"'
+}
+
 source "$(dirname "$0")/../lib/lib.sh"
