@@ -197,6 +197,7 @@ static int merge_nodes(sbx_client *c, json_t *nodes) {
         e->gone = false;
         e->draining = json_is_true(json_object_get(rec, "draining"));
         e->free_slots = e->draining ? 0 : json_is_integer(fr) ? (long)json_integer_value(fr) : -1;
+        e->gpus_free = sbxi_gpus_free(rec);
         e->info_at_ms = now;
     }
     return 0;
@@ -371,6 +372,7 @@ static size_t fleet_order(sbx_client *c, const char *body, size_t *order) {
         order[0] = t;
     }
     pool_first(c, body, order, n);
+    sbxi_gpu_first(c, body, order, n);
     return n;
 }
 
@@ -386,6 +388,7 @@ size_t sbxi_placement_order(sbx_client *c, const char *body, size_t *order) {
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    sbxi_gpu_first(c, body, order, c->n_eps);
     return c->n_eps;
 }
 
@@ -423,7 +426,8 @@ sbx_code sbxi_fleet_list_via_node(sbx_client *c, const char *path, json_t *all, 
     rc = SBX_OK;
     json_array_foreach(json_object_get(fl, "nodes"), i, rec) {
         const char *url = json_string_value(json_object_get(rec, "url"));
-        sbxi_endpoint ep = {.display = (char *)url, .base_url = (char *)url, .free_slots = -1};
+        sbxi_endpoint ep = {
+            .display = (char *)url, .base_url = (char *)url, .free_slots = -1, .gpus_free = -1};
         if (!url)
             continue;
         sbxi_response lr = {0};

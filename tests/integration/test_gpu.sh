@@ -170,4 +170,40 @@ test_gpu_discovery() {
   req POST /v1/sandboxes -d '{"gpus":1}'; expect 409 '.code == "gpu_unavailable"'
 }
 
+# libsbx (CLI, Python SDK) over two daemons: a has 1 GPU, b has 3; a create asking for GPUs
+# goes where enough are free
+test_gpu_client_placement() {
+  private_ns gpu_client_placement
+  local n
+  for n in a b; do
+    daemon_use "$n"
+    jq -n --arg sn "$SN" --arg n "$n" '{gpus: [(if $n == "a" then [0] else [1, 2, 3] end)[] |
+      {device: "\($sn)/nvidia\(.)", uuid: "GPU-test-\(.)"}], gpu_control: ["\($sn)/nvidiactl"]}' >"$D/config.json"
+    DAEMON_FLAGS=(--config "$D/config.json")
+    daemon_start "$n"
+  done
+  local hosts="${DAEMON_SOCK[a]},${DAEMON_SOCK[b]}" sbx=$SBX_BUILD_DIR/sbx id
+  id=$("$sbx" --host "$hosts" create --gpus 2 --memory 64Mi) || fail "sbx create --gpus 2"
+  daemon_use b; req GET "/v1/sandboxes/$id"; expect 200 '(.gpus | length) == 2'
+  # one GPU left on each: two creates of 1 take both (each fresh client sees where one is free)
+  "$sbx" --host "$hosts" create --gpus 1 --memory 64Mi >/dev/null || fail "sbx create --gpus 1"
+  "$sbx" --host "$hosts" create --gpus 1 --memory 64Mi >/dev/null || fail "sbx create --gpus 1 (2)"
+  req GET /v1/info; expect 200 '.gpus.free == 0'
+  daemon_use a; req GET /v1/info; expect 200 '.gpus.free == 0'
+  local out rc=0
+  out=$("$sbx" --host "$hosts" create --gpus 1 2>&1) || rc=$?
+  [ "$rc" != 0 ] && grep -q "free on this node" <<<"$out" || fail "no GPU left anywhere: rc $rc, $out"
+  "$sbx" --host "$hosts" create --gpus x 2>/dev/null && fail "--gpus x accepted"
+  # the Python SDK sends gpus too (ctypes over libsbx)
+  req GET /v1/sandboxes; local mine; mine=$(echo "$BODY" | jq -r '.[] | select(.gpus == ["GPU-test-0"]) | .id')
+  req DELETE "/v1/sandboxes/$mine"; expect 204
+  SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
+    SBX_HOST="unix:${DAEMON_SOCK[a]}" python3 -c '
+from sandboxd import Sandbox
+sb = Sandbox.create(gpus=1, memory="64Mi")
+print(sb.id)
+' >"$D/py.out" 2>&1 || { cat "$D/py.out" >&2; fail "Sandbox.create(gpus=1)"; }
+  req GET /v1/info; expect 200 '.gpus.free == 0 and .gpus.devices[0].sandbox != null'
+}
+
 source "$(dirname "$0")/../lib/lib.sh"
