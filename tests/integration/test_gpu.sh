@@ -197,7 +197,7 @@ test_gpu_client_placement() {
   # the Python SDK sends gpus too (ctypes over libsbx)
   req GET /v1/sandboxes; local mine; mine=$(echo "$BODY" | jq -r '.[] | select(.gpus == ["GPU-test-0"]) | .id')
   req DELETE "/v1/sandboxes/$mine"; expect 204
-  SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
+  env $(asan_env) SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
     SBX_HOST="unix:${DAEMON_SOCK[a]}" python3 -c '
 from sandboxd import Sandbox
 sb = Sandbox.create(gpus=1, memory="64Mi")
