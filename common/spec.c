@@ -45,6 +45,7 @@ void shim_spec_free(shim_spec *s) {
     free(s->seccomp_bpf);
     free(s->seed_path);
     free(s->cgroup_parent);
+    json_decref(s->gpus);
     free(s);
 }
 
@@ -269,6 +270,10 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     if (prof && !(json_is_string(prof) && strcmp(json_string_value(prof), "grading") == 0))
         return error_set(err, -EINVAL, "spec: profile must be \"grading\" when present");
     s->grading = prof != NULL;
+    json_t *gpus = json_object_get(root, "gpus");
+    if (gpus && !json_is_null(gpus) && !json_is_object(gpus))
+        return error_set(err, -EINVAL, "spec: gpus must be an object when present");
+    s->gpus = json_is_object(gpus) ? json_incref(gpus) : NULL;
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
@@ -389,5 +394,7 @@ json_t *shim_spec_to_json(const shim_spec *s) {
             json_pack("{s:s,s:I}", "path", s->seed_path, "uid_base", (json_int_t)s->seed_uid_base));
     if (j && s->grading)
         json_object_set_new(j, "profile", json_string("grading"));
+    if (j && s->gpus)
+        json_object_set_new(j, "gpus", json_incref(s->gpus));
     return j;
 }

@@ -12,7 +12,10 @@
  *  "seccomp_bpf":"/path/seccomp.bpf",       raw struct sock_filter array (required)
  *  "cgroup":{"version":1|2, "parent":"..."},
  *  "seed":{"path":"/abs/layer", "uid_base":N},   (optional: a fork's starting files, below)
- *  "profile":"grading"}                     (optional: a grading sandbox, docs/GRPO.md)
+ *  "profile":"grading",                     (optional: a grading sandbox, docs/GRPO.md)
+ *  "gpus":{"devices":[{"path","name","major","minor"}],"binds":["/abs/file"]}}   (optional:
+ *         the GPU nodes the sandbox gets under /dev/<name> and alone may open, and the host
+ *         driver files bound read-only; checked and applied by shim/gpu.c)
  * v2 parent: absolute directory of a delegated subtree; v1 parent: path relative to each
  * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored.
  * seed: a host directory with `workspace` and `tmp` (a snapshot of another sandbox whose uid
@@ -71,6 +74,7 @@ typedef struct shim_spec {
     char *seed_path;        /* NULL: start empty */
     uint32_t seed_uid_base; /* the seed's owners are seed_uid_base + (0..65535) */
     bool grading;           /* "profile":"grading": two users, /grader, sbx-as-agent */
+    json_t *gpus;           /* "gpus" object (shim/gpu.c), or NULL: no GPU */
 } shim_spec;
 
 /* Parse and validate spec JSON text. */

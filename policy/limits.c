@@ -1,6 +1,7 @@
 /* Request body validation for the API (see limits.h). */
 #include "policy/limits.h"
 
+#include "policy/gpu.h"
 #include "policy/image_name.h"
 #include "policy/ports.h"
 
@@ -21,7 +22,7 @@
 /* The keys each body may carry (common/jsonkeys.h): one list per body, policy as data. */
 const char *const policy_create_keys[] = {
     "image",   "cpu",          "memory",  "disk",  "pids",    "env",   "labels", "idle_timeout",
-    "timeout", "max_cost_usd", "network", "lease", "profile", "ports", NULL};
+    "timeout", "max_cost_usd", "network", "lease", "profile", "ports", "gpus",   NULL};
 static const char *const exec_keys[] = {
     "argv", "shell", "cwd", "user", "env", "stdin", "stdin_b64", "timeout", "max_output",
     /* policy/process.h: how the command runs (policy_process_parse) */
@@ -282,7 +283,8 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
         (r = parse_network(pick(body, d, "network"), &c, err)) < 0 ||
         (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0 ||
         (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0 ||
-        (r = policy_parse_ports(pick(body, NULL, "ports"), c.ports, &c.n_ports, err)) < 0) {
+        (r = policy_parse_ports(pick(body, NULL, "ports"), c.ports, &c.n_ports, err)) < 0 ||
+        (r = policy_gpu_parse(pick(body, NULL, "gpus"), &c.gpus, &c.gpu_uuids, err)) < 0) {
         policy_create_done(&c);
         return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
     }
@@ -298,6 +300,7 @@ void policy_create_done(policy_create *c) {
     json_decref(c->env);
     json_decref(c->labels);
     json_decref(c->net_allow);
+    json_decref(c->gpu_uuids);
     *c = (policy_create){0};
 }
 
@@ -316,6 +319,9 @@ json_t *policy_create_to_json(const policy_create *c) {
         json_object_set_new(j, "profile", json_string("grading"));
     if (j && c->n_ports)
         json_object_set_new(j, "ports", policy_ports_json(c->ports, c->n_ports));
+    if (j && c->gpus) /* the uuids once allocated (core/gpu.c), so a restart claims them back */
+        json_object_set_new(j, "gpus",
+                            c->gpu_uuids ? json_deep_copy(c->gpu_uuids) : json_integer(c->gpus));
     return j;
 }
 

@@ -45,6 +45,8 @@ typedef struct policy_create {
     bool grading;                     /* "profile":"grading" (docs/GRPO.md "Grading sandboxes") */
     uint16_t ports[POLICY_PORTS_MAX]; /* inbound ports (policy/ports.h), n_ports of them */
     unsigned n_ports;
+    unsigned gpus;     /* whole GPUs (policy/gpu.h); 0: none */
+    json_t *gpu_uuids; /* which GPUs (array of uuid strings), or NULL: any free */
 } policy_create;
 
 typedef struct policy_exec {

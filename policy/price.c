@@ -6,11 +6,15 @@
 #define GIB 1073741824.0
 
 policy_price policy_price_default(void) {
-    return (policy_price){.vcpu_hour_usd = 0.0119, .gib_hour_usd = 0.0030};
+    return (policy_price){.vcpu_hour_usd = 0.0119, .gib_hour_usd = 0.0030, .gpu_hour_usd = 2.00};
 }
 
 double policy_price_per_hour(const policy_price *price, double cpu, uint64_t mem_bytes) {
     return price->vcpu_hour_usd * cpu + price->gib_hour_usd * ((double)mem_bytes / GIB);
+}
+
+double policy_price_gpu_per_hour(const policy_price *price, unsigned gpus) {
+    return price->gpu_hour_usd * gpus;
 }
 
 double policy_cost_usd(const policy_price *price, double cpu, uint64_t mem_bytes,

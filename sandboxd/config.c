@@ -55,6 +55,7 @@ static const opt_row rows[] = {
     {"fleet-token", "fleet_token", K_STR, F(fleet_token)},
     {"tls-cert", "tls_cert", K_STR, F(tls_cert)},
     {"tls-key", "tls_key", K_STR, F(tls_key)},
+    {"gpu-root", "gpu_root", K_STR, F(gpu_root)},
 };
 #undef F
 
@@ -70,7 +71,7 @@ static const char usage[] =
     "                [--pool-max-starting N]\n"
     "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
     "                [--sandboxfusion-queue-timeout SECONDS]\n"
-    "                [--tls-cert FILE --tls-key FILE]\n"
+    "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR]\n"
     "                [--fleet-etcd URL[,URL...] --advertise-url URL [--node-name NAME]\n"
     "                 [--fleet-prefix P] [--fleet-ttl SECONDS] [--fleet-token TOKEN]]\n";
 
@@ -154,13 +155,18 @@ static int load_price(sd_config *c, json_t *p, error_rec *err) {
     if (!p)
         return 0;
     json_t *v = json_object_get(p, "vcpu_hour_usd"), *g = json_object_get(p, "gib_hour_usd");
+    json_t *gpu = json_object_get(p, "gpu_hour_usd");
     if (!json_is_object(p) || (v && (!json_is_number(v) || json_number_value(v) < 0)) ||
-        (g && (!json_is_number(g) || json_number_value(g) < 0)))
-        return error_set(err, -EINVAL, "config price: expected {vcpu_hour_usd, gib_hour_usd} >= 0");
+        (g && (!json_is_number(g) || json_number_value(g) < 0)) ||
+        (gpu && (!json_is_number(gpu) || json_number_value(gpu) < 0)))
+        return error_set(err, -EINVAL,
+                         "config price: expected {vcpu_hour_usd, gib_hour_usd, gpu_hour_usd} >= 0");
     if (v)
         c->price.vcpu_hour_usd = json_number_value(v);
     if (g)
         c->price.gib_hour_usd = json_number_value(g);
+    if (gpu)
+        c->price.gpu_hour_usd = json_number_value(gpu);
     return 0;
 }
 
@@ -194,9 +200,10 @@ static int load_labels(sd_config *c, json_t *labels, const char *path, error_rec
 
 /* The file's keys: those of the flags' rows and the objects below; any other is refused. */
 static int check_file_keys(json_t *j, const char *path, error_rec *err) {
-    static const char *const objects[] = {"price",        "defaults",    "pools",  "images",
-                                          "image_import", "node_labels", "network"};
-    static const char *const price_keys[] = {"vcpu_hour_usd", "gib_hour_usd", NULL};
+    static const char *const objects[] = {"price",   "defaults",     "pools",
+                                          "images",  "image_import", "node_labels",
+                                          "network", "gpus",         "gpu_control"};
+    static const char *const price_keys[] = {"vcpu_hour_usd", "gib_hour_usd", "gpu_hour_usd", NULL};
     const char *keys[ARRAY_SIZE(rows) + ARRAY_SIZE(objects) + 1];
     size_t n = 0;
     for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
@@ -254,6 +261,10 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
     }
     if (r >= 0)
         r = load_labels(c, json_object_get(j, "node_labels"), path, err);
+    if (r >= 0) { /* GPUs: validated by core/gpu.c */
+        c->gpus = json_incref(json_object_get(j, "gpus"));
+        c->gpu_control = json_incref(json_object_get(j, "gpu_control"));
+    }
     if (r >= 0 && json_is_object(json_object_get(j, "network")))
         c->network = json_incref(json_object_get(j, "network"));
     json_decref(j);
@@ -373,6 +384,9 @@ void sd_config_done(sd_config *c) {
     json_decref(c->images);
     json_decref(c->image_import);
     json_decref(c->node_labels);
+    json_decref(c->gpus);
+    json_decref(c->gpu_control);
+    free(c->gpu_root);
     free(c->fleet_etcd);
     free(c->fleet_prefix);
     free(c->node_name);

@@ -29,6 +29,10 @@ typedef struct sd_config {
     unsigned fleet_ttl;       /* seconds (default 5) */
     json_t *node_labels;      /* the config file's "node_labels" {"k": "v"} (published), or NULL */
     char *tls_cert, *tls_key; /* PEM files: the --tcp listener serves HTTPS */
+    /* GPUs (core/gpu.c): the config file's "gpus" inventory and "gpu_control" nodes (NULL:
+     * discover /dev/nvidia* under gpu_root, default the host's /) */
+    json_t *gpus, *gpu_control;
+    char *gpu_root;
 } sd_config;
 
 int sd_config_load(int argc, char **argv, sd_config *cfg, error_rec *err);

@@ -13,6 +13,7 @@
 #include "sandboxd/core/process.h"
 #include "sandboxd/core/commit.h"
 #include "sandboxd/core/fork.h"
+#include "sandboxd/core/gpu.h"
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -118,6 +119,8 @@ static void raise_nofile(void) {
 static int wire(sd_daemon *d, error_rec *err) {
     int r;
     sd_network_init(d);
+    if ((r = sd_gpu_init(d, err)) < 0) /* GPUs: before restore claims them back */
+        return r;
     if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
         return r;
     if (sd_exec_init(d) < 0 || sd_process_init(d) < 0 || sd_fork_init(d) < 0)
@@ -198,6 +201,7 @@ int main(int argc, char **argv) {
     sd_notify_ready();
     uv_run(d.loop, UV_RUN_DEFAULT);
     sd_cgroup_release(&d);
+    sd_gpu_done(&d);
     log_info("stopped");
     return 0;
 }

@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static const char *const v1_ctrls[] = {"memory", "pids", "cpu", "cpuacct", "freezer"};
+static const char *const v1_ctrls[] = {"memory", "pids", "cpu", "cpuacct", "freezer", "devices"};
 
 static void sleep_ms(long ms) {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};

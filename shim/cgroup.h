@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SHIM_CGROUP_V1_MAX 5
+#define SHIM_CGROUP_V1_MAX 6
 
 typedef struct shim_cgroup {
     int version;

@@ -1,5 +1,6 @@
 /* The sandbox's init: start-up steps inside the new namespaces, then the exec service loop
  * (see init.h). After the start-up steps this process is uid/gid 1000 with no capabilities. */
+#include "shim/gpu.h"
 #include "shim/init.h"
 
 #include "common/fdutil.h"
@@ -97,7 +98,10 @@ static int step_proc(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_proc(c->spec, c->staging, err);
 }
 static int step_dev(shim_init_ctx *c, error_rec *err) {
-    return shim_rootfs_dev(c->spec, c->staging, err);
+    char dev[4200];
+    snprintf(dev, sizeof(dev), "%s/root/dev", c->staging);
+    int r = shim_rootfs_dev(c->spec, c->staging, err);
+    return r < 0 ? r : shim_gpu_dev(c->spec, dev, c->spec->uid_base, err); /* GPUs: gpu.c */
 }
 static int step_seal(shim_init_ctx *c, error_rec *err) {
     if (c->spec->image_type == SHIM_IMAGE_LAYERS)

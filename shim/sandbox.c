@@ -1,5 +1,6 @@
 /* Building and tearing down one sandbox from the host side (see sandbox.h). The build is a table
  * of named steps; init runs its own table inside the namespaces (init.c). */
+#include "shim/gpu.h"
 #include "shim/sandbox.h"
 
 #include "common/fdutil.h"
@@ -50,7 +51,8 @@ static int step_cgroup(shim_sandbox *sb, error_rec *err) {
     int r = shim_cgroup_open(s->cgroup_version, s->cgroup_parent, s->id, &sb->cg, err);
     if (r < 0)
         return r;
-    return shim_cgroup_create(sb->cg, s->cpu, s->memory, s->pids, err);
+    r = shim_cgroup_create(sb->cg, s->cpu, s->memory, s->pids, err);
+    return r < 0 ? r : shim_gpu_cgroup(sb->cg, s, err); /* GPUs: only their nodes (gpu.c) */
 }
 
 static int step_socket(shim_sandbox *sb, error_rec *err) {

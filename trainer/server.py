@@ -86,7 +86,10 @@ class Trainer:
         self.queue = queue.Queue()
         self.batch_s = args.batch_ms / 1000.0
         self.max_batch = args.max_batch
-        self.stats = {"batches": 0, "completions": 0, "largest_batch": 0}
+        # generation_seconds / training_seconds: time the device spent generating and training
+        # (GET /v1/state), so a run can tell how long the accelerator waited on the sandboxes
+        self.stats = {"batches": 0, "completions": 0, "largest_batch": 0,
+                      "generation_seconds": 0.0, "training_seconds": 0.0}
         threading.Thread(target=self.batcher, daemon=True).start()
 
     def batcher(self):
@@ -103,10 +106,12 @@ class Trainer:
                     break
             try:
                 with self.lock:
+                    t0 = time.monotonic()
                     gen = self.scripted or self.policy
                     res = gen.generate([it["prompt"] for it in items],
                                        [it["max_tokens"] for it in items],
                                        items[0]["temperature"], self.vocab.eos, self.device)
+                    self.stats["generation_seconds"] += time.monotonic() - t0
                 self.stats["batches"] += 1
                 self.stats["completions"] += len(items)
                 self.stats["largest_batch"] = max(self.stats["largest_batch"], len(items))
@@ -144,6 +149,7 @@ class Trainer:
         if not isinstance(groups, list):
             raise ValueError("\"groups\" must be a list")
         with self.lock:
+            t0 = time.monotonic()
             if self.scripted:
                 loss, n = 0.0, sum(len(g.get("episodes", [])) for g in groups)
             else:
@@ -151,6 +157,7 @@ class Trainer:
                                           epochs=self.epochs, entropy=self.entropy,
                                           step_hook=self.mark_step)
             self.version += 1
+            self.stats["training_seconds"] += time.monotonic() - t0
             rewards = [ep.get("reward", 0) for g in groups for ep in g.get("episodes", [])]
             mean = sum(rewards) / len(rewards) if rewards else 0
             print(f"trainer: step {body.get('step')} -> policy {self.version}: {n} episodes, "

@@ -176,6 +176,15 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
         return 1;
     case 'N':
         return network_flag(f, cmd, arg);
+    case 'G': { /* GPUs: the daemon checks the range (400 names the field) */
+        char *end;
+        unsigned long n = strtoul(arg, &end, 10);
+        if (*end || !*arg || n > 64)
+            return cli_usage_error(cmd, "--gpus wants a number of GPUs (0-64), not \"%s\"", arg),
+                   -1;
+        o->gpus = (unsigned)n;
+        return 1;
+    }
     case 'R': /* the daemon validates the name (400 names the field) */
         o->profile = arg;
         return 1;

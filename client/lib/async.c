@@ -246,6 +246,11 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
         op_free(o);
         return;
     }
+    if (sbxi_gpu_unavailable(rc, e) && o->k < o->n_order) { /* GPUs: the next may have some */
+        c->eps[o->ep].gpus_free = 0;
+        create_next(o);
+        return;
+    }
     if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE) {
         op_fail(o, e);
         return;

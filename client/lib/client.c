@@ -22,6 +22,7 @@ static char *strndup_trim(const char *s, size_t n) {
 static sbx_code endpoint_init(sbxi_endpoint *ep, const char *s, sbx_err *err) {
     memset(ep, 0, sizeof(*ep));
     ep->free_slots = -1;
+    ep->gpus_free = -1;
     const char *path = NULL;
     char *url = NULL;
     if (strncmp(s, "unix://", 7) == 0)
@@ -181,15 +182,17 @@ bool sbxi_info_stale(const sbx_client *c, uint64_t now_ms) {
 }
 
 void sbxi_info_record(sbx_client *c, size_t ep, const char *body, size_t len, bool ok) {
-    long slots = -1;
+    long slots = -1, gpus = -1;
     if (ok) {
         json_t *j = json_loadb(body, len, 0, NULL);
         json_t *f = json_object_get(j, "free_slots");
         if (json_is_integer(f))
             slots = (long)json_integer_value(f);
+        gpus = sbxi_gpus_free(j);
         json_decref(j);
     }
     c->eps[ep].free_slots = slots;
+    c->eps[ep].gpus_free = gpus;
     c->eps[ep].info_at_ms = now_mono_ms();
 }
 

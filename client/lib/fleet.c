@@ -199,6 +199,7 @@ static int merge_nodes(sbx_client *c, json_t *nodes) {
         e->gone = false;
         e->draining = json_is_true(json_object_get(rec, "draining"));
         e->free_slots = e->draining ? 0 : json_is_integer(fr) ? (long)json_integer_value(fr) : -1;
+        e->gpus_free = sbxi_gpus_free(rec);
         e->info_at_ms = now;
     }
     return 0;
@@ -373,6 +374,7 @@ static size_t fleet_order(sbx_client *c, const char *body, size_t *order) {
         order[0] = t;
     }
     pool_first(c, body, order, n);
+    sbxi_gpu_first(c, body, order, n);
     return n;
 }
 
@@ -388,6 +390,7 @@ size_t sbxi_placement_order(sbx_client *c, const char *body, size_t *order) {
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    sbxi_gpu_first(c, body, order, c->n_eps);
     return c->n_eps;
 }
 

@@ -27,6 +27,7 @@ typedef struct sbxi_endpoint {
     char *unix_path; /* NULL for TCP */
     bool is_default; /* the default socket: connect errors say how to start the daemon */
     long free_slots; /* from GET /v1/info; -1 unknown or unreachable */
+    long gpus_free;  /* GPUs: from GET /v1/info or the fleet record (gpu.c); -1 unknown */
     uint64_t info_at_ms;
     /* fleet mode (fleet.c): the node's name, whether etcd still lists it, whether it is
      * drained, until when it is skipped because it stopped answering, and the warm pools and
@@ -243,3 +244,10 @@ void sbxi_exec_stream_chunk(void *ud, const char *data, size_t len); /* an sbxi_
 /* After the transfer: the result, or an error if no exit event came. */
 sbx_code sbxi_exec_stream_finish(sbxi_exec_stream *st, sbx_exec_result *ret, sbx_err *err);
 void sbxi_exec_stream_done(sbxi_exec_stream *st);
+
+/* GPUs (gpu.c): the free GPUs an info answer or node record shows (-1 unknown); endpoints with
+ * enough free GPUs for body's "gpus" moved first in order[0..n); whether an answer is 409
+ * gpu_unavailable (the next endpoint may have some). */
+long sbxi_gpus_free(json_t *info);
+void sbxi_gpu_first(sbx_client *c, const char *body, size_t *order, size_t n);
+bool sbxi_gpu_unavailable(sbx_code rc, const sbx_err *e);

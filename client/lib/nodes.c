@@ -26,7 +26,8 @@ sbx_code sbxi_fleet_list_via_node(sbx_client *c, const char *path, json_t *all, 
     rc = SBX_OK;
     json_array_foreach(json_object_get(fl, "nodes"), i, rec) {
         const char *url = json_string_value(json_object_get(rec, "url"));
-        sbxi_endpoint ep = {.display = (char *)url, .base_url = (char *)url, .free_slots = -1};
+        sbxi_endpoint ep = {
+            .display = (char *)url, .base_url = (char *)url, .free_slots = -1, .gpus_free = -1};
         if (!url)
             continue;
         sbxi_response lr = {0};

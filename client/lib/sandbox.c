@@ -148,6 +148,10 @@ sbx_code sbx_sandbox_create(sbx_client *c, const sbx_create_opts *opts, sbx_sand
             return rc;
         }
         free(r.body);
+        if (sbxi_gpu_unavailable(rc, &e) && k + 1 < n_order) { /* GPUs: the next may have some */
+            c->eps[ep].gpus_free = 0;
+            continue;
+        }
         if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE) {
             if (err)
                 *err = e;

@@ -43,6 +43,7 @@ class CreateOpts(ctypes.Structure):
         ("idempotency_key", c_char_p),
         ("lease_id", c_char_p),
         ("profile", c_char_p),
+        ("gpus", ctypes.c_uint),
     ]
 
 

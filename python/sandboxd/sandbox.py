@@ -90,7 +90,7 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
                       max_cost: Optional[float] = None, network: Optional[Egress] = None,
                       lease: Union["Lease", str, None] = None,
                       idempotency_key: Optional[str] = None,
-                      profile: Optional[str] = None) -> List[Any]:
+                      profile: Optional[str] = None, gpus: Optional[int] = None) -> List[Any]:
     """Fill an sbx_create_opts from keyword arguments (None keeps the C default). Returns the
     ctypes objects that must stay alive while o is used."""
     keep: List[Any] = []
@@ -124,6 +124,10 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
     if profile is not None and not isinstance(profile, str):
         raise InvalidArgument("profile: must be a string (\"grading\")", "invalid_argument")
     o.profile = s(profile)
+    if gpus is not None:
+        if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
+            raise InvalidArgument("gpus: must be a number of GPUs in [0, 64]", "invalid_argument")
+        o.gpus = gpus
     keep += [o.image, o.network, o.idempotency_key, o.lease_id, o.profile]
     for name, m in (("env", env), ("labels", labels)):
         arr = _lib.strv(_kv(m, name))
@@ -521,7 +525,8 @@ class Sandbox:
                idle_timeout: Optional[Duration] = None, timeout: Optional[Duration] = None,
                max_cost: Optional[float] = None, network: Optional[Egress] = None,
                lease: Union["Lease", str, None] = None, idempotency_key: Optional[str] = None,
-               profile: Optional[str] = None, client: Optional[Client] = None) -> "Sandbox":
+               profile: Optional[str] = None, client: Optional[Client] = None,
+               gpus: Optional[int] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
         daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
@@ -534,7 +539,7 @@ class Sandbox:
         keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
                                  env=env, labels=labels, idle_timeout=idle_timeout,
                                  timeout=timeout, max_cost=max_cost, network=network, lease=lease,
-                                 idempotency_key=idempotency_key, profile=profile)
+                                 idempotency_key=idempotency_key, profile=profile, gpus=gpus)
         h = ctypes.c_void_p()
         _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
         return cls(h, client)

@@ -6,6 +6,7 @@
 
 #include "common/macro.h"
 #include "common/poolshape.h"
+#include "sandboxd/core/gpu.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
@@ -59,7 +60,12 @@ bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const polic
     bool again = placed && strcmp(placed, "1") == 0, draining = sd_fleet_draining(d);
     bool room = !draining && !sd_fleet_full(d);
     const char *url = NULL;
-    if (!again && !(room && sd_pool_has_ready(d, c))) {
+    bool gpus = !again && c->gpus && !c->gpu_uuids; /* GPUs: enough free here, or fleet/gpu.c */
+    if (gpus && room && sd_gpu_free(d) >= c->gpus)
+        return false;
+    if (gpus)
+        url = sd_fleet_pick_gpus(d, c->gpus); /* none: gpu_unavailable here (or node_draining) */
+    else if (!again && !(room && sd_pool_has_ready(d, c))) {
         json_t *shape = c->net_mode == POLICY_NET_ALLOW ? NULL : poolshape_from_body(body);
         url = shape || !room ? sd_fleet_pick(d, shape, room) : NULL;
         json_decref(shape);

@@ -198,6 +198,7 @@ void sd_reply_error_rec(sd_request *req, const error_rec *err) {
         {-EBUSY, 409, "conflict"},
         {-EAGAIN, 503, "node_full"},
         {-EDQUOT, 507, "insufficient_storage"},
+        {-ENODEV, 409, "gpu_unavailable"}, /* GPUs: core/gpu.c */
     };
     for (size_t i = 0; i < ARRAY_SIZE(map); i++)
         if (err->code == map[i].code) {

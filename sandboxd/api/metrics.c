@@ -2,6 +2,7 @@
  * pool entries as Prometheus text (names in docs/API.md). */
 #include "sandboxd/api/api.h"
 
+#include "sandboxd/core/gpu.h"
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
@@ -57,6 +58,10 @@ static void sandboxes(sd_daemon *d, FILE *f) {
             m->cost_total + live_cost);
     fprintf(f, "# TYPE sandboxd_oom_kills_total counter\nsandboxd_oom_kills_total %llu\n",
             (unsigned long long)m->oom_kills);
+    fprintf(f, /* GPUs: core/gpu.c */
+            "# TYPE sandboxd_gpus gauge\nsandboxd_gpus{state=\"total\"} %u\n"
+            "sandboxd_gpus{state=\"free\"} %u\n",
+            sd_gpu_total(d), sd_gpu_free(d));
 }
 
 static void egress(sd_daemon *d, FILE *f) {

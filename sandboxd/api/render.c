@@ -48,5 +48,7 @@ json_t *sd_api_sandbox_json(const sd_sandbox *sb) {
                   sd_sandbox_cost(sb), "end", end_json(sb), "pooled", json_boolean(sb->pooled));
     if (j && sb->forked_from[0])
         json_object_set_new(j, "forked_from", json_string(sb->forked_from));
+    if (j) /* GPUs: the uuids it holds (core/gpu.c), [] for none */
+        json_object_set_new(j, "gpus", c->gpu_uuids ? json_deep_copy(c->gpu_uuids) : json_array());
     return j;
 }

@@ -3,6 +3,7 @@
 #include "sandboxd/api/api.h"
 
 #include "sandboxd/core/create.h"
+#include "sandboxd/core/gpu.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
 
@@ -40,6 +41,11 @@ void sd_api_info(sd_daemon *d, sd_request *req) {
                   (json_int_t)d->host.memory_bytes, "free_slots", (int)free_slots, "cgroup_mode",
                   d->cgroup_version == 2 ? "v2" : "v1", "price", "vcpu_hour_usd",
                   d->cfg.price.vcpu_hour_usd, "gib_hour_usd", d->cfg.price.gib_hour_usd);
+    if (info) { /* GPUs: core/gpu.c */
+        json_object_set_new(info, "gpus", sd_gpu_info_json(d));
+        json_object_set_new(json_object_get(info, "price"), "gpu_hour_usd",
+                            json_real(d->cfg.price.gpu_hour_usd));
+    }
     if (info && d->cfg.fleet_etcd) { /* fleet: docs/FLEET.md */
         json_object_set_new(info, "node", json_string(d->cfg.node_name));
         json_object_set_new(info, "fleet", json_true());

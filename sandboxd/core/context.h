@@ -56,6 +56,7 @@ struct sd_daemon {
     uint64_t output_bytes;     /* core/exec.c: command output buffered for JSON answers */
     unsigned n_pools;
     struct sd_images *images; /* core/images.c: the image store */
+    struct sd_gpus *gpus;     /* core/gpu.c: the GPU inventory and who holds what */
     uv_timer_t tick;          /* core/timers.c */
     struct {
         const sd_listener *ops;

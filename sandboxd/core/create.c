@@ -1,5 +1,6 @@
 /* Admission of a create (core/create.h). */
 #include "sandboxd/core/create.h"
+#include "sandboxd/core/gpu.h"
 
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/leases.h"
@@ -34,13 +35,14 @@ static int cold_start(sd_daemon *d, policy_create *c, const char *key, policy_eg
     if (sd_registry_add(d, c, &sb, err) < 0)
         return err->code = -EAGAIN;
     sd_registry_set_idem_key(sb, key);
-    int r = sd_state_save(sb);
-    if (r < 0) {
+    int r = sd_gpu_claim(sb, err); /* GPUs: reserved by admit, so this cannot fail here */
+    if (r < 0 || (r = sd_state_save(sb)) < 0) {
+        sd_gpu_release(sb);
         sd_state_remove(d, sb->id);
         sd_registry_release_slot(sb);
         sd_sandbox_forget(sb);
         sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
-        return not_saved(err, r);
+        return r == -ENODEV ? r : not_saved(err, r);
     }
     sd_network_attach(sb, TAKE_PTR(*eg));
     log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
@@ -60,7 +62,7 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
         return err->code;
     if (c->lease && !sd_lease_exists(d, c->lease))
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
-    if ((sb = sd_pool_take(d, c))) {
+    if (!c->gpus && (sb = sd_pool_take(d, c))) { /* GPUs: never from a warm pool */
         *ret_starting = false;
         *ret = sb;
         return from_pool(sb, c, key, err);
@@ -68,6 +70,10 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
     if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
         sd_metrics_create(&d->m, SD_CREATE_FULL, 0);
         return error_set(err, -EAGAIN, "the node is full (%u sandboxes)", d->cfg.max_sandboxes);
+    }
+    if (sd_gpu_reserve(d, c, err) < 0) { /* GPUs: -ENODEV gpu_unavailable */
+        sd_metrics_create(&d->m, SD_CREATE_FULL, 0);
+        return err->code;
     }
     *ret_starting = true;
     return cold_start(d, c, key, eg, ret, err);

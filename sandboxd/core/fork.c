@@ -410,6 +410,8 @@ static int internal(error_rec *err) {
 int sd_fork_start(sd_sandbox *src, json_t *overrides, unsigned count, sd_fork_done_fn done,
                   void *ud, sd_fork **ret, error_rec *err) {
     policy_create c = {0};
+    if (src->spec.gpus) /* GPUs: a fork would need GPUs of its own (docs/API.md) */
+        return error_set(err, -EINVAL, "gpus: a sandbox with GPUs cannot be forked");
     int r = admit(src, overrides, count, &c, err);
     sd_fork *f = r < 0 ? NULL : fork_new(src, &c, count);
     policy_create_done(&c);

@@ -2,6 +2,7 @@
  * start-up line, connect, hello), events from the shim, re-adoption after a restart, and the
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
 #include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/gpu.h"
 #include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
@@ -128,6 +129,8 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
     }
     s->grading = sb->spec.grading;
     json_t *env = sd_images_env_json(d, sb->spec.image, sb->spec.env); /* images: Env */
+    sd_gpu_env(sb, env); /* GPUs: NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES */
+    s->gpus = sd_gpu_spec_json(sb);
     r = env ? shim_spec_set_env(s, env, err) : -ENOMEM;
     json_decref(env);
     if (r >= 0)
@@ -425,6 +428,7 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
     if (was_starting || sb->start_unconfirmed) /* a create that never ran: a retry tries again */
         sd_registry_set_idem_key(sb, NULL);
     TELL(d, ended, sb);
+    sd_gpu_release(sb); /* GPUs: free again on every end path */
     sd_network_teardown(sb);
     if (!sb->pool)
         sd_metrics_end(&d->m, reason, sb->end_cost);

@@ -51,6 +51,8 @@ static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
     if (r < 0)
         return error_prefix(err, "pools");
     p->size = (unsigned)json_integer_value(sz);
+    if (p->tmpl.gpus) /* GPUs: held by the sandbox that asks (core/gpu.c) */
+        return error_set(err, -EINVAL, "pools: gpus cannot be pooled");
     if (p->tmpl.net_mode == POLICY_NET_ALLOW)
         return error_set(err, -EINVAL, "pools: network \"allow\" cannot be pooled (none, open)");
     policy_egress *eg = NULL;

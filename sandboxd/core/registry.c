@@ -209,5 +209,6 @@ double sd_sandbox_cost(const sd_sandbox *sb) {
         return sb->end_cost;
     uint64_t now = now_real_ms();
     uint64_t elapsed = now > sb->created_ms ? now - sb->created_ms : 0;
-    return policy_cost_usd(&sb->d->cfg.price, sb->spec.cpu, sb->spec.memory, elapsed);
+    return policy_cost_usd(&sb->d->cfg.price, sb->spec.cpu, sb->spec.memory, elapsed) +
+           policy_price_gpu_per_hour(&sb->d->cfg.price, sb->spec.gpus) * (double)elapsed / 3.6e6;
 }

@@ -4,6 +4,7 @@
 #include "sandboxd/core/restore.h"
 
 #include "sandboxd/core/fork.h"
+#include "sandboxd/core/gpu.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -36,8 +37,14 @@ static int restore_sandbox(sd_daemon *d, json_t *j) {
     if (r < 0)
         return r;
     sd_registry_insert(d, sb);
-    if (sb->state != SD_ENDED)
+    error_rec err = {0};
+    if (sb->state != SD_ENDED && sd_gpu_claim(sb, &err) < 0) { /* GPUs: held again */
+        log_warn("sandbox=%s error=\"%s\"", sb->id, err.message);
         adopt(sb, pool);
+        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "its GPUs are gone after the restart");
+    } else if (sb->state != SD_ENDED) {
+        adopt(sb, pool);
+    }
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "common/macro.h"
 #include "common/poolshape.h"
 #include "common/timeutil.h"
+#include "sandboxd/core/gpu.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
@@ -73,12 +74,13 @@ static json_t *node_record(sd_daemon *d) {
     }
     unsigned free_slots = f->draining || used >= max ? 0 : max - used;
     json_t *labels = d->cfg.node_labels ? json_deep_copy(d->cfg.node_labels) : json_object();
-    return json_pack("{s:s,s:s,s:s,s:f,s:b,s:i,s:i,s:i,s:i,s:o,s:O,s:f,s:I,s:o}", "name",
-                     d->cfg.node_name, "url", d->cfg.advertise_url, "version", SBX_VERSION,
+    return json_pack("{s:s,s:s,s:s,s:f,s:b,s:i,s:i,s:i,s:i,s:o,s:O,s:f,s:I,s:o,s:{s:i,s:i}}",
+                     "name", d->cfg.node_name, "url", d->cfg.advertise_url, "version", SBX_VERSION,
                      "started_at", f->started_at, "draining", f->draining, "max", (int)max,
                      "active", (int)active, "starting", (int)starting, "free", (int)free_slots,
                      "pools", pools_json(d), "defaults", f->defaults, "cpus", d->host.cpus,
-                     "memory_bytes", (json_int_t)d->host.memory_bytes, "labels", labels);
+                     "memory_bytes", (json_int_t)d->host.memory_bytes, "labels", labels, "gpus",
+                     "total", (int)sd_gpu_total(d), "free", (int)sd_gpu_free(d)); /* GPUs */
 }
 
 static void lease_key(sd_daemon *d, const char *id, char *buf, size_t len) {

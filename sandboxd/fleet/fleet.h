@@ -36,6 +36,8 @@ bool sd_fleet_full(sd_daemon *d);
  * the one with more free slots wins. The pick is counted against that node in this node's view
  * (a free slot, a ready entry) until the next read of the fleet. */
 const char *sd_fleet_pick(sd_daemon *d, json_t *shape, bool pooled_only);
+/* GPUs (fleet/gpu.c): the URL of another live node with at least n free GPUs, or NULL. */
+const char *sd_fleet_pick_gpus(sd_daemon *d, unsigned n);
 /* GET /v1/fleet's body. */
 json_t *sd_fleet_view(sd_daemon *d);
 

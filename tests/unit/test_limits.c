@@ -251,7 +251,7 @@ TEST(unknown_fields_refused) {
     static const struct {
         const char *body, *field;
     } creates[] = {
-        {"{\"gpus\":64}", "gpus: unknown field"},
+        {"{\"on_idle\":\"pause\"}", "on_idle: unknown field"},
         {"{\"memory\":\"1Gi\",\"volumes\":[]}", "volumes: unknown field"},
         {"{\"isolation\":\"gvisor\"}", "isolation: unknown field"},
         {"{\"network\":{\"allow\":[\"a.b:443\"],\"deny\":[]}}", "network.deny: unknown field"},
@@ -364,6 +364,6 @@ TEST(price_default_and_linear) {
     CHECK(policy_cost_usd(&p, 1, 2ull << 30, 0) == 0);
     uint64_t t = policy_cost_time_to_limit_ms(&p, 1, 2ull << 30, 0.0179);
     CHECK(t >= 3599999 && t <= 3600001);
-    policy_price free_ = {0, 0};
+    policy_price free_ = {0, 0, 0};
     CHECK(policy_cost_time_to_limit_ms(&free_, 1, 1, 1) == UINT64_MAX);
 }

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# GPU sandboxes without a GPU (core/gpu.c, shim/gpu.c): every case runs in a private mount
+# namespace (unshare -m) with stand-in NVIDIA nodes (mknod c 195:N on a tmpfs there; the host
+# has no nvidia driver, so opening one gives ENXIO, where the device cgroup's refusal is EPERM)
+# and a daemon whose config inventory names them. The host's real /dev is never touched.
+
+DAEMON_TAG=gpu
+source "$(dirname "$0")/../lib/daemon.sh"
+
+# Re-run case $1 in a private mount namespace with the stand-ins in $SN.
+private_ns() {
+  if [ -z "${SBX_GPU_NS:-}" ]; then
+    require_root
+    command -v unshare >/dev/null || skip "unshare (util-linux) is needed"
+    command -v python3 >/dev/null || skip "python3 is needed"
+    local t rc=0
+    t=$(mktemp -d /tmp/sbx-gpu-standins.XXXXXX)
+    SBX_GPU_NS=$t unshare -m --propagation private bash "$0" "$1" || rc=$?
+    rm -rf "$t"
+    exit $rc
+  fi
+  SN=$SBX_GPU_NS
+  mount -t tmpfs -o mode=0755,size=1m sbx-gpu-standins "$SN" || fail "mount the stand-ins' tmpfs"
+  local i
+  for i in 0 1 2 3; do mknod -m 0666 "$SN/nvidia$i" c 195 "$i" || fail "mknod nvidia$i"; done
+  mknod -m 0666 "$SN/nvidiactl" c 195 255 || fail "mknod nvidiactl"
+  daemon_dirs
+  jq -n --arg sn "$SN" '{gpus: [range(4) | {device: "\($sn)/nvidia\(.)", uuid: "GPU-test-\(.)",
+      memory: "80Gi", bus_id: "00000000:0\(.):00.0"}], gpu_control: ["\($sn)/nvidiactl"],
+      price: {gpu_hour_usd: 3.6}}' >"$D/config.json"
+  DAEMON_FLAGS=(--config "$D/config.json")
+}
+
+gpus_free() { req GET /v1/info; expect 200; echo "$BODY" | jq -r .gpus.free; }
+
+# errno of opening PATH by a process in sandbox ID's device cgroup (joined from outside)
+open_errno_in_cgroup() {
+  local procs
+  if [ -d "/sys/fs/cgroup/devices/$CG/$1" ]; then
+    procs=/sys/fs/cgroup/devices/$CG/$1/cgroup.procs
+  else
+    procs=$(find /sys/fs/cgroup -maxdepth 4 -type d -path "*$CG*/$1" | head -1)/cgroup.procs
+  fi
+  python3 -c '
+import os, sys
+open(sys.argv[1], "w").write(str(os.getpid()))
+try:
+    os.close(os.open(sys.argv[2], os.O_RDWR)); print(0)
+except OSError as e:
+    print(e.errno)' "$procs" "$2"
+}
+
+test_gpu_inventory_and_inside() {
+  private_ns gpu_inventory_and_inside
+  start_daemon
+  req GET /v1/info
+  expect 200 '.gpus.total == 4 and .gpus.free == 4 and .gpus.devices[0].uuid == "GPU-test-0"
+    and .gpus.devices[1].memory == 85899345920 and .price.gpu_hour_usd == 3.6'
+  [ "$(metric 'sandboxd_gpus{state="total"}')" == 4 ] || fail "metrics: total GPUs"
+  create '{"gpus":1,"memory":"128Mi"}'
+  local id=$ID
+  req GET "/v1/sandboxes/$id"; expect 200 '.gpus == ["GPU-test-0"]'
+  [ "$(gpus_free)" == 3 ] || fail "one GPU should be taken"
+  [ "$(metric 'sandboxd_gpus{state="free"}')" == 3 ] || fail "metrics: free GPUs"
+  req GET /v1/info; expect 200 ".gpus.devices[0].sandbox == \"$id\" and (.gpus.devices[1] | has(\"sandbox\") | not)"
+  # inside: only its node and the control node, the env, and the driver answers ENXIO (allowed)
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","ls /dev | grep nvidia; echo NV=$NVIDIA_VISIBLE_DEVICES CUDA=$CUDA_VISIBLE_DEVICES; python3 -c \"import os\ntry: os.open(\\\"/dev/nvidia0\\\", os.O_RDWR)\nexcept OSError as e: print(\\\"errno\\\", e.errno)\""]}'
+  expect 200 '.exit_code == 0'
+  local out; out=$(echo "$BODY" | jq -r .stdout)
+  [ "$(echo "$out" | grep -c '^nvidia')" == 2 ] || fail "sandbox /dev should hold nvidia0 and nvidiactl only: $out"
+  grep -qx nvidia0 <<<"$out" && grep -qx nvidiactl <<<"$out" || fail "nodes: $out"
+  grep -q 'NV=GPU-test-0 CUDA=GPU-test-0' <<<"$out" || fail "env: $out"
+  grep -q 'errno 6' <<<"$out" || fail "the allocated node should reach the (absent) driver: $out"
+  # the device cgroup: the allocated node passes (ENXIO), an unallocated one is refused (EPERM)
+  [ "$(open_errno_in_cgroup "$id" "$SN/nvidia0")" == 6 ] || fail "allocated node refused by the cgroup"
+  [ "$(open_errno_in_cgroup "$id" "$SN/nvidia1")" == 1 ] || fail "unallocated node not refused by the cgroup"
+  [ "$(open_errno_in_cgroup "$id" "$SN/nvidiactl")" == 6 ] || fail "control node refused by the cgroup"
+  # a sandbox without GPUs sees no nvidia node
+  create '{"memory":"64Mi"}'
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","ls /dev | grep -c nvidia || true"]}'
+  expect 200 '.stdout == "0\n"'
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  [ "$(gpus_free)" == 4 ] || fail "delete should free the GPU"
+}
+
+test_gpu_request_validation() {
+  private_ns gpu_request_validation
+  start_daemon
+  local bad
+  for bad in '-1' '65' '"2"' '1.5' '[]' '[1]' '["GPU-test-0","GPU-test-0"]' '["a b"]' '{}' 'true'; do
+    req POST /v1/sandboxes -d "{\"gpus\":$bad}"
+    expect 400 '.code == "invalid_argument" and (.message | startswith("gpus"))'
+  done
+  req POST /v1/sandboxes -d '{"gpus":5}'; expect 409 '.code == "gpu_unavailable" and (.message | test("4 free"))'
+  req POST /v1/sandboxes -d '{"gpus":["GPU-nope"]}'; expect 409 '.code == "gpu_unavailable"'
+  create '{"gpus":["GPU-test-3","GPU-test-1"],"memory":"64Mi"}'
+  req GET "/v1/sandboxes/$ID"; expect 200 '.gpus == ["GPU-test-3","GPU-test-1"]'
+  req POST /v1/sandboxes -d '{"gpus":["GPU-test-1"]}'; expect 409 '.code == "gpu_unavailable" and (.message | test("in use"))'
+  req POST /v1/sandboxes -d '{"gpus":3}'; expect 409 '.code == "gpu_unavailable"'
+  req POST "/v1/sandboxes/$ID/fork" -d '{"count":1}'; expect 400 '.message | startswith("gpus")'
+  create '{"gpus":0,"memory":"64Mi"}'; req GET "/v1/sandboxes/$ID"; expect 200 '.gpus == []'
+  [ "$(gpus_free)" == 2 ] || fail "two GPUs should be held"
+}
+
+TEST_TIMEOUT_gpu_exclusive_64=60
+test_gpu_exclusive_64() {
+  private_ns gpu_exclusive_64
+  start_daemon --max-sandboxes 8
+  local i pids=()
+  mkdir -p "$D/par"
+  for i in $(seq 64); do
+    curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/par/$i.json" -w '%{http_code}\n' -X POST \
+      http://sd/v1/sandboxes -d '{"gpus":1,"memory":"64Mi"}' >"$D/par/$i.code" &
+    pids+=($!)
+  done
+  wait "${pids[@]}" # (not a bare wait: the daemon is a child too)
+  local ok full
+  ok=$(cat "$D"/par/*.code | grep -c '^201$' || true)
+  full=$(jq -r .code "$D"/par/*.json | grep -c '^gpu_unavailable$' || true)
+  [ "$ok" == 4 ] || fail "exactly 4 creates should get a GPU, got $ok"
+  [ "$full" == 60 ] || fail "the other 60 should get gpu_unavailable, got $full"
+  [ "$(gpus_free)" == 0 ] || fail "every GPU should be held"
+  req GET /v1/info; expect 200 '[.gpus.devices[].sandbox] | unique | length == 4'
+  jq -r 'select(.id) | .gpus[0]' "$D"/par/*.json | sort -u | wc -l | grep -qx 4 || fail "two sandboxes share a GPU"
+}
+
+TEST_TIMEOUT_gpu_release=90
+test_gpu_release() {
+  private_ns gpu_release
+  start_daemon
+  create '{"gpus":1,"memory":"64Mi","timeout":"1s"}'; local t=$ID
+  # 3.6 $/GPU-hour: a 0.0012 $ cap is reached after about 1.2 s
+  create '{"gpus":1,"memory":"64Mi","max_cost_usd":0.0012}'; local c=$ID
+  create '{"gpus":2,"memory":"64Mi"}'; local k=$ID
+  [ "$(gpus_free)" == 0 ] || fail "all four should be held"
+  req_until 20 '.state == "ended"' GET "/v1/sandboxes/$t"; expect 200 '.end.reason == "lifetime_exceeded"'
+  req_until 20 '.state == "ended"' GET "/v1/sandboxes/$c"; expect 200 '.end.reason == "cost_limit" and .cost_usd >= 0.0012'
+  [ "$(gpus_free)" == 2 ] || fail "timeout and cost cap should free their GPUs"
+  # kill -9 and restart: the allocation comes back from the state records
+  kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
+  start_daemon
+  req GET "/v1/sandboxes/$k"; expect 200 '.state == "running" and (.gpus | length) == 2'
+  [ "$(gpus_free)" == 2 ] || fail "after the restart two GPUs should still be held"
+  req POST /v1/sandboxes -d '{"gpus":3}'; expect 409 '.code == "gpu_unavailable"'
+  req DELETE "/v1/sandboxes/$k"; expect 204
+  [ "$(gpus_free)" == 4 ] || fail "delete after the restart should free both"
+  stop_daemon; start_daemon
+  [ "$(gpus_free)" == 4 ] || fail "an ended sandbox holds nothing after a restart"
+}
+
+test_gpu_discovery() {
+  private_ns gpu_discovery
+  # a tree like the host's: ROOT/dev/nvidia*, control nodes, /proc/driver/nvidia/gpus/*/information
+  local r=$SN/root i
+  mkdir -p "$r/dev/nvidia-caps" "$r/proc/driver/nvidia/gpus/0000:41:00.0"
+  for i in 0 1; do mknod -m 0666 "$r/dev/nvidia$i" c 195 "$i"; done
+  mknod -m 0666 "$r/dev/nvidiactl" c 195 255
+  mknod -m 0666 "$r/dev/nvidia-uvm" c 510 0
+  mknod -m 0666 "$r/dev/nvidia-caps/nvidia-cap1" c 511 1
+  printf 'Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-5d8e0c3a-0000-1111-2222-333344445555\nBus Location: \t 0000:41:00.0\nDevice Minor: \t 1\n' \
+    >"$r/proc/driver/nvidia/gpus/0000:41:00.0/information"
+  DAEMON_FLAGS=(--gpu-root "$r")
+  start_daemon
+  req GET /v1/info
+  expect 200 '.gpus.total == 2 and ([.gpus.devices[].uuid] | sort) == ["GPU-195-0","GPU-5d8e0c3a-0000-1111-2222-333344445555"]
+    and ([.gpus.devices[] | select(.bus_id == "0000:41:00.0")] | length) == 1'
+  create '{"gpus":2,"memory":"64Mi"}'
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","cd /dev && ls -d nvidia* nvidia-caps/*"]}'
+  expect 200 '.stdout == "nvidia-caps\nnvidia-caps/nvidia-cap1\nnvidia-uvm\nnvidia0\nnvidia1\nnvidiactl\n"'
+  req POST /v1/sandboxes -d '{"gpus":1}'; expect 409 '.code == "gpu_unavailable"'
+}
+
+# libsbx (CLI, Python SDK) over two daemons: a has 1 GPU, b has 3; a create asking for GPUs
+# goes where enough are free
+test_gpu_client_placement() {
+  private_ns gpu_client_placement
+  local n
+  for n in a b; do
+    daemon_use "$n"
+    jq -n --arg sn "$SN" --arg n "$n" '{gpus: [(if $n == "a" then [0] else [1, 2, 3] end)[] |
+      {device: "\($sn)/nvidia\(.)", uuid: "GPU-test-\(.)"}], gpu_control: ["\($sn)/nvidiactl"]}' >"$D/config.json"
+    DAEMON_FLAGS=(--config "$D/config.json")
+    daemon_start "$n"
+  done
+  local hosts="${DAEMON_SOCK[a]},${DAEMON_SOCK[b]}" sbx=$SBX_BUILD_DIR/sbx id
+  id=$("$sbx" --host "$hosts" create --gpus 2 --memory 64Mi) || fail "sbx create --gpus 2"
+  daemon_use b; req GET "/v1/sandboxes/$id"; expect 200 '(.gpus | length) == 2'
+  # one GPU left on each: two creates of 1 take both (each fresh client sees where one is free)
+  "$sbx" --host "$hosts" create --gpus 1 --memory 64Mi >/dev/null || fail "sbx create --gpus 1"
+  "$sbx" --host "$hosts" create --gpus 1 --memory 64Mi >/dev/null || fail "sbx create --gpus 1 (2)"
+  req GET /v1/info; expect 200 '.gpus.free == 0'
+  daemon_use a; req GET /v1/info; expect 200 '.gpus.free == 0'
+  local out rc=0
+  out=$("$sbx" --host "$hosts" create --gpus 1 2>&1) || rc=$?
+  [ "$rc" != 0 ] && grep -q "free on this node" <<<"$out" || fail "no GPU left anywhere: rc $rc, $out"
+  "$sbx" --host "$hosts" create --gpus x 2>/dev/null && fail "--gpus x accepted"
+  # the Python SDK sends gpus too (ctypes over libsbx)
+  req GET /v1/sandboxes; local mine; mine=$(echo "$BODY" | jq -r '.[] | select(.gpus == ["GPU-test-0"]) | .id')
+  req DELETE "/v1/sandboxes/$mine"; expect 204
+  env $(asan_env) SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
+    SBX_HOST="unix:${DAEMON_SOCK[a]}" python3 -c '
+from sandboxd import Sandbox
+sb = Sandbox.create(gpus=1, memory="64Mi")
+print(sb.id)
+' >"$D/py.out" 2>&1 || { cat "$D/py.out" >&2; fail "Sandbox.create(gpus=1)"; }
+  req GET /v1/info; expect 200 '.gpus.free == 0 and .gpus.devices[0].sandbox != null'
+}
+
+source "$(dirname "$0")/../lib/lib.sh"
