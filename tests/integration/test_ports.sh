@@ -18,7 +18,7 @@ class H(http.server.SimpleHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("Content-Length") or 0)
         b = self.rfile.read(n)
-        out = b"path=" + self.path.encode() + b" x-test=" + (self.headers.get("X-Test") or "").encode() + b" body=" + b
+        out = b"path=" + self.path.encode() + b" x-test=" + (self.headers.get("X-Test") or "").encode() + b" auth=" + (self.headers.get("Authorization") or "").encode() + b" body=" + b
         self.send_response(201)
         self.send_header("Content-Type", "text/x-echo")
         self.send_header("Content-Length", str(len(out)))
@@ -62,7 +62,7 @@ test_proxy() {
   # POST with a body, a query and a header, echoed back with the server's status
   req POST "/v1/sandboxes/$ID/ports/8000/echo/x?a=1&b=two" -H 'X-Test: yes' --data-binary 'some bytes'
   expect 201
-  [ "$BODY" == "path=/echo/x?a=1&b=two x-test=yes body=some bytes" ] || fail "POST echo: $BODY"
+  [ "$BODY" == "path=/echo/x?a=1&b=two x-test=yes auth= body=some bytes" ] || fail "POST echo: $BODY"
   # a 404 of the server is passed through as its own answer
   req GET "/v1/sandboxes/$ID/ports/8000/no-such-file"
   expect 404
@@ -153,6 +153,24 @@ except sandboxd.InvalidArgument:
   [ "$url" == "http://localhost/v1/sandboxes/$ID/ports/9000/" ] || fail "get_host printed $url"
   req GET "/v1/sandboxes/$ID/ports"
   expect 200 'map(.port) == [8000, 9000]'
+}
+
+# Over TCP the proxy needs the daemon's bearer token like the rest of the API, and the token is
+# not passed on to the sandbox's server.
+TEST_TIMEOUT_tcp_token=60
+test_tcp_token() {
+  "$PY" -c 'import http.server' 2>/dev/null || skip "python3 is not installed"
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  create '{"ports":[8000]}'
+  serve "$ID" 8000
+  local u="http://127.0.0.1:$port/v1/sandboxes/$ID/ports/8000"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$u/hello.txt")" == 401 ] ||
+    fail "the proxy over TCP answered without a token"
+  [ "$(curl -s --max-time 10 -H "Authorization: Bearer $tok" "$u/hello.txt")" == "hello from $ID" ] ||
+    fail "the proxy over TCP with the token did not answer"
+  [ "$(curl -s --max-time 10 -H "Authorization: Bearer $tok" -H 'X-Test: t' --data-binary b "$u/e")" == \
+    "path=/e x-test=t auth= body=b" ] || fail "POST over TCP (or the token reached the sandbox)"
 }
 
 TEST_TIMEOUT_bad_ports=30
