@@ -44,6 +44,8 @@ void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
 void sd_api_commit(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/commit.c */
+void sd_api_pause(sd_daemon *d, sd_request *req, sd_sandbox *sb);  /* api/pause.c */
+void sd_api_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/pause.c */
 void sd_api_lease_create(sd_daemon *d, sd_request *req);
 void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
 void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);

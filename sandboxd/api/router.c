@@ -45,6 +45,10 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
             not_allowed(req);
     } else if (strcmp(sub, "/timeout") == 0) {
         is(req, "POST") ? sd_api_timeout(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/pause") == 0) {
+        is(req, "POST") ? sd_api_pause(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/resume") == 0) {
+        is(req, "POST") ? sd_api_resume(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/fork") == 0) {
         is(req, "POST") ? sd_api_fork(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/commit") == 0) {

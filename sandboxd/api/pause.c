@@ -1,0 +1,63 @@
+/* POST /v1/sandboxes/{id}/pause and .../resume (pause to disk with CRIU). This node's CRIU
+ * cannot checkpoint (core/checkpoint.c): pause answers 501 `unsupported` with what `criu check`
+ * said; resume answers 409 (no sandbox is ever paused). */
+#include "sandboxd/api/api.h"
+
+#include "common/jsonkeys.h"
+
+#include "sandboxd/core/checkpoint.h"
+
+static void req_gone(sd_request *req, void *ud) {
+    sd_checkpoint_probe_cancel(req);
+}
+
+static void probed(void *ud, const error_rec *err) {
+    sd_request *req = ud;
+    req->on_close = NULL;
+    if (err && err->code == -EOPNOTSUPP)
+        sd_reply_error(req, 501, "unsupported", "%s", err->message);
+    else if (err)
+        sd_reply_error_rec(req, err);
+    else
+        sd_reply_error(req, 501, "unsupported",
+                       "pause: criu check passes on this node, but checkpointing a sandbox "
+                       "(its user namespace, id-mapped overlay and seccomp filter) is not "
+                       "implemented yet");
+}
+
+/* An empty body or {} only: every field is unknown (common/jsonkeys.h). */
+static bool empty_body(sd_request *req) {
+    static const char *const none[] = {NULL};
+    json_t *body = sd_req_json(req);
+    if (!body)
+        return false;
+    error_rec err = {0};
+    bool ok = json_is_object(body);
+    if (!ok)
+        sd_reply_error(req, 400, "invalid_argument", "the body must be a JSON object");
+    else if (jsonkeys_check(body, none, NULL, &err) < 0) {
+        sd_reply_error_rec(req, &err);
+        ok = false;
+    }
+    json_decref(body);
+    return ok;
+}
+
+void sd_api_pause(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
+    if (!empty_body(req))
+        return;
+    if (sb->state != SD_RUNNING) {
+        sd_reply_error(req, 409, "conflict", "sandbox %s is %s: only a running sandbox pauses",
+                       sb->id, sb->state == SD_ENDED ? "ended" : "still starting");
+        return;
+    }
+    req->on_close = req_gone;
+    req->close_ud = NULL;
+    sd_checkpoint_probe(d, probed, req);
+}
+
+void sd_api_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
+    if (!empty_body(req))
+        return;
+    sd_reply_error(req, 409, "conflict", "sandbox %s is not paused", sb->id);
+}
