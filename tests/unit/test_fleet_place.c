@@ -1,6 +1,8 @@
 /* Unit tests of a node's placement over its view of the fleet (sd_fleet_pick, docs/FLEET.md
  * "Placement: 307 for a create"), on a view set by hand: the two drawn are distinct, and each
- * pick is counted against its node (a free slot, a ready pool entry) until the next read. */
+ * pick is counted against its node (a free slot, a ready pool entry) until the next read; and
+ * GPU placement (sd_fleet_pick_gpus, fleet/gpu.c): only nodes with enough free GPUs are chosen,
+ * each pick counted against its node until the next read. */
 #include "sandboxd/core/context.h"
 #include "sandboxd/fleet/internal.h"
 #include "tests/lib/test.h"
@@ -75,6 +77,44 @@ TEST(pool_entries_are_spent) {
     /* without a ready entry anywhere, the freer node wins: c (8) over a (6 - 2) */
     CHECK_STREQ(picked(d, shape, false), "c");
     json_decref(shape);
+    json_decref(fleet.nodes);
+    fleet.nodes = NULL;
+}
+
+/* ---- GPUs ---- */
+
+static const char *picked_gpus(sd_daemon *d, unsigned n) {
+    const char *url = sd_fleet_pick_gpus(d, n);
+    return url ? url + strlen("http://") : "";
+}
+
+#define GNODE(name, free_slots, draining, gpus_free)                                               \
+    "\"" name "\":{\"name\":\"" name "\",\"url\":\"http://" name "\",\"free\":" #free_slots        \
+    ",\"draining\":" #draining ",\"gpus\":{\"total\":8,\"free\":" #gpus_free "}}"
+
+TEST(gpu_create_goes_to_a_node_with_free_gpus) {
+    /* a has slots but no GPU, c has 2 free, d is drained with 8, b (this node) is not picked */
+    for (int round = 0; round < 20; round++) {
+        sd_daemon *d = view("{" GNODE("a", 9, false, 0) "," GNODE("b", 9, false, 8) "," GNODE(
+            "c", 1, false, 2) "," GNODE("d", 9, true, 8) "}");
+        CHECK_STREQ(picked_gpus(d, 1), "c");
+    }
+    sd_daemon *d = view("{" GNODE("a", 9, false, 1) "," GNODE("c", 9, false, 2) "}");
+    CHECK_STREQ(picked_gpus(d, 2), "c"); /* only c has two */
+    CHECK_STREQ(picked_gpus(d, 2), "");  /* counted: c has none left in this view */
+    CHECK_STREQ(picked_gpus(d, 1), "a");
+    CHECK_STREQ(picked_gpus(d, 1), "");
+    CHECK_STREQ(picked_gpus(d, 0), ""); /* no GPU asked: not this placement */
+}
+
+TEST(gpu_pick_prefers_more_free_gpus) {
+    for (int round = 0; round < 30; round++) {
+        sd_daemon *d = view("{" GNODE("a", 9, false, 1) "," GNODE("c", 9, false, 4) "}");
+        CHECK_STREQ(picked_gpus(d, 1), "c");
+    }
+    /* a node without slots is never chosen, GPUs or not */
+    sd_daemon *d = view("{" GNODE("a", 0, false, 4) "}");
+    CHECK_STREQ(picked_gpus(d, 1), "");
     json_decref(fleet.nodes);
     fleet.nodes = NULL;
 }
