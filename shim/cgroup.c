@@ -118,7 +118,8 @@ void shim_cgroup_free(shim_cgroup *cg) {
     free(cg);
 }
 
-static int open_v1(shim_cgroup *cg, const char *parent, const char *id, error_rec *err) {
+static int open_v1(shim_cgroup *cg, const char *parent, const char *id, bool devices,
+                   error_rec *err) {
     for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
         char mnt[512], dir[2048];
         if (shim_cgroup_v1_mount(v1_ctrls[i], mnt, sizeof(mnt)) < 0) {
@@ -128,6 +129,10 @@ static int open_v1(shim_cgroup *cg, const char *parent, const char *id, error_re
             continue;
         }
         snprintf(dir, sizeof(dir), "%s/%s/%s", mnt, parent, id);
+        /* devices only for a sandbox with device rules, or one that has the directory already
+         * (its cleanup): a create without GPUs makes and joins no devices cgroup */
+        if (strcmp(v1_ctrls[i], "devices") == 0 && !devices && access(dir, F_OK) < 0)
+            continue;
         bool dup = false; /* co-mounted controllers (cpu,cpuacct) share a directory */
         for (size_t k = 0; k < cg->n; k++)
             dup = dup || strcmp(cg->dirs[k], dir) == 0;
@@ -140,8 +145,8 @@ static int open_v1(shim_cgroup *cg, const char *parent, const char *id, error_re
     return 0;
 }
 
-int shim_cgroup_open(int version, const char *parent, const char *id, shim_cgroup **ret,
-                     error_rec *err) {
+int shim_cgroup_open(int version, const char *parent, const char *id, bool devices,
+                     shim_cgroup **ret, error_rec *err) {
     _cleanup_(shim_cgroup_freep) shim_cgroup *cg = calloc(1, sizeof(*cg));
     if (!cg)
         return -ENOMEM;
@@ -153,7 +158,7 @@ int shim_cgroup_open(int version, const char *parent, const char *id, shim_cgrou
             return -ENOMEM;
         cg->n = 1;
     } else {
-        int r = open_v1(cg, parent, id, err);
+        int r = open_v1(cg, parent, id, devices, err);
         if (r < 0)
             return r;
     }

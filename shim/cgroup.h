@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -27,9 +28,10 @@ int shim_cgroup_detect(char **ret_v2_mount);
 /* Mount point of a v1 controller ("memory", "pids", ...) into buf. -ENOENT when absent. */
 int shim_cgroup_v1_mount(const char *ctrl, char *buf, size_t len);
 
-/* Resolve the sandbox's cgroup directories (nothing is created). */
-int shim_cgroup_open(int version, const char *parent, const char *id, shim_cgroup **ret,
-                     error_rec *err);
+/* Resolve the sandbox's cgroup directories (nothing is created). v1: the devices controller
+ * only with `devices` (a sandbox with device rules: GPUs) or when its directory exists. */
+int shim_cgroup_open(int version, const char *parent, const char *id, bool devices,
+                     shim_cgroup **ret, error_rec *err);
 void shim_cgroup_free(shim_cgroup *cg);
 static inline void shim_cgroup_freep(shim_cgroup **cg) {
     shim_cgroup_free(*cg);

@@ -48,7 +48,8 @@ static int step_seccomp(shim_sandbox *sb, error_rec *err) {
 
 static int step_cgroup(shim_sandbox *sb, error_rec *err) {
     const shim_spec *s = sb->spec;
-    int r = shim_cgroup_open(s->cgroup_version, s->cgroup_parent, s->id, &sb->cg, err);
+    int r =
+        shim_cgroup_open(s->cgroup_version, s->cgroup_parent, s->id, s->gpus != NULL, &sb->cg, err);
     if (r < 0)
         return r;
     r = shim_cgroup_create(sb->cg, s->cpu, s->memory, s->pids, err);
@@ -337,7 +338,8 @@ int shim_sandbox_cleanup(const char *dir, error_rec *err) {
     int ret = 0;
     if (shim_spec_load(p, &spec, NULL) == 0) {
         _cleanup_(shim_cgroup_freep) shim_cgroup *cg = NULL;
-        ret = shim_cgroup_open(spec->cgroup_version, spec->cgroup_parent, spec->id, &cg, err);
+        ret =
+            shim_cgroup_open(spec->cgroup_version, spec->cgroup_parent, spec->id, false, &cg, err);
         if (ret == 0)
             ret = shim_cgroup_destroy(cg, err);
     }

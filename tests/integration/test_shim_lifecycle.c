@@ -35,7 +35,7 @@ static bool cgroup_exists(const char *id) {
     int ver;
     const char *parent = shimdrv_cgroup_parent(&ver);
     shim_cgroup *cg = NULL;
-    CHECK_OK(shim_cgroup_open(ver, parent, id, &cg, NULL));
+    CHECK_OK(shim_cgroup_open(ver, parent, id, false, &cg, NULL));
     bool any = false;
     for (size_t i = 0; i < cg->n; i++)
         any = any || access(cg->dirs[i], F_OK) == 0;

@@ -126,7 +126,7 @@ TEST(shim_init_in_every_cgroup) {
     int ver;
     const char *parent = shimdrv_cgroup_parent(&ver);
     shim_cgroup *cg = NULL;
-    CHECK_OK(shim_cgroup_open(ver, parent, d->id, &cg, NULL));
+    CHECK_OK(shim_cgroup_open(ver, parent, d->id, false, &cg, NULL));
     char path[64], suffix[128];
     snprintf(path, sizeof(path), "/proc/%d/cgroup", d->init_pid);
     snprintf(suffix, sizeof(suffix), "/%s", d->id);
@@ -157,7 +157,7 @@ TEST(shim_cpu_quota_and_stats) {
     int ver;
     const char *parent = shimdrv_cgroup_parent(&ver);
     shim_cgroup *cg = NULL;
-    CHECK_OK(shim_cgroup_open(ver, parent, d->id, &cg, NULL));
+    CHECK_OK(shim_cgroup_open(ver, parent, d->id, false, &cg, NULL));
     char path[4200];
     _cleanup_free_ char *q = NULL, *pm = NULL;
     if (ver == 1) {
