@@ -277,6 +277,19 @@ void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *da
     set_response(req, status, r);
 }
 
+void sd_reply_data_headers(sd_request *req, unsigned status, const char *const *hdrs, void *data,
+                           size_t len) {
+    if (req->answered || req->closed) {
+        free(data);
+        return;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, data ? data : (void *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    for (size_t i = 0; r && hdrs && hdrs[i] && hdrs[i + 1]; i += 2)
+        MHD_add_response_header(r, hdrs[i], hdrs[i + 1]);
+    set_response(req, status, r);
+}
+
 void sd_reply_fd(sd_request *req, const char *ctype, int fd, uint64_t size) {
     if (req->answered || req->closed) {
         safe_close(fd);

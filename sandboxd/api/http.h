@@ -96,6 +96,9 @@ void sd_reply_redirect(sd_request *req, const char *location);
 char *sd_req_query_string(sd_request *req, const char *skip, const char *add);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
+/* The same with headers: hdrs is name, value, name, value, ..., NULL (copied). */
+void sd_reply_data_headers(sd_request *req, unsigned status, const char *const *hdrs,
+                           void *data /* stolen */, size_t len);
 void sd_reply_fd(sd_request *req, const char *ctype, int fd /* stolen */, uint64_t size);
 /* WebSocket upgrade (api/attach.c): answer 101 with Upgrade: websocket, accept as
  * Sec-WebSocket-Accept and protocol (may be NULL) as Sec-WebSocket-Protocol. Once libmicrohttpd

@@ -138,30 +138,61 @@ static void px_fail(port_proxy *px, unsigned status, const char *code, const cha
     px_free(px);
 }
 
-/* The answer read whole: "HTTP/1.x NNN reason\r\nheaders\r\n\r\nbody". */
+#define PORT_HEADERS_MAX 64
+
+/* Answer headers that stay with the hop (the daemon writes its own framing and Date). */
+static bool skip_answer_header(const char *k, size_t n) {
+    static const char *const hop[] = {"Connection", "Keep-Alive", "Proxy-Connection",
+                                      "Transfer-Encoding", "Content-Length", "Upgrade",
+                                      "TE", "Trailer", "Date", "Proxy-Authenticate"};
+    for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+        if (strlen(hop[i]) == n && strncasecmp(k, hop[i], n) == 0)
+            return true;
+    return false;
+}
+
+/* Split the answer's header lines (head NUL-terminated at its blank line) in place into
+ * name, value pairs in hdrs (2 * PORT_HEADERS_MAX + 1 slots), hop-by-hop ones left out. */
+static void answer_headers(char *head, const char **hdrs) {
+    size_t n = 0;
+    char *l = strstr(head, "\r\n");
+    for (l = l ? l + 2 : NULL; l && *l && n < 2 * PORT_HEADERS_MAX;) {
+        char *eol = strstr(l, "\r\n"), *colon = strchr(l, ':');
+        if (!eol)
+            break;
+        *eol = 0;
+        if (colon && colon > l && colon < eol && !skip_answer_header(l, (size_t)(colon - l))) {
+            *colon = 0;
+            char *v = colon + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            hdrs[n++] = l;
+            hdrs[n++] = v;
+        }
+        l = eol + 2;
+    }
+    hdrs[n] = NULL;
+}
+
+/* The answer read whole: "HTTP/1.x NNN reason\r\nheaders\r\n\r\nbody": its status, headers
+ * (less hop-by-hop ones) and body go back. */
 static void px_answer(port_proxy *px) {
     char *head_end = px->in ? memmem(px->in, px->in_len, "\r\n\r\n", 4) : NULL;
     unsigned status = 0;
     if (!head_end || sscanf(px->in, "HTTP/%*d.%*d %u", &status) != 1 || status < 100 ||
         status > 599)
         return px_fail(px, 502, "port_bad_answer", "the answer is not HTTP");
-    *head_end = 0;
-    char ctype[256] = "application/octet-stream";
-    for (char *l = strstr(px->in, "\r\n"); l && l < head_end; l = strstr(l + 2, "\r\n"))
-        if (strncasecmp(l + 2, "Content-Type:", 13) == 0) {
-            const char *v = l + 15;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            snprintf(ctype, sizeof(ctype), "%.*s", (int)strcspn(v, "\r\n"), v);
-        }
+    head_end[2] = 0; /* the head keeps its last line's CRLF */
     size_t off = (size_t)(head_end + 4 - px->in), len = px->in_len - off;
+    const char *hdrs[2 * PORT_HEADERS_MAX + 1];
+    answer_headers(px->in, hdrs);
     char *body = malloc(len ? len : 1);
     if (!body)
         return px_fail(px, 500, "internal", "out of memory");
     memcpy(body, px->in + off, len);
     sd_request *req = px_take_req(px);
     if (req)
-        sd_reply_data(req, status, ctype, body, len);
+        sd_reply_data_headers(req, status, hdrs, body, len);
     else
         free(body);
     px_free(px);

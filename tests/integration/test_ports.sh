@@ -21,6 +21,9 @@ class H(http.server.SimpleHTTPRequestHandler):
         out = b"path=" + self.path.encode() + b" x-test=" + (self.headers.get("X-Test") or "").encode() + b" auth=" + (self.headers.get("Authorization") or "").encode() + b" body=" + b
         self.send_response(201)
         self.send_header("Content-Type", "text/x-echo")
+        self.send_header("X-Env-Episode", "ep-7")
+        self.send_header("Set-Cookie", "a=1")
+        self.send_header("Set-Cookie", "b=2")
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
@@ -63,6 +66,11 @@ test_proxy() {
   req POST "/v1/sandboxes/$ID/ports/8000/echo/x?a=1&b=two" -H 'X-Test: yes' --data-binary 'some bytes'
   expect 201
   [ "$BODY" == "path=/echo/x?a=1&b=two x-test=yes auth= body=some bytes" ] || fail "POST echo: $BODY"
+  # the server's own headers come back (both Set-Cookie lines), its hop-by-hop ones do not
+  grep -qi '^x-env-episode: ep-7' "$D/headers" || fail "X-Env-Episode not relayed: $(cat "$D/headers")"
+  [ "$(grep -ci '^set-cookie: [ab]=' "$D/headers")" == 2 ] || fail "Set-Cookie lines: $(cat "$D/headers")"
+  grep -qi '^content-type: text/x-echo' "$D/headers" || fail "Content-Type: $(cat "$D/headers")"
+  [ "$(grep -ci '^connection:\|^date:' "$D/headers")" -le 2 ] || fail "hop-by-hop doubled: $(cat "$D/headers")"
   # a 404 of the server is passed through as its own answer
   req GET "/v1/sandboxes/$ID/ports/8000/no-such-file"
   expect 404
