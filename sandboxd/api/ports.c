@@ -142,9 +142,16 @@ static void px_fail(port_proxy *px, unsigned status, const char *code, const cha
 
 /* Answer headers that stay with the hop (the daemon writes its own framing and Date). */
 static bool skip_answer_header(const char *k, size_t n) {
-    static const char *const hop[] = {"Connection", "Keep-Alive", "Proxy-Connection",
-                                      "Transfer-Encoding", "Content-Length", "Upgrade",
-                                      "TE", "Trailer", "Date", "Proxy-Authenticate"};
+    static const char *const hop[] = {"Connection",
+                                      "Keep-Alive",
+                                      "Proxy-Connection",
+                                      "Transfer-Encoding",
+                                      "Content-Length",
+                                      "Upgrade",
+                                      "TE",
+                                      "Trailer",
+                                      "Date",
+                                      "Proxy-Authenticate"};
     for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
         if (strlen(hop[i]) == n && strncasecmp(k, hop[i], n) == 0)
             return true;
