@@ -6,7 +6,8 @@
 # (curl --location-trusted with the token), placement away from a full node, the 503 when all
 # are full, drain and undrain, a kill -9 (the node leaves within its TTL, its ids answer 503
 # node_unavailable, a restart re-registers and serves its sandboxes again), etcd stopped and
-# restarted, leases across nodes. The bigger world (three namespaces, clients): test_fleet.sh.
+# restarted, leases across nodes, a sandbox's port proxy reached through another node (307 to
+# the owner, the server's answer and headers back). The bigger world: test_fleet.sh.
 DAEMON_TAG=fleetd
 source "$(dirname "$0")/../lib/daemon.sh"
 
@@ -167,6 +168,21 @@ test_registration() { # every node appears with its capacity, on an etcd lease; 
   fexpect 200 '.node == "a" and .fleet == true'
 }
 
+# A server in the sandbox for the port case: every answer is "METHOD PATH BODY" + a header.
+FLEET_PORT_SERVER='
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        b = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        out = b"POST " + self.path.encode() + b" " + b
+        self.send_response(200)
+        self.send_header("X-Node-Test", "yes")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+'
 TEST_TIMEOUT_routing=60
 test_routing() { # any node answers for any sandbox: 307 to its owner
   world
@@ -195,10 +211,29 @@ test_routing() { # any node answers for any sandbox: 307 to its owner
   [[ "$CODE" == 2* ]] || fail "PUT files through b: $CODE $BODY"
   freq b GET "/v1/sandboxes/$id/files?path=/tmp/x"
   assert_eq "$BODY" "through b" "file read back through b"
+  # inbound ports through b: the port is opened and its proxy URL reached through b (307 to a)
+  freq b POST "/v1/sandboxes/$id/ports" -d '{"port":8000}'
+  fexpect 200 "map(.url) == [\"/v1/sandboxes/$id/ports/8000/\"]"
+  freq b POST "/v1/sandboxes/$id/exec" -d "$(jq -nc --arg s "$FLEET_PORT_SERVER" \
+    '{argv:["python3","-c",$s], background:true}')"
+  fexpect 201
+  for _ in $(seq 100); do
+    freq b POST "/v1/sandboxes/$id/ports/8000/step" --data-binary 'left'
+    [ "$CODE" == 200 ] && break
+    sleep 0.1
+  done
+  fexpect 200
+  assert_eq "$BODY" "POST /step left" "the port's answer through b"
+  assert_eq "$(header X-Node-Test)" "yes" "the server's header through b"
+  freq0 b GET "/v1/sandboxes/$id/ports/8000/state?q=1"
+  fexpect 307
+  assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes/$id/ports/8000/state?q=1" "Location"
   freq b DELETE "/v1/sandboxes/$id"
   fexpect 204
   freq a GET "/v1/sandboxes/$id"
   fexpect 200 '.state == "ended"'
+  freq b GET "/v1/sandboxes/$id/ports/8000/state"
+  fexpect 404 '.code == "port_not_open"'
   freq b GET /v1/sandboxes/sb-0123456789abcdef.nosuchnode
   fexpect 404 '.code == "not_found"'
 }
