@@ -21,8 +21,11 @@
 
 /* The keys each body may carry (common/jsonkeys.h): one list per body, policy as data. */
 const char *const policy_create_keys[] = {
-    "image",   "cpu",          "memory",  "disk",  "pids",    "env",   "labels", "idle_timeout",
-    "timeout", "max_cost_usd", "network", "lease", "profile", "ports", "gpus",   NULL};
+    "image",   "cpu",          "memory",  "disk",         "pids",    "env",
+    "labels",  "idle_timeout", "timeout", "max_cost_usd", "network", "lease",
+    "profile", "ports",        "gpus",    "entrypoint", /* parsed by policy/entrypoint.c (the API
+                                                           starts it: api/entrypoint.c) */
+    NULL};
 static const char *const exec_keys[] = {
     "argv", "shell", "cwd", "user", "env", "stdin", "stdin_b64", "timeout", "max_output",
     /* policy/process.h: how the command runs (policy_process_parse) */

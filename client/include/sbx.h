@@ -132,6 +132,11 @@ void sbx_create_opts_init(sbx_create_opts *opts);
 
 sbx_code sbx_sandbox_create(sbx_client *client, const sbx_create_opts *opts, sbx_sandbox **ret,
                             sbx_err *err);
+/* The same with create fields sbx_create_opts has no member for, as a JSON object added to the
+ * body, e.g. {"ports":[8000],"entrypoint":true} (docs/API.md "Ports", "Entrypoint"); a key
+ * opts already sets, or one that is not an object, is SBX_E_INVALID. */
+sbx_code sbx_sandbox_create_with(sbx_client *client, const sbx_create_opts *opts,
+                                 const char *extra_json, sbx_sandbox **ret, sbx_err *err);
 /* A handle on an existing sandbox (checked with GET). */
 sbx_code sbx_sandbox_open(sbx_client *client, const char *id, sbx_sandbox **ret, sbx_err *err);
 /* The same handle without the GET where the endpoint is known: the client has one endpoint, or
@@ -190,6 +195,19 @@ sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, 
  * "http://host:7070/v1/sandboxes/ID/ports/8000/"; over a Unix socket the host is localhost
  * and the URL is reached through that socket. */
 sbx_code sbx_sandbox_port_url(sbx_sandbox *sb, unsigned port, char **ret_url, sbx_err *err);
+/* One HTTP request to the port through the daemon's proxy: METHOD /PATH (path without the
+ * leading slash is fine), body (may be NULL) with content_type. The server's answer, whatever
+ * its status, is SBX_OK with *ret_status and *ret_body (NUL-terminated, free() it; ret_len may
+ * be NULL); the daemon's own refusals (port_not_open, port_unreachable, port_timeout, ...) are
+ * errors with their api_code. */
+sbx_code sbx_sandbox_port_request(sbx_sandbox *sb, unsigned port, const char *method,
+                                  const char *path, const char *content_type, const void *body,
+                                  size_t len, long *ret_status, char **ret_body, size_t *ret_len,
+                                  sbx_err *err);
+/* Wait until something answers HTTP on the port (GET /, any status), polling every 100 ms while
+ * the daemon says nothing listens yet; SBX_E_CONFLICT "port_wait_timeout" after timeout_ms
+ * with the last reason, and at once for a port not opened or a sandbox that ended. */
+sbx_code sbx_sandbox_port_wait(sbx_sandbox *sb, unsigned port, uint64_t timeout_ms, sbx_err *err);
 /* DELETE: idempotent. The handle stays valid (for its id) until sbx_sandbox_free. */
 sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err);
 void sbx_sandbox_free(sbx_sandbox *sb); /* accepts NULL; does not terminate */
@@ -319,6 +337,9 @@ sbx_code sbx_async_new(sbx_client *client, struct uv_loop_s *loop, sbx_async **r
 /* Cancels what is in flight (their callbacks run with SBX_E_IO) and frees; accepts NULL. */
 void sbx_async_free(sbx_async *as);
 sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create_cb cb, void *ud);
+/* The same with more create fields (sbx_sandbox_create_with). */
+sbx_code sbx_async_create_with(sbx_async *as, const sbx_create_opts *opts, const char *extra_json,
+                               sbx_create_cb cb, void *ud);
 sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_cb cb,
                         void *ud);
 sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_fork_cb cb,

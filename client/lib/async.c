@@ -265,6 +265,11 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
 }
 
 sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create_cb cb, void *ud) {
+    return sbx_async_create_with(as, opts, NULL, cb, ud);
+}
+
+sbx_code sbx_async_create_with(sbx_async *as, const sbx_create_opts *opts, const char *extra_json,
+                               sbx_create_cb cb, void *ud) {
     if (!as || !cb || as->closed || (opts && !sbxi_header_safe(opts->idempotency_key)))
         return SBX_E_INVALID;
     sbx_client *c = as->client;
@@ -272,7 +277,7 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
     if (!o)
         return SBX_E_NOMEM;
     sbx_err e;
-    o->body = sbxi_create_body(opts, &e);
+    o->body = sbxi_create_body_with(opts, extra_json, &e);
     o->order = calloc(c->n_eps, sizeof(size_t));
     if (!o->body || !o->order ||
         (opts && opts->idempotency_key &&

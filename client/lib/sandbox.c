@@ -112,9 +112,14 @@ static void refresh_info(sbx_client *c) {
 /* Try endpoints in placement order; remember the last error, preferring "full" over others. */
 sbx_code sbx_sandbox_create(sbx_client *c, const sbx_create_opts *opts, sbx_sandbox **ret,
                             sbx_err *err) {
+    return sbx_sandbox_create_with(c, opts, NULL, ret, err);
+}
+
+sbx_code sbx_sandbox_create_with(sbx_client *c, const sbx_create_opts *opts, const char *extra_json,
+                                 sbx_sandbox **ret, sbx_err *err) {
     if (!c || !ret)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client or ret is NULL");
-    _cleanup_free_ char *body = sbxi_create_body(opts, err);
+    _cleanup_free_ char *body = sbxi_create_body_with(opts, extra_json, err);
     if (!body)
         return err ? err->code : SBX_E_INVALID;
     if (opts && !sbxi_header_safe(opts->idempotency_key))

@@ -110,6 +110,12 @@ _SIGNATURES = {
     "sbx_sandbox_inspect": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
     "sbx_sandbox_set_timeout": (c_int, [c_void_p, c_uint64, _P(SbxErr)]),
     "sbx_sandbox_port_url": (c_int, [c_void_p, ctypes.c_uint, _P(c_void_p), _P(SbxErr)]),
+    # ports and entrypoint: create fields outside sbx_create_opts; the port proxy (client/lib/ports.c)
+    "sbx_sandbox_create_with": (c_int, [c_void_p, _P(CreateOpts), c_char_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_sandbox_port_request": (c_int, [c_void_p, ctypes.c_uint, c_char_p, c_char_p, c_char_p,
+                                         c_void_p, c_size_t, _P(ctypes.c_long), _P(c_void_p),
+                                         _P(c_size_t), _P(SbxErr)]),
+    "sbx_sandbox_port_wait": (c_int, [c_void_p, ctypes.c_uint, c_uint64, _P(SbxErr)]),
     "sbx_sandbox_write_file": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, _P(SbxErr)]),
     "sbx_sandbox_read_file": (c_int, [c_void_p, c_char_p, _P(c_void_p), _P(c_size_t), _P(SbxErr)]),
     "sbx_sandbox_put_archive": (c_int, [c_void_p, c_char_p, c_void_p, c_size_t, _P(SbxErr)]),

@@ -34,6 +34,26 @@ def _call(fn: Callable, *args: Any) -> None:
     _check(fn(*args, ctypes.byref(err)), err)
 
 
+def _check_port(port: Any) -> None:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise InvalidArgument("port: must be an integer 1..65535", "invalid_argument")
+
+
+def _extra_create_fields(ports: Any, entrypoint: Any) -> Optional[str]:
+    """The create fields sbx_create_opts has no member for, as JSON (None: none)."""
+    extra: Dict[str, Any] = {}
+    if ports is not None:
+        if isinstance(ports, (str, bytes)) or not all(isinstance(p, int) for p in ports):
+            raise InvalidArgument("ports: must be a list of integers 1..65535", "invalid_argument")
+        extra["ports"] = list(ports)
+    if entrypoint is not None and entrypoint is not False:
+        if entrypoint is not True and (isinstance(entrypoint, (str, bytes)) or
+                                       not all(isinstance(a, str) for a in entrypoint)):
+            raise InvalidArgument("entrypoint: True or a list of strings", "invalid_argument")
+        extra["entrypoint"] = True if entrypoint is True else list(entrypoint)
+    return json.dumps(extra) if extra else None
+
+
 def parse_size(v: Optional[Size], what: str) -> int:
     """Bytes from an int or a string like "512Mi" / "2Gi" (0 for None)."""
     if v is None:
@@ -526,13 +546,18 @@ class Sandbox:
                max_cost: Optional[float] = None, network: Optional[Egress] = None,
                lease: Union["Lease", str, None] = None, idempotency_key: Optional[str] = None,
                profile: Optional[str] = None, client: Optional[Client] = None,
-               gpus: Optional[int] = None) -> "Sandbox":
+               gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
+               entrypoint: Union[bool, Sequence[str], None] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
         daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
         agent and a grader user; run the grader's commands with ``user="grader"``). Raises
-        NodeFull, InvalidArgument, NotFound (lease), ..."""
+        NodeFull, InvalidArgument, NotFound (lease), ... ``ports=[8000]`` opens inbound ports
+        (``get_host``); ``entrypoint=True`` starts the image's Entrypoint + Cmd in the
+        background once it runs, ``entrypoint=["python3", "srv.py"]`` that command
+        (docs/API.md "Entrypoint")."""
         client = client or default_client()
+        extra = _extra_create_fields(ports, entrypoint)
         L = _lib.lib()
         o = _lib.CreateOpts()
         L.sbx_create_opts_init(ctypes.byref(o))
@@ -541,7 +566,11 @@ class Sandbox:
                                  timeout=timeout, max_cost=max_cost, network=network, lease=lease,
                                  idempotency_key=idempotency_key, profile=profile, gpus=gpus)
         h = ctypes.c_void_p()
-        _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
+        if extra:
+            _call(L.sbx_sandbox_create_with, client.handle(), ctypes.byref(o), extra.encode(),
+                  ctypes.byref(h))
+        else:
+            _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
         return cls(h, client)
 
     @classmethod
@@ -755,11 +784,32 @@ class Sandbox:
     def get_host(self, port: int) -> str:
         """Open TCP ``port`` of the sandbox (idempotent) and return the daemon's URL that proxies
         HTTP to it (docs/API.md "Ports"); over a Unix socket it is reached through that socket."""
-        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise InvalidArgument("port: must be an integer 1..65535", "invalid_argument")
+        _check_port(port)
         out = ctypes.c_void_p()
         _call(_lib.lib().sbx_sandbox_port_url, self._handle(), port, ctypes.byref(out))
         return _lib.take_string(out)
+
+    def wait_for_port(self, port: int, timeout: Duration = "30s") -> None:
+        """Wait until a server answers HTTP on ``port`` (through the daemon's proxy, any
+        status). Raises Conflict (``port_wait_timeout``, with the last reason) when nothing
+        answers within ``timeout``, NotFound when the port is not open."""
+        _check_port(port)
+        _call(_lib.lib().sbx_sandbox_port_wait, self._handle(), port,
+              parse_duration_ms(timeout, "timeout"))
+
+    def port_request(self, port: int, method: str, path: str, body: Optional[bytes] = None,
+                     content_type: str = "application/json") -> "tuple[int, bytes]":
+        """One HTTP request to the server on ``port`` through libsbx: (status, body). The
+        daemon's own refusals (port not open, nothing listening) raise."""
+        _check_port(port)
+        st, out, n = ctypes.c_long(), ctypes.c_void_p(), ctypes.c_size_t()
+        _call(_lib.lib().sbx_sandbox_port_request, self._handle(), port, method.encode(),
+              path.encode(), content_type.encode(), body, len(body or b""), ctypes.byref(st),
+              ctypes.byref(out), ctypes.byref(n))
+        try:
+            return st.value, ctypes.string_at(out.value, n.value) if n.value else b""
+        finally:
+            _lib.free(out)
 
     def terminate(self) -> None:
         """End the sandbox (idempotent)."""

@@ -2,6 +2,7 @@
  * here for its create_finished), list, get, delete, timeout; plus healthz, info and metrics. */
 #include "sandboxd/api/api.h"
 
+#include "common/macro.h"
 #include "sandboxd/core/create.h"
 #include "sandboxd/core/gpu.h"
 #include "sandboxd/core/lifecycle.h"
@@ -13,6 +14,7 @@
 typedef struct waiter {
     sd_request *req;
     sd_sandbox *sb;
+    json_t *entrypoint; /* started once it runs (api/entrypoint.c), or NULL */
 } waiter;
 
 struct sd_api {
@@ -57,18 +59,19 @@ static void waiter_gone(sd_request *req, void *ud) {
     struct sd_api *a = ud;
     for (size_t i = 0; i < a->n; i++)
         if (a->w[i].req == req) {
+            json_decref(a->w[i].entrypoint);
             a->w[i] = a->w[--a->n];
             return;
         }
 }
 
-static int add_waiter(sd_daemon *d, sd_sandbox *sb, sd_request *req) {
+static int add_waiter(sd_daemon *d, sd_sandbox *sb, sd_request *req, json_t *entrypoint) {
     struct sd_api *a = d->api;
     waiter *w = realloc(a->w, (a->n + 1) * sizeof(*w));
     if (!w)
         return -ENOMEM;
     a->w = w;
-    w[a->n++] = (waiter){req, sb};
+    w[a->n++] = (waiter){req, sb, entrypoint};
     req->on_close = waiter_gone;
     req->close_ud = a;
     return 0;
@@ -81,8 +84,14 @@ static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
         if (a->w[i].sb != sb)
             continue;
         sd_request *req = a->w[i].req;
+        json_t *ep = a->w[i].entrypoint;
         a->w[i] = a->w[--a->n];
         req->on_close = NULL;
+        if (!err && ep) {
+            sd_api_entrypoint_start(sb->d, req, sb, ep);
+            continue;
+        }
+        json_decref(ep);
         if (!err)
             sd_reply_json(req, 201, sd_api_sandbox_json(sb));
         else
@@ -101,14 +110,21 @@ int sd_api_init(sd_daemon *d, error_rec *err) {
     return 0;
 }
 
-static void create_answer(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool starting,
-                          bool is_new) {
+static void create_answer(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool starting, bool is_new,
+                          json_t *entrypoint) {
+    if (!starting && entrypoint) {
+        sd_api_entrypoint_start(d, req, sb, entrypoint); /* from a warm pool */
+        return;
+    }
     if (!starting) {
         sd_reply_json(req, 201, sd_api_sandbox_json(sb));
         return;
     }
-    if (add_waiter(d, sb, req) < 0 && !is_new)
-        sd_reply_error(req, 500, "internal", "out of memory");
+    if (add_waiter(d, sb, req, entrypoint) < 0) {
+        json_decref(entrypoint);
+        if (!is_new)
+            sd_reply_error(req, 500, "internal", "out of memory");
+    }
     if (is_new)
         sd_sandbox_start_or_queue(sb);
 }
@@ -121,8 +137,13 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     error_rec err = {0};
     sd_sandbox *sb;
     bool starting, is_new;
+    json_t *ep = NULL; /* the "entrypoint" to start (api/entrypoint.c) */
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     const char *key = sd_req_header(req, "Idempotency-Key");
+    if (r >= 0)
+        r = sd_api_entrypoint_parse(d, body, c.image, &ep, &err);
+    if (r >= 0 && key && sd_registry_find_idem(d, key)) /* a replay starts nothing again */
+        json_decref(TAKE_PTR(ep));
     if (r < 0) {
         sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
         sd_reply_error_rec(req, &err);
@@ -135,8 +156,9 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     } else if (sd_create(d, &c, key, &sb, &starting, &is_new, &err) < 0) {
         sd_reply_error_rec(req, &err);
     } else {
-        create_answer(d, req, sb, starting, is_new);
+        create_answer(d, req, sb, starting, is_new, TAKE_PTR(ep));
     }
+    json_decref(ep);
     json_decref(body);
     policy_create_done(&c);
 }
