@@ -115,6 +115,35 @@ char *sbxi_create_body(const sbx_create_opts *op, sbx_err *err) {
     return finish_body(o, err);
 }
 
+char *sbxi_create_body_with(const sbx_create_opts *o, const char *extra_json, sbx_err *err) {
+    char *base = sbxi_create_body(o, err);
+    if (!base || !extra_json)
+        return base;
+    json_t *b = json_loads(base, 0, NULL), *x = json_loads(extra_json, 0, NULL);
+    free(base);
+    const char *k;
+    json_t *v;
+    char *s = NULL;
+    if (!json_is_object(x))
+        sbxi_err_set(err, SBX_E_INVALID, 0, "", "extra create fields: not a JSON object");
+    else if (b) {
+        json_object_foreach(x, k, v) {
+            if (json_object_get(b, k)) {
+                sbxi_err_set(err, SBX_E_INVALID, 0, "", "extra create fields: %s is set twice", k);
+                goto out;
+            }
+        }
+        json_object_update(b, x);
+        if (!(s = json_dumps(b, JSON_COMPACT)))
+            sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    } else
+        sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+out:
+    json_decref(b);
+    json_decref(x);
+    return s;
+}
+
 void sbx_fork_opts_init(sbx_fork_opts *opts) {
     memset(opts, 0, sizeof(*opts));
     opts->count = 1;

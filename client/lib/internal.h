@@ -204,7 +204,7 @@ sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r,
 
 /* ---- exec.c ---- */
 char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
-/* The same with the fields of extra_json (a JSON object, or NULL) added (ports.c). */
+/* The same with the fields of extra_json (a JSON object, or NULL) added. */
 char *sbxi_create_body_with(const sbx_create_opts *o, const char *extra_json, sbx_err *err);
 char *sbxi_fork_body(const sbx_fork_opts *o, sbx_err *err);
 char *sbxi_exec_body(const sbx_exec_opts *o, sbx_err *err);

@@ -1,6 +1,6 @@
 /* Inbound ports (docs/API.md "Ports"): sbx_sandbox_port_url opens a port of a sandbox
  * (POST .../ports, idempotent) and names the daemon's URL that proxies HTTP to it;
- * sbx_sandbox_port_request and _wait go through that proxy; create bodies with extra fields. */
+ * sbx_sandbox_port_request and _wait go through that proxy. */
 #include "client/lib/internal.h"
 
 #include "common/macro.h"
@@ -44,35 +44,6 @@ sbx_code sbx_sandbox_port_url(sbx_sandbox *sb, unsigned port, char **ret_url, sb
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     *ret_url = s;
     return SBX_OK;
-}
-
-char *sbxi_create_body_with(const sbx_create_opts *o, const char *extra_json, sbx_err *err) {
-    char *base = sbxi_create_body(o, err);
-    if (!base || !extra_json)
-        return base;
-    json_t *b = json_loads(base, 0, NULL), *x = json_loads(extra_json, 0, NULL);
-    free(base);
-    const char *k;
-    json_t *v;
-    char *s = NULL;
-    if (!json_is_object(x))
-        sbxi_err_set(err, SBX_E_INVALID, 0, "", "extra create fields: not a JSON object");
-    else if (b) {
-        json_object_foreach(x, k, v) {
-            if (json_object_get(b, k)) {
-                sbxi_err_set(err, SBX_E_INVALID, 0, "", "extra create fields: %s is set twice", k);
-                goto out;
-            }
-        }
-        json_object_update(b, x);
-        if (!(s = json_dumps(b, JSON_COMPACT)))
-            sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    } else
-        sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-out:
-    json_decref(b);
-    json_decref(x);
-    return s;
 }
 
 /* The daemon's own answers on a port path (docs/API.md "Ports"), not the server's: its port_*
