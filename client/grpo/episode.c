@@ -4,6 +4,7 @@
  * by the grader's exit status, and release both sandboxes (their cost comes from the end record).
  * Sandboxes through libsbx's async API, the trainer through grpo_trainer_request. */
 #include "client/grpo/runner.h"
+#include "client/grpo/envserver.h"
 #include "client/lib/internal.h"
 
 #include "common/macro.h"
@@ -36,6 +37,7 @@ enum {
     S_RELEASE,
     S_RELEASE_COST,
     S_DONE,
+    S_ENV, /* a server environment's request (envserver.c) */
 };
 
 static void ep_generate(grpo_episode *ep);
@@ -64,6 +66,7 @@ static void ep_closed(uv_handle_t *h) {
     free(ep->logprobs.v);
     json_decref(ep->trace);
     free(ep->tar);
+    free(ep->env_state);
     json_decref(ep->req_body);
     sbx_sandbox_free(ep->agent); /* only when the run tore down early: else released */
     sbx_sandbox_free(ep->grader);
@@ -151,6 +154,8 @@ static void ep_start_create(grpo_episode *ep);
 static void ep_send(grpo_episode *ep) {
     if (ep->state == S_CREATE || ep->state == S_G_CREATE)
         return ep_start_create(ep);
+    if (ep->state == S_ENV)
+        return ep->run->env_poll(ep);
     int r = grpo_trainer_request(ep->run, "POST", ep->req_path, json_incref(ep->req_body),
                                  ep_on_trainer, ep);
     if (r < 0)
@@ -245,13 +250,16 @@ static void ep_on_created(void *ud, sbx_sandbox *sb, const sbx_err *err);
 
 static void ep_start_create(grpo_episode *ep) {
     grpo_create c;
-    grpo_episode_create_opts(ep, ep->state == S_G_CREATE ? "grader" : "agent", &c);
-    ep_call(ep, ep->state, sbx_async_create(ep->run->sbx, &c.o, ep_on_created, ep));
+    bool agent = ep->state != S_G_CREATE;
+    grpo_episode_create_opts(ep, agent ? "agent" : "grader", &c);
+    const char *env = agent && ep->task->env_server ? ep->task->env_server->create_json : NULL;
+    ep_call(ep, ep->state, sbx_async_create_with(ep->run->sbx, &c.o, env, ep_on_created, ep));
 }
 
 static void ep_create(grpo_episode *ep) {
     ep->state = S_CREATE;
-    if (ep->run->group_want && ep->run->group_want(ep)) /* its group's template forks it */
+    /* its group's template forks it; never a server environment (a fork has no processes) */
+    if (!ep->task->env_server && ep->run->group_want && ep->run->group_want(ep))
         return;
     grpo_episode_create_cold(ep);
 }
@@ -307,6 +315,10 @@ static void ep_setup_next(grpo_episode *ep) {
         return;
     }
     ep_lap(ep);
+    if (t->env_server) {
+        ep->state = S_ENV;
+        return ep->run->env_begin(ep); /* its port, then /reset, then ep_generate */
+    }
     ep_generate(ep);
 }
 
@@ -363,6 +375,10 @@ static void ep_generate(grpo_episode *ep) {
 static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err *err);
 
 static void ep_agent_done(grpo_episode *ep, const char *stop) {
+    if (ep->task->env_server && !ep->env_state) { /* its /state first, for the grader */
+        ep->state = S_ENV;
+        return ep->run->env_finish(ep, stop);
+    }
     ep->stop = stop;
     ep_call(ep, S_ARCHIVE,
             sbx_async_get_archive(ep->run->sbx, ep->agent, "/workspace", ep_on_archive, ep));
@@ -402,51 +418,54 @@ static void on_generated(grpo_episode *ep, const sbxi_http_result *r) {
     ep_post(ep, S_DETOK, "/detokenize", detok);
 }
 
-static bool blank(const char *s) {
-    for (; s && *s; s++)
-        if (*s != ' ' && *s != '\n' && *s != '\t' && *s != '\r')
-            return false;
-    return true;
-}
-
 static void on_detokenized(grpo_episode *ep, const sbxi_http_result *r) {
     json_t *j = ep_trainer_answer(ep, r);
     if (!j)
         return;
     const char *cmd = json_string_value(json_object_get(j, "prompt"));
-    if (blank(cmd)) {
+    if (grpo_text_blank(cmd)) {
         json_decref(j);
         ep_agent_done(ep, "policy_stopped");
         return;
     }
     json_array_append_new(ep->trace, json_pack("{s:s}", "command", cmd));
-    ep_exec(ep, S_EXEC, ep->agent, cmd, "/workspace", ep->task->command_timeout_ms);
+    if (ep->task->env_server) /* the command is the action (envserver.c) */
+        ep->state = S_ENV, ep->run->env_step(ep, cmd);
+    else
+        ep_exec(ep, S_EXEC, ep->agent, cmd, "/workspace", ep->task->command_timeout_ms);
     json_decref(j);
 }
 
-/* Appends len bytes of src at buf[at] (up to max in all), a NUL byte as '?'; returns the end. */
-static size_t append_text(char *buf, size_t at, size_t max, const char *src, size_t len) {
-    for (size_t i = 0; src && i < len && at < max; i++)
-        buf[at++] = src[i] ? src[i] : '?';
-    return at;
-}
+static void observe(grpo_episode *ep, char *obs, bool turn);
 
 static void on_executed(grpo_episode *ep, const sbx_exec_result *res) {
-    ep->exec_ms += ep_lap(ep);
-    ep->turn++;
     char obs[OBS_MAX + 64];
-    size_t n = append_text(obs, 0, OBS_MAX - 1, res->stdout_data, res->stdout_len);
-    obs[append_text(obs, n, OBS_MAX - 1, res->stderr_data, res->stderr_len)] = 0;
+    size_t n = grpo_text_append(obs, 0, OBS_MAX - 1, res->stdout_data, res->stdout_len);
+    obs[grpo_text_append(obs, n, OBS_MAX - 1, res->stderr_data, res->stderr_len)] = 0;
     if (strcmp(res->reason, "command_timeout") == 0)
         strcat(obs, "\n[command timed out]\n");
+    observe(ep, obs, true);
+}
+
+void grpo_episode_observe(grpo_episode *ep, const char *text, bool turn) {
+    char obs[OBS_MAX + 64];
+    obs[grpo_text_append(obs, 0, OBS_MAX - 1, text, strlen(text))] = 0;
+    observe(ep, obs, turn);
+}
+/* What the policy sees next (a turn's output, or a server environment's first observation). */
+static void observe(grpo_episode *ep, char *obs, bool turn) {
+    ep->exec_ms += ep_lap(ep);
     text_for_log(obs); /* output that is not UTF-8 goes on as ASCII */
-    json_object_set_new(json_array_get(ep->trace, json_array_size(ep->trace) - 1), "output",
-                        json_string(obs));
-    if (ep->turn >= ep->task->max_turns) {
+    if (turn) {
+        ep->turn++;
+        json_object_set_new(json_array_get(ep->trace, json_array_size(ep->trace) - 1), "output",
+                            json_string(obs));
+    }
+    if (turn && ep->turn >= ep->task->max_turns) {
         ep_agent_done(ep, "max_turns");
         return;
     }
-    if (blank(obs)) {
+    if (grpo_text_blank(obs)) {
         ep_generate(ep);
         return;
     }
@@ -539,11 +558,18 @@ static void ep_grader_files_next(grpo_episode *ep) {
         ep_put_file(ep, S_G_FILE, ep->grader, &t->grader_files[i]);
         return;
     }
+    size_t env = ep->env_state ? 1 : 0; /* a server environment's /state (envserver.c) */
+    if (env && i == t->n_grader_files) {
+        grpo_file f = {(char *)GRPO_GRADER_DIR "/env_state.json", ep->env_state,
+                       strlen(ep->env_state)};
+        ep_put_file(ep, S_G_FILE, ep->grader, &f);
+        return;
+    }
     grpo_file lib[GRPO_GRADELIB_FILES];
     size_t n_lib = grpo_gradelib_files(lib, GRPO_GRADELIB_FILES);
-    size_t j = i - t->n_grader_files;
+    size_t j = i - t->n_grader_files - env;
     while (j < n_lib && task_has_file(t, lib[j].path))
-        j = ep->setup_i++ - t->n_grader_files;
+        j = ep->setup_i++ - t->n_grader_files - env;
     if (j < n_lib) {
         ep_put_file(ep, S_G_FILE, ep->grader, &lib[j]);
         return;
@@ -749,4 +775,21 @@ void grpo_episode_start(grpo_episode *ep) {
     }
     ep_post(ep, S_PROMPT, "/tokenize",
             json_pack("{s:s, s:b}", "prompt", t->prompt_text, "add_special_tokens", 0));
+}
+
+/* ---- for envserver.c ---- */
+
+bool grpo_episode_live(grpo_episode *ep) {
+    return ep_live(ep);
+}
+void grpo_episode_infra(grpo_episode *ep, const char *msg) {
+    ep_infra(ep, "%s", msg);
+}
+
+void grpo_episode_later(grpo_episode *ep, uint64_t ms) {
+    ep->state = S_ENV;
+    uv_timer_start(&ep->timer, ep_on_timer, ms, 0);
+}
+void grpo_episode_agent_done(grpo_episode *ep, const char *stop) {
+    ep_agent_done(ep, stop);
 }

@@ -109,3 +109,17 @@ json_t *grpo_episode_log(const grpo_episode *ep) {
         json_object_set_new(o, "dropped_symlinks", json_integer(ep->dropped_symlinks));
     return o;
 }
+
+bool grpo_text_blank(const char *s) {
+    for (; s && *s; s++)
+        if (*s != ' ' && *s != '\n' && *s != '\t' && *s != '\r')
+            return false;
+    return true;
+}
+
+/* Appends len bytes of src at buf[at] (up to max in all), a NUL byte as '?'; returns the end. */
+size_t grpo_text_append(char *buf, size_t at, size_t max, const char *src, size_t len) {
+    for (size_t i = 0; src && i < len && at < max; i++)
+        buf[at++] = src[i] ? src[i] : '?';
+    return at;
+}

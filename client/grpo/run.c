@@ -484,7 +484,11 @@ sbx_code sbx_grpo_run(const sbx_grpo_opts *opts, sbx_grpo_summary *ret, sbx_err 
     grpo_run run = {.o = *opts,
                     .sum = &sum,
                     .episode_done = grpo_run_episode_done,
-                    .group_want = grpo_group_want};
+                    .group_want = grpo_group_want,
+                    .env_begin = grpo_env_begin,
+                    .env_poll = grpo_env_poll,
+                    .env_step = grpo_env_step,
+                    .env_finish = grpo_env_finish};
     uv_loop_t loop;
     if (uv_loop_init(&loop) < 0)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot set up the event loop");

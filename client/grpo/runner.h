@@ -63,6 +63,10 @@ typedef struct grpo_episode {
     uint64_t t_start, t_end, t_mark, gen_ms, exec_ms, grade_ms;
     unsigned long long policy_version;
     uv_timer_t timer; /* retries */
+    /* a server environment (envserver.c): /state's answer, the stop it was fetched for */
+    char *env_state;
+    const char *env_stop;
+    uint64_t env_deadline_ms;
     json_t *req_body; /* the trainer request being retried */
     char req_path[256];
 } grpo_episode;
@@ -115,12 +119,31 @@ struct grpo_run {
      * sandbox (group.c's grpo_group_want; NULL: every episode creates its own). */
     void (*episode_done)(grpo_run *run, grpo_episode *ep);
     bool (*group_want)(grpo_episode *ep);
+    /* server environments: envserver.c's grpo_env_*, set by run.c */
+    void (*env_begin)(grpo_episode *ep);
+    void (*env_poll)(grpo_episode *ep);
+    void (*env_step)(grpo_episode *ep, const char *action);
+    void (*env_finish)(grpo_episode *ep, const char *stop);
 };
 
 /* episode.c: the state machine */
 grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index);
 void grpo_episode_start(grpo_episode *ep);
 void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop */
+/* For envserver.c (episode.c): whether a callback may act (grpo_episode_live); an
+ * infrastructure failure; envserver's poll again after ms; an observation for the policy (a
+ * turn's when turn is true: logged, counted against max_turns); the agent is done. */
+bool grpo_episode_live(grpo_episode *ep);
+void grpo_episode_infra(grpo_episode *ep, const char *msg);
+void grpo_episode_later(grpo_episode *ep, uint64_t ms);
+void grpo_episode_observe(grpo_episode *ep, const char *obs, bool turn);
+void grpo_episode_agent_done(grpo_episode *ep, const char *stop);
+/* envserver.c (client/grpo/envserver.h): wait for the port then /reset; a turn's /step; /state,
+ * then grpo_episode_agent_done. */
+void grpo_env_begin(grpo_episode *ep);
+void grpo_env_poll(grpo_episode *ep);
+void grpo_env_step(grpo_episode *ep, const char *action);
+void grpo_env_finish(grpo_episode *ep, const char *stop);
 /* episode_view.c: the episode's log line and its record for the trainer */
 json_t *grpo_episode_log(const grpo_episode *ep);
 json_t *grpo_episode_train_json(const grpo_episode *ep);
@@ -134,6 +157,10 @@ bool grpo_output_matches(const grpo_task *t, const sbx_exec_result *res);
 void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_create *ret);
 void grpo_episode_create_cold(grpo_episode *ep);
 void grpo_episode_forked(grpo_episode *ep, sbx_sandbox *sb);
+/* Only blanks (or NULL); append len bytes of src at buf[at] (up to max in all, a NUL byte as
+ * '?'), returning the end (episode_view.c). */
+bool grpo_text_blank(const char *s);
+size_t grpo_text_append(char *buf, size_t at, size_t max, const char *src, size_t len);
 /* The file's mode: 0755 for scripts ("#!"), else the default. */
 unsigned grpo_file_mode(const grpo_file *f);
 /* group.c: a task's group sets up one template sandbox and forks its episodes from it

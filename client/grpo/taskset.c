@@ -1,5 +1,6 @@
 /* Task set parsing and the seeded train / held-out split (see taskset.h). */
 #include "client/grpo/taskset.h"
+#include "client/grpo/envserver.h"
 
 #include "common/fdutil.h"
 #include "common/jsonkeys.h"
@@ -56,6 +57,7 @@ static void task_clear(grpo_task *t) {
     files_free(t->grader_files, t->n_grader_files);
     free(t->grader_command);
     free(t->expected_output);
+    grpo_env_server_free(t->env_server);
 }
 
 void grpo_taskset_free(grpo_taskset *ts) {
@@ -148,6 +150,7 @@ static const char *const task_keys[] = {"id",
                                         "command_timeout",
                                         "grader",
                                         "failure_reward",
+                                        "env_server", /* client/grpo/envserver_task.c */
                                         NULL};
 static const char *const setup_keys[] = {"files", "commands", NULL};
 static const char *const grader_keys[] = {"command",         "argv", "files", "timeout", "reward",
@@ -366,6 +369,8 @@ static int parse_task(json_t *o, grpo_task *t, error_rec *err) {
         r = parse_grader(json_object_get(o, "grader"), t, err);
     if (r >= 0)
         r = parse_failure_reward(json_object_get(o, "failure_reward"), t, err);
+    if (r >= 0) /* a server environment: client/grpo/envserver_task.c */
+        r = grpo_env_server_parse(json_object_get(o, "env_server"), &t->env_server, err);
     if (r < 0 && t->id)
         error_prefix(err, "task \"%s\"", t->id);
     return r;

@@ -69,6 +69,7 @@ typedef struct grpo_task {
     size_t n_exit_map;
     char *expected_output;
     double failure_reward; /* what an episode scores when the agent caused its failure (0) */
+    struct grpo_env_server *env_server; /* "env_server" (client/grpo/envserver.h); NULL: none */
     bool held_out;
     unsigned line; /* line number in the file */
 } grpo_task;

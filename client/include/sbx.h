@@ -346,6 +346,13 @@ sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opt
                         void *ud);
 sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud); /* JSON */
 sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud);
+/* sbx_sandbox_port_request on the loop: cb gets the server's status and body (valid during the
+ * callback), or err (status 0) for the daemon's refusals and failures. */
+typedef void (*sbx_port_cb)(void *userdata, long status, const void *body, size_t len,
+                            const sbx_err *err);
+sbx_code sbx_async_port_request(sbx_async *as, sbx_sandbox *sb, unsigned port, const char *method,
+                                const char *path, const char *content_type, const void *body,
+                                size_t len, sbx_port_cb cb, void *ud);
 sbx_code sbx_async_write_file(sbx_async *as, sbx_sandbox *sb, const char *path, const void *data,
                               size_t len, sbx_done_cb cb, void *ud);
 sbx_code sbx_async_write_file_mode(sbx_async *as, sbx_sandbox *sb, const char *path,

@@ -31,7 +31,8 @@ enum op_kind {
     OP_INSPECT,
     OP_STATUS,
     OP_LEASE,
-    OP_DONE
+    OP_DONE,
+    OP_PORT /* a request through the port proxy: the server's answer, any status */
 };
 
 typedef struct op {
@@ -147,6 +148,9 @@ static void op_fail(op *o, const sbx_err *e) {
         break;
     case OP_DONE:
         CB(o, sbx_done_cb)(o->ud, e);
+        break;
+    case OP_PORT:
+        CB(o, sbx_port_cb)(o->ud, 0, NULL, 0, e);
         break;
     }
     op_free(o);
@@ -360,6 +364,11 @@ static void on_done(void *ud, const sbxi_http_result *res) {
         create_result(o, res, rc, &e);
         return;
     }
+    if (o->kind == OP_PORT && (rc == SBX_OK || (res->status && !sbxi_port_refusal(&e)))) {
+        CB(o, sbx_port_cb)(o->ud, res->status, res->body ? res->body : "", res->len, NULL);
+        op_free(o);
+        return;
+    }
     if (rc != SBX_OK) {
         op_fail(o, &e);
         return;
@@ -522,6 +531,18 @@ sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opt
 sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
     return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "GET", "", NULL, NULL, NULL, 0);
+}
+
+sbx_code sbx_async_port_request(sbx_async *as, sbx_sandbox *sb, unsigned port, const char *method,
+                                const char *path, const char *content_type, const void *body,
+                                size_t len, sbx_port_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    char sub[48 + 1024];
+    if (port < 1 || port > 65535 || !method || !path || strlen(path) > 1000)
+        return SBX_E_INVALID;
+    snprintf(sub, sizeof(sub), "/ports/%u/%s", port, path[0] == '/' ? path + 1 : path);
+    return sb_op(as, sb, OP_PORT, FN(cb), ud, method, sub, body ? content_type : NULL, NULL, body,
+                 body ? len : 0);
 }
 
 sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud) {

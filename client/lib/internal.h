@@ -202,6 +202,11 @@ sbx_code sbxi_code_from_status(long status, const char *api_code);
  * libcurl's error. */
 sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r, sbx_err *err);
 
+/* ---- ports.c ---- */
+/* An error answer on a port path is the daemon's own (port_*, the sandbox-level refusals), not
+ * the server's. */
+bool sbxi_port_refusal(const sbx_err *e);
+
 /* ---- exec.c ---- */
 char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
 /* The same with the fields of extra_json (a JSON object, or NULL) added. */

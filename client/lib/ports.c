@@ -48,7 +48,7 @@ sbx_code sbx_sandbox_port_url(sbx_sandbox *sb, unsigned port, char **ret_url, sb
 
 /* The daemon's own answers on a port path (docs/API.md "Ports"), not the server's: its port_*
  * codes, and the sandbox-level refusals, whose messages start with what they name. */
-static bool daemon_refusal(const sbx_err *e) {
+bool sbxi_port_refusal(const sbx_err *e) {
     const char *c = e->api_code, *m = e->message;
     return strncmp(c, "port_", 5) == 0 || strcmp(c, "sandbox_not_running") == 0 ||
            strcmp(c, "unauthorized") == 0 || strcmp(c, "node_unavailable") == 0 ||
@@ -73,7 +73,7 @@ sbx_code sbx_sandbox_port_request(sbx_sandbox *sb, unsigned port, const char *me
     sbx_err e = {0};
     sbx_code rc = sbxi_request(sb->client, sb->ep, method, full, body ? content_type : NULL, NULL,
                                NULL, body, body ? len : 0, &r, &e);
-    if (rc != SBX_OK && (r.status == 0 || daemon_refusal(&e))) {
+    if (rc != SBX_OK && (r.status == 0 || sbxi_port_refusal(&e))) {
         free(r.body);
         if (err)
             *err = e;
