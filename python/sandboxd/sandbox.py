@@ -43,11 +43,12 @@ def _extra_create_fields(ports: Any, entrypoint: Any) -> Optional[str]:
     """The create fields sbx_create_opts has no member for, as JSON (None: none)."""
     extra: Dict[str, Any] = {}
     if ports is not None:
-        if isinstance(ports, (str, bytes)) or not all(isinstance(p, int) for p in ports):
+        if not isinstance(ports, (list, tuple)) or not all(
+                isinstance(p, int) and not isinstance(p, bool) for p in ports):
             raise InvalidArgument("ports: must be a list of integers 1..65535", "invalid_argument")
         extra["ports"] = list(ports)
     if entrypoint is not None and entrypoint is not False:
-        if entrypoint is not True and (isinstance(entrypoint, (str, bytes)) or
+        if entrypoint is not True and (not isinstance(entrypoint, (list, tuple)) or
                                        not all(isinstance(a, str) for a in entrypoint)):
             raise InvalidArgument("entrypoint: True or a list of strings", "invalid_argument")
         extra["entrypoint"] = True if entrypoint is True else list(entrypoint)
