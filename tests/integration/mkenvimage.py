@@ -19,9 +19,10 @@ def needed_files(server):
     spec.loader.exec_module(mod)  # imports what it needs; serves only under __main__
     import encodings.idna, encodings.latin_1, encodings.utf_8, site  # noqa: F401 (start-up)
     files = {os.path.realpath(sys.executable)}
+    mine = {os.path.realpath(__file__), os.path.realpath(server)}
     for m in list(sys.modules.values()):
         f = getattr(m, "__file__", None)
-        if f and os.path.exists(f) and os.path.realpath(f) != os.path.realpath(server):
+        if f and os.path.exists(f) and os.path.realpath(f) not in mine:
             files.add(f)
     stdlib = sysconfig.get_paths()["stdlib"]
     files.add(os.path.join(stdlib, "os.py"))  # the landmark python's prefix search looks for
