@@ -35,7 +35,8 @@ void sd_api_processes_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const
 void sd_api_exec_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_process_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *pid);
 /* entrypoint: api/entrypoint.c. The create's "entrypoint" as an argv (*ret_argv NULL: none);
- * then its start once sb runs (argv stolen): answers req (201 with its pid, or the error). */
+ * then its start once sb runs (argv stolen): answers req (201 with its pid, or the error; req
+ * NULL: the client left, it starts all the same). */
 int sd_api_entrypoint_parse(sd_daemon *d, json_t *body, const char *image, json_t **ret_argv,
                             error_rec *err);
 void sd_api_entrypoint_start(sd_daemon *d, sd_request *req, sd_sandbox *sb, json_t *argv);

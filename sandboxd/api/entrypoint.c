@@ -95,18 +95,26 @@ void sd_api_entrypoint_start(sd_daemon *d, sd_request *req, sd_sandbox *sb, json
     int r = !s ? error_set(&err, -ENOMEM, "out of memory")
                : sd_api_exec_parse(d, sb, body, &pe, &pp, &err);
     json_decref(body);
+    if (s)
+        *s = (ep_start){.d = d, .sb = sb};
     if (r >= 0) {
-        *s = (ep_start){.req = req, .d = d, .sb = sb};
+        s->req = req;
         r = sd_process_start(sb, &pe, &pp, &ep_ops, s, &s->w, &err);
     }
     policy_exec_done(&pe);
-    if (r < 0) {
-        free(s);
-        sd_reply_error(req, 400, "entrypoint_failed",
-                       "sandbox %s: its entrypoint did not start: %s", sb->id, err.message);
-        sd_sandbox_end(sb, END_TERMINATED, "its entrypoint did not start");
+    if (r < 0 && s) {
+        s->req = req; /* answered, and the sandbox ended from the loop, as for a failed start */
+        ep_ended(s, NULL, &err);
         return;
     }
-    req->on_close = ep_gone;
-    req->close_ud = s;
+    if (r < 0) { /* out of memory */
+        if (req)
+            sd_reply_error(req, 500, "internal", "sandbox %s: out of memory", sb->id);
+        sd_sandbox_end(sb, END_TERMINATED, "its entrypoint did not start: out of memory");
+        return;
+    }
+    if (req) {
+        req->on_close = ep_gone;
+        req->close_ud = s;
+    }
 }

@@ -58,8 +58,10 @@ void sd_api_info(sd_daemon *d, sd_request *req) {
 static void waiter_gone(sd_request *req, void *ud) {
     struct sd_api *a = ud;
     for (size_t i = 0; i < a->n; i++)
-        if (a->w[i].req == req) {
-            json_decref(a->w[i].entrypoint);
+        if (a->w[i].req == req && a->w[i].entrypoint) {
+            a->w[i].req = NULL; /* the client left: its entrypoint still starts */
+            return;
+        } else if (a->w[i].req == req) {
             a->w[i] = a->w[--a->n];
             return;
         }
@@ -86,12 +88,15 @@ static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
         sd_request *req = a->w[i].req;
         json_t *ep = a->w[i].entrypoint;
         a->w[i] = a->w[--a->n];
-        req->on_close = NULL;
+        if (req)
+            req->on_close = NULL;
         if (!err && ep) {
             sd_api_entrypoint_start(sb->d, req, sb, ep);
             continue;
         }
         json_decref(ep);
+        if (!req)
+            continue;
         if (!err)
             sd_reply_json(req, 201, sd_api_sandbox_json(sb));
         else
