@@ -104,6 +104,17 @@ class AsyncSandbox:
     async def set_timeout(self, timeout: Any) -> None:
         await _off(self.sync.set_timeout, timeout)
 
+    async def get_host(self, port: int) -> str:
+        return await _off(self.sync.get_host, port)
+
+    async def wait_for_port(self, port: int, timeout: Any = "30s") -> None:
+        """Sandbox.wait_for_port off the event loop."""
+        await _off(self.sync.wait_for_port, port, timeout)
+
+    async def port_request(self, port: int, method: str, path: str, body: Optional[bytes] = None,
+                           content_type: str = "application/json") -> Any:
+        return await _off(self.sync.port_request, port, method, path, body, content_type)
+
     async def terminate(self) -> None:
         await _off(self.sync.terminate)
 

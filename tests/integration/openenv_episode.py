@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The OpenEnv-style episode loop of test_openenv.sh, as a user writes it with the Python SDK:
 a sandbox from the environment image with ports=[8000] and its entrypoint, wait_for_port, then
-/reset and /step through get_host(8000) with urllib (over TCP, with the daemon's token), and the
-same episode through libsbx (sb.port_request). Prints one line per check; exits 1 on a miss.
+/reset and /step through get_host(8000) with urllib (over TCP, with the daemon's token), the
+same episode through libsbx (sb.port_request), and three at once through AsyncSandbox. Prints one line per check; exits 1 on a miss.
 
 openenv_episode.py IMAGE TOKEN
 """
@@ -63,3 +63,24 @@ with sandboxd.Sandbox.create(image=IMAGE, ports=[8000], network=sandboxd.Egress.
     code, body = sb.port_request(8000, "POST", "/step", b'{"action":{"message":"late"}}')
     assert code == 400 and b"episode is done" in body, (code, body)  # the server's own 400
     print("libsbx episode ok", rewards)
+
+import asyncio  # noqa: E402  the same through AsyncSandbox, several environments at once
+
+
+async def async_episodes(n):
+    async def one(i):
+        sb = await sandboxd.AsyncSandbox.create(image=IMAGE, ports=[8000],
+                                                entrypoint=["python3", "/srv/env.py", "8000"])
+        try:
+            await sb.wait_for_port(8000, timeout="20s")
+            await sb.port_request(8000, "POST", "/reset", b"{}")
+            code, body = await sb.port_request(8000, "POST", "/step",
+                                               json.dumps({"action": {"message": f"red {i}"}}).encode())
+            return code, json.loads(body)["reward"]
+        finally:
+            await sb.terminate()
+    return await asyncio.gather(*(one(i) for i in range(n)))
+
+res = asyncio.run(async_episodes(3))
+assert res == [(200, 1.0)] * 3, res
+print("async episodes ok", len(res))

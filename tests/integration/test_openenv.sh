@@ -35,9 +35,10 @@ test_episode() {
   out=$(sdk "$HERE/openenv_episode.py" openenv:v1 "$TOK" 2>&1) || fail "episode: $out"
   grep -q '^urllib episode ok \[0.0, 0.0, 1.0\]' <<<"$out" || fail "urllib episode: $out"
   grep -q '^libsbx episode ok \[0.0, 0.0, 0.0\]' <<<"$out" || fail "libsbx episode: $out"
+  grep -q '^async episodes ok 3' <<<"$out" || fail "AsyncSandbox episodes: $out"
   # the with block ended the SDK's sandbox
   req GET /v1/sandboxes
-  expect 200 'length == 1 and .[0].state == "ended" and .[0].image == "openenv:v1"'
+  expect 200 'length == 4 and all(.state == "ended" and .image == "openenv:v1")'
   # over the API: the 201 names the entrypoint's pid, the process table shows it running
   create '{"image":"openenv:v1","ports":[8000],"entrypoint":["python3","/srv/env.py","8000"]}'
   jq -e '.entrypoint.pid > 0 and .entrypoint.argv[1] == "/srv/env.py"' <<<"$BODY" >/dev/null ||
