@@ -70,7 +70,8 @@ $(B)/obj/%.o: %.c
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # The grading helper library is built into the runner (.incbin in gradelib.c).
-$(B)/obj/client/grpo/gradelib.o: client/grpo/grading/sbx_grade.py client/grpo/grading/sbx_grade.sh
+$(B)/obj/client/grpo/gradelib.o: client/grpo/grading/sbx_grade.py client/grpo/grading/sbx_grade.sh \
+                                  client/grpo/grading/sbx_verl.py
 
 $(LIBCOMMON): $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
@@ -153,7 +154,7 @@ install: $(BINS)
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libsbx.pc # PREFIX of this install, not of the build
 	$(if $(wildcard policy/*.json),install -m644 $(wildcard policy/*.json) $(DESTDIR)$(PREFIX)/share/sandboxd/)
 	install -d $(DESTDIR)$(PREFIX)/share/sandboxd/grading # the graders' helpers (also built into the runner)
-	install -m644 client/grpo/grading/sbx_grade.py client/grpo/grading/sbx_grade.sh $(DESTDIR)$(PREFIX)/share/sandboxd/grading/
+	install -m644 client/grpo/grading/sbx_grade.py client/grpo/grading/sbx_grade.sh client/grpo/grading/sbx_verl.py $(DESTDIR)$(PREFIX)/share/sandboxd/grading/
 	install -d $(DESTDIR)/etc/sandboxd
 	[ -e $(DESTDIR)/etc/sandboxd/sandboxd.json ] || install -m644 systemd/sandboxd.json $(DESTDIR)/etc/sandboxd/sandboxd.json
 	$(if $(wildcard systemd/*.service systemd/*.socket),install -m644 $(wildcard systemd/*.service systemd/*.socket) $(DESTDIR)/lib/systemd/system/)

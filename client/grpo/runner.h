@@ -190,7 +190,7 @@ int grpo_workspace_contain(const void *tar, size_t len, void **ret, size_t *ret_
 bool grpo_link_contained(const char *path, const char *target);
 /* gradelib.c: the grading helper library's files (paths under GRPO_GRADER_DIR, static data),
  * at most max into ret; returns how many there are. */
-#define GRPO_GRADELIB_FILES 2
+#define GRPO_GRADELIB_FILES 3
 size_t grpo_gradelib_files(grpo_file *ret, size_t max);
 /* report.c. A task whose infrastructure failures are at least GRPO_INFRA_WARN_RATE of its
  * episodes (and at least GRPO_INFRA_WARN_MIN of them) gets a warning in the step log, the

@@ -219,6 +219,46 @@ TEST(grpo_tasks_toy_set) {
     grpo_taskset_free(ts);
 }
 
+/* The expected value in a tool-test grader ("... = 'WANT' ]"), copied into buf. */
+static const char *tool_want(const grpo_task *t, char *buf, size_t len) {
+    const char *a = strstr(t->grader_files[0].data, "= '"), *b = a ? strchr(a + 3, '\'') : NULL;
+    CHECK(a && b && (size_t)(b - a - 3) < len);
+    snprintf(buf, len, "%.*s", (int)(b - a - 3), a + 3);
+    return buf;
+}
+
+TEST(grpo_tasks_tool_test_set) {
+    /* tasks/tool-test: 21 train / 43 held out, seed 42, 3 turns, 256 tokens; no held-out
+     * instance (prompt, setup file or expected answer) equals a train one */
+    char path[1024], w1[128], w2[128];
+    const char *src = getenv("SBX_SRC_DIR");
+    snprintf(path, sizeof(path), "%s/tasks/tool-test/tasks.jsonl", src ? src : ".");
+    grpo_taskset *ts = NULL;
+    error_rec err = {0};
+    CHECK_MSG(grpo_taskset_load(path, &ts, &err) == 0, "%s", err.message);
+    CHECK_EQ(ts->n_tasks, 64);
+    CHECK_EQ(ts->seed, 42);
+    size_t held = 0;
+    for (size_t i = 0; i < ts->n_tasks; i++) {
+        const grpo_task *h = &ts->tasks[i];
+        CHECK(h->max_turns == 3 && h->max_completion_tokens == 256 && h->n_setup_files == 1);
+        held += h->held_out;
+        for (size_t j = 0; h->held_out && j < ts->n_tasks; j++) {
+            const grpo_task *t = &ts->tasks[j];
+            if (t->held_out)
+                continue;
+            CHECK(strcmp(h->prompt_text, t->prompt_text) != 0);
+            CHECK(strcmp(h->setup_files[0].path, t->setup_files[0].path) != 0);
+            CHECK_MSG(strcmp(tool_want(h, w1, sizeof(w1)), tool_want(t, w2, sizeof(w2))) != 0 ||
+                          strcmp(h->setup_files[0].data, t->setup_files[0].data) != 0,
+                      "%s and %s are the same instance", h->id, t->id);
+        }
+    }
+    CHECK_EQ(held, 43);
+    CHECK_EQ(ts->n_tasks - held, 21);
+    grpo_taskset_free(ts);
+}
+
 /* ---- the workspace copied into a grading sandbox (client/grpo/contain.c) ---- */
 
 TEST(link_containment) {

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""verl-style reward scoring for a grading sandbox (issue 25 item 3; rule in docs/GRPO.md).
+
+python3 sbx_verl.py ROW.json SOLUTION.txt [REWARD.py]
+  ROW.json: {"data_source": ..., "reward_model": {"ground_truth": ...}, "extra_info": ...}
+  REWARD.py: a user file with verl's compute_score(data_source, solution_str, ground_truth,
+  extra_info=None), used unchanged (float, or a dict with "score"); without it the built-in
+  scorer named by data_source is used.
+Prints "score S" and exits round(S * 10) clamped to 0..10 (the task maps exit k to reward k/10).
+Failure rule: the scorer raising on the model's output, or running past SBX_VERL_TIMEOUT seconds
+(default 10), is a zero reward (exit 0); a missing/unloadable reward file, no compute_score in it,
+an unknown data_source, a result that is not a number, or the scoring child dying by a signal we
+did not send (e.g. OOM-killed) is a platform/configuration failure (exit 125: infrastructure,
+never the agent's)."""
+import json
+import multiprocessing
+import os
+import re
+import sys
+
+PLATFORM_EXIT = 125
+_NUM = re.compile(r"-?[\d,]*\.?\d+")
+
+
+def _num(s):
+    s = s.strip().replace(",", "").replace("$", "").rstrip(".")
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def gsm8k(data_source, solution_str, ground_truth, extra_info=None):
+    """The text after the last '####' (else the last number) equals the ground truth number."""
+    tail = solution_str.rsplit("####", 1)[1] if "####" in solution_str else solution_str
+    found = _NUM.findall(tail)
+    if not found:
+        return 0.0
+    got = _num(found[0] if "####" in solution_str else found[-1])
+    want = _num(str(ground_truth))
+    return 1.0 if got is not None and want is not None and got == want else 0.0
+
+
+def _boxed(s):
+    i = s.rfind("\\boxed{")
+    if i < 0:
+        return None
+    depth, j = 0, i + len("\\boxed{") - 1
+    for k in range(j, len(s)):
+        depth += {"{": 1, "}": -1}.get(s[k], 0)
+        if depth == 0:
+            return s[j + 1:k]
+    return None
+
+
+def boxed_match(data_source, solution_str, ground_truth, extra_info=None):
+    """The last \\boxed{...} equals the ground truth (whitespace removed)."""
+    got = _boxed(solution_str)
+    norm = lambda x: re.sub(r"\s+", "", str(x))
+    return 1.0 if got is not None and norm(got) == norm(ground_truth) else 0.0
+
+
+def exact_match(data_source, solution_str, ground_truth, extra_info=None):
+    """The trimmed solution equals the trimmed ground truth."""
+    return 1.0 if solution_str.strip() == str(ground_truth).strip() else 0.0
+
+
+BUILTINS = {"openai/gsm8k": gsm8k, "gsm8k": gsm8k, "lighteval/MATH": boxed_match,
+            "math": boxed_match, "exact_match": exact_match}
+
+
+class ConfigError(Exception):
+    pass
+
+
+def load_scorer(data_source, reward_file):
+    if reward_file is None:
+        if data_source not in BUILTINS:
+            raise ConfigError("no built-in scorer for data_source %r (built-ins: %s); give a "
+                              "reward file" % (data_source, ", ".join(sorted(BUILTINS))))
+        return BUILTINS[data_source]
+    ns = {"__name__": "sbx_verl_reward", "__file__": reward_file}
+    try:
+        with open(reward_file) as f:
+            code = compile(f.read(), reward_file, "exec")
+        exec(code, ns)
+    except Exception as e:  # the user's file, not the model's output
+        raise ConfigError("cannot load %s: %s: %s" % (reward_file, type(e).__name__, e))
+    if not callable(ns.get("compute_score")):
+        raise ConfigError("%s defines no compute_score()" % reward_file)
+    return ns["compute_score"]
+
+
+def _child(fn, args, conn):
+    try:
+        conn.send(("ok", fn(*args)))
+    except BaseException as e:  # raised on the model's output: zero reward
+        conn.send(("raised", "%s: %s" % (type(e).__name__, e)))
+
+
+def score(row, solution, reward_file=None, timeout=10.0):
+    """(exit code, message) by the rule in the module docstring."""
+    ds = row.get("data_source")
+    gt = (row.get("reward_model") or {}).get("ground_truth")
+    try:
+        fn = load_scorer(ds, reward_file)
+    except ConfigError as e:
+        return PLATFORM_EXIT, str(e)
+    parent, child = multiprocessing.Pipe(duplex=False)
+    p = multiprocessing.Process(target=_child, args=(fn, (ds, solution, gt, row.get("extra_info")),
+                                                     child))
+    p.start()
+    child.close()
+    got, ready = None, parent.poll(timeout)
+    if ready:
+        try:
+            got = parent.recv()
+        except EOFError:  # the child died without answering
+            pass
+    if not ready and p.is_alive():
+        p.kill()
+        p.join()
+        return 0, "score 0 (reward function timed out after %gs)" % timeout
+    p.join()
+    if got is None:
+        return PLATFORM_EXIT, "scoring process died (exit %s) before answering" % p.exitcode
+    kind, val = got
+    if kind == "raised":
+        return 0, "score 0 (reward function raised %s)" % val
+    if isinstance(val, dict):
+        val = val.get("score")
+    if isinstance(val, bool) or not isinstance(val, (int, float)) or val != val:
+        return PLATFORM_EXIT, "reward function returned %r, not a number" % (val,)
+    s = min(1.0, max(0.0, float(val)))
+    return int(round(s * 10)), "score %g" % float(val)
+
+
+def main(argv):
+    if len(argv) not in (3, 4):
+        print(__doc__, file=sys.stderr)
+        return PLATFORM_EXIT
+    try:
+        with open(argv[1]) as f:
+            row = json.load(f)
+        with open(argv[2], errors="replace") as f:
+            solution = f.read()
+    except (OSError, ValueError) as e:
+        print("sbx_verl: %s" % e, file=sys.stderr)
+        return PLATFORM_EXIT
+    code, msg = score(row, solution, argv[3] if len(argv) == 4 else None,
+                      float(os.environ.get("SBX_VERL_TIMEOUT", "10")))
+    print(msg)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# verl-style reward scoring (client/grpo/grading/sbx_verl.py) on its own: the built-in scorers
+# chosen by data_source, a user compute_score file used unchanged (float and dict results), and
+# the failure rule of docs/GRPO.md: raise / timeout on the model's output -> score 0 (exit 0);
+# an unloadable file, no compute_score, unknown data_source, a non-number, a killed scorer -> 125.
+
+verl_setup() {
+  LIB=$SBX_SRC_DIR/client/grpo/grading
+  T=$(mktemp -d /tmp/sbx-verl-test.XXXXXX)
+  trap 'rm -rf "$T"' EXIT
+}
+
+# score DATA_SOURCE GROUND_TRUTH SOLUTION [REWARD_FILE]: prints the first output line and the exit
+score() {
+  printf '{"data_source":"%s","reward_model":{"style":"rule","ground_truth":"%s"},"extra_info":{"i":1}}' \
+    "$1" "$2" >"$T/row.json"
+  printf '%s' "$3" >"$T/sol.txt"
+  local rc=0 out
+  out=$(SBX_VERL_TIMEOUT=2 /usr/bin/python3 "$LIB/sbx_verl.py" "$T/row.json" "$T/sol.txt" ${4:+"$4"} 2>&1) || rc=$?
+  echo "${out%%$'\n'*} rc=$rc"
+}
+
+test_builtins() {
+  verl_setup
+  assert_eq "$(score openai/gsm8k 72 'so 48+24 = 72 #### 72')" "score 1 rc=10" "gsm8k right"
+  assert_eq "$(score openai/gsm8k 72 '#### 1,072')" "score 0 rc=0" "gsm8k wrong"
+  assert_eq "$(score openai/gsm8k 1072 'it is #### 1,072.')" "score 1 rc=10" "gsm8k commas"
+  assert_eq "$(score openai/gsm8k 5 'no marker, last number 5')" "score 1 rc=10" "gsm8k no marker"
+  assert_eq "$(score lighteval/MATH '\\frac{1}{2}' 'so \boxed{\frac{1}{2}}')" "score 1 rc=10" "boxed"
+  assert_eq "$(score exact_match yes ' yes ')" "score 1 rc=10" "exact"
+  assert_eq "$(score nosuch x x | cut -c1-30)" "no built-in scorer for data_so" "unknown data_source"
+  assert_eq "$(score nosuch x x | sed 's/.* rc=/rc=/')" "rc=125" "unknown data_source is 125"
+}
+
+test_compute_score_file() {
+  verl_setup
+  cat >"$T/r.py" <<'PY'
+import time
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    if solution_str == "raise":
+        raise ValueError("cannot parse")
+    if solution_str == "slow":
+        time.sleep(30)
+    if solution_str == "dict":
+        return {"score": 0.5, "acc": True}
+    if solution_str == "str":
+        return "high"
+    if solution_str == "die":
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    return 0.3 if (data_source, ground_truth, extra_info) == ("mine", "g", {"i": 1}) else 0.9
+PY
+  printf 'def nothing(): pass\n' >"$T/none.py"
+  printf 'def compute_score(:\n' >"$T/bad.py"
+  assert_eq "$(score mine g ok "$T/r.py")" "score 0.3 rc=3" "float, arguments as verl passes them"
+  assert_eq "$(score mine g dict "$T/r.py")" "score 0.5 rc=5" "dict with score"
+  assert_eq "$(score mine g raise "$T/r.py")" "score 0 (reward function raised ValueError: cannot parse) rc=0" "raise: zero"
+  assert_eq "$(score mine g slow "$T/r.py")" "score 0 (reward function timed out after 2s) rc=0" "timeout: zero"
+  assert_eq "$(score mine g str "$T/r.py")" "reward function returned 'high', not a number rc=125" "not a number: 125"
+  assert_eq "$(score mine g die "$T/r.py" | sed 's/.* rc=/rc=/')" "rc=125" "killed scorer: 125"
+  assert_eq "$(score mine g ok "$T/none.py" | sed 's/.* rc=/rc=/')" "rc=125" "no compute_score: 125"
+  assert_eq "$(score mine g ok "$T/bad.py" | sed 's/.* rc=/rc=/')" "rc=125" "syntax error: 125"
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
