@@ -8,6 +8,7 @@ import concurrent.futures
 import ctypes
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.request
@@ -63,6 +64,21 @@ def run_code(url):
     return (time.perf_counter() - t) * 1000
 
 
+def floor():
+    """The peer: python3 -c 'print(1)' run directly (what /run_code print(1) does inside)."""
+    t = time.perf_counter()
+    subprocess.run([sys.executable if os.path.isabs(sys.executable) else "python3", "-c",
+                    "print(1)"], stdout=subprocess.DEVNULL, check=True)
+    return (time.perf_counter() - t) * 1000
+
+
+def rate(fn, conc, total):
+    t = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(conc) as ex:
+        ms = list(ex.map(lambda _: fn(), range(total)))
+    return ms, total / (time.perf_counter() - t)
+
+
 def main():
     n = int(os.environ.get("SBX_BENCH_N", "50"))
     url = os.environ["SANDBOXD_SF_URL"]
@@ -73,14 +89,22 @@ def main():
         raw.append(libsbx_cycle(client))
     stats("python.sdk.cycle", sdk)
     stats("python.libsbx.cycle", raw)
-    for conc in (1, 16, 128):
+    sf, fl = [], []
+    for _ in range(n):  # interleaved with the floor
+        sf.append(run_code(url))
+        fl.append(floor())
+    stats("floor.python_print1", fl)
+    stats("sandboxfusion.run_code.c1", sf,
+          {"p50_vs_floor": round(sorted(sf)[len(sf) // 2] / sorted(fl)[len(fl) // 2], 2)})
+    cores = os.cpu_count() or 1
+    for conc in (16, 128):
         total = max(n, conc * 2)
-        t = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(conc) as ex:
-            ms = list(ex.map(lambda _: run_code(url), range(total)))
-        wall = time.perf_counter() - t
-        stats(f"sandboxfusion.run_code.c{conc}", ms, {"rps": round(total / wall, 2)})
-
+        _, f1 = rate(floor, cores, total)  # the machine's floor: one python start per core
+        ms, rps = rate(lambda: run_code(url), conc, total)
+        _, f2 = rate(floor, cores, total)
+        fr = (f1 + f2) / 2
+        stats(f"sandboxfusion.run_code.c{conc}", ms,
+              {"rps": round(rps, 2), "floor_rps": round(fr, 2), "of_floor": round(rps / fr, 2)})
 
 if __name__ == "__main__":
     sys.exit(main())

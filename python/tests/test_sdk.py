@@ -294,6 +294,63 @@ def test_async_200_sandboxes():
     assert all(r[0].startswith(str(i).encode()) for i, r in enumerate(results))
 
 
+def _threads():
+    return max(threading.active_count(), len(os.listdir("/proc/self/task")))
+
+
+def test_async_128_concurrent_episodes_threads_bounded():
+    """128 episodes alive at once from one event loop: the thread count stays bounded by the
+    two pools (AsyncSandbox's, default 64, and the client's exec pool, here 16), not one
+    thread per sandbox; every episode still finishes with the right answer."""
+    n, exec_threads = 128, 16
+    client = sandboxd.Client(max_threads=exec_threads)
+    base = _threads()
+    peak = [base]
+
+    async def sample(stop):
+        while not stop.is_set():
+            peak[0] = max(peak[0], _threads())
+            await asyncio.sleep(0.005)
+
+    async def main():
+        alive = [0]
+        all_made = asyncio.Event()
+        stop = asyncio.Event()
+
+        async def episode(i):
+            sb = await AsyncSandbox.create(cpu=0.01, memory="16Mi", idle_timeout="2m",
+                                           client=client)
+            try:
+                alive[0] += 1
+                if alive[0] == n:
+                    all_made.set()
+                await all_made.wait()  # all 128 sandboxes exist before any command runs
+                p = await sb.exec("sh", "-c", f"echo {i}")
+                out = await p.read_stdout()
+                r = await p.wait()
+                assert r.exit_code == 0
+                rr = await sb.run("sh", "-c", f"expr {i} + 1")
+                return out, rr.stdout
+            finally:
+                await sb.terminate()
+                await sb.close()
+
+        s = asyncio.ensure_future(sample(stop))
+        try:
+            return await asyncio.gather(*[episode(i) for i in range(n)])
+        finally:
+            stop.set()
+            await s
+
+    results = asyncio.run(main())
+    assert [r[1] for r in results] == [f"{i + 1}\n" for i in range(n)]
+    assert all(r[0].startswith(str(i).encode()) for i, r in enumerate(results))
+    async_threads = int(os.environ.get("SANDBOXD_ASYNC_THREADS", "64"))
+    bound = base + async_threads + exec_threads
+    assert peak[0] <= bound, (peak[0], bound)
+    assert peak[0] < base + n, "a thread per sandbox"
+
+
 def test_units_and_local_validation():
     assert sandboxd.parse_size("2Gi", "m") == 2 << 30
     assert sandboxd.parse_duration_ms("5m", "t") == 300000
