@@ -19,7 +19,15 @@
 
 /* One row per setting: its flag, its key in the config file (NULL: flag only), how its value
  * is read, and the sd_config field it sets. A new setting is one row (and one field). */
-typedef enum { K_STR, K_CGROUP, K_UINT, K_LOG, K_POOL, K_CONFIG } opt_kind;
+typedef enum {
+    K_STR,
+    K_CGROUP,
+    K_UINT,
+    K_UINT0,
+    K_LOG,
+    K_POOL,
+    K_CONFIG
+} opt_kind; /* UINT0: 0 too */
 
 typedef struct opt_row {
     const char *flag, *key;
@@ -44,6 +52,7 @@ static const opt_row rows[] = {
     {"log-level", "log_level", K_LOG, F(log_level)},
     {"pool", NULL, K_POOL, F(pools)},
     {"pool-max-starting", "pool_max_starting", K_UINT, F(pool_max_starting)},
+    {"pool-demand-idle", "pool_demand_idle", K_UINT0, F(pool_demand_idle_s)},
     {"sandboxfusion-listen", "sandboxfusion_listen", K_STR, F(sf_listen)},
     {"sandboxfusion-max-running", "sandboxfusion_max_running", K_UINT, F(sf_max_running)},
     {"sandboxfusion-queue-timeout", "sandboxfusion_queue_timeout", K_UINT, F(sf_queue_timeout_s)},
@@ -68,7 +77,7 @@ static const char usage[] =
     "                [--max-idempotency-keys N]\n"
     "                [--log-level debug|info|warn|error]\n"
     "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
-    "                [--pool-max-starting N]\n"
+    "                [--pool-max-starting N] [--pool-demand-idle SECONDS]\n"
     "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
     "                [--sandboxfusion-queue-timeout SECONDS]\n"
     "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR]\n"
@@ -80,11 +89,12 @@ static void set_str(char **dst, const char *v) {
     *dst = v ? strdup(v) : NULL;
 }
 
-static int parse_uint(const char *s, const char *what, unsigned *ret, error_rec *err) {
+static int parse_uint(const char *s, const char *what, bool zero, unsigned *ret, error_rec *err) {
     char *end;
     unsigned long v = strtoul(s, &end, 10);
-    if (!*s || *end || v == 0 || v > 100000)
-        return error_set(err, -EINVAL, "%s: expected a positive integer, got \"%s\"", what, s);
+    if (!*s || *end || (v == 0 && !zero) || v > 100000 || *s == '-')
+        return error_set(err, -EINVAL, "%s: expected a %s integer, got \"%s\"", what,
+                         zero ? "non-negative" : "positive", s);
     *ret = (unsigned)v;
     return 0;
 }
@@ -138,7 +148,8 @@ static int apply(sd_config *c, const opt_row *row, const char *v, error_rec *err
         set_str(field, v);
         return 0;
     case K_UINT:
-        return parse_uint(v, row->flag, field, err);
+    case K_UINT0:
+        return parse_uint(v, row->flag, row->kind == K_UINT0, field, err);
     case K_POOL:
         return parse_pool(c, v, err);
     case K_LOG:
@@ -343,7 +354,8 @@ static int fleet_finish(sd_config *c, error_rec *err) {
 }
 
 int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
-    *c = (sd_config){.log_level = LOG_LEVEL_INFO, .price = policy_price_default()};
+    *c = (sd_config){
+        .log_level = LOG_LEVEL_INFO, .price = policy_price_default(), .pool_demand_idle_s = 30};
     const char *config = NULL;
     for (int i = 1; i < argc; i++) { /* the file comes first, flags override it */
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)

@@ -108,6 +108,20 @@ def test_files_in_fetch_files_out():
     assert "missing.txt" not in out["files"]
 
 
+@pytest.mark.parametrize("pad", [0, 70 * 1024])  # in the run command's argv / a write of its own
+def test_code_is_written_byte_for_byte(pad):
+    """main.py is the code exactly (shell and printf specials, non-ASCII, no final newline),
+    whether it travels in the run command's argv (up to 64 KiB) or is written first."""
+    body = "s = '%s %d \\\\n $HOME `id` $(id) \\'\\\" é 😀'\nprint(s)\n" + "#" * pad + "\nprint(len(open(__file__, 'rb').read()))"
+    out = run_code(code=body, language="python")
+    assert out["status"] == "Success", out
+    lines = out["run_result"]["stdout"].split("\n")
+    assert lines[0] == "%s %d \\n $HOME `id` $(id) '\" é 😀"
+    assert int(lines[1]) == len(body.encode())
+    cpp = run_code(code='#include <cstdio>\nint main(){std::printf("%d%%\\n", 7);}', language="cpp")
+    assert cpp["status"] == "Success" and cpp["run_result"]["stdout"] == "7%\n", cpp
+
+
 def test_each_request_gets_a_fresh_sandbox():
     a = run_code(code="open('/workspace/mark','w').write('x')", language="python")
     b = run_code(code="import os; print(os.path.exists('/workspace/mark'))", language="python")

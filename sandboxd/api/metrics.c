@@ -82,7 +82,7 @@ static void pools(sd_daemon *d, FILE *f) {
             "# TYPE sandboxd_pool_entries gauge\n",
             (unsigned long long)d->m.pool_hits, (unsigned long long)d->m.pool_misses,
             (unsigned long long)d->m.pool_evictions);
-    for (unsigned t = 0; t < d->n_pools; t++) {
+    for (unsigned t = 0; t < sd_pool_count(d); t++) { /* configured, then demand templates */
         unsigned ready, starting;
         sd_pool_entries(d, t, &ready, &starting);
         fprintf(f, "sandboxd_pool_entries{pool=\"%u\",state=\"ready\"} %u\n", t, ready);

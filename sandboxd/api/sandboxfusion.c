@@ -17,6 +17,7 @@
 #include "sandboxd/core/create.h"
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 
 #include <stdio.h>
@@ -26,6 +27,10 @@
 #define SF_DEFAULT_MAX_RUNNING 16
 #define SF_DEFAULT_QUEUE_TIMEOUT_S 600
 #define SF_RETRY_MS 100
+/* Code up to this size goes to the first command's argv (written there by the shell's printf
+ * builtin, no process of its own); longer code (the kernel takes 128 KiB per argument) or code
+ * with a NUL byte is written by a command of its own first. */
+#define SF_INLINE_MAX (64u << 10)
 
 /* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
  * prints {"status","cells":[{stdout,stderr,display,error}]} as JSON. Input: the request. */
@@ -69,18 +74,25 @@ static const char jupyter_driver[] =
     "sys.stdout.flush()\n"
     "km.shutdown_kernel(now=True)\n";
 
-typedef enum { SF_QUEUED, SF_CREATING, SF_FILES, SF_COMPILE, SF_RUN, SF_FETCH } sf_step;
+typedef enum { SF_QUEUED, SF_CREATING, SF_FILES, SF_COMPILE, SF_RUN, SF_FETCH, SF_N_STEPS } sf_step;
+/* What the time in each step is spent on (SF_RUN waits for the compile's answer, SF_FETCH for
+ * the run's and the fetches'). */
+static const char *const step_names[SF_N_STEPS] = {"queue", "create",  "files",
+                                                   "prep",  "compile", "run"};
 
 typedef struct sf_job {
     struct sf_job *next; /* queue, then running list */
     sd_daemon *d;
     sd_request *req; /* NULL once the client went away */
     bool jupyter;
+    bool code_inline; /* the code is written by the compile or run command (SF_INLINE_MAX) */
     const sf_lang *lang;
     json_t *body; /* the request */
     double compile_timeout, run_timeout;
     uint64_t memory;
     sf_step step;
+    uint64_t step_us[SF_N_STEPS]; /* time spent in each step (the log's steps_ms) */
+    uint64_t step_start_us;
     size_t index; /* files written / fetched so far */
     char sb_id[64];
     uint64_t queued_ms;
@@ -126,6 +138,25 @@ static json_t *new_response(void) {
 
 /* ---- the job's life ---- */
 
+/* Every step change goes through here: the time of the step left is added to its total. */
+static void set_step(sf_job *j, sf_step s) {
+    uint64_t now = now_mono_us();
+    j->step_us[j->step] += now - j->step_start_us;
+    j->step_start_us = now;
+    j->step = s;
+}
+
+/* One debug line per request: where its time went (bench/sandboxfusion_profile.sh). */
+static void log_steps(const sf_job *j, uint64_t end_us) {
+    char buf[256];
+    int n = 0;
+    for (int i = 0; i < SF_N_STEPS && n < (int)sizeof(buf); i++)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s%s=%.2f", i ? " " : "", step_names[i],
+                      (double)j->step_us[i] / 1000.0);
+    log_debug("sandboxfusion request done sandbox=%s steps_ms=\"%s end=%.2f\"",
+              j->sb_id[0] ? j->sb_id : "-", buf, (double)(now_mono_us() - end_us) / 1000.0);
+}
+
 static void job_step(sf_job *j);
 static void sf_admit(sd_daemon *d);
 
@@ -159,6 +190,8 @@ static void req_gone(sd_request *req, void *ud) {
 static void job_finish(sf_job *j) {
     sd_daemon *d = j->d;
     struct sd_sf *sf = d->sf;
+    set_step(j, j->step);
+    uint64_t end_us = j->step_start_us;
     if (j->failure) {
         json_object_set_new(j->resp, "status", json_string("SandboxError"));
         json_object_set_new(j->resp, "message", json_string(j->failure));
@@ -177,6 +210,7 @@ static void job_finish(sf_job *j) {
         list_remove(&sf->running, j);
         sf->n_running--;
     }
+    log_steps(j, end_us);
     uv_timer_stop(&j->timer);
     uv_close((uv_handle_t *)&j->timer, timer_closed);
     sf_admit(d);
@@ -213,7 +247,7 @@ static void on_started(sf_job *j, const error_rec *err) {
         if (asprintf(&j->failure, "the sandbox could not be started: %s", err->message) < 0)
             j->failure = NULL;
     }
-    j->step = SF_FILES;
+    set_step(j, SF_FILES);
     j->index = 0;
     job_later(j, 0);
 }
@@ -329,6 +363,23 @@ static int job_exec(sf_job *j, const char *script, const char *arg, const void *
     return 0;
 }
 
+/* Run cmd (the language's compile or run command); with code_inline the code is written to
+ * the language's file first by the same shell (once: the run after a compile does not). */
+static void job_exec_code(sf_job *j, const char *cmd, const void *in, size_t in_len,
+                          double timeout_s) {
+    if (!j->code_inline) {
+        job_exec(j, cmd, NULL, in, in_len, timeout_s);
+        return;
+    }
+    _cleanup_free_ char *script = NULL;
+    if (asprintf(&script, "printf %%s \"$1\" > %s && %s", j->lang->file, cmd) < 0) {
+        job_fail(j, "out of memory");
+        return;
+    }
+    j->code_inline = false;
+    job_exec(j, script, json_string_value(json_object_get(j->body, "code")), in, in_len, timeout_s);
+}
+
 /* ---- creating the sandbox ---- */
 
 static int create_spec(sf_job *j, policy_create *c, error_rec *err) {
@@ -350,8 +401,10 @@ static int job_create(sf_job *j, error_rec *err) {
     sd_sandbox *sb;
     bool starting = false, is_new = false;
     int r = create_spec(j, &c, err);
-    if (r >= 0)
+    if (r >= 0) {
+        sd_pool_demand(j->d, &c); /* this shape's warm pool grows with its requests */
         r = sd_create(j->d, &c, NULL, &sb, &starting, &is_new, err);
+    }
     policy_create_done(&c);
     if (r < 0)
         return r;
@@ -383,7 +436,7 @@ static bool next_file(sf_job *j, const char **ret_path, unsigned char **ret_data
             *ret_bad = true;
         return true;
     }
-    if (j->jupyter || j->index > n)
+    if (j->jupyter || j->code_inline || j->index > n)
         return false;
     j->index = n + 1;
     const char *code = json_string_value(json_object_get(j->body, "code"));
@@ -399,7 +452,7 @@ static void step_files(sf_job *j) {
     size_t len = 0;
     bool bad;
     if (!next_file(j, &path, &data, &len, &bad)) {
-        j->step = SF_COMPILE;
+        set_step(j, SF_COMPILE);
         job_step(j);
         return;
     }
@@ -447,7 +500,7 @@ static void finish_jupyter(sf_job *j) {
         json_object_set(j->resp, "cells", json_object_get(out, "cells"));
     }
     json_decref(out);
-    j->step = SF_FETCH;
+    set_step(j, SF_FETCH);
     j->index = 0;
     json_decref(j->last_result);
     j->last_result = NULL;
@@ -462,6 +515,7 @@ static void job_step(sf_job *j) {
     switch (j->step) {
     case SF_QUEUED:
     case SF_CREATING:
+    case SF_N_STEPS:
         return;
     case SF_FILES:
         if (j->index > 0 && !j->last_ok && j->last_result) {
@@ -472,7 +526,7 @@ static void job_step(sf_job *j) {
         step_files(j);
         return;
     case SF_COMPILE:
-        j->step = SF_RUN;
+        set_step(j, SF_RUN);
         json_decref(j->last_result); /* the last file write's */
         j->last_result = NULL;
         if (j->jupyter) {
@@ -481,7 +535,7 @@ static void job_step(sf_job *j) {
             job_exec(j, "exec python3 -c \"$1\"", jupyter_driver, in, in ? strlen(in) : 0, t + 60);
             free(in);
         } else if (j->lang->compile) {
-            job_exec(j, j->lang->compile, NULL, NULL, 0, j->compile_timeout);
+            job_exec_code(j, j->lang->compile, NULL, 0, j->compile_timeout);
         } else {
             job_step(j);
         }
@@ -495,7 +549,7 @@ static void job_step(sf_job *j) {
             json_object_set(j->resp, "compile_result", j->last_result);
             if (!j->last_ok) {
                 json_object_set_new(j->resp, "status", json_string("Failed"));
-                j->step = SF_FETCH;
+                set_step(j, SF_FETCH);
                 j->index = 0;
                 json_decref(j->last_result);
                 j->last_result = NULL;
@@ -505,12 +559,12 @@ static void job_step(sf_job *j) {
             json_decref(j->last_result);
             j->last_result = NULL;
         }
-        j->step = SF_FETCH;
+        set_step(j, SF_FETCH);
         j->index = 0;
         {
             json_t *in = json_object_get(j->body, "stdin");
-            job_exec(j, j->lang->run, NULL, json_string_value(in),
-                     json_is_string(in) ? json_string_length(in) : 0, j->run_timeout);
+            job_exec_code(j, j->lang->run, json_string_value(in),
+                          json_is_string(in) ? json_string_length(in) : 0, j->run_timeout);
         }
         return;
     case SF_FETCH:
@@ -555,13 +609,13 @@ static void sf_admit(sd_daemon *d) {
         j->next = sf->running;
         sf->running = j;
         sf->n_running++;
-        j->step = SF_CREATING;
+        set_step(j, SF_CREATING);
         error_rec err = {0};
         int r = job_create(j, &err);
         if (r == -EAGAIN) { /* back to the head of the queue */
             list_remove(&sf->running, j);
             sf->n_running--;
-            j->step = SF_QUEUED;
+            set_step(j, SF_QUEUED);
             j->next = sf->queue;
             sf->queue = j;
             if (!j->next)
@@ -642,12 +696,18 @@ void sd_api_sandboxfusion(sd_daemon *d, sd_request *req) {
         j->jupyter = jupyter;
         j->lang = jupyter ? sd_sf_lang_python() : lang;
         j->body = json_incref(body);
+        if (!jupyter) {
+            json_t *code = json_object_get(body, "code");
+            j->code_inline = json_string_length(code) <= SF_INLINE_MAX &&
+                             strlen(json_string_value(code)) == json_string_length(code);
+        }
         j->compile_timeout = sd_sf_num_or(body, "compile_timeout", 10);
         j->run_timeout = sd_sf_num_or(body, "run_timeout", 10);
         if (jupyter && !json_object_get(body, "total_timeout"))
             json_object_set_new(j->body, "total_timeout", json_real(45));
         j->memory = json_integer_value(mem) > 0 ? (uint64_t)json_integer_value(mem) << 20 : 0;
-        j->queued_ms = now_mono_us() / 1000;
+        j->step_start_us = now_mono_us();
+        j->queued_ms = j->step_start_us / 1000;
         j->resp = new_response();
         if (jupyter) {
             json_object_del(j->resp, "compile_result");

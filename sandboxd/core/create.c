@@ -23,7 +23,7 @@ static int from_pool(sd_sandbox *sb, policy_create *c, const char *key, error_re
         sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "its state could not be saved");
         r = not_saved(err, r);
     }
-    sd_pool_refill(sb->d);
+    sd_pool_refill_later(sb->d);
     return r;
 }
 

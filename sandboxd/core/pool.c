@@ -1,9 +1,11 @@
 /* Warm pools: per template (image, cpu, memory, disk, pids, network mode) the daemon keeps
- * `size` sandboxes started ahead and never handed out. A create whose shape matches a template
- * takes a running entry at once; its labels, env, timeouts, lease and cost cap are applied at
- * hand-out, and its created_at, timers and cost start then. Entries are hidden from the API,
- * count toward --max-sandboxes (a cold create that finds the node full ends one to make room),
- * and are refilled from the timer, at most pool_max_starting at a time. */
+ * `size` sandboxes started ahead and never handed out. Templates come from the configuration
+ * (a fixed size) or from demand (sd_pool_demand: SandboxFusion's requests): a demand template's
+ * size follows the rate its shape is asked for, and falls to none when nobody asks. A create whose
+ * shape matches a template takes a running entry at once; its labels, env, timeouts, lease and cost
+ * cap are applied at hand-out, and its created_at, timers and cost start then. Entries are hidden
+ * from the API, count toward --max-sandboxes (a cold create that finds the node full ends one to
+ * make room), and are refilled from the timer, at most pool_max_starting at a time. */
 #include "sandboxd/core/pool.h"
 
 #include "common/timeutil.h"
@@ -20,6 +22,15 @@
  * POOL_MAX_DEFER_MS after the first take they have not made up for (steady load). */
 #define POOL_QUIET_MS 250
 #define POOL_MAX_DEFER_MS 2000
+/* Demand templates: at most POOL_DEMAND_MAX shapes; a template keeps ready what its shape was
+ * asked for in POOL_DEMAND_LEAD_MS at the rate of the last POOL_DEMAND_WINDOW_MS (plus one),
+ * at most a quarter of --max-sandboxes (and POOL_DEMAND_MAX_SIZE), and none once nobody asked
+ * for --pool-demand-idle seconds. Their refills start at once: they exist to keep up with a
+ * steady stream. */
+#define POOL_DEMAND_MAX 8
+#define POOL_DEMAND_WINDOW_MS 1000
+#define POOL_DEMAND_LEAD_MS 100
+#define POOL_DEMAND_MAX_SIZE 64
 
 typedef struct sd_pool {
     policy_create tmpl;
@@ -27,7 +38,16 @@ typedef struct sd_pool {
     bool broken; /* an entry failed to start: retry after a pause */
     uint64_t retry_ms;
     uint64_t last_take_ms, first_take_ms; /* first_take_ms: 0 when nothing is owed */
+    bool demand;                          /* sized by sd_pool_demand, not the configuration */
+    unsigned asked, asked_before;         /* requests in this window and in the one before */
+    uint64_t window_ms, last_ask_ms;
 } sd_pool;
+
+static unsigned count(sd_daemon *d, int t, unsigned *starting);
+
+static unsigned n_templates(const sd_daemon *d) {
+    return d->n_pools + d->n_demand_pools;
+}
 
 static bool same_shape(const policy_create *a, const policy_create *b) {
     return strcmp(a->image, b->image) == 0 && a->cpu == b->cpu && a->memory == b->memory &&
@@ -69,7 +89,7 @@ static void on_started(void *ud, sd_sandbox *sb) {
 static void on_ended(void *ud, sd_sandbox *sb) {
     sd_daemon *d = sb->d;
     int t = sb->pool;
-    if (sb->end_reason == END_INFRASTRUCTURE_FAILURE && t >= 1 && (unsigned)t <= d->n_pools) {
+    if (sb->end_reason == END_INFRASTRUCTURE_FAILURE && t >= 1 && (unsigned)t <= n_templates(d)) {
         d->pools[t - 1].broken = true;
         d->pools[t - 1].retry_ms = now_mono_ms() + 5000;
     }
@@ -77,15 +97,24 @@ static void on_ended(void *ud, sd_sandbox *sb) {
 
 static const sd_listener listener = {.started = on_started, .ended = on_ended};
 
+static void refill_later_cb(uv_idle_t *h) {
+    uv_idle_stop(h);
+    sd_pool_refill(h->data);
+}
+
+void sd_pool_refill_later(sd_daemon *d) {
+    uv_idle_start(&d->pool_later, refill_later_cb);
+}
+
 int sd_pool_init(sd_daemon *d, error_rec *err) {
+    uv_idle_init(d->loop, &d->pool_later);
+    d->pool_later.data = d;
     if (!d->cfg.pool_max_starting)
         d->cfg.pool_max_starting = MAX(1u, d->cfg.max_starting / 2);
     if (sd_listener_add(d, &listener, NULL) < 0)
         return error_set(err, -ENOSPC, "too many listeners");
     size_t n = json_array_size(d->cfg.pools);
-    if (!n)
-        return 0;
-    d->pools = calloc(n, sizeof(sd_pool));
+    d->pools = calloc(n + POOL_DEMAND_MAX, sizeof(sd_pool));
     if (!d->pools)
         return error_set(err, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
@@ -102,15 +131,15 @@ int sd_pool_init(sd_daemon *d, error_rec *err) {
 }
 
 void sd_pool_done(sd_daemon *d) {
-    for (unsigned i = 0; i < d->n_pools; i++)
+    for (unsigned i = 0; i < n_templates(d); i++)
         policy_create_done(&d->pools[i].tmpl);
     free(d->pools);
     d->pools = NULL;
-    d->n_pools = 0;
+    d->n_pools = d->n_demand_pools = 0;
 }
 
 static int template_of(sd_daemon *d, const policy_create *c) {
-    for (unsigned i = 0; i < d->n_pools; i++)
+    for (unsigned i = 0; i < n_templates(d); i++)
         if (same_shape(&d->pools[i].tmpl, c))
             return (int)i;
     return -1;
@@ -147,7 +176,73 @@ bool sd_pool_has_ready(sd_daemon *d, const policy_create *c) {
 }
 
 const policy_create *sd_pool_template(sd_daemon *d, unsigned t) {
-    return t < d->n_pools ? &d->pools[t].tmpl : NULL;
+    return t < n_templates(d) ? &d->pools[t].tmpl : NULL;
+}
+
+unsigned sd_pool_count(const sd_daemon *d) {
+    return n_templates(d);
+}
+
+bool sd_pool_is_demand(const sd_daemon *d, unsigned t) {
+    return t < n_templates(d) && d->pools[t].demand;
+}
+
+/* A demand template's size now: the last windows' rate times the lead, plus one; none when
+ * idle. */
+static void demand_resize(sd_daemon *d, sd_pool *p, uint64_t now) {
+    if (now - p->window_ms >= POOL_DEMAND_WINDOW_MS) {
+        p->asked_before = now - p->window_ms < 2 * POOL_DEMAND_WINDOW_MS ? p->asked : 0;
+        p->asked = 0;
+        p->window_ms = now;
+    }
+    unsigned rate = MAX(p->asked, p->asked_before) * 1000 / POOL_DEMAND_WINDOW_MS;
+    unsigned cap = MIN(MAX(1u, d->cfg.max_sandboxes / 4), (unsigned)POOL_DEMAND_MAX_SIZE);
+    p->size = now - p->last_ask_ms >= (uint64_t)d->cfg.pool_demand_idle_s * 1000
+                  ? 0
+                  : MIN(cap, (rate * POOL_DEMAND_LEAD_MS + 999) / 1000 + 1);
+}
+
+/* A free demand slot: a new one, else one whose template is idle and has no entries left. */
+static int demand_slot(sd_daemon *d) {
+    if (d->n_demand_pools < POOL_DEMAND_MAX)
+        return (int)(d->n_pools + d->n_demand_pools++);
+    for (unsigned t = d->n_pools; t < n_templates(d); t++)
+        if (d->pools[t].size == 0 && count(d, (int)t, NULL) == 0) {
+            policy_create_done(&d->pools[t].tmpl);
+            return (int)t;
+        }
+    return -1;
+}
+
+void sd_pool_demand(sd_daemon *d, const policy_create *c) {
+    if (c->gpus || c->net_mode == POLICY_NET_ALLOW || d->shutting_down ||
+        !d->cfg.pool_demand_idle_s)
+        return;
+    int t = template_of(d, c);
+    uint64_t now = now_mono_ms();
+    if (t < 0) {
+        error_rec err = {0};
+        if ((t = demand_slot(d)) < 0)
+            return; /* every slot is busy: this shape is cold-started */
+        sd_pool *p = &d->pools[t];
+        *p = (sd_pool){.demand = true, .window_ms = now};
+        if (sd_spec_copy(c, &p->tmpl, &err) < 0) {
+            log_error("warm pool for demand: %s", err.message);
+            if ((unsigned)t == n_templates(d) - 1)
+                d->n_demand_pools--;
+            *p = (sd_pool){.demand = true};
+            return;
+        }
+        log_info("warm pool %d by demand image=%s cpu=%g memory=%llu network=%s", t, c->image,
+                 c->cpu, (unsigned long long)c->memory,
+                 c->net_mode == POLICY_NET_OPEN ? "open" : "none");
+    }
+    sd_pool *p = &d->pools[t];
+    if (!p->demand)
+        return; /* a configured template: its size is the configuration's */
+    p->asked++;
+    p->last_ask_ms = now;
+    demand_resize(d, p, now);
 }
 
 int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
@@ -203,18 +298,37 @@ static int start_entry(sd_daemon *d, sd_pool *p, int t) {
     return 0;
 }
 
+/* A demand template that shrank ends its entries above the new size (those still starting
+ * first: nothing is lost). */
+static void trim(sd_daemon *d, int t) {
+    unsigned n = count(d, t, NULL);
+    for (int pass = 0; pass < 2 && n > d->pools[t].size; pass++)
+        for (sd_sandbox *sb = d->sandboxes, *next; sb && n > d->pools[t].size; sb = next) {
+            next = sb->next;
+            if (sb->pool == t + 1 && sb->state == (pass ? SD_RUNNING : SD_STARTING)) {
+                sd_sandbox_end(sb, END_TERMINATED, "warm pool entry no longer in demand");
+                n--;
+            }
+        }
+}
+
 void sd_pool_refill(sd_daemon *d) {
-    if (d->shutting_down || !d->n_pools)
+    if (d->shutting_down || !n_templates(d))
         return;
     unsigned starting = 0;
     count(d, -1, &starting);
     uint64_t now = now_mono_ms();
-    for (unsigned t = 0; t < d->n_pools; t++) {
+    for (unsigned t = 0; t < n_templates(d); t++) {
         sd_pool *p = &d->pools[t];
+        if (p->demand) {
+            demand_resize(d, p, now);
+            trim(d, (int)t);
+        }
         if (p->broken && now < p->retry_ms)
             continue;
         p->broken = false;
-        if (now < p->last_take_ms + POOL_QUIET_MS && now < p->first_take_ms + POOL_MAX_DEFER_MS)
+        if (!p->demand && now < p->last_take_ms + POOL_QUIET_MS &&
+            now < p->first_take_ms + POOL_MAX_DEFER_MS)
             continue;
         p->first_take_ms = 0;
         while (count(d, (int)t, NULL) < p->size && starting < d->cfg.pool_max_starting &&
@@ -232,7 +346,7 @@ void sd_pool_refill(sd_daemon *d) {
 
 /* images: a template naming the image keeps it from being deleted. */
 bool sd_pool_uses_image(sd_daemon *d, const char *name) {
-    for (unsigned t = 0; t < d->n_pools; t++)
+    for (unsigned t = 0; t < d->n_pools; t++) /* configured templates only */
         if (strcmp(d->pools[t].tmpl.image, name) == 0)
             return true;
     return false;

@@ -12,8 +12,17 @@ sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c);
 /* Give entry sb to a create: its spec becomes c (moved), timers and cost start now. Returns
  * the state file's save result; on failure the caller ends sb (nobody has used it). */
 int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key);
+/* A create of c's shape is coming (SandboxFusion's requests): counts it toward the size of
+ * c's demand template, made on first use (none for GPUs or allow-lists). */
+void sd_pool_demand(sd_daemon *d, const policy_create *c);
+/* Templates: the configured ones, then those made by demand. */
+unsigned sd_pool_count(const sd_daemon *d);
+bool sd_pool_is_demand(const sd_daemon *d, unsigned t);
 /* Start entries until every pool is full, within the budget and --max-sandboxes. */
 void sd_pool_refill(sd_daemon *d);
+/* The same once the loop has run what is due (timers: the request that took an entry sends its
+ * first command before the refill forks new shims). */
+void sd_pool_refill_later(sd_daemon *d);
 /* End one pool entry to make room for a cold create. Returns true when one was ended. */
 bool sd_pool_evict(sd_daemon *d);
 /* After restore: keep restored entry sb when its template is still configured and not full

@@ -4,6 +4,8 @@
 # timers applied at hand-out and a fresh /workspace and /tmp, a non-matching create goes cold,
 # the pool refills, pool entries are hidden from the API, a full node ends a pool entry for a
 # cold create, and after a restart entries are re-adopted (same template) or ended (gone).
+# Demand pools: SandboxFusion requests make a pool for their shape that grows with them and
+# empties itself when nobody asks (--pool-demand-idle).
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
 
 DAEMON_TAG=pool
@@ -128,6 +130,67 @@ test_networked_pool() {
   expect 200 '.exit_code == 0 and (.stdout | tonumber > 0)'
   req POST /v1/sandboxes -d '{}'; expect 201 '.pooled == false and .network.mode == "none"'
   wait_ready 1 20
+}
+
+entries() { # POOL -> ready + starting entries of template POOL (empty: no such template)
+  local r s
+  r=$(metric "sandboxd_pool_entries{pool=\"$1\",state=\"ready\"}")
+  s=$(metric "sandboxd_pool_entries{pool=\"$1\",state=\"starting\"}")
+  [ -z "$r" ] || echo $((r + s))
+}
+
+wait_entries() { # POOL OP N SECONDS: until POOL's entries OP N (-ge, -eq, ...)
+  for _ in $(seq $(( $4 * 10 ))); do
+    [ "$(entries "$1")" "$2" "$3" ] 2>/dev/null && return 0
+    sleep 0.1
+  done
+  tail -20 "$D/log" >&2
+  fail "pool $1: entries $(entries "$1"), expected $2 $3 within $4 s"
+}
+
+run_code() { # [memory_limit_MB]: one print(6*7) through /run_code on the Unix socket
+  local mem=${1:+,\"memory_limit_MB\":$1}
+  req POST /run_code -d "{\"code\":\"print(6*7)\",\"language\":\"python\"$mem}"
+  expect 200 '.status == "Success" and .run_result.stdout == "42\n"'
+}
+
+# /run_code's shape gets a pool by demand: entries are there after the first request, the pool
+# grows under a burst and serves it (hits), a second shape (memory_limit_MB) gets its own, and
+# with nobody asking for --pool-demand-idle seconds each ends its entries (no shim, no run dir).
+TEST_TIMEOUT_demand_pool=120
+test_demand_pool() {
+  start_daemon --pool-demand-idle 3 --max-sandboxes 64
+  [ -z "$(entries 0)" ] || fail "a pool before any request"
+  run_code
+  wait_entries 0 -ge 1 20
+  local hits0; hits0=$(metric sandboxd_pool_hits_total)
+  seq 40 | xargs -P 8 -I{} curl -s --max-time 60 --unix-socket "$SOCK" -X POST http://sd/run_code \
+    -d '{"code":"print(6*7)","language":"python"}' -o "$D/burst.{}"
+  [ "$(cat "$D"/burst.* | jq -s 'map(select(.status == "Success" and .run_result.stdout == "42\n")) | length')" == 40 ] \
+    || fail "a burst request failed: $(cat "$D"/burst.* | jq -c 'select(.status != "Success")' | head -3)"
+  [ "$(metric sandboxd_pool_hits_total)" -ge $((hits0 + 10)) ] \
+    || fail "the burst was not served from the pool: hits $hits0 -> $(metric sandboxd_pool_hits_total)"
+  wait_entries 0 -ge 3 20 # the rate of the burst: more than the one request's two
+  run_code 512
+  wait_entries 1 -ge 1 20
+  req GET /v1/sandboxes; expect 200 'all(.[]; .state == "ended")' # entries are nobody's sandboxes
+  wait_entries 0 -eq 0 20
+  wait_entries 1 -eq 0 20
+  for _ in $(seq 100); do [ -z "$(ls "$D/run/sandboxes")" ] && break; sleep 0.1; done
+  [ -z "$(ls "$D/run/sandboxes")" ] || fail "idle entries left: $(ls "$D/run/sandboxes")"
+  run_code # and it comes back with the next request
+  wait_entries 0 -ge 1 20
+}
+
+# --pool-demand-idle 0: no pool by demand, every request is a cold create.
+TEST_TIMEOUT_demand_pool_off=60
+test_demand_pool_off() {
+  start_daemon --pool-demand-idle 0
+  run_code
+  run_code
+  sleep 0.5
+  [ -z "$(entries 0)" ] || fail "a demand pool although --pool-demand-idle is 0"
+  [ "$(metric sandboxd_pool_hits_total)" == 0 ] || fail "pool hits without a pool"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
