@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""bench/python.py: the Python SDK's create -> exec -> terminate next to the same three libsbx
-calls made directly (ctypes, no SDK layer) in the same run, and POST /run_code of a trivial
+"""bench/python.py: the Python SDK's create -> exec -> terminate (Sandbox, and AsyncSandbox on one
+event loop) next to the same three libsbx calls made directly (ctypes, no SDK layer) in the same
+run, 128 AsyncSandbox episodes at once (threads seen), and POST /run_code of a trivial
 Python program at 1, 16 and 128 concurrent clients. Prints one JSON object per measurement
 (name, n, p50_ms, p99_ms, and rps for the /run_code rows). Needs SBX_HOST (the daemon),
 SANDBOXD_SF_URL (its --sandboxfusion-listen URL) and SANDBOXD_LIBSBX. Run by bench/python.sh."""
+import asyncio
 import concurrent.futures
 import ctypes
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -32,6 +35,29 @@ def sdk_cycle():
     sb.terminate()
     sb.close()
     return (time.perf_counter() - t) * 1000
+
+
+async def aio_cycle():
+    t = time.perf_counter()
+    sb = await sandboxd.AsyncSandbox.create()
+    await sb.run("true")
+    await sb.terminate()
+    await sb.close()
+    return (time.perf_counter() - t) * 1000
+
+
+async def aio_episodes(n):
+    """n episodes at once (create, run, terminate): wall seconds and the most threads seen."""
+    peak = [threading.active_count()]
+
+    async def one(i):
+        async with await sandboxd.AsyncSandbox.create(cpu=0.01, memory="16Mi") as sb:
+            peak[0] = max(peak[0], threading.active_count(), len(os.listdir("/proc/self/task")))
+            assert (await sb.run("echo", str(i))).stdout == f"{i}\n"
+
+    t = time.perf_counter()
+    await asyncio.gather(*[one(i) for i in range(n)])
+    return time.perf_counter() - t, peak[0]
 
 
 def libsbx_cycle(client):
@@ -83,12 +109,21 @@ def main():
     n = int(os.environ.get("SBX_BENCH_N", "50"))
     url = os.environ["SANDBOXD_SF_URL"]
     client = sandboxd.default_client().handle()
-    sdk, raw = [], []
-    for _ in range(n):  # interleaved: both see the same machine load
+    sdk, raw, aio = [], [], []
+    loop = asyncio.new_event_loop()
+    for _ in range(n):  # interleaved: all three see the same machine load
         sdk.append(sdk_cycle())
         raw.append(libsbx_cycle(client))
-    stats("python.sdk.cycle", sdk)
+        aio.append(loop.run_until_complete(aio_cycle()))
+    p50 = lambda v: sorted(v)[len(v) // 2]
     stats("python.libsbx.cycle", raw)
+    stats("python.sdk.cycle", sdk, {"p50_vs_libsbx": round(p50(sdk) / p50(raw), 2)})
+    stats("python.aio.cycle", aio, {"p50_vs_libsbx": round(p50(aio) / p50(raw), 2)})
+    base = threading.active_count()
+    secs, peak = loop.run_until_complete(aio_episodes(128))
+    print(json.dumps({"name": "python.aio.episodes128", "seconds": round(secs, 2),
+                      "threads_before": base, "threads_peak": peak}), flush=True)
+    loop.close()
     sf, fl = [], []
     for _ in range(n):  # interleaved with the floor
         sf.append(run_code(url))

@@ -334,8 +334,19 @@ typedef void (*sbx_status_cb)(void *userdata, const sbx_sandbox_status *st, cons
 /* All callbacks run on loop. err is NULL on success. The result/data passed to a callback is
  * only valid during the callback; a created sbx_sandbox is owned by the callee. */
 sbx_code sbx_async_new(sbx_client *client, struct uv_loop_s *loop, sbx_async **ret, sbx_err *err);
-/* Cancels what is in flight (their callbacks run with SBX_E_IO) and frees; accepts NULL. */
+/* Cancels what is in flight (their callbacks run with SBX_E_IO) and frees; accepts NULL. A
+ * standalone handle's loop is closed too (free its sbx_process handles first). */
 void sbx_async_free(sbx_async *as);
+/* For event loops that are not libuv (Python's asyncio, a poll loop): a handle on a libuv loop
+ * of its own. Wait until sbx_async_fd is readable or sbx_async_timeout_ms has passed (-1: no
+ * timer; 0: now), then call sbx_async_run: it runs what is due without blocking, callbacks
+ * included. Call it also after starting operations (their first steps are due at once). Both
+ * on the thread that uses the handle; sbx_async_fd and sbx_async_timeout_ms are -1 for a handle
+ * made by sbx_async_new. */
+sbx_code sbx_async_new_standalone(sbx_client *client, sbx_async **ret, sbx_err *err);
+int sbx_async_fd(const sbx_async *as);
+int sbx_async_timeout_ms(const sbx_async *as);
+void sbx_async_run(sbx_async *as);
 sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create_cb cb, void *ud);
 /* The same with more create fields (sbx_sandbox_create_with). */
 sbx_code sbx_async_create_with(sbx_async *as, const sbx_create_opts *opts, const char *extra_json,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 /* Freed when the user has called sbx_async_free and no operation holds it any more. */
 struct sbx_async {
@@ -20,6 +21,7 @@ struct sbx_async {
     size_t ops;
     unsigned refs;
     bool closed;
+    struct uv_loop_s *own_loop; /* sbx_async_new_standalone's: freed with the handle */
 };
 
 enum op_kind {
@@ -77,12 +79,58 @@ sbx_code sbx_async_new(sbx_client *client, struct uv_loop_s *loop, sbx_async **r
     return SBX_OK;
 }
 
+/* Most rounds of its own loop sbx_async_free runs to let the closed handles go. */
+#define OWN_LOOP_CLOSE_ROUNDS 1000
+
+sbx_code sbx_async_new_standalone(sbx_client *client, sbx_async **ret, sbx_err *err) {
+    if (!client || !ret)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client or ret is NULL");
+    uv_loop_t *loop = malloc(sizeof(*loop));
+    if (!loop || uv_loop_init(loop) < 0) {
+        free(loop);
+        return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "cannot make an event loop");
+    }
+    sbx_code rc = sbx_async_new(client, loop, ret, err);
+    if (rc != SBX_OK) {
+        uv_loop_close(loop);
+        free(loop);
+        return rc;
+    }
+    (*ret)->own_loop = loop;
+    return SBX_OK;
+}
+
+int sbx_async_fd(const sbx_async *as) {
+    return as && as->own_loop ? uv_backend_fd(as->own_loop) : -1;
+}
+
+int sbx_async_timeout_ms(const sbx_async *as) {
+    return as && as->own_loop ? uv_backend_timeout(as->own_loop) : -1;
+}
+
+void sbx_async_run(sbx_async *as) {
+    if (as && as->own_loop && !as->closed)
+        uv_run(as->own_loop, UV_RUN_NOWAIT);
+}
+
+/* The own loop goes once its handles are closed; one still held (an sbx_process not freed) keeps
+ * it, and the loop is then left allocated rather than freed under it. */
+static void own_loop_close(uv_loop_t *loop) {
+    for (int i = 0; i < OWN_LOOP_CLOSE_ROUNDS && uv_loop_alive(loop); i++)
+        uv_run(loop, UV_RUN_NOWAIT);
+    if (uv_loop_close(loop) == 0)
+        free(loop);
+}
+
 void sbx_async_free(sbx_async *as) {
     if (!as || as->closed)
         return;
     as->closed = true;
+    uv_loop_t *own = as->own_loop;
     sbxi_http_async_free(as->engine); /* in-flight operations are called back with SBX_E_IO */
     as_unref(as);
+    if (own)
+        own_loop_close(own);
 }
 
 struct uv_loop_s *sbxi_async_loop(const sbx_async *as) {

@@ -89,6 +89,36 @@ class ExecResult(ctypes.Structure):
 
 # name -> (restype, argtypes); every sbx_code call returns c_int.
 _P = ctypes.POINTER
+
+# libsbx's asynchronous API (client/include/sbx.h "asynchronous API"), driven from asyncio by
+# aio.py: the callbacks' types (userdata first, err NULL on success).
+CREATE_CB = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, _P(SbxErr))
+EXEC_CB = ctypes.CFUNCTYPE(None, c_void_p, _P(ExecResult), _P(SbxErr))
+DATA_CB = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_size_t, _P(SbxErr))
+DONE_CB = ctypes.CFUNCTYPE(None, c_void_p, _P(SbxErr))
+FORK_CB = ctypes.CFUNCTYPE(None, c_void_p, _P(c_void_p), c_size_t, _P(SbxErr))
+PORT_CB = ctypes.CFUNCTYPE(None, c_void_p, ctypes.c_long, c_void_p, c_size_t, _P(SbxErr))
+_ASYNC_SIGNATURES = {
+    "sbx_async_new_standalone": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
+    "sbx_async_fd": (c_int, [c_void_p]),
+    "sbx_async_timeout_ms": (c_int, [c_void_p]),
+    "sbx_async_run": (None, [c_void_p]),
+    "sbx_async_free": (None, [c_void_p]),
+    "sbx_async_pending": (c_size_t, [c_void_p]),
+    "sbx_async_create_with": (c_int, [c_void_p, _P(CreateOpts), c_char_p, CREATE_CB, c_void_p]),
+    "sbx_async_exec": (c_int, [c_void_p, c_void_p, _P(ExecOpts), EXEC_CB, c_void_p]),
+    "sbx_async_fork": (c_int, [c_void_p, c_void_p, _P(ForkOpts), FORK_CB, c_void_p]),
+    "sbx_async_inspect": (c_int, [c_void_p, c_void_p, DATA_CB, c_void_p]),
+    "sbx_async_port_request": (c_int, [c_void_p, c_void_p, ctypes.c_uint, c_char_p, c_char_p,
+                                       c_char_p, c_void_p, c_size_t, PORT_CB, c_void_p]),
+    "sbx_async_write_file": (c_int, [c_void_p, c_void_p, c_char_p, c_void_p, c_size_t, DONE_CB,
+                                     c_void_p]),
+    "sbx_async_read_file": (c_int, [c_void_p, c_void_p, c_char_p, DATA_CB, c_void_p]),
+    "sbx_async_put_archive": (c_int, [c_void_p, c_void_p, c_char_p, c_void_p, c_size_t, DONE_CB,
+                                      c_void_p]),
+    "sbx_async_get_archive": (c_int, [c_void_p, c_void_p, c_char_p, DATA_CB, c_void_p]),
+    "sbx_async_terminate": (c_int, [c_void_p, c_void_p, DONE_CB, c_void_p]),
+}
 _SIGNATURES = {
     "sbx_code_name": (c_char_p, [c_int]),
     "sbx_parse_size": (c_int, [c_char_p, _P(c_uint64)]),
@@ -180,6 +210,11 @@ def lib() -> ctypes.CDLL:
             cdll.sbx_sandbox_fork.restype = c_int
             cdll.sbx_sandbox_fork.argtypes = [c_void_p, _P(ForkOpts), _P(_P(c_void_p)),
                                               _P(c_size_t), _P(SbxErr)]
+        if hasattr(cdll, "sbx_async_new_standalone"):  # an older libsbx: aio.py says so
+            for name, (res, args) in _ASYNC_SIGNATURES.items():
+                fn = getattr(cdll, name)
+                fn.restype = res
+                fn.argtypes = args
         if hasattr(cdll, "sbx_sandbox_commit"):
             cdll.sbx_sandbox_commit.restype = c_int
             cdll.sbx_sandbox_commit.argtypes = [c_void_p, c_char_p, ctypes.c_uint, _P(c_void_p),

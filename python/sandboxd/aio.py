@@ -1,17 +1,32 @@
-"""The asyncio flavour: AsyncSandbox and AsyncProcess. Each blocking libsbx call runs on a
-bounded thread pool (``max_threads``, default 64, or $SANDBOXD_ASYNC_THREADS), so one event
-loop can keep hundreds of sandboxes going; a command's completion is awaited without holding
-a pool thread."""
+"""The asyncio flavour: AsyncSandbox and AsyncProcess on libsbx's asynchronous API, driven by the
+running event loop itself: no thread per sandbox or per command.
+
+Each (Client, event loop) pair gets one standalone libsbx async handle (sbx_async_new_standalone,
+with a libuv loop of its own): the event loop watches its descriptor (add_reader) and its next
+timer (call_later) and then runs what is due (sbx_async_run); libsbx's callbacks resolve asyncio
+futures. Calls with no asynchronous form in libsbx (set_timeout, get_host, wait_for_port,
+create_lease) run the synchronous call on a small thread pool ($SANDBOXD_ASYNC_THREADS,
+default 4)."""
 from __future__ import annotations
 
 import asyncio
+import codecs
 import concurrent.futures
+import ctypes
 import functools
+import io
+import itertools
+import json
 import os
-from typing import Any, Callable, List, Optional, TypeVar
+import tarfile
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
-from .sandbox import (Client, CommandResult, Lease, Process, Sandbox, SandboxInfo,
-                      default_client)
+from . import _lib
+from .errors import InvalidArgument, SandboxdError, from_err
+from .sandbox import (Client, CommandResult, Duration, Lease, Sandbox, SandboxInfo, Size, _Pipe,
+                      _check, _check_port, _create_request, _exec_args, _exec_opts,
+                      _fill_create_opts, _info, _result, default_client)
 
 T = TypeVar("T")
 
@@ -21,7 +36,7 @@ _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
 def _executor() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        n = int(os.environ.get("SANDBOXD_ASYNC_THREADS", "64"))
+        n = int(os.environ.get("SANDBOXD_ASYNC_THREADS", "4"))
         _pool = concurrent.futures.ThreadPoolExecutor(max_workers=n,
                                                       thread_name_prefix="sandboxd-async")
     return _pool
@@ -32,74 +47,454 @@ async def _off(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
     return await loop.run_in_executor(_executor(), functools.partial(fn, *args, **kw))
 
 
+# ---- the engine: one standalone libsbx async handle per (Client, event loop) ----
+
+class _Engine:
+    """libsbx's async handle on its own client handle, run by one asyncio loop."""
+
+    def __init__(self, client: Client, loop: asyncio.AbstractEventLoop):
+        L = _lib.lib()
+        if not hasattr(L, "sbx_async_new_standalone"):
+            raise SandboxdError("this libsbx has no sbx_async_new_standalone", "unsupported")
+        self._loop = weakref.ref(loop)  # the loop owns the engine, not the other way round
+        self.c = ctypes.c_void_p()
+        self.h = ctypes.c_void_p()
+        err = _lib.SbxErr()
+        _check(L.sbx_client_new(client.hosts.encode() if client.hosts else None,
+                                ctypes.byref(self.c), ctypes.byref(err)), err)
+        if client.token:
+            L.sbx_client_set_token(self.c, client.token.encode())
+        rc = L.sbx_async_new_standalone(self.c, ctypes.byref(self.h), ctypes.byref(err))
+        if rc != 0:
+            L.sbx_client_free(self.c)
+            raise from_err(rc, err)
+        self.fd = L.sbx_async_fd(self.h)
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._soon = False
+        self.closed = False
+        loop.add_reader(self.fd, self.run)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        if loop is None:
+            raise RuntimeError("the event loop of this sandboxd engine is gone")
+        return loop
+
+    def run(self) -> None:
+        """Run what is due (callbacks included), then wait for the next timer."""
+        self._soon = False
+        if self.closed:
+            return
+        L = _lib.lib()
+        L.sbx_async_run(self.h)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        t = L.sbx_async_timeout_ms(self.h)
+        if t == 0:
+            self.kick()
+        elif t > 0:
+            self._timer = self.loop.call_later(t / 1000.0, self.run)
+
+    def kick(self) -> None:
+        """Run soon (after starting an operation: its first steps are due at once)."""
+        if not self._soon and not self.closed:
+            self._soon = True
+            self.loop.call_soon(self.run)
+
+    def close(self) -> None:
+        """Free the handle (what is in flight is called back cancelled) and the client."""
+        if self.closed:
+            return
+        self.closed = True
+        loop = self._loop()
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self.fd)
+            if self._timer is not None:
+                self._timer.cancel()
+        L = _lib.lib()
+        L.sbx_async_free(self.h)
+        L.sbx_client_free(self.c)
+
+
+def _engine(client: Client) -> _Engine:
+    """The running loop's engine for client (made on first use); engines of closed loops go."""
+    loop = asyncio.get_running_loop()
+    engines = client.__dict__.setdefault("_aio_engines", weakref.WeakKeyDictionary())
+    for other, e in list(engines.items()):
+        if other.is_closed():
+            e.close()
+            del engines[other]
+    e = engines.get(loop)
+    if e is None:
+        e = engines[loop] = _Engine(client, loop)
+        weakref.finalize(loop, e.close)
+    return e
+
+
+# ---- operations in flight: userdata keys -> what the callback resolves ----
+
+_ops: Dict[int, Tuple[asyncio.Future, _Engine, Callable[..., Any]]] = {}
+_streams: Dict[int, "AsyncProcess"] = {}
+_keys = itertools.count(1)
+
+
+def _resolve(key: Optional[int], err: Any, *raw: Any) -> None:
+    """A callback: the future of key gets convert(*raw), or the error (err is a pointer)."""
+    fut, eng, convert = _ops.pop(key or 0, (None, None, None))
+    if fut is None:
+        return
+    try:
+        if fut.cancelled():
+            convert(*raw, orphan=eng) if not err else None
+        elif err:
+            fut.set_exception(from_err(err.contents.code, err.contents))
+        else:
+            fut.set_result(convert(*raw))
+    except Exception as e:  # a closed loop, a bad answer: never an exception into C
+        if not fut.done():
+            try:
+                fut.set_exception(e)
+            except RuntimeError:
+                pass
+
+
+def _on_create(ud: Optional[int], sb: Optional[int], err: Any) -> None:
+    _resolve(ud, err, sb)
+
+
+def _on_exec(ud: Optional[int], res: Any, err: Any) -> None:
+    _resolve(ud, err, res)
+
+
+def _on_data(ud: Optional[int], data: Optional[int], n: int, err: Any) -> None:
+    _resolve(ud, err, data, n)
+
+
+def _on_done(ud: Optional[int], err: Any) -> None:
+    _resolve(ud, err)
+
+
+def _on_fork(ud: Optional[int], sbs: Any, n: int, err: Any) -> None:
+    _resolve(ud, err, sbs, n)
+
+
+def _on_port(ud: Optional[int], status: int, body: Optional[int], n: int, err: Any) -> None:
+    _resolve(ud, err, status, body, n)
+
+
+def _on_output(ud: Optional[int], stream: int, data: Any, n: int) -> None:
+    p = _streams.get(ud or 0)
+    if p is not None:
+        p._feed(stream, ctypes.string_at(data, n))
+
+
+# one C function pointer per callback kind, alive as long as the module
+_CREATE = _lib.CREATE_CB(_on_create)
+_EXEC = _lib.EXEC_CB(_on_exec)
+_DATA = _lib.DATA_CB(_on_data)
+_DONE = _lib.DONE_CB(_on_done)
+_FORK = _lib.FORK_CB(_on_fork)
+_PORT = _lib.PORT_CB(_on_port)
+_OUTPUT = _lib.OUTPUT_CB(_on_output)
+
+
+def _start(eng: _Engine, convert: Callable[..., Any], call: Callable[[int], int],
+           key: Optional[int] = None) -> "asyncio.Future[Any]":
+    """Start one operation: call(key) submits it (returning an sbx_code); the future resolves
+    with convert(callback arguments)."""
+    fut = eng.loop.create_future()
+    key = key or next(_keys)
+    _ops[key] = (fut, eng, convert)
+    rc = call(key)
+    if rc != 0:
+        _ops.pop(key, None)
+        raise from_err(rc, _lib.SbxErr())
+    eng.kick()
+    return fut
+
+
+def _nothing(*_: Any, orphan: Optional[_Engine] = None) -> None:
+    return None
+
+
+def _bytes(data: Optional[int], n: int, orphan: Optional[_Engine] = None) -> bytes:
+    return ctypes.string_at(data, n) if data and n else b""
+
+
+def _end_orphan(eng: _Engine, h: int) -> None:
+    """A sandbox nobody awaits any more (its create or fork was cancelled): end it, free it."""
+    L = _lib.lib()
+    if L.sbx_async_terminate(eng.h, h, _DONE, None) == 0:
+        eng.kick()
+    L.sbx_sandbox_free(h)
+
+
+# ---- processes ----
+
+class _Stream(_Pipe):
+    """A command's output as it arrives: blocking reads (threads) and awaited reads (the loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ev = asyncio.Event()
+
+    def feed(self, data: bytes) -> None:
+        super().feed(data)
+        self._ev.set()
+
+    def finish(self) -> None:
+        super().finish()
+        self._ev.set()
+
+    async def read_async(self, n: int) -> bytes:
+        while True:
+            with self._cv:
+                if self._buf or self._eof:
+                    out = bytes(self._buf[:n])
+                    del self._buf[:n]
+                    return out
+                self._ev.clear()
+            await self._ev.wait()
+
+
 class AsyncProcess:
     """A running command: ``await p.wait()``; ``await p.read_stdout()`` / ``read_stderr()``
     return what arrives next (b"" or "" at the end)."""
 
-    def __init__(self, proc: Process):
-        self._p = proc
+    def __init__(self, text: bool):
+        self._raw = (_Stream(), _Stream())
+        self._text = text
+        self._dec = [codecs.getincrementaldecoder("utf-8")("replace") for _ in range(2)]
+        self._got = [0, 0]
+        self._done: Optional[asyncio.Future] = None
+        self._readers: Optional[Tuple[Any, Any]] = None
+
+    def _feed(self, stream: int, data: bytes) -> None:
+        i = 0 if stream == 1 else 1
+        self._got[i] += len(data)
+        self._raw[i].feed(data)
+
+    def _finish(self, res: Any, orphan: Optional[_Engine] = None) -> CommandResult:
+        for s in self._raw:
+            s.finish()
+        r = _result(res.contents, self._text)
+        # a stream's end says how much was written, not what was kept: compare
+        r.stdout_truncated = r.stdout_truncated or r.stdout_bytes > self._got[0]
+        r.stderr_truncated = r.stderr_truncated or r.stderr_bytes > self._got[1]
+        return r
+
+    def _readers_(self) -> Tuple[Any, Any]:
+        if self._readers is None:
+            bufs = [io.BufferedReader(s) for s in self._raw]
+            self._readers = (tuple(io.TextIOWrapper(b, encoding="utf-8", errors="replace")
+                                   for b in bufs) if self._text else tuple(bufs))
+        return self._readers
 
     @property
     def stdout(self) -> Any:
-        """The blocking stream (use read_stdout() from a coroutine)."""
-        return self._p.stdout
+        """A blocking stream of the output (for a thread; use read_stdout() from a coroutine)."""
+        return self._readers_()[0]
 
     @property
     def stderr(self) -> Any:
-        return self._p.stderr
+        return self._readers_()[1]
+
+    async def _read(self, i: int, n: int) -> Any:
+        data = await self._raw[i].read_async(n)
+        if not self._text:
+            return data
+        return self._dec[i].decode(data, final=not data)
 
     async def read_stdout(self, n: int = 65536) -> Any:
-        return await _off(self._p.stdout.read1 if hasattr(self._p.stdout, "read1")
-                          else self._p.stdout.read, n)
+        return await self._read(0, n)
 
     async def read_stderr(self, n: int = 65536) -> Any:
-        return await _off(self._p.stderr.read1 if hasattr(self._p.stderr, "read1")
-                          else self._p.stderr.read, n)
+        return await self._read(1, n)
 
     async def wait(self) -> CommandResult:
-        return await asyncio.wrap_future(self._p.future)
+        assert self._done is not None
+        return await asyncio.shield(self._done)
 
+
+# ---- sandboxes ----
 
 class AsyncSandbox:
-    """An asyncio view of a Sandbox: the same calls, as coroutines."""
+    """An asyncio sandbox: the calls of Sandbox, as coroutines, on the running loop."""
 
-    def __init__(self, sandbox: Sandbox):
-        self.sync = sandbox
-        self.id = sandbox.id
+    def __init__(self, sandbox: Optional[Sandbox] = None, *, client: Optional[Client] = None,
+                 sandbox_id: Optional[str] = None, _handle: Optional[int] = None,
+                 _engine: Optional[_Engine] = None):
+        self._sync = sandbox
+        self.client: Client = sandbox.client if sandbox else (client or default_client())
+        self.id: str = sandbox.id if sandbox else str(sandbox_id)
+        self._handles: Dict[_Engine, int] = {}
+        if _handle is not None and _engine is not None:
+            self._handles[_engine] = _handle
+
+    @property
+    def sync(self) -> Sandbox:
+        """The same sandbox as a (blocking) Sandbox."""
+        if self._sync is None:
+            self._sync = Sandbox._lazy(self.id, self.client)
+        return self._sync
+
+    def _on(self) -> Tuple[_Engine, int]:
+        """The running loop's engine and this sandbox's handle on it."""
+        eng = _engine(self.client)
+        h = self._handles.get(eng)
+        if h is None:
+            p = ctypes.c_void_p()
+            err = _lib.SbxErr()
+            _check(_lib.lib().sbx_sandbox_open_lazy(eng.c, self.id.encode(), ctypes.byref(p),
+                                                    ctypes.byref(err)), err)
+            h = self._handles[eng] = p.value
+        return eng, h
 
     @classmethod
-    async def create(cls, **kw: Any) -> "AsyncSandbox":
+    async def create(cls, *, client: Optional[Client] = None, **kw: Any) -> "AsyncSandbox":
         """Same arguments as Sandbox.create."""
-        return cls(await _off(Sandbox.create, **kw))
+        client = client or default_client()
+        o, keep, extra = _create_request(**kw)
+        eng = _engine(client)
+
+        def made(h: Optional[int], orphan: Optional[_Engine] = None) -> Any:
+            if orphan is not None:
+                return _end_orphan(orphan, h)
+            sid = _lib.lib().sbx_sandbox_id(h).decode()
+            return cls(client=client, sandbox_id=sid, _handle=h, _engine=eng)
+
+        fut = _start(eng, made, lambda k: _lib.lib().sbx_async_create_with(
+            eng.h, ctypes.byref(o), extra, _CREATE, k))
+        del keep
+        return await fut
 
     @classmethod
     async def open(cls, sandbox_id: str, client: Optional[Client] = None) -> "AsyncSandbox":
-        return cls(await _off(Sandbox.attach, sandbox_id, client))
+        """Attach to an existing sandbox (NotFound when there is none)."""
+        sb = cls(client=client or default_client(), sandbox_id=sandbox_id)
+        await sb.inspect()
+        return sb
 
-    async def exec(self, *argv: str, **kw: Any) -> AsyncProcess:
-        """Start a command (same arguments as Sandbox.exec)."""
-        return AsyncProcess(self.sync.exec(*argv, **kw))
+    # ---- commands ----
+    async def exec(self, *argv: str, stdin: Union[bytes, str, None] = None,
+                   env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                   timeout: Optional[Duration] = None, shell: bool = False,
+                   max_output: Optional[Size] = None, text: bool = False,
+                   user: Optional[str] = None) -> AsyncProcess:
+        """Start a command (same arguments as Sandbox.exec); its output streams while it runs."""
+        a = _exec_args(argv, stdin, env, cwd, timeout, shell, max_output, user)
+        eng, h = self._on()
+        p = AsyncProcess(text)
+        key = next(_keys)
+        o, keep = _exec_opts(a, _OUTPUT)
+        o.userdata = key
+        _streams[key] = p
 
-    async def run(self, *argv: str, **kw: Any) -> CommandResult:
-        return await _off(self.sync.run, *argv, **kw)
+        def finished(res: Any, orphan: Optional[_Engine] = None) -> CommandResult:
+            _streams.pop(key, None)
+            return p._finish(res)
 
-    async def write_file(self, path: str, data: Any) -> None:
-        await _off(self.sync.write_file, path, data)
+        try:
+            p._done = _start(eng, finished, lambda k: _lib.lib().sbx_async_exec(
+                eng.h, h, ctypes.byref(o), _EXEC, k), key)
+        except BaseException:
+            _streams.pop(key, None)
+            raise
+        p._done.add_done_callback(lambda _: (_streams.pop(key, None),
+                                             [s.finish() for s in p._raw]))
+        del keep
+        return p
+
+    async def run(self, *argv: str, stdin: Union[bytes, str, None] = None,
+                  env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                  timeout: Optional[Duration] = None, shell: bool = False,
+                  max_output: Optional[Size] = None, text: bool = True,
+                  user: Optional[str] = None) -> CommandResult:
+        """Run a command and wait for it (same arguments as Sandbox.run)."""
+        a = _exec_args(argv, stdin, env, cwd, timeout, shell, max_output, user)
+        eng, h = self._on()
+        o, keep = _exec_opts(a, None)
+        fut = _start(eng, lambda res, orphan=None: _result(res.contents, text),
+                     lambda k: _lib.lib().sbx_async_exec(eng.h, h, ctypes.byref(o), _EXEC, k))
+        del keep
+        return await fut
+
+    # ---- files ----
+    async def write_file(self, path: str, data: Union[bytes, str]) -> None:
+        if isinstance(data, str):
+            data = data.encode()
+        eng, h = self._on()
+        buf = ctypes.create_string_buffer(bytes(data), len(data))  # copied by libsbx
+        await _start(eng, _nothing, lambda k: _lib.lib().sbx_async_write_file(
+            eng.h, h, path.encode(), buf, len(data), _DONE, k))
 
     async def read_file(self, path: str) -> bytes:
-        return await _off(self.sync.read_file, path)
+        eng, h = self._on()
+        return await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_read_file(
+            eng.h, h, path.encode(), _DATA, k))
 
     async def upload_dir(self, local_dir: str, remote_dir: str) -> None:
-        await _off(self.sync.upload_dir, local_dir, remote_dir)
+        """Sandbox.upload_dir (the tar is made on the loop)."""
+        if not os.path.isdir(local_dir):
+            raise InvalidArgument(f"upload_dir: {local_dir} is not a directory", "invalid_argument")
+        bio = io.BytesIO()
+        with tarfile.open(fileobj=bio, mode="w") as tar:
+            for name in sorted(os.listdir(local_dir)):
+                tar.add(os.path.join(local_dir, name), arcname=name)
+        data = bio.getvalue()
+        eng, h = self._on()
+        buf = ctypes.create_string_buffer(data, len(data))
+        await _start(eng, _nothing, lambda k: _lib.lib().sbx_async_put_archive(
+            eng.h, h, remote_dir.encode(), buf, len(data), _DONE, k))
 
     async def download_dir(self, remote_dir: str, local_dir: str) -> None:
-        await _off(self.sync.download_dir, remote_dir, local_dir)
+        """Sandbox.download_dir (the tar is unpacked on the loop)."""
+        eng, h = self._on()
+        data = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_get_archive(
+            eng.h, h, remote_dir.encode(), _DATA, k))
+        Sandbox._unpack(data, local_dir)
 
-    async def fork(self, n: int = 1) -> List["AsyncSandbox"]:
-        return [AsyncSandbox(s) for s in await _off(self.sync.fork, n)]
+    # ---- lifecycle ----
+    async def fork(self, n: int = 1, **overrides: Any) -> List["AsyncSandbox"]:
+        """Sandbox.fork: n copies of this sandbox."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidArgument("fork: n must be a positive integer", "invalid_argument")
+        L = _lib.lib()
+        o = _lib.ForkOpts()
+        L.sbx_fork_opts_init(ctypes.byref(o))
+        o.count = n
+        keep = _fill_create_opts(o.overrides, **overrides)
+        eng, h = self._on()
+
+        def made(sbs: Any, count: int, orphan: Optional[_Engine] = None) -> Any:
+            hs = [sbs[i] for i in range(count)]
+            if orphan is not None:
+                return [_end_orphan(orphan, x) for x in hs]
+            return [AsyncSandbox(client=self.client, sandbox_id=L.sbx_sandbox_id(x).decode(),
+                                 _handle=x, _engine=eng) for x in hs]
+
+        fut = _start(eng, made, lambda k: L.sbx_async_fork(eng.h, h, ctypes.byref(o), _FORK, k))
+        del keep
+        return await fut
 
     async def inspect(self) -> SandboxInfo:
-        return await _off(self.sync.inspect)
+        eng, h = self._on()
+        raw = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_inspect(eng.h, h, _DATA, k))
+        return _info(json.loads(raw))
+
+    async def port_request(self, port: int, method: str, path: str, body: Optional[bytes] = None,
+                           content_type: str = "application/json") -> Tuple[int, bytes]:
+        """Sandbox.port_request: (status, body) of one HTTP request to ``port``."""
+        _check_port(port)
+        eng, h = self._on()
+        buf = ctypes.create_string_buffer(body, len(body)) if body else None
+        return await _start(
+            eng, lambda st, data, n, orphan=None: (st, _bytes(data, n)),
+            lambda k: _lib.lib().sbx_async_port_request(
+                eng.h, h, port, method.encode(), path.encode(), content_type.encode(), buf,
+                len(body or b""), _PORT, k))
 
     async def set_timeout(self, timeout: Any) -> None:
         await _off(self.sync.set_timeout, timeout)
@@ -108,18 +503,21 @@ class AsyncSandbox:
         return await _off(self.sync.get_host, port)
 
     async def wait_for_port(self, port: int, timeout: Any = "30s") -> None:
-        """Sandbox.wait_for_port off the event loop."""
+        """Sandbox.wait_for_port on the thread pool."""
         await _off(self.sync.wait_for_port, port, timeout)
 
-    async def port_request(self, port: int, method: str, path: str, body: Optional[bytes] = None,
-                           content_type: str = "application/json") -> Any:
-        return await _off(self.sync.port_request, port, method, path, body, content_type)
-
     async def terminate(self) -> None:
-        await _off(self.sync.terminate)
+        """End the sandbox (idempotent)."""
+        eng, h = self._on()
+        await _start(eng, _nothing, lambda k: _lib.lib().sbx_async_terminate(eng.h, h, _DONE, k))
 
     async def close(self) -> None:
-        self.sync.close()
+        """Free the local handles (the sandbox keeps running)."""
+        handles, self._handles = self._handles, {}
+        for h in handles.values():
+            _lib.lib().sbx_sandbox_free(h)
+        if self._sync is not None:
+            self._sync.close()
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self
@@ -136,5 +534,5 @@ class AsyncSandbox:
 
 async def create_lease(ttl: Any = "60s", client: Optional[Client] = None,
                        renew_every: Optional[float] = None) -> Lease:
-    """Lease.create off the event loop."""
+    """Lease.create on the thread pool."""
     return await _off(Lease.create, ttl, client or default_client(), renew_every)

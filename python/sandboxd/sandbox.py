@@ -158,6 +158,84 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
     return keep
 
 
+def _create_request(image: Optional[str] = None, cpu: Optional[float] = None,
+                    memory: Optional[Size] = None, disk: Optional[Size] = None,
+                    pids: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+                    labels: Optional[Mapping[str, str]] = None,
+                    idle_timeout: Optional[Duration] = None, timeout: Optional[Duration] = None,
+                    max_cost: Optional[float] = None, network: Optional["Egress"] = None,
+                    lease: Union["Lease", str, None] = None,
+                    idempotency_key: Optional[str] = None, profile: Optional[str] = None,
+                    gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
+                    entrypoint: Union[bool, Sequence[str], None] = None) -> Any:
+    """Sandbox.create's arguments as an sbx_create_opts, the ctypes objects it points to (keep
+    them while it is used) and the extra JSON fields (bytes or None). Unknown names: TypeError."""
+    extra = _extra_create_fields(ports, entrypoint)
+    o = _lib.CreateOpts()
+    _lib.lib().sbx_create_opts_init(ctypes.byref(o))
+    keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
+                             env=env, labels=labels, idle_timeout=idle_timeout, timeout=timeout,
+                             max_cost=max_cost, network=network, lease=lease,
+                             idempotency_key=idempotency_key, profile=profile, gpus=gpus)
+    return o, keep, extra.encode() if extra else None
+
+
+def _exec_args(argv: Sequence[str], stdin: Union[bytes, str, None],
+               env: Optional[Mapping[str, str]], cwd: Optional[str],
+               timeout: Optional[Duration], shell: bool, max_output: Optional[Size],
+               user: Optional[str] = None) -> Dict[str, Any]:
+    """A command's arguments, checked, as the dict _exec_opts takes."""
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise InvalidArgument("exec: argv must be one or more strings", "invalid_argument")
+    if isinstance(stdin, str):
+        stdin = stdin.encode()
+    if stdin is not None and not isinstance(stdin, (bytes, bytearray)):
+        raise InvalidArgument("exec: stdin must be bytes or str", "invalid_argument")
+    if user is not None and not isinstance(user, str):
+        raise InvalidArgument("exec: user must be a string (\"agent\", \"grader\")",
+                              "invalid_argument")
+    return {"argv": list(argv), "stdin": stdin, "env": _kv(env, "env"), "cwd": cwd,
+            "timeout_ms": parse_duration_ms(timeout, "timeout"), "shell": shell,
+            "max_output": parse_size(max_output, "max_output"), "user": user}
+
+
+def _exec_opts(a: Dict[str, Any], cb: Any) -> Any:
+    """An sbx_exec_opts from _exec_args's dict (cb: an OUTPUT_CB or None), and the ctypes
+    objects it points to (keep them while it is used)."""
+    o = _lib.ExecOpts()
+    _lib.lib().sbx_exec_opts_init(ctypes.byref(o))
+    argv = _lib.strv(a["argv"])
+    o.argv = ctypes.cast(argv, ctypes.POINTER(ctypes.c_char_p))
+    o.shell = 1 if a["shell"] else 0
+    envv = _lib.strv(a["env"])
+    if envv is not None:
+        o.env = ctypes.cast(envv, ctypes.POINTER(ctypes.c_char_p))
+    cwd = a["cwd"].encode() if a["cwd"] else None
+    o.cwd = cwd
+    stdin = a["stdin"]
+    sbuf = None
+    if stdin is not None:
+        sbuf = ctypes.create_string_buffer(bytes(stdin), len(stdin))
+        o.stdin_data = ctypes.cast(sbuf, ctypes.c_void_p)
+        o.stdin_len = len(stdin)
+    o.timeout_ms = a["timeout_ms"]
+    o.max_output = a["max_output"]
+    user = a["user"].encode() if a.get("user") else None
+    o.user = user
+    if cb is not None:
+        o.on_output = cb
+    return o, [argv, envv, cwd, sbuf, user, cb]
+
+
+def _info(j: Dict[str, Any]) -> "SandboxInfo":
+    """SandboxInfo from the sandbox object (GET /v1/sandboxes/{id})."""
+    end = j.get("end") or {}
+    return SandboxInfo(id=j["id"], state=j["state"], usage=j.get("usage") or {},
+                       cost_usd=float(j.get("cost_usd") or 0.0), limits=j.get("limits") or {},
+                       labels=j.get("labels") or {}, end_reason=EndReason.parse(end.get("reason")),
+                       end_message=end.get("message"), raw=j)
+
+
 class Egress:
     """A sandbox's network policy: ``Egress.none()`` (the default), ``Egress.open()`` or
     ``Egress.allow(["10.1.2.0/24", "example.com:443"])``."""
@@ -558,20 +636,20 @@ class Sandbox:
         background once it runs, ``entrypoint=["python3", "srv.py"]`` that command
         (docs/API.md "Entrypoint")."""
         client = client or default_client()
-        extra = _extra_create_fields(ports, entrypoint)
+        o, keep, extra = _create_request(image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
+                                         env=env, labels=labels, idle_timeout=idle_timeout,
+                                         timeout=timeout, max_cost=max_cost, network=network,
+                                         lease=lease, idempotency_key=idempotency_key,
+                                         profile=profile, gpus=gpus, ports=ports,
+                                         entrypoint=entrypoint)
         L = _lib.lib()
-        o = _lib.CreateOpts()
-        L.sbx_create_opts_init(ctypes.byref(o))
-        keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
-                                 env=env, labels=labels, idle_timeout=idle_timeout,
-                                 timeout=timeout, max_cost=max_cost, network=network, lease=lease,
-                                 idempotency_key=idempotency_key, profile=profile, gpus=gpus)
         h = ctypes.c_void_p()
         if extra:
-            _call(L.sbx_sandbox_create_with, client.handle(), ctypes.byref(o), extra.encode(),
+            _call(L.sbx_sandbox_create_with, client.handle(), ctypes.byref(o), extra,
                   ctypes.byref(h))
         else:
             _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
+        del keep
         return cls(h, client)
 
     @classmethod
@@ -581,6 +659,14 @@ class Sandbox:
         client = client or default_client()
         h = ctypes.c_void_p()
         _call(_lib.lib().sbx_sandbox_open, client.handle(), sandbox_id.encode(), ctypes.byref(h))
+        return cls(h, client)
+
+    @classmethod
+    def _lazy(cls, sandbox_id: str, client: Client) -> "Sandbox":
+        """A Sandbox for a known id without asking the daemon (sbx_sandbox_open_lazy)."""
+        h = ctypes.c_void_p()
+        _call(_lib.lib().sbx_sandbox_open_lazy, client.handle(), sandbox_id.encode(),
+              ctypes.byref(h))
         return cls(h, client)
 
     def _handle(self) -> ctypes.c_void_p:
@@ -597,46 +683,9 @@ class Sandbox:
         return h
 
     # ---- commands ----
-    def _exec_opts(self, argv: Sequence[str], stdin: Union[bytes, str, None],
-                   env: Optional[Mapping[str, str]], cwd: Optional[str],
-                   timeout: Optional[Duration], shell: bool,
-                   max_output: Optional[Size], user: Optional[str] = None) -> Dict[str, Any]:
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise InvalidArgument("exec: argv must be one or more strings", "invalid_argument")
-        if isinstance(stdin, str):
-            stdin = stdin.encode()
-        if stdin is not None and not isinstance(stdin, (bytes, bytearray)):
-            raise InvalidArgument("exec: stdin must be bytes or str", "invalid_argument")
-        if user is not None and not isinstance(user, str):
-            raise InvalidArgument("exec: user must be a string (\"agent\", \"grader\")",
-                                  "invalid_argument")
-        return {"argv": list(argv), "stdin": stdin, "env": _kv(env, "env"), "cwd": cwd,
-                "timeout_ms": parse_duration_ms(timeout, "timeout"), "shell": shell,
-                "max_output": parse_size(max_output, "max_output"), "user": user}
-
     def _exec_raw(self, a: Dict[str, Any], cb: Any, text: bool) -> CommandResult:
         L = _lib.lib()
-        o = _lib.ExecOpts()
-        L.sbx_exec_opts_init(ctypes.byref(o))
-        argv = _lib.strv(a["argv"])
-        o.argv = ctypes.cast(argv, ctypes.POINTER(ctypes.c_char_p))
-        o.shell = 1 if a["shell"] else 0
-        envv = _lib.strv(a["env"])
-        if envv is not None:
-            o.env = ctypes.cast(envv, ctypes.POINTER(ctypes.c_char_p))
-        o.cwd = a["cwd"].encode() if a["cwd"] else None
-        stdin = a["stdin"]
-        sbuf = None
-        if stdin is not None:
-            sbuf = ctypes.create_string_buffer(bytes(stdin), len(stdin))
-            o.stdin_data = ctypes.cast(sbuf, ctypes.c_void_p)
-            o.stdin_len = len(stdin)
-        o.timeout_ms = a["timeout_ms"]
-        o.max_output = a["max_output"]
-        user = a["user"].encode() if a.get("user") else None
-        o.user = user
-        if cb is not None:
-            o.on_output = cb
+        o, keep = _exec_opts(a, cb)
         res = _lib.ExecResult()
         err = _lib.SbxErr()
         rc = L.sbx_sandbox_exec(self._handle(), ctypes.byref(o), ctypes.byref(res), ctypes.byref(err))
@@ -646,7 +695,7 @@ class Sandbox:
         finally:
             if rc == 0:
                 L.sbx_exec_result_free(ctypes.byref(res))
-            del argv, envv, sbuf, user
+            del keep
 
     def exec(self, *argv: str, stdin: Union[bytes, str, None] = None,
              env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
@@ -656,7 +705,7 @@ class Sandbox:
         """Start a command; its output streams while it runs (``p.stdout``, ``p.stderr``)
         and ``p.wait()`` gives the CommandResult. ``stdin`` is sent whole at the start.
         ``user``: "agent" (the default) or, in a grading sandbox, "grader"."""
-        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output, user)
+        a = _exec_args(argv, stdin, env, cwd, timeout, shell, max_output, user)
         return Process(self, a, text)
 
     def run(self, *argv: str, stdin: Union[bytes, str, None] = None,
@@ -666,7 +715,7 @@ class Sandbox:
             user: Optional[str] = None) -> CommandResult:
         """Run a command and wait for it: the CommandResult with its output (str by
         default; text=False for bytes). ``user`` as in exec."""
-        a = self._exec_opts(argv, stdin, env, cwd, timeout, shell, max_output, user)
+        a = _exec_args(argv, stdin, env, cwd, timeout, shell, max_output, user)
         return self._exec_raw(a, None, text)
 
     # ---- files ----
@@ -711,7 +760,11 @@ class Sandbox:
         out, n = ctypes.c_void_p(), ctypes.c_size_t()
         _call(_lib.lib().sbx_sandbox_get_archive, self._handle(), remote_dir.encode(),
               ctypes.byref(out), ctypes.byref(n))
-        data = _lib.take_bytes(out, n.value)
+        Sandbox._unpack(_lib.take_bytes(out, n.value), local_dir)
+
+    @staticmethod
+    def _unpack(data: bytes, local_dir: str) -> None:
+        """A tar from the sandbox into local_dir (made if missing), refusing unsafe entries."""
         os.makedirs(local_dir, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
             if hasattr(tarfile, "data_filter"):
@@ -771,12 +824,7 @@ class Sandbox:
         """State, limits, usage, cost and end reason (GET /v1/sandboxes/{id})."""
         out = ctypes.c_void_p()
         _call(_lib.lib().sbx_sandbox_inspect, self._handle(), ctypes.byref(out))
-        j = json.loads(_lib.take_string(out))
-        end = j.get("end") or {}
-        return SandboxInfo(id=j["id"], state=j["state"], usage=j.get("usage") or {},
-                           cost_usd=float(j.get("cost_usd") or 0.0), limits=j.get("limits") or {},
-                           labels=j.get("labels") or {}, end_reason=EndReason.parse(end.get("reason")),
-                           end_message=end.get("message"), raw=j)
+        return _info(json.loads(_lib.take_string(out)))
 
     def set_timeout(self, timeout: Duration) -> None:
         """The sandbox now lives until ``timeout`` from now."""

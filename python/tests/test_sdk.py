@@ -299,11 +299,11 @@ def _threads():
 
 
 def test_async_128_concurrent_episodes_threads_bounded():
-    """128 episodes alive at once from one event loop: the thread count stays bounded by the
-    two pools (AsyncSandbox's, default 64, and the client's exec pool, here 16), not one
-    thread per sandbox; every episode still finishes with the right answer."""
-    n, exec_threads = 128, 16
-    client = sandboxd.Client(max_threads=exec_threads)
+    """128 episodes alive at once from one event loop, with the default client: libsbx's async
+    API runs on the loop itself (aio.py), so no thread is added per sandbox or per command;
+    every episode still finishes with the right answer and its streamed output."""
+    n = 128
+    client = sandboxd.Client()
     base = _threads()
     peak = [base]
 
@@ -345,10 +345,8 @@ def test_async_128_concurrent_episodes_threads_bounded():
     results = asyncio.run(main())
     assert [r[1] for r in results] == [f"{i + 1}\n" for i in range(n)]
     assert all(r[0].startswith(str(i).encode()) for i, r in enumerate(results))
-    async_threads = int(os.environ.get("SANDBOXD_ASYNC_THREADS", "64"))
-    bound = base + async_threads + exec_threads
-    assert peak[0] <= bound, (peak[0], bound)
-    assert peak[0] < base + n, "a thread per sandbox"
+    # the sampler's own wake-ups aside, nothing runs off the loop: a small bound, not 128
+    assert peak[0] <= base + 2, (peak[0], base)
 
 
 def test_units_and_local_validation():
