@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/python.py: the Python SDK's create -> exec -> terminate (Sandbox, and AsyncSandbox on one
-event loop) next to the same three libsbx calls made directly (ctypes, no SDK layer) in the same
-run, 128 AsyncSandbox episodes at once (threads seen), and POST /run_code of a trivial
+event loop) next to the same three libsbx calls made directly (ctypes, no SDK layer) and the
+same cycle from C (bench/lat.c, $SBX_BENCH_LAT), interleaved in the same run, 128 AsyncSandbox episodes at once (threads seen), and POST /run_code of a trivial
 Python program at 1, 16 and 128 concurrent clients. Prints one JSON object per measurement
 (name, n, p50_ms, p99_ms, and rps for the /run_code rows). Needs SBX_HOST (the daemon),
 SANDBOXD_SF_URL (its --sandboxfusion-listen URL) and SANDBOXD_LIBSBX. Run by bench/python.sh."""
@@ -28,9 +28,12 @@ def stats(name, ms, extra=None):
     print(json.dumps(out), flush=True)
 
 
+CPU = 0.5  # the cycles' shape: bench/python.sh's warm pool (apart from /run_code's)
+
+
 def sdk_cycle():
     t = time.perf_counter()
-    sb = sandboxd.Sandbox.create()
+    sb = sandboxd.Sandbox.create(cpu=CPU)
     sb.run("true")
     sb.terminate()
     sb.close()
@@ -39,7 +42,7 @@ def sdk_cycle():
 
 async def aio_cycle():
     t = time.perf_counter()
-    sb = await sandboxd.AsyncSandbox.create()
+    sb = await sandboxd.AsyncSandbox.create(cpu=CPU)
     await sb.run("true")
     await sb.terminate()
     await sb.close()
@@ -60,12 +63,21 @@ async def aio_episodes(n):
     return time.perf_counter() - t, peak[0]
 
 
+def c_cycle():
+    """The same cycle from C (bench/lat.c: curl on the socket, no libsbx), one warm-up + one."""
+    out = subprocess.run([os.environ["SBX_BENCH_LAT"], "cycle", "c", "1",
+                          os.environ["SBX_HOST"].removeprefix("unix:"), json.dumps({"cpu": CPU})],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.splitlines()[0])["p50_ms"]
+
+
 def libsbx_cycle(client):
     L = _lib.lib()
     err = _lib.SbxErr()
     t = time.perf_counter()
     o = _lib.CreateOpts()
     L.sbx_create_opts_init(ctypes.byref(o))
+    o.cpu = CPU
     h = ctypes.c_void_p()
     assert L.sbx_sandbox_create(client, ctypes.byref(o), ctypes.byref(h), ctypes.byref(err)) == 0
     e = _lib.ExecOpts()
@@ -109,16 +121,20 @@ def main():
     n = int(os.environ.get("SBX_BENCH_N", "50"))
     url = os.environ["SANDBOXD_SF_URL"]
     client = sandboxd.default_client().handle()
-    sdk, raw, aio = [], [], []
+    sdk, raw, aio, c = [], [], [], []
     loop = asyncio.new_event_loop()
-    for _ in range(n):  # interleaved: all three see the same machine load
+    for _ in range(n):  # interleaved: all four see the same machine load
+        c.append(c_cycle())
         sdk.append(sdk_cycle())
         raw.append(libsbx_cycle(client))
         aio.append(loop.run_until_complete(aio_cycle()))
     p50 = lambda v: sorted(v)[len(v) // 2]
-    stats("python.libsbx.cycle", raw)
-    stats("python.sdk.cycle", sdk, {"p50_vs_libsbx": round(p50(sdk) / p50(raw), 2)})
-    stats("python.aio.cycle", aio, {"p50_vs_libsbx": round(p50(aio) / p50(raw), 2)})
+    stats("c.cycle", c)
+    stats("python.libsbx.cycle", raw, {"p50_vs_c": round(p50(raw) / p50(c), 2)})
+    stats("python.sdk.cycle", sdk, {"p50_vs_c": round(p50(sdk) / p50(c), 2),
+                                    "p50_vs_libsbx": round(p50(sdk) / p50(raw), 2)})
+    stats("python.aio.cycle", aio, {"p50_vs_c": round(p50(aio) / p50(c), 2),
+                                    "p50_vs_libsbx": round(p50(aio) / p50(raw), 2)})
     base = threading.active_count()
     secs, peak = loop.run_until_complete(aio_episodes(128))
     print(json.dumps({"name": "python.aio.episodes128", "seconds": round(secs, 2),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/python.sh: runs bench/python.py (Python SDK vs libsbx cycle, /run_code at 1/16/128
-# clients) against a daemon of its own. Usage: bench/python.sh [BUILD_DIR]; SBX_BENCH_N
+# bench/python.sh: runs bench/python.py (Python SDK, AsyncSandbox and libsbx cycles from a warm
+# pool, 128 AsyncSandbox episodes, /run_code at 1/16/128 clients with its pools by demand)
+# against a daemon of its own. Usage: bench/python.sh [BUILD_DIR]; SBX_BENCH_N
 # iterations (default 50). Prints JSON lines; copy the numbers into docs/BENCHMARKS.md.
 set -euo pipefail
 B=${1:-build}
@@ -13,7 +14,16 @@ mkdir -p "$RUN_DIR"
 mount -t tmpfs -o mode=0755 sbxbench "$RUN_DIR"
 export RUN_DIR
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-start_daemon --shim "$B/sbx-shim" --max-sandboxes 200 --sandboxfusion-listen "127.0.0.1:$PORT" \
-  --sandboxfusion-max-running "${SBX_BENCH_SF_RUNNING:-16}" || { cat "$T/daemon.log" >&2; exit 1; }
-SBX_HOST="unix:$T/sock" SANDBOXD_SF_URL="http://127.0.0.1:$PORT" SANDBOXD_LIBSBX="$B/libsbx.so.0" \
+N=${SBX_BENCH_N:-50}
+POOL=$((5 * N + 4)) # per round the C cycle (a warm-up and one) and the SDK, AsyncSandbox and
+                    # libsbx cycles (cpu 0.5) take one entry each
+start_daemon --shim "$B/sbx-shim" --max-sandboxes $((POOL + 300)) --sandboxfusion-listen "127.0.0.1:$PORT" \
+  --sandboxfusion-max-running "${SBX_BENCH_SF_RUNNING:-16}" --pool "size=$POOL,cpu=0.5" \
+  --pool-max-starting 4 || { cat "$T/daemon.log" >&2; exit 1; }
+for _ in $(seq 1200); do # until the pool is full
+  [ "$(curl -s --unix-socket "$T/sock" http://x/metrics |
+    awk '$1 == "sandboxd_pool_entries{pool=\"0\",state=\"ready\"}" {print $2}')" == "$POOL" ] && break
+  sleep 0.1
+done
+SBX_BENCH_LAT=$LAT SBX_HOST="unix:$T/sock" SANDBOXD_SF_URL="http://127.0.0.1:$PORT" SANDBOXD_LIBSBX="$B/libsbx.so.0" \
   PYTHONPATH="$ROOT/python" "${SBX_PYTHON:-/usr/bin/python3}" bench/python.py
