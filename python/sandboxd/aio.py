@@ -18,7 +18,6 @@ import io
 import itertools
 import json
 import os
-import tarfile
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -437,13 +436,7 @@ class AsyncSandbox:
 
     async def upload_dir(self, local_dir: str, remote_dir: str) -> None:
         """Sandbox.upload_dir (the tar is made on the loop)."""
-        if not os.path.isdir(local_dir):
-            raise InvalidArgument(f"upload_dir: {local_dir} is not a directory", "invalid_argument")
-        bio = io.BytesIO()
-        with tarfile.open(fileobj=bio, mode="w") as tar:
-            for name in sorted(os.listdir(local_dir)):
-                tar.add(os.path.join(local_dir, name), arcname=name)
-        data = bio.getvalue()
+        data = Sandbox._tar(local_dir)
         eng, h = self._on()
         buf = ctypes.create_string_buffer(data, len(data))
         await _start(eng, _nothing, lambda k: _lib.lib().sbx_async_put_archive(

@@ -743,15 +743,20 @@ class Sandbox:
             return f
         return io.TextIOWrapper(f, encoding=encoding, write_through=True)
 
-    def upload_dir(self, local_dir: str, remote_dir: str) -> None:
-        """Copy a local directory's contents into ``remote_dir`` (one tar through libsbx)."""
+    @staticmethod
+    def _tar(local_dir: str) -> bytes:
+        """A local directory's contents as a tar (upload_dir's body)."""
         if not os.path.isdir(local_dir):
             raise InvalidArgument(f"upload_dir: {local_dir} is not a directory", "invalid_argument")
         bio = io.BytesIO()
         with tarfile.open(fileobj=bio, mode="w") as tar:
             for name in sorted(os.listdir(local_dir)):
                 tar.add(os.path.join(local_dir, name), arcname=name)
-        data = bio.getvalue()
+        return bio.getvalue()
+
+    def upload_dir(self, local_dir: str, remote_dir: str) -> None:
+        """Copy a local directory's contents into ``remote_dir`` (one tar through libsbx)."""
+        data = Sandbox._tar(local_dir)
         buf = ctypes.create_string_buffer(data, len(data))
         _call(_lib.lib().sbx_sandbox_put_archive, self._handle(), remote_dir.encode(), buf, len(data))
 

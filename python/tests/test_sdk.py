@@ -349,6 +349,65 @@ def test_async_128_concurrent_episodes_threads_bounded():
     assert peak[0] <= base + 2, (peak[0], base)
 
 
+def test_async_calls_on_the_loop(tmp_path):
+    """The other AsyncSandbox calls on the loop: files and directories, a daemon error raised
+    from a callback, streamed text output, open, inspect, fork; a create cancelled while in
+    flight ends the sandbox it made; no thread was started for any of it."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f.txt").write_text("hi")
+
+    async def main():
+        base = threading.active_count()
+        sb = await AsyncSandbox.create(**SMALL)
+        try:
+            await sb.write_file("/workspace/a.txt", "alpha")
+            assert await sb.read_file("/workspace/a.txt") == b"alpha"
+            with pytest.raises(NotFound):
+                await sb.read_file("/workspace/missing")
+            await sb.upload_dir(str(src), "/workspace/up")
+            await sb.download_dir("/workspace/up", str(tmp_path / "down"))
+            assert (tmp_path / "down" / "d" / "f.txt").read_text() == "hi"
+            p = await sb.exec("sh", "-c", "printf '\\303\\251'; echo err >&2", text=True)
+            out = ""
+            while True:
+                chunk = await p.read_stdout()
+                if not chunk:
+                    break
+                out += chunk
+            assert out == "\u00e9" and await p.read_stderr() == "err\n"
+            assert (await p.wait()).exit_code == 0
+            again = await AsyncSandbox.open(sb.id)
+            assert (await again.inspect()).state == "running"
+            await again.close()
+            kids = await sb.fork(2, labels={"kid": "1"})
+            for k in kids:
+                assert await k.read_file("/workspace/a.txt") == b"alpha"
+                await k.terminate()
+                await k.close()
+        finally:
+            await sb.terminate()
+            await sb.close()
+        with pytest.raises(NotFound):
+            await AsyncSandbox.open("sb-00000000000000aa")
+        t = asyncio.ensure_future(AsyncSandbox.create(**SMALL, labels={"cancelled": "1"}))
+        await asyncio.sleep(0)
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
+        for _ in range(200):  # the create still lands; its answer ends the sandbox
+            made = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: sandboxd.Client().list("cancelled=1"))
+            if made and all(m["state"] == "ended" for m in made):
+                break
+            await asyncio.sleep(0.05)
+        assert made and all(m["state"] == "ended" for m in made), made
+        return base
+
+    base = asyncio.run(main())
+    assert threading.active_count() <= base + 1  # the executor thread of the list() polls
+
+
 def test_units_and_local_validation():
     assert sandboxd.parse_size("2Gi", "m") == 2 << 30
     assert sandboxd.parse_duration_ms("5m", "t") == 300000

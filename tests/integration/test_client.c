@@ -387,6 +387,17 @@ static void on_created(void *ud, sbx_sandbox *sb, const sbx_err *err) {
         fail_slot(s, "exec submit", NULL);
 }
 
+/* The daemon runs no sandbox any more. */
+static void check_none_active(sbx_client *c) {
+    char *js = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_info(c, &js, &err), SBX_OK);
+    json_t *info = json_loads(js, 0, NULL);
+    CHECK_EQ(json_integer_value(json_object_get(info, "active_sandboxes")), 0);
+    json_decref(info);
+    free(js);
+}
+
 TEST_T(async_200_sandboxes, 300) {
     const char *host = daemon_start(N_ASYNC + 10);
     uv_loop_t loop;
@@ -439,11 +450,7 @@ TEST_T(async_200_sandboxes, 300) {
         CHECK_STREQ(json_string_value(json_object_get(s, "state")), "ended");
     json_decref(arr);
     free(js);
-    CHECK_EQ(sbx_client_info(c, &js, &err), SBX_OK);
-    json_t *info = json_loads(js, 0, NULL);
-    CHECK_EQ(json_integer_value(json_object_get(info, "active_sandboxes")), 0);
-    json_decref(info);
-    free(js);
+    check_none_active(c);
     sbx_client_free(c);
 }
 
@@ -491,12 +498,7 @@ TEST_T(async_standalone_poll_loop, 120) {
     }
     CHECK_EQ(sbx_async_pending(f.as), 0);
     sbx_async_free(f.as); /* closes its own loop (ASan: nothing leaks) */
-    char *js = NULL;
-    CHECK_EQ(sbx_client_info(c, &js, &err), SBX_OK);
-    json_t *info = json_loads(js, 0, NULL);
-    CHECK_EQ(json_integer_value(json_object_get(info, "active_sandboxes")), 0);
-    json_decref(info);
-    free(js);
+    check_none_active(c);
     sbx_client_free(c);
 }
 
