@@ -155,7 +155,8 @@ run_code() { # [memory_limit_MB]: one print(6*7) through /run_code on the Unix s
 }
 
 # /run_code's shape gets a pool by demand: entries are there after the first request, the pool
-# grows under a burst and serves it (hits), a second shape (memory_limit_MB) gets its own, and
+# grows under a burst and serves it (hits), /run_jupyter takes from it too, a second shape
+# (memory_limit_MB) gets its own, and
 # with nobody asking for --pool-demand-idle seconds each ends its entries (no shim, no run dir).
 TEST_TIMEOUT_demand_pool=120
 test_demand_pool() {
@@ -171,6 +172,11 @@ test_demand_pool() {
   [ "$(metric sandboxd_pool_hits_total)" -ge $((hits0 + 10)) ] \
     || fail "the burst was not served from the pool: hits $hits0 -> $(metric sandboxd_pool_hits_total)"
   wait_entries 0 -ge 3 20 # the rate of the burst: more than the one request's two
+  python3 -c 'import jupyter_client' 2>/dev/null || skip "python3-jupyter-client is needed"
+  local hits1; hits1=$(metric sandboxd_pool_hits_total)
+  req POST /run_jupyter -d '{"cells":["6 * 7"]}' # the same shape: the same pool
+  expect 200 '.status == "Success" and .cells[0].display[0]["text/plain"] == "42"'
+  [ "$(metric sandboxd_pool_hits_total)" == $((hits1 + 1)) ] || fail "/run_jupyter missed the pool"
   run_code 512
   wait_entries 1 -ge 1 20
   req GET /v1/sandboxes; expect 200 'all(.[]; .state == "ended")' # entries are nobody's sandboxes
