@@ -172,7 +172,7 @@ test_demand_pool() {
   [ "$(metric sandboxd_pool_hits_total)" -ge $((hits0 + 10)) ] \
     || fail "the burst was not served from the pool: hits $hits0 -> $(metric sandboxd_pool_hits_total)"
   wait_entries 0 -ge 3 20 # the rate of the burst: more than the one request's two
-  python3 -c 'import jupyter_client' 2>/dev/null || skip "python3-jupyter-client is needed"
+  /usr/bin/python3 -c 'import jupyter_client' 2>/dev/null || skip "python3-jupyter-client is needed"
   local hits1; hits1=$(metric sandboxd_pool_hits_total)
   req POST /run_jupyter -d '{"cells":["6 * 7"]}' # the same shape: the same pool
   expect 200 '.status == "Success" and .cells[0].display[0]["text/plain"] == "42"'
