@@ -93,13 +93,18 @@ static bool same(json_t *a, json_t *b) {
 bool poolshape_match(json_t *shape, json_t *defaults, json_t *pool) {
     if (!json_is_object(shape) || !json_is_object(pool))
         return false;
-    for (size_t i = 0; i < sizeof(FIELDS) / sizeof(FIELDS[0]); i++) {
-        json_t *want = json_object_get(shape, FIELDS[i]);
+    json_t *native = json_string("native"); /* a record without "isolation" (older node) */
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof(FIELDS) / sizeof(FIELDS[0]); i++) {
+        bool iso = strcmp(FIELDS[i], "isolation") == 0;
+        json_t *want = json_object_get(shape, FIELDS[i]), *have = json_object_get(pool, FIELDS[i]);
         if (!want)
-            want = json_object_get(defaults, FIELDS[i]);
-        if (!want || !same(want, json_object_get(pool, FIELDS[i])))
-            return false;
+            want = json_object_get(defaults, FIELDS[i]) ?: (iso ? native : NULL);
+        ok = want && same(want, have ?: (iso ? native : NULL));
     }
+    json_decref(native);
+    if (!ok)
+        return false;
     return true;
 }
 

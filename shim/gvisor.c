@@ -187,11 +187,6 @@ int shim_gvisor_chroot(shim_init_ctx *c, error_rec *err) {
         return error_set_errno(err, negative_errno(), "stdio to /dev/null");
     if (chroot(root) < 0 || chdir("/") < 0)
         return error_set_errno(err, negative_errno(), "chroot %s", root);
-    if (shim_init_title && shim_init_title_len > 8) {
-        memset(shim_init_title, 0, shim_init_title_len);
-        memcpy(shim_init_title, "sbx-init", 8);
-    }
-    prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
     return 0;
 }
 

@@ -110,6 +110,15 @@ static int step_seal(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_seal(c->staging, err);
 }
 
+/* No host path in /proc/1/cmdline: main's argv area says "sbx-init". */
+static void set_title(void) {
+    if (shim_init_title && shim_init_title_len > 8) {
+        memset(shim_init_title, 0, shim_init_title_len);
+        memcpy(shim_init_title, "sbx-init", 8);
+    }
+    prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+}
+
 static int step_pivot(shim_init_ctx *c, error_rec *err) {
     int r = shim_rootfs_pivot(c->staging, err);
     if (r < 0)
@@ -123,12 +132,16 @@ static int step_pivot(shim_init_ctx *c, error_rec *err) {
             return error_set_errno(err, negative_errno(), "dup2");
     if (fd > 2)
         close(fd);
-    if (shim_init_title && shim_init_title_len > 8) {
-        memset(shim_init_title, 0, shim_init_title_len);
-        memcpy(shim_init_title, "sbx-init", 8);
-    }
-    prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+    set_title();
     return 0;
+}
+
+/* gvisor: init's root becomes the sandbox's by chroot (runsc, its child, keeps the host's) */
+static int step_gvisor_chroot(shim_init_ctx *c, error_rec *err) {
+    int r = shim_gvisor_chroot(c, err);
+    if (r >= 0)
+        set_title();
+    return r;
 }
 
 /* The OOM killer should pick a command, not init or a reaper (a dead init is a platform
@@ -217,7 +230,7 @@ static const struct {
     {"oom-score", step_oom_score, BOTH},
     {"userns", step_userns, BOTH},
     {"gvisor-start", shim_gvisor_start, GVISOR},
-    {"gvisor-chroot", shim_gvisor_chroot, GVISOR},
+    {"gvisor-chroot", step_gvisor_chroot, GVISOR},
     {"credentials", step_credentials, BOTH},
     {"seccomp", step_seccomp, BOTH},
 };
