@@ -44,9 +44,10 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The channel on IPC, /dev/null on 0-2, nothing else. */
+/* The channel on IPC (close-on-exec: this gVisor's close_range has no CLOSE_RANGE_CLOEXEC, on
+ * which the native init relies to keep it from commands), /dev/null on 0-2, nothing else. */
 static void descriptors(void) {
-    if (dup2(0, IPC) < 0)
+    if (dup3(0, IPC, O_CLOEXEC) < 0)
         _exit(1);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0)
