@@ -13,6 +13,8 @@
  *  "cgroup":{"version":1|2, "parent":"..."},
  *  "seed":{"path":"/abs/layer", "uid_base":N},   (optional: a fork's starting files, below)
  *  "profile":"grading",                     (optional: a grading sandbox, docs/GRPO.md)
+ *  "isolation":{"type":"gvisor","runsc":"/abs/runsc"}   (optional: the sandbox runs under
+ *         gVisor's runsc, shim/gvisor.h; absent or {"type":"native"}: namespaces + seccomp)
  *  "gpus":{"devices":[{"path","name","major","minor"}],"binds":["/abs/file"]}}   (optional:
  *         the GPU nodes the sandbox gets under /dev/<name> and alone may open, and the host
  *         driver files bound read-only; checked and applied by shim/gpu.c)
@@ -75,6 +77,7 @@ typedef struct shim_spec {
     uint32_t seed_uid_base; /* the seed's owners are seed_uid_base + (0..65535) */
     bool grading;           /* "profile":"grading": two users, /grader, sbx-as-agent */
     json_t *gpus;           /* "gpus" object (shim/gpu.c), or NULL: no GPU */
+    char *runsc;            /* "isolation" gvisor: runsc's absolute path; NULL: native */
 } shim_spec;
 
 /* Parse and validate spec JSON text. */

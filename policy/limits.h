@@ -47,6 +47,7 @@ typedef struct policy_create {
     unsigned n_ports;
     unsigned gpus;     /* whole GPUs (policy/gpu.h); 0: none */
     json_t *gpu_uuids; /* which GPUs (array of uuid strings), or NULL: any free */
+    bool gvisor;       /* "isolation":"gvisor" (docs/SECURITY.md); false: "native" */
 } policy_create;
 
 typedef struct policy_exec {

@@ -56,6 +56,7 @@ static const opt_row rows[] = {
     {"tls-cert", "tls_cert", K_STR, F(tls_cert)},
     {"tls-key", "tls_key", K_STR, F(tls_key)},
     {"gpu-root", "gpu_root", K_STR, F(gpu_root)},
+    {"runsc", "runsc", K_STR, F(runsc)},
 };
 #undef F
 
@@ -71,7 +72,7 @@ static const char usage[] =
     "                [--pool-max-starting N]\n"
     "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
     "                [--sandboxfusion-queue-timeout SECONDS]\n"
-    "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR]\n"
+    "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR] [--runsc PATH|none]\n"
     "                [--fleet-etcd URL[,URL...] --advertise-url URL [--node-name NAME]\n"
     "                 [--fleet-prefix P] [--fleet-ttl SECONDS] [--fleet-token TOKEN]]\n";
 
@@ -387,6 +388,7 @@ void sd_config_done(sd_config *c) {
     json_decref(c->gpus);
     json_decref(c->gpu_control);
     free(c->gpu_root);
+    free(c->runsc);
     free(c->fleet_etcd);
     free(c->fleet_prefix);
     free(c->node_name);

@@ -33,6 +33,7 @@ typedef struct sd_config {
      * discover /dev/nvidia* under gpu_root, default the host's /) */
     json_t *gpus, *gpu_control;
     char *gpu_root;
+    char *runsc; /* gVisor's runsc (core/gvisor.c): NULL: PATH; "none": the class is off */
 } sd_config;
 
 int sd_config_load(int argc, char **argv, sd_config *cfg, error_rec *err);

@@ -14,6 +14,7 @@
 #include "sandboxd/core/commit.h"
 #include "sandboxd/core/fork.h"
 #include "sandboxd/core/gpu.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -119,6 +120,8 @@ static void raise_nofile(void) {
 static int wire(sd_daemon *d, error_rec *err) {
     int r;
     sd_network_init(d);
+    if ((r = sd_gvisor_init(d, err)) < 0) /* the gvisor class: runsc found and checked */
+        return r;
     if ((r = sd_gpu_init(d, err)) < 0) /* GPUs: before restore claims them back */
         return r;
     if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
@@ -202,6 +205,7 @@ int main(int argc, char **argv) {
     uv_run(d.loop, UV_RUN_DEFAULT);
     sd_cgroup_release(&d);
     sd_gpu_done(&d);
+    sd_gvisor_done(&d);
     log_info("stopped");
     return 0;
 }

@@ -65,8 +65,9 @@ typedef struct cli_create_flags {
         {"pids", required_argument, NULL, 'P'}, {"env", required_argument, NULL, 'e'},             \
         {"label", required_argument, NULL, 'l'}, {"idle-timeout", required_argument, NULL, 'T'},   \
         {"timeout", required_argument, NULL, 't'}, {"max-cost", required_argument, NULL, 'X'},     \
-        {"network", required_argument, NULL, 'N'}, {"profile", required_argument, NULL, 'R'}, {    \
-        "gpus", required_argument, NULL, 'G'                                                       \
+        {"network", required_argument, NULL, 'N'}, {"profile", required_argument, NULL, 'R'},      \
+        {"gpus", required_argument, NULL, 'G'}, {                                                  \
+        "isolation", required_argument, NULL, 'O'                                                  \
     }
 #define CLI_CREATE_HELP                                                                            \
     "  --image NAME          image (default: host)\n"                                              \
@@ -81,7 +82,9 @@ typedef struct cli_create_flags {
     "  --max-cost USD        end the sandbox when it has cost this much\n"                         \
     "  --network MODE        none (default), open, or allow:CIDR,host:port,...\n"                  \
     "  --profile grading     a grading sandbox: a grader user beside the sandbox user\n"           \
-    "  --gpus N              N whole GPUs of the node, exclusively (default 0)\n"
+    "  --gpus N              N whole GPUs of the node, exclusively (default 0)\n"                  \
+    "  --isolation CLASS     native (namespaces + seccomp) or gvisor (gVisor's runsc); default:\n" \
+    "                        the daemon's\n"
 void cli_create_flags_init(cli_create_flags *f);
 /* Handles one create flag. Returns 1 when handled, 0 when opt is not a create flag, -1 on a bad
  * value (message printed). */

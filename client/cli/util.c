@@ -188,6 +188,9 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
     case 'R': /* the daemon validates the name (400 names the field) */
         o->profile = arg;
         return 1;
+    case 'O': /* the same for the isolation class */
+        o->isolation = arg;
+        return 1;
     default:
         return 0;
     }

@@ -22,6 +22,8 @@ void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_cre
     bool grading = strcmp(role, "grader") == 0;
     ret->o.network = !grading && t->network_text ? t->network_text : "none";
     ret->o.profile = grading ? "grading" : NULL;
+    /* the agent's sandbox in the task's class; a grading sandbox is always native (docs/GRPO.md) */
+    ret->o.isolation = grading ? "native" : t->isolation;
     snprintf(ret->labels[0], sizeof(ret->labels[0]), "grpo_run=%s", ep->run->run_id);
     snprintf(ret->labels[1], sizeof(ret->labels[1]), "grpo_role=%s", role);
     snprintf(ret->labels[2], sizeof(ret->labels[2]), "grpo_task=%s", t->id);

@@ -52,6 +52,7 @@ static void task_clear(grpo_task *t) {
     strv_free(t->grader_argv, t->n_grader_argv);
     json_decref(t->limits);
     free(t->image);
+    free(t->isolation);
     json_decref(t->network);
     free(t->network_text);
     files_free(t->grader_files, t->n_grader_files);
@@ -151,6 +152,7 @@ static const char *const task_keys[] = {"id",
                                         "grader",
                                         "failure_reward",
                                         "env_server", /* client/grpo/envserver_task.c */
+                                        "isolation",
                                         NULL};
 static const char *const setup_keys[] = {"files", "commands", NULL};
 static const char *const grader_keys[] = {"command",         "argv", "files", "timeout", "reward",
@@ -321,6 +323,12 @@ static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
     if (image && !json_is_string(image))
         return error_set(err, -EINVAL, "\"image\" must be a string");
     if (image && !(t->image = strdup(json_string_value(image))))
+        return -ENOMEM;
+    json_t *iso = json_object_get(o, "isolation");
+    const char *is = json_string_value(iso);
+    if (iso && !(is && (strcmp(is, "native") == 0 || strcmp(is, "gvisor") == 0)))
+        return error_set(err, -EINVAL, "\"isolation\" must be \"native\" or \"gvisor\"");
+    if (is && !(t->isolation = strdup(is)))
         return -ENOMEM;
     if (net && !json_is_string(net) && !json_is_object(net))
         return error_set(err, -EINVAL, "\"network\" must be \"none\", \"open\" or {\"allow\":[]}");

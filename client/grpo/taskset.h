@@ -51,6 +51,7 @@ typedef struct grpo_task {
     json_t *limits;      /* the task's "limits" object, as written */
     grpo_limits sandbox; /* the same, parsed: what both sandboxes are created with */
     char *image;         /* NULL: host */
+    char *isolation;     /* NULL: the daemon's default; "native" or "gvisor" (agent sandbox) */
     json_t *network;     /* NULL: none (agent sandbox only; graders never get a network) */
     char *network_text;  /* network as sbx_create_opts takes it ("none", "open", JSON) */
     unsigned max_turns;

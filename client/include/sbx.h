@@ -126,6 +126,7 @@ typedef struct sbx_create_opts {
     const char *lease_id;        /* NULL: none */
     const char *profile;         /* NULL: default; "grading": a grading sandbox (docs/GRPO.md) */
     unsigned gpus;               /* whole GPUs (docs/API.md "GPUs"); 0: none */
+    const char *isolation;       /* NULL: the daemon's default; "native" or "gvisor" (gVisor) */
 } sbx_create_opts;
 
 void sbx_create_opts_init(sbx_create_opts *opts);

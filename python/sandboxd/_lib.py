@@ -44,6 +44,7 @@ class CreateOpts(ctypes.Structure):
         ("lease_id", c_char_p),
         ("profile", c_char_p),
         ("gpus", ctypes.c_uint),
+        ("isolation", c_char_p),
     ]
 
 

@@ -111,7 +111,8 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
                       max_cost: Optional[float] = None, network: Optional[Egress] = None,
                       lease: Union["Lease", str, None] = None,
                       idempotency_key: Optional[str] = None,
-                      profile: Optional[str] = None, gpus: Optional[int] = None) -> List[Any]:
+                      profile: Optional[str] = None, gpus: Optional[int] = None,
+                      isolation: Optional[str] = None) -> List[Any]:
     """Fill an sbx_create_opts from keyword arguments (None keeps the C default). Returns the
     ctypes objects that must stay alive while o is used."""
     keep: List[Any] = []
@@ -149,7 +150,10 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
             raise InvalidArgument("gpus: must be a number of GPUs in [0, 64]", "invalid_argument")
         o.gpus = gpus
-    keep += [o.image, o.network, o.idempotency_key, o.lease_id, o.profile]
+    if isolation is not None and isolation not in ("native", "gvisor"):
+        raise InvalidArgument("isolation: must be \"native\" or \"gvisor\"", "invalid_argument")
+    o.isolation = s(isolation)
+    keep += [o.image, o.network, o.idempotency_key, o.lease_id, o.profile, o.isolation]
     for name, m in (("env", env), ("labels", labels)):
         arr = _lib.strv(_kv(m, name))
         if arr is not None:
@@ -548,7 +552,8 @@ class Sandbox:
                lease: Union["Lease", str, None] = None, idempotency_key: Optional[str] = None,
                profile: Optional[str] = None, client: Optional[Client] = None,
                gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
-               entrypoint: Union[bool, Sequence[str], None] = None) -> "Sandbox":
+               entrypoint: Union[bool, Sequence[str], None] = None,
+               isolation: Optional[str] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
         daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
@@ -556,7 +561,8 @@ class Sandbox:
         NodeFull, InvalidArgument, NotFound (lease), ... ``ports=[8000]`` opens inbound ports
         (``get_host``); ``entrypoint=True`` starts the image's Entrypoint + Cmd in the
         background once it runs, ``entrypoint=["python3", "srv.py"]`` that command
-        (docs/API.md "Entrypoint")."""
+        (docs/API.md "Entrypoint"). ``isolation="gvisor"`` runs it under gVisor's runsc,
+        "native" under namespaces + seccomp (docs/SECURITY.md); None: the daemon's default."""
         client = client or default_client()
         extra = _extra_create_fields(ports, entrypoint)
         L = _lib.lib()
@@ -565,7 +571,8 @@ class Sandbox:
         keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
                                  env=env, labels=labels, idle_timeout=idle_timeout,
                                  timeout=timeout, max_cost=max_cost, network=network, lease=lease,
-                                 idempotency_key=idempotency_key, profile=profile, gpus=gpus)
+                                 idempotency_key=idempotency_key, profile=profile, gpus=gpus,
+                                 isolation=isolation)
         h = ctypes.c_void_p()
         if extra:
             _call(L.sbx_sandbox_create_with, client.handle(), ctypes.byref(o), extra.encode(),

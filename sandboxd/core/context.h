@@ -57,6 +57,7 @@ struct sd_daemon {
     unsigned n_pools;
     struct sd_images *images; /* core/images.c: the image store */
     struct sd_gpus *gpus;     /* core/gpu.c: the GPU inventory and who holds what */
+    struct sd_gvisor *gvisor; /* core/gvisor.c: runsc on this node, or why it cannot run */
     uv_timer_t tick;          /* core/timers.c */
     struct {
         const sd_listener *ops;

@@ -1,6 +1,7 @@
 /* Admission of a create (core/create.h). */
 #include "sandboxd/core/create.h"
 #include "sandboxd/core/gpu.h"
+#include "sandboxd/core/gvisor.h"
 
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/leases.h"
@@ -62,6 +63,8 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
         return err->code;
     if (c->lease && !sd_lease_exists(d, c->lease))
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
+    if (sd_gvisor_check(d, c, err) < 0) /* -EPROTONOSUPPORT isolation_unavailable */
+        return err->code;
     if (!c->gpus && (sb = sd_pool_take(d, c))) { /* GPUs: never from a warm pool */
         *ret_starting = false;
         *ret = sb;

@@ -19,6 +19,7 @@
 #include "common/timeutil.h"
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/files.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -380,6 +381,8 @@ static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *
     if (c->lease && !sd_lease_exists(d, c->lease))
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
     if (sd_images_check(d, c->image, err) < 0) /* images: an "image" override must exist */
+        return err->code;
+    if (sd_gvisor_check(d, c, err) < 0) /* the gvisor class, here or as an override */
         return err->code;
     if (!room_for(d, n))
         return error_set(err, -EAGAIN, "no room for %u more sandboxes (at most %u)", n,

@@ -3,6 +3,7 @@
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/gpu.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
@@ -128,6 +129,8 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
         s->seed_uid_base = sb->seed_uid_base;
     }
     s->grading = sb->spec.grading;
+    if (sb->spec.gvisor && !(s->runsc = dup_or_null(sd_gvisor_runsc(d))))
+        return error_set(err, -EPROTONOSUPPORT, "isolation: gvisor is unavailable on this node");
     json_t *env = sd_images_env_json(d, sb->spec.image, sb->spec.env); /* images: Env */
     sd_gpu_env(sb, env); /* GPUs: NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES */
     s->gpus = sd_gpu_spec_json(sb);

@@ -40,10 +40,11 @@ bool sd_fleet_draining(sd_daemon *d) {
 
 /* A spec's pool shape as node records publish it (common/poolshape.h). */
 static json_t *shape_of(const policy_create *c) {
-    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:s,s:s}", "image", c->image, "cpu", c->cpu, "memory",
-                     (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids", (int)c->pids,
-                     "network", c->net_mode == POLICY_NET_OPEN ? "open" : "none", "profile",
-                     c->grading ? "grading" : "default");
+    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:s,s:s,s:s}", "image", c->image, "cpu", c->cpu,
+                     "memory", (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids",
+                     (int)c->pids, "network", c->net_mode == POLICY_NET_OPEN ? "open" : "none",
+                     "profile", c->grading ? "grading" : "default", "isolation",
+                     c->gvisor ? "gvisor" : "native");
 }
 
 static json_t *pools_json(sd_daemon *d) {

@@ -253,7 +253,7 @@ TEST(unknown_fields_refused) {
     } creates[] = {
         {"{\"on_idle\":\"pause\"}", "on_idle: unknown field"},
         {"{\"memory\":\"1Gi\",\"volumes\":[]}", "volumes: unknown field"},
-        {"{\"isolation\":\"gvisor\"}", "isolation: unknown field"},
+        {"{\"runtime\":\"runsc\"}", "runtime: unknown field"},
         {"{\"network\":{\"allow\":[\"a.b:443\"],\"deny\":[]}}", "network.deny: unknown field"},
     };
     for (size_t i = 0; i < sizeof(creates) / sizeof(creates[0]); i++) {
@@ -366,4 +366,49 @@ TEST(price_default_and_linear) {
     CHECK(t >= 3599999 && t <= 3600001);
     policy_price free_ = {0, 0, 0};
     CHECK(policy_cost_time_to_limit_ms(&free_, 1, 1, 1) == UINT64_MAX);
+}
+
+/* "isolation" (docs/API.md): native by default, gvisor on request or by the operator's default;
+ * gvisor with grading or GPUs is refused when asked for, native when it is only the default. */
+TEST(isolation_class) {
+    static const struct {
+        const char *body, *defaults;
+        int gvisor; /* -1: refused */
+        const char *message;
+    } cases[] = {
+        {"{}", NULL, 0, NULL},
+        {"{\"isolation\":\"native\"}", NULL, 0, NULL},
+        {"{\"isolation\":\"gvisor\"}", NULL, 1, NULL},
+        {"{}", "{\"isolation\":\"gvisor\"}", 1, NULL},
+        {"{\"isolation\":\"native\"}", "{\"isolation\":\"gvisor\"}", 0, NULL},
+        {"{\"isolation\":\"kata\"}", NULL, -1, "isolation: must be"},
+        {"{\"isolation\":true}", NULL, -1, "isolation: must be"},
+        {"{\"isolation\":\"gvisor\",\"profile\":\"grading\"}", NULL, -1,
+         "isolation: \"gvisor\" is"},
+        {"{\"isolation\":\"gvisor\",\"gpus\":1}", NULL, -1, "isolation: \"gvisor\" is"},
+        {"{\"profile\":\"grading\"}", "{\"isolation\":\"gvisor\"}", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *b = json_loads(cases[i].body, 0, NULL);
+        json_t *d = cases[i].defaults ? json_loads(cases[i].defaults, 0, NULL) : NULL;
+        policy_create c = {0};
+        error_rec err = {0};
+        int r = policy_limits_parse_create(b, d, &host, &c, &err);
+        CHECK_MSG((r < 0) == (cases[i].gvisor < 0), "%s: r=%d %s", cases[i].body, r, err.message);
+        if (r >= 0) {
+            CHECK_MSG(c.gvisor == (cases[i].gvisor == 1), "%s: gvisor=%d", cases[i].body, c.gvisor);
+            json_t *j = policy_create_to_json(&c); /* what a restart, a fork and a pool read back */
+            policy_create back = {0};
+            CHECK_OK(policy_limits_parse_create(j, NULL, &host, &back, &err));
+            CHECK_EQ(back.gvisor, c.gvisor);
+            policy_create_done(&back);
+            json_decref(j);
+        } else {
+            CHECK_MSG(strncmp(err.message, cases[i].message, strlen(cases[i].message)) == 0,
+                      "%s: %s", cases[i].body, err.message);
+        }
+        policy_create_done(&c);
+        json_decref(b);
+        json_decref(d);
+    }
 }
