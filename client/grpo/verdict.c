@@ -63,7 +63,8 @@ static grpo_verdict by_score(const sbx_exec_result *res, double *ret_reward, cha
 /* Under a reward rule. The grader runs as its own user: agent code cannot signal, trace or
  * write into it (docs/GRPO.md), so a grader that dies by a signal or exits outside its rule
  * failed on its own (the platform's fault). Its time and memory are shared with the agent's
- * programs it starts: running out of either is the agent's fault. */
+ * programs it starts: running out of either is the agent's fault; a completion answer (a verl
+ * row) starts no program, so running out of memory there is the platform's. */
 static grpo_verdict by_rule(const grpo_task *t, const sbx_exec_result *res, double *ret_reward,
                             char *msg, size_t len) {
     const char *why = res->reason;
@@ -71,6 +72,10 @@ static grpo_verdict by_rule(const grpo_task *t, const sbx_exec_result *res, doub
         snprintf(msg, len, "the grader ran out of time (%.1fs) running the agent's code",
                  (double)t->grader_timeout_ms / 1000.0);
         return GRPO_VERDICT_AGENT;
+    }
+    if (strcmp(why, "oom_killed") == 0 && t->completion_answer) { /* no agent code ran there */
+        snprintf(msg, len, "the grading sandbox ran out of memory scoring a completion");
+        return GRPO_VERDICT_PLATFORM;
     }
     if (strcmp(why, "oom_killed") == 0) {
         snprintf(msg, len, "the grading sandbox ran out of memory");

@@ -244,6 +244,22 @@ static bool looks_verl(const char *text, size_t len) {
     return verl;
 }
 
+int grpo_verlset_parse(const char *text, size_t len, const char *source, const char *reward_fn,
+                       double reward_timeout_s, grpo_taskset **ret, error_rec *err) {
+    if (!(reward_timeout_s > 0 && reward_timeout_s <= 3600))
+        return error_set(err, -EINVAL, "the reward timeout must be in (0, 3600] seconds");
+    grpo_taskset *ts = calloc(1, sizeof(*ts));
+    if (!ts)
+        return error_set(err, -ENOMEM, "out of memory");
+    int r = verl_parse(text, len, source, reward_fn, reward_timeout_s, ts, err);
+    if (r < 0) {
+        grpo_taskset_free(ts);
+        return r;
+    }
+    *ret = ts;
+    return 0;
+}
+
 int grpo_verlset_load(const char *path, const char *reward_fn, double reward_timeout_s,
                       grpo_taskset **ret, error_rec *err) {
     if (has_suffix(path, ".parquet"))
@@ -255,24 +271,12 @@ int grpo_verlset_load(const char *path, const char *reward_fn, double reward_tim
         return error_set_errno(err, r, "cannot read task set %s", path);
     if (len >= 4 && memcmp(text, "PAR1", 4) == 0)
         return parquet_refused(path, err);
-    if (!looks_verl(text, len)) {
-        if (reward_fn)
-            return error_set(err, -EINVAL,
-                             "--reward-fn is for verl datasets; %s is a task set (its graders "
-                             "score it)",
-                             path);
-        return grpo_taskset_parse(text, len, path, ret, err);
-    }
-    if (!(reward_timeout_s > 0 && reward_timeout_s <= 3600))
-        return error_set(err, -EINVAL, "the reward timeout must be in (0, 3600] seconds");
-    grpo_taskset *ts = calloc(1, sizeof(*ts));
-    if (!ts)
-        return error_set(err, -ENOMEM, "out of memory");
-    r = verl_parse(text, len, path, reward_fn, reward_timeout_s, ts, err);
-    if (r < 0) {
-        grpo_taskset_free(ts);
-        return r;
-    }
-    *ret = ts;
-    return 0;
+    if (looks_verl(text, len))
+        return grpo_verlset_parse(text, len, path, reward_fn, reward_timeout_s, ret, err);
+    if (reward_fn)
+        return error_set(err, -EINVAL,
+                         "--reward-fn is for verl datasets; %s is a task set (its graders "
+                         "score it)",
+                         path);
+    return grpo_taskset_parse(text, len, path, ret, err);
 }

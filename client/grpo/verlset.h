@@ -17,3 +17,6 @@
  * the file, line and field: "data.jsonl:7: reward_model.ground_truth: missing". */
 int grpo_verlset_load(const char *path, const char *reward_fn, double reward_timeout_s,
                       grpo_taskset **ret, error_rec *err);
+/* The rows of a verl JSONL text (source names it in errors and task ids). */
+int grpo_verlset_parse(const char *text, size_t len, const char *source, const char *reward_fn,
+                       double reward_timeout_s, grpo_taskset **ret, error_rec *err);

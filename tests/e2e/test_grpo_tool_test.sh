@@ -22,12 +22,7 @@ for t in map(json.loads, list(open(sys.argv[1]))[1:]):
                         else f"cp {src} answer.txt")
 print(json.dumps(ans))
 PY
-  /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port" --delay-ms 0 \
-    --answers "$T/answers.json" &
-  TRAINER_PID=$!
-  for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
-  [ -s "$T/port" ] || fail "the scripted server did not start"
-  TRAINER_URL=http://127.0.0.1:$(cat "$T/port")
+  grpo_scripted_trainer "$T/answers.json"
   grpo_tool_test "$T/out" >"$T/report.txt" || fail "the tool-test runs failed"
   cat "$T/report.txt"
   /usr/bin/python3 - "$T/out/tool_test" "$T/report.txt" <<'PY'

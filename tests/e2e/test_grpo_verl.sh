@@ -13,13 +13,7 @@ source "$(dirname "$0")/grpo_lib.sh"
 # verl_server ANSWERS_JSON: the scripted policy on TRAINER_URL (stopped at exit)
 verl_server() {
   printf '%s' "$1" >"$T/answers.json"
-  rm -f "$T/port"
-  /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port" --delay-ms 0 \
-    --answers "$T/answers.json" &
-  TRAINER_PID=$!
-  for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
-  [ -s "$T/port" ] || fail "the scripted server did not start"
-  TRAINER_URL=http://127.0.0.1:$(cat "$T/port")
+  grpo_scripted_trainer "$T/answers.json"
 }
 
 # verl_episodes STEP_LOG: "task status reward message" per episode, sorted by task
@@ -171,12 +165,13 @@ t = sys.argv[1]
 ex = {str(k): k / 10 for k in range(11)}
 row = lambda ds, gt: json.dumps({"data_source": ds, "reward_model": {"style": "rule", "ground_truth": gt}, "extra_info": {}})
 raising = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    raise ValueError('bad output')\n"
-def task(i, prompt, files, extra):
+def task(i, prompt, files, extra, reward=ex):  # the exit-code rule, or "score" (exact)
     return {"id": i, "prompt": prompt, "max_turns": 1, "max_completion_tokens": 4,
-            "command_timeout": "5s", "grader": {"files": files, "timeout": "20s", "reward": {"exit_codes": ex},
+            "command_timeout": "5s", "grader": {"files": files, "timeout": "20s",
+            "reward": reward if reward == "score" else {"exit_codes": reward},
             "command": "python3 sbx_verl.py row.json /workspace/answer.txt" + extra}}
 lines = [{"task_set": "verl-e2e@1", "split": {"seed": 1, "held_out": 0}},
-         task("gsm", "verl gsm", {"row.json": row("openai/gsm8k", "72")}, ""),
+         task("gsm", "verl gsm", {"row.json": row("openai/gsm8k", "72")}, "", "score"),
          task("raise", "verl raise", {"row.json": row("mine", "1"), "r.py": raising}, " r.py"),
          task("nofn", "verl nofn", {"row.json": row("mine", "1"), "r.py": "x = 1\n"}, " r.py")]
 open(t + "/tasks.jsonl", "w").write("".join(json.dumps(l) + "\n" for l in lines))
