@@ -73,6 +73,40 @@ PY
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left"
 }
 
+# The reference trainer (trainer/server.py, torch) on verl rows: the chat prompt through its
+# /tokenize chat form, the sampled completion graded by a compute_score that rewards the word
+# "red" in it, and groups with differing rewards sent to /v1/train_step (the policy version moves).
+TEST_TIMEOUT_verl_reference_trainer=180
+test_verl_reference_trainer() {
+  require_root
+  grpo_setup
+  grpo_start_trainer --seed 1
+  local i
+  for i in 1 2; do
+    printf '{"data_source": "toy", "prompt": [{"role": "system", "content": "write a word"}, {"role": "user", "content": "put red in a.txt"}], "reward_model": {"ground_truth": "red"}, "extra_info": {"index": %s}}\n' "$i"
+  done >"$T/data.jsonl"
+  cat >"$T/reward.py" <<'PY'
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    return 1.0 if ground_truth in solution_str.split() else 0.0
+PY
+  grpo_run --tasks "$T/data.jsonl" --reward-fn "$T/reward.py" --max-completion-tokens 6 \
+    --out "$T/out" --steps 2 --tasks-per-step 2 --group-size 8 --seed 1 --json >"$T/run.txt" ||
+    fail "the run failed: $(cat "$T/run.txt")"
+  cat "$T/run.txt"
+  /usr/bin/python3 - "$T/out" <<'PY'
+import glob, json, sys
+eps = [json.loads(l) for p in glob.glob(sys.argv[1] + "/step-*.jsonl") for l in open(p)]
+assert len(eps) == 32 and all(e["status"] == "scored" for e in eps), [e.get("message") for e in eps]
+assert all(e["completion_tokens"] <= 6 and list(e["trace"][0]) == ["completion"] for e in eps)
+# the score is the reward file's: 1 exactly when the completion holds the word
+assert all(e["reward"] == (1.0 if "red" in e["trace"][0]["completion"].split() else 0.0) for e in eps)
+s = json.load(open(sys.argv[1] + "/summary.json"))
+print("rewards", sorted(e["reward"] for e in eps), "trained", s["trained"], "version", s["policy_version"])
+assert s["trained"] > 0 and s["policy_version"] >= 1, s
+PY
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left"
+}
+
 # The failure rule of docs/GRPO.md, end to end: a compute_score past --reward-timeout is killed
 # and scores 0 (the model's output made it slow: scored, trained on); one raising on the output
 # scores 0; one the kernel's OOM killer ends (the grading sandbox's memory limit, 2 GiB by
