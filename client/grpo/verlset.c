@@ -99,12 +99,16 @@ static int check_row(json_t *row, bool have_reward_fn, error_rec *err) {
     for (const char *const *k = (const char *const[]){"images", "videos", NULL}; *k; k++)
         if (json_object_get(row, *k) && !json_is_null(json_object_get(row, *k)))
             return bad(err, *k, "multimodal rows are not supported");
-    if (!have_reward_fn && !builtin(json_string_value(ds)))
+    if (!have_reward_fn && !builtin(json_string_value(ds))) {
+        char names[256] = "";
+        for (size_t i = 0, n = 0; verl_builtins[i] && n < sizeof(names); i++)
+            n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s", i ? ", " : "",
+                                  verl_builtins[i]);
         return error_set(err, -EINVAL,
-                         "data_source: no built-in scorer for \"%.64s\" (built-ins: openai/gsm8k, "
-                         "gsm8k, lighteval/MATH, DigitalLearningGmbH/MATH-lighteval, math, "
-                         "exact_match); give the reward function with --reward-fn FILE",
-                         json_string_value(ds));
+                         "data_source: no built-in scorer for \"%.64s\" (built-ins: %s); give the "
+                         "reward function with --reward-fn FILE",
+                         json_string_value(ds), names);
+    }
     return 0;
 }
 
