@@ -202,7 +202,7 @@ FUZZ_CFLAGS := -std=c17 -D_GNU_SOURCE -DSBX_VERSION=\"$(VERSION)\" -g -O1 -Wall 
 FUZZ_SRCS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(patsubst tests/fuzz/%.c,$(FZ)/%,$(FUZZ_SRCS))
 FUZZ_LIB    := $(patsubst %.c,$(FZ)/obj/%.o,$(call src,common) $(call src,policy) \
-               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c client/grpo/envserver_task.c) \
+               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c client/grpo/envserver_task.c client/grpo/verlset.c) \
                client/lib/ws.c \
                sandboxd/core/image_archive.c)
 

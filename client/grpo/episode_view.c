@@ -112,6 +112,19 @@ json_t *grpo_episode_log(const grpo_episode *ep) {
     return o;
 }
 
+size_t grpo_episode_extra_files(const grpo_episode *ep, grpo_file *ret) {
+    size_t n = 0;
+    if (ep->env_state)
+        ret[n++] = (grpo_file){(char *)GRPO_GRADER_DIR "/env_state.json", ep->env_state,
+                               strlen(ep->env_state)};
+    if (ep->solution)
+        ret[n++] = (grpo_file){(char *)GRPO_GRADER_DIR "/solution.txt", ep->solution,
+                               strlen(ep->solution)};
+    if (ep->task->shared_file)
+        ret[n++] = *ep->task->shared_file;
+    return n;
+}
+
 bool grpo_text_blank(const char *s) {
     for (; s && *s; s++)
         if (*s != ' ' && *s != '\n' && *s != '\t' && *s != '\r')
