@@ -1,12 +1,13 @@
 /* The fleet's watch thread: how a node learns what the other nodes put in etcd without asking
  * each second. One range read of every key under P/ (nodes, drain, leases, members) at
  * revision R, then one /v3/watch stream on P/ from R+1 whose events keep that copy current;
- * the copy goes to the loop (at most every PUBLISH_MS) as the same snapshot the polling
- * thread makes (fleet_publish). After a break (etcd restarted, a network fault, a stream that
- * stopped bringing back this node's own puts) the stream is opened again from the last
- * revision applied + 1, so that nothing is missed; when etcd has compacted that revision away
- * (the stream is canceled with compact_revision), or etcd's revisions went back below ours (a
- * new etcd), everything is read again and watched from the new revision. */
+ * the copy goes to the loop (at most every PUBLISH_MS after a change, and every REFRESH_MS
+ * anyway: the loop counts the creates it sends to a node against it until the next
+ * hand-over) as the same snapshot the polling thread makes (fleet_publish). After a break (etcd
+ * restarted, a network fault, a stream that stopped bringing back this node's own puts) the stream
+ * is opened again from the last revision applied + 1, so that nothing is missed; when etcd has
+ * compacted that revision away (the stream is canceled with compact_revision), or etcd's revisions
+ * went back below ours (a new etcd), everything is read again and watched from the new revision. */
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #define PUBLISH_MS 100
+#define REFRESH_MS 1000 /* the copy is handed over again: the loop's own counts reset */
 #define WAIT_MS 1000
 #define ECHO_MS 5000
 #define BACKOFF_MIN_MS 500
@@ -149,11 +151,10 @@ static bool stale(sd_fleet *f, uint64_t now, uint64_t opened_ms) {
     return kick || echo;
 }
 
-/* How long the stream may be waited on: a change not yet handed to the loop is, by the time
- * PUBLISH_MS has passed since the last hand-over. */
-static int wait_for(sd_fleet *f, uint64_t now) {
-    uint64_t due = f->wpublished_ms + PUBLISH_MS;
-    return !f->wdirty ? WAIT_MS : due > now ? (int)(due - now) : 0;
+/* When the copy is handed to the loop next: PUBLISH_MS after the last hand-over when it
+ * changed since, else REFRESH_MS after it. */
+static uint64_t publish_due(sd_fleet *f) {
+    return f->wpublished_ms + (f->wdirty ? PUBLISH_MS : REFRESH_MS);
 }
 
 /* One stream from wrev + 1, until it breaks (< 0), or must be read again or reopened (0). */
@@ -168,13 +169,14 @@ static int stream(sd_fleet *f, unsigned endpoint, bool *ret_up, error_rec *err) 
     f->w_streams++;
     uv_mutex_unlock(&f->mu);
     while (r >= 0 && !stopping(f)) {
-        r = etcd_stream_run(f->stream, wait_for(f, now_mono_ms()), err);
-        uint64_t now = now_mono_ms();
+        uint64_t now = now_mono_ms(), due = publish_due(f);
+        r = etcd_stream_run(f->stream, due > now ? (int)MIN(due - now, (uint64_t)WAIT_MS) : 0, err);
+        now = now_mono_ms();
         if (f->wcreated && !*ret_up) {
             *ret_up = true;
             note(f, "");
         }
-        if (f->wdirty && (r < 0 || f->wend || now >= f->wpublished_ms + PUBLISH_MS)) {
+        if ((f->wdirty && (r < 0 || f->wend)) || now >= publish_due(f)) {
             fleet_publish(f, f->wkv, f->wrev);
             f->wdirty = false, f->wpublished_ms = now;
         }
