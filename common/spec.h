@@ -15,9 +15,10 @@
  *  "profile":"grading",                     (optional: a grading sandbox, docs/GRPO.md)
  *  "isolation":{"type":"gvisor","runsc":"/abs/runsc"}   (optional: the sandbox runs under
  *         gVisor's runsc, shim/gvisor.h; absent or {"type":"native"}: namespaces + seccomp)
- *  "gpus":{"devices":[{"path","name","major","minor"}],"binds":["/abs/file"]}}   (optional:
- *         the GPU nodes the sandbox gets under /dev/<name> and alone may open, and the host
- *         driver files bound read-only; checked and applied by shim/gpu.c)
+ *  "gpus":{"devices":[{"path","name","major","minor"}],
+ *          "binds":[{"source":"/host/file","path":"/in/sandbox"}]}}   (optional: the GPU nodes
+ *         the sandbox gets under /dev/<name> and alone may open, and the host driver files
+ *         bound read-only into a store or directory image; checked and applied by shim/gpu.c)
  * v2 parent: absolute directory of a delegated subtree; v1 parent: path relative to each
  * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored.
  * seed: a host directory with `workspace` and `tmp` (a snapshot of another sandbox whose uid

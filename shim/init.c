@@ -102,7 +102,10 @@ static int step_dev(shim_init_ctx *c, error_rec *err) {
     char dev[4200];
     snprintf(dev, sizeof(dev), "%s/root/dev", c->staging);
     int r = shim_rootfs_dev(c->spec, c->staging, err);
-    return r < 0 ? r : shim_gpu_dev(c->spec, dev, c->spec->uid_base, err); /* GPUs: gpu.c */
+    if (r < 0 || !c->spec->gpus || (r = shim_gpu_dev(c->spec, dev, c->spec->uid_base, err)) < 0)
+        return r; /* GPUs: gpu.c (nodes in /dev, the driver's files in the image) */
+    dev[strlen(dev) - strlen("/dev")] = 0; /* staging/root */
+    return shim_gpu_binds(c->spec, dev, c->spec->uid_base, err);
 }
 static int step_seal(shim_init_ctx *c, error_rec *err) {
     if (c->spec->image_type == SHIM_IMAGE_LAYERS)
