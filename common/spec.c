@@ -46,6 +46,7 @@ void shim_spec_free(shim_spec *s) {
     free(s->seed_path);
     free(s->cgroup_parent);
     json_decref(s->gpus);
+    json_decref(s->volumes);
     free(s);
 }
 
@@ -274,6 +275,10 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     if (gpus && !json_is_null(gpus) && !json_is_object(gpus))
         return error_set(err, -EINVAL, "spec: gpus must be an object when present");
     s->gpus = json_is_object(gpus) ? json_incref(gpus) : NULL;
+    json_t *vols = json_object_get(root, "volumes"); /* volumes: checked by shim/volumes.c */
+    if (vols && !json_is_null(vols) && !json_is_array(vols))
+        return error_set(err, -EINVAL, "spec: volumes must be an array when present");
+    s->volumes = json_is_array(vols) ? json_incref(vols) : NULL;
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
@@ -396,5 +401,7 @@ json_t *shim_spec_to_json(const shim_spec *s) {
         json_object_set_new(j, "profile", json_string("grading"));
     if (j && s->gpus)
         json_object_set_new(j, "gpus", json_incref(s->gpus));
+    if (j && s->volumes)
+        json_object_set_new(j, "volumes", json_incref(s->volumes));
     return j;
 }

@@ -11,6 +11,7 @@
 #include "shim/ipc.h"
 #include "shim/rootfs.h"
 #include "shim/seccomp.h"
+#include "shim/volumes.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -90,6 +91,9 @@ static int step_rootfs(shim_init_ctx *c, error_rec *err) {
     if (r < 0 || !c->spec->grading)
         return r;
     return shim_grading_rootfs(c->spec, c->staging, err);
+}
+static int step_volumes(shim_init_ctx *c, error_rec *err) {
+    return shim_volumes_mount(c->spec, c->staging, err); /* volumes: shim/volumes.c */
 }
 static int step_etc(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_etc(c->spec, c->staging, err);
@@ -200,19 +204,13 @@ static const struct {
     const char *name;
     init_step_fn fn;
 } init_steps[] = {
-    {"sync", step_sync},
-    {"namespaces", step_namespaces},
-    {"hostname", step_hostname},
-    {"loopback", step_loopback},
-    {"rootfs", step_rootfs},
-    {"etc", step_etc},
-    {"proc", step_proc},
-    {"dev", step_dev},
-    {"seal", step_seal},
-    {"pivot-root", step_pivot},
-    {"oom-score", step_oom_score},
-    {"userns", step_userns},
-    {"credentials", step_credentials},
+    {"sync", step_sync},         {"namespaces", step_namespaces},
+    {"hostname", step_hostname}, {"loopback", step_loopback},
+    {"rootfs", step_rootfs},     {"volumes", step_volumes},
+    {"etc", step_etc},           {"proc", step_proc},
+    {"dev", step_dev},           {"seal", step_seal},
+    {"pivot-root", step_pivot},  {"oom-score", step_oom_score},
+    {"userns", step_userns},     {"credentials", step_credentials},
     {"seccomp", step_seccomp},
 };
 

@@ -50,5 +50,7 @@ json_t *sd_api_sandbox_json(const sd_sandbox *sb) {
         json_object_set_new(j, "forked_from", json_string(sb->forked_from));
     if (j) /* GPUs: the uuids it holds (core/gpu.c), [] for none */
         json_object_set_new(j, "gpus", c->gpu_uuids ? json_deep_copy(c->gpu_uuids) : json_array());
+    if (j) /* volumes: [{"name","path","read_only"}], [] for none */
+        json_object_set_new(j, "volumes", c->volumes ? json_deep_copy(c->volumes) : json_array());
     return j;
 }
