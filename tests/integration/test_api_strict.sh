@@ -74,7 +74,7 @@ test_unknown_fields_refused() {
   create; local id=$ID S=/v1/sandboxes/$ID
   req GET /v1/sandboxes; expect 200 'length == 1'
   local f
-  for f in isolation volumes on_idle bogus; do
+  for f in isolation mounts snapshot bogus; do
     unknown_field POST /v1/sandboxes "{\"memory\":\"256Mi\",\"$f\":64}" "$f"
     unknown_field POST "$S/fork" "{\"count\":1,\"$f\":1}" "$f"
     unknown_field POST "$S/exec" "{\"argv\":[\"true\"],\"$f\":1}" "$f"

@@ -226,4 +226,73 @@ test_restart_sweeps() { # an interrupted create or delete leaves nothing after a
   no_leaks keep
 }
 
+TEST_TIMEOUT_clients=90
+test_clients() { # sbx volume ... and --volume; the Python SDK's Volume and volumes=
+  need_tools
+  start_daemon
+  local SBX; SBX=$(bin sbx)
+  export SBX_HOST="unix:$SOCK"
+  "$SBX" volume create --size 16Mi cli-v >/dev/null || fail "sbx volume create"
+  "$SBX" volume create cli-v 2>"$D/err" && fail "a second create of cli-v succeeded"
+  grep -q "cli-v exists" "$D/err" || fail "sbx volume create clash: $(cat "$D/err")"
+  "$SBX" volume ls | grep -qE '^cli-v +16777216 ' || fail "sbx volume ls: $("$SBX" volume ls)"
+  [ "$("$SBX" run --volume cli-v:/v -- sh -c 'echo cli > /v/f; cat /v/f')" == cli ] || fail "sbx run --volume"
+  local id; id=$("$SBX" create --volume cli-v:/v:ro) || fail "sbx create --volume :ro"
+  "$SBX" exec "$id" -- sh -c 'cat /v/f; touch /v/g' >"$D/out" 2>&1 && fail "wrote to a :ro volume"
+  grep -q "Read-only file system" "$D/out" || fail "sbx exec on :ro: $(cat "$D/out")"
+  "$SBX" create --volume cli-v 2>"$D/err" && fail "--volume without a path was accepted"
+  grep -q "NAME:/PATH" "$D/err" || fail "--volume usage: $(cat "$D/err")"
+  "$SBX" volume rm cli-v 2>"$D/err" && fail "removed a volume in use"
+  grep -q "in use by sandbox $id" "$D/err" || fail "sbx volume rm in use: $(cat "$D/err")"
+  "$SBX" volume inspect --json cli-v | jq -e ".in_use_by[0].sandbox == \"$id\"" >/dev/null || fail "sbx volume inspect"
+  "$SBX" rm "$id" >/dev/null
+  "$SBX" volume rm cli-v >/dev/null || fail "sbx volume rm"
+  no_leaks cli-v
+  env $(asan_env) SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$SBX_SRC_DIR/python" \
+    PYTHONDONTWRITEBYTECODE=1 python3 - <<'PY' || fail "the Python SDK's volumes"
+import sandboxd
+from sandboxd import Conflict, InvalidArgument, NotFound, Sandbox, SandboxdError, Volume
+v = Volume.create("py-v", size="16Mi")
+assert v.info()["size"] == 16 << 20, v.info()
+with Sandbox.create(volumes=[v.mount("/data")]) as sb:
+    assert sb.run("sh", "-c", "echo py > /data/f").exit_code == 0
+    try:
+        Sandbox.create(volumes={"/d": v})
+        raise SystemExit("a second writable use was accepted")
+    except Conflict as e:
+        assert "in use by sandbox " + sb.id in str(e), e
+ro = [Sandbox.create(volumes={"/d": v.mount(read_only=True)}), Sandbox.create(volumes=[("py-v", "/d", True)])]
+for sb in ro:
+    r = sb.run("sh", "-c", "cat /d/f; touch /d/x")
+    assert r.stdout == "py\n" and r.exit_code != 0 and "Read-only" in r.stderr, (r.stdout, r.stderr)
+assert [x.name for x in Volume.list()] == ["py-v"]
+try:
+    v.delete()
+    raise SystemExit("deleted a volume in use")
+except Conflict:
+    pass
+for sb in ro:
+    sb.terminate()
+for bad in ({"/d": 3}, "py-v"):
+    try:
+        Sandbox.create(volumes=bad)
+        raise SystemExit(f"volumes={bad!r} accepted")
+    except InvalidArgument:
+        pass
+try:
+    Sandbox.create(on_idle="pause")
+    raise SystemExit("on_idle=pause accepted")
+except SandboxdError as e:
+    assert e.code == "unsupported" and "on_idle" in str(e), e
+v.delete()
+try:
+    Volume.get("py-v")
+    raise SystemExit("a deleted volume was found")
+except NotFound:
+    pass
+print("python volumes ok")
+PY
+  no_leaks py-v
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
