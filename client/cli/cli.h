@@ -95,6 +95,18 @@ void cli_create_flags_free(cli_create_flags *f);
 sbx_code cli_create_sandbox(sbx_client *c, const cli_create_flags *f, sbx_sandbox **ret,
                             sbx_err *err);
 
+/* `sbx image|volume ls|inspect|rm ...` (sub, then argv from sub on): the calls of one kind of
+ * named thing on the first endpoint; ls prints a table (print_list) or, with --json, the JSON. */
+typedef struct cli_store_ops {
+    const char *cmd; /* "image", "volume" */
+    sbx_code (*list)(sbx_client *c, char **ret_json, sbx_err *err);
+    sbx_code (*inspect)(sbx_client *c, const char *name, char **ret_json, sbx_err *err);
+    sbx_code (*remove)(sbx_client *c, const char *name, sbx_err *err);
+    void (*print_list)(json_t *a);
+    void (*help)(void);
+} cli_store_ops;
+int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **argv);
+
 /* Read all of a descriptor into memory (stdin for -i). Returns 0 or -errno. */
 int cli_read_fd(int fd, char **ret, size_t *ret_len);
 /* Print a JSON value indented on stdout. Returns 0 or CLI_EXIT_ERROR. */

@@ -345,3 +345,38 @@ int cli_parse_pid(const char *cmd, const char *s, long *ret) {
     *ret = v;
     return 0;
 }
+
+int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **argv) {
+    int prc = cli_parse_common(ops->cmd, argc, argv, ops->help);
+    if (prc != 0)
+        return prc < 0 ? 0 : prc;
+    int n = argc - optind;
+    bool ls = strcmp(sub, "ls") == 0, rm = strcmp(sub, "rm") == 0;
+    if ((ls && n != 0) || (!ls && !rm && n != 1) || (rm && n < 1))
+        return cli_usage_error(ops->cmd, "wrong number of arguments for %s", sub);
+    sbx_client *c = NULL;
+    sbx_err err = {0};
+    char *js = NULL;
+    int rc = cli_client(&c);
+    for (int i = optind; rc == 0 && rm && i < argc; i++) {
+        if (ops->remove(c, argv[i], &err) != SBX_OK)
+            rc = cli_sbx_error(&err);
+        else
+            printf("%s\n", argv[i]);
+    }
+    if (rc == 0 && !rm) {
+        sbx_code code = ls ? ops->list(c, &js, &err) : ops->inspect(c, argv[optind], &js, &err);
+        if (code != SBX_OK) {
+            rc = cli_sbx_error(&err);
+        } else if (ls && !cli_opts.json) {
+            json_t *a = json_loads(js, 0, NULL);
+            ops->print_list(a);
+            json_decref(a);
+        } else {
+            rc = cli_print_json_text(js);
+        }
+    }
+    free(js);
+    sbx_client_free(c);
+    return rc;
+}
