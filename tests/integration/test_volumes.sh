@@ -84,6 +84,9 @@ test_writable_one_at_a_time() { # the data outlives sandboxes and restarts; one 
   create '{"volumes":[{"name":"cache","path":"/workspace/cache"}]}'; local a=$ID
   run_in "$a" 'echo from-a > /workspace/cache/f && mkdir -p /workspace/cache/d && echo own > /workspace/own && cat /proc/self/uid_map'
   local map_a; map_a=$(echo "$BODY" | jq -r .stdout | awk '{print $2}')
+  run_in "$a" 'grep " /workspace/cache " /proc/self/mountinfo'
+  echo "$BODY" | jq -e '.stdout | contains(" rw,nosuid,nodev,") and contains("idmapped")' >/dev/null ||
+    fail "the writable volume's mount: $BODY"
   # on disk the owner is the sandbox user's own id (1000), not the host id of a's range
   [ "$(stat -c %u:%g "$D/state/volumes/cache.mnt/f")" == 1000:1000 ] ||
     fail "owner on disk: $(stat -c %u:%g "$D/state/volumes/cache.mnt/f") (uid_map base $map_a)"
