@@ -2,7 +2,7 @@
 # Integration tests of named volumes (docs/API.md "Volumes") with real daemons and sandboxes: a
 # volume shared read-only by 16 sandboxes (all read the same data, none can write); a writable
 # volume used by one sandbox at a time (409s naming the holder, forks refused, released by
-# DELETE, by a timeout and across a daemon kill -9), whose files outlive the sandbox and a
+# DELETE, by a timeout, by the cost cap and across a daemon kill -9), whose files outlive the sandbox and a
 # restart and keep their owner in sandboxes of other uid ranges (id-mapped mounts); the size
 # limit (ENOSPC inside, the daemon fine); every bad input a 4xx naming the field; "on_idle"; and
 # nothing left behind (image file, mount, loop device) after a delete.
@@ -108,6 +108,10 @@ test_writable_one_at_a_time() { # the data outlives sandboxes and restarts; one 
   create '{"volumes":[{"name":"cache","path":"/c"}],"timeout":1}'; local t=$ID
   req_until 10 '.state == "ended"' GET "/v1/sandboxes/$t"
   expect 200 '.end.reason == "lifetime_exceeded"'
+  # and by the cost cap
+  create '{"volumes":[{"name":"cache","path":"/c"}],"max_cost_usd":0.000001}'; t=$ID
+  req_until 10 '.state == "ended"' GET "/v1/sandboxes/$t"
+  expect 200 '.end.reason == "cost_limit"'
   # b holds it across a kill -9 of the daemon
   create '{"volumes":[{"name":"cache","path":"/c"}]}'; local b=$ID
   run_in "$b" 'cat /c/f && echo from-b >> /c/f'
