@@ -47,6 +47,7 @@ void shim_spec_free(shim_spec *s) {
     free(s->cgroup_parent);
     json_decref(s->gpus);
     free(s->runsc);
+    json_decref(s->volumes);
     free(s);
 }
 
@@ -293,6 +294,10 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     s->gpus = json_is_object(gpus) ? json_incref(gpus) : NULL;
     if ((r = parse_isolation(s, json_object_get(root, "isolation"), err)) < 0)
         return r;
+    json_t *vols = json_object_get(root, "volumes"); /* volumes: checked by shim/volumes.c */
+    if (vols && !json_is_null(vols) && !json_is_array(vols))
+        return error_set(err, -EINVAL, "spec: volumes must be an array when present");
+    s->volumes = json_is_array(vols) ? json_incref(vols) : NULL;
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
@@ -418,5 +423,7 @@ json_t *shim_spec_to_json(const shim_spec *s) {
     if (j && s->runsc)
         json_object_set_new(j, "isolation",
                             json_pack("{s:s,s:s}", "type", "gvisor", "runsc", s->runsc));
+    if (j && s->volumes)
+        json_object_set_new(j, "volumes", json_incref(s->volumes));
     return j;
 }

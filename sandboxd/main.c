@@ -8,6 +8,7 @@
 #include "sandboxd/api/listen.h"
 #include "sandboxd/api/sandboxfusion.h"
 #include "sandboxd/config.h"
+#include "sandboxd/core/volumes.h"
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/process.h"
@@ -125,6 +126,8 @@ static int wire(sd_daemon *d, error_rec *err) {
     if ((r = sd_gpu_init(d, err)) < 0) /* GPUs: before restore claims them back */
         return r;
     if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
+        return r;
+    if ((r = sd_volumes_init(d, err)) < 0) /* volumes: mounted before restore, creates */
         return r;
     if (sd_exec_init(d) < 0 || sd_process_init(d) < 0 || sd_fork_init(d) < 0)
         return error_set(err, -ENOSPC, "too many listeners");

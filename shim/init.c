@@ -12,6 +12,7 @@
 #include "shim/ipc.h"
 #include "shim/rootfs.h"
 #include "shim/seccomp.h"
+#include "shim/volumes.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -91,6 +92,9 @@ static int step_rootfs(shim_init_ctx *c, error_rec *err) {
     if (r < 0 || !c->spec->grading)
         return r;
     return shim_grading_rootfs(c->spec, c->staging, err);
+}
+static int step_volumes(shim_init_ctx *c, error_rec *err) {
+    return shim_volumes_mount(c->spec, c->staging, err); /* volumes: shim/volumes.c */
 }
 static int step_etc(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_etc(c->spec, c->staging, err);
@@ -224,6 +228,7 @@ static const struct {
     {"hostname", step_hostname, BOTH},
     {"loopback", step_loopback, BOTH},
     {"rootfs", step_rootfs, BOTH},
+    {"volumes", step_volumes, BOTH},
     {"etc", step_etc, BOTH},
     {"proc", step_proc, NATIVE},
     {"dev", step_dev, NATIVE},

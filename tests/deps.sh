@@ -13,7 +13,7 @@ PKGS=(
   python3-ipykernel python3-jupyter-client nodejs golang-go default-jdk-headless
   clang libclang-rt-14-dev clang-format valgrind
   bubblewrap crun runsc
-  debootstrap tmux criu
+  debootstrap tmux criu e2fsprogs
   etcd-server etcd-client openssl python3-yaml
 )
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from . import _lib
 from .errors import (CommandReason, EndReason, InvalidArgument, NotFound, SandboxdError,
                      from_err)
+from .volume import volumes_json
 
 Size = Union[int, str]
 Duration = Union[int, float, str]
@@ -39,9 +40,15 @@ def _check_port(port: Any) -> None:
         raise InvalidArgument("port: must be an integer 1..65535", "invalid_argument")
 
 
-def _extra_create_fields(ports: Any, entrypoint: Any) -> Optional[str]:
+def _extra_create_fields(ports: Any, entrypoint: Any, volumes: Any = None,
+                         on_idle: Optional[str] = None) -> Optional[str]:
     """The create fields sbx_create_opts has no member for, as JSON (None: none)."""
     extra: Dict[str, Any] = {}
+    vols = volumes_json(volumes)
+    if vols:
+        extra["volumes"] = vols
+    if on_idle is not None:
+        extra["on_idle"] = on_idle
     if ports is not None:
         if not isinstance(ports, (list, tuple)) or not all(
                 isinstance(p, int) and not isinstance(p, bool) for p in ports):
@@ -552,8 +559,8 @@ class Sandbox:
                lease: Union["Lease", str, None] = None, idempotency_key: Optional[str] = None,
                profile: Optional[str] = None, client: Optional[Client] = None,
                gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
-               entrypoint: Union[bool, Sequence[str], None] = None,
-               isolation: Optional[str] = None) -> "Sandbox":
+               entrypoint: Union[bool, Sequence[str], None] = None, volumes: Any = None,
+               on_idle: Optional[str] = None, isolation: Optional[str] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
         daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
@@ -562,9 +569,13 @@ class Sandbox:
         (``get_host``); ``entrypoint=True`` starts the image's Entrypoint + Cmd in the
         background once it runs, ``entrypoint=["python3", "srv.py"]`` that command
         (docs/API.md "Entrypoint"). ``isolation="gvisor"`` runs it under gVisor's runsc,
-        "native" under namespaces + seccomp (docs/SECURITY.md); None: the daemon's default."""
+        "native" under namespaces + seccomp (docs/SECURITY.md); None: the daemon's default.
+        ``volumes=[vol.mount("/cache", read_only=True)]`` (or
+        ``{"/cache": vol}``, or ``[("pip-cache", "/cache", True)]``) mounts named volumes
+        (sandboxd.Volume; Conflict while a writable one is taken). ``on_idle="end"`` is the
+        default; "pause" is refused on nodes that cannot pause (SandboxdError, unsupported)."""
         client = client or default_client()
-        extra = _extra_create_fields(ports, entrypoint)
+        extra = _extra_create_fields(ports, entrypoint, volumes, on_idle)
         L = _lib.lib()
         o = _lib.CreateOpts()
         L.sbx_create_opts_init(ctypes.byref(o))

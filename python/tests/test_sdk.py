@@ -366,12 +366,13 @@ def test_units_and_local_validation():
 def test_unknown_options_are_refused_by_name():
     """What the SDK does not implement is refused naming it, never dropped (as the daemon's 400
     for an unknown field): create, fork, exec and run, sync and async."""
-    for name in ("runtime", "volumes", "on_idle"):
+    for name in ("runtime", "mounts", "snapshot"):
         with pytest.raises(TypeError, match=name):
             Sandbox.create(**{name: 1})
         with pytest.raises(TypeError, match=name):
             asyncio.run(AsyncSandbox.create(**{name: 1}))
-    for name in ("ports", "entrypoint", "isolation"):  # implemented (docs/API.md)
+    # implemented (docs/API.md "Ports", "Entrypoint", "Volumes", "Isolation classes", on_idle)
+    for name in ("ports", "entrypoint", "volumes", "on_idle", "isolation"):
         with pytest.raises(InvalidArgument, match=name):
             Sandbox.create(**{name: 1})
     with Sandbox.create(**SMALL) as sb:

@@ -55,10 +55,11 @@ struct sd_daemon {
     struct sd_commit *commits; /* core/commit.c: commits in progress */
     uint64_t output_bytes;     /* core/exec.c: command output buffered for JSON answers */
     unsigned n_pools;
-    struct sd_images *images; /* core/images.c: the image store */
-    struct sd_gpus *gpus;     /* core/gpu.c: the GPU inventory and who holds what */
-    struct sd_gvisor *gvisor; /* core/gvisor.c: runsc on this node, or why it cannot run */
-    uv_timer_t tick;          /* core/timers.c */
+    struct sd_images *images;   /* core/images.c: the image store */
+    struct sd_gpus *gpus;       /* core/gpu.c: the GPU inventory and who holds what */
+    struct sd_volumes *volumes; /* core/volumes.c: named volumes */
+    struct sd_gvisor *gvisor;   /* core/gvisor.c: runsc on this node, or why it cannot run */
+    uv_timer_t tick;            /* core/timers.c */
     struct {
         const sd_listener *ops;
         void *ud;

@@ -10,6 +10,7 @@
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/state.h"
+#include "sandboxd/core/volumes.h"
 
 #include <string.h>
 
@@ -65,7 +66,9 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
     if (sd_gvisor_check(d, c, err) < 0) /* -EPROTONOSUPPORT isolation_unavailable */
         return err->code;
-    if (!c->gpus && (sb = sd_pool_take(d, c))) { /* GPUs: never from a warm pool */
+    if (sd_volumes_check(d, c->volumes, 1, err) < 0) /* volumes: 404 unknown, 409 taken */
+        return err->code;
+    if (!c->gpus && !c->volumes && (sb = sd_pool_take(d, c))) { /* GPUs, volumes: never pooled */
         *ret_starting = false;
         *ret = sb;
         return from_pool(sb, c, key, err);

@@ -54,6 +54,8 @@ static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
     p->size = (unsigned)json_integer_value(sz);
     if (p->tmpl.gpus) /* GPUs: held by the sandbox that asks (core/gpu.c) */
         return error_set(err, -EINVAL, "pools: gpus cannot be pooled");
+    if (p->tmpl.volumes) /* volumes: mounted for the sandbox that asks */
+        return error_set(err, -EINVAL, "pools: volumes cannot be pooled");
     if (p->tmpl.net_mode == POLICY_NET_ALLOW)
         return error_set(err, -EINVAL, "pools: network \"allow\" cannot be pooled (none, open)");
     if (sd_gvisor_check(d, &p->tmpl, err) < 0) /* a gvisor pool on a node without runsc */

@@ -76,7 +76,7 @@ test_unknown_fields_refused() {
   local f
   req POST /v1/sandboxes -d '{"memory":"256Mi","isolation":64}' # implemented: checked (docs/API.md)
   expect 400 '.message | startswith("isolation: must be")'
-  for f in runtime volumes on_idle bogus; do
+  for f in runtime mounts snapshot bogus; do
     unknown_field POST /v1/sandboxes "{\"memory\":\"256Mi\",\"$f\":64}" "$f"
     unknown_field POST "$S/fork" "{\"count\":1,\"$f\":1}" "$f"
     unknown_field POST "$S/exec" "{\"argv\":[\"true\"],\"$f\":1}" "$f"
