@@ -59,8 +59,10 @@ SHIM_LIB_OBJ   := $(filter-out $(B)/obj/shim/main.o,$(SHIM_OBJ))
 DAEMON_LIB_OBJ := $(filter-out $(B)/obj/sandboxd/main.o,$(DAEMON_OBJ))
 
 AS_AGENT  := $(B)/sbx-as-agent
+GV_INIT   := $(B)/sbx-gvisor-init
+GV_STATX  := $(B)/sbx-gvisor-statx.so
 
-BINS := $(SHIM) $(AS_AGENT) $(DAEMON) $(SBX) $(LIBSBX_A) $(LIBSBX_SO) $(B)/libsbx.pc
+BINS := $(SHIM) $(AS_AGENT) $(GV_INIT) $(GV_STATX) $(DAEMON) $(SBX) $(LIBSBX_A) $(LIBSBX_SO) $(B)/libsbx.pc
 
 all: $(BINS) tests-build
 
@@ -91,6 +93,19 @@ $(AS_AGENT): $(AS_AGENT_SRC) common/shimproto.h common/fdpass.h common/macro.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE $(WARN) -O2 -g -I. $(PKG_CFLAGS) -static -o $@ $(AS_AGENT_SRC) \
 	  -ljansson
+
+# sbx-gvisor-init is the command runner inside gvisor-class sandboxes (shim/gvisor.h), whatever
+# their image: static like sbx-as-agent, the shim's own exec service; unused code is dropped.
+GV_INIT_SRC := shim/gvinit/sbx_gvisor_init.c shim/exec.c shim/ipc.c shim/grading.c \
+               shim/seccomp.c common/fdpass.c policy/seccomp.c
+$(GV_INIT): $(GV_INIT_SRC) $(wildcard shim/*.h common/*.h policy/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE $(WARN) -O2 -g -I. $(PKG_CFLAGS) -static -ffunction-sections \
+	  -fdata-sections -Wl,--gc-sections -o $@ $(GV_INIT_SRC)
+# ... and the statx fix preloaded into its commands (no C library of its own: any image's).
+$(GV_STATX): shim/gvinit/statx_preload.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 $(WARN) -O2 -shared -fPIC -nostdlib -o $@ $<
 
 $(DAEMON): $(DAEMON_OBJ) $(LIBPOLICY) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
@@ -145,7 +160,7 @@ install: $(BINS)
 	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/sandboxd \
 	  $(DESTDIR)/lib/systemd/system
 	install -m755 $(DAEMON) $(SBX) $(DESTDIR)$(PREFIX)/bin/
-	install -m755 $(SHIM) $(AS_AGENT) $(DESTDIR)$(PREFIX)/libexec/sandboxd/
+	install -m755 $(SHIM) $(AS_AGENT) $(GV_INIT) $(GV_STATX) $(DESTDIR)$(PREFIX)/libexec/sandboxd/
 	install -m644 $(LIBSBX_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m755 $(LIBSBX_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libsbx.so.0 $(DESTDIR)$(PREFIX)/lib/libsbx.so
@@ -187,7 +202,7 @@ FUZZ_CFLAGS := -std=c17 -D_GNU_SOURCE -DSBX_VERSION=\"$(VERSION)\" -g -O1 -Wall 
 FUZZ_SRCS   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS   := $(patsubst tests/fuzz/%.c,$(FZ)/%,$(FUZZ_SRCS))
 FUZZ_LIB    := $(patsubst %.c,$(FZ)/obj/%.o,$(call src,common) $(call src,policy) \
-               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c client/grpo/envserver_task.c) \
+               $(filter-out shim/main.c,$(call src,shim)) $(wildcard client/grpo/taskset.c client/grpo/envserver_task.c client/grpo/verlset.c) \
                client/lib/ws.c \
                sandboxd/core/image_archive.c)
 

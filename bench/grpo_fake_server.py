@@ -74,7 +74,9 @@ def make_handler(args):
                 return self.reply({"choices": [{"token_ids": [tok], "finish_reason": "stop",
                                                 "logprobs": {"token_logprobs": [-0.1]}}]})
             if self.path == "/tokenize":
-                toks = [intern(w) for w in str(body.get("prompt", "")).split()] or [intern("")]
+                text = " ".join(m.get("content", "") for m in body["messages"]) \
+                    if "messages" in body else str(body.get("prompt", ""))  # vLLM's chat form
+                toks = [intern(w) for w in text.split()] or [intern("")]
                 return self.reply({"tokens": toks, "count": len(toks), "max_model_len": 4096})
             if self.path == "/detokenize":
                 return self.reply({"prompt": " ".join(strings[t] for t in body.get("tokens", []))})

@@ -37,6 +37,10 @@ wrapper ../.. "$out/libexec/sandboxd/sbx-shim" sbx-shim
 # is lib/ld.so: it goes there and next to the shim's wrapper.
 cp "$build/sbx-as-agent" "$out/libexec/sandboxd/sbx-as-agent"
 cp "$build/sbx-as-agent" "$out/lib/sbx-as-agent"
+cp "$build/sbx-gvisor-init" "$out/libexec/sandboxd/sbx-gvisor-init" # the same for gVisor's runner
+cp "$build/sbx-gvisor-init" "$out/lib/sbx-gvisor-init"
+cp "$build/sbx-gvisor-statx.so" "$out/libexec/sandboxd/sbx-gvisor-statx.so"
+cp "$build/sbx-gvisor-statx.so" "$out/lib/sbx-gvisor-statx.so"
 # sbx-shim loads libarchive only to import an image (dlopen): bundle it and what it needs too.
 arch=$(ldconfig -p | awk '/libarchive\.so\.13 /{p=$NF} END{print p}')
 if [ -n "$arch" ]; then

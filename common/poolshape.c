@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const FIELDS[] = {"image", "cpu",     "memory", "disk",
-                                     "pids",  "network", "profile"};
+static const char *const FIELDS[] = {"image", "cpu",     "memory",  "disk",
+                                     "pids",  "network", "profile", "isolation"};
 
 static json_t *image_of(json_t *v) { /* "NAME" is "NAME:latest", as the daemon names it */
     const char *s = json_string_value(v);
@@ -46,6 +46,13 @@ static json_t *profile_of(json_t *v) {
     return s && strcmp(s, "grading") == 0 ? json_string(s) : NULL;
 }
 
+static json_t *isolation_of(json_t *v) {
+    const char *s = json_string_value(v);
+    if (json_is_null(v) || (s && strcmp(s, "native") == 0))
+        return json_string("native");
+    return s && strcmp(s, "gvisor") == 0 ? json_string(s) : NULL;
+}
+
 static json_t *field_of(const char *f, json_t *v) {
     if (strcmp(f, "image") == 0)
         return image_of(v);
@@ -55,6 +62,8 @@ static json_t *field_of(const char *f, json_t *v) {
         return network_of(v);
     if (strcmp(f, "profile") == 0)
         return profile_of(v);
+    if (strcmp(f, "isolation") == 0)
+        return isolation_of(v);
     if (strcmp(f, "cpu") == 0)
         return json_is_number(v) ? json_real(json_number_value(v)) : NULL;
     return json_is_integer(v) ? json_integer(json_integer_value(v)) : NULL; /* pids */
@@ -84,13 +93,18 @@ static bool same(json_t *a, json_t *b) {
 bool poolshape_match(json_t *shape, json_t *defaults, json_t *pool) {
     if (!json_is_object(shape) || !json_is_object(pool))
         return false;
-    for (size_t i = 0; i < sizeof(FIELDS) / sizeof(FIELDS[0]); i++) {
-        json_t *want = json_object_get(shape, FIELDS[i]);
+    json_t *native = json_string("native"); /* a record without "isolation" (older node) */
+    bool ok = true;
+    for (size_t i = 0; ok && i < sizeof(FIELDS) / sizeof(FIELDS[0]); i++) {
+        bool iso = strcmp(FIELDS[i], "isolation") == 0;
+        json_t *want = json_object_get(shape, FIELDS[i]), *have = json_object_get(pool, FIELDS[i]);
         if (!want)
-            want = json_object_get(defaults, FIELDS[i]);
-        if (!want || !same(want, json_object_get(pool, FIELDS[i])))
-            return false;
+            want = json_object_get(defaults, FIELDS[i]) ?: (iso ? native : NULL);
+        ok = want && same(want, have ?: (iso ? native : NULL));
     }
+    json_decref(native);
+    if (!ok)
+        return false;
     return true;
 }
 

@@ -1,7 +1,7 @@
 /* A create's pool shape (docs/FLEET.md, "Warm pools steer placement"): the fields that decide
- * whether a warm pool can serve a create (image, cpu, memory, disk, pids, network, profile) in
- * the forms node records publish, and whether a shape matches a published pool. Shared by the
- * daemon's placement (sandboxd/fleet/) and libsbx's (client/lib/fleet.c). */
+ * whether a warm pool can serve a create (image, cpu, memory, disk, pids, network, profile,
+ * isolation) in the forms node records publish, and whether a shape matches a published pool.
+ * Shared by the daemon's placement (sandboxd/fleet/) and libsbx's (client/lib/fleet.c). */
 #pragma once
 
 #include <jansson.h>
@@ -9,8 +9,8 @@
 
 /* The shape of a create body: the shape fields it sets, as published (image "NAME:TAG" or
  * "host", cpu a number, memory and disk integer bytes, pids an integer, network "none" or
- * "open", profile "default" or "grading"). NULL when no pool can serve it (a network
- * allow-list, a value that is not valid) or out of memory. */
+ * "open", profile "default" or "grading", isolation "native" or "gvisor"). NULL when no pool can
+ * serve it (a network allow-list, a value that is not valid) or out of memory. */
 json_t *poolshape_from_body(json_t *body);
 
 /* Whether a create of shape (its fields left out take the node's published defaults, an

@@ -46,6 +46,8 @@ void shim_spec_free(shim_spec *s) {
     free(s->seed_path);
     free(s->cgroup_parent);
     json_decref(s->gpus);
+    free(s->runsc);
+    json_decref(s->volumes);
     free(s);
 }
 
@@ -234,6 +236,22 @@ static int parse_seed(shim_spec *s, json_t *seed, error_rec *err) {
     return s->seed_path ? 0 : -ENOMEM;
 }
 
+/* "isolation": absent, {"type":"native"} or {"type":"gvisor","runsc":"/abs/path"}. */
+static int parse_isolation(shim_spec *s, json_t *iso, error_rec *err) {
+    if (!iso || json_is_null(iso))
+        return 0;
+    const char *type = json_string_value(json_object_get(iso, "type"));
+    const char *runsc = json_string_value(json_object_get(iso, "runsc"));
+    if (type && strcmp(type, "native") == 0)
+        return 0;
+    if (!type || strcmp(type, "gvisor") != 0 || !runsc || runsc[0] != '/' || !text_clean(runsc))
+        return error_set(err, -EINVAL,
+                         "spec: isolation must be {\"type\":\"native\"} or "
+                         "{\"type\":\"gvisor\",\"runsc\":\"/abs/path\"}");
+    s->runsc = strdup(runsc);
+    return s->runsc ? 0 : -ENOMEM;
+}
+
 static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     int r;
     const char *id = json_string_value(json_object_get(root, "id"));
@@ -274,6 +292,12 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     if (gpus && !json_is_null(gpus) && !json_is_object(gpus))
         return error_set(err, -EINVAL, "spec: gpus must be an object when present");
     s->gpus = json_is_object(gpus) ? json_incref(gpus) : NULL;
+    if ((r = parse_isolation(s, json_object_get(root, "isolation"), err)) < 0)
+        return r;
+    json_t *vols = json_object_get(root, "volumes"); /* volumes: checked by shim/volumes.c */
+    if (vols && !json_is_null(vols) && !json_is_array(vols))
+        return error_set(err, -EINVAL, "spec: volumes must be an array when present");
+    s->volumes = json_is_array(vols) ? json_incref(vols) : NULL;
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
@@ -396,5 +420,10 @@ json_t *shim_spec_to_json(const shim_spec *s) {
         json_object_set_new(j, "profile", json_string("grading"));
     if (j && s->gpus)
         json_object_set_new(j, "gpus", json_incref(s->gpus));
+    if (j && s->runsc)
+        json_object_set_new(j, "isolation",
+                            json_pack("{s:s,s:s}", "type", "gvisor", "runsc", s->runsc));
+    if (j && s->volumes)
+        json_object_set_new(j, "volumes", json_incref(s->volumes));
     return j;
 }

@@ -13,9 +13,14 @@
  *  "cgroup":{"version":1|2, "parent":"..."},
  *  "seed":{"path":"/abs/layer", "uid_base":N},   (optional: a fork's starting files, below)
  *  "profile":"grading",                     (optional: a grading sandbox, docs/GRPO.md)
- *  "gpus":{"devices":[{"path","name","major","minor"}],"binds":["/abs/file"]}}   (optional:
- *         the GPU nodes the sandbox gets under /dev/<name> and alone may open, and the host
- *         driver files bound read-only; checked and applied by shim/gpu.c)
+ *  "isolation":{"type":"gvisor","runsc":"/abs/runsc"}   (optional: the sandbox runs under
+ *         gVisor's runsc, shim/gvisor.h; absent or {"type":"native"}: namespaces + seccomp)
+ *  "gpus":{"devices":[{"path","name","major","minor"}],
+ *          "binds":[{"source":"/host/file","path":"/in/sandbox"}]},   (optional: the GPU nodes
+ *         the sandbox gets under /dev/<name> and alone may open, and the host driver files
+ *         bound read-only into a store or directory image; checked and applied by shim/gpu.c)
+ *  "volumes":[{"src":"/abs/host/mount","dst":"/cache","ro":true}]}   (optional: named
+ *         volumes, id-mapped binds of the daemon's volume mounts; shim/volumes.c)
  * v2 parent: absolute directory of a delegated subtree; v1 parent: path relative to each
  * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored.
  * seed: a host directory with `workspace` and `tmp` (a snapshot of another sandbox whose uid
@@ -75,6 +80,8 @@ typedef struct shim_spec {
     uint32_t seed_uid_base; /* the seed's owners are seed_uid_base + (0..65535) */
     bool grading;           /* "profile":"grading": two users, /grader, sbx-as-agent */
     json_t *gpus;           /* "gpus" object (shim/gpu.c), or NULL: no GPU */
+    char *runsc;            /* "isolation" gvisor: runsc's absolute path; NULL: native */
+    json_t *volumes;        /* "volumes" array (shim/volumes.c), or NULL: none */
 } shim_spec;
 
 /* Parse and validate spec JSON text. */

@@ -45,8 +45,11 @@ typedef struct policy_create {
     bool grading;                     /* "profile":"grading" (docs/GRPO.md "Grading sandboxes") */
     uint16_t ports[POLICY_PORTS_MAX]; /* inbound ports (policy/ports.h), n_ports of them */
     unsigned n_ports;
-    unsigned gpus;     /* whole GPUs (policy/gpu.h); 0: none */
-    json_t *gpu_uuids; /* which GPUs (array of uuid strings), or NULL: any free */
+    unsigned gpus;      /* whole GPUs (policy/gpu.h); 0: none */
+    json_t *gpu_uuids;  /* which GPUs (array of uuid strings), or NULL: any free */
+    json_t *volumes;    /* [{"name","path","read_only"}] (policy/volumes.h), or NULL: none */
+    bool on_idle_pause; /* "on_idle":"pause" (the default "end" is false; the API refuses it) */
+    bool gvisor;        /* "isolation":"gvisor" (docs/SECURITY.md); false: "native" */
 } policy_create;
 
 typedef struct policy_exec {
@@ -76,6 +79,9 @@ json_t *policy_create_to_json(const policy_create *c);
 int policy_limits_parse_exec(json_t *body, policy_exec *ret, error_rec *err);
 void policy_exec_done(policy_exec *e);
 
+/* POST /v1/volumes: {"name": NAME (policy/volumes.h), "size": SIZE (default 1Gi, 16Mi..1Ti)};
+ * name has room for POLICY_VOLUME_NAME_MAX + 1 bytes. */
+int policy_limits_parse_volume(json_t *body, char *name, uint64_t *ret_size, error_rec *err);
 /* {"timeout": duration} in [1s, 7d]. */
 int policy_limits_parse_timeout(json_t *body, uint64_t *ret_ms, error_rec *err);
 /* {"ttl": duration} in [1s, 7d], default 60s. */

@@ -62,9 +62,11 @@ static const opt_row rows[] = {
     {"advertise-url", "advertise_url", K_STR, F(advertise_url)},
     {"fleet-ttl", "fleet_ttl", K_UINT, F(fleet_ttl)},
     {"fleet-token", "fleet_token", K_STR, F(fleet_token)},
+    {"fleet-read", "fleet_read", K_STR, F(fleet_read)},
     {"tls-cert", "tls_cert", K_STR, F(tls_cert)},
     {"tls-key", "tls_key", K_STR, F(tls_key)},
     {"gpu-root", "gpu_root", K_STR, F(gpu_root)},
+    {"runsc", "runsc", K_STR, F(runsc)},
 };
 #undef F
 
@@ -80,9 +82,10 @@ static const char usage[] =
     "                [--pool-max-starting N] [--pool-demand-idle SECONDS]\n"
     "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
     "                [--sandboxfusion-queue-timeout SECONDS]\n"
-    "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR]\n"
+    "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR] [--runsc PATH|none]\n"
     "                [--fleet-etcd URL[,URL...] --advertise-url URL [--node-name NAME]\n"
-    "                 [--fleet-prefix P] [--fleet-ttl SECONDS] [--fleet-token TOKEN]]\n";
+    "                 [--fleet-prefix P] [--fleet-ttl SECONDS] [--fleet-token TOKEN]\n"
+    "                 [--fleet-read watch|poll]]\n";
 
 static void set_str(char **dst, const char *v) {
     free(*dst);
@@ -350,6 +353,9 @@ static int fleet_finish(sd_config *c, error_rec *err) {
                          "nodes and clients reach this node)");
     if (c->fleet_ttl < 2)
         return error_set(err, -EINVAL, "--fleet-ttl: at least 2 seconds");
+    if (c->fleet_read && strcmp(c->fleet_read, "watch") != 0 && strcmp(c->fleet_read, "poll") != 0)
+        return error_set(err, -EINVAL, "--fleet-read: \"watch\" or \"poll\", got \"%s\"",
+                         c->fleet_read);
     return 0;
 }
 
@@ -399,11 +405,13 @@ void sd_config_done(sd_config *c) {
     json_decref(c->gpus);
     json_decref(c->gpu_control);
     free(c->gpu_root);
+    free(c->runsc);
     free(c->fleet_etcd);
     free(c->fleet_prefix);
     free(c->node_name);
     free(c->advertise_url);
     free(c->fleet_token);
+    free(c->fleet_read);
     free(c->tls_cert);
     free(c->tls_key);
     *c = (sd_config){0};

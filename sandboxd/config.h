@@ -28,12 +28,14 @@ typedef struct sd_config {
     /* fleet (docs/FLEET.md): fleet_etcd NULL is no fleet */
     char *fleet_etcd, *fleet_prefix, *node_name, *advertise_url, *fleet_token;
     unsigned fleet_ttl;       /* seconds (default 5) */
+    char *fleet_read;         /* "watch" (default) or "poll": how the node reads the fleet */
     json_t *node_labels;      /* the config file's "node_labels" {"k": "v"} (published), or NULL */
     char *tls_cert, *tls_key; /* PEM files: the --tcp listener serves HTTPS */
     /* GPUs (core/gpu.c): the config file's "gpus" inventory and "gpu_control" nodes (NULL:
      * discover /dev/nvidia* under gpu_root, default the host's /) */
     json_t *gpus, *gpu_control;
     char *gpu_root;
+    char *runsc; /* gVisor's runsc (core/gvisor.c): NULL: PATH; "none": the class is off */
 } sd_config;
 
 int sd_config_load(int argc, char **argv, sd_config *cfg, error_rec *err);

@@ -8,12 +8,14 @@
 #include "sandboxd/api/listen.h"
 #include "sandboxd/api/sandboxfusion.h"
 #include "sandboxd/config.h"
+#include "sandboxd/core/volumes.h"
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/process.h"
 #include "sandboxd/core/commit.h"
 #include "sandboxd/core/fork.h"
 #include "sandboxd/core/gpu.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
@@ -119,9 +121,13 @@ static void raise_nofile(void) {
 static int wire(sd_daemon *d, error_rec *err) {
     int r;
     sd_network_init(d);
+    if ((r = sd_gvisor_init(d, err)) < 0) /* the gvisor class: runsc found and checked */
+        return r;
     if ((r = sd_gpu_init(d, err)) < 0) /* GPUs: before restore claims them back */
         return r;
     if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
+        return r;
+    if ((r = sd_volumes_init(d, err)) < 0) /* volumes: mounted before restore, creates */
         return r;
     if (sd_exec_init(d) < 0 || sd_process_init(d) < 0 || sd_fork_init(d) < 0)
         return error_set(err, -ENOSPC, "too many listeners");
@@ -202,6 +208,7 @@ int main(int argc, char **argv) {
     uv_run(d.loop, UV_RUN_DEFAULT);
     sd_cgroup_release(&d);
     sd_gpu_done(&d);
+    sd_gvisor_done(&d);
     log_info("stopped");
     return 0;
 }

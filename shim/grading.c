@@ -7,7 +7,6 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <libgen.h>
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/securebits.h>
@@ -47,19 +46,6 @@ int shim_grading_socket(const char *dir, const shim_spec *spec, int *ret_fd, err
     return 0;
 }
 
-/* The helper binary: sbx-as-agent next to our own executable. */
-static int helper_path(char *buf, size_t len, error_rec *err) {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
-        return error_set_errno(err, negative_errno(), "readlink /proc/self/exe");
-    exe[n] = 0;
-    snprintf(buf, len, "%s/" SHIM_AS_AGENT, dirname(exe));
-    if (access(buf, X_OK) < 0)
-        return error_set_errno(err, negative_errno(), "%s (shipped next to sbx-shim)", buf);
-    return 0;
-}
-
 /* data/NAME (mode, owner) on the sandbox's disk, bound onto root/TARGET. */
 static int data_dir(const char *staging, const char *name, const char *target, mode_t mode,
                     uid_t uid, error_rec *err) {
@@ -93,7 +79,7 @@ int shim_grading_rootfs(const shim_spec *spec, const char *staging, error_rec *e
     uid_t ruid = spec->uid_base, a = ruid + SHIM_SANDBOX_UID, g = ruid + SHIM_GRADER_UID;
     char root[4200], helper[PATH_MAX + 32], dst[4300], run[4200];
     snprintf(root, sizeof(root), "%s/root", staging);
-    int r = helper_path(helper, sizeof(helper), err);
+    int r = shim_rootfs_helper_path(SHIM_AS_AGENT, helper, sizeof(helper), err);
     if (r < 0 || (r = mount_points(root, ruid, err)) < 0 ||
         (r = data_dir(staging, "grader", SHIM_GRADING_DIR, 0700, g, err)) < 0 ||
         (r = data_dir(staging, "home-agent", SHIM_AGENT_HOME, 0700, a, err)) < 0 ||

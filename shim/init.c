@@ -8,9 +8,11 @@
 #include "shim/cgroup.h"
 #include "shim/exec.h"
 #include "shim/grading.h"
+#include "shim/gvisor.h"
 #include "shim/ipc.h"
 #include "shim/rootfs.h"
 #include "shim/seccomp.h"
+#include "shim/volumes.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -91,6 +93,9 @@ static int step_rootfs(shim_init_ctx *c, error_rec *err) {
         return r;
     return shim_grading_rootfs(c->spec, c->staging, err);
 }
+static int step_volumes(shim_init_ctx *c, error_rec *err) {
+    return shim_volumes_mount(c->spec, c->staging, err); /* volumes: shim/volumes.c */
+}
 static int step_etc(shim_init_ctx *c, error_rec *err) {
     return shim_rootfs_etc(c->spec, c->staging, err);
 }
@@ -101,12 +106,24 @@ static int step_dev(shim_init_ctx *c, error_rec *err) {
     char dev[4200];
     snprintf(dev, sizeof(dev), "%s/root/dev", c->staging);
     int r = shim_rootfs_dev(c->spec, c->staging, err);
-    return r < 0 ? r : shim_gpu_dev(c->spec, dev, c->spec->uid_base, err); /* GPUs: gpu.c */
+    if (r < 0 || !c->spec->gpus || (r = shim_gpu_dev(c->spec, dev, c->spec->uid_base, err)) < 0)
+        return r; /* GPUs: gpu.c (nodes in /dev, the driver's files in the image) */
+    dev[strlen(dev) - strlen("/dev")] = 0; /* staging/root */
+    return shim_gpu_binds(c->spec, dev, c->spec->uid_base, err);
 }
 static int step_seal(shim_init_ctx *c, error_rec *err) {
     if (c->spec->image_type == SHIM_IMAGE_LAYERS)
         return 0; /* images: a store image's root stays writable (its upper is on the disk) */
     return shim_rootfs_seal(c->staging, err);
+}
+
+/* No host path in /proc/1/cmdline: main's argv area says "sbx-init". */
+static void set_title(void) {
+    if (shim_init_title && shim_init_title_len > 8) {
+        memset(shim_init_title, 0, shim_init_title_len);
+        memcpy(shim_init_title, "sbx-init", 8);
+    }
+    prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 }
 
 static int step_pivot(shim_init_ctx *c, error_rec *err) {
@@ -122,12 +139,16 @@ static int step_pivot(shim_init_ctx *c, error_rec *err) {
             return error_set_errno(err, negative_errno(), "dup2");
     if (fd > 2)
         close(fd);
-    if (shim_init_title && shim_init_title_len > 8) {
-        memset(shim_init_title, 0, shim_init_title_len);
-        memcpy(shim_init_title, "sbx-init", 8);
-    }
-    prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+    set_title();
     return 0;
+}
+
+/* gvisor: init's root becomes the sandbox's by chroot (runsc, its child, keeps the host's) */
+static int step_gvisor_chroot(shim_init_ctx *c, error_rec *err) {
+    int r = shim_gvisor_chroot(c, err);
+    if (r >= 0)
+        set_title();
+    return r;
 }
 
 /* The OOM killer should pick a command, not init or a reaper (a dead init is a platform
@@ -196,24 +217,30 @@ static int step_seccomp(shim_init_ctx *c, error_rec *err) {
 }
 
 typedef int (*init_step_fn)(shim_init_ctx *, error_rec *);
+enum { BOTH, NATIVE, GVISOR }; /* which isolation class runs a step (gvisor.h) */
 static const struct {
     const char *name;
     init_step_fn fn;
+    int only;
 } init_steps[] = {
-    {"sync", step_sync},
-    {"namespaces", step_namespaces},
-    {"hostname", step_hostname},
-    {"loopback", step_loopback},
-    {"rootfs", step_rootfs},
-    {"etc", step_etc},
-    {"proc", step_proc},
-    {"dev", step_dev},
-    {"seal", step_seal},
-    {"pivot-root", step_pivot},
-    {"oom-score", step_oom_score},
-    {"userns", step_userns},
-    {"credentials", step_credentials},
-    {"seccomp", step_seccomp},
+    {"sync", step_sync, BOTH},
+    {"namespaces", step_namespaces, BOTH},
+    {"hostname", step_hostname, BOTH},
+    {"loopback", step_loopback, BOTH},
+    {"rootfs", step_rootfs, BOTH},
+    {"volumes", step_volumes, BOTH},
+    {"etc", step_etc, BOTH},
+    {"proc", step_proc, NATIVE},
+    {"dev", step_dev, NATIVE},
+    {"seal", step_seal, BOTH},
+    {"gvisor-bundle", shim_gvisor_prepare, GVISOR},
+    {"pivot-root", step_pivot, NATIVE},
+    {"oom-score", step_oom_score, BOTH},
+    {"userns", step_userns, BOTH},
+    {"gvisor-start", shim_gvisor_start, GVISOR},
+    {"gvisor-chroot", step_gvisor_chroot, GVISOR},
+    {"credentials", step_credentials, BOTH},
+    {"seccomp", step_seccomp, BOTH},
 };
 
 static _Noreturn void init_fail(shim_init_ctx *c, const char *step, error_rec *err) {
@@ -239,8 +266,11 @@ _Noreturn void shim_init_main(shim_init_ctx *c) {
     close_range(4, ~0U, 0);
     char times[512]; /* "init.name=ms ..." of every step, for the shim's ready line */
     size_t tl = 0;
+    int skip = c->spec->runsc ? NATIVE : GVISOR;
     for (size_t i = 0; i < ARRAY_SIZE(init_steps); i++) {
         error_rec err = {0};
+        if (init_steps[i].only == skip)
+            continue;
         uint64_t t0 = now_mono_us();
         if (init_steps[i].fn(c, &err) < 0)
             init_fail(c, init_steps[i].name, &err);
@@ -249,6 +279,8 @@ _Noreturn void shim_init_main(shim_init_ctx *c) {
         if (n > 0 && (size_t)n < sizeof(times) - tl)
             tl += (size_t)n;
     }
+    if (c->spec->runsc)
+        shim_gvisor_serve(c, times, tl);
     if (shim_ipc_send(c->ipc, SHIM_IPC_READY, 0, 0, 0, times, tl, NULL, 0) < 0)
         _exit(1);
     shim_exec_grading = c->spec->grading;

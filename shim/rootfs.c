@@ -11,6 +11,8 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -398,4 +400,16 @@ int shim_rootfs_ensure_dir(const char *root, const char *name, mode_t mode, uid_
 
 int shim_rootfs_bind(const char *src, const char *tgt, unsigned long flags, error_rec *err) {
     return bind(src, tgt, flags, err);
+}
+
+int shim_rootfs_helper_path(const char *name, char *buf, size_t len, error_rec *err) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return error_set_errno(err, negative_errno(), "readlink /proc/self/exe");
+    exe[n] = 0;
+    snprintf(buf, len, "%s/%s", dirname(exe), name);
+    if (access(buf, X_OK) < 0)
+        return error_set_errno(err, negative_errno(), "%s (shipped next to sbx-shim)", buf);
+    return 0;
 }

@@ -21,3 +21,5 @@ int shim_rootfs_pivot(const char *staging, error_rec *err);
 int shim_rootfs_ensure_dir(const char *root, const char *name, mode_t mode, uid_t uid,
                            error_rec *err);
 int shim_rootfs_bind(const char *src, const char *tgt, unsigned long flags, error_rec *err);
+/* A helper binary shipped next to sbx-shim (sbx-as-agent, sbx-gvisor-init): its path in buf. */
+int shim_rootfs_helper_path(const char *name, char *buf, size_t len, error_rec *err);

@@ -12,8 +12,8 @@ PKGS=(
   python3-pytest python3-requests python3-websockets python3-pip python3-setuptools python3-wheel
   python3-ipykernel python3-jupyter-client nodejs golang-go default-jdk-headless
   clang libclang-rt-14-dev clang-format valgrind
-  bubblewrap crun
-  debootstrap tmux criu
+  bubblewrap crun runsc
+  debootstrap tmux criu e2fsprogs
   etcd-server etcd-client openssl python3-yaml
 )
 

@@ -5,7 +5,9 @@ Generation (a subset of vLLM's OpenAI-compatible API, so a vLLM server can stand
   POST /v1/completions  {"prompt":[ids],"max_tokens":n,"temperature":t,"logprobs":0,
                          "return_token_ids":true} -> choices[0].token_ids,
                          choices[0].logprobs.token_logprobs, finish_reason
-  POST /tokenize        {"prompt":"text"} -> {"tokens":[ids],"count":n}
+  POST /tokenize        {"prompt":"text"} -> {"tokens":[ids],"count":n}; or vLLM's chat form
+                         {"messages":[{"role","content"}],"add_generation_prompt":true}
+                         rendered by chat_text (the toy model's chat template)
   POST /detokenize      {"tokens":[ids]}  -> {"prompt":"text"}
 Training:
   GET  /v1/state        -> {"policy_version":v, ...}
@@ -196,7 +198,9 @@ def make_handler(tr):
                 if self.path == "/v1/completions":
                     return self.reply(200, tr.complete(body))
                 if self.path == "/tokenize":
-                    toks = tr.vocab.encode(str(body.get("prompt", "")), eot=True)
+                    text = chat_text(body["messages"], body.get("add_generation_prompt", True)) \
+                        if "messages" in body else str(body.get("prompt", ""))
+                    toks = tr.vocab.encode(text, eot=True)
                     return self.reply(200, {"tokens": toks, "count": len(toks),
                                             "max_model_len": 4096})
                 if self.path == "/detokenize":
@@ -210,6 +214,16 @@ def make_handler(tr):
                 self.reply(500, {"message": str(e), "code": "internal"})
 
     return Handler
+
+
+def chat_text(messages, add_generation_prompt=True):
+    """The toy model's chat template: a "role: content" line per message, then "assistant:"
+    when a reply is asked for (vLLM's /tokenize applies the served model's own template)."""
+    if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages):
+        raise ValueError("\"messages\" must be a list of {\"role\", \"content\"} objects")
+    lines = [f"{m.get('role', 'user')}: {m['content']}" for m in messages]
+    return "\n".join(lines + (["assistant:"] if add_generation_prompt else []))
 
 
 def main():

@@ -58,6 +58,7 @@ typedef struct cli_create_flags {
     sbx_create_opts opts;
     cli_strv env, labels;
     char *network_json;
+    json_t *volumes; /* --volume: [{"name","path","read_only"}], or NULL */
 } cli_create_flags;
 #define CLI_CREATE_LONGOPTS                                                                        \
     {"image", required_argument, NULL, 'I'}, {"cpu", required_argument, NULL, 'C'},                \
@@ -65,8 +66,9 @@ typedef struct cli_create_flags {
         {"pids", required_argument, NULL, 'P'}, {"env", required_argument, NULL, 'e'},             \
         {"label", required_argument, NULL, 'l'}, {"idle-timeout", required_argument, NULL, 'T'},   \
         {"timeout", required_argument, NULL, 't'}, {"max-cost", required_argument, NULL, 'X'},     \
-        {"network", required_argument, NULL, 'N'}, {"profile", required_argument, NULL, 'R'}, {    \
-        "gpus", required_argument, NULL, 'G'                                                       \
+        {"network", required_argument, NULL, 'N'}, {"profile", required_argument, NULL, 'R'},      \
+        {"gpus", required_argument, NULL, 'G'}, {"isolation", required_argument, NULL, 'O'}, {     \
+        "volume", required_argument, NULL, 'V'                                                     \
     }
 #define CLI_CREATE_HELP                                                                            \
     "  --image NAME          image (default: host)\n"                                              \
@@ -81,12 +83,31 @@ typedef struct cli_create_flags {
     "  --max-cost USD        end the sandbox when it has cost this much\n"                         \
     "  --network MODE        none (default), open, or allow:CIDR,host:port,...\n"                  \
     "  --profile grading     a grading sandbox: a grader user beside the sandbox user\n"           \
-    "  --gpus N              N whole GPUs of the node, exclusively (default 0)\n"
+    "  --gpus N              N whole GPUs of the node, exclusively (default 0)\n"                  \
+    "  --isolation CLASS     native (namespaces + seccomp) or gvisor (gVisor's runsc); default:\n" \
+    "                        the daemon's\n"                                                       \
+    "  --volume NAME:/PATH[:ro]  mount volume NAME at /PATH, read-only with :ro (repeatable;\n"    \
+    "                        see `sbx volume`)\n"
 void cli_create_flags_init(cli_create_flags *f);
 /* Handles one create flag. Returns 1 when handled, 0 when opt is not a create flag, -1 on a bad
  * value (message printed). */
 int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *arg);
 void cli_create_flags_free(cli_create_flags *f);
+/* Create the sandbox of f (with its volumes, when any). */
+sbx_code cli_create_sandbox(sbx_client *c, const cli_create_flags *f, sbx_sandbox **ret,
+                            sbx_err *err);
+
+/* `sbx image|volume ls|inspect|rm ...` (sub, then argv from sub on): the calls of one kind of
+ * named thing on the first endpoint; ls prints a table (print_list) or, with --json, the JSON. */
+typedef struct cli_store_ops {
+    const char *cmd; /* "image", "volume" */
+    sbx_code (*list)(sbx_client *c, char **ret_json, sbx_err *err);
+    sbx_code (*inspect)(sbx_client *c, const char *name, char **ret_json, sbx_err *err);
+    sbx_code (*remove)(sbx_client *c, const char *name, sbx_err *err);
+    void (*print_list)(json_t *a);
+    void (*help)(void);
+} cli_store_ops;
+int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **argv);
 
 /* Read all of a descriptor into memory (stdin for -i). Returns 0 or -errno. */
 int cli_read_fd(int fd, char **ret, size_t *ret_len);

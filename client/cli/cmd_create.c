@@ -41,7 +41,7 @@ int cmd_create(int argc, char **argv) {
     if (rc == 0) {
         sbx_sandbox *sb = NULL;
         sbx_err err = {0};
-        if (sbx_sandbox_create(c, &f.opts, &sb, &err) != SBX_OK)
+        if (cli_create_sandbox(c, &f, &sb, &err) != SBX_OK)
             rc = cli_sbx_error(&err);
         else if (cli_opts.json) {
             char *js = NULL;

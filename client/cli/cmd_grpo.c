@@ -25,7 +25,12 @@ static void usage(FILE *f) {
     fputs("usage: sbx grpo --tasks FILE [options]\n"
           "       sbx grpo --preview [--measure N --tasks FILE] [options]\n"
           "run:\n"
-          "  --tasks FILE            task set (JSONL, docs/GRPO.md)\n"
+          "  --tasks FILE            task set, or verl dataset rows (JSONL, docs/GRPO.md)\n"
+          "  --reward-fn FILE        verl rows: a Python file with compute_score(data_source,\n"
+          "                          solution_str, ground_truth, extra_info) (built-in by\n"
+          "                          data_source without it)\n"
+          "  --reward-timeout S      verl rows: seconds per compute_score call (10)\n"
+          "  --max-completion-tokens N  every task's max_tokens per completion\n"
           "  --split S               train (default), held_out or all\n"
           "  --trainer URL           generation + training server (http://127.0.0.1:8000)\n"
           "  --host ENDPOINTS        sandboxd socket or http://host:port, several comma-separated\n"
@@ -119,6 +124,9 @@ static size_t grpo_flags(grpo_cli *c, grpo_flag *f) {
     const grpo_flag t[] = {
         {"tasks", F_STR, &c->o.tasks_path, 0, 0},
         {"split", F_STR, &c->o.split, 0, 0},
+        {"reward-fn", F_STR, &c->o.reward_fn, 0, 0},
+        {"reward-timeout", F_DBL, &c->o.reward_timeout_s, 0.001, 3600},
+        {"max-completion-tokens", F_UINT, &c->o.max_completion_tokens, 1, 1 << 20},
         {"trainer", F_STR, &c->o.trainer_url, 0, 0},
         {"host", F_STR, &c->o.sandboxd, 0, 0},
         {"out", F_STR, &c->o.out_dir, 0, 0},

@@ -80,42 +80,6 @@ static void print_list(json_t *a) {
     }
 }
 
-static int other(const char *sub, int argc, char **argv) {
-    int prc = cli_parse_common("image", argc, argv, help);
-    if (prc != 0)
-        return prc < 0 ? 0 : prc;
-    int n = argc - optind;
-    bool ls = strcmp(sub, "ls") == 0, rm = strcmp(sub, "rm") == 0;
-    if ((ls && n != 0) || (!ls && !rm && n != 1) || (rm && n < 1))
-        return cli_usage_error("image", "wrong number of arguments for %s", sub);
-    sbx_client *c = NULL;
-    sbx_err err = {0};
-    char *js = NULL;
-    int rc = cli_client(&c);
-    for (int i = optind; rc == 0 && rm && i < argc; i++) {
-        if (sbx_image_remove(c, argv[i], &err) != SBX_OK)
-            rc = cli_sbx_error(&err);
-        else
-            printf("%s\n", argv[i]);
-    }
-    if (rc == 0 && !rm) {
-        sbx_code code =
-            ls ? sbx_image_list(c, &js, &err) : sbx_image_inspect(c, argv[optind], &js, &err);
-        if (code != SBX_OK) {
-            rc = cli_sbx_error(&err);
-        } else if (ls && !cli_opts.json) {
-            json_t *a = json_loads(js, 0, NULL);
-            print_list(a);
-            json_decref(a);
-        } else {
-            rc = cli_print_json_text(js);
-        }
-    }
-    free(js);
-    sbx_client_free(c);
-    return rc;
-}
-
 int cmd_image(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         help();
@@ -125,6 +89,8 @@ int cmd_image(int argc, char **argv) {
     if (strcmp(sub, "import") == 0)
         return import(argc - 1, argv + 1);
     if (strcmp(sub, "ls") == 0 || strcmp(sub, "inspect") == 0 || strcmp(sub, "rm") == 0)
-        return other(sub, argc - 1, argv + 1);
+        return cli_store_cmd(&(cli_store_ops){"image", sbx_image_list, sbx_image_inspect,
+                                              sbx_image_remove, print_list, help},
+                             sub, argc - 1, argv + 1);
     return cli_usage_error("image", "unknown subcommand \"%s\"", sub);
 }

@@ -114,7 +114,7 @@ static int run(cli_create_flags *f, sbx_exec_opts *o) {
     sbx_sandbox *sb = NULL;
     sbx_err err = {0};
     int rc = cli_client(&c);
-    if (rc == 0 && sbx_sandbox_create(c, &f->opts, &sb, &err) != SBX_OK)
+    if (rc == 0 && cli_create_sandbox(c, f, &sb, &err) != SBX_OK)
         rc = cli_sbx_error(&err);
     if (rc == 0) {
         pthread_mutex_lock(&run_state.lock);

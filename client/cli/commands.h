@@ -12,7 +12,8 @@ int cmd_rm(int argc, char **argv);
 int cmd_port(int argc, char **argv); /* inbound ports */
 int cmd_info(int argc, char **argv);
 int cmd_grpo(int argc, char **argv);
-int cmd_image(int argc, char **argv); /* images */
+int cmd_image(int argc, char **argv);  /* images */
+int cmd_volume(int argc, char **argv); /* volumes */
 int cmd_commit(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
 int cmd_attach(int argc, char **argv);

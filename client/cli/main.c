@@ -31,6 +31,7 @@ static const struct {
     {"port", cmd_port, "open a port of a sandbox and print its URL"},
     {"info", cmd_info, "show the daemon's capacity and prices"},
     {"image", cmd_image, "import, list, inspect and remove images"},
+    {"volume", cmd_volume, "create, list, inspect and remove named volumes"},
     {"grpo", cmd_grpo, "run GRPO episodes against a trainer"},
     {"nodes", cmd_nodes, "show the fleet's nodes, their capacity and health"},
     {"node", cmd_node, "drain or undrain a node of the fleet"},

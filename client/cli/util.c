@@ -94,6 +94,35 @@ void cli_create_flags_free(cli_create_flags *f) {
     cli_strv_free(&f->env);
     cli_strv_free(&f->labels);
     free(f->network_json);
+    json_decref(f->volumes);
+}
+
+sbx_code cli_create_sandbox(sbx_client *c, const cli_create_flags *f, sbx_sandbox **ret,
+                            sbx_err *err) {
+    if (!f->volumes)
+        return sbx_sandbox_create(c, &f->opts, ret, err);
+    json_t *x = json_pack("{s:O}", "volumes", f->volumes);
+    char *extra = x ? json_dumps(x, JSON_COMPACT) : NULL;
+    json_decref(x);
+    sbx_code rc = extra ? sbx_sandbox_create_with(c, &f->opts, extra, ret, err) : SBX_E_NOMEM;
+    free(extra);
+    return rc;
+}
+
+/* --volume NAME:/PATH[:ro]; the daemon checks the name and the path (400 names the field). */
+static int volume_flag(cli_create_flags *f, const char *cmd, const char *arg) {
+    const char *colon = strchr(arg, ':');
+    if (!colon || colon == arg || colon[1] != '/')
+        return cli_usage_error(cmd, "--volume wants NAME:/PATH[:ro], not \"%s\"", arg), -1;
+    size_t n = strlen(colon + 1);
+    bool ro = n > 3 && strcmp(colon + 1 + n - 3, ":ro") == 0;
+    json_t *v = json_pack("{s:s%,s:s%,s:b}", "name", arg, (size_t)(colon - arg), "path", colon + 1,
+                          ro ? n - 3 : n, "read_only", ro);
+    if (!f->volumes)
+        f->volumes = json_array();
+    if (!v || !f->volumes || json_array_append_new(f->volumes, v) < 0)
+        return cli_error("out of memory"), -1;
+    return 1;
 }
 
 static int network_flag(cli_create_flags *f, const char *cmd, const char *arg) {
@@ -185,8 +214,13 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
         o->gpus = (unsigned)n;
         return 1;
     }
+    case 'V':
+        return volume_flag(f, cmd, arg);
     case 'R': /* the daemon validates the name (400 names the field) */
         o->profile = arg;
+        return 1;
+    case 'O': /* the same for the isolation class */
+        o->isolation = arg;
         return 1;
     default:
         return 0;
@@ -313,4 +347,39 @@ int cli_parse_pid(const char *cmd, const char *s, long *ret) {
         return cli_usage_error(cmd, "PID must be a positive number, not \"%s\"", s);
     *ret = v;
     return 0;
+}
+
+int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **argv) {
+    int prc = cli_parse_common(ops->cmd, argc, argv, ops->help);
+    if (prc != 0)
+        return prc < 0 ? 0 : prc;
+    int n = argc - optind;
+    bool ls = strcmp(sub, "ls") == 0, rm = strcmp(sub, "rm") == 0;
+    if ((ls && n != 0) || (!ls && !rm && n != 1) || (rm && n < 1))
+        return cli_usage_error(ops->cmd, "wrong number of arguments for %s", sub);
+    sbx_client *c = NULL;
+    sbx_err err = {0};
+    char *js = NULL;
+    int rc = cli_client(&c);
+    for (int i = optind; rc == 0 && rm && i < argc; i++) {
+        if (ops->remove(c, argv[i], &err) != SBX_OK)
+            rc = cli_sbx_error(&err);
+        else
+            printf("%s\n", argv[i]);
+    }
+    if (rc == 0 && !rm) {
+        sbx_code code = ls ? ops->list(c, &js, &err) : ops->inspect(c, argv[optind], &js, &err);
+        if (code != SBX_OK) {
+            rc = cli_sbx_error(&err);
+        } else if (ls && !cli_opts.json) {
+            json_t *a = json_loads(js, 0, NULL);
+            ops->print_list(a);
+            json_decref(a);
+        } else {
+            rc = cli_print_json_text(js);
+        }
+    }
+    free(js);
+    sbx_client_free(c);
+    return rc;
 }

@@ -42,6 +42,7 @@ enum {
 
 static void ep_generate(grpo_episode *ep);
 static void ep_grade(grpo_episode *ep);
+static void ep_grader_files_next(grpo_episode *ep);
 static void ep_release_next(grpo_episode *ep);
 
 grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index) {
@@ -67,6 +68,7 @@ static void ep_closed(uv_handle_t *h) {
     json_decref(ep->trace);
     free(ep->tar);
     free(ep->env_state);
+    free(ep->solution);
     json_decref(ep->req_body);
     sbx_sandbox_free(ep->agent); /* only when the run tore down early: else released */
     sbx_sandbox_free(ep->grader);
@@ -258,6 +260,10 @@ static void ep_start_create(grpo_episode *ep) {
 
 static void ep_create(grpo_episode *ep) {
     ep->state = S_CREATE;
+    if (ep->task->completion_answer) { /* a verl row: no environment, the completion is all */
+        ep_lap(ep);
+        return ep_generate(ep);
+    }
     /* its group's template forks it; never a server environment (a fork has no processes) */
     if (!ep->task->env_server && ep->run->group_want && ep->run->group_want(ep))
         return;
@@ -333,7 +339,9 @@ static void ep_on_created(void *ud, sbx_sandbox *sb, const sbx_err *err) {
         return;
     if (!ep_daemon_ok(ep, err, grader ? "create grading sandbox" : "create sandbox"))
         return;
-    if (grader)
+    if (grader && !ep->tar) /* a completion answer: nothing in the workspace */
+        ep_grader_files_next(ep);
+    else if (grader)
         ep_call(ep, S_G_WORKSPACE,
                 sbx_async_put_archive(ep->run->sbx, ep->grader, "/workspace", ep->tar, ep->tar_len,
                                       ep_on_put, ep));
@@ -380,6 +388,11 @@ static void ep_agent_done(grpo_episode *ep, const char *stop) {
         return ep->run->env_finish(ep, stop);
     }
     ep->stop = stop;
+    if (ep->task->completion_answer) { /* graded on its text: no sandbox to archive or release */
+        if (!ep->solution && !(ep->solution = strdup("")))
+            return ep_submit_failed(ep, -ENOMEM);
+        return ep_release_next(ep);
+    }
     ep_call(ep, S_ARCHIVE,
             sbx_async_get_archive(ep->run->sbx, ep->agent, "/workspace", ep_on_archive, ep));
 }
@@ -423,6 +436,13 @@ static void on_detokenized(grpo_episode *ep, const sbxi_http_result *r) {
     if (!j)
         return;
     const char *cmd = json_string_value(json_object_get(j, "prompt"));
+    if (ep->task->completion_answer) { /* the text is the answer, not a command */
+        ep->solution = strdup(cmd ?: "");
+        json_array_append_new(ep->trace, json_pack("{s:s}", "completion", cmd ?: ""));
+        json_decref(j);
+        ep->turn = 1;
+        return ep_agent_done(ep, "max_turns");
+    }
     if (grpo_text_blank(cmd)) {
         json_decref(j);
         ep_agent_done(ep, "policy_stopped");
@@ -549,30 +569,19 @@ static bool task_has_file(const grpo_task *t, const char *path) {
     return false;
 }
 
-/* The hidden tests, then the grading helper library beside them (a task's own file of the same
+/* The hidden tests, then the episode's own files (envserver's /state, a completion's answer, the
+ * set's reward file) and the grading helper library beside them (a task's own file of the same
  * name wins), then the grader command. */
 static void ep_grader_files_next(grpo_episode *ep) {
     const grpo_task *t = ep->task;
-    size_t i = ep->setup_i++;
-    if (i < t->n_grader_files) {
-        ep_put_file(ep, S_G_FILE, ep->grader, &t->grader_files[i]);
-        return;
-    }
-    size_t env = ep->env_state ? 1 : 0; /* a server environment's /state (envserver.c) */
-    if (env && i == t->n_grader_files) {
-        grpo_file f = {(char *)GRPO_GRADER_DIR "/env_state.json", ep->env_state,
-                       strlen(ep->env_state)};
-        ep_put_file(ep, S_G_FILE, ep->grader, &f);
-        return;
-    }
-    grpo_file lib[GRPO_GRADELIB_FILES];
-    size_t n_lib = grpo_gradelib_files(lib, GRPO_GRADELIB_FILES);
-    size_t j = i - t->n_grader_files - env;
-    while (j < n_lib && task_has_file(t, lib[j].path))
-        j = ep->setup_i++ - t->n_grader_files - env;
-    if (j < n_lib) {
-        ep_put_file(ep, S_G_FILE, ep->grader, &lib[j]);
-        return;
+    grpo_file more[GRPO_EPISODE_FILES + GRPO_GRADELIB_FILES];
+    size_t n = grpo_episode_extra_files(ep, more);
+    n += grpo_gradelib_files(more + n, GRPO_GRADELIB_FILES);
+    for (size_t i; (i = ep->setup_i++) < t->n_grader_files + n;) {
+        bool own = i < t->n_grader_files;
+        const grpo_file *f = own ? &t->grader_files[i] : &more[i - t->n_grader_files];
+        if (own || !task_has_file(t, f->path))
+            return ep_put_file(ep, S_G_FILE, ep->grader, f);
     }
     /* Failure injection (a test hook): the grader process crashes. */
     const char *cmd = ep->inject_failure ? "kill -SEGV $$" : t->grader_command;
@@ -589,54 +598,22 @@ static void ep_grader_files_next(grpo_episode *ep) {
                    t->grader_timeout_ms);
 }
 
-/* Exit codes of a grader that say the platform could not run it: 125 from sbx-as-agent's own
- * failure (the agent's program never ran as it should), 126/127 from a shell that cannot
- * execute the grader's interpreter or command. */
-static bool platform_exit(int code) {
-    return code == 125 || code == 126 || code == 127;
-}
-
-/* Under a reward rule. The grader runs as its own user: agent code cannot signal, trace or
- * write into it (docs/GRPO.md), so a grader that dies by a signal or exits outside its rule
- * failed on its own (the platform's fault). Its time and memory are shared with the agent's
- * programs it starts: running out of either is the agent's fault. */
-static void grade_by_rule(grpo_episode *ep, const sbx_exec_result *res) {
-    const grpo_task *t = ep->task;
-    const char *why = res->reason;
-    if (strcmp(why, "command_timeout") == 0)
-        return ep_agent_fault(ep, "the grader ran out of time (%.1fs) running the agent's code",
-                              (double)t->grader_timeout_ms / 1000.0);
-    if (strcmp(why, "oom_killed") == 0)
-        return ep_agent_fault(ep, "the grading sandbox ran out of memory");
-    if (strcmp(why, "exited") != 0) {
-        snprintf(ep->message, sizeof(ep->message), "grader failed: %s (signal %d)", why,
-                 res->signal);
-    } else if (grpo_task_exit_reward(t, res->exit_code, &ep->reward)) {
-        ep->status = GRPO_EP_SCORED;
-        return;
-    } else {
-        snprintf(ep->message, sizeof(ep->message), "grader failed: exit code %d%s: %.160s",
-                 res->exit_code,
-                 platform_exit(res->exit_code) ? " (the platform could not run it)" : "",
-                 res->stderr_data ?: "");
-        text_for_log(ep->message);
-    }
-    ep->status = GRPO_EP_INFRA;
-    ep->fault = "platform";
-}
-
 static void on_graded(grpo_episode *ep, const sbx_exec_result *res) {
     ep->grade_ms += ep_lap(ep);
-    const grpo_task *t = ep->task;
-    if (t->reward_kind != GRPO_REWARD_EXPECTED_OUTPUT || ep->inject_failure) {
-        grade_by_rule(ep, res); /* an injected crash is the platform's under any rule */
-    } else if (strcmp(res->reason, "exited") == 0) {
-        /* the command is the agent's program: its exit status is not a verdict */
-        ep->reward = grpo_output_matches(t, res) ? 1.0 : 0.0;
+    char msg[sizeof(ep->message)];
+    double reward = 0;
+    switch (grpo_verdict_of(ep->task, res, ep->inject_failure, &reward, msg, sizeof(msg))) {
+    case GRPO_VERDICT_SCORED: /* with the grader's remark, if it made one */
         ep->status = GRPO_EP_SCORED;
-    } else {
-        ep_agent_fault(ep, "the agent's program did not finish: %s (signal %d)", res->reason,
-                       res->signal);
+        ep->reward = reward;
+        snprintf(ep->message, sizeof(ep->message), "%s", msg);
+        text_for_log(ep->message);
+        break;
+    case GRPO_VERDICT_AGENT:
+        ep_agent_fault(ep, "%s", msg);
+        break;
+    case GRPO_VERDICT_PLATFORM:
+        return ep_infra(ep, "%s", msg); /* releases the grading sandbox */
     }
     ep_release_next(ep);
 }
@@ -663,7 +640,7 @@ static void ep_release_next(grpo_episode *ep) {
             grpo_run_fail(ep->run, -ENOMEM, "internal", "cannot start a request");
             ep_released(ep); /* dropped: the daemon's timeouts end it */
         }
-    } else if (ep->status == GRPO_EP_PENDING && !ep->run->fatal && ep->tar) {
+    } else if (ep->status == GRPO_EP_PENDING && !ep->run->fatal && (ep->tar || ep->solution)) {
         ep_grade(ep);
     } else {
         ep_finish(ep);
@@ -773,6 +750,10 @@ void grpo_episode_start(grpo_episode *ep) {
         ep_create(ep);
         return;
     }
+    if (t->prompt_messages) /* vLLM's chat form: the model's chat template renders them */
+        return ep_post(ep, S_PROMPT, "/tokenize",
+                       json_pack("{s:O, s:b, s:b}", "messages", t->prompt_messages,
+                                 "add_generation_prompt", 1, "add_special_tokens", 0));
     ep_post(ep, S_PROMPT, "/tokenize",
             json_pack("{s:s, s:b}", "prompt", t->prompt_text, "add_special_tokens", 0));
 }

@@ -22,6 +22,8 @@ void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_cre
     bool grading = strcmp(role, "grader") == 0;
     ret->o.network = !grading && t->network_text ? t->network_text : "none";
     ret->o.profile = grading ? "grading" : NULL;
+    /* the agent's sandbox in the task's class; a grading sandbox is always native (docs/GRPO.md) */
+    ret->o.isolation = grading ? "native" : t->isolation;
     snprintf(ret->labels[0], sizeof(ret->labels[0]), "grpo_run=%s", ep->run->run_id);
     snprintf(ret->labels[1], sizeof(ret->labels[1]), "grpo_role=%s", role);
     snprintf(ret->labels[2], sizeof(ret->labels[2]), "grpo_task=%s", t->id);
@@ -108,6 +110,19 @@ json_t *grpo_episode_log(const grpo_episode *ep) {
     if (o)
         json_object_set_new(o, "dropped_symlinks", json_integer(ep->dropped_symlinks));
     return o;
+}
+
+size_t grpo_episode_extra_files(const grpo_episode *ep, grpo_file *ret) {
+    size_t n = 0;
+    if (ep->env_state)
+        ret[n++] = (grpo_file){(char *)GRPO_GRADER_DIR "/env_state.json", ep->env_state,
+                               strlen(ep->env_state)};
+    if (ep->solution)
+        ret[n++] = (grpo_file){(char *)GRPO_GRADER_DIR "/solution.txt", ep->solution,
+                               strlen(ep->solution)};
+    if (ep->task->shared_file)
+        ret[n++] = *ep->task->shared_file;
+    return n;
 }
 
 bool grpo_text_blank(const char *s) {

@@ -4,6 +4,7 @@
  * through libsbx's internal HTTP engine. */
 #include "client/grpo/math.h"
 #include "client/grpo/runner.h"
+#include "client/grpo/verlset.h"
 #include "client/lib/internal.h"
 
 #include "common/fdutil.h"
@@ -34,6 +35,7 @@ void sbx_grpo_opts_init(sbx_grpo_opts *o) {
     o->temperature = 1.0;
     o->gpus = 1;
     o->trainer_retries = 3;
+    o->reward_timeout_s = 10;
 }
 
 /* ---- progress ---- */
@@ -440,9 +442,12 @@ static void run_close_handles(grpo_run *run) {
 
 static sbx_code run_prepare(grpo_run *run, sbx_err *err) {
     error_rec e = {0};
-    int r = grpo_taskset_load(run->o.tasks_path, &run->ts, &e);
+    int r = grpo_verlset_load(run->o.tasks_path, run->o.reward_fn, run->o.reward_timeout_s,
+                              &run->ts, &e);
     if (r < 0)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "%s", e.message);
+    for (size_t i = 0; run->o.max_completion_tokens && i < run->ts->n_tasks; i++)
+        run->ts->tasks[i].max_completion_tokens = run->o.max_completion_tokens;
     sbx_code c = run_pool(run, err);
     if (c != SBX_OK)
         return c;

@@ -67,6 +67,7 @@ typedef struct grpo_episode {
     char *env_state;
     const char *env_stop;
     uint64_t env_deadline_ms;
+    char *solution;   /* a completion-answer task's (verl row's) completion text */
     json_t *req_body; /* the trainer request being retried */
     char req_path[256];
 } grpo_episode;
@@ -157,6 +158,20 @@ bool grpo_output_matches(const grpo_task *t, const sbx_exec_result *res);
 void grpo_episode_create_opts(const grpo_episode *ep, const char *role, grpo_create *ret);
 void grpo_episode_create_cold(grpo_episode *ep);
 void grpo_episode_forked(grpo_episode *ep, sbx_sandbox *sb);
+/* The files an episode adds beside its task's hidden tests (episode_view.c): a server
+ * environment's /state (env_state.json), a completion-answer task's answer (solution.txt), the
+ * set's shared file (the verl reward file). At most GRPO_EPISODE_FILES into ret. */
+#define GRPO_EPISODE_FILES 3
+size_t grpo_episode_extra_files(const grpo_episode *ep, grpo_file *ret);
+/* verdict.c: a grader's run as the episode's verdict (docs/GRPO.md "Failure attribution"); msg
+ * (len bytes) says why when it is not scored. injected: the grader was made to crash. */
+typedef enum grpo_verdict {
+    GRPO_VERDICT_SCORED,  /* *ret_reward */
+    GRPO_VERDICT_AGENT,   /* the agent caused it: the task's failure reward */
+    GRPO_VERDICT_PLATFORM /* infrastructure failure */
+} grpo_verdict;
+grpo_verdict grpo_verdict_of(const grpo_task *t, const sbx_exec_result *res, bool injected,
+                             double *ret_reward, char *msg, size_t len);
 /* Only blanks (or NULL); append len bytes of src at buf[at] (up to max in all, a NUL byte as
  * '?'), returning the end (episode_view.c). */
 bool grpo_text_blank(const char *s);

@@ -47,11 +47,13 @@ static void task_clear(grpo_task *t) {
     free(t->id);
     free(t->prompt_text);
     free(t->prompt_ids);
+    json_decref(t->prompt_messages);
     files_free(t->setup_files, t->n_setup_files);
     strv_free(t->setup_commands, t->n_setup_commands);
     strv_free(t->grader_argv, t->n_grader_argv);
     json_decref(t->limits);
     free(t->image);
+    free(t->isolation);
     json_decref(t->network);
     free(t->network_text);
     files_free(t->grader_files, t->n_grader_files);
@@ -66,6 +68,7 @@ void grpo_taskset_free(grpo_taskset *ts) {
     for (size_t i = 0; i < ts->n_tasks; i++)
         task_clear(&ts->tasks[i]);
     free(ts->tasks);
+    files_free(ts->shared_file, ts->shared_file ? 1 : 0);
     free(ts->name);
     free(ts->version);
     free(ts);
@@ -151,6 +154,7 @@ static const char *const task_keys[] = {"id",
                                         "grader",
                                         "failure_reward",
                                         "env_server", /* client/grpo/envserver_task.c */
+                                        "isolation",
                                         NULL};
 static const char *const setup_keys[] = {"files", "commands", NULL};
 static const char *const grader_keys[] = {"command",         "argv", "files", "timeout", "reward",
@@ -209,13 +213,17 @@ static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, error_rec 
         t->reward_kind = GRPO_REWARD_PASS_FAIL;
         return 0;
     }
+    if (json_is_string(rule) && strcmp(json_string_value(rule), "score") == 0) {
+        t->reward_kind = GRPO_REWARD_SCORE;
+        return 0;
+    }
     json_t *codes = json_object_get(rule, "exit_codes");
     if (jsonkeys_check(rule, reward_keys, "grader.reward", err) < 0)
         return -EINVAL;
     if (!json_is_object(codes) || json_object_size(codes) == 0 ||
         json_object_size(codes) > GRPO_MAX_EXIT_MAP)
         return error_set(err, -EINVAL,
-                         "\"grader.reward\" must be \"pass_fail\" or "
+                         "\"grader.reward\" must be \"pass_fail\", \"score\" or "
                          "{\"exit_codes\": {\"0\": 1.0, ...}} (at most %d codes)",
                          GRPO_MAX_EXIT_MAP);
     t->reward_kind = GRPO_REWARD_EXIT_CODES;
@@ -296,10 +304,10 @@ static int parse_limits(json_t *l, grpo_limits *out, error_rec *err) {
         (r = parse_size(json_object_get(l, "memory"), &out->memory, "memory", err)) < 0 ||
         (r = parse_size(json_object_get(l, "disk"), &out->disk, "disk", err)) < 0 ||
         (r = parse_uint(json_object_get(l, "pids"), 0, 1u << 20, &pids, "limits.pids", err)) < 0 ||
-        (r = parse_duration(json_object_get(l, "timeout"), 15 * 60000, &out->timeout_ms,
+        (r = parse_duration(json_object_get(l, "timeout"), GRPO_TIMEOUT_MS, &out->timeout_ms,
                             "limits.timeout", err)) < 0 ||
-        (r = parse_duration(json_object_get(l, "idle_timeout"), 5 * 60000, &out->idle_timeout_ms,
-                            "limits.idle_timeout", err)) < 0 ||
+        (r = parse_duration(json_object_get(l, "idle_timeout"), GRPO_IDLE_TIMEOUT_MS,
+                            &out->idle_timeout_ms, "limits.idle_timeout", err)) < 0 ||
         (r = parse_positive(json_object_get(l, "max_cost_usd"), &out->max_cost_usd, "max_cost_usd",
                             err)) < 0)
         return r;
@@ -321,6 +329,12 @@ static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
     if (image && !json_is_string(image))
         return error_set(err, -EINVAL, "\"image\" must be a string");
     if (image && !(t->image = strdup(json_string_value(image))))
+        return -ENOMEM;
+    json_t *iso = json_object_get(o, "isolation");
+    const char *is = json_string_value(iso);
+    if (iso && !(is && (strcmp(is, "native") == 0 || strcmp(is, "gvisor") == 0)))
+        return error_set(err, -EINVAL, "\"isolation\" must be \"native\" or \"gvisor\"");
+    if (is && !(t->isolation = strdup(is)))
         return -ENOMEM;
     if (net && !json_is_string(net) && !json_is_object(net))
         return error_set(err, -EINVAL, "\"network\" must be \"none\", \"open\" or {\"allow\":[]}");
@@ -438,13 +452,9 @@ static int parse_line(grpo_taskset *ts, const char *line, size_t len, bool heade
     return r;
 }
 
-int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_taskset **ret,
-                       error_rec *err) {
-    grpo_taskset *ts = calloc(1, sizeof(*ts));
-    if (!ts)
-        return -ENOMEM;
+int grpo_jsonl_each(const char *text, size_t len, const char *source, grpo_line_fn fn, void *ud,
+                    error_rec *err) {
     unsigned lineno = 0;
-    bool header = true;
     for (size_t pos = 0; pos < len;) {
         const char *nl = memchr(text + pos, '\n', len - pos);
         size_t end = nl ? (size_t)(nl - text) : len;
@@ -452,23 +462,42 @@ int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_ta
         size_t a = pos;
         while (a < end && (text[a] == ' ' || text[a] == '\t' || text[a] == '\r'))
             a++;
-        if (a < end) {
-            int r = parse_line(ts, text + a, end - a, header, lineno, err);
-            if (r < 0) {
-                error_prefix(err, "%s:%u", source, lineno);
-                grpo_taskset_free(ts);
-                return r;
-            }
-            header = false;
-        }
+        int r = a < end ? fn(ud, text + a, end - a, lineno, err) : 0;
+        if (r < 0)
+            return error_prefix(err, "%s:%u", source, lineno), r;
         pos = end + 1;
     }
-    if (header || ts->n_tasks == 0) {
-        grpo_taskset_free(ts);
-        return error_set(err, -EINVAL, "%s: no %s", source, header ? "header" : "tasks");
+    return 0;
+}
+
+typedef struct parse_state {
+    grpo_taskset *ts;
+    bool header;
+} parse_state;
+
+static int on_line(void *ud, const char *line, size_t len, unsigned lineno, error_rec *err) {
+    parse_state *p = ud;
+    int r = parse_line(p->ts, line, len, p->header, lineno, err);
+    p->header = false;
+    return r;
+}
+
+int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_taskset **ret,
+                       error_rec *err) {
+    parse_state p = {.ts = calloc(1, sizeof(grpo_taskset)), .header = true};
+    if (!p.ts)
+        return -ENOMEM;
+    int r = grpo_jsonl_each(text, len, source, on_line, &p, err);
+    if (r < 0) {
+        grpo_taskset_free(p.ts);
+        return r;
     }
-    grpo_taskset_split(ts);
-    *ret = ts;
+    if (p.header || p.ts->n_tasks == 0) {
+        grpo_taskset_free(p.ts);
+        return error_set(err, -EINVAL, "%s: no %s", source, p.header ? "header" : "tasks");
+    }
+    grpo_taskset_split(p.ts);
+    *ret = p.ts;
     return 0;
 }
 
@@ -526,6 +555,7 @@ bool grpo_task_exit_reward(const grpo_task *t, int exit_code, double *ret_reward
             }
         return false;
     case GRPO_REWARD_EXPECTED_OUTPUT:
+    case GRPO_REWARD_SCORE:
         break;
     }
     return false;

@@ -24,10 +24,14 @@ typedef struct grpo_file {
 } grpo_file;
 
 typedef enum grpo_reward_kind {
-    GRPO_REWARD_PASS_FAIL,      /* exit 0 -> 1, exit 1 -> 0, anything else: grader failure */
-    GRPO_REWARD_EXIT_CODES,     /* listed exit codes -> rewards, anything else: grader failure */
-    GRPO_REWARD_EXPECTED_OUTPUT /* stdout (trimmed) == expected -> 1, else 0 */
+    GRPO_REWARD_PASS_FAIL,       /* exit 0 -> 1, exit 1 -> 0, anything else: grader failure */
+    GRPO_REWARD_EXIT_CODES,      /* listed exit codes -> rewards, anything else: grader failure */
+    GRPO_REWARD_EXPECTED_OUTPUT, /* stdout (trimmed) == expected -> 1, else 0 */
+    GRPO_REWARD_SCORE            /* the last stdout line "score S": reward S (verl rows) */
 } grpo_reward_kind;
+
+#define GRPO_TIMEOUT_MS (15 * 60000u)     /* a sandbox's "limits.timeout" by default */
+#define GRPO_IDLE_TIMEOUT_MS (5 * 60000u) /* and its "limits.idle_timeout" */
 
 /* A task's "limits": the create fields its sandboxes get (0: the daemon's default). */
 typedef struct grpo_limits {
@@ -41,9 +45,16 @@ typedef struct grpo_limits {
 
 typedef struct grpo_task {
     char *id;
-    char *prompt_text; /* one of prompt_text / prompt_ids */
+    char *prompt_text; /* one of prompt_text / prompt_ids / prompt_messages */
     int *prompt_ids;
     size_t n_prompt_ids;
+    json_t
+        *prompt_messages; /* chat messages (a verl row): the server's chat template renders them */
+    /* A verl row (client/grpo/verlset.c): no agent sandbox, one completion whose text is the
+     * answer, written to GRPO_GRADER_DIR/solution.txt of the grading sandbox. */
+    bool completion_answer;
+    const grpo_file *shared_file; /* owned by the set (the verl reward file); placed like grader
+                                   * files; NULL: none */
     grpo_file *setup_files;
     size_t n_setup_files;
     char **setup_commands;
@@ -51,6 +62,7 @@ typedef struct grpo_task {
     json_t *limits;      /* the task's "limits" object, as written */
     grpo_limits sandbox; /* the same, parsed: what both sandboxes are created with */
     char *image;         /* NULL: host */
+    char *isolation;     /* NULL: the daemon's default; "native" or "gvisor" (agent sandbox) */
     json_t *network;     /* NULL: none (agent sandbox only; graders never get a network) */
     char *network_text;  /* network as sbx_create_opts takes it ("none", "open", JSON) */
     unsigned max_turns;
@@ -81,12 +93,19 @@ typedef struct grpo_taskset {
     double held_out_fraction;
     grpo_task *tasks;
     size_t n_tasks;
+    grpo_file *shared_file; /* what tasks' shared_file points to (verlset.c); NULL: none */
 } grpo_taskset;
 
 /* Parse a task set. Errors name the source and line: "tasks.jsonl:4: task \"k3\": ...". */
 int grpo_taskset_parse(const char *text, size_t len, const char *source, grpo_taskset **ret,
                        error_rec *err);
 int grpo_taskset_load(const char *path, grpo_taskset **ret, error_rec *err);
+/* Calls fn for each non-blank line of a JSONL text (leading blanks skipped) with its 1-based
+ * number; stops at the first error, which gets the prefix "source:line: ". */
+typedef int (*grpo_line_fn)(void *ud, const char *line, size_t len, unsigned lineno,
+                            error_rec *err);
+int grpo_jsonl_each(const char *text, size_t len, const char *source, grpo_line_fn fn, void *ud,
+                    error_rec *err);
 void grpo_taskset_free(grpo_taskset *ts);
 /* The split: the round(n * held_out) tasks with the smallest hash(seed, id) are held out.
  * Deterministic for a seed, independent of line order. Called by parse; exposed for tests. */

@@ -107,6 +107,19 @@ sbx_code sbx_image_inspect(sbx_client *client, const char *name, char **ret_json
 /* SBX_E_CONFLICT while a sandbox or a warm pool uses it. */
 sbx_code sbx_image_remove(sbx_client *client, const char *name, sbx_err *err);
 
+/* ---- volumes: a node's named volumes (client/lib/volumes.c, docs/API.md "Volumes"). With
+ * several endpoints these talk to the first one. A sandbox mounts them through its create's
+ * "volumes" field: sbx_sandbox_create_with(opts, "{\"volumes\":[{\"name\":\"pip-cache\",
+ * \"path\":\"/cache\",\"read_only\":true}]}", ...). ---- */
+/* POST /v1/volumes: size in bytes (0: the daemon's default, 1Gi). ret_json (may be NULL): the
+ * volume object, free() it. SBX_E_CONFLICT: the name is taken. */
+sbx_code sbx_volume_create(sbx_client *client, const char *name, uint64_t size, char **ret_json,
+                           sbx_err *err);
+sbx_code sbx_volume_list(sbx_client *client, char **ret_json, sbx_err *err);
+sbx_code sbx_volume_inspect(sbx_client *client, const char *name, char **ret_json, sbx_err *err);
+/* Removes the volume and its data. SBX_E_CONFLICT while a sandbox uses it. */
+sbx_code sbx_volume_remove(sbx_client *client, const char *name, sbx_err *err);
+
 /* ---- sandboxes ---- */
 typedef struct sbx_sandbox sbx_sandbox;
 
@@ -126,6 +139,7 @@ typedef struct sbx_create_opts {
     const char *lease_id;        /* NULL: none */
     const char *profile;         /* NULL: default; "grading": a grading sandbox (docs/GRPO.md) */
     unsigned gpus;               /* whole GPUs (docs/API.md "GPUs"); 0: none */
+    const char *isolation;       /* NULL: the daemon's default; "native" or "gvisor" (gVisor) */
 } sbx_create_opts;
 
 void sbx_create_opts_init(sbx_create_opts *opts);
@@ -376,6 +390,14 @@ sbx_code sbx_async_put_archive(sbx_async *as, sbx_sandbox *sb, const char *path,
 sbx_code sbx_async_get_archive(sbx_async *as, sbx_sandbox *sb, const char *path, sbx_data_cb cb,
                                void *ud);
 sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, void *ud);
+/* sbx_sandbox_commit on the loop: cb gets the image object (JSON, with "freeze_ms"). */
+sbx_code sbx_async_commit(sbx_async *as, sbx_sandbox *sb, const char *name, unsigned flags,
+                          sbx_data_cb cb, void *ud);
+/* Volumes, on the client's first endpoint (as the synchronous calls): create answers the
+ * volume object (JSON). */
+sbx_code sbx_async_volume_create(sbx_async *as, const char *name, uint64_t size, sbx_data_cb cb,
+                                 void *ud);
+sbx_code sbx_async_volume_remove(sbx_async *as, const char *name, sbx_done_cb cb, void *ud);
 /* Leases, on the client's first endpoint (as the synchronous calls). */
 sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb, void *ud);
 sbx_code sbx_async_lease_renew(sbx_async *as, const char *lease_id, sbx_done_cb cb, void *ud);

@@ -31,7 +31,7 @@ typedef struct sbx_grpo_progress {
 typedef void (*sbx_grpo_progress_cb)(void *userdata, const sbx_grpo_progress *p);
 
 typedef struct sbx_grpo_opts {
-    const char *tasks_path;   /* the task set (JSONL) */
+    const char *tasks_path;   /* the task set (JSONL), or a verl dataset (JSONL rows) */
     const char *split;        /* "train" (default), "held_out" or "all" */
     const char *sandboxd;     /* endpoints as sbx_client_new takes them (comma-separated: each
                                * sandbox placed by free capacity); NULL: $SBX_HOST or default */
@@ -55,6 +55,13 @@ typedef struct sbx_grpo_opts {
     int handle_signals;       /* SIGINT/SIGTERM stop the run cleanly */
     sbx_grpo_progress_cb on_progress;
     void *userdata;
+    /* verl datasets (tasks_path a JSONL file of verl rows; docs/GRPO.md "verl datasets") */
+    const char *reward_fn;          /* a Python file with verl's compute_score(data_source,
+                                     * solution_str, ground_truth, extra_info); NULL: the built-in
+                                     * scorer named by each row's data_source */
+    double reward_timeout_s;        /* per compute_score call (default 10): past it, reward 0 */
+    unsigned max_completion_tokens; /* every task's max_tokens per completion; 0: the task's
+                                     * own (a verl row: 1024) */
 } sbx_grpo_opts;
 
 typedef struct sbx_grpo_summary {

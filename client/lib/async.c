@@ -598,6 +598,44 @@ sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, 
     return sb_op(as, sb, OP_STATUS, FN(cb), ud, "GET", "", NULL, NULL, NULL, 0);
 }
 
+/* ---- commit (the sandbox's node) and volumes (the first endpoint, as the sync API) ---- */
+sbx_code sbx_async_commit(sbx_async *as, sbx_sandbox *sb, const char *name, unsigned flags,
+                          sbx_data_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    _cleanup_free_ char *body = sbxi_commit_body(name, flags);
+    if (!body)
+        return SBX_E_INVALID;
+    return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "POST", "/commit", "application/json", NULL, body,
+                 strlen(body));
+}
+
+static sbx_code volume_op(sbx_async *as, enum op_kind kind, void (*fn)(void), void *ud,
+                          const char *method, const char *path, const char *body) {
+    if (!path || (!body && strcmp(method, "POST") == 0))
+        return SBX_E_INVALID;
+    op *o = op_new(as, kind, NULL, fn, ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->ep = sbxi_first_ep(as->client);
+    return start(as, o, method, path, body ? "application/json" : NULL, NULL, body,
+                 body ? strlen(body) : 0);
+}
+
+sbx_code sbx_async_volume_create(sbx_async *as, const char *name, uint64_t size, sbx_data_cb cb,
+                                 void *ud) {
+    if (!as || !cb || as->closed || !name)
+        return SBX_E_INVALID;
+    _cleanup_free_ char *body = sbxi_volume_body(name, size);
+    return volume_op(as, OP_INSPECT, FN(cb), ud, "POST", "/v1/volumes", body);
+}
+
+sbx_code sbx_async_volume_remove(sbx_async *as, const char *name, sbx_done_cb cb, void *ud) {
+    if (!as || !cb || as->closed || !name || !*name)
+        return SBX_E_INVALID;
+    _cleanup_free_ char *path = sbxi_volume_path(name);
+    return volume_op(as, OP_DONE, FN(cb), ud, "DELETE", path, NULL);
+}
+
 /* ---- leases (on the first endpoint, as the sync API) ---- */
 sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb, void *ud) {
     if (!as || !cb || as->closed || ttl_ms == 0)

@@ -107,6 +107,8 @@ char *sbxi_create_body(const sbx_create_opts *op, sbx_err *err) {
         json_object_set_new(o, "profile", json_string(op->profile));
     if (op->gpus)
         json_object_set_new(o, "gpus", json_integer(op->gpus));
+    if (op->isolation)
+        json_object_set_new(o, "isolation", json_string(op->isolation));
     if (set_kv_list(o, "env", op->env, err) < 0 || set_kv_list(o, "labels", op->labels, err) < 0 ||
         set_network(o, op->network, err) < 0) {
         json_decref(o);

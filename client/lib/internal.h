@@ -78,6 +78,12 @@ char *sbxi_sandbox_path(const sbx_sandbox *sb, const char *suffix);
 char *sbxi_lease_body(uint64_t ttl_ms);
 char *sbxi_lease_path(const char *lease_id, const char *suffix);
 sbx_code sbxi_lease_id_parse(const char *body, size_t len, char **ret, sbx_err *err);
+/* volumes.c: a POST /v1/volumes body (size 0: the daemon's default) and /v1/volumes/<name>
+ * (NULL for a name with characters no volume name has); commit.c: a commit body. NULL on OOM
+ * or a bad argument. */
+char *sbxi_volume_body(const char *name, uint64_t size);
+char *sbxi_volume_path(const char *name);
+char *sbxi_commit_body(const char *name, unsigned flags);
 
 /* ---- fleet.c: etcd:// addresses, the node list, routing by the id's node part ---- */
 /* Whether hosts is a fleet address (etcd://host:port[,host:port...][/prefix]). */

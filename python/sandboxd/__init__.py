@@ -14,6 +14,7 @@ from .errors import (CommandReason, Conflict, EndReason, InfrastructureFailure, 
                      Unauthorized)
 from .sandbox import (Client, CommandResult, Egress, Lease, Process, RemoteFile, Sandbox,
                       SandboxInfo, default_client, parse_duration_ms, parse_size)
+from .volume import Volume, VolumeMount
 
 __version__ = "0.1.0"
 
@@ -22,5 +23,6 @@ __all__ = [
     "Egress", "EndReason", "InfrastructureFailure", "InvalidArgument", "Lease", "NodeFull",
     "NodeUnavailable",
     "NotFound", "Process", "RemoteFile", "Sandbox", "SandboxInfo", "SandboxdError", "TooLarge",
-    "Unauthorized", "create_lease", "default_client", "parse_duration_ms", "parse_size",
+    "Unauthorized", "Volume", "VolumeMount", "create_lease", "default_client",
+    "parse_duration_ms", "parse_size",
 ]

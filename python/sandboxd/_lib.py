@@ -44,6 +44,7 @@ class CreateOpts(ctypes.Structure):
         ("lease_id", c_char_p),
         ("profile", c_char_p),
         ("gpus", ctypes.c_uint),
+        ("isolation", c_char_p),
     ]
 
 
@@ -157,6 +158,13 @@ _SIGNATURES = {
     "sbx_exec_result_free": (None, [_P(ExecResult)]),
 }
 
+_VOLUME_SIGNATURES = {
+    "sbx_volume_create": [c_void_p, c_char_p, c_uint64, _P(c_void_p), _P(SbxErr)],
+    "sbx_volume_list": [c_void_p, _P(c_void_p), _P(SbxErr)],
+    "sbx_volume_inspect": [c_void_p, c_char_p, _P(c_void_p), _P(SbxErr)],
+    "sbx_volume_remove": [c_void_p, c_char_p, _P(SbxErr)],
+}
+
 _lib: Optional[ctypes.CDLL] = None
 _libc = ctypes.CDLL(None)
 _libc.free.argtypes = [c_void_p]
@@ -219,6 +227,10 @@ def lib() -> ctypes.CDLL:
             cdll.sbx_sandbox_commit.restype = c_int
             cdll.sbx_sandbox_commit.argtypes = [c_void_p, c_char_p, ctypes.c_uint, _P(c_void_p),
                                                 _P(SbxErr)]
+        for name, args in _VOLUME_SIGNATURES.items():  # volumes (client/lib/volumes.c)
+            if hasattr(cdll, name):
+                getattr(cdll, name).restype = c_int
+                getattr(cdll, name).argtypes = args
         _lib = cdll
         return cdll
 

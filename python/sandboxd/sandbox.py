@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from . import _lib
 from .errors import (CommandReason, EndReason, InvalidArgument, NotFound, SandboxdError,
                      from_err)
+from .volume import volumes_json
 
 Size = Union[int, str]
 Duration = Union[int, float, str]
@@ -39,9 +40,15 @@ def _check_port(port: Any) -> None:
         raise InvalidArgument("port: must be an integer 1..65535", "invalid_argument")
 
 
-def _extra_create_fields(ports: Any, entrypoint: Any) -> Optional[str]:
+def _extra_create_fields(ports: Any, entrypoint: Any, volumes: Any = None,
+                         on_idle: Optional[str] = None) -> Optional[str]:
     """The create fields sbx_create_opts has no member for, as JSON (None: none)."""
     extra: Dict[str, Any] = {}
+    vols = volumes_json(volumes)
+    if vols:
+        extra["volumes"] = vols
+    if on_idle is not None:
+        extra["on_idle"] = on_idle
     if ports is not None:
         if not isinstance(ports, (list, tuple)) or not all(
                 isinstance(p, int) and not isinstance(p, bool) for p in ports):
@@ -111,7 +118,8 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
                       max_cost: Optional[float] = None, network: Optional[Egress] = None,
                       lease: Union["Lease", str, None] = None,
                       idempotency_key: Optional[str] = None,
-                      profile: Optional[str] = None, gpus: Optional[int] = None) -> List[Any]:
+                      profile: Optional[str] = None, gpus: Optional[int] = None,
+                      isolation: Optional[str] = None) -> List[Any]:
     """Fill an sbx_create_opts from keyword arguments (None keeps the C default). Returns the
     ctypes objects that must stay alive while o is used."""
     keep: List[Any] = []
@@ -149,7 +157,10 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
             raise InvalidArgument("gpus: must be a number of GPUs in [0, 64]", "invalid_argument")
         o.gpus = gpus
-    keep += [o.image, o.network, o.idempotency_key, o.lease_id, o.profile]
+    if isolation is not None and isolation not in ("native", "gvisor"):
+        raise InvalidArgument("isolation: must be \"native\" or \"gvisor\"", "invalid_argument")
+    o.isolation = s(isolation)
+    keep += [o.image, o.network, o.idempotency_key, o.lease_id, o.profile, o.isolation]
     for name, m in (("env", env), ("labels", labels)):
         arr = _lib.strv(_kv(m, name))
         if arr is not None:
@@ -167,16 +178,18 @@ def _create_request(image: Optional[str] = None, cpu: Optional[float] = None,
                     lease: Union["Lease", str, None] = None,
                     idempotency_key: Optional[str] = None, profile: Optional[str] = None,
                     gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
-                    entrypoint: Union[bool, Sequence[str], None] = None) -> Any:
+                    entrypoint: Union[bool, Sequence[str], None] = None, volumes: Any = None,
+                    on_idle: Optional[str] = None, isolation: Optional[str] = None) -> Any:
     """Sandbox.create's arguments as an sbx_create_opts, the ctypes objects it points to (keep
     them while it is used) and the extra JSON fields (bytes or None). Unknown names: TypeError."""
-    extra = _extra_create_fields(ports, entrypoint)
+    extra = _extra_create_fields(ports, entrypoint, volumes, on_idle)
     o = _lib.CreateOpts()
     _lib.lib().sbx_create_opts_init(ctypes.byref(o))
     keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
                              env=env, labels=labels, idle_timeout=idle_timeout, timeout=timeout,
                              max_cost=max_cost, network=network, lease=lease,
-                             idempotency_key=idempotency_key, profile=profile, gpus=gpus)
+                             idempotency_key=idempotency_key, profile=profile, gpus=gpus,
+                             isolation=isolation)
     return o, keep, extra.encode() if extra else None
 
 
@@ -626,7 +639,8 @@ class Sandbox:
                lease: Union["Lease", str, None] = None, idempotency_key: Optional[str] = None,
                profile: Optional[str] = None, client: Optional[Client] = None,
                gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
-               entrypoint: Union[bool, Sequence[str], None] = None) -> "Sandbox":
+               entrypoint: Union[bool, Sequence[str], None] = None, volumes: Any = None,
+               on_idle: Optional[str] = None, isolation: Optional[str] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
         daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
@@ -634,14 +648,20 @@ class Sandbox:
         NodeFull, InvalidArgument, NotFound (lease), ... ``ports=[8000]`` opens inbound ports
         (``get_host``); ``entrypoint=True`` starts the image's Entrypoint + Cmd in the
         background once it runs, ``entrypoint=["python3", "srv.py"]`` that command
-        (docs/API.md "Entrypoint")."""
+        (docs/API.md "Entrypoint"). ``isolation="gvisor"`` runs it under gVisor's runsc,
+        "native" under namespaces + seccomp (docs/SECURITY.md); None: the daemon's default.
+        ``volumes=[vol.mount("/cache", read_only=True)]`` (or
+        ``{"/cache": vol}``, or ``[("pip-cache", "/cache", True)]``) mounts named volumes
+        (sandboxd.Volume; Conflict while a writable one is taken). ``on_idle="end"`` is the
+        default; "pause" is refused on nodes that cannot pause (SandboxdError, unsupported)."""
         client = client or default_client()
         o, keep, extra = _create_request(image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
                                          env=env, labels=labels, idle_timeout=idle_timeout,
                                          timeout=timeout, max_cost=max_cost, network=network,
                                          lease=lease, idempotency_key=idempotency_key,
                                          profile=profile, gpus=gpus, ports=ports,
-                                         entrypoint=entrypoint)
+                                         entrypoint=entrypoint, volumes=volumes, on_idle=on_idle,
+                                         isolation=isolation)
         L = _lib.lib()
         h = ctypes.c_void_p()
         if extra:

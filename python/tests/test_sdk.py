@@ -423,17 +423,18 @@ def test_units_and_local_validation():
 def test_unknown_options_are_refused_by_name():
     """What the SDK does not implement is refused naming it, never dropped (as the daemon's 400
     for an unknown field): create, fork, exec and run, sync and async."""
-    for name in ("isolation", "volumes", "on_idle"):
+    for name in ("runtime", "mounts", "snapshot"):
         with pytest.raises(TypeError, match=name):
             Sandbox.create(**{name: 1})
         with pytest.raises(TypeError, match=name):
             asyncio.run(AsyncSandbox.create(**{name: 1}))
-    for name in ("ports", "entrypoint"):  # implemented (docs/API.md "Ports", "Entrypoint")
+    # implemented (docs/API.md "Ports", "Entrypoint", "Volumes", "Isolation classes", on_idle)
+    for name in ("ports", "entrypoint", "volumes", "on_idle", "isolation"):
         with pytest.raises(InvalidArgument, match=name):
             Sandbox.create(**{name: 1})
     with Sandbox.create(**SMALL) as sb:
-        with pytest.raises(TypeError, match="isolation"):
-            sb.fork(1, isolation="gvisor")
+        with pytest.raises(TypeError, match="runtime"):
+            sb.fork(1, runtime="gvisor")
         with pytest.raises(TypeError, match="background_gpu"):
             sb.run("true", background_gpu=True)
         with pytest.raises(TypeError, match="tty_size"):

@@ -46,12 +46,16 @@ void sd_api_ports_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const cha
 void sd_api_images_import(sd_daemon *d, sd_request *req);
 void sd_api_images_list(sd_daemon *d, sd_request *req);
 void sd_api_images_route(sd_daemon *d, sd_request *req, const char *rest);
+/* volumes: api/volumes.c (rest: what follows /v1/volumes) */
+void sd_api_volumes(sd_daemon *d, sd_request *req, const char *rest);
 void sd_api_files_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb);
 void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
 void sd_api_commit(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/commit.c */
 void sd_api_pause(sd_daemon *d, sd_request *req, sd_sandbox *sb);  /* api/pause.c */
 void sd_api_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/pause.c */
+/* A create with "on_idle":"pause": 501 unsupported, saying why (api/pause.c). */
+void sd_api_on_idle_pause(sd_daemon *d, sd_request *req);
 void sd_api_lease_create(sd_daemon *d, sd_request *req);
 void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
 void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);

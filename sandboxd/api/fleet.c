@@ -55,6 +55,8 @@ bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const polic
     const char *placed = sd_req_query(req, "placed"), *key = sd_req_header(req, "Idempotency-Key");
     if (!sd_fleet_on(d) || (key && sd_registry_find_idem(d, key))) /* a replay: answered here */
         return false;
+    if (c->volumes) /* volumes live on this node: such a create runs here or not at all */
+        return false;
     /* a create that was placed here already is never sent on again; one with room here goes
      * on only to a ready warm pool entry (none here, one elsewhere), else it is cold-started */
     bool again = placed && strcmp(placed, "1") == 0, draining = sd_fleet_draining(d);

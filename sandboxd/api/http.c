@@ -198,7 +198,9 @@ void sd_reply_error_rec(sd_request *req, const error_rec *err) {
         {-EBUSY, 409, "conflict"},
         {-EAGAIN, 503, "node_full"},
         {-EDQUOT, 507, "insufficient_storage"},
-        {-ENODEV, 409, "gpu_unavailable"}, /* GPUs: core/gpu.c */
+        {-ENODEV, 409, "gpu_unavailable"},                /* GPUs: core/gpu.c */
+        {-EPROTONOSUPPORT, 501, "isolation_unavailable"}, /* core/gvisor.c */
+        {-EOPNOTSUPP, 501, "unsupported"},
     };
     for (size_t i = 0; i < ARRAY_SIZE(map); i++)
         if (err->code == map[i].code) {

@@ -1,6 +1,7 @@
 /* POST /v1/sandboxes/{id}/pause and .../resume (pause to disk with CRIU). This node's CRIU
  * cannot checkpoint (core/checkpoint.c): pause answers 501 `unsupported` with what `criu check`
- * said; resume answers 409 (no sandbox is ever paused). */
+ * said; resume answers 409 (no sandbox is ever paused); a create's "on_idle":"pause" is 501
+ * for the same reason. */
 #include "sandboxd/api/api.h"
 
 #include "common/jsonkeys.h"
@@ -54,6 +55,24 @@ void sd_api_pause(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     req->on_close = req_gone;
     req->close_ud = NULL;
     sd_checkpoint_probe(d, probed, req);
+}
+
+/* A create with "on_idle":"pause": an idle sandbox would be paused, which this node cannot do;
+ * refused (501) with the same reason as a pause, before anything is made. */
+static void idle_probed(void *ud, const error_rec *err) {
+    sd_request *req = ud;
+    req->on_close = NULL;
+    sd_reply_error(req, 501, "unsupported",
+                   "on_idle: \"pause\" is not available on this node (use \"end\"): %s",
+                   err && err->code == -EOPNOTSUPP
+                       ? err->message
+                       : "pause: checkpointing a sandbox is not implemented yet");
+}
+
+void sd_api_on_idle_pause(sd_daemon *d, sd_request *req) {
+    req->on_close = req_gone;
+    req->close_ud = NULL;
+    sd_checkpoint_probe(d, idle_probed, req);
 }
 
 void sd_api_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb) {

@@ -140,20 +140,32 @@ static void px_fail(port_proxy *px, unsigned status, const char *code, const cha
 
 #define PORT_HEADERS_MAX 64
 
-/* Answer headers that stay with the hop (the daemon writes its own framing and Date). */
-static bool skip_answer_header(const char *k, size_t n) {
-    static const char *const hop[] = {"Connection",
-                                      "Keep-Alive",
-                                      "Proxy-Connection",
-                                      "Transfer-Encoding",
-                                      "Content-Length",
-                                      "Upgrade",
-                                      "TE",
-                                      "Trailer",
-                                      "Date",
-                                      "Proxy-Authenticate"};
-    for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
-        if (strlen(hop[i]) == n && strncasecmp(k, hop[i], n) == 0)
+/* Headers that stay with the hop, by direction: the request to the port never carries the
+ * daemon's token nor WebSocket extensions (the 101 the client gets names none, so the server
+ * must not use any); the answer loses its framing and Date, which the daemon writes itself. */
+enum { HOP_REQUEST = 1, HOP_ANSWER = 2, HOP_BOTH = HOP_REQUEST | HOP_ANSWER };
+static const struct {
+    const char *name;
+    unsigned dir;
+} hop_headers[] = {
+    {"Connection", HOP_BOTH},
+    {"Keep-Alive", HOP_BOTH},
+    {"Proxy-Connection", HOP_BOTH},
+    {"Transfer-Encoding", HOP_BOTH},
+    {"Content-Length", HOP_BOTH},
+    {"Upgrade", HOP_BOTH},
+    {"TE", HOP_BOTH},
+    {"Trailer", HOP_BOTH},
+    {"Authorization", HOP_REQUEST},
+    {"Sec-WebSocket-Extensions", HOP_REQUEST},
+    {"Date", HOP_ANSWER},
+    {"Proxy-Authenticate", HOP_ANSWER},
+};
+
+static bool hop_header(const char *k, size_t n, unsigned dir) {
+    for (size_t i = 0; i < ARRAY_SIZE(hop_headers); i++)
+        if ((hop_headers[i].dir & dir) && strlen(hop_headers[i].name) == n &&
+            strncasecmp(k, hop_headers[i].name, n) == 0)
             return true;
     return false;
 }
@@ -168,7 +180,7 @@ static void answer_headers(char *head, const char **hdrs) {
         if (!eol)
             break;
         *eol = 0;
-        if (colon && colon > l && colon < eol && !skip_answer_header(l, (size_t)(colon - l))) {
+        if (colon && colon > l && colon < eol && !hop_header(l, (size_t)(colon - l), HOP_ANSWER)) {
             *colon = 0;
             char *v = colon + 1;
             while (*v == ' ' || *v == '\t')
@@ -380,25 +392,6 @@ static void on_timeout(uv_timer_t *t) {
             px->connected ? "no whole answer in time" : "the connection was not made in time");
 }
 
-/* Hop-by-hop headers, the daemon's token, and WebSocket extensions (the 101 the client gets
- * names none, so the server must not use any). */
-static bool skip_header(const char *k) {
-    static const char *const hop[] = {"Connection",
-                                      "Keep-Alive",
-                                      "Proxy-Connection",
-                                      "Transfer-Encoding",
-                                      "Content-Length",
-                                      "Upgrade",
-                                      "Authorization",
-                                      "TE",
-                                      "Sec-WebSocket-Extensions",
-                                      "Trailer"};
-    for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
-        if (strcasecmp(k, hop[i]) == 0)
-            return true;
-    return false;
-}
-
 static int put(port_proxy *px, const char *s, size_t n) {
     if (grow_reserve((void **)&px->out, &px->out_cap, px->out_len + n, 1) < 0)
         return -ENOMEM;
@@ -410,7 +403,7 @@ static int put(port_proxy *px, const char *s, size_t n) {
 static enum MHD_Result header_cb(void *cls, enum MHD_ValueKind kind, const char *k, const char *v) {
     (void)kind;
     port_proxy *px = cls;
-    if (!skip_header(k) && v && !strpbrk(v, "\r\n"))
+    if (!hop_header(k, strlen(k), HOP_REQUEST) && v && !strpbrk(v, "\r\n"))
         if (put(px, k, strlen(k)) < 0 || put(px, ": ", 2) < 0 || put(px, v, strlen(v)) < 0 ||
             put(px, "\r\n", 2) < 0)
             return MHD_NO;

@@ -50,5 +50,9 @@ json_t *sd_api_sandbox_json(const sd_sandbox *sb) {
         json_object_set_new(j, "forked_from", json_string(sb->forked_from));
     if (j) /* GPUs: the uuids it holds (core/gpu.c), [] for none */
         json_object_set_new(j, "gpus", c->gpu_uuids ? json_deep_copy(c->gpu_uuids) : json_array());
+    if (j) /* docs/SECURITY.md: "native" or "gvisor" */
+        json_object_set_new(j, "isolation", json_string(c->gvisor ? "gvisor" : "native"));
+    if (j) /* volumes: [{"name","path","read_only"}], [] for none */
+        json_object_set_new(j, "volumes", c->volumes ? json_deep_copy(c->volumes) : json_array());
     return j;
 }

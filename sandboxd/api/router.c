@@ -138,6 +138,8 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
                          : not_allowed(req);
     else if (strncmp(p, "/v1/images/", 11) == 0)
         sd_api_images_route(d, req, p + 11);
+    else if (strcmp(p, "/v1/volumes") == 0 || strncmp(p, "/v1/volumes/", 12) == 0)
+        sd_api_volumes(d, req, p + 11); /* volumes: api/volumes.c */
     else if (strcmp(p, "/v1/leases") == 0)
         is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
     else if (strncmp(p, "/v1/leases/", 11) == 0)

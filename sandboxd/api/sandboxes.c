@@ -5,6 +5,7 @@
 #include "common/macro.h"
 #include "sandboxd/core/create.h"
 #include "sandboxd/core/gpu.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
 
@@ -45,6 +46,7 @@ void sd_api_info(sd_daemon *d, sd_request *req) {
                   d->cfg.price.vcpu_hour_usd, "gib_hour_usd", d->cfg.price.gib_hour_usd);
     if (info) { /* GPUs: core/gpu.c */
         json_object_set_new(info, "gpus", sd_gpu_info_json(d));
+        json_object_set_new(info, "isolation", sd_gvisor_info_json(d)); /* core/gvisor.c */
         json_object_set_new(json_object_get(info, "price"), "gpu_hour_usd",
                             json_real(d->cfg.price.gpu_hour_usd));
     }
@@ -154,6 +156,8 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         sd_reply_error_rec(req, &err);
     } else if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
+    } else if (c.on_idle_pause) {
+        sd_api_on_idle_pause(d, req); /* 501: no pause to disk here (api/pause.c) */
     } else if (sd_api_fleet_place(d, req, body, &c)) {
         /* fleet: 307 to another node (full or drained here, or its warm pool) */
     } else if (sd_api_fleet_lease_wait(d, req, c.lease, sd_api_create)) {

@@ -105,7 +105,8 @@ static int copy_run(void *ud, error_rec *err) {
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", c->init_pid);
     snprintf(dst, sizeof(dst), "%s/", c->layer);
     char *cp1[] = {"cp", "-a", "--sparse=always", "--", upper, dst, NULL};
-    char *cp2[] = {"cp", "-a", "--sparse=always", "--", ws, tmp, dst, NULL};
+    /* -x: a volume mounted under /workspace or /tmp stays out of the image */
+    char *cp2[] = {"cp", "-a", "-x", "--sparse=always", "--", ws, tmp, dst, NULL};
     int r = run_tool(cp1, err);
     if (r >= 0)
         r = run_tool(cp2, err);

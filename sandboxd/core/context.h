@@ -46,20 +46,22 @@ struct sd_daemon {
     struct sd_lease *leases; /* core/leases.c */
     unsigned char *slots;    /* core/registry.c: uid slot in use (allocated by main.c) */
     unsigned n_slots;
-    unsigned n_starting;       /* core/lifecycle.c */
-    bool shutting_down;        /* main.c */
-    sd_metrics m;              /* core/metrics.c (pool.c: pool counters) */
-    struct sd_net *net;        /* core/network.c; NULL: networking off */
-    struct sd_pool *pools;     /* core/pool.c */
-    struct sd_fork *forks;     /* core/fork.c: forks in progress */
-    struct sd_commit *commits; /* core/commit.c: commits in progress */
-    uint64_t output_bytes;     /* core/exec.c: command output buffered for JSON answers */
-    unsigned n_pools;          /* configured templates (pools[0..n_pools)) */
-    unsigned n_demand_pools;   /* then demand templates (core/pool.c sd_pool_demand) */
-    struct sd_images *images;  /* core/images.c: the image store */
-    struct sd_gpus *gpus;      /* core/gpu.c: the GPU inventory and who holds what */
-    uv_timer_t tick;           /* core/timers.c */
-    uv_idle_t pool_later;      /* core/pool.c: the refill after a take, once its request went on */
+    unsigned n_starting;        /* core/lifecycle.c */
+    bool shutting_down;         /* main.c */
+    sd_metrics m;               /* core/metrics.c (pool.c: pool counters) */
+    struct sd_net *net;         /* core/network.c; NULL: networking off */
+    struct sd_pool *pools;      /* core/pool.c */
+    struct sd_fork *forks;      /* core/fork.c: forks in progress */
+    struct sd_commit *commits;  /* core/commit.c: commits in progress */
+    uint64_t output_bytes;      /* core/exec.c: command output buffered for JSON answers */
+    unsigned n_pools;           /* configured templates (pools[0..n_pools)) */
+    unsigned n_demand_pools;    /* then demand templates (core/pool.c sd_pool_demand) */
+    struct sd_images *images;   /* core/images.c: the image store */
+    struct sd_gpus *gpus;       /* core/gpu.c: the GPU inventory and who holds what */
+    struct sd_volumes *volumes; /* core/volumes.c: named volumes */
+    struct sd_gvisor *gvisor;   /* core/gvisor.c: runsc on this node, or why it cannot run */
+    uv_timer_t tick;            /* core/timers.c */
+    uv_idle_t pool_later;       /* core/pool.c: the refill after a take, once its request went on */
     struct {
         const sd_listener *ops;
         void *ud;

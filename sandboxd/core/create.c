@@ -1,6 +1,7 @@
 /* Admission of a create (core/create.h). */
 #include "sandboxd/core/create.h"
 #include "sandboxd/core/gpu.h"
+#include "sandboxd/core/gvisor.h"
 
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/leases.h"
@@ -9,6 +10,7 @@
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/state.h"
+#include "sandboxd/core/volumes.h"
 
 #include <string.h>
 
@@ -62,7 +64,11 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
         return err->code;
     if (c->lease && !sd_lease_exists(d, c->lease))
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
-    if (!c->gpus && (sb = sd_pool_take(d, c))) { /* GPUs: never from a warm pool */
+    if (sd_gvisor_check(d, c, err) < 0) /* -EPROTONOSUPPORT isolation_unavailable */
+        return err->code;
+    if (sd_volumes_check(d, c->volumes, 1, err) < 0) /* volumes: 404 unknown, 409 taken */
+        return err->code;
+    if (!c->gpus && !c->volumes && (sb = sd_pool_take(d, c))) { /* GPUs, volumes: never pooled */
         *ret_starting = false;
         *ret = sb;
         return from_pool(sb, c, key, err);

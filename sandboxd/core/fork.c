@@ -19,12 +19,14 @@
 #include "common/timeutil.h"
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/files.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/state.h"
+#include "sandboxd/core/volumes.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -136,6 +138,8 @@ static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
     policy_create c = {0};
     policy_egress *eg = NULL;
     int r = sd_spec_copy(&f->spec, &c, err);
+    if (r >= 0) /* volumes: a create may have taken one during the copy */
+        r = sd_volumes_check(d, c.volumes, 1, err);
     if (r >= 0)
         r = sd_network_check(d, &c, &eg, err);
     sd_sandbox *sb = NULL;
@@ -224,7 +228,8 @@ static int copy_run(void *ud, error_rec *err) {
     char ws[64], tmp[64];
     snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", f->src_init_pid);
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", f->src_init_pid);
-    char *cp[] = {"cp", "-a", "--sparse=always", "--", ws, tmp, f->layer, NULL};
+    /* -x: a volume mounted under /workspace or /tmp is not the sandbox's own files */
+    char *cp[] = {"cp", "-a", "-x", "--sparse=always", "--", ws, tmp, f->layer, NULL};
     char *purge[] = {"find", f->layer, "-xdev", "(",  "-type", "p", "-o", "-type",   "s",
                      "-o",   "-type",  "b",     "-o", "-type", "c", ")",  "-delete", NULL};
     int st = 0, r = run_tool(cp, &st, err);
@@ -381,6 +386,12 @@ static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *
         return error_set(err, -ENOENT, "lease: %s not found", c->lease);
     if (sd_images_check(d, c->image, err) < 0) /* images: an "image" override must exist */
         return err->code;
+    if (sd_gvisor_check(d, c, err) < 0) /* the gvisor class, here or as an override */
+        return err->code;
+    if (sd_volumes_check(d, c->volumes, n, err) < 0) /* volumes: read-only ones are shared */
+        return err->code;
+    if (c->on_idle_pause)
+        return error_set(err, -EINVAL, "on_idle: \"pause\" is not available on this node");
     if (!room_for(d, n))
         return error_set(err, -EAGAIN, "no room for %u more sandboxes (at most %u)", n,
                          d->cfg.max_sandboxes);

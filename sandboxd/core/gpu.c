@@ -42,7 +42,9 @@ struct sd_gpus {
     size_t n;
     gpu_node ctl[MAX_CTL]; /* nvidiactl, nvidia-uvm, nvidia-caps: every GPU sandbox's */
     size_t n_ctl;
-    char *binds[MAX_BINDS]; /* the driver's user-space files, bound read-only */
+    struct {
+        char *src, *path; /* the host's file; where the sandbox sees it */
+    } binds[MAX_BINDS];   /* the driver's user-space files, bound read-only */
     size_t n_binds;
 };
 
@@ -194,18 +196,62 @@ static bool driver_file(const char *base) {
            !strncmp(base, "libcudadebugger.so", 18) || !strncmp(base, "libnvcuvid.so", 13);
 }
 
-static void add_bind(struct sd_gpus *g, const char *path) {
+/* root + path (the driver's file path as seen under the driver root) to be bound at path. */
+static void add_bind(struct sd_gpus *g, const char *root, const char *path) {
     for (size_t i = 0; i < g->n_binds; i++)
-        if (!strcmp(g->binds[i], path))
+        if (!strcmp(g->binds[i].path, path))
             return;
-    if (g->n_binds < MAX_BINDS && (g->binds[g->n_binds] = strdup(path)))
-        g->n_binds++;
+    char src[PATH_MAX];
+    if (g->n_binds >= MAX_BINDS ||
+        (size_t)snprintf(src, sizeof(src), "%s%s", root, path) >= sizeof(src))
+        return;
+    char *s = strdup(src), *p = strdup(path);
+    if (!s || !p) {
+        free(s);
+        free(p);
+        return;
+    }
+    g->binds[g->n_binds].src = s, g->binds[g->n_binds++].path = p;
 }
 
-/* The driver's user-space files, as the NVIDIA container toolkit finds them: `ldconfig -p`'s
- * libcuda.so* and libnvidia-*.so*, and the tools in /usr/bin. At start-up only. */
-static void find_binds(struct sd_gpus *g) {
-    FILE *f = popen("ldconfig -p 2>/dev/null", "re");
+/* The file path (under root) names once its symlinks are followed inside root, into real. */
+static bool real_in_root(const char *root, const char *path, char *real, size_t len) {
+    char cur[PATH_MAX], full[PATH_MAX + 64], link[PATH_MAX];
+    snprintf(cur, sizeof(cur), "%s", path);
+    for (int hop = 0; hop < 16; hop++) {
+        snprintf(full, sizeof(full), "%s%s", root, cur);
+        struct stat st;
+        if (lstat(full, &st) < 0)
+            return false;
+        if (!S_ISLNK(st.st_mode))
+            return snprintf(real, len, "%s", cur) < (int)len && S_ISREG(st.st_mode);
+        ssize_t n = readlink(full, link, sizeof(link) - 1);
+        if (n <= 0)
+            return false;
+        link[n] = 0;
+        if (link[0] == '/')
+            snprintf(cur, sizeof(cur), "%s", link);
+        else {
+            char *slash = strrchr(cur, '/');
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof(dir), "%.*s", (int)(slash - cur), cur);
+            snprintf(cur, sizeof(cur), "%s/%s", dir, link);
+        }
+    }
+    return false;
+}
+
+/* The driver's user-space files, as the NVIDIA container toolkit finds them: the ld.so cache's
+ * libcuda.so*, libnvidia-*.so* (`ldconfig -p`; under a driver root, its etc/ld.so.cache) and
+ * the tools in /usr/bin. Each is bound under the name programs open and the file it names.
+ * At start-up only. root: "" (the host) or the driver root (--gpu-root). */
+static void find_binds(struct sd_gpus *g, const char *root) {
+    char cmd[PATH_MAX + 64] = "ldconfig -p 2>/dev/null";
+    if (*root && !strchr(root, '\'') &&
+        (size_t)snprintf(cmd, sizeof(cmd), "ldconfig -p -C '%s/etc/ld.so.cache' 2>/dev/null",
+                         root) >= sizeof(cmd))
+        return;
+    FILE *f = *root && strchr(root, '\'') ? NULL : popen(cmd, "re");
     char line[1024];
     while (f && fgets(line, sizeof(line), f)) {
         char *arrow = strstr(line, "=> "), *name = line;
@@ -216,9 +262,9 @@ static void find_binds(struct sd_gpus *g) {
         arrow += 3;
         arrow[strcspn(arrow, "\n")] = 0;
         char real[PATH_MAX];
-        if (arrow[0] == '/' && realpath(arrow, real)) {
-            add_bind(g, arrow); /* the name programs open, and the file it names */
-            add_bind(g, real);
+        if (arrow[0] == '/' && real_in_root(root, arrow, real, sizeof(real))) {
+            add_bind(g, root, arrow); /* the name programs open, and the file it names */
+            add_bind(g, root, real);
         }
     }
     if (f)
@@ -226,10 +272,11 @@ static void find_binds(struct sd_gpus *g) {
     static const char *const bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
                                        "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
     for (size_t i = 0; i < ARRAY_SIZE(bins); i++) {
-        char p[64];
+        char p[64], full[PATH_MAX + 64];
         snprintf(p, sizeof(p), "/usr/bin/%s", bins[i]);
-        if (access(p, X_OK) == 0)
-            add_bind(g, p);
+        snprintf(full, sizeof(full), "%s%s", root, p);
+        if (access(full, X_OK) == 0)
+            add_bind(g, root, p);
     }
 }
 
@@ -243,7 +290,7 @@ int sd_gpu_init(sd_daemon *d, error_rec *err) {
     if (r < 0)
         return r;
     if (g->n)
-        find_binds(g);
+        find_binds(g, d->cfg.gpu_root ? d->cfg.gpu_root : "");
     if (g->n)
         log_info("gpus total=%zu control_nodes=%zu driver_files=%zu", g->n, g->n_ctl, g->n_binds);
     return 0;
@@ -252,8 +299,10 @@ int sd_gpu_init(sd_daemon *d, error_rec *err) {
 void sd_gpu_done(sd_daemon *d) {
     if (!d->gpus)
         return;
-    for (size_t i = 0; i < d->gpus->n_binds; i++)
-        free(d->gpus->binds[i]);
+    for (size_t i = 0; i < d->gpus->n_binds; i++) {
+        free(d->gpus->binds[i].src);
+        free(d->gpus->binds[i].path);
+    }
     free(TAKE_PTR(d->gpus));
 }
 
@@ -346,7 +395,8 @@ json_t *sd_gpu_spec_json(const sd_sandbox *sb) {
     for (i = 0; i < g->n_ctl; i++)
         json_array_append_new(devs, node_json(&g->ctl[i]));
     for (i = 0; i < g->n_binds; i++)
-        json_array_append_new(binds, json_string(g->binds[i]));
+        json_array_append_new(
+            binds, json_pack("{s:s,s:s}", "source", g->binds[i].src, "path", g->binds[i].path));
     return json_pack("{s:o,s:o}", "devices", devs, "binds", binds);
 }
 

@@ -3,6 +3,7 @@
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/gpu.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
@@ -14,6 +15,7 @@
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
 #include "sandboxd/core/state.h"
+#include "sandboxd/core/volumes.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -128,9 +130,12 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
         s->seed_uid_base = sb->seed_uid_base;
     }
     s->grading = sb->spec.grading;
+    if (sb->spec.gvisor && !(s->runsc = dup_or_null(sd_gvisor_runsc(d))))
+        return error_set(err, -EPROTONOSUPPORT, "isolation: gvisor is unavailable on this node");
     json_t *env = sd_images_env_json(d, sb->spec.image, sb->spec.env); /* images: Env */
     sd_gpu_env(sb, env); /* GPUs: NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES */
     s->gpus = sd_gpu_spec_json(sb);
+    s->volumes = sd_volumes_spec_json(sb); /* volumes: core/volumes.c */
     r = env ? shim_spec_set_env(s, env, err) : -ENOMEM;
     json_decref(env);
     if (r >= 0)
@@ -149,17 +154,21 @@ static char *spec_text(sd_sandbox *sb) {
     return text;
 }
 
-static void start_failed(sd_sandbox *sb, const char *msg) {
+static void start_failed_code(sd_sandbox *sb, int code, const char *msg) {
     sd_daemon *d = sb->d;
     log_error("sandbox start failed sandbox=%s error=\"%s\"", sb->id, msg);
     if (!sb->pool)
         sd_metrics_create(&d->m, SD_CREATE_ERROR,
                           (double)(now_mono_us() - sb->start_mono_us) / 1e6);
     error_rec err = {0};
-    error_set(&err, -EIO, "%s", msg);
+    error_set(&err, code, "%s", msg);
     TELL(d, create_finished, sb, &err);
     sd_registry_set_idem_key(sb, NULL); /* a retry with the same key tries again */
     sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "sandbox failed to start: %s", msg);
+}
+
+static void start_failed(sd_sandbox *sb, const char *msg) {
+    start_failed_code(sb, -EIO, msg);
 }
 
 static void hello_reply(void *ud, json_t *reply) {
@@ -229,8 +238,11 @@ static void start_line(sd_sandbox *sb) {
         char msg[600];
         json_t *m = json_object_get(j, "message");
         snprintf(msg, sizeof(msg), "%s", json_is_string(m) ? json_string_value(m) : "unknown");
+        /* volumes: a path the image has a file or symlink on is the create's error (400) */
+        bool bad_path = strncmp(msg, "step volumes: volume at", 23) == 0 &&
+                        json_integer_value(json_object_get(j, "errno")) == ENOTDIR;
         json_decref(j);
-        start_failed(sb, msg);
+        start_failed_code(sb, bad_path ? -EINVAL : -EIO, msg);
         return;
     }
     sb->init_pid = (int)json_integer_value(json_object_get(j, "init_pid"));

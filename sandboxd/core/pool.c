@@ -9,6 +9,7 @@
 #include "sandboxd/core/pool.h"
 
 #include "common/timeutil.h"
+#include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/registry.h"
@@ -52,7 +53,7 @@ static unsigned n_templates(const sd_daemon *d) {
 static bool same_shape(const policy_create *a, const policy_create *b) {
     return strcmp(a->image, b->image) == 0 && a->cpu == b->cpu && a->memory == b->memory &&
            a->disk == b->disk && a->pids == b->pids && a->net_mode == b->net_mode &&
-           a->net_mode != POLICY_NET_ALLOW && a->grading == b->grading;
+           a->net_mode != POLICY_NET_ALLOW && a->grading == b->grading && a->gvisor == b->gvisor;
 }
 
 static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
@@ -73,8 +74,12 @@ static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
     p->size = (unsigned)json_integer_value(sz);
     if (p->tmpl.gpus) /* GPUs: held by the sandbox that asks (core/gpu.c) */
         return error_set(err, -EINVAL, "pools: gpus cannot be pooled");
+    if (p->tmpl.volumes) /* volumes: mounted for the sandbox that asks */
+        return error_set(err, -EINVAL, "pools: volumes cannot be pooled");
     if (p->tmpl.net_mode == POLICY_NET_ALLOW)
         return error_set(err, -EINVAL, "pools: network \"allow\" cannot be pooled (none, open)");
+    if (sd_gvisor_check(d, &p->tmpl, err) < 0) /* a gvisor pool on a node without runsc */
+        return error_prefix(err, "pools");
     policy_egress *eg = NULL;
     r = sd_network_check(d, &p->tmpl, &eg, err);
     policy_egress_free(eg);

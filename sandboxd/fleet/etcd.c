@@ -49,6 +49,14 @@ int etcd_new(const char *endpoints, etcd_client **ret, error_rec *err) {
     return 0;
 }
 
+unsigned etcd_endpoints(const etcd_client *c) {
+    return c->n;
+}
+
+const char *etcd_endpoint(const etcd_client *c, unsigned i) {
+    return c->endpoints[(c->cur + i) % c->n];
+}
+
 void etcd_free(etcd_client *c) {
     if (!c)
         return;
@@ -139,7 +147,7 @@ static json_t *b64_json(const char *s, size_t len) {
     return j;
 }
 
-static int64_t json_int64(json_t *v) { /* the gateway writes int64 as strings */
+int64_t etcd_int64(json_t *v) { /* the gateway writes int64 as strings */
     return json_is_string(v) ? strtoll(json_string_value(v), NULL, 10) : json_integer_value(v);
 }
 
@@ -149,13 +157,21 @@ static json_t *id_json(int64_t id) {
     return json_string(s);
 }
 
-int etcd_put(etcd_client *c, const char *key, const char *value, int64_t lease, error_rec *err) {
+/* The revision in an answer's header (0 when absent). */
+static int64_t header_rev(json_t *ans) {
+    return etcd_int64(json_object_get(json_object_get(ans, "header"), "revision"));
+}
+
+int etcd_put(etcd_client *c, const char *key, const char *value, int64_t lease, int64_t *ret_rev,
+             error_rec *err) {
     json_t *b = json_object(), *ans = NULL;
     json_object_set_new(b, "key", b64_json(key, strlen(key)));
     json_object_set_new(b, "value", b64_json(value, strlen(value)));
     if (lease)
         json_object_set_new(b, "lease", id_json(lease));
     int r = call(c, "/v3/kv/put", b, &ans, err);
+    if (r >= 0 && ret_rev)
+        *ret_rev = header_rev(ans);
     json_decref(ans);
     return r;
 }
@@ -169,43 +185,63 @@ static char *b64_text(json_t *v) {
     return (char *)out;
 }
 
-static int range(etcd_client *c, json_t *b, json_t **ret, error_rec *err) {
+int etcd_kv_apply(json_t *kvs, json_t *kv, bool deleted) {
+    _cleanup_free_ char *k = b64_text(json_object_get(kv, "key"));
+    if (!k)
+        return -EPROTO;
+    if (deleted)
+        return json_object_del(kvs, k), 0;
+    char *v = b64_text(json_object_get(kv, "value"));
+    if (!v) /* an empty value is absent from the answer */
+        v = strdup("");
+    int r = v && json_object_set_new(kvs, k, json_string(v)) == 0 ? 0 : -ENOMEM;
+    free(v);
+    return r;
+}
+
+static int range(etcd_client *c, json_t *b, json_t **ret, int64_t *ret_rev, error_rec *err) {
     json_t *ans = NULL;
     int r = call(c, "/v3/kv/range", b, &ans, err);
     if (r < 0)
         return r;
     json_t *out = json_object(), *kv;
     size_t i;
-    json_array_foreach(json_object_get(ans, "kvs"), i, kv) {
-        _cleanup_free_ char *k = b64_text(json_object_get(kv, "key"));
-        char *v = b64_text(json_object_get(kv, "value"));
-        if (!v) /* an empty value is absent from the answer */
-            v = strdup("");
-        if (k && v)
-            json_object_set_new(out, k, json_string(v));
-        free(v);
-    }
+    json_array_foreach(json_object_get(ans, "kvs"), i, kv) etcd_kv_apply(out, kv, false);
+    if (ret_rev)
+        *ret_rev = header_rev(ans);
     json_decref(ans);
     *ret = out;
     return 0;
 }
 
-int etcd_get_prefix(etcd_client *c, const char *prefix, json_t **ret, error_rec *err) {
+json_t *etcd_prefix_json(const char *prefix) {
     size_t n = strlen(prefix);
-    _cleanup_free_ char *end = strdup(prefix);
-    if (!end || n == 0)
-        return error_set(err, -EINVAL, "etcd: empty prefix");
+    _cleanup_free_ char *end = n ? strdup(prefix) : NULL;
+    if (!end)
+        return NULL;
     end[n - 1]++; /* the first key after every key starting with prefix */
     json_t *b = json_object();
-    json_object_set_new(b, "key", b64_json(prefix, n));
-    json_object_set_new(b, "range_end", b64_json(end, n));
-    return range(c, b, ret, err);
+    if (b && (json_object_set_new(b, "key", b64_json(prefix, n)) < 0 ||
+              json_object_set_new(b, "range_end", b64_json(end, n)) < 0))
+        json_decref(TAKE_PTR(b));
+    return b;
 }
 
-int etcd_get(etcd_client *c, const char *key, char **ret, error_rec *err) {
+int etcd_get_prefix(etcd_client *c, const char *prefix, json_t **ret, int64_t *ret_rev,
+                    error_rec *err) {
+    if (!*prefix)
+        return error_set(err, -EINVAL, "etcd: empty prefix");
+    json_t *b = etcd_prefix_json(prefix);
+    if (!b)
+        return error_set(err, -ENOMEM, "out of memory");
+    return range(c, b, ret, ret_rev, err);
+}
+
+int etcd_get(etcd_client *c, const char *key, char **ret, int64_t *ret_rev, error_rec *err) {
     json_t *b = json_object(), *all = NULL;
+    int64_t rev = 0;
     json_object_set_new(b, "key", b64_json(key, strlen(key)));
-    int r = range(c, b, &all, err);
+    int r = range(c, b, &all, &rev, err);
     if (r < 0)
         return r;
     const char *v = json_string_value(json_object_get(all, key));
@@ -214,6 +250,8 @@ int etcd_get(etcd_client *c, const char *key, char **ret, error_rec *err) {
     if (!out)
         return error_set(err, -ENOENT, "etcd: no key %s", key);
     *ret = out;
+    if (ret_rev)
+        *ret_rev = rev;
     return 0;
 }
 
@@ -230,7 +268,7 @@ int etcd_lease_grant(etcd_client *c, unsigned ttl_s, int64_t *ret_id, error_rec 
     int r = call(c, "/v3/lease/grant", json_pack("{s:i}", "TTL", (int)ttl_s), &ans, err);
     if (r < 0)
         return r;
-    int64_t id = json_int64(json_object_get(ans, "ID"));
+    int64_t id = etcd_int64(json_object_get(ans, "ID"));
     json_decref(ans);
     if (id == 0)
         return error_set(err, -EPROTO, "etcd lease grant: no ID in the answer");
@@ -245,7 +283,7 @@ int etcd_lease_keepalive(etcd_client *c, int64_t id, error_rec *err) {
     if (r < 0)
         return r;
     /* an expired lease comes back without a TTL (0) */
-    int64_t ttl = json_int64(json_object_get(json_object_get(ans, "result"), "TTL"));
+    int64_t ttl = etcd_int64(json_object_get(json_object_get(ans, "result"), "TTL"));
     json_decref(ans);
     return ttl > 0 ? 0 : error_set(err, -ENOENT, "etcd lease %" PRId64 " has expired", id);
 }

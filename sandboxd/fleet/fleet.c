@@ -40,10 +40,11 @@ bool sd_fleet_draining(sd_daemon *d) {
 
 /* A spec's pool shape as node records publish it (common/poolshape.h). */
 static json_t *shape_of(const policy_create *c) {
-    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:s,s:s}", "image", c->image, "cpu", c->cpu, "memory",
-                     (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids", (int)c->pids,
-                     "network", c->net_mode == POLICY_NET_OPEN ? "open" : "none", "profile",
-                     c->grading ? "grading" : "default");
+    return json_pack("{s:s,s:f,s:I,s:I,s:i,s:s,s:s,s:s}", "image", c->image, "cpu", c->cpu,
+                     "memory", (json_int_t)c->memory, "disk", (json_int_t)c->disk, "pids",
+                     (int)c->pids, "network", c->net_mode == POLICY_NET_OPEN ? "open" : "none",
+                     "profile", c->grading ? "grading" : "default", "isolation",
+                     c->gvisor ? "gvisor" : "native");
 }
 
 static json_t *pools_json(sd_daemon *d) {
@@ -139,18 +140,28 @@ static void timer_cb(uv_timer_t *t) {
     revoke_gone(f);
 }
 
-/* Leases of other nodes adopted here whose key is gone from a read taken after the adoption:
- * their sandboxes here end. */
-static void end_remote_leases(sd_fleet *f, uint64_t taken_ms) {
+/* Leases of other nodes adopted here whose key is gone from a view complete up to (at least)
+ * the revision their lookup read the key at: their sandboxes here end. (A view older than the
+ * lookup may not have the key yet.) Lookups of leases gone from here are forgotten. */
+static void end_remote_leases(sd_fleet *f, int64_t rev) {
     char key[512], ids[64][64];
     unsigned n = 0;
     for (sd_lease *l = f->d->leases; l && n < ARRAY_SIZE(ids); l = l->next) {
         lease_key(f->d, l->id, key, sizeof(key));
-        if (l->remote && l->adopted_ms < taken_ms && !json_object_get(f->leases, key))
+        json_t *seen = json_object_get(f->adopted, key);
+        if (l->remote && rev >= json_integer_value(seen) && !json_object_get(f->leases, key))
             snprintf(ids[n++], sizeof(ids[0]), "%s", l->id);
     }
     for (unsigned i = 0; i < n; i++)
         sd_lease_end_id(f->d, ids[i], "lease ended in the fleet");
+    const char *k;
+    json_t *v;
+    void *tmp;
+    size_t plen = strlen(f->d->cfg.fleet_prefix) + strlen("/leases/");
+    json_object_foreach_safe(f->adopted, tmp, k, v) {
+        if (strlen(k) <= plen || !sd_lease_exists(f->d, k + plen))
+            json_object_del(f->adopted, k);
+    }
 }
 
 static void apply_members(sd_fleet *f, json_t *members) {
@@ -164,11 +175,10 @@ static void apply_members(sd_fleet *f, json_t *members) {
     json_decref(members);
 }
 
-static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *leases,
-                           uint64_t taken_ms) {
+static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *leases, int64_t rev) {
     json_decref(f->nodes);
     json_decref(f->leases);
-    f->nodes = nodes, f->leases = leases;
+    f->nodes = nodes, f->leases = leases, f->rev = rev;
     f->snap_mono_ms = now_mono_ms();
     f->nodes_real_ms = now_real_ms();
     f->have_snap = true;
@@ -182,13 +192,15 @@ static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *le
         log_info("fleet: node %s %s", f->d->cfg.node_name, drained ? "drained" : "undrained");
     f->draining = drained;
     json_decref(drain);
-    end_remote_leases(f, taken_ms);
+    end_remote_leases(f, rev);
 }
 
 /* What a finished job changes here: a published lease's etcd id; a keepalive that found the
  * etcd lease gone publishes the lease again (it expired while etcd or this node was away). */
 static void job_settle(sd_fleet *f, fleet_job *j) {
-    if (j->op == JOB_LEASE_PUT && j->r >= 0) {
+    if (j->op == JOB_GET && j->r >= 0) {
+        json_object_set_new(f->adopted, j->key, json_integer(j->rev));
+    } else if (j->op == JOB_LEASE_PUT && j->r >= 0) {
         char id[32];
         snprintf(id, sizeof(id), "%lld", (long long)j->lease);
         json_object_set_new(f->own, j->lease_id, json_string(id));
@@ -216,11 +228,27 @@ static void callbacks(sd_fleet *f, fleet_job *done) {
     }
 }
 
+/* The watch's counts for GET /v1/fleet, and its breaks and recoveries logged (mu held). */
+static void take_watch(sd_fleet *f) {
+    json_decref(f->watch);
+    f->watch =
+        json_pack("{s:s,s:I,s:i,s:i,s:i,s:i}", "mode", f->poll ? "poll" : "watch", "revision",
+                  (json_int_t)f->rev, "reads", (int)f->w_reads, "streams", (int)f->w_streams,
+                  "compacted", (int)f->w_compacted, "stale", (int)f->w_stale);
+    if (!f->watch_err_new)
+        return;
+    f->watch_err_new = false;
+    if (f->watch_err[0])
+        log_warn("fleet: etcd watch broke, reopening: %s", f->watch_err);
+    else
+        log_info("fleet: etcd watch open again");
+}
+
 static void take_done(sd_fleet *f) {
     fleet_job *done = NULL;
     json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
     bool ok_new, ok, snap_new;
-    uint64_t taken = 0;
+    int64_t rev = 0;
     char why[256];
     uv_mutex_lock(&f->mu);
     snprintf(why, sizeof(why), "%s", f->snap_err);
@@ -229,12 +257,13 @@ static void take_done(sd_fleet *f) {
     f->ok_new = f->snap_new = false;
     if (snap_new) {
         nodes = TAKE_PTR(f->snap_nodes), drain = TAKE_PTR(f->snap_drain);
-        leases = TAKE_PTR(f->snap_leases), taken = f->snap_taken_ms;
+        leases = TAKE_PTR(f->snap_leases), rev = f->snap_rev;
         members = TAKE_PTR(f->snap_members);
     }
+    take_watch(f);
     uv_mutex_unlock(&f->mu);
     if (snap_new) { /* a read that came through: etcd was reachable when it was taken */
-        apply_snapshot(f, nodes, drain, leases, taken);
+        apply_snapshot(f, nodes, drain, leases, rev);
         apply_members(f, members);
     }
     bool was = f->etcd_ok;
@@ -285,7 +314,8 @@ int sd_fleet_init(sd_daemon *d, error_rec *err) {
     f->d = d;
     f->defaults = defaults;
     f->nodes = json_object(), f->seen = json_object(), f->leases = json_object();
-    f->own = json_object();
+    f->own = json_object(), f->adopted = json_object();
+    f->poll = d->cfg.fleet_read && !strcmp(d->cfg.fleet_read, "poll");
     f->started_at = (double)now_real_ms() / 1000.0;
     uv_mutex_init(&f->mu);
     uv_cond_init(&f->cond);
@@ -298,8 +328,9 @@ int sd_fleet_init(sd_daemon *d, error_rec *err) {
     uv_timer_start(&f->timer, timer_cb, RECORD_MS, RECORD_MS);
     if ((r = fleet_thread_start(f, err)) < 0)
         return r;
-    log_info("fleet: node %s (%s) in %s at %s, ttl %us", d->cfg.node_name, d->cfg.advertise_url,
-             d->cfg.fleet_prefix, d->cfg.fleet_etcd, d->cfg.fleet_ttl);
+    log_info("fleet: node %s (%s) in %s at %s, ttl %us, %s", d->cfg.node_name, d->cfg.advertise_url,
+             d->cfg.fleet_prefix, d->cfg.fleet_etcd, d->cfg.fleet_ttl,
+             f->poll ? "polling each second" : "watching");
     return 0;
 }
 
@@ -319,6 +350,8 @@ static void fleet_free(sd_fleet *f) {
     json_decref(f->seen);
     json_decref(f->leases);
     json_decref(f->own);
+    json_decref(f->adopted);
+    json_decref(f->watch);
     json_decref(f->defaults);
     free(f->last_record);
     etcd_free(f->etcd);
@@ -452,8 +485,9 @@ json_t *sd_fleet_view(sd_daemon *d) {
             json_string(json_is_true(json_object_get(v, "draining")) ? "draining" : "ready"));
         json_array_append_new(arr, n);
     }
-    return json_pack("{s:s,s:s,s:s,s:o}", "prefix", d->cfg.fleet_prefix, "self", d->cfg.node_name,
-                     "etcd", f->etcd_ok ? "ok" : "unreachable", "nodes", arr);
+    return json_pack("{s:s,s:s,s:s,s:o,s:O*}", "prefix", d->cfg.fleet_prefix, "self",
+                     d->cfg.node_name, "etcd", f->etcd_ok ? "ok" : "unreachable", "nodes", arr,
+                     "watch", f->watch);
 }
 
 int sd_fleet_drain(sd_daemon *d, const char *name, bool on, sd_fleet_cb cb, void *ud) {

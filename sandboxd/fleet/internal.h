@@ -1,9 +1,10 @@
-/* The fleet layer's shared state between the loop side (fleet/fleet.c) and the fleet thread
- * (fleet/thread.c). Fields under "mu" are touched by both with mu held; the others by the
- * side named next to them only. */
+/* The fleet layer's shared state between the loop side (fleet/fleet.c), the fleet thread
+ * (fleet/thread.c) and the watch thread (fleet/watch.c). Fields under "mu" are touched by
+ * several with mu held; the others by the side named next to them only. */
 #pragma once
 
 #include "sandboxd/fleet/etcd.h"
+#include "sandboxd/fleet/etcd_watch.h"
 #include "sandboxd/fleet/fleet.h"
 
 typedef enum { JOB_PUT, JOB_DELETE, JOB_GET, JOB_LEASE_PUT, JOB_KEEPALIVE, JOB_REVOKE } job_op;
@@ -15,6 +16,7 @@ typedef struct fleet_job {
     char *key, *value; /* value: a put's, or a get's answer (thread) */
     unsigned ttl_s;    /* JOB_LEASE_PUT: grant a lease of this TTL for the key */
     int64_t lease;     /* JOB_LEASE_PUT's granted id (thread); KEEPALIVE/REVOKE's */
+    int64_t rev;       /* JOB_GET: the revision the answer was read at (thread) */
     int r;             /* thread: the result */
     char lease_id[64]; /* the sandboxd lease a LEASE_PUT or KEEPALIVE is for */
     bool self_drain;   /* a PUT/DELETE of this node's own P/drain key */
@@ -31,6 +33,7 @@ typedef struct sd_fleet {
     uv_async_t async;
     uv_timer_t timer;
     bool thread_started;
+    bool poll;         /* --fleet-read poll: the thread reads P/ each second, no watch thread */
     unsigned n_closed; /* loop: handles closed at stop */
     /* mu */
     bool stop;
@@ -38,19 +41,39 @@ typedef struct sd_fleet {
     json_t *record_next; /* a new node record for the thread to put */
     json_t *snap_nodes, *snap_drain, *snap_leases, *snap_members; /* the last read, for the loop */
     bool snap_new, snap_ok, ok_new;
-    uint64_t snap_taken_ms; /* now_mono_ms() when the read began */
-    char snap_err[256];     /* why etcd became unreachable */
+    int64_t snap_rev;    /* the store's revision the snapshot is complete up to */
+    char snap_err[256];  /* why etcd became unreachable */
+    unsigned n_nodes;    /* node records in the last snapshot (the thread's put rate) */
+    int64_t put_rev;     /* the revision of this node's last record put (thread), and */
+    uint64_t put_ms;     /* when it was made: the watch must bring it back (the echo check) */
+    bool kick;           /* the fleet thread saw etcd come back: the watch reopens its stream */
+    char watch_err[256]; /* why the watch stream broke ("" while it runs) */
+    bool watch_err_new;  /* watch_err changed since the loop last looked */
+    unsigned w_reads, w_streams, w_compacted, w_stale; /* the watch's counts (GET /v1/fleet) */
     /* thread */
     json_t *record;
     int64_t node_lease;
     uint64_t t_retry, t_keepalive, t_put, t_poll, backoff_ms;
+    unsigned t_nodes; /* n_nodes as last seen */
     bool record_dirty, etcd_ok_thread;
+    /* the watch thread (fleet/watch.c) */
+    uv_thread_t wthread;
+    bool wthread_started;
+    etcd_client *wetcd;
+    etcd_stream *stream;
+    json_t *wkv;          /* every key under P/ -> its value, complete up to wrev */
+    int64_t wrev, wstart; /* the last revision applied; the open stream's start revision */
+    bool wdirty, wend, wreread, wcreated;
+    uint64_t wpublished_ms;
     /* loop */
     fleet_job *all;
     char *last_record;     /* the record last handed over (JSON text), to see changes */
     json_t *nodes;         /* name -> record (the last node list) */
     json_t *seen;          /* name -> true: every node seen since start or in P/members/ */
     json_t *leases;        /* P/leases/ keys present in the last read */
+    json_t *adopted;       /* P/leases/ key -> the revision its lookup read it at */
+    int64_t rev;           /* the last read's revision */
+    json_t *watch;         /* the watch's counts, as GET /v1/fleet shows them */
     json_t *own;           /* lease id -> etcd lease id (string) of leases made here */
     json_t *defaults;      /* the pool shape of a create that sets nothing (node record) */
     uint64_t snap_mono_ms; /* when the last read was taken */
@@ -66,3 +89,10 @@ void fleet_thread_stop(sd_fleet *f); /* join */
 /* Queue job (mu taken here) and wake the thread. */
 void fleet_submit(sd_fleet *f, fleet_job *job);
 void fleet_set_record(sd_fleet *f, json_t *record /* stolen */);
+
+/* watch.c */
+int fleet_watch_start(sd_fleet *f, error_rec *err);
+void fleet_watch_stop(sd_fleet *f); /* after f->stop is set: wake and join */
+/* Hand every key under P/ ({"key": "value"}, borrowed), complete up to revision rev, to the
+ * loop as the fleet's view (mu taken here) and wake the loop. */
+void fleet_publish(sd_fleet *f, json_t *kvs, int64_t rev);

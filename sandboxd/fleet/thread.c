@@ -1,9 +1,11 @@
-/* The fleet thread: every etcd call of the daemon. It keeps the node's etcd lease alive
- * (TTL/3), puts the node record (when it changes, at most 4 times a second, and on each
- * keepalive) and P/members/NAME, reads P/nodes/, P/drain/, P/leases/ and P/members/ (each
- * second), and runs the jobs the loop
- * queues; results go back to the loop with uv_async. etcd unreachable: it retries with backoff
- * (0.5 s doubling to 5 s) and registers again (a new lease if needed) when etcd is back. */
+/* The fleet thread: every etcd call of the daemon but the watch (fleet/watch.c). It keeps the
+ * node's etcd lease alive (TTL/3), puts the node record (when it changes, at most 4 times a
+ * second and at most FLEET_PUTS_MAX times a second across the fleet, and every HEARTBEAT_MS)
+ * and P/members/NAME, and runs the jobs the loop queues; results go back to the loop with
+ * uv_async. With --fleet-read poll (the old way, kept to measure it against the watch) it also
+ * reads P/nodes/, P/drain/, P/leases/ and P/members/ each second and re-puts the record on each
+ * keepalive. etcd unreachable: it retries with backoff (0.5 s doubling to 5 s) and registers
+ * again (a new lease if needed) when etcd is back; then it tells the watch to reopen. */
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
@@ -13,12 +15,24 @@
 #include <string.h>
 
 #define PUT_MIN_MS 250
+#define FLEET_PUTS_MAX                                                                             \
+    400 /* record puts a second, all nodes together (each is an event to all)                      \
+         */
+#define HEARTBEAT_MS 30000
 #define POLL_MS 1000
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 5000
 
 static uint64_t beat_ms(sd_fleet *f) {
     return f->d->cfg.fleet_ttl * 1000ull / 3;
+}
+
+/* How often the record is put when nothing changed, and at most when it does. */
+static uint64_t heartbeat_ms(sd_fleet *f) {
+    return f->poll ? beat_ms(f) : HEARTBEAT_MS;
+}
+static uint64_t put_min_ms(sd_fleet *f) {
+    return MAX((uint64_t)PUT_MIN_MS, f->t_nodes * 1000ull / FLEET_PUTS_MAX);
 }
 
 static void key_of(sd_fleet *f, char *buf, size_t len, const char *kind, const char *name) {
@@ -29,18 +43,18 @@ static void run_job(sd_fleet *f, fleet_job *j) {
     error_rec err = {0};
     switch (j->op) {
     case JOB_PUT:
-        j->r = etcd_put(f->etcd, j->key, j->value, 0, &err);
+        j->r = etcd_put(f->etcd, j->key, j->value, 0, NULL, &err);
         break;
     case JOB_DELETE:
         j->r = etcd_delete(f->etcd, j->key, &err);
         break;
     case JOB_GET:
         free(TAKE_PTR(j->value));
-        j->r = etcd_get(f->etcd, j->key, &j->value, &err);
+        j->r = etcd_get(f->etcd, j->key, &j->value, &j->rev, &err);
         break;
     case JOB_LEASE_PUT:
         j->r = etcd_lease_grant(f->etcd, j->ttl_s, &j->lease, &err);
-        if (j->r >= 0 && (j->r = etcd_put(f->etcd, j->key, j->value, j->lease, &err)) < 0)
+        if (j->r >= 0 && (j->r = etcd_put(f->etcd, j->key, j->value, j->lease, NULL, &err)) < 0)
             etcd_lease_revoke(f->etcd, j->lease, &err);
         break;
     case JOB_KEEPALIVE:
@@ -61,7 +75,7 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
             return r;
         char mkey[512]; /* a member for good: its ids answer 503 once it is gone, never 404 */
         key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
-        if ((r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, err)) < 0)
+        if ((r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, NULL, err)) < 0)
             return r;
         force = true;
         f->t_keepalive = now + beat_ms(f);
@@ -71,10 +85,10 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
             f->node_lease = 0;
         if (r < 0)
             return r == -ENOENT && !again ? beat(f, now, err, true) : r;
-        force = true;
         f->t_keepalive = now + beat_ms(f);
     }
-    if (!f->record || (!force && (!f->record_dirty || now < f->t_put + PUT_MIN_MS)))
+    force = force || now >= f->t_put + heartbeat_ms(f);
+    if (!f->record || (!force && (!f->record_dirty || now < f->t_put + put_min_ms(f))))
         return 0;
     json_object_set_new(f->record, "heartbeat", json_real((double)now_real_ms() / 1000.0));
     _cleanup_free_ char *s = json_dumps(f->record, JSON_COMPACT | JSON_REAL_PRECISION(15));
@@ -82,7 +96,8 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
     key_of(f, key, sizeof(key), "nodes", f->d->cfg.node_name);
     if (!s)
         return -ENOMEM;
-    r = etcd_put(f->etcd, key, s, f->node_lease, err);
+    int64_t rev = 0;
+    r = etcd_put(f->etcd, key, s, f->node_lease, &rev, err);
     if (r == -ENOENT) { /* the lease expired between the keepalive and the put */
         f->node_lease = 0;
         return again ? r : beat(f, now, err, true);
@@ -90,63 +105,38 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
     if (r >= 0) {
         f->t_put = now;
         f->record_dirty = false;
+        uv_mutex_lock(&f->mu); /* the watch must bring this put back (watch.c) */
+        f->put_rev = rev, f->put_ms = now;
+        uv_mutex_unlock(&f->mu);
     }
     return r;
 }
 
-/* The node records' values parsed (a value that is not a JSON object is left out). */
-static json_t *parse_nodes(sd_fleet *f, json_t *kvs) {
-    json_t *out = json_object(), *v;
-    const char *k;
-    size_t plen = strlen(f->d->cfg.fleet_prefix) + strlen("/nodes/");
-    json_object_foreach(kvs, k, v) {
-        json_t *rec = json_loads(json_string_value(v), 0, NULL);
-        if (json_is_object(rec) && strlen(k) > plen)
-            json_object_set_new(out, k + plen, rec);
-        else
-            json_decref(rec);
-    }
-    return out;
-}
-
-/* Read the three prefixes; hand them to the loop (mu is not held here). */
+/* --fleet-read poll: read the four prefixes (the way every node did before the watch) and
+ * hand them to the loop. */
 static int poll_all(sd_fleet *f, uint64_t now, error_rec *err) {
+    static const char *const kinds[] = {"nodes", "drain", "leases", "members"};
     if (now < f->t_poll)
         return 0;
-    char k1[512], k2[512], k3[512], k4[512];
-    key_of(f, k1, sizeof(k1), "nodes", NULL);
-    key_of(f, k2, sizeof(k2), "drain", NULL);
-    key_of(f, k3, sizeof(k3), "leases", NULL);
-    key_of(f, k4, sizeof(k4), "members", NULL);
-    json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
-    int r = etcd_get_prefix(f->etcd, k1, &nodes, err);
-    if (r >= 0)
-        r = etcd_get_prefix(f->etcd, k2, &drain, err);
-    if (r >= 0)
-        r = etcd_get_prefix(f->etcd, k3, &leases, err);
-    if (r >= 0)
-        r = etcd_get_prefix(f->etcd, k4, &members, err);
-    if (r < 0) {
-        json_decref(nodes);
-        json_decref(drain);
-        json_decref(leases);
-        json_decref(members);
-        return r;
+    json_t *all = json_object();
+    int64_t rev = 0;
+    int r = all ? 0 : -ENOMEM;
+    for (size_t i = 0; i < ARRAY_SIZE(kinds) && r >= 0; i++) {
+        char k[512];
+        json_t *part = NULL;
+        key_of(f, k, sizeof(k), kinds[i], NULL);
+        r = etcd_get_prefix(f->etcd, k, &part, i ? NULL : &rev,
+                            err); /* complete up to the first's */
+        if (r >= 0)
+            json_object_update(all, part);
+        json_decref(part);
     }
-    json_t *parsed = parse_nodes(f, nodes);
-    json_decref(nodes);
-    uv_mutex_lock(&f->mu);
-    json_decref(f->snap_nodes);
-    json_decref(f->snap_drain);
-    json_decref(f->snap_leases);
-    json_decref(f->snap_members);
-    f->snap_nodes = parsed, f->snap_drain = drain, f->snap_leases = leases;
-    f->snap_members = members;
-    f->snap_new = true;
-    f->snap_taken_ms = now;
-    uv_mutex_unlock(&f->mu);
-    f->t_poll = now + MIN((uint64_t)POLL_MS, beat_ms(f));
-    return 0;
+    if (r >= 0)
+        fleet_publish(f, all, rev);
+    json_decref(all);
+    if (r >= 0)
+        f->t_poll = now + MIN((uint64_t)POLL_MS, beat_ms(f));
+    return r;
 }
 
 static void set_ok(sd_fleet *f, bool ok, uint64_t now, const error_rec *err) {
@@ -160,21 +150,27 @@ static void set_ok(sd_fleet *f, bool ok, uint64_t now, const error_rec *err) {
         f->etcd_ok_thread = ok;
         uv_mutex_lock(&f->mu);
         f->snap_ok = ok, f->ok_new = true;
+        f->kick = f->kick || ok; /* the watch's stream may be a dead one: reopen it */
         snprintf(f->snap_err, sizeof(f->snap_err), "%s", ok ? "" : err->message);
         uv_mutex_unlock(&f->mu);
+        if (ok && f->stream)
+            etcd_stream_wakeup(f->stream);
     }
 }
 
 /* The next time the thread has something to do, from now. */
 static uint64_t wait_ms(sd_fleet *f, uint64_t now) {
-    uint64_t next = f->backoff_ms ? f->t_retry : MIN(f->t_keepalive, f->t_poll);
+    uint64_t next = f->backoff_ms ? f->t_retry : MIN(f->t_keepalive, f->t_put + heartbeat_ms(f));
+    if (!f->backoff_ms && f->poll)
+        next = MIN(next, f->t_poll);
     if (!f->backoff_ms && f->record_dirty)
-        next = MIN(next, f->t_put + PUT_MIN_MS);
+        next = MIN(next, f->t_put + put_min_ms(f));
     return next > now ? MIN(next - now, 5000) : 0;
 }
 
 static void take_work(sd_fleet *f, fleet_job **jobs) {
     *jobs = TAKE_PTR(f->queue);
+    f->t_nodes = f->n_nodes;
     if (f->record_next) {
         json_decref(f->record);
         f->record = TAKE_PTR(f->record_next);
@@ -194,7 +190,7 @@ static void cycle(sd_fleet *f, fleet_job *jobs) {
     if (!f->backoff_ms || now >= f->t_retry) {
         error_rec err = {0};
         int r = beat(f, now, &err, false);
-        if (r >= 0)
+        if (r >= 0 && f->poll)
             r = poll_all(f, now, &err);
         set_ok(f, r >= 0, now, &err);
     }
@@ -226,6 +222,9 @@ static void thread_main(void *arg) {
 
 int fleet_thread_start(sd_fleet *f, error_rec *err) {
     f->etcd_ok_thread = true; /* until a call fails */
+    int r = f->poll ? 0 : fleet_watch_start(f, err);
+    if (r < 0)
+        return r;
     if (uv_thread_create(&f->thread, thread_main, f) < 0)
         return error_set(err, -EAGAIN, "cannot start the fleet thread");
     f->thread_started = true;
@@ -233,14 +232,17 @@ int fleet_thread_start(sd_fleet *f, error_rec *err) {
 }
 
 void fleet_thread_stop(sd_fleet *f) {
-    if (!f->thread_started)
-        return;
-    uv_mutex_lock(&f->mu);
-    f->stop = true;
-    uv_cond_signal(&f->cond);
-    uv_mutex_unlock(&f->mu);
-    uv_thread_join(&f->thread);
-    f->thread_started = false;
+    if (f->thread_started) {
+        uv_mutex_lock(&f->mu);
+        f->stop = true;
+        uv_cond_signal(&f->cond);
+        uv_mutex_unlock(&f->mu);
+        if (f->stream)
+            etcd_stream_wakeup(f->stream);
+        uv_thread_join(&f->thread);
+        f->thread_started = false;
+    }
+    fleet_watch_stop(f); /* after the fleet thread: it wakes the stream (set_ok) */
 }
 
 void fleet_submit(sd_fleet *f, fleet_job *job) {

@@ -2,7 +2,8 @@
 # A short GRPO run for `make demo`: a private sandboxd, the reference trainer on CPU (a policy
 # trained from scratch), `sbx grpo` on the toy task set's training split with its live progress
 # line, then the trained policy on the held-out split, then reward and pass rate per step, at the
-# end and held out (docs/GRPO.md, "The reference loop learns").
+# end and held out (docs/GRPO.md, "The reference loop learns"); then the same policy on the
+# tool-test set's two splits (the brief's manifest) and their pass rates.
 # Usage: tests/e2e/grpo_demo.sh [BUILD_DIR] [STEPS]   (needs root, like sandboxd)
 set -euo pipefail
 SBX_SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,5 +37,12 @@ print(f"== step time on {device} ({st['device']}), {steps} steps, {wall:.1f} s: 
       f"+ sandboxes {rest / steps:.2f} s (the device waits on tools {100 * rest / wall:.0f}% "
       f"of the time)")
 PY
+echo "== tool-test (tasks/tool-test: 64 multi-turn shell tasks, 21 train / 43 held out, seed 42,"
+echo "   max_turns 3, 256 tokens per completion): the policy above, no training"
+grpo_tool_test "$OUT" --gpu-hour-usd 2.0
+echo "   (the toy policy's only words are echo, >, a.txt..d.txt and red/green/blue/gold: it cannot"
+echo "   read a file or write answer.txt, so 0% is what it can reach here; a policy that can is graded"
+echo "   the same way, tests/e2e/test_grpo_tool_test.sh)"
 echo "== outputs in $OUT/train and $OUT/held_out: step-NNNN.jsonl (every episode), steps.jsonl,"
-echo "   summary.json; $OUT/learning.json; reward curve: $OUT/train/reward.svg"
+echo "   summary.json; $OUT/learning.json; reward curve: $OUT/train/reward.svg; tool-test:"
+echo "   $OUT/tool_test/{train,held_out}, $OUT/tool_test/rates.json"

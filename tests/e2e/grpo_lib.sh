@@ -62,6 +62,18 @@ grpo_start_trainer() {
   TRAINER_URL=http://127.0.0.1:$(cat "$T/port")
 }
 
+# grpo_scripted_trainer ANSWERS_FILE: bench/grpo_fake_server.py as the policy (a JSON object:
+# prompt substring -> completion text), on TRAINER_URL; stopped at exit like the trainer.
+grpo_scripted_trainer() {
+  rm -f "$T/port"
+  /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port" --delay-ms 0 \
+    --answers "$1" &
+  TRAINER_PID=$!
+  for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
+  [ -s "$T/port" ] || fail "the scripted server did not start"
+  TRAINER_URL=http://127.0.0.1:$(cat "$T/port")
+}
+
 grpo_setup() {
   grpo_tmp
   grpo_start_daemon
@@ -89,4 +101,21 @@ grpo_learn() {
   grpo_run --tasks "$GRPO_TOY_TASKS" --split held_out --no-train --out "$out/held_out" \
     --steps 1 --tasks-per-step 8 --group-size 8 --seed 3 "${@:3}" || return 1
   /usr/bin/python3 "$SBX_SRC_DIR/tests/e2e/grpo_report.py" "$out"
+}
+
+# grpo_tool_test OUT [sbx grpo args...]: the brief's tool-test manifest (tasks/tool-test: 64
+# multi-turn shell tasks, 21 train / 43 held out, seed 42, max_turns 3, 256 tokens) run by the
+# current policy without training, every task of a split once (OUT/tool_test/train and
+# OUT/tool_test/held_out), then its pass rates from those runs' step logs
+# (OUT/tool_test/rates.json).
+GRPO_TOOL_TASKS=${GRPO_TOOL_TASKS:-$SBX_SRC_DIR/tasks/tool-test/tasks.jsonl}
+grpo_tool_test() {
+  local out=$1/tool_test split n
+  for split in train held_out; do
+    n=21
+    [ "$split" = train ] || n=43
+    grpo_run --tasks "$GRPO_TOOL_TASKS" --split "$split" --no-train --out "$out/$split" \
+      --steps 1 --tasks-per-step "$n" --group-size 1 --seed 42 "${@:2}" || return 1
+  done
+  /usr/bin/python3 "$SBX_SRC_DIR/tests/e2e/grpo_report.py" --eval "$out" tool-test
 }

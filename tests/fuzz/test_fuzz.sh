@@ -51,6 +51,8 @@ TEST_TIMEOUT_spec=300
 test_spec() { fuzz spec; }
 TEST_TIMEOUT_grpo_tasks=300
 test_grpo_tasks() { fuzz grpo_tasks; }
+TEST_TIMEOUT_grpo_verl=300
+test_grpo_verl() { fuzz grpo_verl; }
 TEST_TIMEOUT_ws=300
 test_ws() { fuzz ws; }
 

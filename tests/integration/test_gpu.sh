@@ -6,24 +6,13 @@
 
 DAEMON_TAG=gpu
 source "$(dirname "$0")/../lib/daemon.sh"
+source "$(dirname "$0")/../lib/gpu_standins.sh"
 
-# Re-run case $1 in a private mount namespace with the stand-ins in $SN.
+# Re-run case $1 in a private mount namespace with the stand-ins in $SN (gpu_standins.sh) and a
+# config inventory naming them.
 private_ns() {
-  if [ -z "${SBX_GPU_NS:-}" ]; then
-    require_root
-    command -v unshare >/dev/null || skip "unshare (util-linux) is needed"
-    command -v python3 >/dev/null || skip "python3 is needed"
-    local t rc=0
-    t=$(mktemp -d /tmp/sbx-gpu-standins.XXXXXX)
-    SBX_GPU_NS=$t unshare -m --propagation private bash "$0" "$1" || rc=$?
-    rm -rf "$t"
-    exit $rc
-  fi
-  SN=$SBX_GPU_NS
-  mount -t tmpfs -o mode=0755,size=1m sbx-gpu-standins "$SN" || fail "mount the stand-ins' tmpfs"
-  local i
-  for i in 0 1 2 3; do mknod -m 0666 "$SN/nvidia$i" c 195 "$i" || fail "mknod nvidia$i"; done
-  mknod -m 0666 "$SN/nvidiactl" c 195 255 || fail "mknod nvidiactl"
+  command -v python3 >/dev/null || skip "python3 is needed"
+  gpu_standins "$1"
   daemon_dirs
   jq -n --arg sn "$SN" '{gpus: [range(4) | {device: "\($sn)/nvidia\(.)", uuid: "GPU-test-\(.)",
       memory: "80Gi", bus_id: "00000000:0\(.):00.0"}], gpu_control: ["\($sn)/nvidiactl"],
@@ -168,6 +157,60 @@ test_gpu_discovery() {
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","cd /dev && ls -d nvidia* nvidia-caps/*"]}'
   expect 200 '.stdout == "nvidia-caps\nnvidia-caps/nvidia-cap1\nnvidia-uvm\nnvidia0\nnvidia1\nnvidiactl\n"'
   req POST /v1/sandboxes -d '{"gpus":1}'; expect 409 '.code == "gpu_unavailable"'
+}
+
+# A driver root of stand-ins (the daemon's --gpu-root): two small shared libraries with the
+# driver's sonames (built here with cc), their ld.so cache (ldconfig -r) and an nvidia-smi.
+driver_root() { # DIR
+  local r=$1 lib=$1/usr/lib/x86_64-linux-gnu
+  command -v cc >/dev/null || skip "cc is needed"
+  mkdir -p "$lib" "$r/usr/bin" "$r/etc"
+  echo 'int cuInit(unsigned f) { return (int)f; }' >"$D/stub.c"
+  cc -shared -fPIC -o "$lib/libcuda.so.535.54.03" -Wl,-soname,libcuda.so.1 "$D/stub.c" || fail "cc libcuda"
+  cc -shared -fPIC -o "$lib/libnvidia-ml.so.535.54.03" -Wl,-soname,libnvidia-ml.so.1 "$D/stub.c" ||
+    fail "cc libnvidia-ml"
+  printf '#!/usr/bin/sh\necho stand-in nvidia-smi\n' >"$r/usr/bin/nvidia-smi"
+  chmod 0755 "$r/usr/bin/nvidia-smi"
+  : >"$r/etc/ld.so.conf"
+  ldconfig -r "$r" || fail "ldconfig -r $r"
+  ldconfig -p -C "$r/etc/ld.so.cache" | grep -q 'libcuda.so.1 .*=> /usr/lib/x86_64-linux-gnu/libcuda.so.1' ||
+    fail "the stand-in cache: $(ldconfig -p -C "$r/etc/ld.so.cache")"
+}
+
+TEST_TIMEOUT_gpu_driver_files_in_images=90
+test_gpu_driver_files_in_images() { # a store image's GPU sandbox gets the driver's files, read-only
+  private_ns gpu_driver_files_in_images
+  local r=$SN/driver lib=/usr/lib/x86_64-linux-gnu
+  driver_root "$r"
+  start_daemon --gpu-root "$r"
+  grep -q 'driver_files=5' "$D/log" || fail "the daemon should find 5 driver files: $(grep gpus "$D/log")"
+  python3 "$(dirname "$0")/mkimage.py" rootfs "$D/img.tar" || fail "mkimage"
+  req POST "/v1/images?name=t-gpu" -H 'Content-Type: application/x-tar' --data-binary @"$D/img.tar"
+  expect 201
+  local size want
+  size=$(stat -c %s "$r$lib/libcuda.so.535.54.03")
+  create '{"image":"t-gpu","gpus":1,"memory":"64Mi"}'
+  local gpu=$ID
+  # at the toolkit's paths: the soname and the file it names, nvidia-smi runs
+  req POST "/v1/sandboxes/$gpu/exec" -d "{\"argv\":[\"sh\",\"-c\",\"stat -c '%n %s' $lib/libcuda.so.1 $lib/libcuda.so.535.54.03 $lib/libnvidia-ml.so.1; /usr/bin/nvidia-smi\"]}"
+  want="$lib/libcuda.so.1 $size
+$lib/libcuda.so.535.54.03 $size
+$lib/libnvidia-ml.so.1 $(stat -c %s "$r$lib/libnvidia-ml.so.535.54.03")
+stand-in nvidia-smi
+"
+  expect 200 '.exit_code == 0'
+  [ "$(jq -r .stdout <<<"$BODY")" == "${want%$'\n'}" ] || fail "driver files in the sandbox: $BODY"
+  # read-only mounts (and nosuid, nodev)
+  req POST "/v1/sandboxes/$gpu/exec" -d "{\"argv\":[\"sh\",\"-c\",\"echo x >> $lib/libcuda.so.1 || echo refused; cat /proc/self/mountinfo\"]}"
+  expect 200
+  grep -q '^refused$' <<<"$(jq -r .stdout <<<"$BODY")" || fail "a driver file was writable: $BODY"
+  [ "$(jq -r .stdout <<<"$BODY" | grep -c " $lib/lib.*ro,nosuid,nodev")" == 4 ] ||
+    fail "the driver files' mounts: $(jq -r .stdout <<<"$BODY" | grep nvidia)"
+  [ "$(stat -c %s "$r$lib/libcuda.so.535.54.03")" == "$size" ] || fail "the host's file changed"
+  # a sandbox of the same image without a GPU sees none of them
+  create '{"image":"t-gpu","memory":"64Mi"}'
+  req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"sh\",\"-c\",\"ls $lib/libcuda.so.1 $lib/libnvidia-ml.so.1 /usr/bin/nvidia-smi 2>/dev/null; echo \$?\"]}"
+  expect 200 '.stdout == "2\n"'
 }
 
 # libsbx (CLI, Python SDK) over two daemons: a has 1 GPU, b has 3; a create asking for GPUs

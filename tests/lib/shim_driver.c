@@ -153,6 +153,9 @@ static char *make_spec(shimdrv *d, const shimdrv_opts *o) {
                   (json_int_t)(o && o->pids ? o->pids : 256), "uid_base", (json_int_t)base,
                   "hostname", d->id, "env", env, "network", "mode", "none", "seccomp_bpf",
                   bpf ? bpf : "/nonexistent", "cgroup", "version", ver, "parent", parent);
+    if (o && o->runsc)
+        json_object_set_new(spec, "isolation",
+                            json_pack("{s:s, s:s}", "type", "gvisor", "runsc", o->runsc));
     char *s = json_dumps(spec, JSON_INDENT(1));
     json_decref(spec);
     return s;

@@ -15,6 +15,7 @@ typedef struct shimdrv_opts {
     double cpu;                  /* 0: 1.0 */
     uint64_t memory, disk, pids; /* 0: 512Mi, 256Mi, 256 */
     const char *extra_env;       /* one more "K=V" for the spec env, or NULL */
+    const char *runsc;           /* the gvisor class with this runsc; NULL: native */
 } shimdrv_opts;
 
 typedef struct shimdrv {

@@ -218,6 +218,9 @@ TEST(poolshape_match) {
         {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"network\":\"open\"}", 0},
         {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"profile\":\"grading\"}", 0},
         {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"image\":\"debian\"}", 0},
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"isolation\":\"gvisor\"}", 0},
+        {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"isolation\":\"native\"}", 1},
+        {"{\"cpu\":0.5,\"isolation\":\"kata\"}", -1},
         {"{\"cpu\":0.5,\"memory\":\"256Mi\",\"network\":{\"allow\":[\"1.2.3.4\"]}}", -1},
         {"{\"cpu\":\"half\"}", -1},
     };

@@ -148,6 +148,9 @@ TEST(grpo_tasks_unknown_keys) {
     parse_bad(HDR
               "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\",\"isolation\":1}}\n",
               "t.jsonl:2: task \"a\": grader.isolation: unknown field");
+    /* "isolation" is a task key (the agent's sandbox), with its two values only */
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"isolation\":\"kata\"," GRADER "}\n",
+              "t.jsonl:2: task \"a\": \"isolation\" must be \"native\" or \"gvisor\"");
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"setup\":{\"ports\":[8000]}," GRADER "}\n",
               "t.jsonl:2: task \"a\": setup.ports: unknown field");
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","

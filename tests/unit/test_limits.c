@@ -251,9 +251,9 @@ TEST(unknown_fields_refused) {
     static const struct {
         const char *body, *field;
     } creates[] = {
-        {"{\"on_idle\":\"pause\"}", "on_idle: unknown field"},
-        {"{\"memory\":\"1Gi\",\"volumes\":[]}", "volumes: unknown field"},
-        {"{\"isolation\":\"gvisor\"}", "isolation: unknown field"},
+        {"{\"snapshot\":true}", "snapshot: unknown field"},
+        {"{\"memory\":\"1Gi\",\"mounts\":[]}", "mounts: unknown field"},
+        {"{\"runtime\":\"runsc\"}", "runtime: unknown field"},
         {"{\"network\":{\"allow\":[\"a.b:443\"],\"deny\":[]}}", "network.deny: unknown field"},
     };
     for (size_t i = 0; i < sizeof(creates) / sizeof(creates[0]); i++) {
@@ -288,6 +288,54 @@ TEST(unknown_fields_refused) {
     json_decref(back);
     policy_create_done(&c);
     policy_create_done(&c2);
+}
+
+/* volumes (policy/volumes.h): the create's "volumes" normalized and written back, the volume
+ * create body, "on_idle" */
+TEST(create_volumes_and_on_idle) {
+    policy_create c = {0}, c2 = {0};
+    error_rec err = {0};
+    CHECK_OK(create("{\"volumes\":[{\"name\":\"pip-cache\",\"path\":\"/cache\",\"read_only\":"
+                    "true},{\"name\":\"w\",\"path\":\"/workspace/w\"}],\"on_idle\":\"end\"}",
+                    &c, &err));
+    CHECK(json_array_size(c.volumes) == 2 && !c.on_idle_pause);
+    CHECK(json_is_false(json_object_get(json_array_get(c.volumes, 1), "read_only")));
+    json_t *back = policy_create_to_json(&c);
+    CHECK_OK(policy_limits_parse_create(back, NULL, &host, &c2, &err));
+    CHECK(json_equal(c.volumes, c2.volumes));
+    json_decref(back);
+    policy_create_done(&c);
+    policy_create_done(&c2);
+    CHECK_OK(create("{\"volumes\":[],\"on_idle\":\"pause\"}", &c, &err));
+    CHECK(c.volumes == NULL && c.on_idle_pause);
+    policy_create_done(&c);
+    static const struct {
+        const char *body, *msg;
+    } bad[] = {
+        {"{\"volumes\":[{\"name\":\"v\",\"path\":\"/proc/x\"}]}", "volumes[0].path: /proc is"},
+        {"{\"volumes\":[{\"name\":\"v\",\"path\":\"/a\"},{\"name\":\"u\",\"path\":\"/a/b\"}]}",
+         "volumes[1].path: /a/b and volumes[0].path /a are nested"},
+        {"{\"volumes\":[{\"name\":\"v\",\"path\":\"rel\"}]}", "volumes[0].path: must be an abs"},
+        {"{\"volumes\":[{\"name\":\"v\"}]}", "volumes[0].path: must be an abs"},
+        {"{\"volumes\":[{\"path\":\"/a\"}]}", "volumes[0].name: must be a volume name"},
+        {"{\"on_idle\":1}", "on_idle: must be"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK_MSG(create(bad[i].body, &c, &err) == -EINVAL, "accepted %s", bad[i].body);
+        CHECK_MSG(strncmp(err.message, bad[i].msg, strlen(bad[i].msg)) == 0, "%s: \"%s\"",
+                  bad[i].body, err.message);
+    }
+    char name[64];
+    uint64_t size = 0;
+    json_t *j = J("{\"name\":\"pip-cache\",\"size\":\"1Gi\"}");
+    CHECK_OK(policy_limits_parse_volume(j, name, &size, &err));
+    CHECK_STREQ(name, "pip-cache");
+    CHECK(size == 1ull << 30);
+    json_decref(j);
+    j = J("{\"name\":\"x\",\"size\":\"15Mi\"}");
+    CHECK(policy_limits_parse_volume(j, name, &size, &err) == -EINVAL);
+    CHECK(strncmp(err.message, "size: must be between", 21) == 0);
+    json_decref(j);
 }
 
 TEST(timeout_and_lease) {
@@ -366,4 +414,49 @@ TEST(price_default_and_linear) {
     CHECK(t >= 3599999 && t <= 3600001);
     policy_price free_ = {0, 0, 0};
     CHECK(policy_cost_time_to_limit_ms(&free_, 1, 1, 1) == UINT64_MAX);
+}
+
+/* "isolation" (docs/API.md): native by default, gvisor on request or by the operator's default;
+ * gvisor with grading or GPUs is refused when asked for, native when it is only the default. */
+TEST(isolation_class) {
+    static const struct {
+        const char *body, *defaults;
+        int gvisor; /* -1: refused */
+        const char *message;
+    } cases[] = {
+        {"{}", NULL, 0, NULL},
+        {"{\"isolation\":\"native\"}", NULL, 0, NULL},
+        {"{\"isolation\":\"gvisor\"}", NULL, 1, NULL},
+        {"{}", "{\"isolation\":\"gvisor\"}", 1, NULL},
+        {"{\"isolation\":\"native\"}", "{\"isolation\":\"gvisor\"}", 0, NULL},
+        {"{\"isolation\":\"kata\"}", NULL, -1, "isolation: must be"},
+        {"{\"isolation\":true}", NULL, -1, "isolation: must be"},
+        {"{\"isolation\":\"gvisor\",\"profile\":\"grading\"}", NULL, -1,
+         "isolation: \"gvisor\" is"},
+        {"{\"isolation\":\"gvisor\",\"gpus\":1}", NULL, -1, "isolation: \"gvisor\" is"},
+        {"{\"profile\":\"grading\"}", "{\"isolation\":\"gvisor\"}", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *b = json_loads(cases[i].body, 0, NULL);
+        json_t *d = cases[i].defaults ? json_loads(cases[i].defaults, 0, NULL) : NULL;
+        policy_create c = {0};
+        error_rec err = {0};
+        int r = policy_limits_parse_create(b, d, &host, &c, &err);
+        CHECK_MSG((r < 0) == (cases[i].gvisor < 0), "%s: r=%d %s", cases[i].body, r, err.message);
+        if (r >= 0) {
+            CHECK_MSG(c.gvisor == (cases[i].gvisor == 1), "%s: gvisor=%d", cases[i].body, c.gvisor);
+            json_t *j = policy_create_to_json(&c); /* what a restart, a fork and a pool read back */
+            policy_create back = {0};
+            CHECK_OK(policy_limits_parse_create(j, NULL, &host, &back, &err));
+            CHECK_EQ(back.gvisor, c.gvisor);
+            policy_create_done(&back);
+            json_decref(j);
+        } else {
+            CHECK_MSG(strncmp(err.message, cases[i].message, strlen(cases[i].message)) == 0,
+                      "%s: %s", cases[i].body, err.message);
+        }
+        policy_create_done(&c);
+        json_decref(b);
+        json_decref(d);
+    }
 }

@@ -22,12 +22,16 @@ score() {
 
 test_builtins() {
   verl_setup
-  assert_eq "$(score openai/gsm8k 72 'so 48+24 = 72 #### 72')" "score 1 rc=10" "gsm8k right"
-  assert_eq "$(score openai/gsm8k 72 '#### 1,072')" "score 0 rc=0" "gsm8k wrong"
-  assert_eq "$(score openai/gsm8k 1072 'it is #### 1,072.')" "score 1 rc=10" "gsm8k commas"
-  assert_eq "$(score openai/gsm8k 5 'no marker, last number 5')" "score 1 rc=10" "gsm8k no marker"
-  assert_eq "$(score lighteval/MATH '\\frac{1}{2}' 'so \boxed{\frac{1}{2}}')" "score 1 rc=10" "boxed"
-  assert_eq "$(score exact_match yes ' yes ')" "score 1 rc=10" "exact"
+  assert_eq "$(score openai/gsm8k 72 'so 48+24 = 72 #### 72')" "score 1.0 rc=10" "gsm8k right"
+  assert_eq "$(score openai/gsm8k 72 '#### 1,072')" "score 0.0 rc=0" "gsm8k wrong"
+  # verl's strict gsm8k rule: the number right after the first "#### ", commas dropped, text-equal
+  assert_eq "$(score openai/gsm8k 1072 'it is #### 1,072 in all')" "score 1.0 rc=10" "gsm8k commas"
+  assert_eq "$(score openai/gsm8k 1072 'it is #### 1,072.')" "score 0.0 rc=0" "gsm8k: a trailing dot stays"
+  assert_eq "$(score openai/gsm8k 5 'no marker, last number 5')" "score 0.0 rc=0" "gsm8k no marker: 0"
+  assert_eq "$(score openai/gsm8k 72 '#### 72 or #### 5')" "score 1.0 rc=10" "gsm8k: the first marker"
+  assert_eq "$(score DigitalLearningGmbH/MATH-lighteval 3 '\boxed{3}')" "score 1.0 rc=10" "MATH alias"
+  assert_eq "$(score lighteval/MATH '\\frac{1}{2}' 'so \boxed{\frac{1}{2}}')" "score 1.0 rc=10" "boxed"
+  assert_eq "$(score exact_match yes ' yes ')" "score 1.0 rc=10" "exact"
   assert_eq "$(score nosuch x x | cut -c1-30)" "no built-in scorer for data_so" "unknown data_source"
   assert_eq "$(score nosuch x x | sed 's/.* rc=/rc=/')" "rc=125" "unknown data_source is 125"
 }
@@ -45,6 +49,9 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
         return {"score": 0.5, "acc": True}
     if solution_str == "str":
         return "high"
+    if solution_str == "print":
+        print("score 0.9")
+        return 0.1
     if solution_str == "die":
         import os, signal
         os.kill(os.getpid(), signal.SIGKILL)
@@ -59,7 +66,27 @@ PY
   assert_eq "$(score mine g str "$T/r.py")" "reward function returned 'high', not a number rc=125" "not a number: 125"
   assert_eq "$(score mine g die "$T/r.py" | sed 's/.* rc=/rc=/')" "rc=125" "killed scorer: 125"
   assert_eq "$(score mine g ok "$T/none.py" | sed 's/.* rc=/rc=/')" "rc=125" "no compute_score: 125"
+  printf print >"$T/sol.txt"
+  assert_eq "$(/usr/bin/python3 "$LIB/sbx_verl.py" "$T/row.json" "$T/sol.txt" "$T/r.py" 2>/dev/null)" \
+    "score 0.1" "the scorer's prints go to stderr, stdout is the score line only"
+  printf slow >"$T/sol.txt"
+  assert_eq "$(/usr/bin/python3 "$LIB/sbx_verl.py" --timeout 0.5 "$T/row.json" "$T/sol.txt" "$T/r.py")" \
+    "score 0 (reward function timed out after 0.5s)" "--timeout S"
+  local rc=0
+  /usr/bin/python3 "$LIB/sbx_verl.py" --timeout x "$T/row.json" "$T/sol.txt" 2>/dev/null || rc=$?
+  assert_eq "$rc" 125 "a bad --timeout is 125"
   assert_eq "$(score mine g ok "$T/bad.py" | sed 's/.* rc=/rc=/')" "rc=125" "syntax error: 125"
+}
+
+# The runner refuses at load a row whose data_source has no built-in (client/grpo/verlset.c
+# verl_builtins): its list must be the scorer's own.
+test_builtins_match_the_loader() {
+  local py c
+  py=$(cd "$SBX_SRC_DIR/client/grpo/grading" && /usr/bin/python3 -c \
+    'import sbx_verl; print(" ".join(sorted(sbx_verl.BUILTINS)))')
+  c=$(sed -n '/verl_builtins\[\] = {/,/NULL}/p' "$SBX_SRC_DIR/client/grpo/verlset.c" |
+    grep -o '"[^"]*"' | tr -d '"' | LC_ALL=C sort | tr '\n' ' ')
+  assert_eq "$c" "$py " "verlset.c's built-ins vs sbx_verl.py's"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

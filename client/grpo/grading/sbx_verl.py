@@ -1,17 +1,20 @@
 #!/usr/bin/python3
 """verl-style reward scoring for a grading sandbox (issue 25 item 3; rule in docs/GRPO.md).
 
-python3 sbx_verl.py ROW.json SOLUTION.txt [REWARD.py]
+python3 sbx_verl.py [--timeout S] ROW.json SOLUTION.txt [REWARD.py]
   ROW.json: {"data_source": ..., "reward_model": {"ground_truth": ...}, "extra_info": ...}
+  SOLUTION.txt: the model's completion text (solution_str)
   REWARD.py: a user file with verl's compute_score(data_source, solution_str, ground_truth,
   extra_info=None), used unchanged (float, or a dict with "score"); without it the built-in
   scorer named by data_source is used.
-Prints "score S" and exits round(S * 10) clamped to 0..10 (the task maps exit k to reward k/10).
-Failure rule: the scorer raising on the model's output, or running past SBX_VERL_TIMEOUT seconds
-(default 10), is a zero reward (exit 0); a missing/unloadable reward file, no compute_score in it,
-an unknown data_source, a result that is not a number, or the scoring child dying by a signal we
-did not send (e.g. OOM-killed) is a platform/configuration failure (exit 125: infrastructure,
-never the agent's)."""
+Prints "score S" as its only stdout line (the scorer's own prints go to stderr) and exits
+round(S * 10) clamped to 0..10: a task maps exit k to reward k/10, or reads S itself with
+"reward": "score" (the runner does so for verl rows).
+Failure rule: the scorer raising on the model's output, or running past --timeout seconds
+(else $SBX_VERL_TIMEOUT, default 10), is a zero reward (exit 0); a missing/unloadable reward
+file, no compute_score in it, an unknown data_source, a result that is not a number, or the
+scoring child dying by a signal we did not send (e.g. OOM-killed) is a platform/configuration
+failure (exit 125 with the reason on stderr: infrastructure, never the agent's)."""
 import json
 import multiprocessing
 import os
@@ -19,26 +22,14 @@ import re
 import sys
 
 PLATFORM_EXIT = 125
-_NUM = re.compile(r"-?[\d,]*\.?\d+")
-
-
-def _num(s):
-    s = s.strip().replace(",", "").replace("$", "").rstrip(".")
-    try:
-        return float(s)
-    except ValueError:
-        return None
+_GSM8K_ANSWER = re.compile(r"#### (-?[0-9.,]+)")
 
 
 def gsm8k(data_source, solution_str, ground_truth, extra_info=None):
-    """The text after the last '####' (else the last number) equals the ground truth number."""
-    tail = solution_str.rsplit("####", 1)[1] if "####" in solution_str else solution_str
-    found = _NUM.findall(tail)
-    if not found:
-        return 0.0
-    got = _num(found[0] if "####" in solution_str else found[-1])
-    want = _num(str(ground_truth))
-    return 1.0 if got is not None and want is not None and got == want else 0.0
+    """As verl scores openai/gsm8k by default (its strict method): the number right after the
+    first '#### ', commas dropped, equal as text to the ground truth; no '#### N' scores 0."""
+    m = _GSM8K_ANSWER.search(solution_str)
+    return 1.0 if m is not None and m.group(1).replace(",", "") == str(ground_truth) else 0.0
 
 
 def _boxed(s):
@@ -65,8 +56,11 @@ def exact_match(data_source, solution_str, ground_truth, extra_info=None):
     return 1.0 if solution_str.strip() == str(ground_truth).strip() else 0.0
 
 
+# data_source -> scorer: verl's names for these datasets (examples/data_preprocess), two short
+# aliases, exact_match. Kept equal to client/grpo/verlset.c's list (tests/unit/test_sbx_verl.sh).
 BUILTINS = {"openai/gsm8k": gsm8k, "gsm8k": gsm8k, "lighteval/MATH": boxed_match,
-            "math": boxed_match, "exact_match": exact_match}
+            "DigitalLearningGmbH/MATH-lighteval": boxed_match, "math": boxed_match,
+            "exact_match": exact_match}
 
 
 class ConfigError(Exception):
@@ -92,6 +86,8 @@ def load_scorer(data_source, reward_file):
 
 
 def _child(fn, args, conn):
+    os.dup2(2, 1)  # the scorer's prints go to stderr: stdout carries only the score line
+    sys.stdout = sys.stderr
     try:
         conn.send(("ok", fn(*args)))
     except BaseException as e:  # raised on the model's output: zero reward
@@ -132,11 +128,18 @@ def score(row, solution, reward_file=None, timeout=10.0):
     if isinstance(val, bool) or not isinstance(val, (int, float)) or val != val:
         return PLATFORM_EXIT, "reward function returned %r, not a number" % (val,)
     s = min(1.0, max(0.0, float(val)))
-    return int(round(s * 10)), "score %g" % float(val)
+    return int(round(s * 10)), "score %r" % float(val)  # the shortest text that reads back
 
 
 def main(argv):
-    if len(argv) not in (3, 4):
+    timeout = float(os.environ.get("SBX_VERL_TIMEOUT", "10"))
+    if len(argv) > 2 and argv[1] == "--timeout":
+        try:
+            timeout = float(argv[2])
+        except ValueError:
+            timeout = -1
+        argv = argv[:1] + argv[3:]
+    if len(argv) not in (3, 4) or not timeout > 0:
         print(__doc__, file=sys.stderr)
         return PLATFORM_EXIT
     try:
@@ -147,9 +150,8 @@ def main(argv):
     except (OSError, ValueError) as e:
         print("sbx_verl: %s" % e, file=sys.stderr)
         return PLATFORM_EXIT
-    code, msg = score(row, solution, argv[3] if len(argv) == 4 else None,
-                      float(os.environ.get("SBX_VERL_TIMEOUT", "10")))
-    print(msg)
+    code, msg = score(row, solution, argv[3] if len(argv) == 4 else None, timeout)
+    print(msg, file=sys.stderr if code == PLATFORM_EXIT else sys.stdout)
     return code
 
 

@@ -1,0 +1,34 @@
+/* The gVisor isolation class ("isolation":"gvisor", docs/SECURITY.md): init's side. Init builds
+ * the sandbox's filesystem, network namespace and cgroup as for the native class, then starts
+ * gVisor's `runsc run` (ptrace platform, host network = the sandbox's own namespace, no cgroup
+ * changes: it runs in the sandbox's cgroup) as root of a user namespace mapped onto the
+ * sandbox's uid range, chroots itself into the sandbox's root (the host side of the files API
+ * and of forks and commits stays as in the native class) and relays the shim's exec channel to
+ * sbx-gvisor-init, the command runner inside gVisor (shim/gvinit/main.c), whose end of the
+ * channel is runsc's standard input. */
+#pragma once
+
+#include "common/error.h"
+#include "shim/init.h"
+
+#include <jansson.h>
+
+#define SHIM_GVISOR_INIT "sbx-gvisor-init"     /* next to sbx-shim on the host */
+#define SHIM_GVISOR_INIT_PATH "/dev/.sbx-init" /* where gVisor's sandbox finds it (then gone) */
+/* LD_PRELOADed into every command: statx without AT_NO_AUTOMOUNT (shim/gvinit/statx_preload.c) */
+#define SHIM_GVISOR_STATX "sbx-gvisor-statx.so"
+#define SHIM_GVISOR_STATX_PATH "/dev/.sbx-statx.so"
+
+/* Init's steps in the gvisor class, in this order (init.c runs them among its own):
+ * prepare: <staging>/gv (the OCI bundle, runsc's state directory and log), as host root;
+ * start: fork `runsc run` once init is root of the sandbox's user namespace;
+ * chroot: init's own root becomes the sandbox's root (what /proc/<init>/root shows). */
+int shim_gvisor_prepare(shim_init_ctx *c, error_rec *err);
+int shim_gvisor_start(shim_init_ctx *c, error_rec *err);
+int shim_gvisor_chroot(shim_init_ctx *c, error_rec *err);
+/* After the last step: hand the seccomp program to the runner, relay until runsc ends. The
+ * runner's ready message goes to the shim with init's step times before its own; a runsc that
+ * ends before it is reported as "step gvisor: ..." with the end of runsc's log. */
+_Noreturn void shim_gvisor_serve(shim_init_ctx *c, const char *times, size_t times_len);
+/* The OCI runtime spec (config.json) of the sandbox: its root, mounts and runner (gvisor_oci.c). */
+json_t *shim_gvisor_oci(const shim_spec *spec, const char *staging);

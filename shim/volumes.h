@@ -1,0 +1,13 @@
+/* Named volumes in the shim (volumes.c): the spec's "volumes", each an id-mapped bind of the
+ * daemon's mount of the volume onto its path in the sandbox (docs/API.md "Volumes"). */
+#pragma once
+
+#include "common/error.h"
+#include "common/spec.h"
+
+/* In init, after the root file system is built (staging/root) and before pivot_root: for each
+ * {"src","dst","ro"} make dst inside the root (a directory owned by the sandbox's root; no
+ * symlink followed) and bind src there, nosuid and nodev, read-only when ro, id-mapped so that
+ * on-disk owners 0..65535 are the sandbox's own ids. Fails with a message naming the volume
+ * where the kernel cannot id-map (no fallback: owners would differ between sandboxes). */
+int shim_volumes_mount(const shim_spec *s, const char *staging, error_rec *err);

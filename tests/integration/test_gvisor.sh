@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The gvisor isolation class through the daemon (core/gvisor.c, shim/gvisor.h): /v1/info names
+# runsc and its version, a gvisor create runs under gVisor's kernel with the same user, files
+# API, limits and forks as a native one, what gVisor cannot do is refused naming it (tty,
+# grading), and a node where runsc cannot run says why and answers 501 isolation_unavailable,
+# never a native sandbox instead. The isolation probes of both classes are
+# tests/integration/test_shim_isolation.c (ISO_TEST).
+
+DAEMON_TAG=gvisor
+source "$(dirname "$0")/../lib/daemon.sh"
+
+need_runsc() { command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"; }
+x() { # ID SHELL-COMMAND: run it, BODY is the exec answer
+  req POST "/v1/sandboxes/$1/exec" -d "$(jq -n --arg c "$2" '{argv:["sh","-c",$c]}')"
+  expect 200
+}
+
+TEST_TIMEOUT_unavailable=60
+test_unavailable() { # no runsc here: /v1/info says why, a gvisor create is 501 with the reason
+  start_daemon --runsc /nonexistent/runsc
+  req GET /v1/info
+  expect 200 '.isolation.default == "native" and .isolation.classes.native.available and
+    (.isolation.classes.gvisor.available | not) and
+    (.isolation.classes.gvisor.reason | test("/nonexistent/runsc.*No such file"))'
+  req POST /v1/sandboxes -d '{"isolation":"gvisor"}'
+  expect 501 '.code == "isolation_unavailable" and (.message | test("gvisor is unavailable on this node: runsc /nonexistent/runsc"))'
+  req GET /v1/sandboxes; expect 200 'length == 0' # nothing started in its place
+  create '{"isolation":"native"}'
+  echo "$BODY" | jq -e '.isolation == "native"' >/dev/null || fail "native: $BODY"
+  stop_daemon
+  start_daemon --runsc none
+  req GET /v1/info
+  expect 200 '.isolation.classes.gvisor.reason | test("disabled by the configuration")'
+  req POST /v1/sandboxes -d '{"isolation":"gvisor"}'; expect 501 '.code == "isolation_unavailable"'
+}
+
+TEST_TIMEOUT_gvisor_sandbox=120
+test_gvisor_sandbox() {
+  need_runsc
+  start_daemon
+  req GET /v1/info
+  expect 200 '.isolation.classes.gvisor.available and (.isolation.classes.gvisor.version | length > 0)
+    and .isolation.classes.gvisor.platform == "ptrace"'
+  req POST /v1/sandboxes -d '{"isolation":"bogus"}'; expect 400 '.message | startswith("isolation: must be")'
+  req POST /v1/sandboxes -d '{"isolation":"gvisor","profile":"grading"}'
+  expect 400 '.message | test("gvisor.*grading")'
+  create '{"isolation":"gvisor","disk":"64Mi"}'; local id=$ID
+  echo "$BODY" | jq -e '.isolation == "gvisor"' >/dev/null || fail "isolation: $BODY"
+  x "$id" 'id -u; uname -r; ls -ld /workspace | cut -d" " -f3'
+  echo "$BODY" | jq -e --arg k "$(uname -r)" '.stdout as $o | ($o | startswith("1000\n")) and
+    ($o | contains($k) | not) and ($o | endswith("sandbox\n"))' >/dev/null || fail "in gVisor: $BODY"
+  # the files API works on the host side of the same files
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/h.txt" -H 'Content-Type: application/octet-stream' \
+    --data-binary 'from the host'
+  expect 204
+  x "$id" 'cat /workspace/h.txt; echo made inside > /workspace/g.txt'
+  echo "$BODY" | jq -e '.stdout == "from the host"' >/dev/null || fail "host file: $BODY"
+  req GET "/v1/sandboxes/$id/files?path=/workspace/g.txt"; expect 200
+  [ "$BODY" == "made inside" ] || fail "files GET: $BODY"
+  # the disk limit is the host's tmpfs: ENOSPC for the command, the sandbox goes on
+  x "$id" 'dd if=/dev/zero of=/tmp/big bs=1M count=100 2>&1 | grep -o "No space left on device"; rm -f /tmp/big; echo alive'
+  echo "$BODY" | jq -e '.stdout == "No space left on device\nalive\n"' >/dev/null ||
+    fail "disk: $BODY"
+  # background processes and their output
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","sleep 0.2; echo bg"],"background":true}'
+  expect 201; local pid; pid=$(echo "$BODY" | jq -r .pid)
+  req_until 20 '.state == "exited"' GET "/v1/sandboxes/$id/processes/$pid"
+  # a terminal stays inside gVisor: refused, naming it
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"],"tty":true}'
+  expect 501 '.code == "unsupported" and (.message | startswith("tty:"))'
+  # forks are gvisor sandboxes with the source's files
+  req POST "/v1/sandboxes/$id/fork" -d '{"count":2}'
+  expect 201 'length == 2 and all(.[]; .isolation == "gvisor" and .state == "running")'
+  local f; f=$(echo "$BODY" | jq -r '.[0].id')
+  x "$f" 'cat /workspace/g.txt; uname -r'
+  echo "$BODY" | jq -e --arg k "$(uname -r)" '(.stdout | startswith("made inside\n")) and (.stdout | contains($k) | not)' \
+    >/dev/null || fail "fork: $BODY"
+  req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
+TEST_TIMEOUT_gvisor_pool_and_default=120
+test_gvisor_pool_and_default() { # a gvisor pool serves gvisor creates only; the config default
+  need_runsc
+  daemon_dirs
+  jq -n '{defaults: {isolation: "gvisor"}}' >"$D/config.json"
+  start_daemon --config "$D/config.json" --pool 'size=1,isolation=gvisor,memory=256Mi'
+  wait_ready 1 60
+  req GET /v1/info; expect 200 '.isolation.default == "gvisor"'
+  create '{"memory":"256Mi"}' # the default class, from the pool
+  echo "$BODY" | jq -e '.isolation == "gvisor" and .pooled' >/dev/null || fail "pooled: $BODY"
+  create '{"memory":"256Mi","isolation":"native"}' # not from the gvisor pool
+  echo "$BODY" | jq -e '.isolation == "native" and (.pooled | not)' >/dev/null || fail "native: $BODY"
+  x "$ID" 'uname -r'
+  echo "$BODY" | jq -e --arg k "$(uname -r)" '.stdout == ($k + "\n")' >/dev/null || fail "native kernel: $BODY"
+  create '{"profile":"grading"}' # the operator's default does not apply where gVisor cannot
+  echo "$BODY" | jq -e '.isolation == "native"' >/dev/null || fail "grading: $BODY"
+}
+
+source "$(dirname "$0")/../lib/lib.sh"

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# How a node learns the fleet from etcd (docs/FLEET.md "Watching etcd"): one range read of P/,
+# then one /v3/watch stream from its revision + 1 (sandboxd/fleet/watch.c), in the small world
+# of fleetd_world.sh (a real etcd, real daemons, one private netns). Checked: another node's
+# join, drain, lease end and departure reach a node through the stream, with no second read
+# and no polling (etcd's own Range counter stands still while the fleet is idle, where the
+# old way, --fleet-read poll, reads four prefixes a second); a stream broken by an etcd restart
+# resumes from its revision and brings the changes made while it was down; a resume point
+# etcd compacted away makes the node read everything again.
+DAEMON_TAG=fleetw
+source "$(dirname "$0")/../lib/daemon.sh"
+source "$(dirname "$0")/fleetd_world.sh"
+
+# etcd's count of one gRPC method (the JSON gateway's calls go through them): Range, Put...
+etcd_calls() { # METHOD [PORT]
+  "${NS[@]}" curl -s "http://127.0.0.1:${2:-2379}/metrics" |
+    awk -v m="grpc_method=\"$1\"" '/^grpc_server_handled_total/ && index($0, m) {n += $2} END {print n + 0}'
+}
+etcd_post() { # PORT PATH JSON: a call to the gateway (the test's own, not a node's)
+  "${NS[@]}" curl -s --max-time 5 "http://127.0.0.1:$1$2" -d "$3"
+}
+b64() { printf %s "$1" | base64 -w0; }
+etcd_put_at() { # PORT KEY VALUE
+  etcd_post "$1" /v3/kv/put "{\"key\":\"$(b64 "$2")\",\"value\":\"$(b64 "$3")\"}" | jq -e .header >/dev/null ||
+    fail "put $2 on etcd :$1"
+}
+etcd_del_at() { # PORT KEY
+  etcd_post "$1" /v3/kv/deleterange "{\"key\":\"$(b64 "$2")\"}" | jq -e .header >/dev/null ||
+    fail "delete $2 on etcd :$1"
+}
+watch_of() { freq "$1" GET /v1/fleet; fexpect 200; jq -c .watch <<<"$BODY"; } # NAME
+
+TEST_TIMEOUT_watch_sees_the_fleet=90
+test_watch_sees_the_fleet() { # join, drain, lease end, departure: all through one stream
+  world
+  fleet_daemon a
+  wait_view a "([$(node a)] | length == 1) and .watch.mode == \"watch\""
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2" # b's join
+  # idle: nobody reads (the old way: 4 Ranges a second per node); a window of 3 s
+  local r0 r1
+  r0=$(etcd_calls Range)
+  sleep 3
+  r1=$(etcd_calls Range)
+  [ "$r1" == "$r0" ] || fail "etcd served $((r1 - r0)) Range calls in 3 s of an idle fleet: someone polls"
+  # drain: b hears its own drain through the stream, a hears it too
+  freq a POST /v1/fleet/nodes/b/drain
+  fexpect 204
+  wait_view b "$(node b) | .state == \"draining\""
+  wait_view a "$(node b) | .draining == true"
+  freq b POST /v1/fleet/nodes/b/undrain
+  fexpect 204
+  wait_view a "$(node b) | .draining == false and .free > 0"
+  # a lease made on b covers a sandbox on a; deleted on b, the key's delete ends it on a
+  freq b POST /v1/leases -d '{"ttl":60}'
+  fexpect 201 '.fleet == true'
+  local lease on_a i
+  lease=$(jq -r .id <<<"$BODY")
+  freq a POST /v1/sandboxes -d "{\"lease\":\"$lease\"}"
+  fexpect 201 '.id | endswith(".a")'
+  on_a=$(jq -r .id <<<"$BODY")
+  freq b DELETE "/v1/leases/$lease"
+  [[ "$CODE" == 20* ]] || fail "delete the lease on b: $CODE $BODY"
+  for i in $(seq 100); do
+    freq a GET "/v1/sandboxes/$on_a"
+    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
+    sleep 0.1
+  done
+  fexpect 200 '.state == "ended"'
+  grep -q "lease ended in the fleet" "${DAEMON_DIR[a]}/log" || fail "a's log does not say why"
+  # departure: b stops (SIGTERM revokes its etcd lease: the key's delete reaches a)
+  daemon_use b
+  stop_daemon
+  wait_view a "[$(node b)] | length == 0"
+  # all of it came through the one stream opened at start, after the one read
+  wait_view a '.watch.reads == 1 and .watch.streams == 1 and .watch.compacted == 0'
+}
+
+TEST_TIMEOUT_watch_resume_and_compaction=120
+test_watch_resume_and_compaction() { # a broken stream resumes from its revision; compacted: read again
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "([$(node a), $(node b)] | length == 2) and .watch.reads == 1 and .watch.streams == 1"
+  # etcd goes away; while the streams are down, changes are made (on another client port the
+  # daemons do not use), then etcd is back where they look for it
+  etcd_stop
+  etcd_start 2399
+  local z='{"name":"z","url":"https://127.0.0.1:7449","version":"t","draining":false,"max":1,"active":0,"starting":0,"free":1,"pools":[]}'
+  etcd_put_at 2399 "$PREFIX/nodes/z" "$z"
+  etcd_put_at 2399 "$PREFIX/drain/b" 1
+  etcd_stop
+  etcd_start
+  wait_view a "([$(node z)] | length == 1) and ($(node b) | .draining == true)" 30
+  wait_view b "$(node b) | .state == \"draining\"" 30
+  # resumed from the revision: no second read
+  wait_view a '.watch.reads == 1 and .watch.streams >= 2 and .watch.compacted == 0'
+  # again, and this time etcd compacts its history past the point the streams resume from
+  etcd_stop
+  etcd_start 2399
+  etcd_del_at 2399 "$PREFIX/nodes/z"
+  etcd_del_at 2399 "$PREFIX/drain/b"
+  local rev
+  rev=$(etcd_post 2399 /v3/kv/range "{\"key\":\"$(b64 /)\"}" | jq -r .header.revision)
+  etcd_post 2399 /v3/kv/compaction "{\"revision\":\"$rev\",\"physical\":true}" | jq -e .header >/dev/null ||
+    fail "compaction at $rev"
+  etcd_stop
+  etcd_start
+  wait_view a "([$(node z)] | length == 0) and ($(node b) | .draining == false)" 30
+  wait_view b "$(node b) | .state == \"ready\"" 30
+  wait_view a '.watch.reads == 2 and .watch.compacted >= 1' # read again, watched from there
+  wait_view b '.watch.reads == 2 and .watch.compacted >= 1'
+  # and the new stream works: a's drain reaches b
+  freq b POST /v1/fleet/nodes/a/drain
+  fexpect 204
+  wait_view b "$(node a) | .draining == true"
+  wait_view a "$(node a) | .state == \"draining\""
+}
+
+TEST_TIMEOUT_poll_mode=60
+test_poll_mode() { # the old way is kept (--fleet-read poll: to measure it): it reads each second
+  world
+  fleet_daemon a --fleet-read poll
+  fleet_daemon b
+  wait_view a "([$(node a), $(node b)] | length == 2) and .watch.mode == \"poll\""
+  wait_view b "([$(node a), $(node b)] | length == 2) and .watch.mode == \"watch\""
+  local r0 r1
+  r0=$(etcd_calls Range)
+  sleep 3
+  r1=$(etcd_calls Range)
+  [ $((r1 - r0)) -ge 8 ] || fail "a polling node read only $((r1 - r0)) times in 3 s"
+  freq b POST /v1/fleet/nodes/b/drain
+  fexpect 204
+  wait_view a "$(node b) | .draining == true"
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
