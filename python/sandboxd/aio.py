@@ -23,10 +23,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _lib
 from .errors import InvalidArgument, SandboxdError, from_err
-from .sandbox import (Client, CommandResult, Duration, Lease, Sandbox, SandboxInfo, Size, _Pipe,
-                      _check, _check_port, _create_request, _exec_args, _exec_opts,
-                      _fill_create_opts, _info, _result, default_client)
-
+from .objects import CommandResult, SandboxInfo, _Pipe, _result
+from .sandbox import (Client, Duration, Lease, Sandbox, Size, _check, _check_port,
+                      _create_request, _exec_args, _exec_opts, _fill_create_opts, _info,
+                      default_client)
 T = TypeVar("T")
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None

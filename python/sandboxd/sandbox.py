@@ -1,4 +1,5 @@
-"""The synchronous SDK: Client, Sandbox, Process, Egress, Lease and file objects.
+"""The synchronous SDK: Client, Sandbox, Egress and Lease (what a Sandbox hands out, its
+processes, results and files, lives in objects.py).
 
 Every call goes through libsbx (ctypes), so endpoint selection, placement and error mapping
 are the C library's. libsbx's client handle is not thread-safe, so each thread gets its own
@@ -13,12 +14,11 @@ import json
 import os
 import tarfile
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
-from .errors import (CommandReason, EndReason, InvalidArgument, NotFound, SandboxdError,
-                     from_err)
+from .errors import EndReason, InvalidArgument, NotFound, SandboxdError, from_err
+from .objects import CommandResult, Process, RemoteFile, SandboxInfo, _result
 from .volume import volumes_json
 
 Size = Union[int, str]
@@ -422,187 +422,6 @@ class Lease:
 
     def __repr__(self) -> str:
         return f"Lease({self.id!r})"
-
-
-@dataclass
-class CommandResult:
-    """How a command ended. ``exit_code`` is None when it was killed by a signal; ``reason`` is
-    a CommandReason. ``stdout``/``stderr`` hold the output kept (bytes, or str with text=True;
-    empty for a streamed Process, whose streams had it)."""
-
-    exit_code: Optional[int]
-    signal: Optional[int]
-    reason: CommandReason
-    duration: float
-    stdout: Union[bytes, str] = b""
-    stderr: Union[bytes, str] = b""
-    stdout_bytes: int = 0
-    stderr_bytes: int = 0
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-    @property
-    def returncode(self) -> int:
-        """subprocess-style: the exit code, or -signal."""
-        return self.exit_code if self.exit_code is not None else -(self.signal or 0)
-
-
-def _result(r: _lib.ExecResult, text: bool) -> CommandResult:
-    def buf(p, n):
-        b = ctypes.string_at(p, n) if p and n else b""
-        return b.decode("utf-8", "replace") if text else b
-
-    reason = r.reason.decode() or "exited"
-    try:
-        cr = CommandReason(reason)
-    except ValueError:
-        cr = CommandReason.EXITED
-    return CommandResult(
-        exit_code=None if r.signal and r.exit_code < 0 else r.exit_code,
-        signal=r.signal or None, reason=cr, duration=r.duration_s,
-        stdout=buf(r.stdout_data, r.stdout_len), stderr=buf(r.stderr_data, r.stderr_len),
-        stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
-        stdout_truncated=bool(r.stdout_truncated), stderr_truncated=bool(r.stderr_truncated))
-
-
-class _Pipe(io.RawIOBase):
-    """Bytes arriving from a running command: reads block until data or the end."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._buf = bytearray()
-        self._eof = False
-        self._cv = threading.Condition()
-
-    def readable(self) -> bool:
-        return True
-
-    def feed(self, data: bytes) -> None:
-        with self._cv:
-            self._buf += data
-            self._cv.notify_all()
-
-    def finish(self) -> None:
-        with self._cv:
-            self._eof = True
-            self._cv.notify_all()
-
-    def readinto(self, b: Any) -> int:
-        with self._cv:
-            while not self._buf and not self._eof:
-                self._cv.wait()
-            n = min(len(b), len(self._buf))
-            b[:n] = self._buf[:n]
-            del self._buf[:n]
-            return n
-
-
-class Process:
-    """A command started by ``Sandbox.exec``. ``stdout`` and ``stderr`` are file objects
-    readable while it runs (bytes, or text with text=True); ``wait()`` returns the
-    CommandResult (or raises the SandboxdError that ended the request)."""
-
-    def __init__(self, sandbox: "Sandbox", opts_args: Dict[str, Any], text: bool):
-        self.sandbox = sandbox
-        self._raw = (_Pipe(), _Pipe())
-        bufs = [io.BufferedReader(p) for p in self._raw]
-        if text:
-            self.stdout: Any = io.TextIOWrapper(bufs[0], encoding="utf-8", errors="replace")
-            self.stderr: Any = io.TextIOWrapper(bufs[1], encoding="utf-8", errors="replace")
-        else:
-            self.stdout, self.stderr = bufs
-        self._text = text
-        self._result: Optional[CommandResult] = None
-        self._future = sandbox.client.submit(self._run, opts_args)
-
-    def _run(self, a: Dict[str, Any]) -> CommandResult:
-        got = [0, 0]
-
-        def on_output(_ud: Any, stream: int, data: Any, n: int) -> None:
-            i = 0 if stream == 1 else 1
-            got[i] += n
-            self._raw[i].feed(ctypes.string_at(data, n))
-
-        cb = _lib.OUTPUT_CB(on_output)
-        try:
-            r = self.sandbox._exec_raw(a, cb, self._text)
-            # a stream's end says how much was written, not what was kept: compare
-            r.stdout_truncated = r.stdout_truncated or r.stdout_bytes > got[0]
-            r.stderr_truncated = r.stderr_truncated or r.stderr_bytes > got[1]
-            return r
-        finally:
-            for p in self._raw:
-                p.finish()
-
-    @property
-    def future(self) -> concurrent.futures.Future:
-        return self._future
-
-    def wait(self, timeout: Optional[float] = None) -> CommandResult:
-        """Wait for the command to end (``timeout`` seconds at most: TimeoutError after)."""
-        if self._result is None:
-            self._result = self._future.result(timeout)
-        return self._result
-
-    def poll(self) -> Optional[int]:
-        """The returncode once it ended, else None."""
-        if not self._future.done():
-            return None
-        return self.wait().returncode
-
-    @property
-    def returncode(self) -> Optional[int]:
-        return self.poll()
-
-
-class RemoteFile(io.BytesIO):
-    """A file in a sandbox opened by ``Sandbox.open``: read modes hold the file's bytes (read
-    at open), write and append modes send what was written when closed."""
-
-    def __init__(self, sandbox: "Sandbox", path: str, mode: str):
-        self._sandbox, self._path, self._mode = sandbox, path, mode
-        initial = b""
-        if "r" in mode or "a" in mode:
-            try:
-                initial = sandbox.read_file(path)
-            except NotFound:
-                if "r" in mode:
-                    raise
-        super().__init__(initial)
-        if "a" in mode:
-            self.seek(0, io.SEEK_END)
-
-    def writable(self) -> bool:
-        return any(c in self._mode for c in "wa+")
-
-    def write(self, b: Any) -> int:
-        if not self.writable():
-            raise io.UnsupportedOperation("not writable")
-        return super().write(b)
-
-    def close(self) -> None:
-        if not self.closed and self.writable():
-            self._sandbox.write_file(self._path, self.getvalue())
-        super().close()
-
-
-@dataclass
-class SandboxInfo:
-    """``Sandbox.inspect()``: the sandbox object's main fields, and all of it in ``raw``."""
-
-    id: str
-    state: str
-    usage: Dict[str, Any]
-    cost_usd: float
-    limits: Dict[str, Any]
-    labels: Dict[str, str]
-    end_reason: Optional[EndReason]
-    end_message: Optional[str]
-    raw: Dict[str, Any] = field(repr=False, default_factory=dict)
 
 
 class _ClassOrInstance:
