@@ -50,6 +50,28 @@ static int write_bundle(shim_init_ctx *c, int gvfd, uid_t ruid, error_rec *err) 
     return 0;
 }
 
+/* gv/meminfo: the host's /proc/meminfo with MemTotal at the sandbox's memory limit (when lower).
+ * Bound over /proc/meminfo in init's mount namespace, it is what `runsc run` reads for the
+ * Sentry's total memory (its --total-memory, otherwise taken from a cgroup runsc manages itself,
+ * which it cannot here): `free` and /proc/meminfo inside then show the limit. */
+static int write_meminfo(shim_init_ctx *c, int gvfd, error_rec *err) {
+    _cleanup_free_ char *host = NULL;
+    int r = file_read_all("/proc/meminfo", 1 << 16, &host, NULL);
+    if (r < 0)
+        return error_set_errno(err, r, "read /proc/meminfo");
+    unsigned long long kb = 0;
+    char *line = strstr(host, "MemTotal:"), *end = line ? strchr(line, '\n') : NULL;
+    if (!end || sscanf(line, "MemTotal: %llu kB", &kb) != 1)
+        return error_set(err, -EINVAL, "/proc/meminfo has no MemTotal line");
+    uint64_t lim = c->spec->memory / 1024;
+    _cleanup_close_ int fd =
+        openat(gvfd, "meminfo", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || dprintf(fd, "%.*sMemTotal:       %llu kB%s", (int)(line - host), host,
+                          lim && lim < kb ? (unsigned long long)lim : kb, end) < 0)
+        return error_set_errno(err, negative_errno(), "write gv/meminfo");
+    return 0;
+}
+
 /* A copy of the staging tree (sealed root and all) at BASE, on a fresh tmpfs over COVER. */
 static int expose(const char *staging, error_rec *err) {
     _cleanup_close_ int tree = (int)syscall(SYS_open_tree, AT_FDCWD, staging,
@@ -61,10 +83,14 @@ static int expose(const char *staging, error_rec *err) {
         return error_set_errno(err, negative_errno(), "a tmpfs on " COVER);
     if (syscall(SYS_move_mount, tree, "", AT_FDCWD, BASE, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return error_set_errno(err, negative_errno(), "move_mount %s to " BASE, staging);
-    /* runsc reads /proc/<pid> of its children: a /proc of the sandbox's pid namespace */
-    if (mount("proc", "/proc", "proc", MS_SAFE | MS_NOEXEC, NULL) < 0)
+    /* runsc reads /proc/<pid> of its children: a /proc of the sandbox's pid namespace, with
+     * gv/meminfo over its meminfo; the kernel lets runsc's user namespace mount a proc only
+     * while one is fully visible: a second, untouched one at COVER/proc */
+    if (mount("proc", "/proc", "proc", MS_SAFE | MS_NOEXEC, NULL) < 0 ||
+        mkdir(COVER "/proc", 0555) < 0 ||
+        mount("proc", COVER "/proc", "proc", MS_SAFE | MS_NOEXEC, NULL) < 0)
         return error_set_errno(err, negative_errno(), "mount /proc");
-    return 0;
+    return shim_rootfs_bind(BASE "/gv/meminfo", "/proc/meminfo", MS_RDONLY | MS_SAFE, err);
 }
 
 /* The helpers bound into gVisor's sandbox: shipped next to sbx-shim, bound at gv/NAME (the
@@ -117,7 +143,8 @@ int shim_gvisor_prepare(shim_init_ctx *c, error_rec *err) {
     _cleanup_close_ int gvfd = open(gv, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (gvfd < 0)
         return error_set_errno(err, negative_errno(), "open %s", gv);
-    if ((r = bind_helpers(c, gvfd, err)) < 0 || (r = write_bundle(c, gvfd, ruid, err)) < 0)
+    if ((r = bind_helpers(c, gvfd, err)) < 0 || (r = write_bundle(c, gvfd, ruid, err)) < 0 ||
+        (r = write_meminfo(c, gvfd, err)) < 0)
         return r;
     return expose(c->staging, err);
 }
@@ -280,8 +307,9 @@ _Noreturn void shim_gvisor_serve(shim_init_ctx *c, const char *times, size_t tl)
     sigaddset(&set, SIGCHLD);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     /* the runner's first message: the sandbox's seccomp program (it installs it last) */
-    if (sfd < 0 || shim_ipc_send(inner_fd, SHIM_IPC_GO, 0, c->spec->grading, 0, c->prog.filter,
-                                 c->prog.len * sizeof(struct sock_filter), NULL, 0) < 0)
+    if (sfd < 0 ||
+        shim_ipc_send(inner_fd, SHIM_IPC_GO, 0, c->spec->grading, (int32_t)c->spec->pids,
+                      c->prog.filter, c->prog.len * sizeof(struct sock_filter), NULL, 0) < 0)
         _exit(1);
     bool ready = false;
     for (;;) {

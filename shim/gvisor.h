@@ -19,6 +19,14 @@
 #define SHIM_GVISOR_STATX "sbx-gvisor-statx.so"
 #define SHIM_GVISOR_STATX_PATH "/dev/.sbx-statx.so"
 
+/* The host's pids limit of a gvisor sandbox's cgroup. The sandbox's own limit (spec "pids") is
+ * enforced inside by gVisor's pids cgroup (sbx-gvisor-init): a fork past it is EAGAIN. The host
+ * cgroup also holds gVisor's Sentry, gofer and, on the ptrace platform, a host thread for every
+ * pair of Sentry thread and address space that ran on it: a recursive fork bomb held at 256
+ * processes inside kept ~10,400 host tasks (2 CPUs). Past this limit the Sentry cannot make a
+ * thread and the whole sandbox ends ("dead" reason "pids"). */
+#define SHIM_GVISOR_HOST_PIDS(pids) ((uint64_t)(pids)*64)
+
 /* Init's steps in the gvisor class, in this order (init.c runs them among its own):
  * prepare: <staging>/gv (the OCI bundle, runsc's state directory and log), as host root;
  * start: fork `runsc run` once init is root of the sandbox's user namespace;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The gvisor isolation class through the daemon (core/gvisor.c, shim/gvisor.h): /v1/info names
 # runsc and its version, a gvisor create runs under gVisor's kernel with the same user, files
-# API, limits and forks as a native one, what gVisor cannot do is refused naming it (tty,
-# grading), and a node where runsc cannot run says why and answers 501 isolation_unavailable,
+# API, limits and forks as a native one (running out of memory ends it typed oom_killed), what
+# gVisor cannot do is refused naming it (tty, grading), and a node where runsc cannot run says why and answers 501 isolation_unavailable,
 # never a native sandbox instead. The isolation probes of both classes are
 # tests/integration/test_shim_isolation.c (ISO_TEST).
 
@@ -76,6 +76,22 @@ test_gvisor_sandbox() {
   echo "$BODY" | jq -e --arg k "$(uname -r)" '(.stdout | startswith("made inside\n")) and (.stdout | contains($k) | not)' \
     >/dev/null || fail "fork: $BODY"
   req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
+TEST_TIMEOUT_gvisor_out_of_memory=90
+test_gvisor_out_of_memory() { # the limit is what gVisor reports; running out of it ends the
+  # whole sandbox (gVisor's own memory is in the cgroup), typed: never infrastructure_failure
+  need_runsc
+  start_daemon
+  create '{"isolation":"gvisor","memory":"128Mi"}'; local id=$ID
+  x "$id" 'grep MemTotal /proc/meminfo; free -m | awk "/^Mem:/ {print \$2}"'
+  echo "$BODY" | jq -e '.stdout == "MemTotal:         131072 kB\n128\n"' >/dev/null || fail "meminfo: $BODY"
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["python3","-c","import sys\nprint(\"start\", flush=True)\nb = []\nwhile True: b.append(bytearray(1 << 20))"]}'
+  expect 200 '.reason == "oom_killed" and .signal == 9 and .stdout == "start\n"' # a result, as native
+  req GET "/v1/sandboxes/$id"
+  expect 200 '.state == "ended" and .end.reason == "oom_killed" and
+    (.end.message | test("ran out of memory.*whole sandbox ends"))'
+  [ "$(metric 'sandboxd_sandbox_ends_total{reason="oom_killed"}')" == 1 ] || fail "ends metric"
 }
 
 TEST_TIMEOUT_gvisor_pool_and_default=120

@@ -35,17 +35,7 @@ static const char *runsc; /* the gvisor class: runsc's path; NULL: native */
 static void mounts_nosuid_nodev(shimdrv *d);
 
 static void use_gvisor(void) {
-    static char path[256];
-    const char *dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
-                          "/usr/bin",        "/sbin",          "/bin"};
-    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-        snprintf(path, sizeof(path), "%s/runsc", dirs[i]);
-        if (access(path, X_OK) == 0) {
-            runsc = path;
-            return;
-        }
-    }
-    SKIP("runsc (gVisor) is not installed: apt-get install runsc");
+    runsc = shimdrv_runsc();
 }
 
 static void cleanup(void) {
