@@ -81,6 +81,9 @@ static int expose(const char *staging, error_rec *err) {
     if (mount("sbx-gvisor", COVER, "tmpfs", MS_SAFE | MS_NOEXEC, "mode=0711,size=64k") < 0 ||
         mkdir(BASE, 0711) < 0)
         return error_set_errno(err, negative_errno(), "a tmpfs on " COVER);
+    int r = shim_gvisor_tty_prepare(COVER "/pts", err);
+    if (r < 0)
+        return r;
     if (syscall(SYS_move_mount, tree, "", AT_FDCWD, BASE, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return error_set_errno(err, negative_errno(), "move_mount %s to " BASE, staging);
     /* runsc reads /proc/<pid> of its children: a /proc of the sandbox's pid namespace, with
@@ -255,10 +258,11 @@ static void forward_ready(int ipc, const shim_ipc_msg *m, const char *times, siz
 }
 
 /* A command's environment gets LD_PRELOAD=SHIM_GVISOR_STATX_PATH unless it sets LD_PRELOAD
- * itself (data: cwd\0argv...\0env...\0, a = argc, b = envc; see shim/ipc.h). */
+ * itself (data: [rows(2) cols(2) with SHIM_IPC_TTY] cwd\0argv...\0env...\0, a = argc,
+ * b = envc; see shim/ipc.h). */
 static void add_preload(shim_ipc_msg *m) {
     static const char kv[] = "LD_PRELOAD=" SHIM_GVISOR_STATX_PATH;
-    size_t off = 0;
+    size_t off = m->type & SHIM_IPC_TTY ? 4 : 0;
     for (int32_t i = 0; i < 1 + m->a + m->b && off < m->len; i++) {
         if (i > m->a && strncmp(m->data + off, "LD_PRELOAD=", 11) == 0)
             return;
@@ -272,7 +276,26 @@ static void add_preload(shim_ipc_msg *m) {
 }
 
 static bool is_exec(uint32_t type) {
+    type &= ~SHIM_IPC_TTY;
     return type == SHIM_IPC_EXEC || type == SHIM_IPC_EXEC_GRADER || type == SHIM_IPC_EXEC_HELPER;
+}
+
+/* A terminal's exec on its way in, and the runner's answers about one (gvisor_tty.c): STARTED
+ * carries the host terminal's master to the shim; a failed or ended exec drops it. Returns
+ * false when the message was answered here. */
+static bool tty_relay(int from, shim_ipc_msg *m, int fds[3], size_t nf, int *ret_fd) {
+    if (is_exec(m->type) && (m->type & SHIM_IPC_TTY)) {
+        int r = shim_gvisor_tty_exec(m, fds, nf);
+        static const char what[] = "a terminal for gvisor";
+        if (r < 0)
+            shim_ipc_send(from, SHIM_IPC_EXECFAIL, m->id, -r, 0, what, sizeof(what) - 1, NULL, 0);
+        return r == 0;
+    }
+    if (m->type == SHIM_IPC_STARTED)
+        *ret_fd = shim_gvisor_tty_take(m->id);
+    else if (m->type == SHIM_IPC_EXECFAIL || m->type == SHIM_IPC_EXIT)
+        safe_close(shim_gvisor_tty_take(m->id));
+    return true;
 }
 
 /* One message from `from` to `to`; returns -ECONNRESET when `from` is closed. */
@@ -283,15 +306,15 @@ static int relay_one(int from, int to, shim_ipc_msg *buf, uint32_t *ret_type) {
     if (r < 0)
         return r == -ECONNRESET ? r : 0;
     *ret_type = buf->type;
-    if (buf->type & SHIM_IPC_TTY) { /* the runner cannot send gVisor's terminal to the host */
-        static const char what[] = "a terminal (tty) with gvisor isolation";
-        shim_ipc_send(from, SHIM_IPC_EXECFAIL, buf->id, EOPNOTSUPP, 0, what, sizeof(what) - 1, NULL,
-                      0);
-    } else if (buf->type != SHIM_IPC_READY) {
+    int tty = -1;
+    if (buf->type != SHIM_IPC_READY && tty_relay(from, buf, fds, nf, &tty)) {
         if (is_exec(buf->type))
             add_preload(buf);
-        shim_ipc_send(to, buf->type, buf->id, buf->a, buf->b, buf->data, buf->len, fds, nf);
+        bool out = tty >= 0 && nf == 0; /* STARTED: the host terminal's master goes along */
+        shim_ipc_send(to, buf->type, buf->id, buf->a, buf->b, buf->data, buf->len, out ? &tty : fds,
+                      out ? 1 : nf);
     }
+    safe_close(tty);
     for (size_t i = 0; i < nf; i++)
         close(fds[i]);
     return 1;

@@ -10,6 +10,10 @@
 
 #include "common/error.h"
 #include "shim/init.h"
+#include "shim/ipc.h"
+
+#include <signal.h>
+#include <stdbool.h>
 
 #include <jansson.h>
 
@@ -38,5 +42,21 @@ int shim_gvisor_chroot(shim_init_ctx *c, error_rec *err);
  * runner's ready message goes to the shim with init's step times before its own; a runsc that
  * ends before it is reported as "step gvisor: ..." with the end of runsc's log. */
 _Noreturn void shim_gvisor_serve(shim_init_ctx *c, const char *times, size_t times_len);
+/* A command's terminal (gvisor_tty.c): the packets between the host terminal's keeper and the
+ * reaper inside gVisor (shim/gvinit/tty_relay.c), one type byte then the payload. */
+#define SHIM_GVISOR_TTY_DATA 'd'   /* bytes, either way */
+#define SHIM_GVISOR_TTY_SIZE 'w'   /* to the reaper: rows(2) cols(2), big-endian */
+#define SHIM_GVISOR_TTY_SIGNAL 's' /* to the reaper: 1 byte, a signal for the foreground */
+/* As host root before the user namespace: a private devpts instance at dir. */
+int shim_gvisor_tty_prepare(const char *dir, error_rec *err);
+/* A SHIM_IPC_TTY exec on its way to the runner: make the host terminal and its keeper; fds[0]
+ * becomes the reaper's socket. 0 or -errno (then the exec fails with it). */
+int shim_gvisor_tty_exec(const shim_ipc_msg *m, int fds[3], size_t nf);
+/* The host terminal's master of exec id (the caller owns it), or -1. */
+int shim_gvisor_tty_take(uint64_t id);
+/* The reaper's side (shim/gvinit/tty_relay.c, set as shim_exec_tty_relay by the runner). */
+void shim_gvisor_tty_relay(int master, int tty, int sock, pid_t cmd, const sigset_t *chld,
+                           bool (*reaped)(void));
+
 /* The OCI runtime spec (config.json) of the sandbox: its root, mounts and runner (gvisor_oci.c). */
 json_t *shim_gvisor_oci(const shim_spec *spec, const char *staging);

@@ -124,5 +124,6 @@ int main(void) {
     int n = snprintf(times, sizeof(times), "%.2f", now_ms() - t0);
     if (shim_ipc_send(IPC, SHIM_IPC_READY, 0, 0, 0, times, (size_t)n, NULL, 0) < 0)
         _exit(1);
+    shim_exec_tty_relay = shim_gvisor_tty_relay; /* a terminal stays in gVisor: relayed */
     shim_exec_serve(IPC, &prog, &buf.m);
 }

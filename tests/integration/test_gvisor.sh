@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The gvisor isolation class through the daemon (core/gvisor.c, shim/gvisor.h): /v1/info names
 # runsc and its version, a gvisor create runs under gVisor's kernel with the same user, files
-# API, limits and forks as a native one (running out of memory ends it typed oom_killed), what
-# gVisor cannot do is refused naming it (tty, grading), and a node where runsc cannot run says why and answers 501 isolation_unavailable,
+# API, limits, terminals and forks as a native one (running out of memory ends it typed
+# oom_killed), what gVisor cannot do is refused naming it (grading), and a node where runsc cannot run says why and answers 501 isolation_unavailable,
 # never a native sandbox instead. The isolation probes of both classes are
 # tests/integration/test_shim_isolation.c (ISO_TEST).
 
@@ -65,9 +65,12 @@ test_gvisor_sandbox() {
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","sleep 0.2; echo bg"],"background":true}'
   expect 201; local pid; pid=$(echo "$BODY" | jq -r .pid)
   req_until 20 '.state == "exited"' GET "/v1/sandboxes/$id/processes/$pid"
-  # a terminal stays inside gVisor: refused, naming it
-  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"],"tty":true}'
-  expect 501 '.code == "unsupported" and (.message | startswith("tty:"))'
+  # a terminal (gVisor's, relayed to a host one: shim/gvisor_tty.c), background too
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","stty size; test -t 0 && echo tty; exit 4"],"tty":true,"tty_size":{"rows":7,"cols":9}}'
+  expect 200 '.exit_code == 4 and .stdout == "7 9\r\ntty\r\n"'
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","stty size"],"tty":true,"background":true}'
+  expect 201; pid=$(echo "$BODY" | jq -r .pid)
+  req_until 20 '.state == "exited" and .exit_code == 0 and .stdout == "24 80\r\n"' GET "/v1/sandboxes/$id/processes/$pid?tail=100"
   # forks are gvisor sandboxes with the source's files
   req POST "/v1/sandboxes/$id/fork" -d '{"count":2}'
   expect 201 'length == 2 and all(.[]; .isolation == "gvisor" and .state == "running")'
