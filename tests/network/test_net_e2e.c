@@ -2,8 +2,11 @@
  * inside the network suite's private world (tests/network/world.h), real sandboxes (sbx-shim)
  * are created over the API, and commands inside them probe the fake internet, the fake
  * metadata servers, the host, the daemon's TCP port and each other. Also: inspect and
- * /metrics counters, a daemon restart, and create/destroy cycles that must leave nothing. */
+ * /metrics counters, a daemon restart, and create/destroy cycles that must leave nothing. The
+ * key probes also run under gVisor (gvisor_e2e_egress_and_restart): its sandboxes use the same
+ * network namespace, reached through runsc's host network (--network=host). */
 #include "tests/lib/daemon.h"
+#include "tests/lib/shim_driver.h"
 #include "tests/network/world.h"
 
 static test_daemon *sd; /* tests/lib/daemon.h: started, stopped and swept there */
@@ -73,10 +76,13 @@ static void e2e_up(void) {
     daemon_start();
 }
 
+static const char *isolation = "native"; /* "gvisor": every create below runs under runsc */
+
 static json_t *create(const char *network_json) {
     json_t *v = json_loads(network_json, JSON_DECODE_ANY, NULL);
     CHECK(v);
-    return api_ok("POST", "/v1/sandboxes", json_pack("{s:o}", "network", v), 201);
+    return api_ok("POST", "/v1/sandboxes",
+                  json_pack("{s:o,s:s}", "network", v, "isolation", isolation), 201);
 }
 
 static void destroy(const char *id) {
@@ -256,6 +262,64 @@ TEST_T(e2e_rules_survive_restart, 120) {
     sbx_denied(id, "fd00:ec2::254", 80);
     destroy(id);
     free(id);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd),
+             "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
+             "break; sleep 0.1; done",
+             dir);
+    free(shell(cmd));
+    expect_clean();
+    daemon_stop();
+}
+
+/* Under gVisor: none reaches nothing; open reaches the internet (v4, v6) but never metadata,
+ * the host, the daemon's port or another sandbox; an allow-list only what it lists (a name
+ * through /etc/hosts); the rules hold across a daemon restart that re-adopts the sandboxes. */
+TEST_T(gvisor_e2e_egress_and_restart, 150) {
+    shimdrv_runsc(); /* a loud skip without gVisor */
+    isolation = "gvisor";
+    e2e_up();
+    char *none = dupid(create("\"none\""));
+    char *open = dupid(create("\"open\""));
+    char *allow = dupid(create("{\"allow\":[\"203.0.113.10:80\",\"named.test:8080\"]}"));
+    json_t *ai = inspect(allow);
+    CHECK_STREQ(jstr(ai, "isolation"), "gvisor");
+    const char *allow_ip = jstr(json_object_get(ai, "network"), "ipv4");
+    probe_result r = sbx_probe(none, "203.0.113.10", 80);
+    CHECK_MSG(strcmp(r.kind, "ok") != 0, "none reached the internet");
+    r = sbx_probe(none, "169.254.169.254", 80);
+    CHECK_MSG(strcmp(r.kind, "ok") != 0, "none reached metadata");
+    sbx_ok(open, "203.0.113.10", 80);
+    sbx_ok(open, "2001:db8:2::10", 8080);
+    sbx_denied(open, "169.254.169.254", 80);
+    sbx_denied(open, "fd00:ec2::254", 80);
+    sbx_denied(open, "198.51.100.1", 7780); /* the daemon's TCP API */
+    sbx_denied(open, "10.9.9.9", 80);
+    sbx_serve(allow, allow_ip);
+    sbx_denied(open, allow_ip, 9000);
+    sbx_ok(allow, "203.0.113.10", 80);
+    sbx_ok(allow, "named.test", 8080);
+    sbx_denied(allow, "203.0.113.20", 80);
+    sbx_denied(allow, "169.254.169.254", 80);
+    json_t *oi = inspect(open);
+    CHECK(has_last_denied(oi, "169.254.169.254", 80));
+    json_decref(oi);
+    json_decref(ai);
+    daemon_stop(); /* the shims and runsc go on; the new daemon adopts them */
+    daemon_start();
+    json_t *after = inspect(open);
+    CHECK_STREQ(jstr(after, "state"), "running");
+    CHECK_STREQ(jstr(after, "isolation"), "gvisor");
+    json_decref(after);
+    sbx_ok(open, "203.0.113.10", 80);
+    sbx_denied(open, "169.254.169.254", 80);
+    sbx_denied(allow, "203.0.113.20", 80);
+    destroy(none);
+    destroy(open);
+    destroy(allow);
+    free(none);
+    free(open);
+    free(allow);
     char cmd[700];
     snprintf(cmd, sizeof(cmd),
              "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
