@@ -91,6 +91,13 @@ static void destroy(const char *id) {
     json_decref(api_ok("DELETE", path, NULL, 204));
 }
 
+static void destroy_free(char *ids[], size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        destroy(ids[i]);
+        free(ids[i]);
+    }
+}
+
 static probe_result sbx_probe(const char *id, const char *host, int port) {
     char path[128], portbuf[16];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
@@ -238,14 +245,33 @@ TEST_T(e2e_modes_through_the_daemon, 120) {
     json_decref(e);
     json_decref(oi);
     json_decref(ai);
-    destroy(none);
-    destroy(open);
-    destroy(allow);
-    free(none);
-    free(open);
-    free(allow);
+    destroy_free((char *[]){none, open, allow}, 3);
     expect_clean();
     daemon_stop();
+}
+
+/* The sandboxes' directories gone (bounded wait), nothing of the network left, the daemon
+ * stopped. */
+static void gone_and_stop(void) {
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd),
+             "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
+             "break; sleep 0.1; done",
+             dir);
+    free(shell(cmd));
+    expect_clean();
+    daemon_stop();
+}
+
+/* The daemon restarted: open sandbox id still running (its inspect returned), its rules too. */
+static json_t *restarted(const char *id) {
+    daemon_stop();
+    daemon_start();
+    json_t *after = inspect(id);
+    CHECK_STREQ(jstr(after, "state"), "running");
+    sbx_ok(id, "203.0.113.10", 80);
+    sbx_denied(id, "169.254.169.254", 80);
+    return after;
 }
 
 TEST_T(e2e_rules_survive_restart, 120) {
@@ -256,25 +282,13 @@ TEST_T(e2e_rules_survive_restart, 120) {
     snprintf(ip, sizeof(ip), "%s", jstr(json_object_get(before, "network"), "ipv4"));
     json_decref(before);
     sbx_denied(id, "169.254.169.254", 80);
-    daemon_stop();
-    daemon_start();
-    json_t *after = inspect(id);
-    CHECK_STREQ(jstr(after, "state"), "running");
+    json_t *after = restarted(id);
     CHECK_STREQ(jstr(json_object_get(after, "network"), "ipv4"), ip);
     json_decref(after);
-    sbx_ok(id, "203.0.113.10", 80);
-    sbx_denied(id, "169.254.169.254", 80);
     sbx_denied(id, "fd00:ec2::254", 80);
     destroy(id);
     free(id);
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd),
-             "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
-             "break; sleep 0.1; done",
-             dir);
-    free(shell(cmd));
-    expect_clean();
-    daemon_stop();
+    gone_and_stop();
 }
 
 /* Under gVisor: none reaches nothing; open reaches the internet (v4, v6) but never metadata,
@@ -294,29 +308,12 @@ TEST_T(gvisor_e2e_egress_and_restart, 150) {
     CHECK(has_last_denied(oi, "169.254.169.254", 80));
     json_decref(oi);
     json_decref(ai);
-    daemon_stop(); /* the shims and runsc go on; the new daemon adopts them */
-    daemon_start();
-    json_t *after = inspect(open);
-    CHECK_STREQ(jstr(after, "state"), "running");
+    json_t *after = restarted(open); /* the shims and runsc went on; the new daemon adopts */
     CHECK_STREQ(jstr(after, "isolation"), "gvisor");
     json_decref(after);
-    sbx_ok(open, "203.0.113.10", 80);
-    sbx_denied(open, "169.254.169.254", 80);
     sbx_denied(allow, "203.0.113.20", 80);
-    destroy(none);
-    destroy(open);
-    destroy(allow);
-    free(none);
-    free(open);
-    free(allow);
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd),
-             "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
-             "break; sleep 0.1; done",
-             dir);
-    free(shell(cmd));
-    expect_clean();
-    daemon_stop();
+    destroy_free((char *[]){none, open, allow}, 3);
+    gone_and_stop();
 }
 
 static int cmp_u64(const void *a, const void *b) {
