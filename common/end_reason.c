@@ -16,6 +16,7 @@ static const char *const names[END_REASON_MAX] = {
     [END_COST_LIMIT] = "cost_limit",
     [END_TERMINATED] = "terminated",
     [END_INFRASTRUCTURE_FAILURE] = "infrastructure_failure",
+    [END_PIDS_LIMIT] = "pids_limit",
 };
 
 const char *end_reason_name(end_reason r) {

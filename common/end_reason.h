@@ -14,6 +14,7 @@ typedef enum end_reason {
     END_COST_LIMIT,
     END_TERMINATED,
     END_INFRASTRUCTURE_FAILURE,
+    END_PIDS_LIMIT, /* gvisor: gVisor's threads met the host's pids limit (shim/gvisor.h) */
     END_REASON_MAX
 } end_reason;
 

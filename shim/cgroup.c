@@ -384,6 +384,11 @@ int shim_cgroup_oom_kills(shim_cgroup *cg, uint64_t *ret) {
     return knob_read_key(dir_of(cg, "memory"), "memory.oom_control", "oom_kill", ret);
 }
 
+int shim_cgroup_pids_denials(shim_cgroup *cg, uint64_t *ret) {
+    return knob_read_key(cg->version == 2 ? cg->dirs[0] : dir_of(cg, "pids"), "pids.events", "max",
+                         ret);
+}
+
 int shim_cgroup_stats_read(shim_cgroup *cg, shim_cgroup_stats *ret) {
     shim_cgroup_stats s = {0};
     if (cg->version == 2) {

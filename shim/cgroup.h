@@ -54,6 +54,8 @@ int shim_cgroup_kill_all(shim_cgroup *cg);
 int shim_cgroup_destroy(shim_cgroup *cg, error_rec *err);
 int shim_cgroup_stats_read(shim_cgroup *cg, shim_cgroup_stats *ret);
 int shim_cgroup_oom_kills(shim_cgroup *cg, uint64_t *ret);
+/* How many forks the pids limit refused (pids.events "max"). */
+int shim_cgroup_pids_denials(shim_cgroup *cg, uint64_t *ret);
 /* A descriptor that becomes readable when an OOM event may have happened (v1: eventfd on
  * memory.oom_control; v2: inotify on memory.events). Call shim_cgroup_oom_fd_drain after. */
 int shim_cgroup_oom_fd(shim_cgroup *cg);

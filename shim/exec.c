@@ -102,10 +102,17 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     for (int s = 1; s < NSIG; s++)
         if (s != SIGKILL && s != SIGSTOP)
             signal(s, SIG_DFL);
+    if (tty_rows && shim_exec_tty_relay) { /* the reaper leads the session: the foreground job */
+        signal(SIGTTOU, SIG_IGN);
+        if (setpgid(0, 0) < 0 || tcsetpgrp(fds[0], getpid()) < 0)
+            fail_exec(errno);
+        signal(SIGTTOU, SIG_DFL);
+    } else {
+        setsid();
+        if (tty_rows && ioctl(fds[0], TIOCSCTTY, 0) < 0) /* the terminal becomes the session's */
+            fail_exec(errno);
+    }
     sigprocmask(SIG_SETMASK, &none, NULL);
-    setsid();
-    if (tty_rows && ioctl(fds[0], TIOCSCTTY, 0) < 0) /* the terminal becomes the session's */
-        fail_exec(errno);
     for (int i = 0; i < 3; i++)
         if (dup2(fds[i], i) < 0)
             fail_exec(errno);
@@ -136,6 +143,13 @@ static void reap_children(void) {
             cmd_done = true;
         }
 }
+
+static bool reaped(void) {
+    reap_children();
+    return cmd_done;
+}
+
+void (*shim_exec_tty_relay)(int, int, int, pid_t, const sigset_t *, bool (*)(void));
 
 /* ppid from /proc/PID/stat ("pid (comm) S ppid ..."); a zombie (state Z) gives -1. */
 static long parse_ppid(const char *stat) {
@@ -236,10 +250,26 @@ static void tree_signal(pid_t root, int sig) {
     }
 }
 
+/* The slave side of master m: TIOCGPTPEER, or (gVisor has no TIOCGPTPEER) /dev/pts/<TIOCGPTN>. */
+static int tty_peer(int m) {
+    int s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC), n;
+    if (s >= 0 || errno != ENOTTY || ioctl(m, TIOCGPTN, &n) < 0)
+        return s;
+    char path[32] = "/dev/pts/", digits[12];
+    size_t k = 0, o = 9;
+    do
+        digits[k++] = (char)('0' + n % 10);
+    while ((n /= 10) > 0 && k < sizeof(digits));
+    while (k > 0)
+        path[o++] = digits[--k];
+    path[o] = '\0';
+    return open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+}
+
 /* A terminal from the sandbox's own devpts instance: its slave side replaces the command's three
  * descriptors; returns the master side (for the daemon). Failures are reported and end the
- * reaper. */
-static int tty_open(int ipc, uint64_t id, int fds[3]) {
+ * reaper. With shim_exec_tty_relay, fds[0] (the relay's socket) goes to *relay instead. */
+static int tty_open(int ipc, uint64_t id, int fds[3], int *relay) {
     int m = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC), unlock = 0;
     struct winsize ws = {.ws_row = (unsigned short)tty_rows, .ws_col = (unsigned short)tty_cols};
     int slave = -1;
@@ -248,7 +278,7 @@ static int tty_open(int ipc, uint64_t id, int fds[3]) {
         step = "unlock the terminal";
     else if (m >= 0 && ioctl(m, TIOCSWINSZ, &ws) < 0)
         step = "set the terminal's size";
-    else if (m >= 0 && (slave = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0)
+    else if (m >= 0 && (slave = tty_peer(m)) < 0)
         step = "open the terminal's slave side";
     if (slave < 0) {
         int en = errno;
@@ -256,7 +286,10 @@ static int tty_open(int ipc, uint64_t id, int fds[3]) {
         _exit(1);
     }
     for (int i = 0; i < 3; i++) {
-        close(fds[i]);
+        if (i == 0 && shim_exec_tty_relay)
+            *relay = fds[0];
+        else
+            close(fds[i]);
         fds[i] = slave;
     }
     return m;
@@ -272,7 +305,17 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
             _exit(1);
         }
     }
-    int master = tty_rows ? tty_open(ipc, id, fds) : -1; /* opened as the command's user */
+    int relay = -1; /* gvisor: the socket to the host terminal (shim_exec_tty_relay) */
+    int master = tty_rows ? tty_open(ipc, id, fds, &relay) : -1; /* as the command's user */
+    int tty = -1; /* gvisor: the reaper leads the terminal's session, to find its foreground */
+    if (relay >= 0 && (setsid() < 0 || ioctl(fds[0], TIOCSCTTY, 0) < 0 ||
+                       (tty = fcntl(fds[0], F_DUPFD_CLOEXEC, 3)) < 0)) {
+        int en = errno;
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, en, 0, "terminal", 8, NULL, 0);
+        _exit(1);
+    }
+    if (relay >= 0)
+        signal(SIGHUP, SIG_IGN); /* the terminal's hang-up is the command's, not the reaper's */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGCHLD);
@@ -296,13 +339,17 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
             ;
         _exit(1);
     }
-    shim_ipc_send(ipc, SHIM_IPC_STARTED, id, cmd_pid, 0, NULL, 0, master >= 0 ? &master : NULL,
-                  master >= 0 ? 1 : 0);
+    bool pass = master >= 0 && relay < 0;
+    shim_ipc_send(ipc, SHIM_IPC_STARTED, id, cmd_pid, 0, NULL, 0, pass ? &master : NULL,
+                  pass ? 1 : 0);
+    if (relay >= 0)
+        shim_exec_tty_relay(master, tty, relay, cmd_pid, &set, reaped);
     if (master >= 0)
         close(master);
     for (;;) {
         siginfo_t si;
-        sigwaitinfo(&set, &si);
+        if (!cmd_done)
+            sigwaitinfo(&set, &si);
         reap_children();
         if (cmd_done) {
             if (exec_type == SHIM_IPC_EXEC_HELPER) { /* sbx-as-agent: nothing stays behind */

@@ -6,11 +6,21 @@
 
 #include <linux/filter.h>
 
+#include <signal.h>
 #include <stdbool.h>
 
 /* Set by init in a grading sandbox: every command's reaper takes its user's credentials
  * (shim/grading.h) before the command starts. */
 extern bool shim_exec_grading;
+
+/* Set by the gvisor class's runner (shim/gvinit/tty_relay.c): a terminal's master cannot leave
+ * gVisor's kernel. The reaper then keeps it and the socket that came as the command's stdin
+ * (shim/gvisor_tty.c made it), leads the terminal's session itself (tty: its slave side; the
+ * command is the foreground job, in its own group), sends STARTED without the master and calls
+ * this: it relays until reaped() says the command has ended (reaped() reaps; chld is the
+ * blocked SIGCHLD). */
+extern void (*shim_exec_tty_relay)(int master, int tty, int sock, pid_t cmd, const sigset_t *chld,
+                                   bool (*reaped)(void));
 
 /* Serve SHIM_IPC_EXEC/KILL on ipc forever; exits when the shim goes away. */
 _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_msg *buf);

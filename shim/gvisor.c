@@ -50,6 +50,28 @@ static int write_bundle(shim_init_ctx *c, int gvfd, uid_t ruid, error_rec *err) 
     return 0;
 }
 
+/* gv/meminfo: the host's /proc/meminfo with MemTotal at the sandbox's memory limit (when lower).
+ * Bound over /proc/meminfo in init's mount namespace, it is what `runsc run` reads for the
+ * Sentry's total memory (its --total-memory, otherwise taken from a cgroup runsc manages itself,
+ * which it cannot here): `free` and /proc/meminfo inside then show the limit. */
+static int write_meminfo(shim_init_ctx *c, int gvfd, error_rec *err) {
+    _cleanup_free_ char *host = NULL;
+    int r = file_read_all("/proc/meminfo", 1 << 16, &host, NULL);
+    if (r < 0)
+        return error_set_errno(err, r, "read /proc/meminfo");
+    unsigned long long kb = 0;
+    char *line = strstr(host, "MemTotal:"), *end = line ? strchr(line, '\n') : NULL;
+    if (!end || sscanf(line, "MemTotal: %llu kB", &kb) != 1)
+        return error_set(err, -EINVAL, "/proc/meminfo has no MemTotal line");
+    uint64_t lim = c->spec->memory / 1024;
+    _cleanup_close_ int fd =
+        openat(gvfd, "meminfo", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || dprintf(fd, "%.*sMemTotal:       %llu kB%s", (int)(line - host), host,
+                          lim && lim < kb ? (unsigned long long)lim : kb, end) < 0)
+        return error_set_errno(err, negative_errno(), "write gv/meminfo");
+    return 0;
+}
+
 /* A copy of the staging tree (sealed root and all) at BASE, on a fresh tmpfs over COVER. */
 static int expose(const char *staging, error_rec *err) {
     _cleanup_close_ int tree = (int)syscall(SYS_open_tree, AT_FDCWD, staging,
@@ -59,12 +81,19 @@ static int expose(const char *staging, error_rec *err) {
     if (mount("sbx-gvisor", COVER, "tmpfs", MS_SAFE | MS_NOEXEC, "mode=0711,size=64k") < 0 ||
         mkdir(BASE, 0711) < 0)
         return error_set_errno(err, negative_errno(), "a tmpfs on " COVER);
+    int r = shim_gvisor_tty_prepare(COVER "/pts", err);
+    if (r < 0)
+        return r;
     if (syscall(SYS_move_mount, tree, "", AT_FDCWD, BASE, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         return error_set_errno(err, negative_errno(), "move_mount %s to " BASE, staging);
-    /* runsc reads /proc/<pid> of its children: a /proc of the sandbox's pid namespace */
-    if (mount("proc", "/proc", "proc", MS_SAFE | MS_NOEXEC, NULL) < 0)
+    /* runsc reads /proc/<pid> of its children: a /proc of the sandbox's pid namespace, with
+     * gv/meminfo over its meminfo; the kernel lets runsc's user namespace mount a proc only
+     * while one is fully visible: a second, untouched one at COVER/proc */
+    if (mount("proc", "/proc", "proc", MS_SAFE | MS_NOEXEC, NULL) < 0 ||
+        mkdir(COVER "/proc", 0555) < 0 ||
+        mount("proc", COVER "/proc", "proc", MS_SAFE | MS_NOEXEC, NULL) < 0)
         return error_set_errno(err, negative_errno(), "mount /proc");
-    return 0;
+    return shim_rootfs_bind(BASE "/gv/meminfo", "/proc/meminfo", MS_RDONLY | MS_SAFE, err);
 }
 
 /* The helpers bound into gVisor's sandbox: shipped next to sbx-shim, bound at gv/NAME (the
@@ -117,7 +146,8 @@ int shim_gvisor_prepare(shim_init_ctx *c, error_rec *err) {
     _cleanup_close_ int gvfd = open(gv, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (gvfd < 0)
         return error_set_errno(err, negative_errno(), "open %s", gv);
-    if ((r = bind_helpers(c, gvfd, err)) < 0 || (r = write_bundle(c, gvfd, ruid, err)) < 0)
+    if ((r = bind_helpers(c, gvfd, err)) < 0 || (r = write_bundle(c, gvfd, ruid, err)) < 0 ||
+        (r = write_meminfo(c, gvfd, err)) < 0)
         return r;
     return expose(c->staging, err);
 }
@@ -228,10 +258,11 @@ static void forward_ready(int ipc, const shim_ipc_msg *m, const char *times, siz
 }
 
 /* A command's environment gets LD_PRELOAD=SHIM_GVISOR_STATX_PATH unless it sets LD_PRELOAD
- * itself (data: cwd\0argv...\0env...\0, a = argc, b = envc; see shim/ipc.h). */
+ * itself (data: [rows(2) cols(2) with SHIM_IPC_TTY] cwd\0argv...\0env...\0, a = argc,
+ * b = envc; see shim/ipc.h). */
 static void add_preload(shim_ipc_msg *m) {
     static const char kv[] = "LD_PRELOAD=" SHIM_GVISOR_STATX_PATH;
-    size_t off = 0;
+    size_t off = m->type & SHIM_IPC_TTY ? 4 : 0;
     for (int32_t i = 0; i < 1 + m->a + m->b && off < m->len; i++) {
         if (i > m->a && strncmp(m->data + off, "LD_PRELOAD=", 11) == 0)
             return;
@@ -245,7 +276,26 @@ static void add_preload(shim_ipc_msg *m) {
 }
 
 static bool is_exec(uint32_t type) {
+    type &= ~SHIM_IPC_TTY;
     return type == SHIM_IPC_EXEC || type == SHIM_IPC_EXEC_GRADER || type == SHIM_IPC_EXEC_HELPER;
+}
+
+/* A terminal's exec on its way in, and the runner's answers about one (gvisor_tty.c): STARTED
+ * carries the host terminal's master to the shim; a failed or ended exec drops it. Returns
+ * false when the message was answered here. */
+static bool tty_relay(int from, shim_ipc_msg *m, int fds[3], size_t nf, int *ret_fd) {
+    if (is_exec(m->type) && (m->type & SHIM_IPC_TTY)) {
+        int r = shim_gvisor_tty_exec(m, fds, nf);
+        static const char what[] = "a terminal for gvisor";
+        if (r < 0)
+            shim_ipc_send(from, SHIM_IPC_EXECFAIL, m->id, -r, 0, what, sizeof(what) - 1, NULL, 0);
+        return r == 0;
+    }
+    if (m->type == SHIM_IPC_STARTED)
+        *ret_fd = shim_gvisor_tty_take(m->id);
+    else if (m->type == SHIM_IPC_EXECFAIL || m->type == SHIM_IPC_EXIT)
+        safe_close(shim_gvisor_tty_take(m->id));
+    return true;
 }
 
 /* One message from `from` to `to`; returns -ECONNRESET when `from` is closed. */
@@ -256,15 +306,15 @@ static int relay_one(int from, int to, shim_ipc_msg *buf, uint32_t *ret_type) {
     if (r < 0)
         return r == -ECONNRESET ? r : 0;
     *ret_type = buf->type;
-    if (buf->type & SHIM_IPC_TTY) { /* the runner cannot send gVisor's terminal to the host */
-        static const char what[] = "a terminal (tty) with gvisor isolation";
-        shim_ipc_send(from, SHIM_IPC_EXECFAIL, buf->id, EOPNOTSUPP, 0, what, sizeof(what) - 1, NULL,
-                      0);
-    } else if (buf->type != SHIM_IPC_READY) {
+    int tty = -1;
+    if (buf->type != SHIM_IPC_READY && tty_relay(from, buf, fds, nf, &tty)) {
         if (is_exec(buf->type))
             add_preload(buf);
-        shim_ipc_send(to, buf->type, buf->id, buf->a, buf->b, buf->data, buf->len, fds, nf);
+        bool out = tty >= 0 && nf == 0; /* STARTED: the host terminal's master goes along */
+        shim_ipc_send(to, buf->type, buf->id, buf->a, buf->b, buf->data, buf->len, out ? &tty : fds,
+                      out ? 1 : nf);
     }
+    safe_close(tty);
     for (size_t i = 0; i < nf; i++)
         close(fds[i]);
     return 1;
@@ -280,8 +330,9 @@ _Noreturn void shim_gvisor_serve(shim_init_ctx *c, const char *times, size_t tl)
     sigaddset(&set, SIGCHLD);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     /* the runner's first message: the sandbox's seccomp program (it installs it last) */
-    if (sfd < 0 || shim_ipc_send(inner_fd, SHIM_IPC_GO, 0, c->spec->grading, 0, c->prog.filter,
-                                 c->prog.len * sizeof(struct sock_filter), NULL, 0) < 0)
+    if (sfd < 0 ||
+        shim_ipc_send(inner_fd, SHIM_IPC_GO, 0, c->spec->grading, (int32_t)c->spec->pids,
+                      c->prog.filter, c->prog.len * sizeof(struct sock_filter), NULL, 0) < 0)
         _exit(1);
     bool ready = false;
     for (;;) {

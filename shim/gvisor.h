@@ -10,6 +10,10 @@
 
 #include "common/error.h"
 #include "shim/init.h"
+#include "shim/ipc.h"
+
+#include <signal.h>
+#include <stdbool.h>
 
 #include <jansson.h>
 
@@ -18,6 +22,14 @@
 /* LD_PRELOADed into every command: statx without AT_NO_AUTOMOUNT (shim/gvinit/statx_preload.c) */
 #define SHIM_GVISOR_STATX "sbx-gvisor-statx.so"
 #define SHIM_GVISOR_STATX_PATH "/dev/.sbx-statx.so"
+
+/* The host's pids limit of a gvisor sandbox's cgroup. The sandbox's own limit (spec "pids") is
+ * enforced inside by gVisor's pids cgroup (sbx-gvisor-init): a fork past it is EAGAIN. The host
+ * cgroup also holds gVisor's Sentry, gofer and, on the ptrace platform, a host thread for every
+ * pair of Sentry thread and address space that ran on it: a recursive fork bomb held at 256
+ * processes inside kept ~10,400 host tasks (2 CPUs). Past this limit the Sentry cannot make a
+ * thread and the whole sandbox ends ("dead" reason "pids"). */
+#define SHIM_GVISOR_HOST_PIDS(pids) ((uint64_t)(pids)*64)
 
 /* Init's steps in the gvisor class, in this order (init.c runs them among its own):
  * prepare: <staging>/gv (the OCI bundle, runsc's state directory and log), as host root;
@@ -30,5 +42,21 @@ int shim_gvisor_chroot(shim_init_ctx *c, error_rec *err);
  * runner's ready message goes to the shim with init's step times before its own; a runsc that
  * ends before it is reported as "step gvisor: ..." with the end of runsc's log. */
 _Noreturn void shim_gvisor_serve(shim_init_ctx *c, const char *times, size_t times_len);
+/* A command's terminal (gvisor_tty.c): the packets between the host terminal's keeper and the
+ * reaper inside gVisor (shim/gvinit/tty_relay.c), one type byte then the payload. */
+#define SHIM_GVISOR_TTY_DATA 'd'   /* bytes, either way */
+#define SHIM_GVISOR_TTY_SIZE 'w'   /* to the reaper: rows(2) cols(2), big-endian */
+#define SHIM_GVISOR_TTY_SIGNAL 's' /* to the reaper: 1 byte, a signal for the foreground */
+/* As host root before the user namespace: a private devpts instance at dir. */
+int shim_gvisor_tty_prepare(const char *dir, error_rec *err);
+/* A SHIM_IPC_TTY exec on its way to the runner: make the host terminal and its keeper; fds[0]
+ * becomes the reaper's socket. 0 or -errno (then the exec fails with it). */
+int shim_gvisor_tty_exec(const shim_ipc_msg *m, int fds[3], size_t nf);
+/* The host terminal's master of exec id (the caller owns it), or -1. */
+int shim_gvisor_tty_take(uint64_t id);
+/* The reaper's side (shim/gvinit/tty_relay.c, set as shim_exec_tty_relay by the runner). */
+void shim_gvisor_tty_relay(int master, int tty, int sock, pid_t cmd, const sigset_t *chld,
+                           bool (*reaped)(void));
+
 /* The OCI runtime spec (config.json) of the sandbox: its root, mounts and runner (gvisor_oci.c). */
 json_t *shim_gvisor_oci(const shim_spec *spec, const char *staging);

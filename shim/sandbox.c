@@ -7,6 +7,7 @@
 #include "common/filereplace.h"
 #include "policy/seccomp.h"
 #include "shim/grading.h"
+#include "shim/gvisor.h"
 #include "shim/init.h"
 #include "shim/ipc.h"
 
@@ -52,7 +53,8 @@ static int step_cgroup(shim_sandbox *sb, error_rec *err) {
         shim_cgroup_open(s->cgroup_version, s->cgroup_parent, s->id, s->gpus != NULL, &sb->cg, err);
     if (r < 0)
         return r;
-    r = shim_cgroup_create(sb->cg, s->cpu, s->memory, s->pids, err);
+    uint64_t pids = s->runsc ? SHIM_GVISOR_HOST_PIDS(s->pids) : s->pids; /* gvisor.h */
+    r = shim_cgroup_create(sb->cg, s->cpu, s->memory, pids, err);
     return r < 0 ? r : shim_gpu_cgroup(sb->cg, s, err); /* GPUs: only their nodes (gpu.c) */
 }
 

@@ -8,9 +8,11 @@
 #include "common/shimproto.h"
 #include "common/timeutil.h"
 #include "shim/grading.h"
+#include "shim/gvisor.h"
 #include "shim/ipc.h"
 #include "shim/ports.h"
 
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -53,7 +55,7 @@ typedef struct server {
     conn *conns[MAX_CONNS];
     exec_rec **execs;
     size_t n_execs, cap_execs;
-    uint64_t next_iid, oom_last;
+    uint64_t next_iid, oom_last, oom_start, pids_start;
     bool done;
     int result;
     shim_ipc_msg *ipc_buf;
@@ -642,6 +644,22 @@ static void on_timer(server *s, exec_rec *e) {
     shim_ipc_send(s->sb->ipc, SHIM_IPC_KILL, e->iid, SIGKILL, 0, NULL, 0, NULL, 0);
 }
 
+/* A gvisor sandbox whose init ended: its memory or its host pids limit, when the cgroup counted
+ * an OOM kill or a refused fork since the start (gVisor's own processes hold both: one OOM kill
+ * or one refused thread ends it; shim/gvisor.h). NULL: another cause. */
+static const char *gvisor_end_cause(server *s, char *msg, size_t len) {
+    uint64_t n = 0;
+    if (shim_cgroup_oom_kills(s->sb->cg, &n) == 0 && n > s->oom_start)
+        return snprintf(msg, len, "the sandbox ran out of memory (limit %" PRIu64 " bytes)",
+                        s->sb->spec->memory),
+               "oom";
+    if (shim_cgroup_pids_denials(s->sb->cg, &n) == 0 && n > s->pids_start)
+        return snprintf(msg, len, "gVisor's threads reached the host's pids limit (%" PRIu64 ")",
+                        SHIM_GVISOR_HOST_PIDS(s->sb->spec->pids)),
+               "pids";
+    return NULL;
+}
+
 static void on_signal(server *s) {
     struct signalfd_siginfo si;
     while (read(s->sfd, &si, sizeof(si)) == sizeof(si)) {
@@ -659,8 +677,9 @@ static void on_signal(server *s) {
             snprintf(msg, sizeof(msg), "sandbox init was killed by signal %d", WTERMSIG(st));
         else
             snprintf(msg, sizeof(msg), "sandbox init exited with status %d", WEXITSTATUS(st));
+        const char *why = s->sb->spec->runsc ? gvisor_end_cause(s, msg, sizeof(msg)) : NULL;
         log_error("%s", msg);
-        broadcast(s, json_pack("{s:s, s:s, s:s}", "type", "dead", "reason", "init_exited",
+        broadcast(s, json_pack("{s:s, s:s, s:s}", "type", "dead", "reason", why ?: "init_exited",
                                "message", msg));
         s->done = true;
         s->result = 1;
@@ -693,6 +712,8 @@ static int server_setup(server *s) {
     else
         log_warn("no OOM notification; OOM kills are checked at exits err=%d", s->oomfd);
     shim_cgroup_oom_kills(s->sb->cg, &s->oom_last);
+    s->oom_start = s->oom_last;
+    shim_cgroup_pids_denials(s->sb->cg, &s->pids_start);
     return 0;
 }
 

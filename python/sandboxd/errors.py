@@ -75,6 +75,7 @@ class EndReason(str, enum.Enum):
     COST_LIMIT = "cost_limit"
     TERMINATED = "terminated"
     INFRASTRUCTURE_FAILURE = "infrastructure_failure"
+    PIDS_LIMIT = "pids_limit"
 
     @classmethod
     def parse(cls, value: Optional[str]) -> Optional["EndReason"]:

@@ -146,9 +146,6 @@ int sd_api_exec_parse(sd_daemon *d, sd_sandbox *sb, json_t *body, policy_exec *p
     if (r < 0)
         return r;
     if ((r = policy_process_parse(body, pp, err)) < 0 ||
-        (pp->tty && sb->spec.gvisor && /* shim/gvisor.c: gVisor's terminal stays inside it */
-         (r = error_set(err, -EOPNOTSUPP,
-                        "tty: a terminal is unsupported with \"isolation\": \"gvisor\"")) < 0) ||
         (e.as_grader && !sb->spec.grading &&
          (r = error_set(err, -EINVAL,
                         "user: \"grader\" exists only in a sandbox created with "

@@ -279,7 +279,25 @@ static void exec_fail(sd_exec *e, int code, const char *msg) {
     exec_detach(e);
 }
 
+/* A sandbox that ran out of memory as a whole (gvisor: docs/API.md "Isolation classes"): its
+ * running commands were OOM-killed with it, a result like the native class's oom_killed. */
+static void oom_all(sd_sandbox *sb) {
+    for (sd_exec *e = sb->execs, *next; e; e = next) {
+        next = e->next;
+        if (!e->started)
+            continue;
+        json_t *ev = json_pack("{s:I,s:s,s:i,s:n,s:f}", "xid", (json_int_t)e->xid, "reason",
+                               "oom_killed", "signal", SIGKILL, "exit_code", "duration_ms",
+                               (double)(now_mono_us() - e->start_us) / 1000.0);
+        if (ev)
+            exec_exited(sb, ev);
+        json_decref(ev);
+    }
+}
+
 static void abort_all(sd_sandbox *sb) {
+    if (sb->end_reason == END_OOM_KILLED)
+        oom_all(sb);
     while (sb->execs) {
         char msg[400];
         snprintf(msg, sizeof(msg), "sandbox %s ended while the command ran: %s: %s", sb->id,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,11 +81,19 @@ static int read_version(struct sd_gvisor *g) {
 }
 
 /* What runsc's ptrace platform needs from the kernel: ptrace of its own children and user
- * namespaces (it runs as root of the sandbox's). */
+ * namespaces (it runs as root of the sandbox's); and what the shim needs of the host: the
+ * directory /run, which init covers with a tmpfs in its own mount namespace (shim/gvisor.c). */
 static void check_kernel(struct sd_gvisor *g) {
     _cleanup_free_ char *scope = NULL, *userns = NULL;
-    if (file_read_all("/proc/sys/kernel/yama/ptrace_scope", 64, &scope, NULL) == 0 &&
-        atoi(scope) >= 3)
+    struct stat st;
+    int run = stat("/run", &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+    if (run < 0)
+        snprintf(g->reason, sizeof(g->reason),
+                 "the gvisor class needs the directory /run on the host (a sandbox's init mounts "
+                 "a tmpfs on it in its own mount namespace): /run: %s",
+                 strerror(-run));
+    else if (file_read_all("/proc/sys/kernel/yama/ptrace_scope", 64, &scope, NULL) == 0 &&
+             atoi(scope) >= 3)
         snprintf(g->reason, sizeof(g->reason),
                  "ptrace is disabled on this kernel (kernel.yama.ptrace_scope=3); runsc's ptrace "
                  "platform needs it");

@@ -389,9 +389,14 @@ static void on_shim_event(void *ud, json_t *ev) {
         sd_metrics_oom(&sb->d->m, sb->oom_kills, n);
         sb->oom_kills = n;
     } else if (strcmp(type, "dead") == 0) {
-        json_t *m = json_object_get(ev, "message");
-        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox's init died: %s",
-                       json_is_string(m) ? json_string_value(m) : "no detail");
+        const char *m = json_string_value(json_object_get(ev, "message")) ?: "no detail";
+        const char *why = json_string_value(json_object_get(ev, "reason")) ?: "";
+        if (strcmp(why, "oom") == 0) /* gvisor: the memory limit holds gVisor's own processes */
+            sd_sandbox_end(sb, END_OOM_KILLED, "%s: the whole sandbox ends (gvisor isolation)", m);
+        else if (strcmp(why, "pids") == 0)
+            sd_sandbox_end(sb, END_PIDS_LIMIT, "%s: the whole sandbox ends (gvisor isolation)", m);
+        else
+            sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox's init died: %s", m);
     }
 }
 

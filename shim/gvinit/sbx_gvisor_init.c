@@ -1,7 +1,8 @@
 /* sbx-gvisor-init: the command runner inside a gvisor-class sandbox (shim/gvisor.h), the first
  * process of gVisor's sandbox. Its standard input is the host socket to the sandbox's init,
  * which relays the shim's exec channel (shim/ipc.h) unchanged, descriptors included. It
- * unmounts its own binary, becomes the sandbox user (uid/gid 1000, no capability,
+ * unmounts its own binary, joins gVisor's pids cgroup with the sandbox's process limit (init
+ * sends it with the seccomp program), becomes the sandbox user (uid/gid 1000, no capability,
  * no_new_privs, not dumpable), installs the sandbox's seccomp program (sent by init first) as
  * its last step and then serves commands exactly as the native init does (shim/exec.c): a
  * reaper per command, whole-tree kills, the same exits. Built statically (make:
@@ -19,11 +20,13 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #define IPC 3
+#define CG_ROOT "/sys/fs/cgroup"
 
 static union {
     shim_ipc_msg m;
@@ -58,6 +61,31 @@ static void descriptors(void) {
     close_range(IPC + 1, ~0U, 0);
 }
 
+/* The sandbox's process limit, enforced by gVisor's kernel: its pids controller mounted at
+ * /sys/fs/cgroup/pids (on a root-owned tmpfs: the sandbox user can neither write a limit nor
+ * leave the group), a group "sandbox" with pids.max = the limit, the runner in it (every command
+ * inherits it). A fork past it is EAGAIN inside, as in the native class; the host's pids limit
+ * (shim/gvisor.h SHIM_GVISOR_HOST_PIDS) stays as the backstop for gVisor's own threads. The
+ * mounts stay: unmounting the hierarchy would dissolve it. */
+static void pids_limit(uint32_t max) {
+    char v[16];
+    int n = snprintf(v, sizeof(v), "%u", max), fd = -1;
+    if (mount("cgroup", CG_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k") <
+            0 ||
+        mkdir(CG_ROOT "/pids", 0755) < 0 ||
+        mount("pids", CG_ROOT "/pids", "cgroup", MS_NOSUID | MS_NODEV | MS_NOEXEC, "pids") < 0 ||
+        mkdir(CG_ROOT "/pids/sandbox", 0755) < 0)
+        fail("mount gVisor's pids cgroup at " CG_ROOT "/pids", errno);
+    const char *knob[] = {CG_ROOT "/pids/sandbox/pids.max", CG_ROOT "/pids/sandbox/cgroup.procs"};
+    const char *val[] = {v, "0"};
+    for (int i = 0; i < 2; i++) {
+        fd = open(knob[i], O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, val[i], i ? 1 : (size_t)n) < 0)
+            fail(knob[i], errno);
+        close(fd);
+    }
+}
+
 /* As the native init's credentials step (shim/init.c): the sandbox user, nothing more. */
 static void credentials(void) {
     for (int cap = 0; cap <= 63; cap++)
@@ -88,6 +116,7 @@ int main(void) {
                               .filter = prog_buf};
     if (umount2(SHIM_GVISOR_INIT_PATH, MNT_DETACH) < 0 || remove(SHIM_GVISOR_INIT_PATH) < 0)
         fail("unmount " SHIM_GVISOR_INIT_PATH, errno);
+    pids_limit((uint32_t)buf.m.b);
     credentials();
     if ((r = shim_seccomp_apply_bpf(prog.filter, buf.m.len)) < 0)
         fail("install the seccomp filter", -r);
@@ -95,5 +124,6 @@ int main(void) {
     int n = snprintf(times, sizeof(times), "%.2f", now_ms() - t0);
     if (shim_ipc_send(IPC, SHIM_IPC_READY, 0, 0, 0, times, (size_t)n, NULL, 0) < 0)
         _exit(1);
+    shim_exec_tty_relay = shim_gvisor_tty_relay; /* a terminal stays in gVisor: relayed */
     shim_exec_serve(IPC, &prog, &buf.m);
 }

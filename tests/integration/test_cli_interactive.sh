@@ -3,7 +3,8 @@
 # 100 MB in the plain pass only, a slow trickle) with the daemon's memory bounded, stdin closed
 # early, a command that exits before reading stdin; `sbx exec -it` driven through tmux (a shell
 # prompt, `stty size` after a resize, Ctrl-C interrupts `sleep` but not the shell, `exit 3`,
-# the local terminal sane afterwards); background commands: -d, ps, logs, kill, attach.
+# the local terminal sane afterwards), in both isolation classes; background commands: -d, ps,
+# logs, kill, attach.
 
 DAEMON_TAG=cli-it
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -12,7 +13,7 @@ SBX=
 T=
 ID=
 
-setup() {
+setup() { # [sbx create flags...]
   set +e # every step is checked explicitly
   require_root
   SBX=$(bin sbx)
@@ -22,7 +23,7 @@ setup() {
   mkdir -p "$T"
   daemon_start a --max-sandboxes 4
   export SBX_HOST=${DAEMON_SOCK[a]}
-  ID=$("$SBX" create --memory 256Mi --timeout 10m) || fail "create failed"
+  ID=$("$SBX" create --memory 256Mi --timeout 10m "$@") || fail "create failed"
 }
 
 # The ASan+UBSan pass skips the 100 MB transfer (it takes minutes there; 8 MB covers the path).
@@ -126,8 +127,8 @@ wait_pane() {
   fail "the pane never showed /$1/"
 }
 
-test_tty_through_tmux() {
-  setup
+tty_through_tmux() { # [sbx create flags...]
+  setup "$@"
   command -v tmux >/dev/null || skip "tmux is not installed (tests/deps.sh installs it)"
   TM=$DAEMON_ROOT/tmux.sock
   daemon_at_exit tmux -S "$TM" kill-server
@@ -159,6 +160,14 @@ EOS
   wait_pane '^DONE'
   assert_eq "$(cat "$T/rc")" 3 "exit 3 gives exit code 3"
   cmp -s "$T/before" "$T/after" || fail "the local terminal changed: $(diff "$T/before" "$T/after")"
+}
+
+test_tty_through_tmux() { tty_through_tmux; }
+
+# The same under gVisor: its terminal is relayed to a host one (shim/gvisor_tty.c).
+test_gvisor_tty_through_tmux() {
+  command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"
+  tty_through_tmux --isolation gvisor
 }
 
 # The terminal comes back when sbx is killed mid-session (SIGTERM from outside).
@@ -258,6 +267,7 @@ test_usage_errors() {
 
 TEST_TIMEOUT_stdin_100mb_bounded=180
 TEST_TIMEOUT_tty_through_tmux=90
+TEST_TIMEOUT_gvisor_tty_through_tmux=90
 TEST_TIMEOUT_tty_restored_on_signal=60
 TEST_TIMEOUT_background=90
 source "$(dirname "$0")/../lib/lib.sh" "$@"

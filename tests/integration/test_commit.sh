@@ -5,8 +5,8 @@
 # that the sandbox deleted stays deleted; FIFOs are left out; a setuid file is refused (400
 # naming it) unless "setuid":"strip"; name clash 409, bad name 400, unknown field 400, unknown
 # sandbox 404, a sandbox of the host image 409; the CLI and Python; a commit survives a daemon
-# restart and serves warm pools and forks. Each case starts its own daemon and removes
-# what it made.
+# restart and serves warm pools and forks; a gvisor sandbox commits too. Each case starts its own
+# daemon and removes what it made.
 
 DAEMON_TAG=commit
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -90,6 +90,33 @@ two" ] || fail "commit of a commit: $BODY"
   req DELETE /v1/images/t:v1; expect 204
   for _ in $(seq 50); do [ -z "$(ls -A "$D/state/images/layers")" ] && break; sleep 0.1; done
   [ -z "$(ls -A "$D/state/images/layers")" ] || fail "layers left: $(ls "$D/state/images/layers")"
+}
+
+# A gvisor sandbox commits as a native one does (its files are the host side's: runsc writes
+# through with --file-access=shared); sandboxes of both classes start from the commit.
+TEST_TIMEOUT_gvisor_commit=90
+test_gvisor_commit() {
+  command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"
+  start_daemon
+  import_base
+  create '{"image":"t:v1","isolation":"gvisor"}'
+  local src=$ID iso
+  run_in "$src" 'echo hello > /workspace/w.txt && mkdir -p /app/sub && echo app > /app/sub/a.txt &&
+    echo tmp > /tmp/t && rm /home/user/notes && cat /proc/version'
+  [[ "$(echo "$BODY" | jq -r .stdout)" != *"$(uname -r)"* ]] || fail "not under gVisor: $BODY"
+  req POST "/v1/sandboxes/$src/commit" -d '{"name":"gv:1"}'
+  expect 201 '.name == "gv:1" and (.layers | length) == 3 and .committed_from != null'
+  run_in "$src" 'cat /workspace/w.txt' # thawed, goes on
+  for iso in gvisor native; do
+    create "{\"image\":\"gv:1\",\"isolation\":\"$iso\"}"
+    run_in "$ID" 'cat /workspace/w.txt /app/sub/a.txt /tmp/t; [ -e /home/user/notes ] || echo no-notes'
+    [ "$(echo "$BODY" | jq -r .stdout)" == "hello
+app
+tmp
+no-notes" ] || fail "a $iso sandbox of the commit: $BODY"
+    req DELETE "/v1/sandboxes/$ID"; expect 204
+  done
+  tmp_empty
 }
 
 TEST_TIMEOUT_commit_setuid=60

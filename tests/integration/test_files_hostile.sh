@@ -6,12 +6,15 @@
 # /dev/random, /dev/urandom, /dev/tty and /etc/ssl are private stand-ins (mknod on a tmpfs,
 # bound over the real paths in that namespace only); the daemon starts inside it, so the
 # sandboxes get the stand-ins. The host's real nodes are never touched. After each case the
-# stand-ins' owner, mode and contents must be unchanged.
+# stand-ins' owner, mode and contents must be unchanged. The planted-link cases also run with
+# gVisor sandboxes (gvisor_<case>): the links are planted through gVisor's kernel, the copies
+# are the daemon's on the host side, as in the native class.
 
 DAEMON_TAG=hostile
 source "$(dirname "$0")/../lib/daemon.sh"
 
 NODES="null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0"
+ISO='' # the create body of the case's sandboxes: '' native, '{"isolation":"gvisor"}' for gvisor_*
 
 # Re-run case $1 in a private mount namespace with the stand-ins in place (SN: their tmpfs).
 private_ns() {
@@ -81,7 +84,7 @@ TEST_TIMEOUT_put_onto_planted_links=90
 test_put_onto_planted_links() {
   private_ns put_onto_planted_links
   start_daemon
-  create; local id=$ID
+  create ${ISO:+"$ISO"}; local id=$ID
   run_ok "$id" "$LINKS"
   local n
   # a tar with regular entries onto planted links: each node is replaced by a regular file,
@@ -115,7 +118,7 @@ TEST_TIMEOUT_put_through_planted_dirs=90
 test_put_through_planted_dirs() {
   private_ns put_through_planted_dirs
   start_daemon
-  create; local id=$ID
+  create ${ISO:+"$ISO"}; local id=$ID
   run_ok "$id" "$LINKS"
   local p
   # a directory link anywhere on the way is refused (400), nothing is made
@@ -155,7 +158,7 @@ TEST_TIMEOUT_get_of_nodes_and_links=60
 test_get_of_nodes_and_links() {
   private_ns get_of_nodes_and_links
   start_daemon
-  create; local id=$ID
+  create ${ISO:+"$ISO"}; local id=$ID
   run_ok "$id" "$LINKS"
   local p
   # a clear 4xx, at once (a FIFO nobody writes, /dev/tty, /dev/zero would block or never end)
@@ -163,6 +166,11 @@ test_get_of_nodes_and_links() {
     /workspace/fifo /workspace/l_devdir /workspace/l_devdir/zero /workspace/l_binddir/host.cnf \
     /dev/tty /dev/null /dev/zero /dev/urandom /proc/self/environ /proc/1/environ; do
     req GET "/v1/sandboxes/$id/files?path=$p"
+    # gVisor keeps a FIFO in its own memory (no --host-fifo) and its /proc is its own: the
+    # host side of its root has neither
+    if [ -n "$ISO" ] && [[ "$p" == /workspace/fifo || "$p" == /proc/* ]]; then
+      expect 404; continue
+    fi
     [ "$CODE" == 400 ] || fail "GET $p: expected 400, got $CODE: $BODY"
     echo "$BODY" | jq -e '.code == "invalid_argument" and (.message | length > 0)' >/dev/null || fail "GET $p: $BODY"
   done
@@ -173,7 +181,12 @@ test_get_of_nodes_and_links() {
   ! grep -q 'fifo' "$D/list" || fail "the FIFO is in the tar"
   # a directory GET of /dev, /proc or a bind-mounted directory is refused
   for p in /dev /proc /workspace/l_devdir; do
-    req GET "/v1/sandboxes/$id/files?path=$p"; expect 400
+    req GET "/v1/sandboxes/$id/files?path=$p"
+    if [ -n "$ISO" ] && [ "$p" == /proc ]; then # gvisor: the image's empty directory
+      expect 200; [ -z "$(tar -tf "$D/body" | grep -v '^\./$')" ] || fail "/proc: $(tar -tf "$D/body")"
+      continue
+    fi
+    expect 400
   done
   req GET /healthz; expect 200
   check_standins "GET"
@@ -183,7 +196,7 @@ TEST_TIMEOUT_fork_with_planted_links=90
 test_fork_with_planted_links() {
   private_ns fork_with_planted_links
   start_daemon
-  create; local id=$ID
+  create ${ISO:+"$ISO"}; local id=$ID
   run_ok "$id" "$LINKS; echo data > /workspace/f; mkdir -p /tmp/d; ln -sfn /dev/full /tmp/d/lf"
   req POST "/v1/sandboxes/$id/fork" -d '{"count":2}'
   expect 201 'length == 2'
@@ -194,5 +207,18 @@ test_fork_with_planted_links() {
   done
   check_standins "fork seeds"
 }
+
+gvisor() { # CASE: the case with gvisor sandboxes
+  command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"
+  ISO='{"isolation":"gvisor"}'
+  private_ns "gvisor_$1"
+  "test_$1"
+}
+TEST_TIMEOUT_gvisor_put_onto_planted_links=90
+test_gvisor_put_onto_planted_links() { gvisor put_onto_planted_links; }
+TEST_TIMEOUT_gvisor_put_through_planted_dirs=90
+test_gvisor_put_through_planted_dirs() { gvisor put_through_planted_dirs; }
+TEST_TIMEOUT_gvisor_get_of_nodes_and_links=60
+test_gvisor_get_of_nodes_and_links() { gvisor get_of_nodes_and_links; }
 
 source "$(dirname "$0")/../lib/lib.sh"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The gvisor isolation class through the daemon (core/gvisor.c, shim/gvisor.h): /v1/info names
 # runsc and its version, a gvisor create runs under gVisor's kernel with the same user, files
-# API, limits and forks as a native one, what gVisor cannot do is refused naming it (tty,
-# grading), and a node where runsc cannot run says why and answers 501 isolation_unavailable,
+# API, limits, terminals and forks as a native one (running out of memory ends it typed
+# oom_killed), a daemon killed with SIGKILL re-adopts it, idle/lifetime/cost limits end it, what
+# gVisor cannot do is refused naming it (grading), and a node where runsc cannot run says why and answers 501 isolation_unavailable,
 # never a native sandbox instead. The isolation probes of both classes are
 # tests/integration/test_shim_isolation.c (ISO_TEST).
 
@@ -65,9 +66,12 @@ test_gvisor_sandbox() {
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","sleep 0.2; echo bg"],"background":true}'
   expect 201; local pid; pid=$(echo "$BODY" | jq -r .pid)
   req_until 20 '.state == "exited"' GET "/v1/sandboxes/$id/processes/$pid"
-  # a terminal stays inside gVisor: refused, naming it
-  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"],"tty":true}'
-  expect 501 '.code == "unsupported" and (.message | startswith("tty:"))'
+  # a terminal (gVisor's, relayed to a host one: shim/gvisor_tty.c), background too
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","stty size; test -t 0 && echo tty; exit 4"],"tty":true,"tty_size":{"rows":7,"cols":9}}'
+  expect 200 '.exit_code == 4 and .stdout == "7 9\r\ntty\r\n"'
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","stty size"],"tty":true,"background":true}'
+  expect 201; pid=$(echo "$BODY" | jq -r .pid)
+  req_until 20 '.state == "exited" and .exit_code == 0 and .stdout == "24 80\r\n"' GET "/v1/sandboxes/$id/processes/$pid?tail=100"
   # forks are gvisor sandboxes with the source's files
   req POST "/v1/sandboxes/$id/fork" -d '{"count":2}'
   expect 201 'length == 2 and all(.[]; .isolation == "gvisor" and .state == "running")'
@@ -76,6 +80,52 @@ test_gvisor_sandbox() {
   echo "$BODY" | jq -e --arg k "$(uname -r)" '(.stdout | startswith("made inside\n")) and (.stdout | contains($k) | not)' \
     >/dev/null || fail "fork: $BODY"
   req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
+TEST_TIMEOUT_gvisor_out_of_memory=90
+test_gvisor_out_of_memory() { # the limit is what gVisor reports; running out of it ends the
+  # whole sandbox (gVisor's own memory is in the cgroup), typed: never infrastructure_failure
+  need_runsc
+  start_daemon
+  create '{"isolation":"gvisor","memory":"128Mi"}'; local id=$ID
+  x "$id" 'grep MemTotal /proc/meminfo; free -m | awk "/^Mem:/ {print \$2}"'
+  echo "$BODY" | jq -e '.stdout == "MemTotal:         131072 kB\n128\n"' >/dev/null || fail "meminfo: $BODY"
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["python3","-c","import sys\nprint(\"start\", flush=True)\nb = []\nwhile True: b.append(bytearray(1 << 20))"]}'
+  expect 200 '.reason == "oom_killed" and .signal == 9 and .stdout == "start\n"' # a result, as native
+  req GET "/v1/sandboxes/$id"
+  expect 200 '.state == "ended" and .end.reason == "oom_killed" and
+    (.end.message | test("ran out of memory.*whole sandbox ends"))'
+  [ "$(metric 'sandboxd_sandbox_ends_total{reason="oom_killed"}')" == 1 ] || fail "ends metric"
+}
+
+TEST_TIMEOUT_gvisor_daemon_killed_and_timeouts=60
+test_gvisor_daemon_killed_and_timeouts() { # a daemon killed with SIGKILL: the new one re-adopts
+  # gvisor sandboxes (runsc, its shim and the files live on); idle, lifetime and cost limits end
+  # gvisor sandboxes as they end native ones
+  need_runsc
+  start_daemon
+  create '{"isolation":"gvisor","timeout":"10m"}'; local id=$ID
+  x "$id" 'echo state > /workspace/mark'
+  local shim; shim=$(jq .shim_pid "$D/state/sandboxes/$id.json")
+  kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
+  kill -0 "$shim" || fail "the shim did not survive the daemon's SIGKILL"
+  start_daemon
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "running" and .isolation == "gvisor"'
+  x "$id" 'cat /workspace/mark; uname -r'
+  echo "$BODY" | jq -e --arg k "$(uname -r)" '(.stdout | startswith("state\n")) and (.stdout | contains($k) | not)' \
+    >/dev/null || fail "after the restart: $BODY"
+  create '{"isolation":"gvisor","idle_timeout":"1s"}'; local idle=$ID
+  create '{"isolation":"gvisor","timeout":"2s","idle_timeout":"1m"}'; local life=$ID
+  create '{"isolation":"gvisor","max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"}'; local cost=$ID
+  ended() { # ID REASON: the list (a GET of the sandbox itself would be activity)
+    req_until 6 "any(.[]; .id == \"$1\" and .state == \"ended\")" GET /v1/sandboxes
+    echo "$BODY" | jq -e --arg i "$1" --arg r "$2" '.[] | select(.id == $i) | .end.reason == $r' \
+      >/dev/null || fail "$1 did not end $2: $BODY"
+  }
+  ended "$idle" idle_timeout
+  ended "$life" lifetime_exceeded
+  ended "$cost" cost_limit
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "running"'
 }
 
 TEST_TIMEOUT_gvisor_pool_and_default=120

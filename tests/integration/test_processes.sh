@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Processes and attach (docs/API.md): WebSocket exec driven by a Python client
 # (tests/integration/ws_procs.py, Debian's python3-websockets) as an agent keeps a persistent
-# session, terminals (size, resize, Ctrl-C, signals), background commands (list, logs, signal,
+# session, terminals (size, resize, Ctrl-C, signals; in both isolation classes), background commands (list, logs, signal,
 # late attach, kill of the whole tree, the output bound, the idle timeout, a daemon restart),
 # bad input, and 8 MB of stdin byte-exact with bounded daemon memory. Real daemon, real
 # sandboxes; each case starts its own daemon and cleans up on exit.
@@ -79,15 +79,24 @@ test_tls_upgrade() {
     >/dev/null || fail "the REPL over TLS"
 }
 
-TEST_TIMEOUT_tty_resize_signals=60
-test_tty_resize_signals() {
+tty_resize_signals() { # [create body]
   need_ws
   start_daemon
-  create
+  create "$@"
   ws tty || fail "tty scenario failed"
   # a terminal over plain exec too: one stream, the size given
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","stty size; test -t 0 && echo tty; echo e >&2"],"tty":true,"tty_size":{"rows":7,"cols":9}}'
   expect 200 '.exit_code == 0 and (.stdout | contains("7 9")) and (.stdout | contains("tty")) and (.stdout | contains("e")) and .stderr == ""'
+}
+
+TEST_TIMEOUT_tty_resize_signals=60
+test_tty_resize_signals() { tty_resize_signals; }
+
+# The same under gVisor (its terminal relayed to a host one: shim/gvisor_tty.c)
+TEST_TIMEOUT_gvisor_tty_resize_signals=60
+test_gvisor_tty_resize_signals() {
+  command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"
+  tty_resize_signals '{"isolation":"gvisor"}'
 }
 
 # the close of an attachment: the exit record and the close frame, then the daemon still reads

@@ -1,10 +1,13 @@
 /* sbx-shim resource limits from inside a real sandbox: pids, memory (OOM kill reported),
- * disk (ENOSPC), cpu quota, and the stats message. */
+ * disk (ENOSPC), cpu quota, and the stats message. The pids and memory limits also run under
+ * gVisor (gvisor_<case>; shim/gvisor.h): the fork bomb meets the same EAGAIN inside; running
+ * out of memory ends the whole sandbox there, reported as such. */
 #include "common/fdutil.h"
 #include "shim/cgroup.h"
 #include "tests/lib/shim_driver.h"
 #include "tests/lib/test.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,37 +26,77 @@ static shimdrv *start(const shimdrv_opts *o) {
     return &drv;
 }
 
-TEST(shim_fork_bomb_stops_at_pids_limit) {
-    shimdrv *d = start(NULL);
-    const char *argv[] = {"python3", "-c",
-                          "import os, sys, time\n"
-                          "n = 0\n"
-                          "try:\n"
-                          "    while True:\n"
-                          "        if os.fork() == 0:\n"
-                          "            time.sleep(1000); os._exit(0)\n"
-                          "        n += 1\n"
-                          "except OSError as e:\n"
-                          "    print(n, e.errno, flush=True)\n"
-                          "time.sleep(1000)\n",
-                          NULL};
-    shimdrv_exec_opts o = {.timeout_ms = 4000};
+/* runsc NULL: native (the bomb then waits for its timeout, which takes the whole tree down).
+ * Under gVisor a fork takes ~30 ms (ptrace): the bomb kills its own process group instead of
+ * waiting out a timeout it might not meet; each process also costs ~2 MiB of host memory (its
+ * stub and threads, in the sandbox's cgroup): 256 of them need more than the default 512 MiB. */
+static void fork_bomb(const char *runsc) {
+    shimdrv_opts so = {.runsc = runsc, .memory = runsc ? 1ull << 30 : 0};
+    shimdrv *d = start(&so);
+    char script[512];
+    snprintf(script, sizeof(script),
+             "import os, sys, time\n"
+             "n = 0\n"
+             "try:\n"
+             "    while True:\n"
+             "        if os.fork() == 0:\n"
+             "            os.execv('/bin/sleep', ['sleep', '1000'])\n"
+             "        n += 1\n"
+             "except OSError as e:\n"
+             "    print(n, e.errno, flush=True)\n"
+             "%s\n",
+             runsc ? "os.killpg(0, 9)" : "time.sleep(1000)");
+    const char *argv[] = {"python3", "-c", script, NULL};
+    shimdrv_exec_opts o = {.timeout_ms = runsc ? 60000 : 4000};
     shimdrv_result res;
     CHECK_OK(shimdrv_exec(d, argv, &o, &res));
     int forked = -1, err = -1;
     sscanf(res.out, "%d %d", &forked, &err);
-    /* 256 processes: init, the reaper, python and its children */
+    /* 256 processes: init (gVisor: the runner), the reaper, python and its children */
     CHECK_MSG(forked >= 200 && forked <= 253, "forked %d (stdout %s)", forked, res.out);
     CHECK_EQ(err, 11); /* EAGAIN */
-    CHECK_STREQ(res.reason, "command_timeout");
+    CHECK_STREQ(res.reason, runsc ? "signaled" : "command_timeout");
     shimdrv_result_free(&res);
-    /* the timeout took the whole tree down: the sandbox is usable again */
+    /* the whole tree is gone: the sandbox is usable again */
     int code;
     char *out = shimdrv_sh_out(d, "ls /proc | grep -c '^[0-9]'; echo ok", &code);
     CHECK_EQ(code, 0);
     int procs = atoi(out);
     CHECK_MSG(procs <= 5 && strstr(out, "ok"), "after the bomb: %s", out);
     free(out);
+}
+
+TEST(shim_fork_bomb_stops_at_pids_limit) {
+    fork_bomb(NULL);
+}
+
+TEST_T(gvisor_shim_fork_bomb_stops_at_pids_limit, 90) {
+    fork_bomb(shimdrv_runsc());
+}
+
+/* gVisor's memory is its Sentry's, in the sandbox's cgroup: the OOM killer ends the sandbox. The
+ * shim says why (the daemon ends it oom_killed, and its running commands with it); what the
+ * command saw meanwhile (/proc/meminfo) was the limit. */
+TEST_T(gvisor_shim_memory_hog_ends_sandbox, 90) {
+    shimdrv_opts so = {.memory = 128ull << 20, .runsc = shimdrv_runsc()};
+    shimdrv *d = start(&so);
+    int code;
+    char *out = shimdrv_sh_out(d, "grep MemTotal /proc/meminfo", &code);
+    CHECK_MSG(code == 0 && strstr(out, " 131072 kB"), "meminfo: %s", out);
+    free(out);
+    const char *argv[] = {"python3", "-c",
+                          "b = []\n"
+                          "while True: b.append(bytearray(1 << 20))\n",
+                          NULL};
+    shimdrv_result res;
+    CHECK_EQ(shimdrv_exec(d, argv, NULL, &res), -ECONNRESET); /* init is gone, and the shim */
+    shimdrv_result_free(&res);
+    json_t *ev = NULL;
+    CHECK_OK(shimdrv_wait_event(d, "dead", 20000, &ev));
+    CHECK_MSG(strcmp(json_string_value(json_object_get(ev, "reason")), "oom") == 0 &&
+                  strstr(json_string_value(json_object_get(ev, "message")), "out of memory"),
+              "dead: %s", json_dumps(ev, 0));
+    json_decref(ev);
 }
 
 TEST(shim_memory_hog_is_oom_killed) {

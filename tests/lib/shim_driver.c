@@ -99,6 +99,18 @@ static void watchdog_note(const char *kind, const char *what) {
         fd_write_all(watchdog_fd, line, (size_t)n);
 }
 
+const char *shimdrv_runsc(void) {
+    static char path[256];
+    const char *dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+                          "/usr/bin",        "/sbin",          "/bin"};
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        snprintf(path, sizeof(path), "%s/runsc", dirs[i]);
+        if (access(path, X_OK) == 0)
+            return path;
+    }
+    SKIP("runsc (gVisor) is not installed: apt-get install runsc");
+}
+
 const char *shimdrv_cgroup_parent(int *ret_version) {
     if (!cg_parent[0]) {
         char *v2 = NULL;
@@ -408,8 +420,11 @@ static int collect(shimdrv *d, json_t *xid, struct sink *out, struct sink *err, 
             quiet_since = now_mono_ms();
         if (p[2].revents) {
             json_t *m = NULL;
-            if (recv_msg(d, 0, &m) == 0)
+            int r = recv_msg(d, 0, &m);
+            if (r == 0)
                 json_array_append_new(d->events, m);
+            else if (r == -ECONNRESET) /* the shim is gone (its events are queued) */
+                return r;
         }
     }
     if (!ex)

@@ -87,6 +87,9 @@ int shimdrv_wait_event(shimdrv *d, const char *type, int timeout_ms, json_t **re
 int shimdrv_shutdown(shimdrv *d);
 /* Best-effort: shutdown or `sbx-shim cleanup`, whatever is needed. Safe to call twice. */
 void shimdrv_destroy(shimdrv *d);
+/* runsc's path for a gvisor-class sandbox (the first on the usual PATH); a loud skip when gVisor
+ * is not installed (CI counts it as a failure: tests/deps.sh installs it). */
+const char *shimdrv_runsc(void);
 /* Count mounts in /proc/self/mountinfo whose line contains needle. */
 int shimdrv_count_mounts(const char *needle);
 /* Run `sh -c cmd` and return its stdout (malloc'd); *ret_code gets the exit code (-1 when the

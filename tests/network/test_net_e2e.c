@@ -2,8 +2,11 @@
  * inside the network suite's private world (tests/network/world.h), real sandboxes (sbx-shim)
  * are created over the API, and commands inside them probe the fake internet, the fake
  * metadata servers, the host, the daemon's TCP port and each other. Also: inspect and
- * /metrics counters, a daemon restart, and create/destroy cycles that must leave nothing. */
+ * /metrics counters, a daemon restart, and create/destroy cycles that must leave nothing. The
+ * key probes also run under gVisor (gvisor_e2e_egress_and_restart): its sandboxes use the same
+ * network namespace, reached through runsc's host network (--network=host). */
 #include "tests/lib/daemon.h"
+#include "tests/lib/shim_driver.h"
 #include "tests/network/world.h"
 
 static test_daemon *sd; /* tests/lib/daemon.h: started, stopped and swept there */
@@ -73,16 +76,26 @@ static void e2e_up(void) {
     daemon_start();
 }
 
+static const char *isolation = "native"; /* "gvisor": every create below runs under runsc */
+
 static json_t *create(const char *network_json) {
     json_t *v = json_loads(network_json, JSON_DECODE_ANY, NULL);
     CHECK(v);
-    return api_ok("POST", "/v1/sandboxes", json_pack("{s:o}", "network", v), 201);
+    return api_ok("POST", "/v1/sandboxes",
+                  json_pack("{s:o,s:s}", "network", v, "isolation", isolation), 201);
 }
 
 static void destroy(const char *id) {
     char path[128];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
     json_decref(api_ok("DELETE", path, NULL, 204));
+}
+
+static void destroy_free(char *ids[], size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        destroy(ids[i]);
+        free(ids[i]);
+    }
 }
 
 static probe_result sbx_probe(const char *id, const char *host, int port) {
@@ -161,12 +174,8 @@ static char *dupid(json_t *sb) {
     return id;
 }
 
-TEST_T(e2e_modes_through_the_daemon, 120) {
-    e2e_up();
-    char *none = dupid(create("\"none\""));
-    char *open = dupid(create("\"open\""));
-    char *allow = dupid(create("{\"allow\":[\"203.0.113.10:80\",\"named.test:8080\"]}"));
-    json_t *ai = inspect(allow);
+/* The egress probes of the three modes (ai: the allow-list sandbox's inspect), in both classes. */
+static void probe_modes(const char *none, const char *open, const char *allow, json_t *ai) {
     const char *allow_ip = jstr(json_object_get(ai, "network"), "ipv4");
     CHECK_MSG(allow_ip, "no ipv4 in the inspect of an allow-list sandbox");
     /* none: nothing */
@@ -193,6 +202,15 @@ TEST_T(e2e_modes_through_the_daemon, 120) {
     sbx_denied(allow, "203.0.113.20", 80);
     sbx_denied(allow, "203.0.113.10", 8080);
     sbx_denied(allow, "169.254.169.254", 80);
+}
+
+TEST_T(e2e_modes_through_the_daemon, 120) {
+    e2e_up();
+    char *none = dupid(create("\"none\""));
+    char *open = dupid(create("\"open\""));
+    char *allow = dupid(create("{\"allow\":[\"203.0.113.10:80\",\"named.test:8080\"]}"));
+    json_t *ai = inspect(allow);
+    probe_modes(none, open, allow, ai);
     /* the sandbox cannot change its guard table */
     char path[128];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", open);
@@ -227,14 +245,33 @@ TEST_T(e2e_modes_through_the_daemon, 120) {
     json_decref(e);
     json_decref(oi);
     json_decref(ai);
-    destroy(none);
-    destroy(open);
-    destroy(allow);
-    free(none);
-    free(open);
-    free(allow);
+    destroy_free((char *[]){none, open, allow}, 3);
     expect_clean();
     daemon_stop();
+}
+
+/* The sandboxes' directories gone (bounded wait), nothing of the network left, the daemon
+ * stopped. */
+static void gone_and_stop(void) {
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd),
+             "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
+             "break; sleep 0.1; done",
+             dir);
+    free(shell(cmd));
+    expect_clean();
+    daemon_stop();
+}
+
+/* The daemon restarted: open sandbox id still running (its inspect returned), its rules too. */
+static json_t *restarted(const char *id) {
+    daemon_stop();
+    daemon_start();
+    json_t *after = inspect(id);
+    CHECK_STREQ(jstr(after, "state"), "running");
+    sbx_ok(id, "203.0.113.10", 80);
+    sbx_denied(id, "169.254.169.254", 80);
+    return after;
 }
 
 TEST_T(e2e_rules_survive_restart, 120) {
@@ -245,25 +282,38 @@ TEST_T(e2e_rules_survive_restart, 120) {
     snprintf(ip, sizeof(ip), "%s", jstr(json_object_get(before, "network"), "ipv4"));
     json_decref(before);
     sbx_denied(id, "169.254.169.254", 80);
-    daemon_stop();
-    daemon_start();
-    json_t *after = inspect(id);
-    CHECK_STREQ(jstr(after, "state"), "running");
+    json_t *after = restarted(id);
     CHECK_STREQ(jstr(json_object_get(after, "network"), "ipv4"), ip);
     json_decref(after);
-    sbx_ok(id, "203.0.113.10", 80);
-    sbx_denied(id, "169.254.169.254", 80);
     sbx_denied(id, "fd00:ec2::254", 80);
     destroy(id);
     free(id);
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd),
-             "for i in $(seq 50); do [ -z \"$(ls -A %s/run/sandboxes 2>/dev/null)\" ] && "
-             "break; sleep 0.1; done",
-             dir);
-    free(shell(cmd));
-    expect_clean();
-    daemon_stop();
+    gone_and_stop();
+}
+
+/* Under gVisor: none reaches nothing; open reaches the internet (v4, v6) but never metadata,
+ * the host, the daemon's port or another sandbox; an allow-list only what it lists (a name
+ * through /etc/hosts); the rules hold across a daemon restart that re-adopts the sandboxes. */
+TEST_T(gvisor_e2e_egress_and_restart, 150) {
+    shimdrv_runsc(); /* a loud skip without gVisor */
+    isolation = "gvisor";
+    e2e_up();
+    char *none = dupid(create("\"none\""));
+    char *open = dupid(create("\"open\""));
+    char *allow = dupid(create("{\"allow\":[\"203.0.113.10:80\",\"named.test:8080\"]}"));
+    json_t *ai = inspect(allow);
+    CHECK_STREQ(jstr(ai, "isolation"), "gvisor");
+    probe_modes(none, open, allow, ai);
+    json_t *oi = inspect(open);
+    CHECK(has_last_denied(oi, "169.254.169.254", 80));
+    json_decref(oi);
+    json_decref(ai);
+    json_t *after = restarted(open); /* the shims and runsc went on; the new daemon adopts */
+    CHECK_STREQ(jstr(after, "isolation"), "gvisor");
+    json_decref(after);
+    sbx_denied(allow, "203.0.113.20", 80);
+    destroy_free((char *[]){none, open, allow}, 3);
+    gone_and_stop();
 }
 
 static int cmp_u64(const void *a, const void *b) {

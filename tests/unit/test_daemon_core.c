@@ -134,6 +134,7 @@ TEST(end_reason_table) {
     }
     CHECK_STREQ(end_reason_name(END_INFRASTRUCTURE_FAILURE), "infrastructure_failure");
     CHECK_STREQ(end_reason_name(END_OOM_KILLED), "oom_killed");
+    CHECK_STREQ(end_reason_name(END_PIDS_LIMIT), "pids_limit");
     CHECK(end_reason_name(END_REASON_MAX) == NULL);
     CHECK_EQ(end_reason_from_name("bogus"), -EINVAL);
     CHECK_EQ(end_reason_from_name(NULL), -EINVAL);
