@@ -720,6 +720,30 @@ static void ep_on_put(void *ud, const sbx_err *err) {
     }
 }
 
+/* A turn's command refused: the agent's fault when its own programs fill the process limit
+ * (409 pids_limit) or ended the sandbox (oom_killed, pids_limit: grpo_end_is_agents). */
+static void ep_on_gone(void *ud, const sbx_sandbox_status *st, const sbx_err *err) {
+    grpo_episode *ep = ud;
+    if (!ep_live(ep))
+        return;
+    if (err)
+        return ep_infra(ep, "exec refused; then: %s", err->message);
+    if (!grpo_end_is_agents(st->end_reason))
+        return ep_infra(ep, "exec refused: the sandbox is %s %s", st->state, st->end_reason);
+    ep_agent_fault(ep, "the agent's programs ended its sandbox (%s)", st->end_reason);
+    ep_cleanup(ep);
+}
+
+static void ep_exec_refused(grpo_episode *ep, const sbx_err *err) {
+    if (strcmp(err->api_code, "pids_limit") == 0) {
+        ep_agent_fault(ep, "the agent's processes fill its sandbox: %s", err->message);
+        return ep_cleanup(ep);
+    }
+    if (err->code != SBX_E_CONFLICT ||
+        sbx_async_get_status(ep->run->sbx, ep->agent, ep_on_gone, ep) != SBX_OK)
+        ep_daemon_ok(ep, err, "exec");
+}
+
 static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err) {
     grpo_episode *ep = ud;
     if (!ep_live(ep))
@@ -730,9 +754,7 @@ static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err)
             on_setup_cmd(ep, res);
         return;
     case S_EXEC:
-        if (ep_daemon_ok(ep, err, "exec"))
-            on_executed(ep, res);
-        return;
+        return err ? ep_exec_refused(ep, err) : on_executed(ep, res);
     case S_G_EXEC:
         if (ep_daemon_ok(ep, err, "grader exec"))
             on_graded(ep, res);

@@ -172,6 +172,7 @@ typedef enum grpo_verdict {
 } grpo_verdict;
 grpo_verdict grpo_verdict_of(const grpo_task *t, const sbx_exec_result *res, bool injected,
                              double *ret_reward, char *msg, size_t len);
+bool grpo_end_is_agents(const char *end_reason); /* oom_killed, pids_limit */
 /* Only blanks (or NULL); append len bytes of src at buf[at] (up to max in all, a NUL byte as
  * '?'), returning the end (episode_view.c). */
 bool grpo_text_blank(const char *s);

@@ -111,3 +111,9 @@ grpo_verdict grpo_verdict_of(const grpo_task *t, const sbx_exec_result *res, boo
              res->signal);
     return GRPO_VERDICT_AGENT;
 }
+
+/* A sandbox end the agent's own programs cause: out of memory (a class whose OOM ends the whole
+ * sandbox: gvisor) or its process limit (docs/GRPO.md "Failure attribution"). */
+bool grpo_end_is_agents(const char *end_reason) {
+    return strcmp(end_reason, "oom_killed") == 0 || strcmp(end_reason, "pids_limit") == 0;
+}

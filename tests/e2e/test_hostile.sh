@@ -83,7 +83,9 @@ test_hostile_naive_control() {
 # expected_output scores the task's failure_reward (-0.5 here), scored like any answer; a
 # grader that crashes or whose interpreter is missing is the platform's: infrastructure
 # failures, counted per task in steps.jsonl and the summary, with a warning for tasks whose
-# rate is high. A NUL byte and invalid UTF-8 in the agent's output are only text.
+# rate is high. A NUL byte and invalid UTF-8 in the agent's output are only text. An agent
+# whose background processes fill its process limit fails its next turn (409 pids_limit): its
+# fault, scored.
 TEST_TIMEOUT_failure_attribution=90
 test_failure_attribution() {
   require_root
@@ -95,15 +97,26 @@ test_failure_attribution() {
     echo '{"id":"crash","prompt":"[crash]",'"$limits"',"grader":{"command":"kill -SEGV $$"}}'
     echo '{"id":"nointerp","prompt":"[nointerp]",'"$limits"',"grader":{"files":{"t.xyz":"1"},"command":"no-such-interpreter t.xyz"}}'
     echo '{"id":"binary","prompt":"[binary]",'"$limits"',"grader":{"command":"printf '"'"'\\000\\377x'"'"'; cat /workspace/out","expected_output":"x"}}'
+    echo '{"id":"fill","prompt":"[fill]","max_turns":2,"limits":{"cpu":1,"memory":"128Mi","pids":16},"failure_reward":-1,"grader":{"command":"true"}}'
   } >"$T/attr.jsonl"
   printf '%s' '{"[slow]": "true", "[crash]": "true", "[nointerp]": "true", "[binary]": "printf '"'"'\\000\\377\\376 turn'"'"'; printf x > out"}' >"$T/answers.json"
+  # [fill]: a background filler that keeps the process limit full (it retries every ms); the
+  # turn ends once it is full (a file says so; the wait uses no process of its own)
+  /usr/bin/python3 - "$T/answers.json" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))
+a["[fill]"] = ("python3 -c 'import os, time\nwhile 1:\n try:\n  os.fork() or time.sleep(300)\n"
+               " except OSError:\n  open(\"full\", \"w\").close(); time.sleep(0.001)'"
+               " >/dev/null 2>&1 & while [ ! -e full ]; do :; done")
+json.dump(a, open(sys.argv[1], "w"))
+PY
   /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port" \
     --delay-ms 0 --answers "$T/answers.json" >"$T/policy.log" 2>&1 &
   TRAINER_PID=$!
   for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
   [ -s "$T/port" ] || fail "the scripted policy did not start"
   TRAINER_URL=http://127.0.0.1:$(cat "$T/port")
-  grpo_run --tasks "$T/attr.jsonl" --out "$T/out" --steps 1 --tasks-per-step 4 --group-size 3 \
+  grpo_run --tasks "$T/attr.jsonl" --out "$T/out" --steps 1 --tasks-per-step 5 --group-size 3 \
     --no-train >"$T/summary.txt" 2>"$T/stderr.txt" || fail "the run failed: $(cat "$T/summary.txt")"
   cat "$T/summary.txt"
   grep -q 'warning: task "crash": 3 of 3 episodes (100%) were infrastructure failures' "$T/summary.txt" ||
@@ -123,6 +136,9 @@ for e in eps["slow"]:
 for e in eps["crash"] + eps["nointerp"]:
     assert e["status"] == "infrastructure_failure" and e["fault"] == "platform", e
 assert all("exit code 127" in e["message"] for e in eps["nointerp"]), eps["nointerp"][0]
+for e in eps["fill"]:  # its sleeps fill the process limit: turn 2's 409 pids_limit is the agent's
+    assert e["status"] == "scored" and e["reward"] == -1 and e["fault"] == "agent", e
+    assert "fill its sandbox" in e["message"], e["message"]
 for e in eps["binary"]:  # "\0\377x" is not "x": a wrong answer, scored
     assert e["status"] == "scored" and e["reward"] == 0.0 and "fault" not in e, e
     assert "turn" in e["trace"][0]["output"], e["trace"]
@@ -132,7 +148,7 @@ assert step["infrastructure_failures_by_task"] == {
     "nointerp": {"episodes": 3, "infrastructure_failures": 3}}, step
 assert len(step["warnings"]) == 2 and all("3 of 3" in w for w in step["warnings"]), step
 s = json.load(open(out + "/summary.json"))
-assert s["infrastructure_failures"] == 6 and s["scored"] == 6, s
+assert s["infrastructure_failures"] == 6 and s["scored"] == 9, s
 assert s["tasks"]["slow"] == {"episodes": 3, "infrastructure_failures": 0}, s["tasks"]
 assert s["tasks"]["crash"] == {"episodes": 3, "infrastructure_failures": 3}, s["tasks"]
 assert len(s["warnings"]) == 2, s["warnings"]
