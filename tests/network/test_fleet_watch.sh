@@ -6,7 +6,8 @@
 # and no polling (etcd's own Range counter stands still while the fleet is idle, where the
 # old way, --fleet-read poll, reads four prefixes a second); a stream broken by an etcd restart
 # resumes from its revision and brings the changes made while it was down; a resume point
-# etcd compacted away makes the node read everything again.
+# etcd compacted away makes the node read everything again; a stream that stays open but goes
+# silent (etcd_freeze_proxy.py) is given up once the node's own put has not come back in 5 s.
 DAEMON_TAG=fleetw
 source "$(dirname "$0")/../lib/daemon.sh"
 source "$(dirname "$0")/fleetd_world.sh"
@@ -115,6 +116,39 @@ test_watch_resume_and_compaction() { # a broken stream resumes from its revision
   fexpect 204
   wait_view b "$(node a) | .draining == true"
   wait_view a "$(node a) | .state == \"draining\""
+}
+
+TEST_TIMEOUT_watch_silent_stream=90
+test_watch_silent_stream() { # a stream that stays open but brings nothing is given up and read again
+  world
+  # a's etcd is reached through a relay that can make its watch stream go silent, still open
+  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
+  local proxy=$! i
+  daemon_at_exit kill "$proxy"
+  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view a "([$(node a), $(node b)] | length == 2) and .watch.reads == 1 and .watch.streams == 1 and .watch.stale == 0"
+  kill -USR1 "$proxy"
+  for i in $(seq 50); do grep -q 'frozen [1-9]' "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q 'frozen 1$' "$DAEMON_ROOT/proxy.log" || fail "the relay froze no single stream: $(cat "$DAEMON_ROOT/proxy.log")"
+  # b drains itself; a's silent stream does not bring it (nothing tells a yet)
+  freq b POST /v1/fleet/nodes/b/drain
+  fexpect 204
+  sleep 2
+  freq a GET /v1/fleet
+  fexpect 200 "($(node b) | .draining == false) and .watch.stale == 0 and .watch.reads == 1"
+  # a puts its own record (a sandbox made on a changes it): the put does not come back through the
+  # stream, so 5 s later a gives the stream up and reads everything again, b's drain with it
+  freq a POST /v1/sandboxes -d '{}'
+  fexpect 201 '.id | endswith(".a")'
+  wait_view a ".watch.stale >= 1 and .watch.reads == 2 and ($(node b) | .draining == true)" 20
+  # and the stream opened after the read brings changes again
+  freq b POST /v1/fleet/nodes/b/undrain
+  fexpect 204
+  wait_view a "$(node b) | .draining == false"
+  wait_view a '.watch.reads == 2'
 }
 
 TEST_TIMEOUT_poll_mode=60

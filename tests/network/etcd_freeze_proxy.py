@@ -1,0 +1,72 @@
+# tests/network/etcd_freeze_proxy.py LISTEN_PORT UPSTREAM_PORT: a TCP relay on 127.0.0.1 in front
+# of etcd that can make a watch stream go silent without closing it (a half-dead connection, as a
+# stuck proxy or a lost NAT entry leaves it). On SIGUSR1 every connection open at that moment
+# whose client has sent a `/v3/watch` request stops getting etcd's bytes (they are read and
+# dropped); its socket stays open. Connections made later are relayed as before. Prints
+# "frozen N" on stderr for each SIGUSR1. Standard library only.
+import selectors
+import signal
+import socket
+import sys
+
+LISTEN, UP = int(sys.argv[1]), int(sys.argv[2])
+sel = selectors.DefaultSelector()
+pairs = {}  # socket -> its peer
+state = {}  # client socket -> {"watch": bool, "frozen": bool}
+
+
+def freeze(*_):
+    n = 0
+    for c, st in state.items():
+        if st["watch"] and not st["frozen"]:
+            st["frozen"] = True
+            n += 1
+    print("frozen %d" % n, file=sys.stderr, flush=True)
+
+
+def close(s):
+    for x in (s, pairs.get(s)):
+        if x is None or x not in pairs:
+            continue
+        sel.unregister(x)
+        pairs.pop(x, None)
+        state.pop(x, None)
+        x.close()
+
+
+def accept(ls):
+    c, _ = ls.accept()
+    u = socket.create_connection(("127.0.0.1", UP))
+    pairs[c], pairs[u] = u, c
+    state[c] = {"watch": False, "frozen": False}
+    sel.register(c, selectors.EVENT_READ, relay)
+    sel.register(u, selectors.EVENT_READ, relay)
+
+
+def relay(s):
+    try:
+        data = s.recv(65536)
+    except OSError:
+        data = b""
+    if not data:
+        return close(s)
+    if s in state:  # from the client
+        if b"/v3/watch" in data:
+            state[s]["watch"] = True
+        pairs[s].sendall(data)
+    else:  # from etcd
+        c = pairs[s]
+        if not state[c]["frozen"]:
+            c.sendall(data)
+
+
+signal.signal(signal.SIGUSR1, freeze)
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", LISTEN))
+ls.listen(64)
+sel.register(ls, selectors.EVENT_READ, accept)
+print("listening", file=sys.stderr, flush=True)
+while True:
+    for key, _ in sel.select():
+        key.data(key.fileobj)
