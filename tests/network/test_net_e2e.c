@@ -124,7 +124,11 @@ static void sbx_denied(const char *id, const char *host, int port) {
     CHECK_MSG(strcmp(r.kind, "refused") == 0 || strcmp(r.kind, "error") == 0,
               "%s -> %s:%d: %s %d %s (wanted a fast refusal)", id, host, port, r.kind, r.ms,
               r.rest);
-    CHECK_MSG(r.ms < 100, "%s -> %s:%d: denial took %d ms", id, host, port, r.ms);
+    /* A dropped packet shows as "timeout" after the probe's 2 s; an answered refusal (the
+     * REJECT rule) comes well before. The bound is half that timeout, not a speed goal: on a
+     * loaded CI machine gVisor's netstack once took 122 ms to pass the refusal on. */
+    CHECK_MSG(r.ms < 1000, "%s -> %s:%d: denial took %d ms (a drop, not a refusal?)", id, host,
+              port, r.ms);
 }
 
 static json_t *inspect(const char *id) {
