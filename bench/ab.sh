@@ -4,7 +4,8 @@
 # Usage: bench/ab.sh OLD_BUILD NEW_BUILD (needs root). Each build gets its own daemon; every
 # measurement runs in SBX_AB_ROUNDS (3) rounds, alternating old/new, of SBX_AB_N iterations:
 #   ab.exec       POST exec `true` round trip in a running sandbox (lat exec, per build)
-#   ab.exec_interleaved  the same, the two daemons interleaved request by request (ab_exec.py)
+#   ab.exec_interleaved  the same from Python, the two daemons interleaved request by request
+#                 with Python's subprocess.run(["/bin/true"]) (bench/exec_floor.py)
 #   ab.cycle      create -> exec `true` -> delete (lat cycle)
 #   ab.sbx_version / ab.sbx_exec   `sbx --version`, `sbx exec ID -- true` (whole processes)
 #   ab.true       fork+exec+wait of /bin/true (the floor; same for both)
@@ -69,7 +70,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     R[true.$tag]+="$("$LAT" spawn ab.true "$N" /bin/true | p50) "
   done
 done
-python3 bench/ab_exec.py "${SOCKS[old]}" "${SOCKS[new]}" "$((N * 4))"
+python3 bench/exec_floor.py "${SOCKS[old]}" "${SOCKS[new]}" "$((N * 4))" # second / first = new / old
 med() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 printf '%-14s %10s %10s %8s   (p50 ms, median of %d rounds of %d)\n' measurement old new new/old "$ROUNDS" "$N"
 for k in exec cycle sbx_version sbx_exec true; do

@@ -72,6 +72,8 @@ goals() {
   goal "create → \`true\` done → destroy, from a pool, p50 vs bwrap$poolnote" "$pool" 0.5 "×"
   goal "create → \`true\` done → destroy, cold, p50 vs bwrap" "$cold" 1.0 "×"
   goal "command round trip p50 vs fork+exec+wait of \`true\`" "$exec" 1.3 "×"
+  goal "the same from Python (http.client) vs \`subprocess.run(['/bin/true'])\`" \
+    "$(ratio "$(jget api.exec_py p50_ms)" "$(jget api.exec_py.peer p50_ms)")" 1.3 "×"
   goal "$BURST creates at once from a full pool, all ready (p50 of 3 rounds)" "$bpool" 300 ms
   goal "$BURST creates at once, cold, all ready (p50 of $BURST_ROUNDS rounds)" "$burst" 300 ms
   local made
@@ -100,6 +102,7 @@ issue18() {
   i18row "create → exec \`true\` → delete, pooled" api.cycle_pool api.cycle_pool.peer "bwrap, interleaved," "≤ 0.5×" spawn.docker_run
   i18row "same, cold" api.cycle api.cycle.peer "bwrap, interleaved," "≤ 1.0×" spawn.docker_run
   i18row "exec round trip in a running sandbox" api.exec api.exec.peer "fork+exec, interleaved," "≤ 1.3×" spawn.docker_exec
+  i18row "the same from Python" api.exec_py api.exec_py.peer "subprocess.run, interleaved," "≤ 1.3×" spawn.docker_exec
   i18row "\`sbx exec ID -- true\`, whole process" spawn.sbx_exec spawn.true "fork+exec" "≤ 5 ms" spawn.docker_exec
   i18row "attached round trip of a line (libsbx)" attach.rtt.libsbx attach.rtt.pipe "local pipes" "" attach.rtt.docker
   i18row "attached round trip of a line (\`sbx exec -i\`)" attach.rtt.cli attach.rtt.pipe "local pipes" "" attach.rtt.docker
@@ -137,6 +140,8 @@ report_md() {
   row api.cycle_tmpfs.create "… of which create (run dir on tmpfs)" api.cycle.create "run dir on /tmp"
   row api.exec "command round trip: POST exec \`true\` in a running sandbox" api.exec.peer "fork+exec, interleaved"
   row api.exec.peer "… fork + exec + wait of \`/bin/true\` before each round trip (interleaved)" spawn.true "fork+exec, alone"
+  row api.exec_py "the same round trip from Python (http.client, keep-alive)" api.exec_py.peer "subprocess.run, interleaved"
+  row api.exec_py.peer "… \`subprocess.run(['/bin/true'])\` (vfork) between those round trips" api.exec.peer "fork+exec, interleaved"
   row api.burst "$BURST creates at once: until all are ready (per round)"
   row api.burst.each "… each create's latency within the burst"
   row api.burst.delete_all "… then deleting them (32 at a time)"

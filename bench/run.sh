@@ -134,6 +134,9 @@ if [ "$DAEMON_OK" = 1 ]; then
   fi
   log "sandboxd: exec round trip"
   run_lat exec api.exec "$NFAST" "$SOCK" -- /bin/true || note "api.exec failed (see stderr)"
+  # the same from Python (http.client) next to Python's own floor, subprocess.run (issue 28 goal 4)
+  python3 bench/exec_floor.py --json api.exec_py "$SOCK" "$NFAST" | tee -a "$RES" >&2 ||
+    note "bench/exec_floor.py failed (see stderr)"
   log "sandboxd: $BURST creates at once"
   run_lat burst api.burst "$BURST_ROUNDS" "$BURST" "$SOCK" '{}' || note "api.burst failed (see stderr)"
   log "sandboxd: $IDLE idle sandboxes"
