@@ -1,7 +1,7 @@
-/* POST /v1/sandboxes/{id}/pause and .../resume (pause to disk with CRIU). This node's CRIU
- * cannot checkpoint (core/checkpoint.c): pause answers 501 `unsupported` with what `criu check`
- * said; resume answers 409 (no sandbox is ever paused); a create's "on_idle":"pause" is 501
- * for the same reason. */
+/* POST /v1/sandboxes/{id}/pause and .../resume (pause to disk with CRIU). CRIU cannot
+ * checkpoint a sandbox here (core/checkpoint.c): pause answers 501 `unsupported` with what
+ * `criu check` said, or where it passes why CRIU cannot dump a sandbox; resume answers 409 (no
+ * sandbox is ever paused); a create's "on_idle":"pause" is 501 for the same reason. */
 #include "sandboxd/api/api.h"
 
 #include "common/jsonkeys.h"
@@ -15,15 +15,10 @@ static void req_gone(sd_request *req, void *ud) {
 static void probed(void *ud, const error_rec *err) {
     sd_request *req = ud;
     req->on_close = NULL;
-    if (err && err->code == -EOPNOTSUPP)
+    if (err->code == -EOPNOTSUPP)
         sd_reply_error(req, 501, "unsupported", "%s", err->message);
-    else if (err)
-        sd_reply_error_rec(req, err);
     else
-        sd_reply_error(req, 501, "unsupported",
-                       "pause: criu check passes on this node, but checkpointing a sandbox "
-                       "(its user namespace, id-mapped overlay and seccomp filter) is not "
-                       "implemented yet");
+        sd_reply_error_rec(req, err);
 }
 
 /* An empty body or {} only: every field is unknown (common/jsonkeys.h). */
@@ -64,9 +59,7 @@ static void idle_probed(void *ud, const error_rec *err) {
     req->on_close = NULL;
     sd_reply_error(req, 501, "unsupported",
                    "on_idle: \"pause\" is not available on this node (use \"end\"): %s",
-                   err && err->code == -EOPNOTSUPP
-                       ? err->message
-                       : "pause: checkpointing a sandbox is not implemented yet");
+                   err->message);
 }
 
 void sd_api_on_idle_pause(sd_daemon *d, sd_request *req) {

@@ -1,8 +1,10 @@
 /* Pause to disk with CRIU, as far as this node allows (core/checkpoint.h). Debian 12's criu
  * 3.17 cannot start on kernel 6.18 (its vDSO parser: "vdso: Unexpected rt vDSO area bounds",
  * then "Could not initialize kernel features detection"), so checkpoints are refused with what
- * `criu check` said; commit and the rest do not depend on it. `criu check` runs once, in a
- * files worker (a process forked from the daemon), its output in <run-dir>/criu-check.log. */
+ * `criu check` said; where a newer CRIU passes its check, with why it cannot dump a sandbox
+ * (SD_CHECKPOINT_NS_REASON). Commit and the rest do not depend on it. `criu check` runs once,
+ * in a files worker (a process forked from the daemon), its output in
+ * <run-dir>/criu-check.log. */
 #include "sandboxd/core/checkpoint.h"
 
 #include "common/fdutil.h"
@@ -25,7 +27,7 @@ typedef struct waiter {
 
 static struct {
     bool known, running;
-    error_rec err; /* code 0: CRIU works */
+    error_rec err; /* why this node cannot pause a sandbox */
     waiter *waiters;
     char log[PATH_MAX];
 } probe;
@@ -82,21 +84,22 @@ static void check_done(void *ud, const error_rec *e) {
     (void)d;
     probe.err = *e;
     if (e->code >= 0)
-        probe.err = (error_rec){0};
-    describe(&probe.err);
+        error_set(&probe.err, -EOPNOTSUPP, "%s", SD_CHECKPOINT_NS_REASON);
+    else
+        describe(&probe.err);
     probe.known = true, probe.running = false;
-    log_info("criu check: %s", probe.err.code ? probe.err.message : "ok");
+    log_info("criu check: %s", e->code >= 0 ? "ok" : probe.err.message);
     while (probe.waiters) {
         waiter *w = probe.waiters;
         probe.waiters = w->next;
-        w->done(w->ud, probe.err.code ? &probe.err : NULL);
+        w->done(w->ud, &probe.err);
         free(w);
     }
 }
 
 void sd_checkpoint_probe(sd_daemon *d, sd_checkpoint_probe_fn done, void *ud) {
     if (probe.known) {
-        done(ud, probe.err.code ? &probe.err : NULL);
+        done(ud, &probe.err);
         return;
     }
     waiter *w = calloc(1, sizeof(*w));
