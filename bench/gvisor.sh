@@ -18,10 +18,6 @@ N=${SBX_BENCH_N:-20}
 K=${SBX_BENCH_IDLE:-8}
 source bench/common.sh
 command -v runsc >/dev/null || { loud "runsc is not installed: no gvisor rows"; exit 1; }
-BWRAP=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin
-  --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
-PEER=()
-command -v bwrap >/dev/null && PEER=(-- "${BWRAP[@]}")
 log "load before: $(cat /proc/loadavg)"
 
 ready() { # pool 0's ready entries

@@ -15,10 +15,6 @@ B=${1:-build}
 N=${SBX_BENCH_N:-100}
 BURST=${SBX_BENCH_BURST:-128}
 source bench/common.sh
-BWRAP=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin
-  --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
-PEER=()
-command -v bwrap >/dev/null && PEER=(-- "${BWRAP[@]}")
 
 ready() { # pool index -> ready entries
   curl -s --max-time 5 --unix-socket "$T/sock" http://x/metrics |

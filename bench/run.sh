@@ -28,8 +28,6 @@ source "$ROOT/bench/common.sh"
 # ---- peers ----
 log "peers: fork+exec+wait of /bin/true, bubblewrap, crun"
 run_lat spawn spawn.true "$NFAST" /bin/true
-BWRAP=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin
-  --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
 if command -v bwrap >/dev/null; then
   run_lat spawn spawn.bwrap "$N" "${BWRAP[@]}"
 else
