@@ -53,6 +53,7 @@ static const opt_row rows[] = {
     {"pool", NULL, K_POOL, F(pools)},
     {"pool-max-starting", "pool_max_starting", K_UINT, F(pool_max_starting)},
     {"pool-demand-idle", "pool_demand_idle", K_UINT0, F(pool_demand_idle_s)},
+    {"spare-shims", "spare_shims", K_UINT0, F(spare_shims)},
     {"sandboxfusion-listen", "sandboxfusion_listen", K_STR, F(sf_listen)},
     {"sandboxfusion-max-running", "sandboxfusion_max_running", K_UINT, F(sf_max_running)},
     {"sandboxfusion-queue-timeout", "sandboxfusion_queue_timeout", K_UINT, F(sf_queue_timeout_s)},
@@ -79,7 +80,7 @@ static const char usage[] =
     "                [--max-idempotency-keys N]\n"
     "                [--log-level debug|info|warn|error]\n"
     "                [--pool size=N,image=..,cpu=..,memory=..,disk=..,pids=..,network=none|open]\n"
-    "                [--pool-max-starting N] [--pool-demand-idle SECONDS]\n"
+    "                [--pool-max-starting N] [--pool-demand-idle SECONDS] [--spare-shims N]\n"
     "                [--sandboxfusion-listen HOST:PORT] [--sandboxfusion-max-running N]\n"
     "                [--sandboxfusion-queue-timeout SECONDS]\n"
     "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR] [--runsc PATH|none]\n"
@@ -360,8 +361,10 @@ static int fleet_finish(sd_config *c, error_rec *err) {
 }
 
 int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
-    *c = (sd_config){
-        .log_level = LOG_LEVEL_INFO, .price = policy_price_default(), .pool_demand_idle_s = 30};
+    *c = (sd_config){.log_level = LOG_LEVEL_INFO,
+                     .price = policy_price_default(),
+                     .pool_demand_idle_s = 30,
+                     .spare_shims = 1};
     const char *config = NULL;
     for (int i = 1; i < argc; i++) { /* the file comes first, flags override it */
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)

@@ -20,6 +20,7 @@ typedef struct sd_config {
     json_t *pools;    /* warm pool templates: array of create bodies with "size" (core/pool.c) */
     unsigned pool_max_starting;  /* pool entries starting at once (refill budget) */
     unsigned pool_demand_idle_s; /* demand pools: emptied after this long unasked; 0: none */
+    unsigned spare_shims;        /* shims started ahead of need (core/spare.h); 0: none */
     char *sf_listen;             /* SandboxFusion-compatible TCP listener, or NULL (off) */
     unsigned sf_max_running;     /* SandboxFusion requests running at once (0: default) */
     unsigned sf_queue_timeout_s; /* how long one may wait for a sandbox (0: default) */

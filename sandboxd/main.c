@@ -21,6 +21,7 @@
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/pool.h"
 #include "sandboxd/core/restore.h"
+#include "sandboxd/core/spare.h"
 #include "sandboxd/core/timers.h"
 #include "sandboxd/fleet/fleet.h"
 
@@ -128,6 +129,8 @@ static int wire(sd_daemon *d, error_rec *err) {
     if ((r = sd_images_init(d, err)) < 0) /* images: before pools and restore name images */
         return r;
     if ((r = sd_volumes_init(d, err)) < 0) /* volumes: mounted before restore, creates */
+        return r;
+    if ((r = sd_spares_init(d, err)) < 0) /* spare shims: core/spare.h */
         return r;
     if (sd_exec_init(d) < 0 || sd_process_init(d) < 0 || sd_fork_init(d) < 0)
         return error_set(err, -ENOSPC, "too many listeners");

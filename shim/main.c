@@ -1,5 +1,7 @@
 /* sbx-shim: builds one sandbox and supervises it (see shim/server.h and common/shimproto.h).
  *   sbx-shim <dir>                          build the sandbox described by <dir>/spec.json
+ *   sbx-shim spare PAD                      a spare started ahead of need: reads <dir> and a
+ *                                           newline from fd 4, then builds it like the first
  *   sbx-shim cleanup <dir>                  reclaim what a killed shim left behind
  *   sbx-shim seccomp-compile IN.json OUT.bpf  compile a seccomp policy to a raw BPF program */
 #include "common/fdutil.h"
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #define STATUS_FD 3
+#define SPARE_FD 4
 
 static void ensure_stdio(void) {
     for (int fd = 0; fd < 3; fd++)
@@ -74,6 +77,35 @@ static int cmd_run(const char *arg) {
     return r;
 }
 
+/* A spare (sandboxd/core/spare.h): wait for the directory, then become `sbx-shim <dir>`, argv
+ * included (cleanup's kill_old_shim knows a shim by its argv[1]); PAD is the room for it. End
+ * of file before a whole line: the daemon ended the spare or went away; nothing to build. */
+static int cmd_spare(char **argv) {
+    char dir[PATH_MAX + 1];
+    size_t n = 0;
+    char *nl = NULL;
+    while (!nl && n < sizeof(dir) - 1) {
+        ssize_t k = read(SPARE_FD, dir + n, sizeof(dir) - 1 - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return 0;
+        nl = memchr(dir + n, '\n', (size_t)k);
+        n += (size_t)k;
+    }
+    close(SPARE_FD);
+    size_t room = (size_t)(argv[2] + strlen(argv[2]) - argv[1]);
+    if (!nl || (size_t)(nl - dir) > room) {
+        report(STATUS_FD, json_pack("{s:b, s:i, s:s}", "ok", 0, "errno", ENAMETOOLONG, "message",
+                                    "step dir: the directory does not fit the spare's argv"));
+        return 1;
+    }
+    *nl = 0;
+    memset(argv[1], 0, room);
+    memcpy(argv[1], dir, (size_t)(nl - dir));
+    return cmd_run(dir);
+}
+
 static int cmd_cleanup(const char *arg) {
     char dir[PATH_MAX];
     if (!realpath(arg, dir))
@@ -104,13 +136,15 @@ int main(int argc, char **argv) {
         printf("sbx-shim %s\n", SBX_VERSION);
         return 0;
     }
+    if (argc == 3 && strcmp(argv[1], "spare") == 0)
+        return cmd_spare(argv);
     if (argc == 3 && strcmp(argv[1], "cleanup") == 0)
         return cmd_cleanup(argv[2]);
     if (argc == 4 && strcmp(argv[1], "seccomp-compile") == 0)
         return cmd_seccomp_compile(argv[2], argv[3]);
     if (argc == 2 && argv[1][0] != '-')
         return cmd_run(argv[1]);
-    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim cleanup <dir> | "
+    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim spare PAD | sbx-shim cleanup <dir> | "
                     "sbx-shim seccomp-compile IN.json OUT.bpf\n");
     return 2;
 }

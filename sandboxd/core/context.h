@@ -60,6 +60,7 @@ struct sd_daemon {
     struct sd_gpus *gpus;       /* core/gpu.c: the GPU inventory and who holds what */
     struct sd_volumes *volumes; /* core/volumes.c: named volumes */
     struct sd_gvisor *gvisor;   /* core/gvisor.c: runsc on this node, or why it cannot run */
+    struct sd_spares *spares;   /* core/spare.c: shims started ahead of need */
     uv_timer_t tick;            /* core/timers.c */
     uv_idle_t pool_later;       /* core/pool.c: the refill after a take, once its request went on */
     struct {

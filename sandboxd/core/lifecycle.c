@@ -14,6 +14,8 @@
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
+#include "sandboxd/core/spare.h"
+#include "sandboxd/core/spawn.h"
 #include "sandboxd/core/state.h"
 #include "sandboxd/core/volumes.h"
 
@@ -45,62 +47,32 @@ int sd_listener_add(sd_daemon *d, const sd_listener *ops, void *ud) {
 
 static void start_queued(sd_daemon *d);
 
-typedef struct spawned {
-    uv_process_t proc;
+/* A `sbx-shim cleanup` run: the uid slot it frees when it is done. */
+typedef struct cleanup_run {
     sd_daemon *d;
-    int release_slot; /* for cleanup runs: the uid slot to free when it is done */
-} spawned;
+    int slot;
+} cleanup_run;
 
-static void proc_closed(uv_handle_t *h) {
-    free(h->data);
-}
-
-static void proc_exit(uv_process_t *p, int64_t status, int sig) {
-    spawned *s = p->data;
-    if (s->release_slot >= 0)
-        sd_slot_release(s->d, s->release_slot);
-    uv_close((uv_handle_t *)p, proc_closed);
-}
-
-/* Run the shim binary with args; extra_fd (or -1) becomes fd 3. */
-static int spawn_shim(sd_daemon *d, char **args, int extra_fd, int release_slot, int *ret_pid) {
-    spawned *s = calloc(1, sizeof(*s));
-    if (!s)
-        return -ENOMEM;
-    s->d = d;
-    s->release_slot = release_slot;
-    s->proc.data = s;
-    uv_stdio_container_t stdio[4] = {
-        {.flags = UV_IGNORE},
-        {.flags = UV_INHERIT_FD, .data.fd = 2},
-        {.flags = UV_INHERIT_FD, .data.fd = 2},
-        {.flags = UV_INHERIT_FD, .data.fd = extra_fd},
-    };
-    uv_process_options_t o = {.exit_cb = proc_exit,
-                              .file = d->cfg.shim_path,
-                              .args = args,
-                              .env = spec_host_env,
-                              .flags = UV_PROCESS_DETACHED,
-                              .stdio_count = extra_fd >= 0 ? 4 : 3,
-                              .stdio = stdio};
-    int r = uv_spawn(d->loop, &s->proc, &o);
-    if (r < 0) {
-        uv_close((uv_handle_t *)&s->proc, proc_closed); /* initialized even on failure */
-        return r;
-    }
-    if (ret_pid)
-        *ret_pid = s->proc.pid;
-    uv_unref((uv_handle_t *)&s->proc);
-    return 0;
+static void cleanup_exited(void *ud, int status) {
+    (void)status;
+    cleanup_run *c = ud;
+    sd_slot_release(c->d, c->slot);
+    free(c);
 }
 
 static void run_cleanup(sd_sandbox *sb) {
-    char *args[] = {sb->d->cfg.shim_path, "cleanup", sb->dir, NULL};
+    sd_daemon *d = sb->d;
+    char *args[] = {d->cfg.shim_path, "cleanup", sb->dir, NULL};
+    cleanup_run *c = malloc(sizeof(*c));
     int slot = sd_registry_take_slot(sb); /* freed when the cleanup is done */
-    if (spawn_shim(sb->d, args, -1, slot, NULL) < 0) {
+    if (c)
+        *c = (cleanup_run){.d = d, .slot = slot};
+    if (!c || sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL, 0, cleanup_exited, c,
+                       NULL) < 0) {
         log_error("cannot run sbx-shim cleanup sandbox=%s", sb->id);
         rm_rf(sb->dir);
-        sd_slot_release(sb->d, slot);
+        sd_slot_release(d, slot);
+        free(c);
     }
 }
 
@@ -268,6 +240,25 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         start_line(sb);
 }
 
+/* Start the shim that builds dir: a spare if there is one (core/spare.h), else a new one.
+ * *ret_status_fd: the read end of its start-up line. */
+static int shim_start(sd_daemon *d, char *dir, int *ret_status_fd) {
+    if (sd_spares_take(d, dir, ret_status_fd) == 0)
+        return 0;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return negative_errno();
+    char *args[] = {d->cfg.shim_path, dir, NULL};
+    int r = sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, &p[1], 1, NULL, NULL, NULL);
+    safe_close(p[1]);
+    if (r < 0) {
+        safe_close(p[0]);
+        return r;
+    }
+    *ret_status_fd = p[0];
+    return 0;
+}
+
 static void sandbox_start(sd_sandbox *sb) {
     sd_daemon *d = sb->d;
     sb->queued = false;
@@ -276,25 +267,22 @@ static void sandbox_start(sd_sandbox *sb) {
     rm_rf(sb->dir);
     _cleanup_free_ char *spec_path = NULL, *dump = NULL;
     dump = spec_text(sb);
-    int p[2] = {-1, -1};
     if (!dump || mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
-        file_replace_nosync(spec_path, dump, strlen(dump), 0600) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+        file_replace_nosync(spec_path, dump, strlen(dump), 0600) < 0) {
         start_failed(sb, "cannot prepare the sandbox directory");
         return;
     }
-    char *args[] = {d->cfg.shim_path, sb->dir, NULL};
-    int r = spawn_shim(d, args, p[1], -1, NULL);
-    safe_close(p[1]);
+    int status_fd = -1;
+    int r = shim_start(d, sb->dir, &status_fd);
     if (r < 0) {
-        safe_close(p[0]);
         char msg[PATH_MAX + 64];
-        snprintf(msg, sizeof(msg), "cannot run %s: %s", d->cfg.shim_path, uv_strerror(r));
+        snprintf(msg, sizeof(msg), "cannot run %s: %s", d->cfg.shim_path, strerror(-r));
         start_failed(sb, msg);
         return;
     }
     sb->start_pipe = calloc(1, sizeof(uv_pipe_t));
     uv_pipe_init(d->loop, sb->start_pipe, 0);
-    uv_pipe_open(sb->start_pipe, p[0]);
+    uv_pipe_open(sb->start_pipe, status_fd);
     sb->start_pipe->data = sb;
     uv_read_start((uv_stream_t *)sb->start_pipe, alloc_cb, read_cb);
 }
@@ -313,9 +301,11 @@ static void start_queued(sd_daemon *d) {
             if (sb->queued && (!oldest || sb->created_ms <= oldest->created_ms))
                 oldest = sb;
         if (!oldest)
-            return;
+            break;
         sandbox_start(oldest);
     }
+    if (d->n_starting == 0)
+        sd_spares_refill(d); /* not while shims build: core/spare.h */
 }
 
 void sd_sandbox_touch(sd_sandbox *sb) {

@@ -1,0 +1,105 @@
+/* Spare shims, started ahead of need and handed a sandbox directory (see spare.h). */
+#include "sandboxd/core/spare.h"
+
+#include "common/log.h"
+#include "common/spec.h"
+#include "sandboxd/core/spawn.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct spare {
+    int dir_fd;    /* write end: the directory and a newline go here */
+    int status_fd; /* read end of the spare's start-up line */
+} spare;
+
+struct sd_spares {
+    spare s[SD_SPARES_MAX];
+    unsigned n;
+    uv_idle_t later;
+};
+
+static int spare_spawn(sd_daemon *d, spare *ret) {
+    static char pad[SD_SPARE_DIR_MAX + 1];
+    if (!pad[0])
+        memset(pad, ' ', SD_SPARE_DIR_MAX - sizeof("spare")); /* ps shows blanks */
+    char *argv[] = {d->cfg.shim_path, "spare", pad, NULL};
+    int status[2], dir[2];
+    if (pipe2(status, O_CLOEXEC) < 0)
+        return negative_errno();
+    if (pipe2(dir, O_CLOEXEC) < 0) {
+        int r = negative_errno();
+        safe_close(status[0]);
+        safe_close(status[1]);
+        return r;
+    }
+    int fds[] = {status[1], dir[0]};
+    int r = sd_spawn(d->loop, d->cfg.shim_path, argv, spec_host_env, fds, 2, NULL, NULL, NULL);
+    safe_close(status[1]);
+    safe_close(dir[0]);
+    if (r < 0) {
+        safe_close(status[0]);
+        safe_close(dir[1]);
+        return r;
+    }
+    *ret = (spare){.dir_fd = dir[1], .status_fd = status[0]};
+    return 0;
+}
+
+static void spares_fill(sd_daemon *d) {
+    struct sd_spares *sp = d->spares;
+    while (sp->n < d->cfg.spare_shims && !d->shutting_down) {
+        int r = spare_spawn(d, &sp->s[sp->n]);
+        if (r < 0) {
+            log_warn("cannot start a spare sbx-shim: %s", strerror(-r));
+            return;
+        }
+        sp->n++;
+    }
+}
+
+static void fill_later_cb(uv_idle_t *h) {
+    uv_idle_stop(h);
+    spares_fill(h->data);
+}
+
+int sd_spares_init(sd_daemon *d, error_rec *err) {
+    if (d->cfg.spare_shims > SD_SPARES_MAX)
+        return error_set(err, -EINVAL, "--spare-shims: at most %d, got %u", SD_SPARES_MAX,
+                         d->cfg.spare_shims);
+    d->spares = calloc(1, sizeof(*d->spares));
+    if (!d->spares)
+        return error_set(err, -ENOMEM, "out of memory");
+    uv_idle_init(d->loop, &d->spares->later);
+    d->spares->later.data = d;
+    uv_unref((uv_handle_t *)&d->spares->later);
+    spares_fill(d);
+    return 0;
+}
+
+void sd_spares_refill(sd_daemon *d) {
+    if (d->spares && d->spares->n < d->cfg.spare_shims)
+        uv_idle_start(&d->spares->later, fill_later_cb);
+}
+
+int sd_spares_take(sd_daemon *d, const char *dir, int *ret_status_fd) {
+    struct sd_spares *sp = d->spares;
+    size_t len = strlen(dir);
+    if (!sp || len > SD_SPARE_DIR_MAX || strchr(dir, '\n'))
+        return -EAGAIN;
+    char line[SD_SPARE_DIR_MAX + 2];
+    memcpy(line, dir, len);
+    line[len] = '\n';
+    while (sp->n > 0) {
+        spare s = sp->s[--sp->n];
+        ssize_t w = write(s.dir_fd, line, len + 1); /* < PIPE_BUF: whole or not at all */
+        safe_close(s.dir_fd);
+        if (w == (ssize_t)(len + 1)) {
+            *ret_status_fd = s.status_fd;
+            return 0;
+        }
+        safe_close(s.status_fd); /* it died (EPIPE): try the next */
+    }
+    return -EAGAIN;
+}

@@ -1,0 +1,26 @@
+/* Spare shims: sbx-shim processes started ahead of need (`sbx-shim spare PAD`), each already
+ * exec'd and waiting on a pipe for the directory of the sandbox it is to build, so that a cold
+ * create does not wait for the shim's spawn, exec and dynamic linking (about 1 ms of a 6 ms
+ * create). `--spare-shims N` of them (default 1; 0: none). Taken spares are replaced once no
+ * sandbox is starting (from a uv_idle, when the loop has nothing due), so that a new spare's
+ * exec does not compete for the CPU with the shims and inits building sandboxes. A spare
+ * holds no sandbox resource (no uid slot, cgroup or namespace); it ends when the daemon's end
+ * of its pipe closes. */
+#pragma once
+
+#include "common/error.h"
+#include "sandboxd/core/context.h"
+
+#define SD_SPARES_MAX 16
+#define SD_SPARE_DIR_MAX 512 /* the longest sandbox directory a spare can take (its argv room) */
+
+/* At start-up: spawns the spares (a failure is logged by the first create that needs a shim). */
+int sd_spares_init(sd_daemon *d, error_rec *err);
+
+/* Replace taken spares soon (the core calls it when no sandbox is starting). */
+void sd_spares_refill(sd_daemon *d);
+
+/* Hand dir (whose spec.json is written) to a spare: *ret_status_fd is then the read end of its
+ * start-up line, as fd 3 of a freshly spawned shim. -EAGAIN: no spare (none left, dir too
+ * long, or the spare had died); the caller spawns a shim itself. */
+int sd_spares_take(sd_daemon *d, const char *dir, int *ret_status_fd);
