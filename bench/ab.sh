@@ -89,5 +89,6 @@ printf '%-14s %10s %10s %8s   (p50 ms, median of %d rounds of %d)\n' measurement
 for k in exec cycle cycle_bwrap sbx_version sbx_exec true; do
   o=$(echo "${R[$k.old]}" | med)
   n=$(echo "${R[$k.new]}" | med)
+  [ -n "$o" ] && [ -n "$n" ] || { printf '%-14s %10s\n' "ab.$k" "(not measured)"; continue; }
   printf '%-14s %10s %10s %8s\n' "ab.$k" "$o" "$n" "$(awk -v a="$n" -v b="$o" 'BEGIN{printf "%.2f", a/b}')"
 done

@@ -63,12 +63,12 @@ cc -std=c17 -O2 -Wall -Wextra -Werror -o "$LAT" bench/lat.c $(pkg-config --cflag
 run_lat() { "$LAT" "$@" | tee -a "$RES" >&2; }
 
 # The bubblewrap peer: `true` with every namespace and the host's /usr, like the default image;
-# PEER is lat's `-- PEER...` tail (empty without bwrap).
+# PEER is lat's `-- PEER...` tail (empty where bwrap is missing or cannot run here).
 # shellcheck disable=SC2034 # used by the scripts that source this file
 BWRAP=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin
   --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
 PEER=()
-if command -v bwrap >/dev/null; then PEER=(-- "${BWRAP[@]}"); fi
+if command -v bwrap >/dev/null && "${BWRAP[@]}" 2>/dev/null; then PEER=(-- "${BWRAP[@]}"); fi
 
 start_daemon() { # extra daemon flags as arguments
   local run=${RUN_DIR:-$T/run} # RUN_DIR: another run dir (e.g. a tmpfs mounted by the caller)

@@ -385,6 +385,9 @@ int sd_config_load(int argc, char **argv, sd_config *c, error_rec *err) {
     if (c->tcp && (!c->token || !*c->token) && (!c->fleet_token || !*c->fleet_token))
         return error_set(err, -EINVAL,
                          "--tcp needs --token TOKEN: TCP is never served without one");
+    if (c->spare_shims > SD_SPARE_SHIMS_MAX)
+        return error_set(err, -EINVAL, "--spare-shims: at most %d, got %u", SD_SPARE_SHIMS_MAX,
+                         c->spare_shims);
     return fleet_finish(c, err);
 }
 

@@ -8,6 +8,8 @@
 
 #include <jansson.h>
 
+#define SD_SPARE_SHIMS_MAX 16 /* --spare-shims (core/spare.h) */
+
 typedef struct sd_config {
     char *config_path, *socket_path, *tcp, *token, *run_dir, *state_dir, *shim_path;
     char *seccomp_profile, *cgroup_parent;

@@ -15,7 +15,7 @@ typedef struct spare {
 } spare;
 
 struct sd_spares {
-    spare s[SD_SPARES_MAX];
+    spare s[SD_SPARE_SHIMS_MAX];
     unsigned n;
     uv_idle_t later;
 };
@@ -49,7 +49,7 @@ static int spare_spawn(sd_daemon *d, spare *ret) {
 
 static void spares_fill(sd_daemon *d) {
     struct sd_spares *sp = d->spares;
-    while (sp->n < d->cfg.spare_shims && !d->shutting_down) {
+    while (sp->n < MIN(d->cfg.spare_shims, SD_SPARE_SHIMS_MAX) && !d->shutting_down) {
         int r = spare_spawn(d, &sp->s[sp->n]);
         if (r < 0) {
             log_warn("cannot start a spare sbx-shim: %s", strerror(-r));
@@ -60,14 +60,13 @@ static void spares_fill(sd_daemon *d) {
 }
 
 static void fill_later_cb(uv_idle_t *h) {
+    sd_daemon *d = h->data;
     uv_idle_stop(h);
-    spares_fill(h->data);
+    if (d->n_starting == 0) /* a build began since: the next refill comes after it */
+        spares_fill(d);
 }
 
 int sd_spares_init(sd_daemon *d, error_rec *err) {
-    if (d->cfg.spare_shims > SD_SPARES_MAX)
-        return error_set(err, -EINVAL, "--spare-shims: at most %d, got %u", SD_SPARES_MAX,
-                         d->cfg.spare_shims);
     d->spares = calloc(1, sizeof(*d->spares));
     if (!d->spares)
         return error_set(err, -ENOMEM, "out of memory");
@@ -79,7 +78,7 @@ int sd_spares_init(sd_daemon *d, error_rec *err) {
 }
 
 void sd_spares_refill(sd_daemon *d) {
-    if (d->spares && d->spares->n < d->cfg.spare_shims)
+    if (d->spares && d->spares->n < MIN(d->cfg.spare_shims, SD_SPARE_SHIMS_MAX))
         uv_idle_start(&d->spares->later, fill_later_cb);
 }
 

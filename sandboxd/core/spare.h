@@ -1,17 +1,18 @@
 /* Spare shims: sbx-shim processes started ahead of need (`sbx-shim spare PAD`), each already
  * exec'd and waiting on a pipe for the directory of the sandbox it is to build, so that a cold
  * create does not wait for the shim's spawn, exec and dynamic linking (about 1 ms of a 6 ms
- * create). `--spare-shims N` of them (default 1; 0: none). Taken spares are replaced once no
- * sandbox is starting (from a uv_idle, when the loop has nothing due), so that a new spare's
- * exec does not compete for the CPU with the shims and inits building sandboxes. A spare
- * holds no sandbox resource (no uid slot, cgroup or namespace); it ends when the daemon's end
- * of its pipe closes. */
+ * create). `--spare-shims N` of them (default 1; 0: none; at most SD_SPARE_SHIMS_MAX, config.h).
+ * Taken spares are replaced once no sandbox is starting (from a uv_idle on the loop's next
+ * turn, checked again there), so that a new spare's exec does not compete for the CPU with the
+ * shims and inits building sandboxes. A spare holds no sandbox resource (no uid slot, cgroup or
+ * namespace); it ends when the daemon's end of its pipe closes. A spare runs the sbx-shim binary
+ * of its start: after replacing sbx-shim in place, restart the daemon (or the next N sandboxes
+ * are built by the old one). */
 #pragma once
 
 #include "common/error.h"
 #include "sandboxd/core/context.h"
 
-#define SD_SPARES_MAX 16
 #define SD_SPARE_DIR_MAX 512 /* the longest sandbox directory a spare can take (its argv room) */
 
 /* At start-up: spawns the spares (a failure is logged by the first create that needs a shim). */

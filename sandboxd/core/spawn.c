@@ -24,20 +24,22 @@ static void spawned_closed(uv_handle_t *h) {
 }
 
 static void spawned_exited(uv_poll_t *p, int status, int events) {
-    (void)status;
     (void)events;
     spawned *s = p->data;
     siginfo_t si = {0};
-    int r;
+    int r, ws = -1; /* as waitpid's status */
     while ((r = waitid(P_PIDFD, (id_t)s->pidfd, &si, WEXITED | WNOHANG)) < 0 && errno == EINTR) {
     }
-    if (r == 0 && si.si_pid == 0)
-        return;  /* not ended yet */
-    int ws = -1; /* as waitpid's status */
-    if (r == 0 && si.si_code == CLD_EXITED)
+    if (r < 0) { /* no P_PIDFD (Linux < 5.4) or a poll error: our own child, by its pid */
+        if (waitpid(s->pid, &ws, WNOHANG) == 0 && status == 0)
+            return; /* not ended yet */
+    } else if (si.si_pid == 0) {
+        return; /* not ended yet */
+    } else if (si.si_code == CLD_EXITED) {
         ws = W_EXITCODE(si.si_status, 0);
-    else if (r == 0)
+    } else {
         ws = (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
+    }
     uv_poll_stop(p);
     if (s->exit_cb)
         s->exit_cb(s->ud, ws);
@@ -63,6 +65,8 @@ static int spawn_attrs(posix_spawn_file_actions_t *fa, posix_spawnattr_t *at, co
         r = posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
     if (!r)
         r = posix_spawn_file_actions_adddup2(fa, 2, 1);
+    if (!r) /* CLOEXEC is the rule everywhere; this makes it hold for long-lived shims too */
+        r = posix_spawn_file_actions_addclosefrom_np(fa, 3 + (int)n);
     return -r;
 }
 
@@ -101,8 +105,8 @@ int sd_spawn(uv_loop_t *loop, const char *path, char *const argv[], char *const 
         return r;
     }
     s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (s->pidfd < 0 || uv_poll_init(loop, &s->poll, s->pidfd) < 0) {
-        r = s->pidfd < 0 ? negative_errno() : -ENOMEM;
+    if (s->pidfd < 0 || (r = uv_poll_init(loop, &s->poll, s->pidfd)) < 0) {
+        r = s->pidfd < 0 ? negative_errno() : r;
         kill(pid, SIGKILL); /* our own child: the pid cannot have been reused */
         waitpid(pid, NULL, 0);
         safe_close(s->pidfd);
@@ -113,7 +117,12 @@ int sd_spawn(uv_loop_t *loop, const char *path, char *const argv[], char *const 
     s->exit_cb = exit_cb;
     s->ud = ud;
     s->poll.data = s;
-    uv_poll_start(&s->poll, UV_READABLE, spawned_exited);
+    if ((r = uv_poll_start(&s->poll, UV_READABLE, spawned_exited)) < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        uv_close((uv_handle_t *)&s->poll, spawned_closed);
+        return r;
+    }
     uv_unref((uv_handle_t *)&s->poll);
     if (ret_pid)
         *ret_pid = pid;

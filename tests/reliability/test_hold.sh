@@ -24,13 +24,14 @@ wait_listed() { # label jq-expr seconds
 }
 
 # A daemon whose shim waits while $D/hold exists (then fails when $D/fail exists): a create
-# stays starting for as long as the test needs.
+# stays starting for as long as the test needs. No spare shims: a spare is started (through the
+# wrapper, before any hold) ahead of the create it would serve.
 start_held_daemon() { # [flags...]
   daemon_use sd # its directories, made first for the wrapper
   printf '#!/bin/sh\nwhile [ -e "%s/hold" ]; do sleep 0.05; done\n[ -e "%s/fail" ] && exit 1\nexec "%s" "$@"\n' \
     "$D" "$D" "$(bin sbx-shim)" >"$D/shim.sh"
   chmod +x "$D/shim.sh"
-  DAEMON_SHIM="$D/shim.sh" start_daemon --max-starting 1 "$@"
+  DAEMON_SHIM="$D/shim.sh" start_daemon --max-starting 1 --spare-shims 0 "$@"
 }
 
 # With the shim held, one create starts (and waits) and a keyed one queues behind it.
