@@ -35,7 +35,7 @@ static int spare_spawn(sd_daemon *d, spare *ret) {
         return r;
     }
     int fds[] = {status[1], dir[0]};
-    int r = sd_spawn(d->loop, d->cfg.shim_path, argv, spec_host_env, fds, 2, NULL, NULL, NULL);
+    int r = sd_spawn(d->loop, d->cfg.shim_path, argv, spec_host_env, fds, 2, NULL, NULL);
     safe_close(status[1]);
     safe_close(dir[0]);
     if (r < 0) {

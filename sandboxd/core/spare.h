@@ -15,7 +15,8 @@
 
 #define SD_SPARE_DIR_MAX 512 /* the longest sandbox directory a spare can take (its argv room) */
 
-/* At start-up: spawns the spares (a failure is logged by the first create that needs a shim). */
+/* At start-up: spawns the spares (one that cannot start is logged as a warning, and creates
+ * spawn their shims themselves). */
 int sd_spares_init(sd_daemon *d, error_rec *err);
 
 /* Replace taken spares soon (the core calls it when no sandbox is starting). */

@@ -17,8 +17,8 @@ typedef void (*sd_spawn_exit_fn)(void *ud, int status);
 
 /* Run path with argv and envp in a new session: stdin /dev/null, stdout and stderr the
  * daemon's stderr, fds[0..n_fds) as fd 3, 4, ... (at most SD_SPAWN_FDS_MAX), every other
- * descriptor closed (the daemon's are CLOEXEC), signals unblocked and at their defaults. exit_cb
+ * descriptor closed, signals unblocked and at their defaults. exit_cb
  * (or NULL) runs on the loop once the child has ended and been reaped; the watch does not keep the
- * loop alive. Returns 0 and *ret_pid (if not NULL), or -errno (the exec's own error included). */
+ * loop alive. Returns 0, or -errno (the exec's own error included). */
 int sd_spawn(uv_loop_t *loop, const char *path, char *const argv[], char *const envp[],
-             const int *fds, size_t n_fds, sd_spawn_exit_fn exit_cb, void *ud, pid_t *ret_pid);
+             const int *fds, size_t n_fds, sd_spawn_exit_fn exit_cb, void *ud);
