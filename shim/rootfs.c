@@ -38,6 +38,19 @@ static int bind(const char *src, const char *tgt, unsigned long flags, error_rec
     return mnt(NULL, tgt, NULL, MS_REMOUNT | MS_BIND | flags, NULL, err);
 }
 
+/* Bind src and every mount under it onto tgt, all of them read-only, nosuid and nodev (a host's
+ * /usr/local/nvidia or other mount under /usr comes along, never writable). */
+static int bind_tree_ro(const char *src, const char *tgt, error_rec *err) {
+    int r = mnt(src, tgt, NULL, MS_BIND | MS_REC, NULL, err);
+    if (r < 0)
+        return r;
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    if (mount_setattr(AT_FDCWD, tgt, AT_RECURSIVE, &a, sizeof(a)) < 0)
+        return error_set_errno(err, negative_errno(), "read-only %s (and the mounts under it)",
+                               tgt);
+    return 0;
+}
+
 static void path_join(char *buf, size_t len, const char *a, const char *b) {
     snprintf(buf, len, "%s/%s", a, b);
 }
@@ -98,7 +111,7 @@ static int prepare_host_image(const char *root, uid_t root_uid, error_rec *err) 
     if (symlink("/tmp", p) < 0)
         return error_set_errno(err, negative_errno(), "symlink %s", p);
     path_join(p, sizeof(p), root, "usr");
-    return bind("/usr", p, MS_RDONLY | MS_SAFE, err);
+    return bind_tree_ro("/usr", p, err);
 }
 
 /* The upper directory (staging is the cwd) stays open on SHIM_UPPER_FD for a commit. */

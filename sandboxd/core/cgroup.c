@@ -1,8 +1,9 @@
 /* The daemon's cgroup subtree: on cgroup v2 the daemon moves itself into <own>/daemon and gives
  * shims <own>/sandboxes (controllers enabled), using the delegated cgroup systemd gives it (or
  * finds itself in <unit>/daemon already, with systemd's DelegateSubgroup=daemon); with
- * --cgroup-parent NAME (or when it runs in the root cgroup) it uses /NAME instead. On v1 the
- * shims get the parent name ("sandboxd" or --cgroup-parent) in every controller. */
+ * --cgroup-parent NAME (or when it runs in the root cgroup) it uses /NAME instead, with the
+ * root's controllers enabled for it. On v1 the shims get the parent name ("sandboxd" or
+ * --cgroup-parent) in every controller. */
 #include "sandboxd/core/cgroup.h"
 
 #include "common/fdutil.h"
@@ -45,6 +46,7 @@ static int setup_v2(sd_daemon *d, error_rec *err) {
                  d->cfg.cgroup_parent ? d->cfg.cgroup_parent : "sandboxd");
         if (mkdir(base, 0755) < 0 && errno != EEXIST)
             return error_set_errno(err, negative_errno(), "mkdir %s", base);
+        enable_controllers(CG_ROOT); /* base's own controllers come from the root's */
     } else {
         /* under systemd's DelegateSubgroup=daemon the daemon already runs in <unit>/daemon */
         size_t n = strlen(own);

@@ -196,16 +196,16 @@ static bool driver_file(const char *base) {
            !strncmp(base, "libcudadebugger.so", 18) || !strncmp(base, "libnvcuvid.so", 13);
 }
 
-/* root + path (the driver's file path as seen under the driver root) to be bound at path. */
-static void add_bind(struct sd_gpus *g, const char *root, const char *path) {
+/* root + src (a driver's file as seen under the driver root) to be bound at dst. */
+static void add_bind(struct sd_gpus *g, const char *root, const char *src, const char *dst) {
     for (size_t i = 0; i < g->n_binds; i++)
-        if (!strcmp(g->binds[i].path, path))
+        if (!strcmp(g->binds[i].path, dst))
             return;
-    char src[PATH_MAX];
+    char full[PATH_MAX];
     if (g->n_binds >= MAX_BINDS ||
-        (size_t)snprintf(src, sizeof(src), "%s%s", root, path) >= sizeof(src))
+        (size_t)snprintf(full, sizeof(full), "%s%s", root, src) >= sizeof(full))
         return;
-    char *s = strdup(src), *p = strdup(path);
+    char *s = strdup(full), *p = strdup(dst);
     if (!s || !p) {
         free(s);
         free(p);
@@ -241,10 +241,64 @@ static bool real_in_root(const char *root, const char *path, char *real, size_t 
     return false;
 }
 
+/* Where a sandbox's loader looks without a cache (Debian's and Ubuntu's multiarch directory), and
+ * the tag `ldconfig -p` gives this machine's own libraries (32-bit ones are left out). */
+#if defined(__x86_64__)
+#define LIB_DIR "/usr/lib/x86_64-linux-gnu"
+#define LIB_TAG ",x86-64"
+#elif defined(__aarch64__)
+#define LIB_DIR "/usr/lib/aarch64-linux-gnu"
+#define LIB_TAG ",AArch64"
+#else
+#define LIB_DIR "/usr/lib"
+#define LIB_TAG ""
+#endif
+
+/* One `ldconfig -p` line ("\tlibcuda.so.1 (libc6,x86-64) => /usr/local/nvidia/lib64/libcuda.so.1"):
+ * a driver library of this machine's architecture is bound at LIB_DIR under its name and under
+ * the name of the file it resolves to, whatever directory the host keeps it in. */
+static void add_lib(struct sd_gpus *g, const char *root, char *line) {
+    char *arrow = strstr(line, "=> "), *name = line, *tag = strchr(line, '(');
+    while (isspace((unsigned char)*name))
+        name++;
+    size_t n = strcspn(name, " (");
+    if (!arrow || !tag || tag > arrow || !strstr(tag, "libc6" LIB_TAG) || n == 0 || n > 200)
+        return;
+    name[n] = 0;
+    if (!driver_file(name))
+        return;
+    arrow += 3;
+    arrow[strcspn(arrow, "\n")] = 0;
+    char real[PATH_MAX], dst[PATH_MAX + 256];
+    if (arrow[0] != '/' || !real_in_root(root, arrow, real, sizeof(real)))
+        return;
+    snprintf(dst, sizeof(dst), LIB_DIR "/%s", name);
+    add_bind(g, root, real, dst);
+    snprintf(dst, sizeof(dst), LIB_DIR "/%s", strrchr(real, '/') + 1);
+    add_bind(g, root, real, dst);
+}
+
+/* A driver tool: the first of /usr/bin and the daemon's PATH that holds it (under root), bound
+ * at /usr/bin in the sandbox, as the toolkit does (a driver in /usr/local/nvidia/bin included). */
+static void add_tool(struct sd_gpus *g, const char *root, const char *tool) {
+    const char *path = getenv("PATH");
+    char dirs[4096], file[PATH_MAX + 128], full[2 * PATH_MAX], dst[PATH_MAX + 128], *save = NULL;
+    snprintf(dirs, sizeof(dirs), "/usr/bin:%s", path ? path : "");
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(file, sizeof(file), "%s/%s", d, tool);
+        snprintf(full, sizeof(full), "%s%s", root, file);
+        struct stat st;
+        if (d[0] == '/' && stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0) {
+            snprintf(dst, sizeof(dst), "/usr/bin/%s", tool);
+            add_bind(g, root, file, dst);
+            return;
+        }
+    }
+}
+
 /* The driver's user-space files, as the NVIDIA container toolkit finds them: the ld.so cache's
  * libcuda.so*, libnvidia-*.so* (`ldconfig -p`; under a driver root, its etc/ld.so.cache) and
- * the tools in /usr/bin. Each is bound under the name programs open and the file it names.
- * At start-up only. root: "" (the host) or the driver root (--gpu-root). */
+ * the tools. At start-up only. root: "" (the host) or the driver root (--gpu-root). */
 static void find_binds(struct sd_gpus *g, const char *root) {
     char cmd[PATH_MAX + 64] = "ldconfig -p 2>/dev/null";
     if (*root && !strchr(root, '\'') &&
@@ -253,31 +307,45 @@ static void find_binds(struct sd_gpus *g, const char *root) {
         return;
     FILE *f = *root && strchr(root, '\'') ? NULL : popen(cmd, "re");
     char line[1024];
-    while (f && fgets(line, sizeof(line), f)) {
-        char *arrow = strstr(line, "=> "), *name = line;
-        while (isspace((unsigned char)*name))
-            name++;
-        if (!arrow || !driver_file(name))
-            continue;
-        arrow += 3;
-        arrow[strcspn(arrow, "\n")] = 0;
-        char real[PATH_MAX];
-        if (arrow[0] == '/' && real_in_root(root, arrow, real, sizeof(real))) {
-            add_bind(g, root, arrow); /* the name programs open, and the file it names */
-            add_bind(g, root, real);
-        }
-    }
+    while (f && fgets(line, sizeof(line), f))
+        add_lib(g, root, line);
     if (f)
         pclose(f);
     static const char *const bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
                                        "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
-    for (size_t i = 0; i < ARRAY_SIZE(bins); i++) {
-        char p[64], full[PATH_MAX + 64];
-        snprintf(p, sizeof(p), "/usr/bin/%s", bins[i]);
-        snprintf(full, sizeof(full), "%s%s", root, p);
-        if (access(full, X_OK) == 0)
-            add_bind(g, root, p);
+    for (size_t i = 0; i < ARRAY_SIZE(bins); i++)
+        add_tool(g, root, bins[i]);
+}
+
+/* Each GPU's memory, where the inventory has none, from the nvidia-smi found for the binds:
+ * `--query-gpu=uuid,memory.total` lines "GPU-..., 143771" (MiB). At start-up only, at most
+ * 10 s (a driver that hangs nvidia-smi must not hold the daemon's start). */
+static void smi_memory(struct sd_gpus *g) {
+    const char *smi = NULL;
+    for (size_t i = 0; i < g->n_binds && !smi; i++)
+        if (!strcmp(g->binds[i].path, "/usr/bin/nvidia-smi"))
+            smi = g->binds[i].src;
+    char cmd[PATH_MAX + 128], line[512];
+    if (!smi || strchr(smi, '\'') ||
+        (size_t)snprintf(cmd, sizeof(cmd),
+                         "timeout 10 '%s' --query-gpu=uuid,memory.total "
+                         "--format=csv,noheader,nounits 2>/dev/null",
+                         smi) >= sizeof(cmd))
+        return;
+    FILE *f = popen(cmd, "re");
+    while (f && fgets(line, sizeof(line), f)) {
+        char *comma = strchr(line, ',');
+        if (!comma)
+            continue;
+        *comma = 0;
+        char *end;
+        unsigned long long mib = strtoull(comma + 1, &end, 10);
+        for (size_t i = 0; i < g->n && end != comma + 1 && mib > 0 && mib < (1ull << 32); i++)
+            if (!strcmp(g->gpu[i].uuid, line) && !g->gpu[i].memory)
+                g->gpu[i].memory = (uint64_t)mib << 20;
     }
+    if (f)
+        pclose(f);
 }
 
 int sd_gpu_init(sd_daemon *d, error_rec *err) {
@@ -289,8 +357,10 @@ int sd_gpu_init(sd_daemon *d, error_rec *err) {
                         : discover(g, d->cfg.gpu_root ? d->cfg.gpu_root : "", err);
     if (r < 0)
         return r;
-    if (g->n)
+    if (g->n) {
         find_binds(g, d->cfg.gpu_root ? d->cfg.gpu_root : "");
+        smi_memory(g);
+    }
     if (g->n)
         log_info("gpus total=%zu control_nodes=%zu driver_files=%zu", g->n, g->n_ctl, g->n_binds);
     return 0;

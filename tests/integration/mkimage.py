@@ -22,16 +22,22 @@ import tarfile
 
 BINS = ["sh", "cat", "stat", "ls", "id", "touch", "rm", "mkdir", "du", "true"]
 BINS += os.environ.get("MKIMAGE_EXTRA_BINS", "").split()  # a test's own tools (test_commit.sh)
+# host programs whose shared libraries (not the programs) go in too: tests/gpu/run.sh's
+# nvidia-smi, which the daemon binds into a GPU sandbox's image
+LIBS_OF = os.environ.get("MKIMAGE_LIBS_OF", "").split()
 
 
 def host_files():
     """(archive path, host path) of the binaries and their shared libraries."""
     out, libs = [], set()
-    for b in BINS:
+    for b in BINS + LIBS_OF:
         src = "/usr/bin/dash" if b == "sh" else f"/usr/bin/{b}"
-        if not os.path.exists(src):
+        if b in LIBS_OF:
+            src = b
+        elif not os.path.exists(src):
             src = f"/bin/{b}"
-        out.append((f"usr/bin/{b}", src))
+        if b not in LIBS_OF:
+            out.append((f"usr/bin/{b}", src))
         ldd = subprocess.run(["ldd", src], capture_output=True, text=True).stdout
         for line in ldd.splitlines():
             parts = line.split()

@@ -148,11 +148,18 @@ test_gpu_discovery() {
   mknod -m 0666 "$r/dev/nvidia-caps/nvidia-cap1" c 511 1
   printf 'Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-5d8e0c3a-0000-1111-2222-333344445555\nBus Location: \t 0000:41:00.0\nDevice Minor: \t 1\n' \
     >"$r/proc/driver/nvidia/gpus/0000:41:00.0/information"
+  # memory from nvidia-smi (a stand-in that answers the daemon's query only)
+  mkdir -p "$r/usr/bin"
+  printf '#!/bin/sh\n[ "$*" = "--query-gpu=uuid,memory.total --format=csv,noheader,nounits" ] || exit 1\necho "GPU-5d8e0c3a-0000-1111-2222-333344445555, 143771"\necho "GPU-not-here, 1"\n' \
+    >"$r/usr/bin/nvidia-smi"
+  chmod 0755 "$r/usr/bin/nvidia-smi"
   DAEMON_FLAGS=(--gpu-root "$r")
   start_daemon
   req GET /v1/info
   expect 200 '.gpus.total == 2 and ([.gpus.devices[].uuid] | sort) == ["GPU-195-0","GPU-5d8e0c3a-0000-1111-2222-333344445555"]
-    and ([.gpus.devices[] | select(.bus_id == "0000:41:00.0")] | length) == 1'
+    and ([.gpus.devices[] | select(.bus_id == "0000:41:00.0")] | length) == 1
+    and ([.gpus.devices[] | select(.uuid | startswith("GPU-5d8e")) | .memory] == [143771 * 1048576])
+    and ([.gpus.devices[] | select(.uuid == "GPU-195-0") | .memory] == [null])'
   create '{"gpus":2,"memory":"64Mi"}'
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","cd /dev && ls -d nvidia* nvidia-caps/*"]}'
   expect 200 '.stdout == "nvidia-caps\nnvidia-caps/nvidia-cap1\nnvidia-uvm\nnvidia0\nnvidia1\nnvidiactl\n"'
@@ -211,6 +218,66 @@ stand-in nvidia-smi
   create '{"image":"t-gpu","memory":"64Mi"}'
   req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"sh\",\"-c\",\"ls $lib/libcuda.so.1 $lib/libnvidia-ml.so.1 /usr/bin/nvidia-smi 2>/dev/null; echo \$?\"]}"
   expect 200 '.stdout == "2\n"'
+}
+
+# A driver kept outside the image's library directory (/usr/local/nvidia/lib64 and .../bin on
+# GKE-style hosts and the device machine): a store image's GPU sandbox gets its libraries in
+# /usr/lib/<triplet>, where the image's loader looks without a cache, and nvidia-smi (found on
+# the daemon's PATH) in /usr/bin, as the toolkit does. The stand-in nvidia-smi is an ELF that
+# needs libnvidia-ml.so.1, so it runs only where the image's loader finds the driver's library.
+TEST_TIMEOUT_gpu_driver_elsewhere_in_images=90
+test_gpu_driver_elsewhere_in_images() {
+  private_ns gpu_driver_elsewhere_in_images
+  command -v cc >/dev/null || skip "cc is needed"
+  local r=$SN/driver nv=/usr/local/nvidia lib=/usr/lib/x86_64-linux-gnu
+  mkdir -p "$r$nv/lib64" "$r$nv/bin" "$r/etc"
+  echo 'const char *nvmlStandIn(void) { return "stand-in nvml"; }' >"$D/ml.c"
+  echo 'int cuInit(unsigned f) { return (int)f; }' >"$D/cuda.c"
+  printf '#include <stdio.h>\nconst char *nvmlStandIn(void);\nint main(void) { puts(nvmlStandIn()); return 0; }\n' >"$D/smi.c"
+  cc -shared -fPIC -o "$r$nv/lib64/libnvidia-ml.so.580.1" -Wl,-soname,libnvidia-ml.so.1 "$D/ml.c" &&
+    cc -shared -fPIC -o "$r$nv/lib64/libcuda.so.580.1" -Wl,-soname,libcuda.so.1 "$D/cuda.c" &&
+    cc -o "$r$nv/bin/nvidia-smi" "$D/smi.c" "$r$nv/lib64/libnvidia-ml.so.580.1" || fail "cc the stand-ins"
+  echo "$nv/lib64" >"$r/etc/ld.so.conf"
+  ldconfig -r "$r" || fail "ldconfig -r $r"
+  ldconfig -p -C "$r/etc/ld.so.cache" | grep -q "libcuda.so.1 (libc6,x86-64) => $nv/lib64/libcuda.so.1" ||
+    fail "the stand-in cache: $(ldconfig -p -C "$r/etc/ld.so.cache")"
+  PATH=$nv/bin:$PATH start_daemon --gpu-root "$r"
+  grep -q 'driver_files=5' "$D/log" || fail "the daemon should find 5 driver files: $(grep gpus "$D/log")"
+  python3 "$(dirname "$0")/mkimage.py" rootfs "$D/img.tar" || fail "mkimage"
+  req POST "/v1/images?name=t-gpu" -H 'Content-Type: application/x-tar' --data-binary @"$D/img.tar"
+  expect 201
+  create '{"image":"t-gpu","gpus":1,"memory":"64Mi"}'
+  req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"sh\",\"-c\",\"nvidia-smi; stat -c '%n %s' $lib/libcuda.so.1 $lib/libcuda.so.580.1 $lib/libnvidia-ml.so.1; ls $nv 2>/dev/null || echo no-$nv\"]}"
+  expect 200 '.exit_code == 0'
+  local want
+  want="stand-in nvml
+$lib/libcuda.so.1 $(stat -c %s "$r$nv/lib64/libcuda.so.580.1")
+$lib/libcuda.so.580.1 $(stat -c %s "$r$nv/lib64/libcuda.so.580.1")
+$lib/libnvidia-ml.so.1 $(stat -c %s "$r$nv/lib64/libnvidia-ml.so.580.1")
+no-$nv"
+  [ "$(jq -r .stdout <<<"$BODY")" == "$want" ] || fail "the driver in the store image: $BODY"
+}
+
+# The host image's /usr comes with the mounts under it, all read-only, nosuid, nodev: a driver
+# installed on a mount of its own (/usr/local/nvidia on some GPU hosts) is seen in the sandbox.
+# The stand-in mount is a tmpfs on /usr/local/src made in the private mount namespace only.
+test_gpu_driver_mount_under_usr() {
+  private_ns gpu_driver_mount_under_usr
+  local m=/usr/local/src
+  [ -d "$m" ] || fail "$m is missing (Debian's base-files makes it)"
+  mount -t tmpfs -o mode=0755,size=1m sbx-test-driver "$m" || fail "mount a tmpfs on $m"
+  echo stand-in >"$m/libcuda.so.1"
+  start_daemon
+  create '{"gpus":1,"memory":"64Mi"}'
+  req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"sh\",\"-c\",\"cat $m/libcuda.so.1; echo x >> $m/libcuda.so.1 || echo refused; touch $m/new || echo refused; grep ' $m ' /proc/self/mountinfo\"]}"
+  expect 200 '.exit_code == 0'
+  local out; out=$(jq -r .stdout <<<"$BODY")
+  [ "$(head -3 <<<"$out")" == $'stand-in\nrefused\nrefused' ] || fail "the mount under /usr inside: $BODY"
+  grep -q " $m ro,nosuid,nodev.* tmpfs sbx-test-driver " <<<"$out" || fail "its mount: $out"
+  [ "$(cat "$m/libcuda.so.1")" == stand-in ] && [ ! -e "$m/new" ] || fail "the host's files changed"
+  create '{"memory":"64Mi"}' # a sandbox without GPUs sees the host's /usr the same way
+  req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"cat\",\"$m/libcuda.so.1\"]}"
+  expect 200 '.stdout == "stand-in\n"'
 }
 
 # libsbx (CLI, Python SDK) over two daemons: a has 1 GPU, b has 3; a create asking for GPUs
