@@ -39,16 +39,21 @@ static int bind(const char *src, const char *tgt, unsigned long flags, error_rec
 }
 
 /* Bind src and every mount under it onto tgt, all of them read-only, nosuid and nodev (a host's
- * /usr/local/nvidia or other mount under /usr comes along, never writable). */
+ * /usr/local/nvidia or other mount under /usr comes along, never writable). A kernel without
+ * mount_setattr (before 5.12) gets src alone, as bind() makes it. */
 static int bind_tree_ro(const char *src, const char *tgt, error_rec *err) {
     int r = mnt(src, tgt, NULL, MS_BIND | MS_REC, NULL, err);
     if (r < 0)
         return r;
     struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
-    if (mount_setattr(AT_FDCWD, tgt, AT_RECURSIVE, &a, sizeof(a)) < 0)
-        return error_set_errno(err, negative_errno(), "read-only %s (and the mounts under it)",
-                               tgt);
-    return 0;
+    if (mount_setattr(AT_FDCWD, tgt, AT_RECURSIVE, &a, sizeof(a)) == 0)
+        return 0;
+    r = negative_errno();
+    if (r != -ENOSYS)
+        return error_set_errno(err, r, "read-only %s (and the mounts under it)", tgt);
+    if (umount2(tgt, MNT_DETACH) < 0)
+        return error_set_errno(err, negative_errno(), "umount %s", tgt);
+    return bind(src, tgt, MS_RDONLY | MS_SAFE, err);
 }
 
 static void path_join(char *buf, size_t len, const char *a, const char *b) {
