@@ -118,11 +118,24 @@ void shim_cgroup_free(shim_cgroup *cg) {
     free(cg);
 }
 
+/* Each of v1_ctrls' mount points (mnts[i], "" where it is not mounted), in one walk. */
+static int v1_all_cb(const char *mnt, const char *fstype, const char *opts, void *ud) {
+    char(*mnts)[512] = ud;
+    for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls) && strcmp(fstype, "cgroup") == 0; i++)
+        if (!mnts[i][0] && opt_has(opts, v1_ctrls[i]))
+            snprintf(mnts[i], sizeof(mnts[i]), "%s", mnt);
+    return 0;
+}
+
 static int open_v1(shim_cgroup *cg, const char *parent, const char *id, bool devices,
                    error_rec *err) {
+    char mnts[ARRAY_SIZE(v1_ctrls)][512] = {{0}};
+    int r = mountinfo_walk(v1_all_cb, mnts);
+    if (r < 0)
+        return error_set_errno(err, r, "read /proc/self/mountinfo");
     for (size_t i = 0; i < ARRAY_SIZE(v1_ctrls); i++) {
-        char mnt[512], dir[2048];
-        if (shim_cgroup_v1_mount(v1_ctrls[i], mnt, sizeof(mnt)) < 0) {
+        char *mnt = mnts[i], dir[2048];
+        if (!mnt[0]) {
             if (i < 2) /* memory and pids are required */
                 return error_set(err, -ENOENT, "cgroup v1 controller %s is not mounted",
                                  v1_ctrls[i]);
