@@ -3,6 +3,8 @@
 # pure cgroup v2, no package registry, no ip/nft, no curl needed. Run from the repository root
 # with `make static`'s bundle carried along:
 #   tests/gpu/run.sh [BUNDLE_DIR] [OUT_DIR]        (as root; BUNDLE_DIR default build-static)
+# (the bundle is ~66 MiB, over the device tool's 64 MiB carry limit: carry `tar cJf` of it, 19 MiB,
+# from an ignored folder, and unpack it there first; docs/BENCHMARKS.md "On a GPU" has the run)
 # It re-runs itself in a private mount namespace, starts sandboxd from the bundle (GPU discovery
 # of /dev/nvidia*), then
 #  1. a sandbox with 1 GPU: its /dev, the env, nvidia-smi, and a PyTorch CUDA matmul (host image);
