@@ -278,12 +278,13 @@ static void add_lib(struct sd_gpus *g, const char *root, char *line) {
     add_bind(g, root, real, dst);
 }
 
-/* A driver tool: the first of /usr/bin and the daemon's PATH that holds it (under root), bound
- * at /usr/bin in the sandbox, as the toolkit does (a driver in /usr/local/nvidia/bin included). */
-static void add_tool(struct sd_gpus *g, const char *root, const char *tool) {
+/* A driver tool: the first of /usr/bin, the driver's own bin directory (drv_bin) and the
+ * daemon's PATH that holds it (under root), bound at /usr/bin in the sandbox, as the toolkit
+ * does (a driver in /usr/local/nvidia/{lib64,bin} included). */
+static void add_tool(struct sd_gpus *g, const char *root, const char *drv_bin, const char *tool) {
     const char *path = getenv("PATH");
     char dirs[4096], file[PATH_MAX + 128], full[2 * PATH_MAX], dst[PATH_MAX + 128], *save = NULL;
-    snprintf(dirs, sizeof(dirs), "/usr/bin:%s", path ? path : "");
+    snprintf(dirs, sizeof(dirs), "/usr/bin:%s:%s", drv_bin, path ? path : "");
     for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
         snprintf(file, sizeof(file), "%s/%s", d, tool);
         snprintf(full, sizeof(full), "%s%s", root, file);
@@ -311,10 +312,21 @@ static void find_binds(struct sd_gpus *g, const char *root) {
         add_lib(g, root, line);
     if (f)
         pclose(f);
+    /* the driver's bin directory beside its library directory: DIR/lib64/libcuda.so.1 -> DIR/bin */
+    char drv_bin[PATH_MAX] = "";
+    for (size_t i = 0; i < g->n_binds && !drv_bin[0]; i++) {
+        const char *src = g->binds[i].src + strlen(root), *slash = strrchr(src, '/');
+        if (strcmp(g->binds[i].path, LIB_DIR "/libcuda.so.1") != 0 || !slash)
+            continue;
+        snprintf(drv_bin, sizeof(drv_bin), "%.*s", (int)(slash - src), src);
+        char *up = strrchr(drv_bin, '/');
+        if (up)
+            snprintf(up, sizeof(drv_bin) - (size_t)(up - drv_bin), "/bin");
+    }
     static const char *const bins[] = {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
                                        "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"};
     for (size_t i = 0; i < ARRAY_SIZE(bins); i++)
-        add_tool(g, root, bins[i]);
+        add_tool(g, root, drv_bin, bins[i]);
 }
 
 /* Each GPU's memory, where the inventory has none, from the nvidia-smi found for the binds:

@@ -222,8 +222,9 @@ stand-in nvidia-smi
 
 # A driver kept outside the image's library directory (/usr/local/nvidia/lib64 and .../bin on
 # GKE-style hosts and the device machine): a store image's GPU sandbox gets its libraries in
-# /usr/lib/<triplet>, where the image's loader looks without a cache, and nvidia-smi (found on
-# the daemon's PATH) in /usr/bin, as the toolkit does. The stand-in nvidia-smi is an ELF that
+# /usr/lib/<triplet>, where the image's loader looks without a cache, and nvidia-smi (found in
+# the bin directory beside the driver's lib64, not on the daemon's PATH) in /usr/bin, as the
+# toolkit does. The stand-in nvidia-smi is an ELF that
 # needs libnvidia-ml.so.1, so it runs only where the image's loader finds the driver's library.
 TEST_TIMEOUT_gpu_driver_elsewhere_in_images=90
 test_gpu_driver_elsewhere_in_images() {
@@ -241,7 +242,7 @@ test_gpu_driver_elsewhere_in_images() {
   ldconfig -r "$r" || fail "ldconfig -r $r"
   ldconfig -p -C "$r/etc/ld.so.cache" | grep -q "libcuda.so.1 (libc6,x86-64) => $nv/lib64/libcuda.so.1" ||
     fail "the stand-in cache: $(ldconfig -p -C "$r/etc/ld.so.cache")"
-  PATH=$nv/bin:$PATH start_daemon --gpu-root "$r"
+  start_daemon --gpu-root "$r"
   grep -q 'driver_files=5' "$D/log" || fail "the daemon should find 5 driver files: $(grep gpus "$D/log")"
   python3 "$(dirname "$0")/mkimage.py" rootfs "$D/img.tar" || fail "mkimage"
   req POST "/v1/images?name=t-gpu" -H 'Content-Type: application/x-tar' --data-binary @"$D/img.tar"
