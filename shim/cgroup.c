@@ -2,6 +2,7 @@
 #include "shim/cgroup.h"
 
 #include "common/fdutil.h"
+#include "common/mountinfo.h"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -20,29 +21,6 @@ static const char *const v1_ctrls[] = {"memory", "pids", "cpu", "cpuacct", "free
 static void sleep_ms(long ms) {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
-}
-
-/* Walk /proc/self/mountinfo; cb gets (mount point, fstype, super options). Stops on cb != 0. */
-static int mountinfo_walk(int (*cb)(const char *mnt, const char *fstype, const char *opts,
-                                    void *ud),
-                          void *ud) {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    if (!f)
-        return -errno;
-    char *line = NULL;
-    size_t cap = 0;
-    int r = 0;
-    while (r == 0 && getline(&line, &cap, f) > 0) {
-        char mnt[512], fstype[64], opts[512];
-        char *sep = strstr(line, " - ");
-        if (!sep || sscanf(line, "%*s %*s %*s %*s %511s", mnt) != 1 ||
-            sscanf(sep + 3, "%63s %*s %511s", fstype, opts) != 2)
-            continue;
-        r = cb(mnt, fstype, opts, ud);
-    }
-    free(line);
-    fclose(f);
-    return r > 0 ? 0 : r;
 }
 
 struct v1_find {

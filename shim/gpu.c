@@ -181,6 +181,19 @@ static int bind_file(int root, const char *src, const char *path, uid_t uid, err
     return 0;
 }
 
+/* Where a library goes in this image: path, unless the image lacks path's directory and the
+ * daemon named an alternative (/usr/lib64 where there is no Debian multiarch directory). */
+static const char *place(int root, const char *path, const char *alt) {
+    const char *slash = strrchr(path, '/');
+    char rel[PATH_MAX];
+    if (!alt || !bind_path_ok(alt) || !slash || slash == path)
+        return path;
+    snprintf(rel, sizeof(rel), "%.*s", (int)(slash - path - 1), path + 1);
+    int fd = -1, r = open_in_root(root, rel, &fd);
+    safe_close(fd);
+    return r == -ENOENT ? alt : path;
+}
+
 int shim_gpu_binds(const shim_spec *spec, const char *root, uid_t root_uid, error_rec *err) {
     json_t *binds = json_object_get(spec->gpus, "binds"), *e;
     if (!spec->gpus || spec->image_type == SHIM_IMAGE_HOST || !json_array_size(binds))
@@ -196,6 +209,7 @@ int shim_gpu_binds(const shim_spec *spec, const char *root, uid_t root_uid, erro
             src = path = json_string_value(e);
         if (!src || src[0] != '/' || !bind_path_ok(path))
             return error_set(err, -EINVAL, "spec: gpus.binds[%zu] is malformed", i);
+        path = place(rfd, path, json_string_value(json_object_get(e, "alt")));
         int r = bind_file(rfd, src, path, root_uid, err);
         if (r < 0)
             return r;

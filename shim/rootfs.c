@@ -4,6 +4,7 @@
 #include "shim/rootfs.h"
 
 #include "common/fdutil.h"
+#include "common/mountinfo.h"
 #include "shim/grading.h"
 #include "shim/layers.h"
 #include "shim/seed.h"
@@ -38,18 +39,76 @@ static int bind(const char *src, const char *tgt, unsigned long flags, error_rec
     return mnt(NULL, tgt, NULL, MS_REMOUNT | MS_BIND | flags, NULL, err);
 }
 
+/* Kernel interfaces that a host may have mounted under /usr (a build chroot's /proc, say): none
+ * of them comes into a sandbox with the host's /usr. */
+static const char *const pseudo_fs[] = {
+    "proc",       "sysfs",       "cgroup", "cgroup2",    "debugfs",  "tracefs",   "bpf",
+    "securityfs", "devtmpfs",    "devpts", "mqueue",     "configfs", "fusectl",   "pstore",
+    "efivarfs",   "binfmt_misc", "autofs", "rpc_pipefs", "nsfs",     "hugetlbfs", "selinuxfs"};
+
+struct pseudo_find {
+    const char *under; /* "<tgt>/" */
+    char found[512];
+};
+
+/* mountinfo's escapes (' ', '\t', '\n' and '\\' written as \ooo) undone, into buf. */
+static void unescape(const char *s, char *buf, size_t len) {
+    size_t n = 0;
+    for (const char *p = s; *p && n + 1 < len; n++)
+        if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+            p[3] >= '0' && p[3] <= '7') {
+            buf[n] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+            p += 4;
+        } else
+            buf[n] = *p++;
+    buf[n] = 0;
+}
+
+static int pseudo_cb(const char *mnt, const char *fstype, const char *opts, void *ud) {
+    struct pseudo_find *f = ud;
+    (void)opts;
+    for (size_t i = 0; i < ARRAY_SIZE(pseudo_fs); i++)
+        if (!strcmp(fstype, pseudo_fs[i])) {
+            unescape(mnt, f->found, sizeof(f->found));
+            if (strncmp(f->found, f->under, strlen(f->under)) == 0)
+                return 1;
+            f->found[0] = 0;
+            return 0;
+        }
+    return 0;
+}
+
+/* Detach every pseudo file system mounted under tgt (each detach takes its submounts along). */
+static int drop_pseudo(const char *tgt, error_rec *err) {
+    char under[4200];
+    snprintf(under, sizeof(under), "%s/", tgt);
+    for (int i = 0; i < 256; i++) {
+        struct pseudo_find f = {.under = under};
+        int r = mountinfo_walk(pseudo_cb, &f);
+        if (r < 0)
+            return error_set_errno(err, r, "read /proc/self/mountinfo");
+        if (!f.found[0])
+            return 0;
+        if (umount2(f.found, MNT_DETACH) < 0)
+            return error_set_errno(err, negative_errno(), "umount %s", f.found);
+    }
+    return error_set(err, -ELOOP, "too many pseudo file systems under %s", tgt);
+}
+
 /* Bind src and every mount under it onto tgt, all of them read-only, nosuid and nodev (a host's
- * /usr/local/nvidia or other mount under /usr comes along, never writable). A kernel without
- * mount_setattr (before 5.12) gets src alone, as bind() makes it. */
+ * /usr/local/nvidia or other mount under /usr comes along, never writable), without the kernel
+ * interfaces in pseudo_fs. A kernel or host that refuses mount_setattr (ENOSYS before Linux
+ * 5.12, EPERM under a container's seccomp profile) gets src alone, as bind() makes it. No
+ * process of the sandbox exists yet: nobody sees the tree before it is read-only. */
 static int bind_tree_ro(const char *src, const char *tgt, error_rec *err) {
     int r = mnt(src, tgt, NULL, MS_BIND | MS_REC, NULL, err);
     if (r < 0)
         return r;
     struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
     if (mount_setattr(AT_FDCWD, tgt, AT_RECURSIVE, &a, sizeof(a)) == 0)
-        return 0;
+        return drop_pseudo(tgt, err);
     r = negative_errno();
-    if (r != -ENOSYS)
+    if (r != -ENOSYS && r != -EPERM)
         return error_set_errno(err, r, "read-only %s (and the mounts under it)", tgt);
     if (umount2(tgt, MNT_DETACH) < 0)
         return error_set_errno(err, negative_errno(), "umount %s", tgt);

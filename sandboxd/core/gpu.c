@@ -3,16 +3,22 @@
 
 #include "common/fdutil.h"
 #include "common/macro.h"
+#include "common/timeutil.h"
 #include "policy/gpu.h"
 #include "policy/limits.h"
 #include "sandboxd/core/sandbox.h"
 
 #include <ctype.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_GPUS 64
@@ -44,6 +50,7 @@ struct sd_gpus {
     size_t n_ctl;
     struct {
         char *src, *path; /* the host's file; where the sandbox sees it */
+        char *alt;        /* a library's path in an image without path's directory, or NULL */
     } binds[MAX_BINDS];   /* the driver's user-space files, bound read-only */
     size_t n_binds;
 };
@@ -196,8 +203,10 @@ static bool driver_file(const char *base) {
            !strncmp(base, "libcudadebugger.so", 18) || !strncmp(base, "libnvcuvid.so", 13);
 }
 
-/* root + src (a driver's file as seen under the driver root) to be bound at dst. */
-static void add_bind(struct sd_gpus *g, const char *root, const char *src, const char *dst) {
+/* root + src (a driver's file as seen under the driver root) to be bound at dst (or at alt, for
+ * an image that lacks dst's directory; alt may be NULL). */
+static void add_bind(struct sd_gpus *g, const char *root, const char *src, const char *dst,
+                     const char *alt) {
     for (size_t i = 0; i < g->n_binds; i++)
         if (!strcmp(g->binds[i].path, dst))
             return;
@@ -205,12 +214,14 @@ static void add_bind(struct sd_gpus *g, const char *root, const char *src, const
     if (g->n_binds >= MAX_BINDS ||
         (size_t)snprintf(full, sizeof(full), "%s%s", root, src) >= sizeof(full))
         return;
-    char *s = strdup(full), *p = strdup(dst);
-    if (!s || !p) {
+    char *s = strdup(full), *p = strdup(dst), *a = alt ? strdup(alt) : NULL;
+    if (!s || !p || (alt && !a)) {
         free(s);
         free(p);
+        free(a);
         return;
     }
+    g->binds[g->n_binds].alt = a;
     g->binds[g->n_binds].src = s, g->binds[g->n_binds++].path = p;
 }
 
@@ -241,41 +252,55 @@ static bool real_in_root(const char *root, const char *path, char *real, size_t 
     return false;
 }
 
-/* Where a sandbox's loader looks without a cache (Debian's and Ubuntu's multiarch directory), and
- * the tag `ldconfig -p` gives this machine's own libraries (32-bit ones are left out). */
+/* Where a sandbox's loader looks without a cache: Debian's and Ubuntu's multiarch directory,
+ * else (an image without it: RHEL, Fedora, UBI) /usr/lib64, as the toolkit picks per image; and
+ * the tag `ldconfig -p` gives this machine's own libraries. */
 #if defined(__x86_64__)
 #define LIB_DIR "/usr/lib/x86_64-linux-gnu"
-#define LIB_TAG ",x86-64"
+#define LIB_TAG "libc6,x86-64"
 #elif defined(__aarch64__)
 #define LIB_DIR "/usr/lib/aarch64-linux-gnu"
-#define LIB_TAG ",AArch64"
-#else
+#define LIB_TAG "libc6,AArch64"
+#else /* unknown here: every library at the host's paths, as for another architecture's */
 #define LIB_DIR "/usr/lib"
-#define LIB_TAG ""
+#define LIB_TAG "-"
 #endif
+#define LIB_ALT "/usr/lib64"
 
 /* One `ldconfig -p` line ("\tlibcuda.so.1 (libc6,x86-64) => /usr/local/nvidia/lib64/libcuda.so.1"):
- * a driver library of this machine's architecture is bound at LIB_DIR under its name and under
- * the name of the file it resolves to, whatever directory the host keeps it in. */
+ * a driver library of this machine's architecture is bound in LIB_DIR (LIB_ALT) under its name
+ * and under the name of the file it resolves to, wherever the host keeps it; another
+ * architecture's (32-bit) at the host's paths, where an image of that layout looks. */
 static void add_lib(struct sd_gpus *g, const char *root, char *line) {
-    char *arrow = strstr(line, "=> "), *name = line, *tag = strchr(line, '(');
+    char *arrow = strstr(line, "=> "), *name = line, *tag = strchr(line, '('), *end;
     while (isspace((unsigned char)*name))
         name++;
     size_t n = strcspn(name, " (");
-    if (!arrow || !tag || tag > arrow || !strstr(tag, "libc6" LIB_TAG) || n == 0 || n > 200)
+    if (!arrow || !tag || tag > arrow || !(end = strchr(tag, ')')) || end > arrow || n == 0 ||
+        n > 200)
         return;
+    bool native = (size_t)(end - tag - 1) >= strlen(LIB_TAG) &&
+                  !strncmp(tag + 1, LIB_TAG, strlen(LIB_TAG)) &&
+                  (tag[1 + strlen(LIB_TAG)] == ')' || tag[1 + strlen(LIB_TAG)] == ',');
     name[n] = 0;
     if (!driver_file(name))
         return;
     arrow += 3;
     arrow[strcspn(arrow, "\n")] = 0;
-    char real[PATH_MAX], dst[PATH_MAX + 256];
+    char real[PATH_MAX], dst[PATH_MAX + 256], alt[PATH_MAX + 256];
     if (arrow[0] != '/' || !real_in_root(root, arrow, real, sizeof(real)))
         return;
-    snprintf(dst, sizeof(dst), LIB_DIR "/%s", name);
-    add_bind(g, root, real, dst);
-    snprintf(dst, sizeof(dst), LIB_DIR "/%s", strrchr(real, '/') + 1);
-    add_bind(g, root, real, dst);
+    if (!native) {
+        add_bind(g, root, real, arrow, NULL); /* the name programs open, and the file it names */
+        add_bind(g, root, real, real, NULL);
+        return;
+    }
+    const char *names[] = {name, strrchr(real, '/') + 1};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        snprintf(dst, sizeof(dst), LIB_DIR "/%s", names[i]);
+        snprintf(alt, sizeof(alt), LIB_ALT "/%s", names[i]);
+        add_bind(g, root, real, dst, alt);
+    }
 }
 
 /* A driver tool: the first of /usr/bin, the driver's own bin directory (drv_bin) and the
@@ -283,15 +308,17 @@ static void add_lib(struct sd_gpus *g, const char *root, char *line) {
  * does (a driver in /usr/local/nvidia/{lib64,bin} included). */
 static void add_tool(struct sd_gpus *g, const char *root, const char *drv_bin, const char *tool) {
     const char *path = getenv("PATH");
-    char dirs[4096], file[PATH_MAX + 128], full[2 * PATH_MAX], dst[PATH_MAX + 128], *save = NULL;
+    char dirs[4096], file[PATH_MAX + 128], real[PATH_MAX], full[2 * PATH_MAX], dst[PATH_MAX + 128];
+    char *save = NULL;
     snprintf(dirs, sizeof(dirs), "/usr/bin:%s:%s", drv_bin, path ? path : "");
     for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
         snprintf(file, sizeof(file), "%s/%s", d, tool);
-        snprintf(full, sizeof(full), "%s%s", root, file);
-        struct stat st;
-        if (d[0] == '/' && stat(full, &st) == 0 && S_ISREG(st.st_mode) && access(full, X_OK) == 0) {
+        if (d[0] != '/' || !real_in_root(root, file, real, sizeof(real)))
+            continue;
+        snprintf(full, sizeof(full), "%s%s", root, real);
+        if (access(full, X_OK) == 0) {
             snprintf(dst, sizeof(dst), "/usr/bin/%s", tool);
-            add_bind(g, root, file, dst);
+            add_bind(g, root, real, dst, NULL);
             return;
         }
     }
@@ -329,35 +356,79 @@ static void find_binds(struct sd_gpus *g, const char *root) {
         add_tool(g, root, drv_bin, bins[i]);
 }
 
-/* Each GPU's memory, where the inventory has none, from the nvidia-smi found for the binds:
- * `--query-gpu=uuid,memory.total` lines "GPU-..., 143771" (MiB). At start-up only, at most
- * 10 s (a driver that hangs nvidia-smi must not hold the daemon's start). */
+/* The output of argv (at most len - 1 bytes, NUL-terminated) within deadline_ms; past it the
+ * child is killed (what it printed so far is kept). A driver that hangs nvidia-smi in the
+ * kernel must not hold the daemon's start: its `timeout` wrapper is killed, not waited for. */
+static void run_capture(char *const argv[], int deadline_ms, char *out, size_t len) {
+    int p[2];
+    out[0] = 0;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    size_t n = 0;
+    uint64_t end = now_mono_ms() + (uint64_t)deadline_ms;
+    while (r == 0 && n + 1 < len) {
+        uint64_t now = now_mono_ms();
+        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        if (now >= end || poll(&pfd, 1, (int)(end - now)) <= 0)
+            break;
+        ssize_t k = read(p[0], out + n, len - 1 - n);
+        if (k <= 0 && !(k < 0 && errno == EINTR))
+            break;
+        n += k > 0 ? (size_t)k : 0;
+    }
+    out[n] = 0;
+    close(p[0]);
+    if (r == 0) {
+        kill(pid, SIGKILL); /* ended already, or past its time */
+        waitpid(pid, NULL, 0);
+    }
+}
+
+/* Each GPU's memory, where the inventory has none, from the nvidia-smi found for the binds (a
+ * root-owned file that only root may change): `--query-gpu=uuid,memory.total` lines
+ * "GPU-..., 143771" (MiB). At start-up only, at most ~12 s. */
 static void smi_memory(struct sd_gpus *g) {
     const char *smi = NULL;
+    bool need = false;
+    for (size_t i = 0; i < g->n; i++)
+        need = need || !g->gpu[i].memory;
     for (size_t i = 0; i < g->n_binds && !smi; i++)
         if (!strcmp(g->binds[i].path, "/usr/bin/nvidia-smi"))
             smi = g->binds[i].src;
-    char cmd[PATH_MAX + 128], line[512];
-    if (!smi || strchr(smi, '\'') ||
-        (size_t)snprintf(cmd, sizeof(cmd),
-                         "timeout 10 '%s' --query-gpu=uuid,memory.total "
-                         "--format=csv,noheader,nounits 2>/dev/null",
-                         smi) >= sizeof(cmd))
+    struct stat st;
+    if (!need || !smi || stat(smi, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022))
         return;
-    FILE *f = popen(cmd, "re");
-    while (f && fgets(line, sizeof(line), f)) {
-        char *comma = strchr(line, ',');
+    char *argv[] = {"timeout",
+                    "-k",
+                    "1",
+                    "10",
+                    (char *)smi,
+                    "--query-gpu=uuid,memory.total",
+                    "--format=csv,noheader,nounits",
+                    NULL};
+    char out[4096];
+    run_capture(argv, 12000, out, sizeof(out));
+    for (char *line = out, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        char *comma = strchr(line, ','), *endp;
         if (!comma)
             continue;
         *comma = 0;
-        char *end;
-        unsigned long long mib = strtoull(comma + 1, &end, 10);
-        for (size_t i = 0; i < g->n && end != comma + 1 && mib > 0 && mib < (1ull << 32); i++)
+        unsigned long long mib = strtoull(comma + 1, &endp, 10);
+        for (size_t i = 0; i < g->n && endp != comma + 1 && mib > 0 && mib < (1ull << 32); i++)
             if (!strcmp(g->gpu[i].uuid, line) && !g->gpu[i].memory)
                 g->gpu[i].memory = (uint64_t)mib << 20;
     }
-    if (f)
-        pclose(f);
 }
 
 int sd_gpu_init(sd_daemon *d, error_rec *err) {
@@ -384,6 +455,7 @@ void sd_gpu_done(sd_daemon *d) {
     for (size_t i = 0; i < d->gpus->n_binds; i++) {
         free(d->gpus->binds[i].src);
         free(d->gpus->binds[i].path);
+        free(d->gpus->binds[i].alt);
     }
     free(TAKE_PTR(d->gpus));
 }
@@ -477,8 +549,8 @@ json_t *sd_gpu_spec_json(const sd_sandbox *sb) {
     for (i = 0; i < g->n_ctl; i++)
         json_array_append_new(devs, node_json(&g->ctl[i]));
     for (i = 0; i < g->n_binds; i++)
-        json_array_append_new(
-            binds, json_pack("{s:s,s:s}", "source", g->binds[i].src, "path", g->binds[i].path));
+        json_array_append_new(binds, json_pack("{s:s,s:s,s:s*}", "source", g->binds[i].src, "path",
+                                               g->binds[i].path, "alt", g->binds[i].alt));
     return json_pack("{s:o,s:o}", "devices", devs, "binds", binds);
 }
 

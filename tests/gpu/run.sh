@@ -169,6 +169,8 @@ if [ -n "$IN_PY" ]; then
     A=$(run_in "$GID" "ls /proc/driver/nvidia 2>&1 | tr '\n' ' '; $(torch_py 'import torch; torch.zeros(1, device="cuda")') 2>&1 | tail -3")
     say "diagnosis: inside: $(echo "$A" | out_of | tr '\n' ' ')"
   fi
+elif [ "$TORCH" == 1 ]; then
+  bad "PyTorch matmul: $PY imports torch, but its base interpreter $BASE_EXE is outside /usr and $BASE_PREFIX"
 else
   bad "PyTorch matmul: no python3 here imports torch (SBX_PYTHON)"
 fi

@@ -25,6 +25,8 @@ BINS += os.environ.get("MKIMAGE_EXTRA_BINS", "").split()  # a test's own tools (
 # host programs whose shared libraries (not the programs) go in too: tests/gpu/run.sh's
 # nvidia-smi, which the daemon binds into a GPU sandbox's image
 LIBS_OF = os.environ.get("MKIMAGE_LIBS_OF", "").split()
+# MKIMAGE_LIB64=1: every library in usr/lib64 (a RHEL-like layout, no Debian multiarch directory)
+LIB64 = os.environ.get("MKIMAGE_LIB64") == "1"
 
 
 def host_files():
@@ -46,6 +48,8 @@ def host_files():
                 libs.add(os.path.realpath(path) if False else path)
     for lib in sorted(libs):
         real = lib if not lib.startswith("/lib") else "/usr" + lib
+        if LIB64:
+            real = "/usr/lib64/" + os.path.basename(lib)
         out.append((real.lstrip("/"), lib))
     return out
 

@@ -1,0 +1,9 @@
+/* Reading /proc/self/mountinfo: one callback per mount (its mount point, file system type and
+ * super options). Used by the shim to find cgroup hierarchies and submounts. */
+#pragma once
+
+/* cb gets each mount's (mount point, fstype, super options, ud); a non-zero return stops the
+ * walk. Returns 0 (also when cb stopped it with > 0), cb's negative return, or -errno. Mount
+ * points are as the kernel writes them (spaces escaped as \040); longer than 511 bytes skipped. */
+int mountinfo_walk(int (*cb)(const char *mnt, const char *fstype, const char *opts, void *ud),
+                   void *ud);
