@@ -3,22 +3,17 @@
 
 #include "common/fdutil.h"
 #include "common/macro.h"
-#include "common/timeutil.h"
+#include "common/capture.h"
 #include "policy/gpu.h"
 #include "policy/limits.h"
 #include "sandboxd/core/sandbox.h"
 
 #include <ctype.h>
 #include <dirent.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_GPUS 64
@@ -356,45 +351,10 @@ static void find_binds(struct sd_gpus *g, const char *root) {
         add_tool(g, root, drv_bin, bins[i]);
 }
 
-/* The output of argv (at most len - 1 bytes, NUL-terminated) within deadline_ms; past it the
- * child is killed (what it printed so far is kept). A driver that hangs nvidia-smi in the
- * kernel must not hold the daemon's start: its `timeout` wrapper is killed, not waited for. */
-static void run_capture(char *const argv[], int deadline_ms, char *out, size_t len) {
-    int p[2];
-    out[0] = 0;
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(p[1]);
-    size_t n = 0;
-    uint64_t end = now_mono_ms() + (uint64_t)deadline_ms;
-    while (r == 0 && n + 1 < len) {
-        uint64_t now = now_mono_ms();
-        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-        if (now >= end || poll(&pfd, 1, (int)(end - now)) <= 0)
-            break;
-        ssize_t k = read(p[0], out + n, len - 1 - n);
-        if (k <= 0 && !(k < 0 && errno == EINTR))
-            break;
-        n += k > 0 ? (size_t)k : 0;
-    }
-    out[n] = 0;
-    close(p[0]);
-    if (r == 0) {
-        kill(pid, SIGKILL); /* ended already, or past its time */
-        waitpid(pid, NULL, 0);
-    }
-}
-
 /* Each GPU's memory, where the inventory has none, from the nvidia-smi found for the binds (a
  * root-owned file that only root may change): `--query-gpu=uuid,memory.total` lines
- * "GPU-..., 143771" (MiB). At start-up only, at most ~12 s. */
+ * "GPU-..., 143771" (MiB). At start-up only, at most ~12 s: a driver that hangs nvidia-smi in
+ * the kernel must not hold the daemon's start (its `timeout` wrapper is killed, not waited for). */
 static void smi_memory(struct sd_gpus *g) {
     const char *smi = NULL;
     bool need = false;
@@ -415,11 +375,10 @@ static void smi_memory(struct sd_gpus *g) {
                     "--format=csv,noheader,nounits",
                     NULL};
     char out[4096];
-    run_capture(argv, 12000, out, sizeof(out));
-    for (char *line = out, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = 0;
+    int status; /* past its time, the lines it printed whole are still used */
+    capture_run(argv, environ, false, 12000, out, sizeof(out), &status);
+    for (char *line = out, *next; (next = strchr(line, '\n')); line = next) { /* whole lines */
+        *next++ = 0;
         char *comma = strchr(line, ','), *endp;
         if (!comma)
             continue;

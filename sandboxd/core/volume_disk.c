@@ -2,6 +2,8 @@
  * device, and their undoing. Runs on libuv's worker threads and at start-up. */
 #include "sandboxd/core/volume_disk.h"
 
+#include "common/capture.h"
+
 #include "common/fdutil.h"
 #include "common/log.h"
 #include "common/spec.h"
@@ -9,7 +11,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -25,35 +26,14 @@ void sd_vdisk_paths(const char *dir, const char *name, char *img, char *mnt, siz
 
 /* Run a host tool and wait; its output (the last line of it) goes into the error. */
 static int run_tool(char *const argv[], error_rec *err) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return error_set_errno(err, negative_errno(), "pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 2);
-    pid_t pid;
-    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, spec_host_env);
-    posix_spawn_file_actions_destroy(&fa);
-    close(p[1]);
-    if (r != 0) {
-        close(p[0]);
-        return error_set_errno(err, -r, "cannot run %s", argv[0]);
-    }
-    char out[1024] = "";
-    size_t n = 0;
-    ssize_t k;
-    while ((k = read(p[0], out + n, sizeof(out) - 1 - n)) > 0 || (k < 0 && errno == EINTR))
-        n += k > 0 ? (size_t)k : 0;
-    close(p[0]);
-    out[n] = 0;
+    char out[1024];
+    int st = 0, r = capture_run(argv, spec_host_env, true, -1, out, sizeof(out), &st);
+    if (r < 0)
+        return error_set_errno(err, r, "cannot run %s", argv[0]);
+    size_t n = strlen(out);
     while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
         out[--n] = 0;
     const char *last = strrchr(out, '\n') ? strrchr(out, '\n') + 1 : out;
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         return error_set(err, -EIO, "%s failed (status %d): %s", argv[0], st, last);
     return 0;

@@ -1,15 +1,20 @@
 /* Unit tests of common/: units parsing, the error record, the shim protocol codec, file helpers,
- * the piecewise JSON string writer, base64 and pool shapes (a create against a published pool). */
+ * the piecewise JSON string writer, base64, pool shapes (a create against a published pool) and
+ * capture_run (a helper's output, its status, a deadline). */
 #include "common/b64.h"
+#include "common/capture.h"
 #include "common/fdutil.h"
 #include "common/jsonstr.h"
 #include "common/poolshape.h"
 #include "common/shimproto.h"
+#include "common/timeutil.h"
 #include "common/units.h"
 #include "tests/lib/test.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 TEST(units_size) {
     static const struct {
@@ -256,4 +261,28 @@ TEST(poolshape_match) {
     json_decref(b);
     json_decref(pool);
     json_decref(defs);
+}
+
+TEST(capture_run_output_status_deadline) {
+    extern char **environ;
+    char out[64];
+    int st = -1;
+    char *both[] = {"sh", "-c", "echo out; echo err >&2; exit 3", NULL};
+    CHECK_OK(capture_run(both, environ, true, -1, out, sizeof(out), &st));
+    CHECK_STREQ(out, "out\nerr\n");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+    CHECK_OK(capture_run(both, environ, false, 5000, out, sizeof(out), &st));
+    CHECK_STREQ(out, "out\n");
+    char *small[] = {"sh", "-c", "echo 0123456789", NULL}; /* a full buffer stops the read */
+    CHECK_OK(capture_run(small, environ, true, -1, out, 5, &st));
+    CHECK_STREQ(out, "0123");
+    /* past its deadline: killed and reaped, what it printed kept, -ETIMEDOUT */
+    char *slow[] = {"sh", "-c", "echo early; exec sleep 30", NULL};
+    uint64_t t0 = now_mono_ms();
+    CHECK_EQ(capture_run(slow, environ, false, 300, out, sizeof(out), &st), -ETIMEDOUT);
+    CHECK_STREQ(out, "early\n");
+    CHECK_MSG(now_mono_ms() - t0 < 5000, "the deadline was not kept: %llu ms",
+              (unsigned long long)(now_mono_ms() - t0));
+    char *missing[] = {"/nonexistent/sbx-no-such-program", NULL};
+    CHECK_EQ(capture_run(missing, environ, true, -1, out, sizeof(out), &st), -ENOENT);
 }
