@@ -4,6 +4,6 @@
 
 /* cb gets each mount's (mount point, fstype, super options, ud); a non-zero return stops the
  * walk. Returns 0 (also when cb stopped it with > 0), cb's negative return, or -errno. Mount
- * points are as the kernel writes them (spaces escaped as \040); longer than 511 bytes skipped. */
+ * points come unescaped (the kernel's \040 is a space again); one longer than 511 bytes is cut. */
 int mountinfo_walk(int (*cb)(const char *mnt, const char *fstype, const char *opts, void *ud),
                    void *ud);

@@ -51,29 +51,15 @@ struct pseudo_find {
     char found[512];
 };
 
-/* mountinfo's escapes (' ', '\t', '\n' and '\\' written as \ooo) undone, into buf. */
-static void unescape(const char *s, char *buf, size_t len) {
-    size_t n = 0;
-    for (const char *p = s; *p && n + 1 < len; n++)
-        if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
-            p[3] >= '0' && p[3] <= '7') {
-            buf[n] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
-            p += 4;
-        } else
-            buf[n] = *p++;
-    buf[n] = 0;
-}
-
 static int pseudo_cb(const char *mnt, const char *fstype, const char *opts, void *ud) {
     struct pseudo_find *f = ud;
     (void)opts;
     for (size_t i = 0; i < ARRAY_SIZE(pseudo_fs); i++)
         if (!strcmp(fstype, pseudo_fs[i])) {
-            unescape(mnt, f->found, sizeof(f->found));
-            if (strncmp(f->found, f->under, strlen(f->under)) == 0)
-                return 1;
-            f->found[0] = 0;
-            return 0;
+            if (strncmp(mnt, f->under, strlen(f->under)) != 0)
+                return 0;
+            snprintf(f->found, sizeof(f->found), "%s", mnt);
+            return 1;
         }
     return 0;
 }

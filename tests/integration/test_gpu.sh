@@ -285,18 +285,19 @@ test_gpu_driver_mount_under_usr() {
   mount -t tmpfs -o mode=1777,size=1m sbx-test-driver "$m" || fail "mount a tmpfs on $m"
   echo stand-in >"$m/libcuda.so.1"
   chmod 0666 "$m/libcuda.so.1"
-  # a kernel interface mounted under /usr (a build chroot's /proc) stays out of the sandbox
-  mkdir "$m/proc" && mount -t proc proc "$m/proc" || fail "mount a proc on $m/proc"
+  # a kernel interface mounted under /usr (a build chroot's /proc) stays out of the sandbox; a
+  # space in its name (mountinfo writes \040) must not keep it in
+  mkdir "$m/pro c" && mount -t proc proc "$m/pro c" || fail "mount a proc on $m/pro c"
   start_daemon
   create '{"gpus":1,"memory":"64Mi"}'
-  req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"sh\",\"-c\",\"cat $m/libcuda.so.1; echo x 2>&1 >> $m/libcuda.so.1; touch $m/new 2>&1; ls $m/proc | wc -l; grep ' $m' /proc/self/mountinfo\"]}"
+  req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"sh\",\"-c\",\"cat $m/libcuda.so.1; echo x 2>&1 >> $m/libcuda.so.1; touch $m/new 2>&1; ls '$m/pro c' | wc -l; grep ' $m' /proc/self/mountinfo\"]}"
   expect 200 '.exit_code == 0'
   local out; out=$(jq -r .stdout <<<"$BODY")
   [ "$(head -1 <<<"$out")" == stand-in ] || fail "the mount under /usr inside: $BODY"
   [ "$(grep -c 'Read-only file system' <<<"$out")" == 2 ] || fail "writes under /usr: $out"
   [ "$(sed -n 4p <<<"$out")" == 0 ] || fail "the host's proc under /usr came along: $out"
   grep -q " $m ro,nosuid,nodev.* tmpfs sbx-test-driver " <<<"$out" || fail "its mount: $out"
-  ! grep -q " $m/proc " <<<"$out" || fail "a proc mount under /usr in the sandbox: $out"
+  ! grep -q " $m/pro\\\\040c " <<<"$out" || fail "a proc mount under /usr in the sandbox: $out"
   [ "$(cat "$m/libcuda.so.1")" == stand-in ] && [ ! -e "$m/new" ] || fail "the host's files changed"
   create '{"memory":"64Mi"}' # a sandbox without GPUs sees the host's /usr the same way
   req POST "/v1/sandboxes/$ID/exec" -d "{\"argv\":[\"cat\",\"$m/libcuda.so.1\"]}"
