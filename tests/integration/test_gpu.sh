@@ -226,8 +226,8 @@ stand-in nvidia-smi
 # GKE-style hosts and the device machine): a store image's GPU sandbox gets its libraries in
 # /usr/lib/<triplet>, where the image's loader looks without a cache, and nvidia-smi (found in
 # the bin directory beside the driver's lib64, not on the daemon's PATH) in /usr/bin, as the
-# toolkit does. The stand-in nvidia-smi is an ELF that
-# needs libnvidia-ml.so.1, so it runs only where the image's loader finds the driver's library.
+# toolkit does. The stand-in nvidia-smi is an ELF that needs libnvidia-ml.so.1, so it runs only
+# where the image's loader finds the driver's library.
 TEST_TIMEOUT_gpu_driver_elsewhere_in_images=90
 test_gpu_driver_elsewhere_in_images() {
   private_ns gpu_driver_elsewhere_in_images
