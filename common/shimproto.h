@@ -71,6 +71,9 @@
 #define SHIMPROTO_VERSION 1
 #define SHIMPROTO_MSG_MAX 65536
 #define SHIMPROTO_MAX_FDS 4
+/* A spare shim's parked cgroup under the daemon's parent (`spare-<shim pid>`, shim/sandbox.h);
+ * the daemon removes those of spares that are gone (sandboxd/core/spare.h). */
+#define SHIMPROTO_SPARE_CGROUP "spare-"
 
 /* Send msg (the "v" field is added). fds may be NULL when n_fds is 0. Returns 0 or -errno. */
 int shimproto_send(int sock, json_t *msg, const int *fds, size_t n_fds);

@@ -209,6 +209,7 @@ int main(int argc, char **argv) {
              d.cfg.max_starting, d.cgroup_version, d.cgroup_parent, d.cfg.shim_path);
     sd_notify_ready();
     uv_run(d.loop, UV_RUN_DEFAULT);
+    sd_spares_stop(&d);
     sd_cgroup_release(&d);
     sd_gpu_done(&d);
     sd_gvisor_done(&d);

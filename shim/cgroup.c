@@ -268,11 +268,54 @@ int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pi
         if (r < 0)
             return error_set_errno(err, r, "cgroup: mkdir %s", cg->dirs[i]);
     }
-    if (cg->version == 2) {
+    if (cg->version == 2)
         v2_enable_parent(cg->dirs[0]);
+    return shim_cgroup_limit(cg, cpu, memory, pids, err);
+}
+
+int shim_cgroup_limit(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, error_rec *err) {
+    if (cg->version == 2)
         return limits_v2(cg, cpu, memory, pids, err);
-    }
     return limits_v1(cg, cpu, memory, pids, err);
+}
+
+/* dir with its last component replaced by id (malloc'd), or NULL. */
+static char *sibling(const char *dir, const char *id) {
+    const char *slash = strrchr(dir, '/');
+    size_t keep = slash ? (size_t)(slash - dir) + 1 : 0;
+    char *s = malloc(keep + strlen(id) + 1);
+    if (s) {
+        memcpy(s, dir, keep);
+        strcpy(s + keep, id);
+    }
+    return s;
+}
+
+int shim_cgroup_rename(shim_cgroup *cg, const char *id, error_rec *err) {
+    char *to[SHIM_CGROUP_V1_MAX] = {0};
+    size_t done = 0;
+    int r = 0;
+    for (size_t i = 0; i < cg->n && r == 0; i++)
+        if (!(to[i] = sibling(cg->dirs[i], id)))
+            r = error_set(err, -ENOMEM, "out of memory");
+    while (r == 0 && done < cg->n) {
+        if (rename(cg->dirs[done], to[done]) < 0)
+            r = error_set_errno(err, negative_errno(), "cgroup: rename %s to %s", cg->dirs[done],
+                                to[done]);
+        else
+            done++;
+    }
+    for (size_t i = 0; r < 0 && i < done; i++) /* put back the ones renamed */
+        (void)rename(to[i], cg->dirs[i]);
+    for (size_t i = 0; i < cg->n; i++) {
+        if (r == 0) {
+            free(cg->dirs[i]);
+            cg->dirs[i] = to[i];
+        } else {
+            free(to[i]);
+        }
+    }
+    return r;
 }
 
 int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, error_rec *err) {

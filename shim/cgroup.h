@@ -39,6 +39,10 @@ static inline void shim_cgroup_freep(shim_cgroup **cg) {
 /* mkdir the directories (parents too) and apply limits. cpu in vCPUs (0 = no quota),
  * memory in bytes (0 = no limit), swap is always off. */
 int shim_cgroup_create(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, error_rec *err);
+/* Apply limits to directories that exist (as create does after its mkdir). */
+int shim_cgroup_limit(shim_cgroup *cg, double cpu, uint64_t memory, uint64_t pids, error_rec *err);
+/* Rename every directory to a sibling named id (processes inside stay); all or nothing. */
+int shim_cgroup_rename(shim_cgroup *cg, const char *id, error_rec *err);
 int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, error_rec *err);
 /* v1: move the calling thread (a single-threaded process: the whole process) into every
  * directory by writing "0" to its `tasks` file. The kernel moves the writer itself without the

@@ -5,6 +5,7 @@
 
 #include "common/fdutil.h"
 #include "common/timeutil.h"
+#include "policy/seccomp.h"
 #include "shim/cgroup.h"
 #include "shim/exec.h"
 #include "shim/grading.h"
@@ -63,8 +64,16 @@ static int step_sync(shim_init_ctx *c, error_rec *err) {
 
 static int step_namespaces(shim_init_ctx *c, error_rec *err) {
     /* The cgroup namespace is made after the shim moved us into the sandbox's cgroup. */
-    if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) < 0)
+    if (unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) < 0)
         return error_set_errno(err, negative_errno(), "unshare");
+    return 0;
+}
+
+/* Apart from the others: a spare's init makes its mount namespace only once it has its sandbox,
+ * so that it sees what the daemon mounted meanwhile (a fork's layer, a volume's disk). */
+static int step_mount_namespace(shim_init_ctx *c, error_rec *err) {
+    if (unshare(CLONE_NEWNS) < 0)
+        return error_set_errno(err, negative_errno(), "unshare mount namespace");
     return 0;
 }
 
@@ -216,17 +225,55 @@ static int step_seccomp(shim_init_ctx *c, error_rec *err) {
     return r < 0 ? error_set_errno(err, r, "install the seccomp filter") : 0;
 }
 
+/* A spare's init (shim/sandbox.h, shim_parked_make) has done the steps marked `ahead`: it says
+ * so and waits for the sandbox's directory, then reads what a fresh init got from the shim: the
+ * spec, the seccomp program, the staging directory. */
+static int init_park(shim_init_ctx *c, error_rec *err) {
+    static char staging[4200];
+    char spec[4200];
+    int fds[3];
+    size_t nf;
+    int r = shim_ipc_send(c->ipc, SHIM_IPC_PARKED, 0, 0, 0, NULL, 0, NULL, 0);
+    if (r < 0)
+        return error_set_errno(err, r, "notify the shim");
+    r = shim_ipc_recv(c->ipc, ipc_buf, fds, &nf);
+    for (size_t i = 0; i < nf; i++)
+        safe_close(fds[i]);
+    if (r < 0)
+        return error_set_errno(err, r, "waiting for the sandbox");
+    if (ipc_buf->type != SHIM_IPC_BUILD || ipc_buf->len == 0 || ipc_buf->len >= 4096)
+        return error_set(err, -EPROTO, "unexpected message %u from the shim", ipc_buf->type);
+    int n = (int)ipc_buf->len;
+    snprintf(staging, sizeof(staging), "%.*s/rootfs", n, ipc_buf->data);
+    snprintf(spec, sizeof(spec), "%.*s/spec.json", n, ipc_buf->data);
+    shim_spec *s = NULL;
+    void *bpf = NULL;
+    size_t len = 0;
+    if ((r = shim_spec_load(spec, &s, err)) < 0 ||
+        (r = policy_seccomp_read_bpf(s->seccomp_bpf, &bpf, &len, err)) < 0)
+        return r; /* init exits: nothing to free */
+    c->spec = s;
+    c->staging = staging;
+    c->prog.filter = bpf;
+    c->prog.len = (unsigned short)(len / sizeof(struct sock_filter));
+    return 0;
+}
+
 typedef int (*init_step_fn)(shim_init_ctx *, error_rec *);
+#define STEPS_AHEAD 3
 enum { BOTH, NATIVE, GVISOR }; /* which isolation class runs a step (gvisor.h) */
 static const struct {
     const char *name;
     init_step_fn fn;
     int only;
 } init_steps[] = {
+    /* a spare's init does these STEPS_AHEAD before it knows its sandbox */
     {"sync", step_sync, BOTH},
     {"namespaces", step_namespaces, BOTH},
-    {"hostname", step_hostname, BOTH},
     {"loopback", step_loopback, BOTH},
+    /* the rest once it does */
+    {"mount-namespace", step_mount_namespace, BOTH},
+    {"hostname", step_hostname, BOTH},
     {"rootfs", step_rootfs, BOTH},
     {"volumes", step_volumes, BOTH},
     {"etc", step_etc, BOTH},
@@ -266,10 +313,15 @@ _Noreturn void shim_init_main(shim_init_ctx *c) {
     close_range(4, ~0U, 0);
     char times[512]; /* "init.name=ms ..." of every step, for the shim's ready line */
     size_t tl = 0;
-    int skip = c->spec->runsc ? NATIVE : GVISOR;
     for (size_t i = 0; i < ARRAY_SIZE(init_steps); i++) {
         error_rec err = {0};
-        if (init_steps[i].only == skip)
+        if (c->parked && i == STEPS_AHEAD) {
+            if (init_park(c, &err) < 0)
+                init_fail(c, "park", &err);
+            c->parked = false;
+            tl = 0; /* the steps done ahead are not the create's */
+        }
+        if (c->spec && init_steps[i].only == (c->spec->runsc ? NATIVE : GVISOR))
             continue;
         uint64_t t0 = now_mono_us();
         if (init_steps[i].fn(c, &err) < 0)

@@ -15,6 +15,7 @@ typedef struct shim_init_ctx {
     const char *staging;   /* host directory to mount the sandbox's tmpfs on */
     int ipc;               /* init's end of the shim <-> init socketpair */
     struct sock_fprog prog;
+    bool parked; /* a spare's init: spec, staging and prog come with SHIM_IPC_BUILD (init.c) */
 } shim_init_ctx;
 
 /* main's argv area, overwritten with "sbx-init" in the sandbox (no host path in /proc/1). */

@@ -22,6 +22,8 @@ enum shim_ipc_type {
     SHIM_IPC_EXEC_GRADER, /* shim -> init: as SHIM_IPC_EXEC, run as the grader (grading only) */
     SHIM_IPC_EXEC_HELPER, /* shim -> init: as SHIM_IPC_EXEC for sbx-as-agent: the agent user,
                            * and whatever the command leaves running is killed when it exits */
+    SHIM_IPC_PARKED,      /* init -> shim: a spare's init made its namespaces, waits for a dir */
+    SHIM_IPC_BUILD,       /* shim -> init: data = the sandbox's directory: build it */
 };
 
 /* Or'ed into an exec type (EXEC, EXEC_GRADER, EXEC_HELPER): the command gets a terminal; data

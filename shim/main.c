@@ -1,7 +1,9 @@
 /* sbx-shim: builds one sandbox and supervises it (see shim/server.h and common/shimproto.h).
  *   sbx-shim <dir>                          build the sandbox described by <dir>/spec.json
- *   sbx-shim spare PAD                      a spare started ahead of need: reads <dir> and a
- *                                           newline from fd 4, then builds it like the first
+ *   sbx-shim spare PAD [CGV CGPARENT]       a spare started ahead of need: reads <dir> and a
+ *                                           newline from fd 4, then builds it like the first;
+ *                                           with the daemon's cgroup version and parent, it
+ *                                           parks an init ahead (shim_parked_make) meanwhile
  *   sbx-shim cleanup <dir>                  reclaim what a killed shim left behind
  *   sbx-shim seccomp-compile IN.json OUT.bpf  compile a seccomp policy to a raw BPF program */
 #include "common/fdutil.h"
@@ -48,7 +50,8 @@ static void report(int fd, json_t *msg) {
     close(fd);
 }
 
-static int cmd_run(const char *arg) {
+static int cmd_run(const char *arg, shim_parked *parked) {
+    _cleanup_(shim_parked_freep) shim_parked *p = parked;
     int status = fcntl(STATUS_FD, F_GETFD) >= 0 ? STATUS_FD : -1;
     if (status >= 0)
         fd_set_cloexec(status, 1);
@@ -62,7 +65,7 @@ static int cmd_run(const char *arg) {
     shim_server_block_signals();
     shim_sandbox *sb = NULL;
     error_rec err = {0};
-    int r = shim_sandbox_build(dir, &sb, &err);
+    int r = shim_sandbox_build(dir, TAKE_PTR(p), &sb, &err);
     if (r < 0) {
         log_error("build failed: %s", err.message);
         report(status, json_pack("{s:b, s:i, s:s}", "ok", 0, "errno", -r, "message", err.message));
@@ -77,10 +80,26 @@ static int cmd_run(const char *arg) {
     return r;
 }
 
+/* With the daemon's cgroup version and parent: an init parked ahead, in the signal state a
+ * build's init starts with (cmd_run). NULL (logged) when it cannot be made: builds as usual. */
+static shim_parked *park(int argc, char **argv) {
+    if (argc != 5)
+        return NULL;
+    setsid();
+    shim_server_block_signals();
+    shim_parked *p = NULL;
+    error_rec err = {0};
+    if (shim_parked_make(atoi(argv[3]), argv[4], &p, &err) < 0)
+        log_warn("spare: no sandbox parked ahead: %s", err.message);
+    return p;
+}
+
 /* A spare (sandboxd/core/spare.h): wait for the directory, then become `sbx-shim <dir>`, argv
- * included (cleanup's kill_old_shim knows a shim by its argv[1]); PAD is the room for it. End
- * of file before a whole line: the daemon ended the spare or went away; nothing to build. */
-static int cmd_spare(char **argv) {
+ * included (cleanup's kill_old_shim knows a shim by its argv[1]); PAD and what follows are the
+ * room for it. End of file before a whole line: the daemon ended the spare or went away;
+ * nothing to build (what was parked is removed). */
+static int cmd_spare(int argc, char **argv) {
+    _cleanup_(shim_parked_freep) shim_parked *parked = park(argc, argv);
     char dir[PATH_MAX + 1];
     size_t n = 0;
     char *nl = NULL;
@@ -94,7 +113,7 @@ static int cmd_spare(char **argv) {
         n += (size_t)k;
     }
     close(SPARE_FD);
-    size_t room = (size_t)(argv[2] + strlen(argv[2]) - argv[1]);
+    size_t room = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[1]);
     if (!nl || (size_t)(nl - dir) > room) {
         report(STATUS_FD, json_pack("{s:b, s:i, s:s}", "ok", 0, "errno", ENAMETOOLONG, "message",
                                     "step dir: the directory does not fit the spare's argv"));
@@ -103,7 +122,7 @@ static int cmd_spare(char **argv) {
     *nl = 0;
     memset(argv[1], 0, room);
     memcpy(argv[1], dir, (size_t)(nl - dir));
-    return cmd_run(dir);
+    return cmd_run(dir, TAKE_PTR(parked));
 }
 
 static int cmd_cleanup(const char *arg) {
@@ -136,15 +155,16 @@ int main(int argc, char **argv) {
         printf("sbx-shim %s\n", SBX_VERSION);
         return 0;
     }
-    if (argc == 3 && strcmp(argv[1], "spare") == 0)
-        return cmd_spare(argv);
+    if ((argc == 3 || argc == 5) && strcmp(argv[1], "spare") == 0)
+        return cmd_spare(argc, argv);
     if (argc == 3 && strcmp(argv[1], "cleanup") == 0)
         return cmd_cleanup(argv[2]);
     if (argc == 4 && strcmp(argv[1], "seccomp-compile") == 0)
         return cmd_seccomp_compile(argv[2], argv[3]);
     if (argc == 2 && argv[1][0] != '-')
-        return cmd_run(argv[1]);
-    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim spare PAD | sbx-shim cleanup <dir> | "
+        return cmd_run(argv[1], NULL);
+    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim spare PAD [CGV CGPARENT] | "
+                    "sbx-shim cleanup <dir> | "
                     "sbx-shim seccomp-compile IN.json OUT.bpf\n");
     return 2;
 }

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -26,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
+#include "common/shimproto.h"
 #include "common/timeutil.h"
 
 #define BUILD_TIMEOUT_S 60
@@ -47,13 +50,59 @@ static int step_seccomp(shim_sandbox *sb, error_rec *err) {
     return 0;
 }
 
+struct shim_parked {
+    shim_cgroup *cg; /* spare-<shim pid>, no limits but pids */
+    pid_t init_pid;
+    int ipc;
+    int cgroup_version;
+    char *cgroup_parent;
+};
+
+/* Whether the parked init still runs; one that ended is reaped here (and not killed later). */
+static bool parked_alive(shim_parked *p) {
+    if (waitpid(p->init_pid, NULL, WNOHANG) == 0)
+        return true;
+    p->init_pid = 0;
+    return false;
+}
+
+/* A parked init serves a native sandbox without GPUs or grading in the same cgroup tree, while
+ * it lives; any other build starts its own. */
+static bool parked_fits(shim_parked *p, const shim_spec *s) {
+    return p && !s->runsc && !s->gpus && !s->grading && s->cgroup_version == p->cgroup_version &&
+           strcmp(s->cgroup_parent ? s->cgroup_parent : "", p->cgroup_parent) == 0 &&
+           parked_alive(p);
+}
+
+/* The parked cgroup becomes the sandbox's: renamed to its id, its limits set. */
+static int adopt_parked(shim_sandbox *sb, error_rec *err) {
+    shim_parked *p = sb->parked;
+    int r = shim_cgroup_rename(p->cg, sb->spec->id, err);
+    if (r < 0)
+        return r;
+    sb->cg = TAKE_PTR(p->cg);
+    sb->init_pid = p->init_pid;
+    sb->ipc = p->ipc;
+    p->init_pid = 0;
+    p->ipc = -1;
+    shim_parked_free(TAKE_PTR(sb->parked));
+    return 0;
+}
+
 static int step_cgroup(shim_sandbox *sb, error_rec *err) {
     const shim_spec *s = sb->spec;
+    uint64_t pids = s->runsc ? SHIM_GVISOR_HOST_PIDS(s->pids) : s->pids; /* gvisor.h */
+    if (parked_fits(sb->parked, s)) {
+        error_rec perr = {0};
+        if (adopt_parked(sb, &perr) == 0)
+            return shim_cgroup_limit(sb->cg, s->cpu, s->memory, pids, err);
+        log_warn("the spare's parked sandbox cannot be used: %s", perr.message);
+    }
+    shim_parked_free(TAKE_PTR(sb->parked)); /* this build starts its own init */
     int r =
         shim_cgroup_open(s->cgroup_version, s->cgroup_parent, s->id, s->gpus != NULL, &sb->cg, err);
     if (r < 0)
         return r;
-    uint64_t pids = s->runsc ? SHIM_GVISOR_HOST_PIDS(s->pids) : s->pids; /* gvisor.h */
     r = shim_cgroup_create(sb->cg, s->cpu, s->memory, pids, err);
     return r < 0 ? r : shim_gpu_cgroup(sb->cg, s, err); /* GPUs: only their nodes (gpu.c) */
 }
@@ -81,35 +130,25 @@ static int step_agent_socket(shim_sandbox *sb, error_rec *err) {
     return shim_grading_socket(sb->dir, sb->spec, &sb->agent_fd, err);
 }
 
-static _Noreturn void run_init(shim_sandbox *sb, int ipc, const char *staging) {
-    shim_init_ctx ctx = {.spec = sb->spec, .staging = staging, .ipc = ipc};
-    if (sb->cg && sb->cg->version == 1)
-        ctx.cg = sb->cg;
-    ctx.prog.len = (unsigned short)sb->bpf_len;
-    ctx.prog.filter = sb->bpf;
-    shim_init_main(&ctx);
-}
-
-static int step_fork(shim_sandbox *sb, error_rec *err) {
-    char staging[4200];
-    snprintf(staging, sizeof(staging), "%s/rootfs", sb->dir);
-    if (mkdir(staging, 0700) < 0 && errno != EEXIST)
-        return error_set_errno(err, negative_errno(), "mkdir %s", staging);
+/* Fork init (ctx: everything but its ipc) in new pid and time namespaces. */
+static int fork_init(shim_init_ctx *ctx, pid_t *ret_pid, int *ret_ipc, error_rec *err) {
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
         return error_set_errno(err, negative_errno(), "socketpair");
-    sb->ipc = sp[0];
     _cleanup_close_ int own_pid = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
     _cleanup_close_ int own_time = open("/proc/self/ns/time", O_RDONLY | O_CLOEXEC);
     int flags = CLONE_NEWPID | (own_time >= 0 ? CLONE_NEWTIME : 0);
     if (unshare(flags) < 0) {
+        int r = negative_errno();
+        close(sp[0]);
         close(sp[1]);
-        return error_set_errno(err, negative_errno(), "unshare pid/time namespaces");
+        return error_set_errno(err, r, "unshare pid/time namespaces");
     }
     pid_t pid = fork();
     if (pid == 0) {
         close(sp[0]);
-        run_init(sb, sp[1], staging);
+        ctx->ipc = sp[1];
+        shim_init_main(ctx);
     }
     int fe = errno;
     close(sp[1]);
@@ -118,29 +157,51 @@ static int step_fork(shim_sandbox *sb, error_rec *err) {
         setns(own_pid, CLONE_NEWPID);
     if (own_time >= 0)
         setns(own_time, CLONE_NEWTIME);
-    if (pid < 0)
+    if (pid < 0) {
+        close(sp[0]);
         return error_set_errno(err, -fe, "fork");
-    sb->init_pid = pid;
+    }
     struct timeval tv = {.tv_sec = BUILD_TIMEOUT_S};
-    setsockopt(sb->ipc, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(sp[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    *ret_pid = pid;
+    *ret_ipc = sp[0];
     return 0;
 }
 
-static int send_go(shim_sandbox *sb, error_rec *err) {
-    int r = shim_ipc_send(sb->ipc, SHIM_IPC_GO, 0, 0, 0, NULL, 0, NULL, 0);
+/* A parked init (adopted by step_cgroup) gets the directory; any other is forked now. */
+static int step_fork(shim_sandbox *sb, error_rec *err) {
+    char staging[4200];
+    snprintf(staging, sizeof(staging), "%s/rootfs", sb->dir);
+    if (mkdir(staging, 0700) < 0 && errno != EEXIST)
+        return error_set_errno(err, negative_errno(), "mkdir %s", staging);
+    if (sb->init_pid > 0) {
+        int r = shim_ipc_send(sb->ipc, SHIM_IPC_BUILD, 0, 0, 0, sb->dir, strlen(sb->dir), NULL, 0);
+        return r < 0 ? error_set_errno(err, r, "hand the sandbox to the parked init") : 0;
+    }
+    shim_init_ctx ctx = {.spec = sb->spec, .staging = staging};
+    if (sb->cg && sb->cg->version == 1)
+        ctx.cg = sb->cg;
+    ctx.prog.len = (unsigned short)sb->bpf_len;
+    ctx.prog.filter = sb->bpf;
+    sb->forked = true;
+    return fork_init(&ctx, &sb->init_pid, &sb->ipc, err);
+}
+
+static int send_go(int ipc, error_rec *err) {
+    int r = shim_ipc_send(ipc, SHIM_IPC_GO, 0, 0, 0, NULL, 0, NULL, 0);
     return r < 0 ? error_set_errno(err, r, "signal init") : 0;
 }
 
 /* Wait for init to reach `want`; relays init's own failure message unchanged. The message's
- * text, if any, is appended to sb->step_ms (READY: init's step times). */
-static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
+ * text, if any, is appended to step_ms (READY: init's step times). */
+static int wait_init(int ipc, uint32_t want, char *step_ms, size_t size, error_rec *err) {
     static union {
         shim_ipc_msg m;
         char raw[SHIM_IPC_MAX];
     } buf;
     int fds[3];
     size_t nf;
-    int r = shim_ipc_recv(sb->ipc, &buf.m, fds, &nf);
+    int r = shim_ipc_recv(ipc, &buf.m, fds, &nf);
     for (size_t i = 0; i < nf; i++)
         safe_close(fds[i]);
     if (r == -EAGAIN)
@@ -154,17 +215,20 @@ static int wait_init(shim_sandbox *sb, uint32_t want, error_rec *err) {
     }
     if (buf.m.type != want)
         return error_set(err, -EPROTO, "unexpected message %u from init", buf.m.type);
-    size_t l = strlen(sb->step_ms);
-    if (buf.m.len > 0 && l < sizeof(sb->step_ms))
-        snprintf(sb->step_ms + l, sizeof(sb->step_ms) - l, " %.*s", (int)MIN(buf.m.len, 600u),
-                 buf.m.data);
+    size_t l = step_ms ? strlen(step_ms) : size;
+    if (buf.m.len > 0 && l < size)
+        snprintf(step_ms + l, size - l, " %.*s", (int)MIN(buf.m.len, 600u), buf.m.data);
     return 0;
 }
 
-/* v1: init joins by itself (run_init, shim_cgroup_join_self); v2: we move it. */
+/* v1: init joins by itself (fork_init, shim_cgroup_join_self); v2: we move it. A parked init
+ * is in its cgroup and past its go-ahead already. */
+static int join_go(shim_cgroup *cg, pid_t pid, int ipc, error_rec *err) {
+    int r = cg && cg->version != 1 ? shim_cgroup_add_pid(cg, pid, err) : 0;
+    return r < 0 ? r : send_go(ipc, err);
+}
 static int step_cgroup_join(shim_sandbox *sb, error_rec *err) {
-    int r = sb->cg && sb->cg->version != 1 ? shim_cgroup_add_pid(sb->cg, sb->init_pid, err) : 0;
-    return r < 0 ? r : send_go(sb, err);
+    return sb->forked ? join_go(sb->cg, sb->init_pid, sb->ipc, err) : 0;
 }
 
 static int write_map(pid_t pid, const char *file, uint32_t base, error_rec *err) {
@@ -176,15 +240,15 @@ static int write_map(pid_t pid, const char *file, uint32_t base, error_rec *err)
 }
 
 static int step_userns(shim_sandbox *sb, error_rec *err) {
-    int r = wait_init(sb, SHIM_IPC_USERNS, err);
+    int r = wait_init(sb->ipc, SHIM_IPC_USERNS, sb->step_ms, sizeof(sb->step_ms), err);
     if (r < 0 || (r = write_map(sb->init_pid, "uid_map", sb->spec->uid_base, err)) < 0 ||
         (r = write_map(sb->init_pid, "gid_map", sb->spec->uid_base, err)) < 0)
         return r;
-    return send_go(sb, err);
+    return send_go(sb->ipc, err);
 }
 
 static int step_ready(shim_sandbox *sb, error_rec *err) {
-    int r = wait_init(sb, SHIM_IPC_READY, err);
+    int r = wait_init(sb->ipc, SHIM_IPC_READY, sb->step_ms, sizeof(sb->step_ms), err);
     if (r < 0)
         return r;
     struct timeval tv = {0};
@@ -217,10 +281,12 @@ static const struct {
     {"ready", step_ready},
 };
 
-int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err) {
+int shim_sandbox_build(const char *dir, shim_parked *parked, shim_sandbox **ret, error_rec *err) {
+    _cleanup_(shim_parked_freep) shim_parked *p = parked;
     _cleanup_(shim_sandbox_freep) shim_sandbox *sb = calloc(1, sizeof(*sb));
     if (!sb || !(sb->dir = strdup(dir)))
         return error_set(err, -ENOMEM, "out of memory");
+    sb->parked = TAKE_PTR(p);
     sb->ipc = sb->listen_fd = sb->agent_fd = -1;
     sb->started_ms = now_real_ms();
     for (size_t i = 0; i < ARRAY_SIZE(host_steps); i++) {
@@ -244,24 +310,24 @@ int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err) {
 
 /* Wait (bounded) for init to exit and reap it. When a pid namespace's init exits the kernel
  * has already killed and waited for every other process in it. */
-static void reap_init(shim_sandbox *sb) {
-    if (sb->init_pid <= 0)
+static void reap_init(pid_t *pid) {
+    if (*pid <= 0)
         return;
-    int pfd = (int)syscall(SYS_pidfd_open, sb->init_pid, 0);
+    int pfd = (int)syscall(SYS_pidfd_open, *pid, 0);
     if (pfd >= 0) {
         struct pollfd p = {.fd = pfd, .events = POLLIN};
         poll(&p, 1, 10000);
         close(pfd);
     }
     for (int i = 0; i < 1000; i++) {
-        pid_t r = waitpid(sb->init_pid, NULL, WNOHANG);
-        if (r == sb->init_pid || (r < 0 && errno == ECHILD))
+        pid_t r = waitpid(*pid, NULL, WNOHANG);
+        if (r == *pid || (r < 0 && errno == ECHILD))
             break;
-        kill(sb->init_pid, SIGKILL);
+        kill(*pid, SIGKILL);
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    sb->init_pid = 0;
+    *pid = 0;
 }
 
 int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err) {
@@ -271,7 +337,8 @@ int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err) {
     int ret = 0;
     if (sb->init_pid > 0)
         kill(sb->init_pid, SIGKILL); /* PID 1 gone: the kernel kills the whole pid namespace */
-    reap_init(sb);
+    reap_init(&sb->init_pid);
+    shim_parked_free(TAKE_PTR(sb->parked));
     if (sb->cg) /* anything that still sits in the cgroup (nothing, normally) */
         ret = shim_cgroup_kill_all(sb->cg);
     sb->ipc = safe_close(sb->ipc);
@@ -291,6 +358,7 @@ int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err) {
 void shim_sandbox_free(shim_sandbox *sb) {
     if (!sb)
         return;
+    shim_parked_free(sb->parked);
     safe_close(sb->ipc);
     safe_close(sb->listen_fd);
     safe_close(sb->agent_fd);
@@ -299,6 +367,58 @@ void shim_sandbox_free(shim_sandbox *sb) {
     free(sb->bpf);
     free(sb->dir);
     free(sb);
+}
+
+/* Parking runs at a lower CPU priority (its init inherits it), both put back after. */
+static int park_at(int nice, pid_t init_pid) {
+    if (init_pid > 0)
+        setpriority(PRIO_PROCESS, (id_t)init_pid, nice);
+    return setpriority(PRIO_PROCESS, 0, nice);
+}
+
+static int parked_build(shim_parked *p, error_rec *err) {
+    char name[64];
+    snprintf(name, sizeof(name), SHIMPROTO_SPARE_CGROUP "%d", (int)getpid());
+    int r = shim_cgroup_open(p->cgroup_version, p->cgroup_parent, name, false, &p->cg, err);
+    if (r < 0 || (r = shim_cgroup_create(p->cg, 0, 0, SHIM_SPARE_PIDS, err)) < 0)
+        return r;
+    shim_init_ctx ctx = {.parked = true, .cg = p->cgroup_version == 1 ? p->cg : NULL};
+    if ((r = fork_init(&ctx, &p->init_pid, &p->ipc, err)) < 0 ||
+        (r = join_go(p->cg, p->init_pid, p->ipc, err)) < 0 ||
+        (r = wait_init(p->ipc, SHIM_IPC_PARKED, NULL, 0, err)) < 0)
+        return r == -EALREADY ? err->code : r;
+    return 0;
+}
+
+int shim_parked_make(int cgroup_version, const char *cgroup_parent, shim_parked **ret,
+                     error_rec *err) {
+    _cleanup_(shim_parked_freep) shim_parked *p = calloc(1, sizeof(*p));
+    if (!p || !(p->cgroup_parent = strdup(cgroup_parent)))
+        return error_set(err, -ENOMEM, "out of memory");
+    p->ipc = -1;
+    p->cgroup_version = cgroup_version;
+    park_at(SHIM_SPARE_NICE, 0);
+    int r = parked_build(p, err);
+    if (park_at(0, p->init_pid) < 0 && r >= 0)
+        r = error_set_errno(err, negative_errno(), "setpriority");
+    if (r < 0)
+        return r;
+    *ret = TAKE_PTR(p);
+    return 0;
+}
+
+void shim_parked_free(shim_parked *p) {
+    if (!p)
+        return;
+    if (p->init_pid > 0)
+        kill(p->init_pid, SIGKILL);
+    reap_init(&p->init_pid);
+    safe_close(p->ipc);
+    if (p->cg)
+        shim_cgroup_destroy(p->cg, NULL);
+    shim_cgroup_free(p->cg);
+    free(p->cgroup_parent);
+    free(p);
 }
 
 int shim_sandbox_disk_used(shim_sandbox *sb, uint64_t *ret) {

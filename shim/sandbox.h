@@ -11,6 +11,26 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* A spare's sandbox made before its directory is known (`sbx-shim spare`, sandboxd/core/spare.h):
+ * a cgroup SHIMPROTO_SPARE_CGROUP<shim pid> limited to SHIM_SPARE_PIDS processes, and an init in
+ * new pid and time namespaces inside it that has made its network, IPC, UTS and cgroup namespaces
+ * (their kernel memory charged to that cgroup) and waits (shim/init.c, init_park). A build that
+ * can use it renames the cgroup to the sandbox's id and sets its limits, and skips those steps;
+ * anything else (gvisor, GPUs, grading) frees it and builds as usual. */
+#define SHIM_SPARE_PIDS 8
+/* Parking runs at this nice value (then 0 again, the init's too), so that on a busy host it
+ * takes the CPU the sandboxes being built and used leave (a spare is refilled right after a
+ * create, beside that sandbox's first commands). */
+#define SHIM_SPARE_NICE 10
+typedef struct shim_parked shim_parked;
+int shim_parked_make(int cgroup_version, const char *cgroup_parent, shim_parked **ret,
+                     error_rec *err);
+/* Kills its init and removes its cgroup. */
+void shim_parked_free(shim_parked *p);
+static inline void shim_parked_freep(shim_parked **p) {
+    shim_parked_free(*p);
+}
+
 typedef struct shim_sandbox {
     char *dir;
     shim_spec *spec;
@@ -23,12 +43,15 @@ typedef struct shim_sandbox {
     int agent_fd;   /* grading sandboxes: <dir>/agent/agent.sock (shim/grading.h), else -1 */
     uint64_t started_ms;
     bool torn_down;
+    bool forked;         /* init forked by this build (not a parked one) */
+    shim_parked *parked; /* until step_cgroup adopts or frees it */
     /* how long each build step took, waits included: "name=ms ... init.name=ms ... ready=ms" */
     char step_ms[1024];
 } shim_sandbox;
 
-/* Run every build step; on failure err says "step <name>: ..." and everything made is undone. */
-int shim_sandbox_build(const char *dir, shim_sandbox **ret, error_rec *err);
+/* Run every build step; on failure err says "step <name>: ..." and everything made is undone.
+ * parked (may be NULL) is taken. */
+int shim_sandbox_build(const char *dir, shim_parked *parked, shim_sandbox **ret, error_rec *err);
 /* Kill every process (cgroup-wide), reap init, remove the cgroup and the directory. Idempotent. */
 int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err);
 void shim_sandbox_free(shim_sandbox *sb);

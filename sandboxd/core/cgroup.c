@@ -7,8 +7,11 @@
 #include "sandboxd/core/cgroup.h"
 
 #include "common/fdutil.h"
+#include "common/shimproto.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -81,6 +84,46 @@ int sd_cgroup_setup(sd_daemon *d, error_rec *err) {
     snprintf(d->cgroup_parent, sizeof(d->cgroup_parent), "%s",
              d->cfg.cgroup_parent ? d->cfg.cgroup_parent : "sandboxd");
     return 0;
+}
+
+/* rmdir parent/spare-<pid> for every such pid that no longer runs (an empty one only). */
+static void remove_stale_in(const char *parent) {
+    DIR *dir = opendir(parent);
+    if (!dir)
+        return;
+    struct dirent *de;
+    const size_t pl = strlen(SHIMPROTO_SPARE_CGROUP);
+    while ((de = readdir(dir))) {
+        char *end;
+        if (strncmp(de->d_name, SHIMPROTO_SPARE_CGROUP, pl) != 0)
+            continue;
+        long pid = strtol(de->d_name + pl, &end, 10);
+        if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", parent, de->d_name);
+        (void)rmdir(path); /* not empty: its init is still ending; next time */
+    }
+    closedir(dir);
+}
+
+void sd_cgroup_remove_stale_spares(const sd_daemon *d) {
+    if (d->cgroup_version == 2) {
+        remove_stale_in(d->cgroup_parent);
+        return;
+    }
+    DIR *root = opendir(CG_ROOT);
+    if (!root)
+        return;
+    struct dirent *de;
+    while ((de = readdir(root))) {
+        char path[PATH_MAX];
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), CG_ROOT "/%s/%s", de->d_name, d->cgroup_parent);
+        remove_stale_in(path);
+    }
+    closedir(root);
 }
 
 void sd_cgroup_release(const sd_daemon *d) {

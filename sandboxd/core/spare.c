@@ -3,11 +3,17 @@
 
 #include "common/log.h"
 #include "common/spec.h"
+#include "common/timeutil.h"
+#include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#define SPARE_STOP_MS 3000 /* how long the daemon's end waits for its spares to end */
 
 typedef struct spare {
     int dir_fd;    /* write end: the directory and a newline go here */
@@ -24,7 +30,9 @@ static int spare_spawn(sd_daemon *d, spare *ret) {
     static char pad[SD_SPARE_DIR_MAX + 1];
     if (!pad[0])
         memset(pad, ' ', SD_SPARE_DIR_MAX - sizeof("spare")); /* ps shows blanks */
-    char *argv[] = {d->cfg.shim_path, "spare", pad, NULL};
+    char version[16];
+    snprintf(version, sizeof(version), "%d", d->cgroup_version);
+    char *argv[] = {d->cfg.shim_path, "spare", pad, version, d->cgroup_parent, NULL};
     int status[2], dir[2];
     if (pipe2(status, O_CLOEXEC) < 0)
         return negative_errno();
@@ -73,6 +81,7 @@ int sd_spares_init(sd_daemon *d, error_rec *err) {
     uv_idle_init(d->loop, &d->spares->later);
     d->spares->later.data = d;
     uv_unref((uv_handle_t *)&d->spares->later);
+    sd_cgroup_remove_stale_spares(d); /* parked by spares of an earlier run that were killed */
     spares_fill(d);
     return 0;
 }
@@ -98,7 +107,27 @@ int sd_spares_take(sd_daemon *d, const char *dir, int *ret_status_fd) {
             *ret_status_fd = s.status_fd;
             return 0;
         }
-        safe_close(s.status_fd); /* it died (EPIPE): try the next */
+        safe_close(s.status_fd);          /* it died (EPIPE): try the next */
+        sd_cgroup_remove_stale_spares(d); /* and its parked cgroup stayed */
     }
     return -EAGAIN;
+}
+
+void sd_spares_stop(sd_daemon *d) {
+    struct sd_spares *sp = d->spares;
+    if (!sp)
+        return;
+    uv_idle_stop(&sp->later);
+    for (unsigned i = 0; i < sp->n; i++) /* end of file: each removes what it parked, exits */
+        sp->s[i].dir_fd = safe_close(sp->s[i].dir_fd);
+    uint64_t deadline = now_mono_ms() + SPARE_STOP_MS;
+    for (unsigned i = 0; i < sp->n; i++) { /* its end closes its status pipe */
+        struct pollfd p = {.fd = sp->s[i].status_fd, .events = POLLIN};
+        uint64_t now = now_mono_ms();
+        if (now < deadline)
+            poll(&p, 1, (int)(deadline - now));
+        sp->s[i].status_fd = safe_close(sp->s[i].status_fd);
+    }
+    sp->n = 0;
+    sd_cgroup_remove_stale_spares(d);
 }

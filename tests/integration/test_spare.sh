@@ -4,6 +4,11 @@
 # shim is that process, its argv then names the directory, so `sbx-shim cleanup` still knows
 # it), a new spare takes its place, a spare that died is passed over, none with
 # --spare-shims 0, a bad value is refused at start, and spares end with the daemon.
+# A spare parks a sandbox's start ahead (shim/sandbox.h, shim_parked_make): its cgroup
+# spare-<pid> and an init with its own namespaces; a native create adopts them (same init, same
+# network namespace, the cgroup renamed with the create's limits, priority back to normal, a
+# mount namespace made after the hand-off that sees the daemon's later mounts); a grading
+# create, a parked init that died, and the daemon's end or a kill leave no parked cgroup.
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
 
 DAEMON_TAG=spare
@@ -94,6 +99,121 @@ test_end_with_daemon() {
   start_daemon --spare-shims 2 # a restart starts new ones and builds with them
   create
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["true"]}'; expect 200 '.exit_code == 0'
+}
+
+cg_dir() { # NAME -> the pids cgroup directory NAME under the daemon's parent (v1 or v2)
+  if [ -d /sys/fs/cgroup/pids ]; then echo "/sys/fs/cgroup/pids/$CG/$1"; else echo "/sys/fs/cgroup/$CG/sandboxes/$1"; fi
+}
+parked_init() { # SPARE -> its parked init's pid, once it is in the spare's cgroup
+  local p
+  for _ in $(seq 100); do
+    p=$(ps -o pid= --ppid "$1" | tr -d ' ' | head -n 1)
+    [ -n "$p" ] && grep -q "/spare-$1\$" "/proc/$p/cgroup" 2>/dev/null &&
+      [ "$(readlink "/proc/$p/ns/net")" != "$(readlink /proc/self/ns/net)" ] && { echo "$p"; return 0; }
+    sleep 0.05
+  done
+  fail "spare $1 parked no init in its cgroup spare-$1"
+}
+no_spare_cgroups() { # WHAT SECONDS: no spare-* cgroup under the daemon's parent within SECONDS
+  local left i
+  for ((i = 0; i <= $2 * 10; i++)); do
+    left=$(find /sys/fs/cgroup -maxdepth 4 -type d -path "*$CG*" -name 'spare-*' 2>/dev/null)
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  fail "$1: parked cgroups left: $left"
+}
+nice_of() { awk '{print $19}' "/proc/$1/stat"; } # PID -> its nice value
+
+TEST_TIMEOUT_parked=90
+test_parked() {
+  start_daemon
+  local s init net mnt
+  s=$(wait_spare)
+  init=$(parked_init "$s")
+  net=$(readlink "/proc/$init/ns/net")
+  [ -d "$(cg_dir "spare-$s")" ] || fail "no parked cgroup $(cg_dir "spare-$s")"
+  assert_eq "$(nice_of "$s")" 0 "the spare's nice value once parked"
+  assert_eq "$(nice_of "$init")" 0 "the parked init's nice value"
+  # a volume made after the spare parked: the daemon mounts its disk now, and the sandbox's mount
+  # namespace, made at the hand-off, must see it (this host's / is private: nothing propagates)
+  req POST /v1/volumes -d '{"name":"late","size":"16Mi"}'
+  expect 201
+  create '{"memory":"96Mi","pids":40,"volumes":[{"name":"late","path":"/late"}]}'
+  assert_eq "$(cat "$D/run/sandboxes/$ID/shim.pid")" "$s" "the create's shim is the spare"
+  assert_eq "$(ps -o pid= --ppid "$s" | tr -d ' ')" "$init" "the sandbox's init is the parked one"
+  assert_eq "$(readlink "/proc/$init/ns/net")" "$net" "the sandbox's network namespace"
+  grep -q "/$ID\$" "/proc/$init/cgroup" || fail "init is not in the sandbox's cgroup: $(cat "/proc/$init/cgroup")"
+  [ ! -d "$(cg_dir "spare-$s")" ] || fail "the parked cgroup is still there after the hand-off"
+  assert_eq "$(cat "$(cg_dir "$ID")/pids.max")" 40 "the sandbox's pids limit"
+  if [ -d /sys/fs/cgroup/memory ]; then
+    assert_eq "$(cat "/sys/fs/cgroup/memory/$CG/$ID/memory.limit_in_bytes")" $((96 << 20)) "memory limit"
+  else
+    assert_eq "$(cat "/sys/fs/cgroup/$CG/sandboxes/$ID/memory.max")" $((96 << 20)) "memory limit"
+  fi
+  mnt=$(readlink "/proc/$init/ns/mnt")
+  [ "$mnt" != "$(readlink /proc/self/ns/mnt)" ] || fail "init shares the host's mount namespace"
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","echo v > /late/f && cat /late/f && id -u && awk \"{print \\$19}\" /proc/self/stat && hostname"]}'
+  expect 200 ".exit_code == 0 and (.stdout | split(\"\n\")[0:3]) == [\"v\",\"1000\",\"0\"]"
+  assert_eq "$(echo "$BODY" | jq -r '.stdout' | sed -n 4p)" "$(hostname_of "$ID")" "hostname"
+  assert_eq "$(nice_of "$init")" 0 "the sandbox's init's nice value"
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+}
+hostname_of() { # ID -> the hostname its spec gave it
+  jq -r .hostname "$D/run/sandboxes/$1/spec.json" 2>/dev/null
+}
+
+TEST_TIMEOUT_parked_passed_over=90
+test_parked_passed_over() {
+  start_daemon
+  local s init s2 init2
+  # a grading sandbox builds its own init: the parked one goes, with its cgroup
+  s=$(wait_spare)
+  init=$(parked_init "$s")
+  create '{"profile":"grading","memory":"256Mi","pids":64}'
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["id","-u"]}'; expect 200 '.stdout == "1000\n"'
+  [ "$(ps -o pid= --ppid "$s" | tr -d ' ')" != "$init" ] || fail "the grading sandbox kept the parked init"
+  pid_alive "$init" && fail "the parked init $init outlived the grading build"
+  [ ! -d "$(cg_dir "spare-$s")" ] || fail "the grading build left the parked cgroup"
+  # a parked init that died: the create forks its own, and the parked cgroup goes
+  s2=$(wait_spare "$s")
+  init2=$(parked_init "$s2")
+  kill -KILL "$init2"
+  create
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["true"]}'; expect 200 '.exit_code == 0'
+  assert_eq "$(cat "$D/run/sandboxes/$ID/shim.pid")" "$s2" "the create's shim is the second spare"
+  [ ! -d "$(cg_dir "spare-$s2")" ] || fail "the dead parked init's cgroup is left"
+  # a spare killed while parked: its empty cgroup is removed when a create passes it over
+  local s3; s3=$(wait_spare "$s2")
+  parked_init "$s3" >/dev/null
+  kill -KILL "$s3"
+  gone_within "$s3" 5 || fail "spare $s3 did not die"
+  create
+  for _ in $(seq 50); do [ -d "$(cg_dir "spare-$s3")" ] || break; sleep 0.1; done
+  [ ! -d "$(cg_dir "spare-$s3")" ] || fail "the killed spare's cgroup is left after a create passed it over"
+}
+
+TEST_TIMEOUT_parked_cleanup=90
+test_parked_cleanup() {
+  start_daemon --spare-shims 2
+  local s
+  for _ in $(seq 100); do [ "$(spares | grep -c .)" == 2 ] && break; sleep 0.05; done
+  for s in $(spares); do parked_init "$s" >/dev/null; done
+  stop_daemon # SIGTERM: the daemon waits until its spares removed what they parked
+  no_spare_cgroups "after the daemon's SIGTERM" 0
+  start_daemon --spare-shims 2
+  for _ in $(seq 100); do [ "$(spares | grep -c .)" == 2 ] && break; sleep 0.05; done
+  for s in $(spares); do parked_init "$s" >/dev/null; done
+  kill -KILL "$DPID"; wait "$DPID" 2>/dev/null || true
+  no_spare_cgroups "after the daemon was killed" 5
+  # a parked cgroup whose spare is gone (left by a killed spare) goes at the daemon's start
+  local dead c; sleep 0 & dead=$!; wait "$dead"
+  for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"/sandboxes; do
+    [ -d "$c" ] && mkdir "$c/spare-$dead"
+  done
+  [ -d "$(cg_dir "spare-$dead")" ] || fail "could not make a stale parked cgroup"
+  start_daemon --spare-shims 1
+  [ ! -d "$(cg_dir "spare-$dead")" ] || fail "the daemon's start left the stale cgroup spare-$dead"
 }
 
 source "$(dirname "$0")/../lib/lib.sh"
