@@ -124,13 +124,17 @@ no_spare_cgroups() { # WHAT SECONDS: no spare-* cgroup under the daemon's parent
   fail "$1: parked cgroups left: $left"
 }
 nice_of() { awk '{print $19}' "/proc/$1/stat"; } # PID -> its nice value
+start_parked() { # a daemon with one spare: S its pid, INIT its parked init's
+  start_daemon
+  S=$(wait_spare)
+  INIT=$(parked_init "$S")
+}
 
 TEST_TIMEOUT_parked=90
 test_parked() {
-  start_daemon
-  local s init net mnt
-  s=$(wait_spare)
-  init=$(parked_init "$s")
+  local S INIT net mnt
+  start_parked
+  local s=$S init=$INIT
   net=$(readlink "/proc/$init/ns/net")
   [ -d "$(cg_dir "spare-$s")" ] || fail "no parked cgroup $(cg_dir "spare-$s")"
   assert_eq "$(nice_of "$s")" 0 "the spare's nice value once parked"
@@ -165,11 +169,10 @@ hostname_of() { # ID -> the hostname its spec gave it
 
 TEST_TIMEOUT_parked_passed_over=90
 test_parked_passed_over() {
-  start_daemon
-  local s init s2 init2
+  local S INIT s2 init2
+  start_parked
+  local s=$S init=$INIT
   # a grading sandbox builds its own init: the parked one goes, with its cgroup
-  s=$(wait_spare)
-  init=$(parked_init "$s")
   create '{"profile":"grading","memory":"256Mi","pids":64}'
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["id","-u"]}'; expect 200 '.stdout == "1000\n"'
   [ "$(ps -o pid= --ppid "$s" | tr -d ' ')" != "$init" ] || fail "the grading sandbox kept the parked init"

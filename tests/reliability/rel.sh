@@ -26,17 +26,20 @@ daemon_hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$DPID/status"; }
 # Everything this test's daemon made outside itself, one "name count" per line:
 # shims (processes whose command line names our run dir), processes in our cgroup tree,
 # cgroup directories, host mounts under our temp dir, veths and nft chains in the daemon's
-# network namespace (networked setups), run dirs and state files of live sandboxes.
+# network namespace (networked setups), run dirs and state files of live sandboxes. The
+# parked cgroup of each spare the running daemon holds (spare-<its pid>, docs/DAEMON.md "Spare
+# shims") is the daemon's own and not counted; one whose spare is gone is.
 leak_counts() {
   local shims=0 procs=0 cgdirs=0 mounts links=0 chains=0 p
-  local cmd
+  local cmd spares='/daemon$'
   for p in /proc/[0-9]*; do
     cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
     [[ "$cmd" == *sbx-shim*" $D/run"* ]] && shims=$((shims + 1))
   done
+  for p in $(ps -o pid= --ppid "${DPID:-0}" 2>/dev/null); do spares+="|/spare-$p\$"; done
   for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
     [ -d "$c" ] || continue
-    cgdirs=$((cgdirs + $(find "$c" -mindepth 1 -type d | grep -vc '/daemon$')))
+    cgdirs=$((cgdirs + $(find "$c" -mindepth 1 -type d | grep -Evc "$spares")))
     procs=$((procs + $(find "$c" -mindepth 1 -name cgroup.procs -path '*sb-*' -exec cat {} + 2>/dev/null | wc -l)))
   done
   mounts=$(grep -c " $D" /proc/self/mountinfo)
