@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -81,12 +83,20 @@ static int cmd_run(const char *arg, shim_parked *parked) {
 }
 
 /* With the daemon's cgroup version and parent: an init parked ahead, in the signal state a
- * build's init starts with (cmd_run). NULL (logged) when it cannot be made: builds as usual. */
-static shim_parked *park(int argc, char **argv) {
+ * build's init starts with (cmd_run), at SHIM_SPARE_NICE unless the directory is here already
+ * (the daemon's own renice at the hand-off may have come before ours). *ret_nice: the priority
+ * to go back to. NULL (logged) when it cannot be made: builds as usual. */
+static shim_parked *park(int argc, char **argv, int *ret_nice) {
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0);
+    *ret_nice = errno ? 0 : nice;
     if (argc != 5)
         return NULL;
-    setsid();
     shim_server_block_signals();
+    struct pollfd taken = {.fd = SPARE_FD, .events = POLLIN};
+    setpriority(PRIO_PROCESS, 0, SHIM_SPARE_NICE);
+    if (poll(&taken, 1, 0) > 0)
+        setpriority(PRIO_PROCESS, 0, *ret_nice);
     shim_parked *p = NULL;
     error_rec err = {0};
     if (shim_parked_make(atoi(argv[3]), argv[4], &p, &err) < 0)
@@ -99,7 +109,8 @@ static shim_parked *park(int argc, char **argv) {
  * room for it. End of file before a whole line: the daemon ended the spare or went away;
  * nothing to build (what was parked is removed). */
 static int cmd_spare(int argc, char **argv) {
-    _cleanup_(shim_parked_freep) shim_parked *parked = park(argc, argv);
+    int nice;
+    _cleanup_(shim_parked_freep) shim_parked *parked = park(argc, argv, &nice);
     char dir[PATH_MAX + 1];
     size_t n = 0;
     char *nl = NULL;
@@ -113,6 +124,7 @@ static int cmd_spare(int argc, char **argv) {
         n += (size_t)k;
     }
     close(SPARE_FD);
+    shim_parked_nice(parked, nice);
     size_t room = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[1]);
     if (!nl || (size_t)(nl - dir) > room) {
         report(STATUS_FD, json_pack("{s:b, s:i, s:s}", "ok", 0, "errno", ENAMETOOLONG, "message",

@@ -369,13 +369,6 @@ void shim_sandbox_free(shim_sandbox *sb) {
     free(sb);
 }
 
-/* Parking runs at a lower CPU priority (its init inherits it), both put back after. */
-static int park_at(int nice, pid_t init_pid) {
-    if (init_pid > 0)
-        setpriority(PRIO_PROCESS, (id_t)init_pid, nice);
-    return setpriority(PRIO_PROCESS, 0, nice);
-}
-
 static int parked_build(shim_parked *p, error_rec *err) {
     char name[64];
     snprintf(name, sizeof(name), SHIMPROTO_SPARE_CGROUP "%d", (int)getpid());
@@ -397,14 +390,17 @@ int shim_parked_make(int cgroup_version, const char *cgroup_parent, shim_parked 
         return error_set(err, -ENOMEM, "out of memory");
     p->ipc = -1;
     p->cgroup_version = cgroup_version;
-    park_at(SHIM_SPARE_NICE, 0);
     int r = parked_build(p, err);
-    if (park_at(0, p->init_pid) < 0 && r >= 0)
-        r = error_set_errno(err, negative_errno(), "setpriority");
     if (r < 0)
         return r;
     *ret = TAKE_PTR(p);
     return 0;
+}
+
+int shim_parked_nice(shim_parked *p, int nice) {
+    if (p && p->init_pid > 0 && setpriority(PRIO_PROCESS, (id_t)p->init_pid, nice) < 0)
+        return negative_errno();
+    return setpriority(PRIO_PROCESS, 0, nice) < 0 ? negative_errno() : 0;
 }
 
 void shim_parked_free(shim_parked *p) {

@@ -18,13 +18,17 @@
  * can use it renames the cgroup to the sandbox's id and sets its limits, and skips those steps;
  * anything else (gvisor, GPUs, grading) frees it and builds as usual. */
 #define SHIM_SPARE_PIDS 8
-/* Parking runs at this nice value (then 0 again, the init's too), so that on a busy host it
- * takes the CPU the sandboxes being built and used leave (a spare is refilled right after a
- * create, beside that sandbox's first commands). */
+/* A spare parks at this nice value (its init inherits it), so that on a busy host parking takes
+ * the CPU the sandboxes being built and used leave (a spare is refilled right after a create,
+ * beside that sandbox's first commands). Once handed a directory, the daemon puts the spare's
+ * process group back at its own priority (the create waits on a spare still parking), and the
+ * spare sets itself and its init to the priority it started with (shim_parked_nice). */
 #define SHIM_SPARE_NICE 10
 typedef struct shim_parked shim_parked;
 int shim_parked_make(int cgroup_version, const char *cgroup_parent, shim_parked **ret,
                      error_rec *err);
+/* Set the calling process and p's init (p may be NULL) to nice. */
+int shim_parked_nice(shim_parked *p, int nice);
 /* Kills its init and removes its cgroup. */
 void shim_parked_free(shim_parked *p);
 static inline void shim_parked_freep(shim_parked **p) {

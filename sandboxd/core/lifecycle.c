@@ -67,8 +67,8 @@ static void run_cleanup(sd_sandbox *sb) {
     int slot = sd_registry_take_slot(sb); /* freed when the cleanup is done */
     if (c)
         *c = (cleanup_run){.d = d, .slot = slot};
-    if (!c ||
-        sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL, 0, cleanup_exited, c) < 0) {
+    if (!c || sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL, 0, cleanup_exited, c,
+                       NULL) < 0) {
         log_error("cannot run sbx-shim cleanup sandbox=%s", sb->id);
         rm_rf(sb->dir);
         sd_slot_release(d, slot);
@@ -249,7 +249,7 @@ static int shim_start(sd_daemon *d, char *dir, int *ret_status_fd) {
     if (pipe2(p, O_CLOEXEC) < 0)
         return negative_errno();
     char *args[] = {d->cfg.shim_path, dir, NULL};
-    int r = sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, &p[1], 1, NULL, NULL);
+    int r = sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, &p[1], 1, NULL, NULL, NULL);
     safe_close(p[1]);
     if (r < 0) {
         safe_close(p[0]);

@@ -8,8 +8,10 @@
 #include "sandboxd/core/spawn.h"
 
 #include <fcntl.h>
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 typedef struct spare {
     int dir_fd;    /* write end: the directory and a newline go here */
     int status_fd; /* read end of the spare's start-up line */
+    pid_t pid;     /* its process group too (a session leader), its parked init in it */
 } spare;
 
 struct sd_spares {
@@ -43,7 +46,8 @@ static int spare_spawn(sd_daemon *d, spare *ret) {
         return r;
     }
     int fds[] = {status[1], dir[0]};
-    int r = sd_spawn(d->loop, d->cfg.shim_path, argv, spec_host_env, fds, 2, NULL, NULL);
+    pid_t pid = -1;
+    int r = sd_spawn(d->loop, d->cfg.shim_path, argv, spec_host_env, fds, 2, NULL, NULL, &pid);
     safe_close(status[1]);
     safe_close(dir[0]);
     if (r < 0) {
@@ -51,7 +55,7 @@ static int spare_spawn(sd_daemon *d, spare *ret) {
         safe_close(dir[1]);
         return r;
     }
-    *ret = (spare){.dir_fd = dir[1], .status_fd = status[0]};
+    *ret = (spare){.dir_fd = dir[1], .status_fd = status[0], .pid = pid};
     return 0;
 }
 
@@ -104,6 +108,12 @@ int sd_spares_take(sd_daemon *d, const char *dir, int *ret_status_fd) {
         ssize_t w = write(s.dir_fd, line, len + 1); /* < PIPE_BUF: whole or not at all */
         safe_close(s.dir_fd);
         if (w == (ssize_t)(len + 1)) {
+            /* a spare still parking does so at a lower priority (shim/sandbox.h): the create
+             * waits for it now, so at the daemon's own from here on. It is alive (the write
+             * went through) and not yet reaped (that happens on the loop): its pid is its own. */
+            errno = 0;
+            int nice = getpriority(PRIO_PROCESS, 0);
+            setpriority(PRIO_PGRP, (id_t)s.pid, errno ? 0 : nice);
             *ret_status_fd = s.status_fd;
             return 0;
         }

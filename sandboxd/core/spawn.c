@@ -94,7 +94,7 @@ static int spawn_child(const char *path, char *const argv[], char *const envp[],
 }
 
 int sd_spawn(uv_loop_t *loop, const char *path, char *const argv[], char *const envp[],
-             const int *fds, size_t n_fds, sd_spawn_exit_fn exit_cb, void *ud) {
+             const int *fds, size_t n_fds, sd_spawn_exit_fn exit_cb, void *ud, pid_t *ret_pid) {
     spawned *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
@@ -124,5 +124,7 @@ int sd_spawn(uv_loop_t *loop, const char *path, char *const argv[], char *const 
         return r;
     }
     uv_unref((uv_handle_t *)&s->poll);
+    if (ret_pid)
+        *ret_pid = pid;
     return 0;
 }

@@ -19,6 +19,7 @@ typedef void (*sd_spawn_exit_fn)(void *ud, int status);
  * daemon's stderr, fds[0..n_fds) as fd 3, 4, ... (at most SD_SPAWN_FDS_MAX), every other
  * descriptor closed, signals unblocked and at their defaults. exit_cb
  * (or NULL) runs on the loop once the child has ended and been reaped; the watch does not keep the
- * loop alive. Returns 0, or -errno (the exec's own error included). */
+ * loop alive. *ret_pid (may be NULL): the child's pid, reaped only from the loop. Returns 0, or
+ * -errno (the exec's own error included). */
 int sd_spawn(uv_loop_t *loop, const char *path, char *const argv[], char *const envp[],
-             const int *fds, size_t n_fds, sd_spawn_exit_fn exit_cb, void *ud);
+             const int *fds, size_t n_fds, sd_spawn_exit_fn exit_cb, void *ud, pid_t *ret_pid);

@@ -5,10 +5,11 @@
 # it), a new spare takes its place, a spare that died is passed over, none with
 # --spare-shims 0, a bad value is refused at start, and spares end with the daemon.
 # A spare parks a sandbox's start ahead (shim/sandbox.h, shim_parked_make): its cgroup
-# spare-<pid> and an init with its own namespaces; a native create adopts them (same init, same
-# network namespace, the cgroup renamed with the create's limits, priority back to normal, a
-# mount namespace made after the hand-off that sees the daemon's later mounts); a grading
-# create, a parked init that died, and the daemon's end or a kill leave no parked cgroup.
+# spare-<pid> and an init with its own namespaces, at nice 10; a native create adopts them
+# (same init, same network namespace, the cgroup renamed with the create's limits, the shim,
+# init and commands back at the daemon's priority, a mount namespace made after the hand-off
+# that sees the daemon's later mounts); a grading create, a parked init that died, and the
+# daemon's end or a kill leave no parked cgroup.
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
 
 DAEMON_TAG=spare
@@ -137,8 +138,8 @@ test_parked() {
   local s=$S init=$INIT
   net=$(readlink "/proc/$init/ns/net")
   [ -d "$(cg_dir "spare-$s")" ] || fail "no parked cgroup $(cg_dir "spare-$s")"
-  assert_eq "$(nice_of "$s")" 0 "the spare's nice value once parked"
-  assert_eq "$(nice_of "$init")" 0 "the parked init's nice value"
+  assert_eq "$(nice_of "$s")" 10 "the spare's nice value while it waits"
+  assert_eq "$(nice_of "$init")" 10 "the parked init's nice value"
   # a volume made after the spare parked: the daemon mounts its disk now, and the sandbox's mount
   # namespace, made at the hand-off, must see it (this host's / is private: nothing propagates)
   req POST /v1/volumes -d '{"name":"late","size":"16Mi"}'
@@ -161,6 +162,7 @@ test_parked() {
   expect 200 ".exit_code == 0 and (.stdout | split(\"\n\")[0:3]) == [\"v\",\"1000\",\"0\"]"
   assert_eq "$(echo "$BODY" | jq -r '.stdout' | sed -n 4p)" "$(hostname_of "$ID")" "hostname"
   assert_eq "$(nice_of "$init")" 0 "the sandbox's init's nice value"
+  assert_eq "$(nice_of "$s")" 0 "the sandbox's shim's nice value"
   req DELETE "/v1/sandboxes/$ID"; expect 204
 }
 hostname_of() { # ID -> the hostname its spec gave it
