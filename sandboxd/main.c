@@ -202,6 +202,8 @@ int main(int argc, char **argv) {
     d.loop = uv_default_loop();
     if (setup(&d, &err) < 0) {
         log_error("cannot start: %s", err.message);
+        sd_spares_stop(&d); /* started before the failing step: they and their cgroups go */
+        sd_cgroup_release(&d);
         return 1;
     }
     log_info("serving socket=%s tcp=%s max_sandboxes=%u max_starting=%u cgroup=v%d:%s shim=%s",
