@@ -2,6 +2,8 @@
  * start-up line, connect, hello), events from the shim, re-adoption after a restart, and the
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
 #include "sandboxd/core/lifecycle.h"
+
+#include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/gpu.h"
 #include "sandboxd/core/gvisor.h"
 #include "sandboxd/core/images.h"
@@ -57,6 +59,8 @@ static void cleanup_exited(void *ud, int status) {
     (void)status;
     cleanup_run *c = ud;
     sd_slot_release(c->d, c->slot);
+    /* a shim killed in its build before it renamed what its spare parked left that cgroup */
+    sd_cgroup_remove_stale_spares(c->d);
     free(c);
 }
 

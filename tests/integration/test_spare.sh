@@ -169,6 +169,19 @@ hostname_of() { # ID -> the hostname its spec gave it
   jq -r .hostname "$D/run/sandboxes/$1/spec.json" 2>/dev/null
 }
 
+TEST_TIMEOUT_taken_early=60
+test_taken_early() { # a create right after the start may take a spare still parking (at nice 10)
+  start_daemon
+  create
+  local shim init
+  shim=$(cat "$D/run/sandboxes/$ID/shim.pid")
+  init=$(ps -o pid= --ppid "$shim" | tr -d ' ')
+  assert_eq "$(nice_of "$shim")" 0 "the shim's nice value"
+  assert_eq "$(nice_of "$init")" 0 "init's nice value"
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["awk","{print $19}","/proc/self/stat"]}'
+  expect 200 '.stdout == "0\n"'
+}
+
 TEST_TIMEOUT_parked_passed_over=90
 test_parked_passed_over() {
   local S INIT s2 init2
