@@ -66,10 +66,11 @@ static bool parked_alive(shim_parked *p) {
     return false;
 }
 
-/* A parked init serves a native sandbox without GPUs or grading in the same cgroup tree, while
- * it lives; any other build starts its own. */
+/* A parked init serves a native sandbox without GPUs in the same cgroup tree, while it lives
+ * (a grading sandbox's agent socket is made before the hand-off, and init binds it by path);
+ * any other build starts its own. */
 static bool parked_fits(shim_parked *p, const shim_spec *s) {
-    return p && !s->runsc && !s->gpus && !s->grading && s->cgroup_version == p->cgroup_version &&
+    return p && !s->runsc && !s->gpus && s->cgroup_version == p->cgroup_version &&
            strcmp(s->cgroup_parent ? s->cgroup_parent : "", p->cgroup_parent) == 0 &&
            parked_alive(p);
 }

@@ -16,7 +16,7 @@
  * new pid and time namespaces inside it that has made its network, IPC, UTS and cgroup namespaces
  * (their kernel memory charged to that cgroup) and waits (shim/init.c, init_park). A build that
  * can use it renames the cgroup to the sandbox's id and sets its limits, and skips those steps;
- * anything else (gvisor, GPUs, grading) frees it and builds as usual. */
+ * anything else (gvisor, GPUs) frees it and builds as usual. */
 #define SHIM_SPARE_PIDS 8
 /* A spare parks at this nice value (its init inherits it), so that on a busy host parking takes
  * the CPU the sandboxes being built and used leave (a spare is refilled right after a create,

@@ -7,7 +7,7 @@
  * shims and inits building sandboxes. A spare gets the daemon's cgroup version and parent and
  * parks a sandbox's start ahead (shim/sandbox.h, shim_parked_make): a cgroup `spare-<its pid>`
  * under the parent, and in it an init that has made its pid, time, network, IPC, UTS and cgroup
- * namespaces; a native create without GPUs or grading adopts them (the cgroup renamed to the
+ * namespaces; a native create without GPUs adopts them (the cgroup renamed to the
  * sandbox's id, its limits set), so about 1.5 ms of a cold create is done before it is asked
  * for. It holds no uid slot, image or mount. It ends, removing what it parked, when the
  * daemon's end of its pipe closes; a parked cgroup left by a spare that was killed is removed

@@ -8,8 +8,8 @@
 # spare-<pid> and an init with its own namespaces, at nice 10; a native create adopts them
 # (same init, same network namespace, the cgroup renamed with the create's limits, the shim,
 # init and commands back at the daemon's priority, a mount namespace made after the hand-off
-# that sees the daemon's later mounts); a grading create, a parked init that died, and the
-# daemon's end or a kill leave no parked cgroup.
+# that sees the daemon's later mounts; a grading create too); a gvisor create, a parked init
+# that died, and the daemon's end or a kill leave no parked cgroup.
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
 
 DAEMON_TAG=spare
@@ -169,6 +169,18 @@ hostname_of() { # ID -> the hostname its spec gave it
   jq -r .hostname "$D/run/sandboxes/$1/spec.json" 2>/dev/null
 }
 
+TEST_TIMEOUT_parked_grading=60
+test_parked_grading() { # a grading sandbox adopts the parked init: both users, sbx-as-agent
+  local S INIT
+  start_parked
+  create '{"profile":"grading","memory":"256Mi","pids":64}'
+  assert_eq "$(ps -o pid= --ppid "$S" | tr -d ' ')" "$INIT" "the grading sandbox's init is the parked one"
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","id -u; sbx-as-agent -- id -u"],"user":"grader"}'
+  expect 200 '.exit_code == 0 and .stdout == "1001\n1000\n"'
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","id -u; ls /grader"]}'
+  expect 200 '(.stdout | startswith("1000\n")) and .exit_code != 0'
+}
+
 TEST_TIMEOUT_taken_early=60
 test_taken_early() { # a create right after the start may take a spare still parking (at nice 10)
   start_daemon
@@ -187,12 +199,12 @@ test_parked_passed_over() {
   local S INIT s2 init2
   start_parked
   local s=$S init=$INIT
-  # a grading sandbox builds its own init: the parked one goes, with its cgroup
-  create '{"profile":"grading","memory":"256Mi","pids":64}'
+  # a gvisor sandbox builds its own init: the parked one goes, with its cgroup
+  create '{"isolation":"gvisor","memory":"128Mi"}'
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["id","-u"]}'; expect 200 '.stdout == "1000\n"'
-  [ "$(ps -o pid= --ppid "$s" | tr -d ' ')" != "$init" ] || fail "the grading sandbox kept the parked init"
-  pid_alive "$init" && fail "the parked init $init outlived the grading build"
-  [ ! -d "$(cg_dir "spare-$s")" ] || fail "the grading build left the parked cgroup"
+  [ "$(ps -o pid= --ppid "$s" | tr -d ' ')" != "$init" ] || fail "the gvisor sandbox kept the parked init"
+  pid_alive "$init" && fail "the parked init $init outlived the gvisor build"
+  [ ! -d "$(cg_dir "spare-$s")" ] || fail "the gvisor build left the parked cgroup"
   # a parked init that died: the create forks its own, and the parked cgroup goes
   s2=$(wait_spare "$s")
   init2=$(parked_init "$s2")
