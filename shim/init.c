@@ -225,9 +225,9 @@ static int step_seccomp(shim_init_ctx *c, error_rec *err) {
     return r < 0 ? error_set_errno(err, r, "install the seccomp filter") : 0;
 }
 
-/* A spare's init (shim/sandbox.h, shim_parked_make) has done the steps marked `ahead`: it says
- * so and waits for the sandbox's directory, then reads what a fresh init got from the shim: the
- * spec, the seccomp program, the staging directory. */
+/* A spare's init (shim/sandbox.h, shim_parked_make) has done the first STEPS_AHEAD steps: it
+ * says so and waits for the sandbox's directory, then reads what a fresh init got from the
+ * shim: the spec, the seccomp program, the staging directory. */
 static int init_park(shim_init_ctx *c, error_rec *err) {
     static char staging[4200];
     char spec[4200];
