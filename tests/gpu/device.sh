@@ -16,6 +16,7 @@ PYTHONUNBUFFERED=1 timeout "${GPU_CHECK_TIMEOUT:-240}" tests/gpu/run.sh build-st
 SUBSET='test_shim_|test_gpu_devbpf|test_seccomp_filter|test_gpu:gpu_(discovery|driver|exclusive|inventory|release|request)'
 SUBSET+='|test_client:(sync_api$|async_200|async_standalone|multi_endpoint|async_files)|test_client_process'
 SUBSET+='|test_api:|test_pool:|test_fork:|test_processes:|test_grading:'
+SUBSET+='|test_spare:(parked$|parked_cleanup|parked_grading|taken_early)' # parking on v2
 SUBSET+='|test_commit:commit_(bad_input|pool_restart_fork|setuid|then_32)|test_volumes:(bad_input|restart|shared|size|writable)'
 PATH=$SRC/.devcarry/v2/bin:$PATH timeout "${V2_TIMEOUT:-420}" ./tests/run --build .devcarry/v2 \
   --suite integration --filter "^integration/($SUBSET)" >"$OUT/v2tests.txt" 2>&1 || rc=1
