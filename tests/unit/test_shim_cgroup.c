@@ -36,23 +36,33 @@ static bool is_dir(const char *tmp, size_t i, const char *name) {
     return stat(d, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Every directory of cg is <tmp>/c<i>/<name>, on disk and in the struct. */
+static void check_named(const char *tmp, const shim_cgroup *cg, const char *name) {
+    for (size_t i = 0; i < cg->n; i++) {
+        char want[512];
+        snprintf(want, sizeof(want), "%s/c%zu/%s", tmp, i, name);
+        CHECK(is_dir(tmp, i, name));
+        CHECK_STREQ(cg->dirs[i], want);
+    }
+}
+
+static void remove_tmp(const char *tmp) {
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    CHECK(system(cmd) == 0);
+}
+
 TEST(shim_cgroup_rename_all) {
     char tmp[] = "/tmp/sbx-cgrename.XXXXXX";
     CHECK(mkdtemp(tmp));
     shim_cgroup *cg = stand_in(tmp, 5, "spare-42");
     error_rec err = {0};
     CHECK_MSG(shim_cgroup_rename(cg, "sb-1", &err) == 0, "%s", err.message);
-    for (size_t i = 0; i < 5; i++) {
-        CHECK(is_dir(tmp, i, "sb-1"));
+    check_named(tmp, cg, "sb-1");
+    for (size_t i = 0; i < 5; i++)
         CHECK(!is_dir(tmp, i, "spare-42"));
-        char want[512];
-        snprintf(want, sizeof(want), "%s/c%zu/sb-1", tmp, i);
-        CHECK_STREQ(cg->dirs[i], want);
-    }
     shim_cgroup_free(cg);
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-    CHECK(system(cmd) == 0);
+    remove_tmp(tmp);
 }
 
 /* The fourth rename fails (a non-empty directory has the new name there): the three before it
@@ -69,15 +79,9 @@ TEST(shim_cgroup_rename_none_on_failure) {
     error_rec err = {0};
     CHECK(shim_cgroup_rename(cg, "sb-1", &err) < 0);
     CHECK_MSG(strstr(err.message, "c3/spare-42") != NULL, "%s", err.message);
-    for (size_t i = 0; i < 5; i++) {
-        CHECK(is_dir(tmp, i, "spare-42"));
+    check_named(tmp, cg, "spare-42");
+    for (size_t i = 0; i < 5; i++)
         CHECK(i == 3 || !is_dir(tmp, i, "sb-1"));
-        char want[512];
-        snprintf(want, sizeof(want), "%s/c%zu/spare-42", tmp, i);
-        CHECK_STREQ(cg->dirs[i], want);
-    }
     shim_cgroup_free(cg);
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-    CHECK(system(cmd) == 0);
+    remove_tmp(tmp);
 }
