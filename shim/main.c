@@ -17,9 +17,9 @@
 #include <jansson.h>
 #include <limits.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define STATUS_FD 3

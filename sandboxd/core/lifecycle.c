@@ -2,7 +2,6 @@
  * start-up line, connect, hello), events from the shim, re-adoption after a restart, and the
  * typed end (shutdown through the shim, or `sbx-shim cleanup` when the shim is gone). */
 #include "sandboxd/core/lifecycle.h"
-
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/gpu.h"
 #include "sandboxd/core/gvisor.h"

@@ -7,12 +7,12 @@
 #include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/spawn.h"
 
-#include <fcntl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define SPARE_STOP_MS 3000 /* how long the daemon's end waits for its spares to end */
