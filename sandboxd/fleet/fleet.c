@@ -266,8 +266,13 @@ static void take_done(sd_fleet *f) {
         apply_snapshot(f, nodes, drain, leases, rev);
         apply_members(f, members);
     }
+    /* A snapshot says etcd answered only until the fleet thread has spoken: the watch hands its
+     * copy over each second, also after etcd went away and before its stream saw it go. */
     bool was = f->etcd_ok;
-    f->etcd_ok = ok_new ? ok : snap_new || f->etcd_ok;
+    if (ok_new)
+        f->etcd_ok = ok, f->ok_heard = true;
+    else if (snap_new && !f->ok_heard)
+        f->etcd_ok = true;
     if (ok_new && !ok && (was || !f->have_snap))
         log_warn("fleet: etcd unreachable, serving locally and retrying: %s", why);
     else if (ok_new && ok && !was)

@@ -79,6 +79,7 @@ typedef struct sd_fleet {
     uint64_t snap_mono_ms; /* when the last read was taken */
     uint64_t nodes_real_ms;
     bool etcd_ok, draining, have_snap;
+    bool ok_heard; /* the fleet thread has said whether etcd answers: from then on only it does */
     double started_at;
     char url_buf[1024];
 } sd_fleet;

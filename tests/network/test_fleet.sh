@@ -298,8 +298,15 @@ test_etcd_restart() {
     sbxn b --json nodes | jq -e '.etcd == "unreachable"' >/dev/null && break
     sleep 0.1
   done
-  sbxn b --json nodes | jq -e '.etcd == "unreachable" and (.nodes | length) == 3' >/dev/null ||
-    fail "/v1/fleet without etcd: $(sbxn b --json nodes)"
+  # and it stays so: the watch hands the loop its unchanged copy each second, which is no news
+  # from etcd (it once turned "ok" again at the next hand-over)
+  local t0=$SECONDS view
+  while [ $((SECONDS - t0)) -lt 3 ]; do
+    view=$(sbxn b --json nodes)
+    jq -e '.etcd == "unreachable" and (.nodes | length) == 3' >/dev/null <<<"$view" ||
+      fail "/v1/fleet without etcd: $(jq -c "{etcd, nodes: [.nodes[].name]}" <<<"$view")"
+    sleep 0.2
+  done
   sbxn a exec "$id" echo routed >/dev/null || fail "routing on the last known list"
   id=$(sbxn a create --memory 128Mi) || fail "a local create while etcd is down"
   etcd_start
