@@ -21,5 +21,10 @@ int shim_rootfs_pivot(const char *staging, error_rec *err);
 int shim_rootfs_ensure_dir(const char *root, const char *name, mode_t mode, uid_t uid,
                            error_rec *err);
 int shim_rootfs_bind(const char *src, const char *tgt, unsigned long flags, error_rec *err);
+/* Bind mask over each of proc/names[0..n) that exists, without a stat of each first (/proc
+ * lookups are not free): one missing on this kernel is left out, one that is not of the mask's
+ * type (ENOTDIR: a file where a directory was expected, or the other way) gets other. */
+int shim_rootfs_mask(const char *proc, const char *const *names, size_t n, const char *mask,
+                     const char *other, error_rec *err);
 /* A helper binary shipped next to sbx-shim (sbx-as-agent, sbx-gvisor-init): its path in buf. */
 int shim_rootfs_helper_path(const char *name, char *buf, size_t len, error_rec *err);

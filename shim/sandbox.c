@@ -90,14 +90,39 @@ static int adopt_parked(shim_sandbox *sb, error_rec *err) {
     return 0;
 }
 
+static int make_staging(shim_sandbox *sb, char *buf, size_t len, error_rec *err) {
+    snprintf(buf, len, "%s/rootfs", sb->dir);
+    if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+        return error_set_errno(err, negative_errno(), "mkdir %s", buf);
+    return 0;
+}
+
+/* A parked init that fits gets the directory first: it reads the spec and builds the root
+ * while this process writes the pid file and renames and limits the cgroup (~0.35 ms), before
+ * anything of the sandbox runs (init waits for its id maps). */
+static int step_handoff(shim_sandbox *sb, error_rec *err) {
+    char staging[4200];
+    if (!parked_fits(sb->parked, sb->spec))
+        return 0;
+    int r = make_staging(sb, staging, sizeof(staging), err);
+    if (r < 0)
+        return r;
+    r = shim_ipc_send(sb->parked->ipc, SHIM_IPC_BUILD, 0, 0, 0, sb->dir, strlen(sb->dir), NULL, 0);
+    if (r < 0)
+        return error_set_errno(err, r, "hand the sandbox to the parked init");
+    sb->handed = true;
+    return 0;
+}
+
 static int step_cgroup(shim_sandbox *sb, error_rec *err) {
     const shim_spec *s = sb->spec;
     uint64_t pids = s->runsc ? SHIM_GVISOR_HOST_PIDS(s->pids) : s->pids; /* gvisor.h */
-    if (parked_fits(sb->parked, s)) {
+    if (sb->handed) {
         error_rec perr = {0};
         if (adopt_parked(sb, &perr) == 0)
             return shim_cgroup_limit(sb->cg, s->cpu, s->memory, pids, err);
         log_warn("the spare's parked sandbox cannot be used: %s", perr.message);
+        sb->handed = false;
     }
     shim_parked_free(TAKE_PTR(sb->parked)); /* this build starts its own init */
     int r =
@@ -169,16 +194,13 @@ static int fork_init(shim_init_ctx *ctx, pid_t *ret_pid, int *ret_ipc, error_rec
     return 0;
 }
 
-/* A parked init (adopted by step_cgroup) gets the directory; any other is forked now. */
+/* Init is forked now, unless a parked one has the directory (step_handoff, adopted by
+ * step_cgroup). */
 static int step_fork(shim_sandbox *sb, error_rec *err) {
     char staging[4200];
-    snprintf(staging, sizeof(staging), "%s/rootfs", sb->dir);
-    if (mkdir(staging, 0700) < 0 && errno != EEXIST)
-        return error_set_errno(err, negative_errno(), "mkdir %s", staging);
-    if (sb->init_pid > 0) {
-        int r = shim_ipc_send(sb->ipc, SHIM_IPC_BUILD, 0, 0, 0, sb->dir, strlen(sb->dir), NULL, 0);
-        return r < 0 ? error_set_errno(err, r, "hand the sandbox to the parked init") : 0;
-    }
+    int r = make_staging(sb, staging, sizeof(staging), err);
+    if (r < 0 || sb->init_pid > 0)
+        return r;
     shim_init_ctx ctx = {.spec = sb->spec, .staging = staging};
     if (sb->cg && sb->cg->version == 1)
         ctx.cg = sb->cg;
@@ -272,9 +294,10 @@ static const struct {
 } host_steps[] = {
     {"spec", step_spec},
     {"seccomp", step_seccomp},
-    {"pidfile", step_pidfile}, /* before the cgroup and init: cleanup finds a shim killed later */
+    {"agent-socket", step_agent_socket}, /* before init's build: init binds its directory */
+    {"handoff", step_handoff},
+    {"pidfile", step_pidfile}, /* before the cgroup: cleanup finds a shim killed later */
     {"cgroup", step_cgroup},
-    {"agent-socket", step_agent_socket}, /* before fork: init binds its directory */
     {"fork", step_fork},
     {"cgroup-join", step_cgroup_join}, /* init's go-ahead: its namespaces and mounts... */
     {"socket", step_socket},           /* ...run meanwhile (the daemon's socket, ~0.3 ms) */

@@ -48,6 +48,7 @@ typedef struct shim_sandbox {
     uint64_t started_ms;
     bool torn_down;
     bool forked;         /* init forked by this build (not a parked one) */
+    bool handed;         /* the parked init has the directory (step_handoff) */
     shim_parked *parked; /* until step_cgroup adopts or frees it */
     /* how long each build step took, waits included: "name=ms ... init.name=ms ... ready=ms" */
     char step_ms[1024];
