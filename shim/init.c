@@ -69,9 +69,51 @@ static int step_namespaces(shim_init_ctx *c, error_rec *err) {
     return 0;
 }
 
-/* Apart from the others: a spare's init makes its mount namespace only once it has its sandbox,
- * so that it sees what the daemon mounted meanwhile (a fork's layer, a volume's disk). */
+/* A spare's init builds, in a mount namespace of its own, the root of a host-image sandbox
+ * (the common case: no image, volume, seed, grading or GPU) on park_root, with ids from
+ * SHIM_PARK_UID_BASE, and keeps the host's mount namespace open: a sandbox that takes the root
+ * gets its ids and sizes (shim_rootfs_adopt) and its names; any other goes back to the host's
+ * namespace (step_mount_namespace), so that it sees what the daemon mounted meanwhile (a fork's
+ * layer, a volume's disk). */
+static int step_root_ahead(shim_init_ctx *c, error_rec *err) {
+    if (!c->park_root)
+        return 0;
+    int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "open the mount namespace");
+    if (unshare(CLONE_NEWNS) < 0) {
+        int r = negative_errno();
+        close(fd);
+        return error_set_errno(err, r, "unshare mount namespace");
+    }
+    c->host_mnt = fd, c->root_parked = true; /* from here on, step_mount_namespace undoes it */
+    static shim_spec t = {
+        .image_type = SHIM_IMAGE_HOST, .uid_base = SHIM_PARK_UID_BASE, .disk = 64ull << 20};
+    int r = shim_rootfs_prepare(&t, c->park_root, err);
+    if (r >= 0 && (r = shim_rootfs_etc_base(&t, c->park_root, err)) >= 0 &&
+        (r = shim_rootfs_proc(&t, c->park_root, err)) >= 0)
+        r = shim_rootfs_dev_tree(&t, c->park_root, err);
+    return r;
+}
+
+/* Whether the root built ahead serves s (see step_root_ahead). */
+static bool root_fits(const shim_spec *s) {
+    return s->image_type == SHIM_IMAGE_HOST && !s->grading && !s->seed_path && !s->gpus &&
+           !s->runsc && json_array_size(s->volumes) == 0;
+}
+
+/* Apart from the others: a spare's init makes its mount namespace only once it has its sandbox
+ * (or takes the one it built the root in, step_root_ahead). */
 static int step_mount_namespace(shim_init_ctx *c, error_rec *err) {
+    if (c->root_parked) {
+        int r = c->root_ahead || setns(c->host_mnt, CLONE_NEWNS) == 0 ? 0 : negative_errno();
+        c->host_mnt = safe_close(c->host_mnt); /* nothing of the host's goes further */
+        c->root_parked = false;
+        if (r < 0)
+            return error_set_errno(err, r, "back to the host's mount namespace");
+        if (c->root_ahead)
+            return 0;
+    }
     if (unshare(CLONE_NEWNS) < 0)
         return error_set_errno(err, negative_errno(), "unshare mount namespace");
     return 0;
@@ -97,6 +139,8 @@ static int step_loopback(shim_init_ctx *c, error_rec *err) {
 }
 
 static int step_rootfs(shim_init_ctx *c, error_rec *err) {
+    if (c->root_ahead)
+        return shim_rootfs_adopt(c->spec, c->staging, SHIM_PARK_UID_BASE, err);
     int r = shim_rootfs_prepare(c->spec, c->staging, err);
     if (r < 0 || !c->spec->grading)
         return r;
@@ -106,15 +150,18 @@ static int step_volumes(shim_init_ctx *c, error_rec *err) {
     return shim_volumes_mount(c->spec, c->staging, err); /* volumes: shim/volumes.c */
 }
 static int step_etc(shim_init_ctx *c, error_rec *err) {
-    return shim_rootfs_etc(c->spec, c->staging, err);
+    int r = c->root_ahead ? 0 : shim_rootfs_etc_base(c->spec, c->staging, err);
+    return r < 0 ? r : shim_rootfs_etc_names(c->spec, c->staging, err);
 }
 static int step_proc(shim_init_ctx *c, error_rec *err) {
-    return shim_rootfs_proc(c->spec, c->staging, err);
+    return c->root_ahead ? 0 : shim_rootfs_proc(c->spec, c->staging, err);
 }
 static int step_dev(shim_init_ctx *c, error_rec *err) {
     char dev[4200];
     snprintf(dev, sizeof(dev), "%s/root/dev", c->staging);
-    int r = shim_rootfs_dev(c->spec, c->staging, err);
+    int r = c->root_ahead ? 0 : shim_rootfs_dev_tree(c->spec, c->staging, err);
+    if (r >= 0)
+        r = shim_rootfs_dev_mounts(c->spec, c->staging, err);
     if (r < 0 || !c->spec->gpus || (r = shim_gpu_dev(c->spec, dev, c->spec->uid_base, err)) < 0)
         return r; /* GPUs: gpu.c (nodes in /dev, the driver's files in the image) */
     dev[strlen(dev) - strlen("/dev")] = 0; /* staging/root */
@@ -253,14 +300,15 @@ static int init_park(shim_init_ctx *c, error_rec *err) {
         (r = policy_seccomp_read_bpf(s->seccomp_bpf, &bpf, &len, err)) < 0)
         return r; /* init exits: nothing to free */
     c->spec = s;
-    c->staging = staging;
+    c->root_ahead = c->root_parked && root_fits(s);
+    c->staging = c->root_ahead ? c->park_root : staging;
     c->prog.filter = bpf;
     c->prog.len = (unsigned short)(len / sizeof(struct sock_filter));
     return 0;
 }
 
 typedef int (*init_step_fn)(shim_init_ctx *, error_rec *);
-#define STEPS_AHEAD 3
+#define STEPS_AHEAD 4
 enum { BOTH, NATIVE, GVISOR }; /* which isolation class runs a step (gvisor.h) */
 static const struct {
     const char *name;
@@ -271,6 +319,7 @@ static const struct {
     {"sync", step_sync, BOTH},
     {"namespaces", step_namespaces, BOTH},
     {"loopback", step_loopback, BOTH},
+    {"root-ahead", step_root_ahead, BOTH}, /* a spare's only */
     /* the rest once it does */
     {"mount-namespace", step_mount_namespace, BOTH},
     {"hostname", step_hostname, BOTH},

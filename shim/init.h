@@ -16,7 +16,16 @@ typedef struct shim_init_ctx {
     int ipc;               /* init's end of the shim <-> init socketpair */
     struct sock_fprog prog;
     bool parked; /* a spare's init: spec, staging and prog come with SHIM_IPC_BUILD (init.c) */
+    const char *park_root; /* a spare's init: where it builds a host image's root ahead */
+    /* init.c's own: the root built ahead, the host's mount namespace until the hand-off, and
+     * whether the sandbox takes that root */
+    bool root_parked, root_ahead;
+    int host_mnt;
 } shim_init_ctx;
+
+/* The ids a root built ahead is made with, until a sandbox's replace them: below the first
+ * sandbox's range (sandboxd's slots start at 100000), never a sandbox's. */
+#define SHIM_PARK_UID_BASE (100000u - SHIM_UID_RANGE)
 
 /* main's argv area, overwritten with "sbx-init" in the sandbox (no host path in /proc/1). */
 extern char *shim_init_title;

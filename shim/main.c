@@ -1,9 +1,10 @@
 /* sbx-shim: builds one sandbox and supervises it (see shim/server.h and common/shimproto.h).
  *   sbx-shim <dir>                          build the sandbox described by <dir>/spec.json
- *   sbx-shim spare PAD [CGV CGPARENT]       a spare started ahead of need: reads <dir> and a
- *                                           newline from fd 4, then builds it like the first;
- *                                           with the daemon's cgroup version and parent, it
- *                                           parks an init ahead (shim_parked_make) meanwhile
+ *   sbx-shim spare PAD [CGV CGPARENT [ROOT]]  a spare started ahead of need: reads <dir>
+ *                                           and a newline from fd 4, then builds it like the
+ *                                           first; with the daemon's cgroup version and parent,
+ *                                           it parks an init ahead (shim_parked_make) meanwhile,
+ *                                           which builds a root on the empty directory ROOT
  *   sbx-shim cleanup <dir>                  reclaim what a killed shim left behind
  *   sbx-shim seccomp-compile IN.json OUT.bpf  compile a seccomp policy to a raw BPF program */
 #include "common/fdutil.h"
@@ -90,7 +91,7 @@ static shim_parked *park(int argc, char **argv, int *ret_nice) {
     errno = 0;
     int nice = getpriority(PRIO_PROCESS, 0);
     *ret_nice = errno ? 0 : nice;
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
         return NULL;
     shim_server_block_signals();
     struct pollfd taken = {.fd = SPARE_FD, .events = POLLIN};
@@ -99,7 +100,7 @@ static shim_parked *park(int argc, char **argv, int *ret_nice) {
         setpriority(PRIO_PROCESS, 0, *ret_nice);
     shim_parked *p = NULL;
     error_rec err = {0};
-    if (shim_parked_make(atoi(argv[3]), argv[4], &p, &err) < 0)
+    if (shim_parked_make(atoi(argv[3]), argv[4], argc == 6 ? argv[5] : NULL, &p, &err) < 0)
         log_warn("spare: no sandbox parked ahead: %s", err.message);
     return p;
 }
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
         printf("sbx-shim %s\n", SBX_VERSION);
         return 0;
     }
-    if ((argc == 3 || argc == 5) && strcmp(argv[1], "spare") == 0)
+    if ((argc == 3 || argc == 5 || argc == 6) && strcmp(argv[1], "spare") == 0)
         return cmd_spare(argc, argv);
     if (argc == 3 && strcmp(argv[1], "cleanup") == 0)
         return cmd_cleanup(argv[2]);
@@ -175,7 +176,7 @@ int main(int argc, char **argv) {
         return cmd_seccomp_compile(argv[2], argv[3]);
     if (argc == 2 && argv[1][0] != '-')
         return cmd_run(argv[1], NULL);
-    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim spare PAD [CGV CGPARENT] | "
+    fprintf(stderr, "usage: sbx-shim <dir> | sbx-shim spare PAD [CGV CGPARENT [ROOT]] | "
                     "sbx-shim cleanup <dir> | "
                     "sbx-shim seccomp-compile IN.json OUT.bpf\n");
     return 2;

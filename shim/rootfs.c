@@ -10,6 +10,7 @@
 #include "shim/seed.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -210,15 +211,20 @@ static int keep_upper(error_rec *err) {
     return 0;
 }
 
+/* The writable layer's tmpfs options: its size and inodes (one per 4 KiB, 16 Ki to 4 Mi). */
+static void disk_opts(const shim_spec *spec, char *buf, size_t len) {
+    uint64_t inodes = MIN(MAX(spec->disk / 4096, (uint64_t)16384), (uint64_t)4 << 20);
+    snprintf(buf, len, "size=%" PRIu64 ",nr_inodes=%" PRIu64, spec->disk, inodes);
+}
+
 int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err) {
     char opts[128], p[4096], root[4096];
     uid_t ruid = spec->uid_base, suid = spec->uid_base + SHIM_SANDBOX_UID;
     int r = mnt(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, err);
     if (r < 0)
         return r;
-    uint64_t inodes = MIN(MAX(spec->disk / 4096, (uint64_t)16384), (uint64_t)4 << 20);
-    snprintf(opts, sizeof(opts), "size=%" PRIu64 ",nr_inodes=%" PRIu64 ",mode=0700", spec->disk,
-             inodes);
+    disk_opts(spec, opts, sizeof(opts));
+    strcat(opts, ",mode=0700");
     if ((r = mnt("sbx-disk", staging, "tmpfs", MS_SAFE, opts, err)) < 0)
         return r;
     static const char *const sub[] = {"root", "upper", "work", "data"};
@@ -277,33 +283,38 @@ static int copy_host_file(const char *src, int etcfd, const char *name, uid_t ui
     return write_new(etcfd, name, buf, len, uid, err);
 }
 
-static int etc_generated(const shim_spec *spec, int etcfd, bool full, error_rec *err) {
+/* passwd, group and nsswitch.conf: the users a sandbox has. */
+static int etc_accounts(const shim_spec *spec, int etcfd, error_rec *err) {
+    uid_t u = spec->uid_base;
+    char buf[1024];
+    int n =
+        snprintf(buf, sizeof(buf),
+                 "root:x:0:0:root:/root:/bin/sh\n"
+                 "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n"
+                 "%s"
+                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                 SHIM_SANDBOX_UID, SHIM_SANDBOX_UID, spec->grading ? SHIM_AGENT_HOME : "/workspace",
+                 spec->grading ? "grader:x:1001:1001:grader:" SHIM_GRADER_HOME ":/bin/sh\n" : "");
+    int r = write_new(etcfd, "passwd", buf, (size_t)n, u, err);
+    if (r < 0)
+        return r;
+    n = snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\nsandbox:x:%u:\n%snogroup:x:65534:\n",
+                 SHIM_SANDBOX_UID, spec->grading ? "grader:x:1001:\n" : "");
+    if ((r = write_new(etcfd, "group", buf, (size_t)n, u, err)) < 0)
+        return r;
+    static const char nss[] = "passwd: files\ngroup: files\nshadow: files\n"
+                              "hosts: files dns\nnetworks: files\nprotocols: files\n"
+                              "services: files\n";
+    return write_new(etcfd, "nsswitch.conf", nss, sizeof(nss) - 1, u, err);
+}
+
+/* hostname, hosts and resolv.conf: the sandbox's own names. */
+static int etc_names(const shim_spec *spec, int etcfd, error_rec *err) {
     uid_t u = spec->uid_base;
     char buf[16384];
-    int r, n;
-    if (full) {
-        n = snprintf(
-            buf, sizeof(buf),
-            "root:x:0:0:root:/root:/bin/sh\n"
-            "sandbox:x:%u:%u:sandbox:%s:/bin/sh\n"
-            "%s"
-            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-            SHIM_SANDBOX_UID, SHIM_SANDBOX_UID, spec->grading ? SHIM_AGENT_HOME : "/workspace",
-            spec->grading ? "grader:x:1001:1001:grader:" SHIM_GRADER_HOME ":/bin/sh\n" : "");
-        if ((r = write_new(etcfd, "passwd", buf, (size_t)n, u, err)) < 0)
-            return r;
-        n = snprintf(buf, sizeof(buf), "root:x:0:\ntty:x:5:\nsandbox:x:%u:\n%snogroup:x:65534:\n",
-                     SHIM_SANDBOX_UID, spec->grading ? "grader:x:1001:\n" : "");
-        if ((r = write_new(etcfd, "group", buf, (size_t)n, u, err)) < 0)
-            return r;
-        static const char nss[] = "passwd: files\ngroup: files\nshadow: files\n"
-                                  "hosts: files dns\nnetworks: files\nprotocols: files\n"
-                                  "services: files\n";
-        if ((r = write_new(etcfd, "nsswitch.conf", nss, sizeof(nss) - 1, u, err)) < 0)
-            return r;
-    }
-    n = snprintf(buf, sizeof(buf), "%s\n", spec->hostname);
-    if ((r = write_new(etcfd, "hostname", buf, (size_t)n, u, err)) < 0)
+    int n = snprintf(buf, sizeof(buf), "%s\n", spec->hostname);
+    int r = write_new(etcfd, "hostname", buf, (size_t)n, u, err);
+    if (r < 0)
         return r;
     n = snprintf(buf, sizeof(buf),
                  "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
@@ -321,18 +332,28 @@ static int etc_generated(const shim_spec *spec, int etcfd, bool full, error_rec 
     return write_new(etcfd, "resolv.conf", buf, MIN((size_t)n, sizeof(buf) - 1), u, err);
 }
 
-int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err) {
-    char etc[4200];
-    snprintf(etc, sizeof(etc), "%s/root/etc", staging);
-    _cleanup_close_ int etcfd = open(etc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (etcfd < 0)
+static int open_etc(const char *staging, char *etc, size_t len, int *ret_fd, error_rec *err) {
+    snprintf(etc, len, "%s/root/etc", staging);
+    int fd = open(etc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
         return error_set_errno(err, negative_errno(), "open %s", etc);
+    *ret_fd = fd;
+    return 0;
+}
+
+int shim_rootfs_etc_base(const shim_spec *spec, const char *staging, error_rec *err) {
+    char etc[4200];
+    _cleanup_close_ int etcfd = -1;
+    int r = open_etc(staging, etc, sizeof(etc), &etcfd, err);
+    if (r < 0)
+        return r;
     bool host = spec->image_type == SHIM_IMAGE_HOST;
     struct stat st;
-    bool full = host || fstatat(etcfd, "passwd", &st, AT_SYMLINK_NOFOLLOW) < 0;
-    int r = etc_generated(spec, etcfd, full, err);
-    if (r < 0 || !host)
+    if ((host || fstatat(etcfd, "passwd", &st, AT_SYMLINK_NOFOLLOW) < 0) &&
+        (r = etc_accounts(spec, etcfd, err)) < 0)
         return r;
+    if (!host)
+        return 0;
     /* ld.so needs its cache to find /usr/lib/<triplet>; alternatives, ssl and the JDK's
      * configuration (its conf/ links there; java does not start without it) are read-only. */
     if ((r = copy_host_file("/etc/ld.so.cache", etcfd, "ld.so.cache", spec->uid_base, err)) < 0)
@@ -351,6 +372,13 @@ int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err) 
             return r;
     }
     return 0;
+}
+
+int shim_rootfs_etc_names(const shim_spec *spec, const char *staging, error_rec *err) {
+    char etc[4200];
+    _cleanup_close_ int etcfd = -1;
+    int r = open_etc(staging, etc, sizeof(etc), &etcfd, err);
+    return r < 0 ? r : etc_names(spec, etcfd, err);
 }
 
 /* A small read-only tmpfs holding an empty file and an empty directory: a bind mount copies
@@ -459,8 +487,8 @@ static int dev_nodes(const char *dev, uid_t root_uid, error_rec *err) {
     return 0;
 }
 
-int shim_rootfs_dev(const shim_spec *spec, const char *staging, error_rec *err) {
-    char dev[4200], p[4400], opts[128];
+int shim_rootfs_dev_tree(const shim_spec *spec, const char *staging, error_rec *err) {
+    char dev[4200];
     uid_t ru = spec->uid_base;
     snprintf(dev, sizeof(dev), "%s/root/dev", staging);
     int r = mnt("sbx-dev", dev, "tmpfs", MS_SAFE | MS_NOEXEC, "size=64k,mode=0755", err);
@@ -469,15 +497,69 @@ int shim_rootfs_dev(const shim_spec *spec, const char *staging, error_rec *err) 
         return r;
     if (chown(dev, ru, ru) < 0)
         return error_set_errno(err, negative_errno(), "chown %s", dev);
-    snprintf(p, sizeof(p), "%s/pts", dev);
+    return 0;
+}
+
+int shim_rootfs_dev_mounts(const shim_spec *spec, const char *staging, error_rec *err) {
+    char p[4400], opts[128];
+    uid_t ru = spec->uid_base;
+    snprintf(p, sizeof(p), "%s/root/dev/pts", staging);
     snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,gid=%u", ru + 5);
     /* not nodev: its nodes are this instance's terminals only (tty: true), as in Docker */
-    if ((r = mnt("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opts, err)) < 0)
+    int r = mnt("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opts, err);
+    if (r < 0)
         return r;
-    snprintf(p, sizeof(p), "%s/shm", dev);
+    snprintf(p, sizeof(p), "%s/root/dev/shm", staging);
     uint64_t shm = spec->memory ? MIN(spec->memory / 2, (uint64_t)64 << 20) : (uint64_t)64 << 20;
     snprintf(opts, sizeof(opts), "size=%" PRIu64 ",mode=1777,uid=%u,gid=%u", shm, ru, ru);
     return mnt("shm", p, "tmpfs", MS_SAFE | MS_NOEXEC, opts, err);
+}
+
+/* The ids a walk moves: [from, from + SHIM_UID_RANGE) to the same offsets from `to`; r: the
+ * first failure. nftw's callback takes no argument; init is one thread. */
+static struct {
+    uid_t from, to;
+    int r;
+} rebase;
+
+static uid_t rebased(uid_t id) {
+    return id - rebase.from < SHIM_UID_RANGE ? id - rebase.from + rebase.to : id;
+}
+
+static int rebase_cb(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)ftw;
+    if (type == FTW_NS) {
+        rebase.r = -EIO;
+        return 1;
+    }
+    uid_t u = rebased(st->st_uid), g = rebased(st->st_gid);
+    if ((u != st->st_uid || g != st->st_gid) && lchown(path, u, g) < 0) {
+        rebase.r = negative_errno();
+        return 1;
+    }
+    return 0;
+}
+
+/* Every file of the file system at dir (not below its mounts) owned by from's range moves to
+ * to's. */
+static int rebase_tree(const char *dir, uid_t from, uid_t to, error_rec *err) {
+    rebase.from = from, rebase.to = to, rebase.r = 0;
+    int r = nftw(dir, rebase_cb, 16, FTW_PHYS | FTW_MOUNT);
+    if (r != 0)
+        return error_set_errno(err, r > 0 ? rebase.r : negative_errno(), "the ids under %s", dir);
+    return 0;
+}
+
+int shim_rootfs_adopt(const shim_spec *spec, const char *staging, uid_t from, error_rec *err) {
+    char opts[128], dev[4200];
+    disk_opts(spec, opts, sizeof(opts));
+    int r = mnt(NULL, staging, NULL, MS_REMOUNT | MS_SAFE, opts, err);
+    if (r < 0)
+        return r;
+    snprintf(dev, sizeof(dev), "%s/root/dev", staging);
+    if ((r = rebase_tree(staging, from, spec->uid_base, err)) < 0)
+        return r;
+    return rebase_tree(dev, from, spec->uid_base, err);
 }
 
 int shim_rootfs_seal(const char *staging, error_rec *err) {

@@ -11,9 +11,18 @@
 
 /* Each function is one named start-up step; `staging` is an empty directory on the host. */
 int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err);
-int shim_rootfs_etc(const shim_spec *spec, const char *staging, error_rec *err);
+/* /etc: the accounts and the host's files the image needs (etc_base), then the sandbox's own
+ * names: hostname, hosts, resolv.conf (etc_names). */
+int shim_rootfs_etc_base(const shim_spec *spec, const char *staging, error_rec *err);
+int shim_rootfs_etc_names(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_proc(const shim_spec *spec, const char *staging, error_rec *err);
-int shim_rootfs_dev(const shim_spec *spec, const char *staging, error_rec *err);
+/* /dev: its tmpfs, nodes and links (dev_tree), then its devpts and shm (dev_mounts). */
+int shim_rootfs_dev_tree(const shim_spec *spec, const char *staging, error_rec *err);
+int shim_rootfs_dev_mounts(const shim_spec *spec, const char *staging, error_rec *err);
+/* A root built ahead by a spare's init (shim/init.c) for a host-image sandbox with ids from
+ * `from` (prepare, etc_base, proc and dev_tree) becomes spec's: its disk's size and inodes
+ * set, and every file owned by from's range moved to spec->uid_base's. */
+int shim_rootfs_adopt(const shim_spec *spec, const char *staging, uid_t from, error_rec *err);
 int shim_rootfs_seal(const char *staging, error_rec *err);
 int shim_rootfs_pivot(const char *staging, error_rec *err);
 /* Helpers shared with shim/grading.c: make root/name a real directory (mode, owner uid:uid;

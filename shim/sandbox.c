@@ -56,6 +56,7 @@ struct shim_parked {
     int ipc;
     int cgroup_version;
     char *cgroup_parent;
+    char *park_root; /* where init builds a root ahead (NULL: it does not) */
 };
 
 /* Whether the parked init still runs; one that ended is reaped here (and not killed later). */
@@ -399,7 +400,8 @@ static int parked_build(shim_parked *p, error_rec *err) {
     int r = shim_cgroup_open(p->cgroup_version, p->cgroup_parent, name, false, &p->cg, err);
     if (r < 0 || (r = shim_cgroup_create(p->cg, 0, 0, SHIM_SPARE_PIDS, err)) < 0)
         return r;
-    shim_init_ctx ctx = {.parked = true, .cg = p->cgroup_version == 1 ? p->cg : NULL};
+    shim_init_ctx ctx = {
+        .parked = true, .cg = p->cgroup_version == 1 ? p->cg : NULL, .park_root = p->park_root};
     if ((r = fork_init(&ctx, &p->init_pid, &p->ipc, err)) < 0 ||
         (r = join_go(p->cg, p->init_pid, p->ipc, err)) < 0 ||
         (r = wait_init(p->ipc, SHIM_IPC_PARKED, NULL, 0, err)) < 0)
@@ -407,10 +409,11 @@ static int parked_build(shim_parked *p, error_rec *err) {
     return 0;
 }
 
-int shim_parked_make(int cgroup_version, const char *cgroup_parent, shim_parked **ret,
-                     error_rec *err) {
+int shim_parked_make(int cgroup_version, const char *cgroup_parent, const char *park_root,
+                     shim_parked **ret, error_rec *err) {
     _cleanup_(shim_parked_freep) shim_parked *p = calloc(1, sizeof(*p));
-    if (!p || !(p->cgroup_parent = strdup(cgroup_parent)))
+    if (!p || !(p->cgroup_parent = strdup(cgroup_parent)) ||
+        (park_root && !(p->park_root = strdup(park_root))))
         return error_set(err, -ENOMEM, "out of memory");
     p->ipc = -1;
     p->cgroup_version = cgroup_version;
@@ -438,6 +441,7 @@ void shim_parked_free(shim_parked *p) {
         shim_cgroup_destroy(p->cg, NULL);
     shim_cgroup_free(p->cg);
     free(p->cgroup_parent);
+    free(p->park_root);
     free(p);
 }
 

@@ -14,9 +14,11 @@
 /* A spare's sandbox made before its directory is known (`sbx-shim spare`, sandboxd/core/spare.h):
  * a cgroup SHIMPROTO_SPARE_CGROUP<shim pid> limited to SHIM_SPARE_PIDS processes, and an init in
  * new pid and time namespaces inside it that has made its network, IPC, UTS and cgroup namespaces
- * (their kernel memory charged to that cgroup) and waits (shim/init.c, init_park). A build that
- * can use it renames the cgroup to the sandbox's id and sets its limits, and skips those steps;
- * anything else (gvisor, GPUs) frees it and builds as usual. */
+ * (their kernel memory charged to that cgroup) and, given park_root (an empty host directory),
+ * built a host image's root there in a mount namespace of its own, and waits (shim/init.c,
+ * init_park). A build that can use it renames the cgroup to the sandbox's id and sets its
+ * limits, and skips those steps (the root: when it fits, shim/init.c root_fits); anything else
+ * (gvisor, GPUs) frees it and builds as usual. */
 #define SHIM_SPARE_PIDS 8
 /* A spare parks at this nice value (its init inherits it), so that on a busy host parking takes
  * the CPU the sandboxes being built and used leave (a spare is refilled right after a create,
@@ -25,8 +27,8 @@
  * spare sets itself and its init to the priority it started with (shim_parked_nice). */
 #define SHIM_SPARE_NICE 10
 typedef struct shim_parked shim_parked;
-int shim_parked_make(int cgroup_version, const char *cgroup_parent, shim_parked **ret,
-                     error_rec *err);
+int shim_parked_make(int cgroup_version, const char *cgroup_parent, const char *park_root,
+                     shim_parked **ret, error_rec *err);
 /* Set the calling process and p's init (p may be NULL) to nice. */
 int shim_parked_nice(shim_parked *p, int nice);
 /* Kills its init and removes its cgroup. */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SPARE_STOP_MS 3000 /* how long the daemon's end waits for its spares to end */
@@ -27,6 +28,7 @@ struct sd_spares {
     spare s[SD_SPARE_SHIMS_MAX];
     unsigned n;
     uv_idle_t later;
+    char root[4096]; /* <run dir>/spare-root: where each spare's init builds a root ahead */
 };
 
 static int spare_spawn(sd_daemon *d, spare *ret) {
@@ -35,7 +37,13 @@ static int spare_spawn(sd_daemon *d, spare *ret) {
         memset(pad, ' ', SD_SPARE_DIR_MAX - sizeof("spare")); /* ps shows blanks */
     char version[16];
     snprintf(version, sizeof(version), "%d", d->cgroup_version);
-    char *argv[] = {d->cfg.shim_path, "spare", pad, version, d->cgroup_parent, NULL};
+    char *argv[] = {d->cfg.shim_path,
+                    "spare",
+                    pad,
+                    version,
+                    d->cgroup_parent,
+                    d->spares->root[0] ? d->spares->root : NULL,
+                    NULL};
     int status[2], dir[2];
     if (pipe2(status, O_CLOEXEC) < 0)
         return negative_errno();
@@ -85,6 +93,12 @@ int sd_spares_init(sd_daemon *d, error_rec *err) {
     uv_idle_init(d->loop, &d->spares->later);
     d->spares->later.data = d;
     uv_unref((uv_handle_t *)&d->spares->later);
+    char *root = d->spares->root;
+    snprintf(root, sizeof(d->spares->root), "%s/spare-root", d->cfg.run_dir);
+    if (mkdir(root, 0700) < 0 && errno != EEXIST) { /* the spares build no root ahead */
+        log_warn("cannot make %s: %s", root, strerror(errno));
+        root[0] = 0;
+    }
     sd_cgroup_remove_stale_spares(d); /* parked by spares of an earlier run that were killed */
     spares_fill(d);
     return 0;

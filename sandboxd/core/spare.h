@@ -9,7 +9,11 @@
  * under the parent, and in it an init that has made its pid, time, network, IPC, UTS and cgroup
  * namespaces; a native create without GPUs adopts them (the cgroup renamed to the
  * sandbox's id, its limits set), so about 1.5 ms of a cold create is done before it is asked
- * for. It holds no uid slot, image or mount. It ends, removing what it parked, when the
+ * for. Its init also builds the root of a sandbox of the host image in a mount namespace of its
+ * own, on the empty directory `<run dir>/spare-root` (each spare's mount is its own and
+ * invisible to the host); a create of the host image without volume, seed, grading or GPU
+ * takes it (about 1 ms more), any other builds its own. It holds no uid slot or image, and no
+ * mount of the host's. It ends, removing what it parked, when the
  * daemon's end of its pipe closes; a parked cgroup left by a spare that was killed is removed
  * at the daemon's start and stop, when a create passes over the dead spare, and after a
  * `sbx-shim cleanup` (sd_cgroup_remove_stale_spares). A spare runs the sbx-shim binary

@@ -9,7 +9,9 @@
 # (same init, same network namespace, the cgroup renamed with the create's limits, the shim,
 # init and commands back at the daemon's priority, a mount namespace made after the hand-off
 # that sees the daemon's later mounts; a grading create too); a gvisor create, a parked init
-# that died, and the daemon's end or a kill leave no parked cgroup.
+# that died, and the daemon's end or a kill leave no parked cgroup. The parked init also builds
+# a host image's root ahead in a mount namespace of its own: a plain create takes it (the same
+# root, owners and sizes as one built at the create), one with a volume or grading does not.
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
 
 DAEMON_TAG=spare
@@ -133,9 +135,10 @@ start_parked() { # a daemon with one spare: S its pid, INIT its parked init's
 
 TEST_TIMEOUT_parked=90
 test_parked() {
-  local S INIT net mnt
+  local S INIT net mnt HELD PARKED_MNT
   start_parked
   local s=$S init=$INIT
+  parked_root "$init"
   net=$(readlink "/proc/$init/ns/net")
   [ -d "$(cg_dir "spare-$s")" ] || fail "no parked cgroup $(cg_dir "spare-$s")"
   assert_eq "$(nice_of "$s")" 10 "the spare's nice value while it waits"
@@ -158,6 +161,8 @@ test_parked() {
   fi
   mnt=$(readlink "/proc/$init/ns/mnt")
   [ "$mnt" != "$(readlink /proc/self/ns/mnt)" ] || fail "init shares the host's mount namespace"
+  [ "$mnt" != "$PARKED_MNT" ] || fail "a create with a volume took the root built ahead"
+  exec {HELD}<&-
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","echo v > /late/f && cat /late/f && id -u && awk \"{print \\$19}\" /proc/self/stat && hostname"]}'
   expect 200 ".exit_code == 0 and (.stdout | split(\"\n\")[0:3]) == [\"v\",\"1000\",\"0\"]"
   assert_eq "$(echo "$BODY" | jq -r '.stdout' | sed -n 4p)" "$(hostname_of "$ID")" "hostname"
@@ -167,6 +172,60 @@ test_parked() {
 }
 hostname_of() { # ID -> the hostname its spec gave it
   jq -r .hostname "$D/run/sandboxes/$1/spec.json" 2>/dev/null
+}
+
+parked_root() { # INIT -> once it has built its root ahead: HELD an fd on its mount namespace
+  # (kept alive, so that a namespace made later cannot get its inode), PARKED_MNT that namespace
+  for _ in $(seq 100); do
+    awk -v m="$D/run/spare-root" '$5 == m {f = 1} END {exit !f}' "/proc/$1/mountinfo" 2>/dev/null &&
+      break
+    sleep 0.05
+  done
+  awk -v m="$D/run/spare-root" '$5 == m {f = 1} END {exit !f}' "/proc/$1/mountinfo" ||
+    fail "the parked init $1 built no root on $D/run/spare-root"
+  exec {HELD}<"/proc/$1/ns/mnt"
+  PARKED_MNT=$(readlink "/proc/$1/ns/mnt")
+}
+# What a sandbox's root looks like from inside: owners, modes, mounts and their options, sizes,
+# names (the sandbox's id replaced by ID).
+LISTING='for p in / /etc /etc/* /tmp /workspace /dev /dev/* /dev/pts/ptmx /var /var/tmp /home /root \
+  /run /usr /proc /proc/kcore /proc/sys /proc/acpi /bin /lib; do
+  [ -e "$p" ] || [ -L "$p" ] && stat -c "%n %u %g %a %F %s" "$p"; done
+awk "{print \$5, \$6, \$9, \$10, \$11}" /proc/self/mountinfo | sed "s/size=[0-9]*k*,//"
+df -k /tmp /dev/shm | awk "NR > 1 {print \$2}"; id; hostname
+cat /etc/hostname /etc/hosts /etc/resolv.conf /etc/passwd /etc/group; ls -la /dev /tmp /workspace'
+listing() { # ID -> LISTING run in it
+  req POST "/v1/sandboxes/$1/exec" -d "$(jq -n --arg c "$LISTING" '{argv: ["sh", "-c", $c]}')"
+  expect 200 '.exit_code == 0'
+  jq -r .stdout <<<"$BODY" | sed "s/$1/ID/g"
+}
+
+TEST_TIMEOUT_parked_root=90
+test_parked_root() { # a host-image create takes the root the parked init built ahead
+  local S INIT HELD PARKED_MNT ahead
+  start_parked
+  parked_root "$INIT"
+  ! mountpoint -q "$D/run/spare-root" || fail "the parked root is mounted in the host's namespace"
+  [ -z "$(ls -A "$D/run/spare-root")" ] || fail "the host sees files in $D/run/spare-root"
+  # sizes other than the defaults: the disk and /dev/shm are set at the hand-off
+  create '{"memory":"100Mi","disk":"200Mi","pids":50}'
+  assert_eq "$(ps -o pid= --ppid "$S" | tr -d ' ')" "$INIT" "the sandbox's init is the parked one"
+  assert_eq "$(readlink "/proc/$INIT/ns/mnt")" "$PARKED_MNT" "the sandbox's mount namespace"
+  exec {HELD}<&-
+  ahead=$(listing "$ID")
+  echo "$ahead" | grep -qx '/workspace 1000 1000 755 directory 40' || fail "the listing: $ahead"
+  echo "$ahead" | grep -qx 'uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)' ||
+    fail "the listing: $ahead"
+  # the same create built at the create, by a daemon without spares: the same root (and uid
+  # slot: this sandbox goes first)
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  stop_daemon
+  start_daemon --spare-shims 0
+  create '{"memory":"100Mi","disk":"200Mi","pids":50}'
+  local built
+  built=$(listing "$ID")
+  [ "$ahead" == "$built" ] || fail "a root built ahead and one built at the create differ:
+$(diff <(echo "$ahead") <(echo "$built"))"
 }
 
 TEST_TIMEOUT_parked_grading=60
