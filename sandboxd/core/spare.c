@@ -31,19 +31,23 @@ struct sd_spares {
     char root[4096]; /* <run dir>/spare-root: where each spare's init builds a root ahead */
 };
 
+/* Whether creates that set no isolation run under gVisor (the config's defaults): every one
+ * would free what a spare parked for a native start, so spares park nothing. */
+static bool default_gvisor(const sd_daemon *d) {
+    const char *iso = json_string_value(json_object_get(d->cfg.defaults, "isolation"));
+    return iso && !strcmp(iso, "gvisor");
+}
+
 static int spare_spawn(sd_daemon *d, spare *ret) {
     static char pad[SD_SPARE_DIR_MAX + 1];
     if (!pad[0])
         memset(pad, ' ', SD_SPARE_DIR_MAX - sizeof("spare")); /* ps shows blanks */
     char version[16];
     snprintf(version, sizeof(version), "%d", d->cgroup_version);
-    char *argv[] = {d->cfg.shim_path,
-                    "spare",
-                    pad,
-                    version,
-                    d->cgroup_parent,
-                    d->spares->root[0] ? d->spares->root : NULL,
-                    NULL};
+    char *root = d->spares->root[0] ? d->spares->root : NULL;
+    char *argv[] = {d->cfg.shim_path, "spare", pad, version, d->cgroup_parent, root, NULL};
+    if (default_gvisor(d))
+        argv[3] = NULL; /* `sbx-shim spare PAD`: nothing parked */
     int status[2], dir[2];
     if (pipe2(status, O_CLOEXEC) < 0)
         return negative_errno();

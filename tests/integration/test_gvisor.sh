@@ -136,6 +136,20 @@ test_gvisor_pool_and_default() { # a gvisor pool serves gvisor creates only; the
   start_daemon --config "$D/config.json" --pool 'size=1,isolation=gvisor,memory=256Mi'
   wait_ready 1 60
   req GET /v1/info; expect 200 '.isolation.default == "gvisor"'
+  # its spares park nothing (each gvisor create would free a native start): `sbx-shim spare
+  # PAD` with no cgroup, no init, no root
+  local sp='' p
+  for _ in $(seq 100); do
+    for p in $(ps -o pid= --ppid "$DPID"); do
+      [ "$(tr '\0' '\n' <"/proc/$p/cmdline" | sed -n 2p)" == spare ] && sp=$p
+    done
+    [ -n "$sp" ] && break
+    sleep 0.05
+  done
+  [ -n "$sp" ] || fail "no spare shim"
+  assert_eq "$(tr '\0' '\n' <"/proc/$sp/cmdline" | wc -l)" 3 "the spare's argv"
+  sleep 0.2
+  [ -z "$(ps -o pid= --ppid "$sp")" ] || fail "the spare $sp parked an init"
   create '{"memory":"256Mi"}' # the default class, from the pool
   echo "$BODY" | jq -e '.isolation == "gvisor" and .pooled' >/dev/null || fail "pooled: $BODY"
   create '{"memory":"256Mi","isolation":"native"}' # not from the gvisor pool
