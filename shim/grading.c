@@ -75,7 +75,8 @@ static int mount_points(const char *root, uid_t ruid, error_rec *err) {
     return 0;
 }
 
-int shim_grading_rootfs(const shim_spec *spec, const char *staging, error_rec *err) {
+int shim_grading_rootfs(const shim_spec *spec, const char *staging, const char *dir,
+                        error_rec *err) {
     uid_t ruid = spec->uid_base, a = ruid + SHIM_SANDBOX_UID, g = ruid + SHIM_GRADER_UID;
     char root[4200], helper[PATH_MAX + 32], dst[4300], run[4200];
     snprintf(root, sizeof(root), "%s/root", staging);
@@ -91,8 +92,7 @@ int shim_grading_rootfs(const shim_spec *spec, const char *staging, error_rec *e
         return error_set_errno(err, negative_errno(), "create %s", dst);
     if ((r = shim_rootfs_bind(helper, dst, MS_RDONLY | MS_SAFE, err)) < 0)
         return r;
-    /* staging is <dir>/rootfs: the agent socket's directory is <dir>/agent */
-    snprintf(run, sizeof(run), "%s/../" AGENT_HOST_DIR, staging);
+    snprintf(run, sizeof(run), "%s/" AGENT_HOST_DIR, dir); /* the agent socket's (on the host) */
     snprintf(dst, sizeof(dst), "%s" SHIM_AGENT_SOCK_DIR, root);
     return shim_rootfs_bind(run, dst, MS_SAFE | MS_NOEXEC, err);
 }

@@ -22,8 +22,10 @@
  * SOCK_SEQPACKET socket agent.sock in it; *ret_fd is the listening socket. */
 int shim_grading_socket(const char *dir, const shim_spec *spec, int *ret_fd, error_rec *err);
 /* In init, after the rootfs is prepared (before the seal): /grader, /home/{agent,grader},
- * /.sbx/bin/sbx-as-agent (read-only) and /.sbx/run (the agent socket's directory). */
-int shim_grading_rootfs(const shim_spec *spec, const char *staging, error_rec *err);
+ * /.sbx/bin/sbx-as-agent (read-only) and /.sbx/run (the agent socket's directory, dir/agent on
+ * the host; dir: the sandbox's directory). */
+int shim_grading_rootfs(const shim_spec *spec, const char *staging, const char *dir,
+                        error_rec *err);
 /* init's credentials in a grading sandbox: uid/gid 1000, supplementary group SHIM_PROC_GID,
  * and only CAP_SETUID, CAP_SETGID and CAP_KILL (to start commands as either user and to kill
  * the grader's trees); call after the bounding set is dropped. */

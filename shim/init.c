@@ -70,7 +70,7 @@ static int step_namespaces(shim_init_ctx *c, error_rec *err) {
 }
 
 /* A spare's init builds, in a mount namespace of its own, the root of a host-image sandbox
- * (the common case: no image, volume, seed, grading or GPU) on park_root, with ids from
+ * (the common case: no image, volume, seed or GPU; grading adds to it) on park_root, with ids from
  * SHIM_PARK_UID_BASE, and keeps the host's mount namespace open: a sandbox that takes the root
  * gets its ids and sizes (shim_rootfs_adopt) and its names; any other goes back to the host's
  * namespace (step_mount_namespace), so that it sees what the daemon mounted meanwhile (a fork's
@@ -98,8 +98,8 @@ static int step_root_ahead(shim_init_ctx *c, error_rec *err) {
 
 /* Whether the root built ahead serves s (see step_root_ahead). */
 static bool root_fits(const shim_spec *s) {
-    return s->image_type == SHIM_IMAGE_HOST && !s->grading && !s->seed_path && !s->gpus &&
-           !s->runsc && json_array_size(s->volumes) == 0;
+    return s->image_type == SHIM_IMAGE_HOST && !s->seed_path && !s->gpus && !s->runsc &&
+           json_array_size(s->volumes) == 0;
 }
 
 /* Apart from the others: a spare's init makes its mount namespace only once it has its sandbox
@@ -139,22 +139,27 @@ static int step_loopback(shim_init_ctx *c, error_rec *err) {
 }
 
 static int step_rootfs(shim_init_ctx *c, error_rec *err) {
-    if (c->root_ahead)
-        return shim_rootfs_adopt(c->spec, c->staging, SHIM_PARK_UID_BASE, err);
-    int r = shim_rootfs_prepare(c->spec, c->staging, err);
+    int r = c->root_ahead ? shim_rootfs_adopt(c->spec, c->staging, SHIM_PARK_UID_BASE, err)
+                          : shim_rootfs_prepare(c->spec, c->staging, err);
     if (r < 0 || !c->spec->grading)
         return r;
-    return shim_grading_rootfs(c->spec, c->staging, err);
+    return shim_grading_rootfs(c->spec, c->staging, c->dir, err);
 }
 static int step_volumes(shim_init_ctx *c, error_rec *err) {
     return shim_volumes_mount(c->spec, c->staging, err); /* volumes: shim/volumes.c */
 }
+/* A root built ahead was built for a sandbox that is not grading: a grading one gets its
+ * accounts and its /proc's options here. */
 static int step_etc(shim_init_ctx *c, error_rec *err) {
-    int r = c->root_ahead ? 0 : shim_rootfs_etc_base(c->spec, c->staging, err);
+    int r = !c->root_ahead     ? shim_rootfs_etc_base(c->spec, c->staging, err)
+            : c->spec->grading ? shim_rootfs_etc_accounts(c->spec, c->staging, err)
+                               : 0;
     return r < 0 ? r : shim_rootfs_etc_names(c->spec, c->staging, err);
 }
 static int step_proc(shim_init_ctx *c, error_rec *err) {
-    return c->root_ahead ? 0 : shim_rootfs_proc(c->spec, c->staging, err);
+    if (!c->root_ahead)
+        return shim_rootfs_proc(c->spec, c->staging, err);
+    return c->spec->grading ? shim_rootfs_proc_grading(c->spec, c->staging, err) : 0;
 }
 static int step_dev(shim_init_ctx *c, error_rec *err) {
     char dev[4200];
@@ -276,7 +281,7 @@ static int step_seccomp(shim_init_ctx *c, error_rec *err) {
  * says so and waits for the sandbox's directory, then reads what a fresh init got from the
  * shim: the spec, the seccomp program, the staging directory. */
 static int init_park(shim_init_ctx *c, error_rec *err) {
-    static char staging[4200];
+    static char staging[4200], dir[4200];
     char spec[4200];
     int fds[3];
     size_t nf;
@@ -291,7 +296,8 @@ static int init_park(shim_init_ctx *c, error_rec *err) {
     if (ipc_buf->type != SHIM_IPC_BUILD || ipc_buf->len == 0 || ipc_buf->len >= 4096)
         return error_set(err, -EPROTO, "unexpected message %u from the shim", ipc_buf->type);
     int n = (int)ipc_buf->len;
-    snprintf(staging, sizeof(staging), "%.*s/rootfs", n, ipc_buf->data);
+    snprintf(dir, sizeof(dir), "%.*s", n, ipc_buf->data);
+    snprintf(staging, sizeof(staging), "%s/rootfs", dir);
     snprintf(spec, sizeof(spec), "%.*s/spec.json", n, ipc_buf->data);
     shim_spec *s = NULL;
     void *bpf = NULL;
@@ -300,6 +306,7 @@ static int init_park(shim_init_ctx *c, error_rec *err) {
         (r = policy_seccomp_read_bpf(s->seccomp_bpf, &bpf, &len, err)) < 0)
         return r; /* init exits: nothing to free */
     c->spec = s;
+    c->dir = dir;
     c->root_ahead = c->root_parked && root_fits(s);
     c->staging = c->root_ahead ? c->park_root : staging;
     c->prog.filter = bpf;

@@ -13,6 +13,7 @@ typedef struct shim_init_ctx {
     const shim_spec *spec;
     const shim_cgroup *cg; /* v1: init joins it itself, first of all (shim_cgroup_join_self) */
     const char *staging;   /* host directory to mount the sandbox's tmpfs on */
+    const char *dir;       /* the sandbox's directory (a grading sandbox's agent socket) */
     int ipc;               /* init's end of the shim <-> init socketpair */
     struct sock_fprog prog;
     bool parked; /* a spare's init: spec, staging and prog come with SHIM_IPC_BUILD (init.c) */

@@ -374,6 +374,13 @@ int shim_rootfs_etc_base(const shim_spec *spec, const char *staging, error_rec *
     return 0;
 }
 
+int shim_rootfs_etc_accounts(const shim_spec *spec, const char *staging, error_rec *err) {
+    char etc[4200];
+    _cleanup_close_ int etcfd = -1;
+    int r = open_etc(staging, etc, sizeof(etc), &etcfd, err);
+    return r < 0 ? r : etc_accounts(spec, etcfd, err);
+}
+
 int shim_rootfs_etc_names(const shim_spec *spec, const char *staging, error_rec *err) {
     char etc[4200];
     _cleanup_close_ int etcfd = -1;
@@ -461,6 +468,13 @@ int shim_rootfs_proc(const shim_spec *spec, const char *staging, error_rec *err)
             return r;
     }
     return 0;
+}
+
+int shim_rootfs_proc_grading(const shim_spec *spec, const char *staging, error_rec *err) {
+    char proc[4200], popts[64];
+    snprintf(proc, sizeof(proc), "%s/root/proc", staging);
+    rootfs_grading_proc_opts(spec, popts, sizeof(popts));
+    return mnt(NULL, proc, NULL, MS_REMOUNT | MS_SAFE | MS_NOEXEC, popts, err);
 }
 
 static int dev_nodes(const char *dev, uid_t root_uid, error_rec *err) {

@@ -15,13 +15,20 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *e
  * names: hostname, hosts, resolv.conf (etc_names). */
 int shim_rootfs_etc_base(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_etc_names(const shim_spec *spec, const char *staging, error_rec *err);
+/* Only the accounts (passwd, group, nsswitch.conf), replaced: a root built ahead for a grading
+ * sandbox (two users). */
+int shim_rootfs_etc_accounts(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_proc(const shim_spec *spec, const char *staging, error_rec *err);
+/* A /proc mounted by shim_rootfs_proc for a sandbox that is not grading, made a grading one's
+ * (hidepid=2 and the group that sees every process: a remount). */
+int shim_rootfs_proc_grading(const shim_spec *spec, const char *staging, error_rec *err);
 /* /dev: its tmpfs, nodes and links (dev_tree), then its devpts and shm (dev_mounts). */
 int shim_rootfs_dev_tree(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_dev_mounts(const shim_spec *spec, const char *staging, error_rec *err);
 /* A root built ahead by a spare's init (shim/init.c) for a host-image sandbox with ids from
  * `from` (prepare, etc_base, proc and dev_tree) becomes spec's: its disk's size and inodes
- * set, and every file owned by from's range moved to spec->uid_base's. */
+ * set, and every file owned by from's range moved to spec->uid_base's (the caller adds what a
+ * grading sandbox has more: shim/init.c). */
 int shim_rootfs_adopt(const shim_spec *spec, const char *staging, uid_t from, error_rec *err);
 int shim_rootfs_seal(const char *staging, error_rec *err);
 int shim_rootfs_pivot(const char *staging, error_rec *err);

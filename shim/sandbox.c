@@ -202,7 +202,7 @@ static int step_fork(shim_sandbox *sb, error_rec *err) {
     int r = make_staging(sb, staging, sizeof(staging), err);
     if (r < 0 || sb->init_pid > 0)
         return r;
-    shim_init_ctx ctx = {.spec = sb->spec, .staging = staging};
+    shim_init_ctx ctx = {.spec = sb->spec, .staging = staging, .dir = sb->dir};
     if (sb->cg && sb->cg->version == 1)
         ctx.cg = sb->cg;
     ctx.prog.len = (unsigned short)sb->bpf_len;

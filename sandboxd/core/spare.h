@@ -11,8 +11,8 @@
  * sandbox's id, its limits set), so about 1.5 ms of a cold create is done before it is asked
  * for. Its init also builds the root of a sandbox of the host image in a mount namespace of its
  * own, on the empty directory `<run dir>/spare-root` (each spare's mount is its own and
- * invisible to the host); a create of the host image without volume, seed, grading or GPU
- * takes it (about 1 ms more), any other builds its own. It holds no uid slot or image, and no
+ * invisible to the host); a create of the host image without volume, seed or GPU takes it
+ * (about 1 ms more), any other builds its own. It holds no uid slot or image, and no
  * mount of the host's. It ends, removing what it parked, when the
  * daemon's end of its pipe closes; a parked cgroup left by a spare that was killed is removed
  * at the daemon's start and stop, when a create passes over the dead spare, and after a

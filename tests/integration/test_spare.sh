@@ -10,8 +10,8 @@
 # init and commands back at the daemon's priority, a mount namespace made after the hand-off
 # that sees the daemon's later mounts; a grading create too); a gvisor create, a parked init
 # that died, and the daemon's end or a kill leave no parked cgroup. The parked init also builds
-# a host image's root ahead in a mount namespace of its own: a plain create takes it (the same
-# root, owners and sizes as one built at the create), one with a volume or grading does not.
+# a host image's root ahead in a mount namespace of its own: a plain or grading create takes it
+# (the same root, owners and sizes as one built at the create), one with a volume does not.
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
 
 DAEMON_TAG=spare
@@ -186,12 +186,16 @@ parked_root() { # INIT -> once it has built its root ahead: HELD an fd on its mo
   exec {HELD}<"/proc/$1/ns/mnt"
   PARKED_MNT=$(readlink "/proc/$1/ns/mnt")
 }
-# What a sandbox's root looks like from inside: owners, modes, mounts and their options, sizes,
-# names (the sandbox's id replaced by ID).
+# What a sandbox's root looks like from inside: owners, modes, mounts and their options (in
+# order of mount point: a grading root built ahead gets its own after /proc and /dev), what the
+# masks show, sizes, names (the sandbox's id replaced by ID).
 LISTING='for p in / /etc /etc/* /tmp /workspace /dev /dev/* /dev/pts/ptmx /var /var/tmp /home /root \
-  /run /usr /proc /proc/kcore /proc/sys /proc/acpi /bin /lib; do
+  /run /usr /proc /proc/kcore /proc/sys /proc/acpi /bin /lib /grader /home/* /.sbx /.sbx/* \
+  /.sbx/bin/*; do
   [ -e "$p" ] || [ -L "$p" ] && stat -c "%n %u %g %a %F %s" "$p"; done
-awk "{print \$5, \$6, \$9, \$10, \$11}" /proc/self/mountinfo | sed "s/size=[0-9]*k*,//"
+awk "{print \$5, \$6, \$9, \$10, \$11}" /proc/self/mountinfo | sed "s/size=[0-9]*k*,//" | sort
+cat /proc/keys /proc/timer_list | wc -c; ls -A /proc/acpi | wc -l; ps -e | wc -l
+(echo 1 > /proc/sys/kernel/printk) 2>/dev/null || echo ro
 df -k /tmp /dev/shm | awk "NR > 1 {print \$2}"; id; hostname
 cat /etc/hostname /etc/hosts /etc/resolv.conf /etc/passwd /etc/group; ls -la /dev /tmp /workspace'
 listing() { # ID -> LISTING run in it
@@ -200,15 +204,15 @@ listing() { # ID -> LISTING run in it
   jq -r .stdout <<<"$BODY" | sed "s/$1/ID/g"
 }
 
-TEST_TIMEOUT_parked_root=90
-test_parked_root() { # a host-image create takes the root the parked init built ahead
-  local S INIT HELD PARKED_MNT ahead
+# A create of BODY takes the root its parked init built ahead, and lists the same from inside
+# as the same create on a daemon without spares, whose root is built at the create.
+same_root_as_built() {
+  local S INIT HELD PARKED_MNT ahead built
   start_parked
   parked_root "$INIT"
   ! mountpoint -q "$D/run/spare-root" || fail "the parked root is mounted in the host's namespace"
   [ -z "$(ls -A "$D/run/spare-root")" ] || fail "the host sees files in $D/run/spare-root"
-  # sizes other than the defaults: the disk and /dev/shm are set at the hand-off
-  create '{"memory":"100Mi","disk":"200Mi","pids":50}'
+  create "$1"
   assert_eq "$(ps -o pid= --ppid "$S" | tr -d ' ')" "$INIT" "the sandbox's init is the parked one"
   assert_eq "$(readlink "/proc/$INIT/ns/mnt")" "$PARKED_MNT" "the sandbox's mount namespace"
   exec {HELD}<&-
@@ -216,16 +220,33 @@ test_parked_root() { # a host-image create takes the root the parked init built 
   echo "$ahead" | grep -qx '/workspace 1000 1000 755 directory 40' || fail "the listing: $ahead"
   echo "$ahead" | grep -qx 'uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)' ||
     fail "the listing: $ahead"
-  # the same create built at the create, by a daemon without spares: the same root (and uid
-  # slot: this sandbox goes first)
+  # the same create on a daemon without spares (and the same uid slot: this sandbox goes first)
   req DELETE "/v1/sandboxes/$ID"; expect 204
   stop_daemon
   start_daemon --spare-shims 0
-  create '{"memory":"100Mi","disk":"200Mi","pids":50}'
-  local built
+  create "$1"
   built=$(listing "$ID")
   [ "$ahead" == "$built" ] || fail "a root built ahead and one built at the create differ:
 $(diff <(echo "$ahead") <(echo "$built"))"
+  LISTED=$ahead
+}
+
+TEST_TIMEOUT_parked_root=90
+test_parked_root() { # sizes other than the defaults: the disk and /dev/shm are set at the hand-off
+  local LISTED
+  same_root_as_built '{"memory":"100Mi","disk":"200Mi","pids":50}'
+  echo "$LISTED" | grep -q '^/grader' && fail "a sandbox that is not grading has /grader"
+  return 0
+}
+
+TEST_TIMEOUT_parked_root_grading=90
+test_parked_root_grading() { # the root built ahead gets a grading sandbox's users, dirs and /proc
+  local LISTED
+  same_root_as_built '{"profile":"grading","memory":"256Mi","disk":"300Mi"}'
+  echo "$LISTED" | grep -qx '/grader 1001 1001 700 directory 40' || fail "no /grader: $LISTED"
+  echo "$LISTED" | grep -q '^/proc .* proc rw,.*hidepid=invisible' || fail "/proc: $LISTED"
+  echo "$LISTED" | grep -qx 'grader:x:1001:1001:grader:/home/grader:/bin/sh' ||
+    fail "/etc/passwd: $LISTED"
 }
 
 TEST_TIMEOUT_parked_grading=60
