@@ -28,15 +28,22 @@ daemon_hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$DPID/status"; }
 # cgroup directories, host mounts under our temp dir, veths and nft chains in the daemon's
 # network namespace (networked setups), run dirs and state files of live sandboxes. The
 # parked cgroup of each spare the running daemon holds (spare-<its pid>, docs/DAEMON.md "Spare
-# shims") is the daemon's own and not counted; one whose spare is gone is.
+# shims"), that spare and its parked init are the daemon's own and not counted; a spare or a
+# parked cgroup whose daemon or spare is gone is.
 leak_counts() {
   local shims=0 procs=0 cgdirs=0 mounts links=0 chains=0 p
-  local cmd spares='/daemon$'
+  local cmd spares='/daemon$' own=' '
+  # the running daemon's spares and their parked inits (whose argv is the spare's, naming
+  # $D/run/spare-root) are its own too
+  for p in $(ps -o pid= --ppid "${DPID:-0}" 2>/dev/null); do
+    spares+="|/spare-$p\$"
+    own+="$p $(ps -o pid= --ppid "$p" | tr '\n' ' ') "
+  done
   for p in /proc/[0-9]*; do
     cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ "$cmd" == *sbx-shim\ spare* && "$own" == *" ${p#/proc/} "* ]] && continue
     [[ "$cmd" == *sbx-shim*" $D/run"* ]] && shims=$((shims + 1))
   done
-  for p in $(ps -o pid= --ppid "${DPID:-0}" 2>/dev/null); do spares+="|/spare-$p\$"; done
   for c in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do
     [ -d "$c" ] || continue
     cgdirs=$((cgdirs + $(find "$c" -mindepth 1 -type d | grep -Evc "$spares")))
