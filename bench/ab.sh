@@ -14,6 +14,8 @@
 # SBX_AB_OLD_ARGS / SBX_AB_NEW_ARGS: extra daemon flags for each (e.g. one build against
 # itself with a feature off: `SBX_AB_OLD_ARGS="--spare-shims 0" bench/ab.sh build build`).
 # SBX_AB_TMPFS=1: both run dirs on a tmpfs, as /run is in production (unmounted at the end).
+# SBX_AB_GAP_MS=G: G ms of rest after each bwrap run and each cycle (lat's LAT_GAP_MS), so that
+# neither runs beside what the other left running (a spare's refill, a sandbox's teardown).
 # SBX_AB_OLD_POLICY: the seccomp profile for the old build's daemon when the tree's
 # policy/seccomp.json is newer than that build understands (default: the tree's).
 set -euo pipefail
@@ -75,7 +77,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     [ "$tag" = new ] && b=$NEW
     s=${SOCKS[$tag]}
     R[exec.$tag]+="$("$LAT" exec ab.exec "$N" "$s" | p50) "
-    out=$("$LAT" cycle ab.cycle "$((N / 4 + 1))" "$s" '{}' "${PEER[@]}")
+    out=$(LAT_GAP_MS=${SBX_AB_GAP_MS:-0} "$LAT" cycle ab.cycle "$((N / 4 + 1))" "$s" '{}' "${PEER[@]}")
     R[cycle.$tag]+="$(p50 ab.cycle <<<"$out") "
     R[cycle_bwrap.$tag]+="$(p50 ab.cycle.peer <<<"$out") "
     R[sbx_version.$tag]+="$("$LAT" spawn ab.sbx_version "$N" "$b/sbx" --version | p50) "

@@ -5,6 +5,9 @@
  *   lat spawn   NAME N ARGV...             fork + exec + wait of ARGV, N times ("{i}" in an
  *                                          argument becomes "<pid>-<iteration>")
  *   lat cycle   NAME N SOCK BODY [-- PEER]  POST /v1/sandboxes BODY, POST exec of `true`, DELETE
+ *                                          (LAT_GAP_MS=G: G ms of rest after the peer's run and
+ *                                          after each cycle, so that neither runs beside what
+ *                                          the other left running: a spare's refill, a teardown)
  *   lat exec    NAME N SOCK [-- PEER]      one sandbox, N round trips of POST exec `true`
  *                                          (with "-- PEER ARGV...", one timed run of the peer
  *                                          before each iteration, reported as NAME.peer: both
@@ -237,6 +240,16 @@ static void report_peer(const char *name, char **peer, double *s, size_t n) {
     report(nm, s, n);
 }
 
+/* LAT_GAP_MS of rest (none when unset). */
+static void gap(void) {
+    const char *g = getenv("LAT_GAP_MS");
+    long ms = g ? strtol(g, NULL, 10) : 0;
+    if (ms > 0) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static int cmd_cycle(const char *name, int n, const char *sock, const char *body, char **peer) {
     double *s[5];
     char id[128], nm[256];
@@ -248,6 +261,8 @@ static int cmd_cycle(const char *name, int n, const char *sock, const char *body
     for (int i = -1; i < n; i++) { /* i == -1: warm-up, not recorded */
         if (peer_once(peer, i, &s[4][i < 0 ? 0 : i]) < 0)
             goto out;
+        if (peer)
+            gap();
         double t0 = now_ms(), t1, t2, t3;
         if (sb_create(h, sock, body, id, &b) < 0)
             goto out;
@@ -261,6 +276,7 @@ static int cmd_cycle(const char *name, int n, const char *sock, const char *body
         if (i >= 0) {
             s[0][i] = t3 - t0, s[1][i] = t1 - t0, s[2][i] = t2 - t1, s[3][i] = t3 - t2;
         }
+        gap();
     }
     report(name, s[0], (size_t)n);
     const char *parts[] = {NULL, "create", "exec", "delete"};
