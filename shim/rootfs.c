@@ -374,18 +374,21 @@ int shim_rootfs_etc_base(const shim_spec *spec, const char *staging, error_rec *
     return 0;
 }
 
-int shim_rootfs_etc_accounts(const shim_spec *spec, const char *staging, error_rec *err) {
+/* fn on the root's /etc. */
+static int with_etc(const shim_spec *spec, const char *staging,
+                    int (*fn)(const shim_spec *, int, error_rec *), error_rec *err) {
     char etc[4200];
     _cleanup_close_ int etcfd = -1;
     int r = open_etc(staging, etc, sizeof(etc), &etcfd, err);
-    return r < 0 ? r : etc_accounts(spec, etcfd, err);
+    return r < 0 ? r : fn(spec, etcfd, err);
+}
+
+int shim_rootfs_etc_accounts(const shim_spec *spec, const char *staging, error_rec *err) {
+    return with_etc(spec, staging, etc_accounts, err);
 }
 
 int shim_rootfs_etc_names(const shim_spec *spec, const char *staging, error_rec *err) {
-    char etc[4200];
-    _cleanup_close_ int etcfd = -1;
-    int r = open_etc(staging, etc, sizeof(etc), &etcfd, err);
-    return r < 0 ? r : etc_names(spec, etcfd, err);
+    return with_etc(spec, staging, etc_names, err);
 }
 
 /* A small read-only tmpfs holding an empty file and an empty directory: a bind mount copies
