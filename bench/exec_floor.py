@@ -6,6 +6,7 @@
 # SOCK's. Prints p50/p99 of each and the ratios; with --json NAME (one socket), two result lines
 # in bench/lat.c's format instead, NAME (the exec) and NAME.peer (the floor), for bench/run.sh.
 # Python's subprocess starts /bin/true with vfork, so this floor is lower than lat's fork+exec.
+# bench/exec_floor.py --parts SOCK [N]: the round trip split into its parts (see parts()).
 # Standard library only.
 import http.client
 import json
@@ -37,8 +38,63 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
+# Run inside the sandbox and on the host by --parts: /bin/true started and waited for as Python's
+# subprocess does it (vfork, via posix_spawn), without subprocess's own bookkeeping.
+SPAWN = """import os, statistics, sys, time
+t = []
+for i in range(int(sys.argv[1]) + 20):
+    a = time.perf_counter()
+    os.waitpid(os.posix_spawn("/bin/true", ["true"], {}), 0)
+    t.append((time.perf_counter() - a) * 1e3)
+print("%.4f" % statistics.median(t[20:]))
+"""
+
+
+def parts(sock, n):
+    """--parts: the round trip split into what any design pays (the HTTP request itself, starting
+    /bin/true in the sandbox) and the rest (daemon -> shim -> init -> reaper and back), each
+    interleaved with the floor, and the best ratio to the floor a design with no rest could reach."""
+    c = UnixConn(sock)
+    st, b = req(c, "POST", "/v1/sandboxes", "{}")
+    assert st == 201, (st, b)
+    sid = json.loads(b)["id"]
+    ex = "/v1/sandboxes/%s/exec" % sid
+    rows = [("GET /v1/sandboxes/ID (the HTTP request alone)", lambda: req(c, "GET", "/v1/sandboxes/" + sid), 200),
+            ("exec of a missing program (no program runs)", lambda: req(c, "POST", ex, '{"argv":["/nonexistent"]}'), 400),
+            ("exec true", lambda: req(c, "POST", ex, '{"argv":["true"]}'), 200),
+            ("subprocess.run(['/bin/true']) (floor)", lambda: (subprocess.run(["/bin/true"], check=True), (200,))[1], 200)]
+    t = [[] for _ in rows]
+    try:
+        for i in range(n + 20):
+            order = list(range(len(rows))) if i % 2 else list(reversed(range(len(rows))))
+            for k in order:
+                a = time.perf_counter()
+                st = rows[k][1]()[0]
+                assert st == rows[k][2], (rows[k][0], st)
+                if i >= 20:
+                    t[k].append((time.perf_counter() - a) * 1e3)
+        st, b = req(c, "POST", ex, json.dumps({"argv": ["python3", "-c", SPAWN, str(n)]}))
+        out = json.loads(b)
+        assert st == 200 and out["exit_code"] == 0, (st, b)
+        spawn_in = float(out["stdout"])
+    finally:
+        req(c, "DELETE", "/v1/sandboxes/" + sid)
+    spawn_host = float(subprocess.run([sys.executable, "-c", SPAWN, str(n)], check=True,
+                                      capture_output=True, text=True).stdout)
+    p50 = [statistics.median(xs) for xs in t]
+    floor = p50[3]
+    for (name, _, _), m, xs in zip(rows, p50, t):
+        print("%-50s p50 %.3f ms p99 %.3f ms  %.2fx the floor" % (name, m, pct(xs, 99), m / floor))
+    print("%-50s p50 %.3f ms (host: %.3f ms)" % ("/bin/true by posix_spawn+waitpid in the sandbox", spawn_in, spawn_host))
+    print("rest of the round trip (exec true - GET - spawn in the sandbox): %.3f ms" % (p50[2] - p50[0] - spawn_in))
+    print("best ratio with no rest (GET + spawn in the sandbox) / floor: %.2fx" % ((p50[0] + spawn_in) / floor))
+
+
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--parts"]:
+        parts(args[1], int(args[2]) if len(args) > 2 else 300)
+        return
     json_name = None
     if len(args) > 2 and args[0] == "--json":
         json_name, args = args[1], args[2:]
