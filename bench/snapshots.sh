@@ -9,8 +9,13 @@
 #   vol.cycle_plain.rK / vol.cycle_volume.rK
 #                            create -> exec `true` -> delete without and with a read-only
 #                            volume, two interleaved rounds (lat cycle)
-# and a note with what a pause answers on this node (CRIU). Knobs: SBX_BENCH_N (commit rounds,
-# default 10; the volume cycles run 4*N). Needs root.
+#   snap.pause_256mb         POST .../pause of a pausable sandbox whose Python process holds
+#                            256 MiB (touched), whole request
+#   snap.pause_256mb.dump    CRIU's dump within it (the answer's dump_ms)
+#   snap.resume_256mb        POST .../resume of it, whole request
+#   snap.cold_create_pausable a cold create of a pausable sandbox, timed in the same rounds
+# Knobs: SBX_BENCH_N (commit and pause rounds, default 10; the volume cycles run 4*N). Needs
+# root; the pause rows need a CRIU that passes `criu check` (tests/deps.sh), else a note.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -65,9 +70,32 @@ for round in 1 2; do
     '{"volumes":[{"name":"bench","path":"/data","read_only":true}]}'
 done
 
-id=$(api POST /v1/sandboxes '{}' | jq -r .id)
-api POST "/v1/sandboxes/$id/pause" >/dev/null
-note "pause on this node: HTTP $(cut -d' ' -f1 "$T/w") $(jq -r .code "$T/out"): $(jq -r .message "$T/out")"
+log "pause and resume of a sandbox holding 256 MiB, $N rounds, each next to a cold create"
+HOLD='{"argv":["sh","-c","python3 -c \"import time\nb = bytearray(256 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nopen(\\\"/tmp/ready\\\", \\\"w\\\").close()\nwhile True: time.sleep(1)\" </dev/null >/dev/null 2>&1 & while [ ! -e /tmp/ready ]; do sleep 0.05; done"]}'
+: >"$T/pause" && : >"$T/dump" && : >"$T/resume" && : >"$T/coldp"
+id=$(api POST /v1/sandboxes '{"pausable":true}' | jq -r .id)
+api POST "/v1/sandboxes/$id/pause" >/dev/null # 200 where this node can pause, else 501
+if [ "$(cut -d' ' -f1 "$T/w")" == 200 ]; then
+  for i in $(seq "$N"); do
+    api POST /v1/sandboxes '{"pausable":true,"memory":"1Gi"}' >/dev/null; ok 201
+    ms >>"$T/coldp"
+    p=$(jq -r .id "$T/out")
+    api POST "/v1/sandboxes/$p/exec" "$HOLD" >/dev/null; ok 200
+    api POST "/v1/sandboxes/$p/pause" >/dev/null; ok 200
+    ms >>"$T/pause"
+    jq .pause.checkpoint.dump_ms "$T/out" >>"$T/dump"
+    [ "$i" != 1 ] || note "a paused sandbox holding 256 MiB: a checkpoint of $(jq .pause.checkpoint.bytes "$T/out") bytes"
+    api POST "/v1/sandboxes/$p/resume" >/dev/null; ok 200
+    ms >>"$T/resume"
+    api DELETE "/v1/sandboxes/$p" >/dev/null
+  done
+  "$LAT" stats snap.pause_256mb <"$T/pause" | tee -a "$RES" >&2
+  "$LAT" stats snap.pause_256mb.dump <"$T/dump" | tee -a "$RES" >&2
+  "$LAT" stats snap.resume_256mb <"$T/resume" | tee -a "$RES" >&2
+  "$LAT" stats snap.cold_create_pausable <"$T/coldp" | tee -a "$RES" >&2
+else
+  note "pause on this node: HTTP $(cut -d' ' -f1 "$T/w") $(jq -r .code "$T/out"): $(jq -r .message "$T/out")"
+fi
 api DELETE "/v1/sandboxes/$id" >/dev/null
 api DELETE /v1/volumes/bench >/dev/null
 note "load average at the end: $(cat /proc/loadavg)"

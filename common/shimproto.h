@@ -32,6 +32,13 @@
  *                                                an error with errno ECONNREFUSED (shim/ports.h)
  *   shutdown  {}                              -> ok, then the shim tears the sandbox down,
  *                                                removes its directory and exits
+ *   pause     {dir}                           -> paused {dump_ms, files_ms}, then the shim tears
+ *                                                the sandbox down and exits as for shutdown; a
+ *                                                pausable sandbox only (EOPNOTSUPP), running no
+ *                                                command (EBUSY). dir: an empty directory that
+ *                                                becomes its checkpoint (shim/pause.h), whole once
+ *                                                dir/SHIMPROTO_CHECKPOINT_DONE exists (written
+ *                                                last). A failed pause leaves the sandbox running.
  * Shim -> daemon events (no seq), sent to every connected client:
  *   exit      {xid, exit_code, signal, reason, duration_ms, message?}
  *             reason: "exited" | "signaled" | "command_timeout" | "oom_killed" (end_reason.h)
@@ -54,6 +61,8 @@
  * (its /proc/N/ns/net is the sandbox's network namespace). `sbx-shim cleanup <dir>` reclaims
  * what a killed shim left behind (processes, cgroups, <dir>); it is idempotent.
  * A restarted daemon re-adopts a sandbox by connecting to shim.sock and sending hello.
+ * A spec with "restore" (a checkpoint's dir) starts the same way: the sandbox comes back from
+ * the checkpoint instead of being built; the checkpoint is left as it was.
  *
  * Grading sandboxes also listen on `<dir>/agent/agent.sock` (bound into the sandbox as
  * /.sbx/run/agent.sock, shim/grading.h) for sbx-as-agent, accepting only the grader's uid. It
@@ -62,6 +71,9 @@
  * is not in hello's running list) and kill of that connection's own commands; a closed
  * connection kills its commands. */
 #pragma once
+
+/* pause: the file a whole checkpoint has, written last ({dump_ms, files_ms}) */
+#define SHIMPROTO_CHECKPOINT_DONE "checkpoint.json"
 
 #include "common/error.h"
 

@@ -47,6 +47,7 @@ void shim_spec_free(shim_spec *s) {
     free(s->cgroup_parent);
     json_decref(s->gpus);
     free(s->runsc);
+    free(s->restore);
     json_decref(s->volumes);
     free(s);
 }
@@ -298,6 +299,16 @@ static int parse_all(shim_spec *s, json_t *root, error_rec *err) {
     if (vols && !json_is_null(vols) && !json_is_array(vols))
         return error_set(err, -EINVAL, "spec: volumes must be an array when present");
     s->volumes = json_is_array(vols) ? json_incref(vols) : NULL;
+    json_t *pausable = json_object_get(root, "pausable");
+    if (pausable && !json_is_boolean(pausable))
+        return error_set(err, -EINVAL, "spec: pausable must be a boolean when present");
+    s->pausable = json_is_true(pausable);
+    json_t *restore = json_object_get(root, "restore");
+    if (restore &&
+        !(json_is_string(restore) && json_string_value(restore)[0] == '/' && s->pausable))
+        return error_set(err, -EINVAL, "spec: restore must be an absolute path, with pausable");
+    if (restore && !(s->restore = strdup(json_string_value(restore))))
+        return -ENOMEM;
     return s->seccomp_bpf ? parse_seed(s, json_object_get(root, "seed"), err) : -ENOMEM;
 }
 
@@ -425,5 +436,9 @@ json_t *shim_spec_to_json(const shim_spec *s) {
                             json_pack("{s:s,s:s}", "type", "gvisor", "runsc", s->runsc));
     if (j && s->volumes)
         json_object_set_new(j, "volumes", json_incref(s->volumes));
+    if (j && s->pausable)
+        json_object_set_new(j, "pausable", json_true());
+    if (j && s->restore)
+        json_object_set_new(j, "restore", json_string(s->restore));
     return j;
 }

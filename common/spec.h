@@ -19,8 +19,12 @@
  *          "binds":[{"source":"/host/file","path":"/in/sandbox"}]},   (optional: the GPU nodes
  *         the sandbox gets under /dev/<name> and alone may open, and the host driver files
  *         bound read-only into a store or directory image; checked and applied by shim/gpu.c)
- *  "volumes":[{"src":"/abs/host/mount","dst":"/cache","ro":true}]}   (optional: named
+ *  "volumes":[{"src":"/abs/host/mount","dst":"/cache","ro":true}],   (optional: named
  *         volumes, id-mapped binds of the daemon's volume mounts; shim/volumes.c)
+ *  "pausable":true,                         (optional: init makes its user namespace first, so
+ *         that CRIU can checkpoint the sandbox: shim/init.c, shim/pause.c)
+ *  "restore":"/abs/checkpoint"}             (optional, pausable: the sandbox is restored from a
+ *         checkpoint directory that shim/pause.c wrote, not built)
  * v2 parent: absolute directory of a delegated subtree; v1 parent: path relative to each
  * controller's mount (/sys/fs/cgroup/<ctrl>/<parent>/<id>). Unknown fields are ignored.
  * seed: a host directory with `workspace` and `tmp` (a snapshot of another sandbox whose uid
@@ -82,6 +86,8 @@ typedef struct shim_spec {
     json_t *gpus;           /* "gpus" object (shim/gpu.c), or NULL: no GPU */
     char *runsc;            /* "isolation" gvisor: runsc's absolute path; NULL: native */
     json_t *volumes;        /* "volumes" array (shim/volumes.c), or NULL: none */
+    bool pausable;          /* "pausable":true: user namespace first (shim/init.c) */
+    char *restore;          /* "restore": a checkpoint to restore (shim/pause.c), or NULL */
 } shim_spec;
 
 /* Parse and validate spec JSON text. */

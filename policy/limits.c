@@ -22,11 +22,11 @@
 
 /* The keys each body may carry (common/jsonkeys.h): one list per body, policy as data. */
 const char *const policy_create_keys[] = {
-    "image",        "cpu",        "memory",       "disk",    "pids",  "env",     "labels",
-    "idle_timeout", "timeout",    "max_cost_usd", "network", "lease", "profile", "ports",
-    "gpus",         "entrypoint", /* parsed by policy/entrypoint.c (the API starts it:
-                                     api/entrypoint.c) */
-    "isolation",    "volumes",    "on_idle",      NULL};
+    "image",     "cpu",          "memory",  "disk",         "pids",    "env",
+    "labels",    "idle_timeout", "timeout", "max_cost_usd", "network", "lease",
+    "profile",   "ports",        "gpus",    "entrypoint", /* parsed by policy/entrypoint.c (the API
+                                                             starts it: api/entrypoint.c) */
+    "isolation", "volumes",      "on_idle", "pausable",     NULL};
 static const char *const exec_keys[] = {
     "argv", "shell", "cwd", "user", "env", "stdin", "stdin_b64", "timeout", "max_output",
     /* policy/process.h: how the command runs (policy_process_parse) */
@@ -260,6 +260,28 @@ static int parse_on_idle(json_t *v, bool *ret, error_rec *err) {
     return 0;
 }
 
+/* "pausable": absent/null/false, or true (docs/API.md "Pause and resume"): the sandbox is built
+ * so that it can be paused to disk. "on_idle":"pause" makes it so. Not with what a pause cannot
+ * carry yet: grading users, gvisor, GPUs, volumes, ports, a network, an image other than the
+ * host's. */
+static int parse_pausable(json_t *v, policy_create *c, error_rec *err) {
+    if (v && !json_is_null(v) && !json_is_boolean(v))
+        return bad(err, "pausable", "must be true or false");
+    c->pausable = json_is_true(v) || c->on_idle_pause;
+    const char *what = c->grading                       ? "\"profile\":\"grading\""
+                       : c->gvisor                      ? "\"isolation\":\"gvisor\""
+                       : c->gpus                        ? "\"gpus\""
+                       : c->volumes                     ? "\"volumes\""
+                       : c->n_ports                     ? "\"ports\""
+                       : c->net_mode != POLICY_NET_NONE ? "a \"network\""
+                       : strcmp(c->image, "host") != 0  ? "an image other than \"host\""
+                                                        : NULL;
+    if (c->pausable && what)
+        return error_set(err, -EINVAL, "%s: a pausable sandbox cannot have %s (yet)",
+                         c->on_idle_pause ? "on_idle" : "pausable", what);
+    return 0;
+}
+
 /* "profile": absent/null/"default", or "grading". */
 static int parse_profile(json_t *v, bool *ret, error_rec *err) {
     const char *s = json_string_value(v);
@@ -320,7 +342,8 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
         (r = policy_gpu_parse(pick(body, NULL, "gpus"), &c.gpus, &c.gpu_uuids, err)) < 0 ||
         (r = parse_isolation(body, d, &c, err)) < 0 ||
         (r = policy_volumes_parse(pick(body, NULL, "volumes"), &c.volumes, err)) < 0 ||
-        (r = parse_on_idle(pick(body, NULL, "on_idle"), &c.on_idle_pause, err)) < 0) {
+        (r = parse_on_idle(pick(body, NULL, "on_idle"), &c.on_idle_pause, err)) < 0 ||
+        (r = parse_pausable(pick(body, NULL, "pausable"), &c, err)) < 0) {
         policy_create_done(&c);
         return r == -ENOMEM ? error_set(err, -ENOMEM, "out of memory") : r;
     }
@@ -363,6 +386,10 @@ json_t *policy_create_to_json(const policy_create *c) {
         json_object_set_new(j, "isolation", json_string("gvisor"));
     if (j && c->volumes) /* volumes: a restart claims them back (core/volumes.c) */
         json_object_set_new(j, "volumes", json_deep_copy(c->volumes));
+    if (j && c->on_idle_pause)
+        json_object_set_new(j, "on_idle", json_string("pause"));
+    if (j && c->pausable)
+        json_object_set_new(j, "pausable", json_true());
     return j;
 }
 

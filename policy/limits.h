@@ -50,6 +50,7 @@ typedef struct policy_create {
     json_t *volumes;    /* [{"name","path","read_only"}] (policy/volumes.h), or NULL: none */
     bool on_idle_pause; /* "on_idle":"pause" (the default "end" is false; the API refuses it) */
     bool gvisor;        /* "isolation":"gvisor" (docs/SECURITY.md); false: "native" */
+    bool pausable;      /* "pausable":true or "on_idle":"pause" (docs/API.md "Pause and resume") */
 } policy_create;
 
 typedef struct policy_exec {

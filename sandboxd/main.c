@@ -10,6 +10,7 @@
 #include "sandboxd/config.h"
 #include "sandboxd/core/volumes.h"
 #include "sandboxd/core/cgroup.h"
+#include "sandboxd/core/checkpoint.h"
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/process.h"
 #include "sandboxd/core/commit.h"
@@ -132,7 +133,8 @@ static int wire(sd_daemon *d, error_rec *err) {
         return r;
     if ((r = sd_spares_init(d, err)) < 0) /* spare shims: core/spare.h */
         return r;
-    if (sd_exec_init(d) < 0 || sd_process_init(d) < 0 || sd_fork_init(d) < 0)
+    if (sd_exec_init(d) < 0 || sd_process_init(d) < 0 || sd_fork_init(d) < 0 ||
+        sd_checkpoint_init(d) < 0)
         return error_set(err, -ENOSPC, "too many listeners");
     if ((r = sd_pool_init(d, err)) < 0 || (r = sd_api_init(d, err)) < 0 ||
         (r = sd_sf_init(d, err)) < 0)

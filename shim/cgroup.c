@@ -375,6 +375,10 @@ static void freezer_set(shim_cgroup *cg, bool frozen) {
         knob_write(fz, "freezer.state", frozen ? "FROZEN" : "THAWED", NULL);
 }
 
+int shim_cgroup_signal_all(shim_cgroup *cg, int sig) {
+    return signal_procs(cg->version == 2 ? cg->dirs[0] : dir_of(cg, "pids"), sig);
+}
+
 int shim_cgroup_kill_all(shim_cgroup *cg) {
     const char *d = cg->version == 2 ? cg->dirs[0] : dir_of(cg, "pids");
     if (cg->version == 2)

@@ -52,6 +52,8 @@ int shim_cgroup_add_pid(shim_cgroup *cg, pid_t pid, error_rec *err);
  * skipped; after a pause it is not). v2 has no such file for a process: -EOPNOTSUPP (the
  * caller writes the pid to cgroup.procs). */
 int shim_cgroup_join_self(const shim_cgroup *cg, error_rec *err);
+/* Send sig to every process in the cgroup (once; what forks meanwhile is not seen). */
+int shim_cgroup_signal_all(shim_cgroup *cg, int sig);
 /* SIGKILL every process in the cgroup and wait (bounded) until it is empty. */
 int shim_cgroup_kill_all(shim_cgroup *cg);
 /* Kill everything, then rmdir every directory. Missing directories are fine (idempotent). */

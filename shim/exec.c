@@ -3,7 +3,9 @@
 #include "shim/exec.h"
 
 #include "common/macro.h"
+#include "common/fdutil.h"
 #include "shim/grading.h"
+#include "shim/init.h"
 #include "shim/seccomp.h"
 
 #include <dirent.h>
@@ -12,10 +14,13 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -445,6 +450,74 @@ static void reap_all(int ipc) {
         }
 }
 
+/* A connection on lfd from outside the sandbox's pid namespace (its pid reads 0 here); anything
+ * else that connects is turned away. Reaps meanwhile. -errno when waiting fails. */
+static int accept_shim(int lfd, int sfd) {
+    for (;;) {
+        struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            return -errno;
+        if (p[1].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof(si)) > 0)
+                ;
+            while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+        }
+        if (!p[0].revents)
+            continue;
+        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct ucred cr;
+        socklen_t l = sizeof(cr);
+        if (c >= 0 && getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &l) == 0 && cr.pid == 0)
+            return c;
+        if (c >= 0)
+            close(c);
+    }
+}
+
+/* SHIM_IPC_PAUSE (ipc.h): the channel to the shim is a socketpair made on the host, which CRIU
+ * cannot carry; the shim reaches init again through a socket of the sandbox's own. Returns the
+ * new channel (as SHIM_INIT_IPC_FD) or exits. */
+static int pause_wait(int ipc, int sfd) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    memcpy(a.sun_path + 1, SHIM_IPC_PAUSE_ADDR, sizeof(SHIM_IPC_PAUSE_ADDR) - 1);
+    socklen_t al =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(SHIM_IPC_PAUSE_ADDR));
+    int lfd = n_reapers ? -EBUSY : socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (lfd == -1)
+        lfd = -errno;
+    if (lfd >= 0 && (bind(lfd, (struct sockaddr *)&a, al) < 0 || listen(lfd, 4) < 0)) {
+        int e = errno;
+        close(lfd);
+        lfd = -e;
+    }
+    /* Dumpable while paused: CRIU, as the sandbox's root, reads init through /proc; a restored
+     * init's memory is the host's user namespace's (CRIU made it), so that alone does not
+     * suffice (init.h step_reexec) after the first resume. */
+    if (lfd >= 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) {
+        int e = errno;
+        close(lfd);
+        lfd = -e;
+    }
+    shim_ipc_send(ipc, SHIM_IPC_PAUSED, 0, lfd < 0 ? -lfd : 0, 0, NULL, 0, NULL, 0);
+    if (lfd < 0)
+        return ipc; /* not paused: the shim goes on on this channel */
+    close(ipc);
+    int c = accept_shim(lfd, sfd);
+    close(lfd);
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        _exit(1);
+    if (c < 0 || dup2(c, SHIM_INIT_IPC_FD) < 0)
+        _exit(1);
+    if (c != SHIM_INIT_IPC_FD)
+        close(c);
+    fd_set_cloexec(SHIM_INIT_IPC_FD, 1);
+    if (shim_ipc_send(SHIM_INIT_IPC_FD, SHIM_IPC_READY, 0, 0, 0, NULL, 0, NULL, 0) < 0)
+        _exit(1);
+    return SHIM_INIT_IPC_FD;
+}
+
 _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_msg *buf) {
     sigset_t set;
     sigemptyset(&set);
@@ -482,6 +555,8 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
                 close(fds[i]);
             if (buf->type == SHIM_IPC_KILL)
                 kill_exec(buf);
+            else if (buf->type == SHIM_IPC_PAUSE)
+                ipc = pause_wait(ipc, sfd);
         }
     }
 }

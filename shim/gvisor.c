@@ -4,10 +4,13 @@
 
 #include "common/fdutil.h"
 #include "common/macro.h"
+#include "shim/cgroup.h"
 #include "shim/ipc.h"
 #include "shim/rootfs.h"
+#include "shim/sandbox.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <grp.h>
 #include <linux/mount.h>
 #include <poll.h>
@@ -368,4 +371,18 @@ _Noreturn void shim_gvisor_serve(shim_init_ctx *c, const char *times, size_t tl)
             }
         }
     }
+}
+
+const char *shim_gvisor_end_cause(shim_sandbox *sb, uint64_t oom_start, uint64_t pids_start,
+                                  char *msg, size_t len) {
+    uint64_t n = 0;
+    if (shim_cgroup_oom_kills(sb->cg, &n) == 0 && n > oom_start)
+        return snprintf(msg, len, "the sandbox ran out of memory (limit %" PRIu64 " bytes)",
+                        sb->spec->memory),
+               "oom";
+    if (shim_cgroup_pids_denials(sb->cg, &n) == 0 && n > pids_start)
+        return snprintf(msg, len, "gVisor's threads reached the host's pids limit (%" PRIu64 ")",
+                        SHIM_GVISOR_HOST_PIDS(sb->spec->pids)),
+               "pids";
+    return NULL;
 }

@@ -58,5 +58,12 @@ int shim_gvisor_tty_take(uint64_t id);
 void shim_gvisor_tty_relay(int master, int tty, int sock, pid_t cmd, const sigset_t *chld,
                            bool (*reaped)(void));
 
+/* The shim's side: why a gvisor sandbox's init ended: its memory or its host pids limit, when
+ * its cgroup counted an OOM kill or a refused fork since the start (oom_start, pids_start;
+ * gVisor's own processes hold both: one OOM kill or one refused thread ends it). The reason
+ * ("oom", "pids") with its message in msg, or NULL: another cause. */
+typedef struct shim_sandbox shim_sandbox;
+const char *shim_gvisor_end_cause(shim_sandbox *sb, uint64_t oom_start, uint64_t pids_start,
+                                  char *msg, size_t len);
 /* The OCI runtime spec (config.json) of the sandbox: its root, mounts and runner (gvisor_oci.c). */
 json_t *shim_gvisor_oci(const shim_spec *spec, const char *staging);

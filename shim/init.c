@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -60,6 +61,38 @@ static int step_sync(shim_init_ctx *c, error_rec *err) {
             return r;
     }
     return wait_go(c->ipc, err);
+}
+
+/* The shim writes our id maps (0..65535 -> uid_base..), then we go on. */
+static int userns_mapped(shim_init_ctx *c, error_rec *err) {
+    int r = shim_ipc_send(c->ipc, SHIM_IPC_USERNS, 0, 0, 0, NULL, 0, NULL, 0);
+    if (r < 0)
+        return error_set_errno(err, r, "notify the shim");
+    return wait_go(c->ipc, err);
+}
+
+/* A pausable sandbox's init was born in its own user namespace, which owns its pid and time
+ * namespaces (shim/sandbox.c, fork_userns_first) and every namespace and mount it makes from
+ * here on, as CRIU needs to checkpoint it. Once mapped it becomes that namespace's root (host
+ * uid_base), so the root it builds has the namespace's own ids (uid_base 0 in its copy of the
+ * spec). Its mounts are then its own, not locked (docs/SECURITY.md "Pausable sandboxes"). It
+ * leads a session of its own, as a restored tree's root must. */
+static int step_userns_first(shim_init_ctx *c, error_rec *err) {
+    static shim_spec own;
+    if (!c->spec || !c->spec->pausable) /* (a spare's init has no spec yet: it is not) */
+        return 0;
+    int r = userns_mapped(c, err);
+    if (r < 0)
+        return r;
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
+        return error_set_errno(err, negative_errno(), "become the user namespace's root");
+    if (setsid() < 0)
+        return error_set_errno(err, negative_errno(), "setsid");
+    own = *c->spec;
+    own.uid_base = 0;
+    c->spec = &own;
+    c->staging = SHIM_PAUSABLE_STAGING; /* the run directory is not for its user */
+    return 0;
 }
 
 static int step_namespaces(shim_init_ctx *c, error_rec *err) {
@@ -167,6 +200,10 @@ static int step_dev(shim_init_ctx *c, error_rec *err) {
     int r = c->root_ahead ? 0 : shim_rootfs_dev_tree(c->spec, c->staging, err);
     if (r >= 0)
         r = shim_rootfs_dev_mounts(c->spec, c->staging, err);
+    if (r >= 0 && c->spec->pausable) { /* for step_reexec */
+        r = shim_rootfs_init_binary(c->staging, SHIM_INIT_EXE_FD, err);
+        close(SHIM_INIT_EXE_FD);
+    }
     if (r < 0 || !c->spec->gpus || (r = shim_gpu_dev(c->spec, dev, c->spec->uid_base, err)) < 0)
         return r; /* GPUs: gpu.c (nodes in /dev, the driver's files in the image) */
     dev[strlen(dev) - strlen("/dev")] = 0; /* staging/root */
@@ -204,6 +241,30 @@ static int step_pivot(shim_init_ctx *c, error_rec *err) {
     return 0;
 }
 
+/* "init.name=ms ..." of every step so far, for the shim's ready line (and step_reexec) */
+static char times[512];
+static size_t times_len;
+
+/* A pausable sandbox's init runs sbx-shim again, from inside the sandbox (the host's binary,
+ * bound on SHIM_INIT_BINARY by step_dev): its memory then maps a file on the sandbox's own
+ * mounts and belongs to the sandbox's user namespace, so CRIU (inside that namespace) can read
+ * and restore it. It goes on with the steps after this one (shim_init_again); the seccomp
+ * program travels on a memfd (SHIM_INIT_BPF_FD), the step times in argv. */
+static int step_reexec(shim_init_ctx *c, error_rec *err) {
+    if (!c->spec->pausable)
+        return 0;
+    int fd = memfd_create("sbx-seccomp", 0);
+    size_t len = c->prog.len * sizeof(struct sock_filter);
+    if (fd < 0 || fd_write_all(fd, c->prog.filter, len) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
+        (fd != SHIM_INIT_BPF_FD && dup2(fd, SHIM_INIT_BPF_FD) < 0))
+        return error_set_errno(err, negative_errno(), "the seccomp program's memfd");
+    if (fd != SHIM_INIT_BPF_FD)
+        close(fd);
+    char *argv[] = {"sbx-init", SHIM_INIT_AGAIN, times, NULL}, *envp[] = {NULL};
+    execve(SHIM_INIT_BINARY, argv, envp);
+    return error_set_errno(err, negative_errno(), "exec %s", SHIM_INIT_BINARY);
+}
+
 /* gvisor: init's root becomes the sandbox's by chroot (runsc, its child, keeps the host's) */
 static int step_gvisor_chroot(shim_init_ctx *c, error_rec *err) {
     int r = shim_gvisor_chroot(c, err);
@@ -223,12 +284,11 @@ static int step_oom_score(shim_init_ctx *c, error_rec *err) {
 }
 
 static int step_userns(shim_init_ctx *c, error_rec *err) {
+    if (c->spec->pausable)
+        return 0; /* in it from the start (step_userns_first) */
     if (unshare(CLONE_NEWUSER) < 0)
         return error_set_errno(err, negative_errno(), "unshare user namespace");
-    int r = shim_ipc_send(c->ipc, SHIM_IPC_USERNS, 0, 0, 0, NULL, 0, NULL, 0);
-    if (r < 0)
-        return error_set_errno(err, r, "notify the shim");
-    return wait_go(c->ipc, err);
+    return userns_mapped(c, err);
 }
 
 static int step_process_limits(error_rec *err);
@@ -315,7 +375,7 @@ static int init_park(shim_init_ctx *c, error_rec *err) {
 }
 
 typedef int (*init_step_fn)(shim_init_ctx *, error_rec *);
-#define STEPS_AHEAD 4
+#define STEPS_AHEAD 5
 enum { BOTH, NATIVE, GVISOR }; /* which isolation class runs a step (gvisor.h) */
 static const struct {
     const char *name;
@@ -324,6 +384,7 @@ static const struct {
 } init_steps[] = {
     /* a spare's init does these STEPS_AHEAD before it knows its sandbox */
     {"sync", step_sync, BOTH},
+    {"userns-first", step_userns_first, NATIVE}, /* pausable only */
     {"namespaces", step_namespaces, BOTH},
     {"loopback", step_loopback, BOTH},
     {"root-ahead", step_root_ahead, BOTH}, /* a spare's only */
@@ -338,6 +399,7 @@ static const struct {
     {"seal", step_seal, BOTH},
     {"gvisor-bundle", shim_gvisor_prepare, GVISOR},
     {"pivot-root", step_pivot, NATIVE},
+    {"reexec", step_reexec, NATIVE}, /* pausable only; shim_init_again goes on after it */
     {"oom-score", step_oom_score, BOTH},
     {"userns", step_userns, BOTH},
     {"gvisor-start", shim_gvisor_start, GVISOR},
@@ -354,43 +416,77 @@ static _Noreturn void init_fail(shim_init_ctx *c, const char *step, error_rec *e
     _exit(1);
 }
 
-_Noreturn void shim_init_main(shim_init_ctx *c) {
+static void note_time(const char *name, uint64_t t0) {
+    size_t room = sizeof(times) - times_len;
+    int n = snprintf(times + times_len, room, "%sinit.%s=%.2f", times_len ? " " : "", name,
+                     (double)(now_mono_us() - t0) / 1000.0);
+    if (n > 0 && (size_t)n < room)
+        times_len += (size_t)n;
+}
+
+/* The steps from `first` on, then the exec service. */
+static _Noreturn void init_run(shim_init_ctx *c, size_t first) {
     static union {
         shim_ipc_msg m;
         char raw[SHIM_IPC_MAX];
     } buf;
     ipc_buf = &buf.m;
-    /* Drop every inherited descriptor except the channel to the shim (and stdio until pivot). */
-    if (c->ipc != 3) {
-        if (dup2(c->ipc, 3) < 0)
-            _exit(1);
-        c->ipc = 3;
-    }
-    close_range(4, ~0U, 0);
-    char times[512]; /* "init.name=ms ..." of every step, for the shim's ready line */
-    size_t tl = 0;
-    for (size_t i = 0; i < ARRAY_SIZE(init_steps); i++) {
+    for (size_t i = first; i < ARRAY_SIZE(init_steps); i++) {
         error_rec err = {0};
         if (c->parked && i == STEPS_AHEAD) {
             if (init_park(c, &err) < 0)
                 init_fail(c, "park", &err);
             c->parked = false;
-            tl = 0; /* the steps done ahead are not the create's */
+            times_len = 0; /* the steps done ahead are not the create's */
         }
         if (c->spec && init_steps[i].only == (c->spec->runsc ? NATIVE : GVISOR))
             continue;
         uint64_t t0 = now_mono_us();
         if (init_steps[i].fn(c, &err) < 0)
             init_fail(c, init_steps[i].name, &err);
-        int n = snprintf(times + tl, sizeof(times) - tl, "%sinit.%s=%.2f", tl ? " " : "",
-                         init_steps[i].name, (double)(now_mono_us() - t0) / 1000.0);
-        if (n > 0 && (size_t)n < sizeof(times) - tl)
-            tl += (size_t)n;
+        note_time(init_steps[i].name, t0);
     }
     if (c->spec->runsc)
-        shim_gvisor_serve(c, times, tl);
-    if (shim_ipc_send(c->ipc, SHIM_IPC_READY, 0, 0, 0, times, tl, NULL, 0) < 0)
+        shim_gvisor_serve(c, times, times_len);
+    if (shim_ipc_send(c->ipc, SHIM_IPC_READY, 0, 0, 0, times, times_len, NULL, 0) < 0)
         _exit(1);
     shim_exec_grading = c->spec->grading;
     shim_exec_serve(c->ipc, &c->prog, ipc_buf);
+}
+
+_Noreturn void shim_init_main(shim_init_ctx *c) {
+    /* Drop every inherited descriptor except the channel to the shim (and stdio until pivot). */
+    if (c->ipc != SHIM_INIT_IPC_FD) {
+        if (dup2(c->ipc, SHIM_INIT_IPC_FD) < 0)
+            _exit(1);
+        c->ipc = SHIM_INIT_IPC_FD;
+    }
+    bool exe = c->spec && c->spec->pausable; /* step_dev's */
+    if (exe && (dup2(c->exe_tree, SHIM_INIT_EXE_FD) < 0))
+        _exit(1);
+    close_range(exe ? SHIM_INIT_EXE_FD + 1 : SHIM_INIT_IPC_FD + 1, ~0U, 0);
+    init_run(c, 0);
+}
+
+_Noreturn void shim_init_again(const char *times_so_far) {
+    static shim_spec spec = {.pausable = true}; /* all the steps after step_reexec look at */
+    static shim_init_ctx c = {.spec = &spec, .ipc = SHIM_INIT_IPC_FD};
+    times_len = (size_t)snprintf(times, sizeof(times), "%s", times_so_far);
+    times_len = MIN(times_len, sizeof(times) - 1);
+    set_title(); /* (clears argv, times_so_far included) */
+    char *bpf = NULL;
+    size_t len = 0, first = 0;
+    int r = fd_read_all(SHIM_INIT_BPF_FD, 1 << 20, &bpf, &len);
+    close(SHIM_INIT_BPF_FD);
+    if (r < 0 || len == 0 || len % sizeof(struct sock_filter)) {
+        error_rec err = {0};
+        error_set_errno(&err, r < 0 ? r : -EINVAL, "the seccomp program's memfd");
+        init_fail(&c, "reexec", &err);
+    }
+    c.prog.filter = (struct sock_filter *)bpf;
+    c.prog.len = (unsigned short)(len / sizeof(struct sock_filter));
+    while (strcmp(init_steps[first].name, "reexec") != 0)
+        first++;
+    note_time("reexec", now_mono_us()); /* (its time: the exec, not measured here) */
+    init_run(&c, first + 1);
 }

@@ -24,7 +24,16 @@ enum shim_ipc_type {
                            * and whatever the command leaves running is killed when it exits */
     SHIM_IPC_PARKED,      /* init -> shim: a spare's init made its namespaces, waits for a dir */
     SHIM_IPC_BUILD,       /* shim -> init: data = the sandbox's directory: build it */
+    SHIM_IPC_PAUSE,       /* shim -> init (pausable, no command running): listen on
+                           * SHIM_IPC_PAUSE_ADDR, answer PAUSED, close this channel and wait
+                           * for the shim (this one after a failed pause, or a restored
+                           * sandbox's) to connect there; then READY on the new channel */
+    SHIM_IPC_PAUSED,      /* init -> shim: listening; a = errno when it cannot pause */
 };
+
+/* The abstract Unix address (in the sandbox's network namespace) a pausing init listens on;
+ * it takes only a peer outside the sandbox's pid namespace (SO_PEERCRED pid 0). */
+#define SHIM_IPC_PAUSE_ADDR "sbx-init-pause"
 
 /* Or'ed into an exec type (EXEC, EXEC_GRADER, EXEC_HELPER): the command gets a terminal; data
  * starts with rows(2) cols(2), then as the type says; the reaper's STARTED carries the

@@ -170,6 +170,8 @@ int main(int argc, char **argv) {
     }
     if ((argc == 3 || argc == 5 || argc == 6) && strcmp(argv[1], "spare") == 0)
         return cmd_spare(argc, argv);
+    if (argc == 3 && strcmp(argv[1], SHIM_INIT_AGAIN) == 0)
+        shim_init_again(argv[2]); /* a pausable sandbox's init, inside it (shim/init.h) */
     if (argc == 3 && strcmp(argv[1], "cleanup") == 0)
         return cmd_cleanup(argv[2]);
     if (argc == 4 && strcmp(argv[1], "seccomp-compile") == 0)

@@ -217,15 +217,18 @@ static void disk_opts(const shim_spec *spec, char *buf, size_t len) {
     snprintf(buf, len, "size=%" PRIu64 ",nr_inodes=%" PRIu64, spec->disk, inodes);
 }
 
-int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err) {
-    char opts[128], p[4096], root[4096];
-    uid_t ruid = spec->uid_base, suid = spec->uid_base + SHIM_SANDBOX_UID;
-    int r = mnt(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, err);
-    if (r < 0)
-        return r;
+int shim_rootfs_mount_disk(const shim_spec *spec, const char *staging, error_rec *err) {
+    char opts[128];
     disk_opts(spec, opts, sizeof(opts));
     strcat(opts, ",mode=0700");
-    if ((r = mnt("sbx-disk", staging, "tmpfs", MS_SAFE, opts, err)) < 0)
+    return mnt("sbx-disk", staging, "tmpfs", MS_SAFE, opts, err);
+}
+
+int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err) {
+    char p[4096], root[4096];
+    uid_t ruid = spec->uid_base, suid = spec->uid_base + SHIM_SANDBOX_UID;
+    int r = mnt(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL, err);
+    if (r < 0 || (r = shim_rootfs_mount_disk(spec, staging, err)) < 0)
         return r;
     static const char *const sub[] = {"root", "upper", "work", "data"};
     if ((r = ensure_dirs(staging, sub, ARRAY_SIZE(sub), 0755, ruid, err)) < 0)
@@ -394,7 +397,7 @@ int shim_rootfs_etc_names(const shim_spec *spec, const char *staging, error_rec 
 /* A small read-only tmpfs holding an empty file and an empty directory: a bind mount copies
  * its source mount's flags, so each masked /proc entry costs one mount(2) (no remount, no new
  * superblock per directory). */
-static int make_mask(const char *staging, char *mask, size_t len, error_rec *err) {
+int shim_rootfs_make_mask(const char *staging, char *mask, size_t len, error_rec *err) {
     snprintf(mask, len, "%s/mask", staging);
     if (mkdir(mask, 0755) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", mask);
@@ -443,7 +446,7 @@ static void rootfs_grading_proc_opts(const shim_spec *spec, char *buf, size_t le
 int shim_rootfs_proc(const shim_spec *spec, const char *staging, error_rec *err) {
     char proc[4200], p[4400], mask[4200], empty_file[4300], empty_dir[4300];
     snprintf(proc, sizeof(proc), "%s/root/proc", staging);
-    int r = make_mask(staging, mask, sizeof(mask), err);
+    int r = shim_rootfs_make_mask(staging, mask, sizeof(mask), err);
     if (r < 0)
         return r;
     snprintf(empty_file, sizeof(empty_file), "%s/file", mask);
@@ -514,6 +517,19 @@ int shim_rootfs_dev_tree(const shim_spec *spec, const char *staging, error_rec *
         return r;
     if (chown(dev, ru, ru) < 0)
         return error_set_errno(err, negative_errno(), "chown %s", dev);
+    return 0;
+}
+
+int shim_rootfs_init_binary(const char *staging, int exe_tree, error_rec *err) {
+    char dst[4200];
+    snprintf(dst, sizeof(dst), "%s/root" SHIM_INIT_BINARY, staging);
+    _cleanup_close_ int fd = open(dst, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0555);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "create %s", dst);
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    if (move_mount(exe_tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+        mount_setattr(AT_FDCWD, dst, 0, &a, sizeof(a)) < 0)
+        return error_set_errno(err, negative_errno(), "bind sbx-shim on %s", dst);
     return 0;
 }
 

@@ -11,6 +11,11 @@
 
 /* Each function is one named start-up step; `staging` is an empty directory on the host. */
 int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *err);
+/* Parts of it a restore (shim/pause.c) uses alone: the writable layer's tmpfs on staging (its
+ * disk's size and inodes), and the masks' small read-only tmpfs on staging/mask (an empty file
+ * `file` and an empty directory `dir`; its path in mask). */
+int shim_rootfs_mount_disk(const shim_spec *spec, const char *staging, error_rec *err);
+int shim_rootfs_make_mask(const char *staging, char *mask, size_t len, error_rec *err);
 /* /etc: the accounts and the host's files the image needs (etc_base), then the sandbox's own
  * names: hostname, hosts, resolv.conf (etc_names). */
 int shim_rootfs_etc_base(const shim_spec *spec, const char *staging, error_rec *err);
@@ -25,6 +30,16 @@ int shim_rootfs_proc_grading(const shim_spec *spec, const char *staging, error_r
 /* /dev: its tmpfs, nodes and links (dev_tree), then its devpts and shm (dev_mounts). */
 int shim_rootfs_dev_tree(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_dev_mounts(const shim_spec *spec, const char *staging, error_rec *err);
+/* A pausable sandbox's init runs sbx-shim again from inside it (shim/init.c, step_reexec): the
+ * host's binary (exe_tree: a detached bind of it the shim made, moved here), read-only and
+ * executable, on root/SHIM_INIT_BINARY, in /dev's tmpfs. */
+#define SHIM_INIT_BINARY "/dev/.sbx-init"
+int shim_rootfs_init_binary(const char *staging, int exe_tree, error_rec *err);
+/* Where a pausable sandbox's init (in its own user namespace from the start, so it can reach
+ * only what every user can) mounts the writable layer, in its own mount namespace; also where a
+ * restore puts it back (shim/pause.c). An empty directory every Debian host has, reachable by
+ * anyone; the host's own /mnt is not touched. */
+#define SHIM_PAUSABLE_STAGING "/mnt"
 /* A root built ahead by a spare's init (shim/init.c) for a host-image sandbox with ids from
  * `from` (prepare, etc_base, proc and dev_tree) becomes spec's: its disk's size and inodes
  * set, and every file owned by from's range moved to spec->uid_base's (the caller adds what a

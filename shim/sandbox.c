@@ -10,13 +10,16 @@
 #include "shim/gvisor.h"
 #include "shim/init.h"
 #include "shim/ipc.h"
+#include "shim/pause.h"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <linux/sched.h> /* struct clone_args */
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,6 +43,8 @@ static int step_spec(shim_sandbox *sb, error_rec *err) {
 }
 
 static int step_seccomp(shim_sandbox *sb, error_rec *err) {
+    if (sb->spec->restore)
+        return 0; /* the restored processes' own filter comes back with them */
     void *buf = NULL;
     size_t len = 0;
     int r = policy_seccomp_read_bpf(sb->spec->seccomp_bpf, &buf, &len, err);
@@ -69,9 +74,9 @@ static bool parked_alive(shim_parked *p) {
 
 /* A parked init serves a native sandbox without GPUs in the same cgroup tree, while it lives
  * (a grading sandbox's agent socket is made before the hand-off, and init binds it by path);
- * any other build starts its own. */
+ * any other build (gvisor, GPUs, pausable) starts its own. */
 static bool parked_fits(shim_parked *p, const shim_spec *s) {
-    return p && !s->runsc && !s->gpus && s->cgroup_version == p->cgroup_version &&
+    return p && !s->runsc && !s->gpus && !s->pausable && s->cgroup_version == p->cgroup_version &&
            strcmp(s->cgroup_parent ? s->cgroup_parent : "", p->cgroup_parent) == 0 &&
            parked_alive(p);
 }
@@ -157,7 +162,17 @@ static int step_agent_socket(shim_sandbox *sb, error_rec *err) {
     return shim_grading_socket(sb->dir, sb->spec, &sb->agent_fd, err);
 }
 
-/* Fork init (ctx: everything but its ipc) in new pid and time namespaces. */
+/* A pausable sandbox's init: a child in a new user namespace that owns its new pid and time
+ * namespaces (and every namespace init makes later), as CRIU needs (shim/init.c). Like fork:
+ * the child runs on a copy of this process. */
+static pid_t fork_userns_first(bool time_ns) {
+    struct clone_args a = {.flags = CLONE_NEWUSER | CLONE_NEWPID | (time_ns ? CLONE_NEWTIME : 0),
+                           .exit_signal = SIGCHLD};
+    return (pid_t)syscall(SYS_clone3, &a, sizeof(a));
+}
+
+/* Fork init (ctx: everything but its ipc) in new pid and time namespaces (and, pausable, a
+ * new user namespace that owns them). */
 static int fork_init(shim_init_ctx *ctx, pid_t *ret_pid, int *ret_ipc, error_rec *err) {
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
@@ -165,13 +180,14 @@ static int fork_init(shim_init_ctx *ctx, pid_t *ret_pid, int *ret_ipc, error_rec
     _cleanup_close_ int own_pid = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
     _cleanup_close_ int own_time = open("/proc/self/ns/time", O_RDONLY | O_CLOEXEC);
     int flags = CLONE_NEWPID | (own_time >= 0 ? CLONE_NEWTIME : 0);
-    if (unshare(flags) < 0) {
+    bool userns_first = ctx->spec && ctx->spec->pausable; /* (a spare's has no spec yet) */
+    if (!userns_first && unshare(flags) < 0) {
         int r = negative_errno();
         close(sp[0]);
         close(sp[1]);
         return error_set_errno(err, r, "unshare pid/time namespaces");
     }
-    pid_t pid = fork();
+    pid_t pid = userns_first ? fork_userns_first(own_time >= 0) : fork();
     if (pid == 0) {
         close(sp[0]);
         ctx->ipc = sp[1];
@@ -199,12 +215,19 @@ static int fork_init(shim_init_ctx *ctx, pid_t *ret_pid, int *ret_ipc, error_rec
  * step_cgroup). */
 static int step_fork(shim_sandbox *sb, error_rec *err) {
     char staging[4200];
+    if (sb->spec->restore)
+        return 0; /* step_restore brought init back */
     int r = make_staging(sb, staging, sizeof(staging), err);
     if (r < 0 || sb->init_pid > 0)
         return r;
-    shim_init_ctx ctx = {.spec = sb->spec, .staging = staging, .dir = sb->dir};
-    if (sb->cg && sb->cg->version == 1)
-        ctx.cg = sb->cg;
+    shim_init_ctx ctx = {.spec = sb->spec, .staging = staging, .dir = sb->dir, .exe_tree = -1};
+    _cleanup_close_ int exe = -1;
+    if (sb->spec->pausable &&
+        (exe = open_tree(AT_FDCWD, "/proc/self/exe", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0)
+        return error_set_errno(err, negative_errno(), "open_tree sbx-shim");
+    ctx.exe_tree = exe;
+    if (sb->cg && sb->cg->version == 1 && !sb->spec->pausable)
+        ctx.cg = sb->cg; /* a pausable init is host root no more: moved, as on v2 */
     ctx.prog.len = (unsigned short)sb->bpf_len;
     ctx.prog.filter = sb->bpf;
     sb->forked = true;
@@ -247,12 +270,12 @@ static int wait_init(int ipc, uint32_t want, char *step_ms, size_t size, error_r
 
 /* v1: init joins by itself (fork_init, shim_cgroup_join_self); v2: we move it. A parked init
  * is in its cgroup and past its go-ahead already. */
-static int join_go(shim_cgroup *cg, pid_t pid, int ipc, error_rec *err) {
-    int r = cg && cg->version != 1 ? shim_cgroup_add_pid(cg, pid, err) : 0;
+static int join_go(shim_cgroup *cg, pid_t pid, bool move, int ipc, error_rec *err) {
+    int r = cg && (move || cg->version != 1) ? shim_cgroup_add_pid(cg, pid, err) : 0;
     return r < 0 ? r : send_go(ipc, err);
 }
 static int step_cgroup_join(shim_sandbox *sb, error_rec *err) {
-    return sb->forked ? join_go(sb->cg, sb->init_pid, sb->ipc, err) : 0;
+    return sb->forked ? join_go(sb->cg, sb->init_pid, sb->spec->pausable, sb->ipc, err) : 0;
 }
 
 static int write_map(pid_t pid, const char *file, uint32_t base, error_rec *err) {
@@ -263,7 +286,15 @@ static int write_map(pid_t pid, const char *file, uint32_t base, error_rec *err)
     return r < 0 ? error_set_errno(err, r, "write %s", path) : 0;
 }
 
+/* A restored sandbox (shim/pause.c) is not built: its init comes back from the checkpoint, in
+ * the cgroup, and answers on a new channel. */
+static int step_restore(shim_sandbox *sb, error_rec *err) {
+    return sb->spec->restore ? shim_restore(sb, err) : 0;
+}
+
 static int step_userns(shim_sandbox *sb, error_rec *err) {
+    if (sb->spec->restore)
+        return 0;
     int r = wait_init(sb->ipc, SHIM_IPC_USERNS, sb->step_ms, sizeof(sb->step_ms), err);
     if (r < 0 || (r = write_map(sb->init_pid, "uid_map", sb->spec->uid_base, err)) < 0 ||
         (r = write_map(sb->init_pid, "gid_map", sb->spec->uid_base, err)) < 0)
@@ -272,7 +303,9 @@ static int step_userns(shim_sandbox *sb, error_rec *err) {
 }
 
 static int step_ready(shim_sandbox *sb, error_rec *err) {
-    int r = wait_init(sb->ipc, SHIM_IPC_READY, sb->step_ms, sizeof(sb->step_ms), err);
+    int r = sb->spec->restore
+                ? 0 /* (READY came in step_restore) */
+                : wait_init(sb->ipc, SHIM_IPC_READY, sb->step_ms, sizeof(sb->step_ms), err);
     if (r < 0)
         return r;
     struct timeval tv = {0};
@@ -299,6 +332,7 @@ static const struct {
     {"handoff", step_handoff},
     {"pidfile", step_pidfile}, /* before the cgroup: cleanup finds a shim killed later */
     {"cgroup", step_cgroup},
+    {"restore", step_restore}, /* a restore's init instead of the next steps' (shim/pause.h) */
     {"fork", step_fork},
     {"cgroup-join", step_cgroup_join}, /* init's go-ahead: its namespaces and mounts... */
     {"socket", step_socket},           /* ...run meanwhile (the daemon's socket, ~0.3 ms) */
@@ -403,7 +437,7 @@ static int parked_build(shim_parked *p, error_rec *err) {
     shim_init_ctx ctx = {
         .parked = true, .cg = p->cgroup_version == 1 ? p->cg : NULL, .park_root = p->park_root};
     if ((r = fork_init(&ctx, &p->init_pid, &p->ipc, err)) < 0 ||
-        (r = join_go(p->cg, p->init_pid, p->ipc, err)) < 0 ||
+        (r = join_go(p->cg, p->init_pid, false, p->ipc, err)) < 0 ||
         (r = wait_init(p->ipc, SHIM_IPC_PARKED, NULL, 0, err)) < 0)
         return r == -EALREADY ? err->code : r;
     return 0;

@@ -17,9 +17,18 @@
 #define SEED_MAX_DEPTH 4096 /* as the files API (a descriptor pair per level) */
 
 typedef struct seed_ctx {
-    uint32_t from, to; /* uid bases */
+    uint32_t from, to;   /* uid bases */
+    bool stop_at_mounts; /* a mount's root is copied as an empty stub (shim_seed_copy_tree) */
     error_rec *err;
 } seed_ctx;
+
+/* Whether sfd/name is the root of a mount (its stub only is copied). */
+static bool mount_root(int sfd, const char *name) {
+    struct statx stx;
+    return statx(sfd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) == 0 &&
+           (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+           (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
 
 static uid_t shift(const seed_ctx *c, uint32_t id) {
     if (id >= c->from && id - c->from < SHIM_UID_RANGE)
@@ -37,6 +46,14 @@ static int copy_entry(seed_ctx *c, int sfd, int dfd, const char *name, int depth
     mode_t mode = st.st_mode & 07777;
     struct timespec ts[2] = {st.st_atim, st.st_mtim};
     int r = 0;
+    if (c->stop_at_mounts && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) &&
+        mount_root(sfd, name)) { /* the stub: an empty directory or file */
+        if ((S_ISDIR(st.st_mode) ? mkdirat(dfd, name, 0700)
+                                 : mknodat(dfd, name, S_IFREG | 0600, 0)) < 0 ||
+            fchownat(dfd, name, u, g, AT_SYMLINK_NOFOLLOW) < 0 || fchmodat(dfd, name, mode, 0) < 0)
+            return error_set_errno(c->err, negative_errno(), "copy: the mount point %s", name);
+        return 0;
+    }
     if (S_ISDIR(st.st_mode)) {
         if (mkdirat(dfd, name, 0700) < 0)
             return error_set_errno(c->err, negative_errno(), "seed: mkdir %s", name);
@@ -111,6 +128,11 @@ int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir,
     if (sfd < 0 || dfd < 0)
         return error_set_errno(err, negative_errno(), "seed: open %s", sfd < 0 ? src : dst_dir);
     seed_ctx c = {.from = spec->seed_uid_base, .to = spec->uid_base, .err = err};
+    return copy_dir(&c, sfd, dfd, 0);
+}
+
+int shim_seed_copy_tree(int sfd, int dfd, uint32_t uid_base, error_rec *err) {
+    seed_ctx c = {.from = uid_base, .to = uid_base, .stop_at_mounts = true, .err = err};
     return copy_dir(&c, sfd, dfd, 0);
 }
 

@@ -9,6 +9,10 @@
 
 /* Copy spec->seed_path/<name> into dst_dir (which exists). A missing <name> copies nothing. */
 int shim_seed_copy(const shim_spec *spec, const char *name, const char *dst_dir, error_rec *err);
+/* The same copy, of one tree (sfd) into another (dfd, which exists), for a checkpoint
+ * (shim/pause.c): owners kept (those outside uid_base's range become its nobody), and a mount
+ * met on the way copied as an empty stub (its own content is saved apart, or is the host's). */
+int shim_seed_copy_tree(int sfd, int dfd, uint32_t uid_base, error_rec *err);
 /* Seed data_dir/workspace and data_dir/tmp (which exist) without copying where the kernel can:
  * each becomes an overlay whose read-only lower layer is the snapshot's <name>, id-mapped from
  * the seed's uid range to the sandbox's, and whose upper layer is on the sandbox's own tmpfs

@@ -10,6 +10,7 @@
 #include "shim/grading.h"
 #include "shim/gvisor.h"
 #include "shim/ipc.h"
+#include "shim/pause.h"
 #include "shim/ports.h"
 
 #include <inttypes.h>
@@ -428,6 +429,22 @@ static void handle_port_connect(server *s, conn *c, json_t *msg, json_t *seq) {
     close(fd);
 }
 
+/* "pause" (shim/pause.h): answered "paused", then the shim ends the sandbox and exits. */
+static void handle_pause(server *s, conn *c, json_t *msg, json_t *seq) {
+    shim_pause_info info = {0};
+    error_rec err = {0};
+    epoll_ctl(s->ep, EPOLL_CTL_DEL, s->sb->ipc, NULL);
+    if (shim_pause(s->sb, json_string_value(json_object_get(msg, "dir")), s->n_execs, &info, &err) <
+        0) { /* the sandbox goes on */
+        if (s->sb->ipc >= 0)
+            ep_add(s, s->sb->ipc, &src_ipc);
+        return send_to(c, shimproto_error(seq, &err));
+    }
+    send_to(c, json_pack("{s:s, s:O?, s:f, s:f}", "type", "paused", "seq", seq, "dump_ms",
+                         info.dump_ms, "files_ms", info.files_ms));
+    s->done = true;
+}
+
 static void dispatch(server *s, conn *c, json_t *msg, int *fds, size_t nf) {
     const char *type = shimproto_type(msg);
     json_t *seq = json_object_get(msg, "seq");
@@ -443,6 +460,8 @@ static void dispatch(server *s, conn *c, json_t *msg, int *fds, size_t nf) {
         handle_kill(s, c, msg, seq);
     else if (strcmp(type, "port_connect") == 0)
         handle_port_connect(s, c, msg, seq);
+    else if (strcmp(type, "pause") == 0)
+        handle_pause(s, c, msg, seq);
     else if (strcmp(type, "shutdown") == 0) {
         reply_ok(c, seq);
         s->done = true;
@@ -644,22 +663,6 @@ static void on_timer(server *s, exec_rec *e) {
     shim_ipc_send(s->sb->ipc, SHIM_IPC_KILL, e->iid, SIGKILL, 0, NULL, 0, NULL, 0);
 }
 
-/* A gvisor sandbox whose init ended: its memory or its host pids limit, when the cgroup counted
- * an OOM kill or a refused fork since the start (gVisor's own processes hold both: one OOM kill
- * or one refused thread ends it; shim/gvisor.h). NULL: another cause. */
-static const char *gvisor_end_cause(server *s, char *msg, size_t len) {
-    uint64_t n = 0;
-    if (shim_cgroup_oom_kills(s->sb->cg, &n) == 0 && n > s->oom_start)
-        return snprintf(msg, len, "the sandbox ran out of memory (limit %" PRIu64 " bytes)",
-                        s->sb->spec->memory),
-               "oom";
-    if (shim_cgroup_pids_denials(s->sb->cg, &n) == 0 && n > s->pids_start)
-        return snprintf(msg, len, "gVisor's threads reached the host's pids limit (%" PRIu64 ")",
-                        SHIM_GVISOR_HOST_PIDS(s->sb->spec->pids)),
-               "pids";
-    return NULL;
-}
-
 static void on_signal(server *s) {
     struct signalfd_siginfo si;
     while (read(s->sfd, &si, sizeof(si)) == sizeof(si)) {
@@ -677,7 +680,10 @@ static void on_signal(server *s) {
             snprintf(msg, sizeof(msg), "sandbox init was killed by signal %d", WTERMSIG(st));
         else
             snprintf(msg, sizeof(msg), "sandbox init exited with status %d", WEXITSTATUS(st));
-        const char *why = s->sb->spec->runsc ? gvisor_end_cause(s, msg, sizeof(msg)) : NULL;
+        const char *why =
+            s->sb->spec->runsc
+                ? shim_gvisor_end_cause(s->sb, s->oom_start, s->pids_start, msg, sizeof(msg))
+                : NULL;
         log_error("%s", msg);
         broadcast(s, json_pack("{s:s, s:s, s:s}", "type", "dead", "reason", why ?: "init_exited",
                                "message", msg));
@@ -737,6 +743,18 @@ static void server_dispatch(server *s, void *ptr) {
     }
 }
 
+/* Whether an event's timer (its exec record) or connection is still there: one handled earlier
+ * in the same batch may have removed it. */
+static bool source_alive(server *s, void *ptr) {
+    enum src_kind k = *(enum src_kind *)ptr;
+    bool alive = k != SRC_TIMER && k != SRC_CONN;
+    for (size_t i = 0; !alive && k == SRC_TIMER && i < s->n_execs; i++)
+        alive = s->execs[i] == ptr;
+    for (size_t i = 0; !alive && k == SRC_CONN && i < MAX_CONNS; i++)
+        alive = s->conns[i] == ptr;
+    return alive;
+}
+
 int shim_server_run(shim_sandbox *sb) {
     server s = {.sb = sb, .ep = -1, .sfd = -1, .oomfd = -1};
     int r = server_setup(&s);
@@ -754,23 +772,9 @@ int shim_server_run(shim_sandbox *sb) {
             break;
         }
         /* Exec records may go away while handling a batch: handle one at a time. */
-        for (int i = 0; i < n && !s.done; i++) {
-            if (*(enum src_kind *)evs[i].data.ptr == SRC_TIMER) {
-                bool alive = false;
-                for (size_t k = 0; k < s.n_execs; k++)
-                    alive = alive || s.execs[k] == evs[i].data.ptr;
-                if (!alive)
-                    continue;
-            }
-            if (*(enum src_kind *)evs[i].data.ptr == SRC_CONN) {
-                bool alive = false;
-                for (size_t k = 0; k < MAX_CONNS; k++)
-                    alive = alive || s.conns[k] == evs[i].data.ptr;
-                if (!alive)
-                    continue;
-            }
-            server_dispatch(&s, evs[i].data.ptr);
-        }
+        for (int i = 0; i < n && !s.done; i++)
+            if (source_alive(&s, evs[i].data.ptr))
+                server_dispatch(&s, evs[i].data.ptr);
     }
     error_rec err = {0};
     if (shim_sandbox_teardown(sb, &err) < 0)

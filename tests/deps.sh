@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package the build, the tests and the demo need. Idempotent and quiet
-# when everything is already there; needs root (it is what `make deps` runs).
+# Installs every Debian 12 package the build, the tests and the demo need, then CRIU 4 (built from
+# Debian's source: tests/deps_criu.sh). Idempotent and quiet when everything is already there;
+# needs root (it is what `make deps` runs).
 set -euo pipefail
 
 PKGS=(
@@ -13,7 +14,7 @@ PKGS=(
   python3-ipykernel python3-jupyter-client nodejs golang-go default-jdk-headless
   clang libclang-rt-14-dev clang-format valgrind
   bubblewrap crun runsc
-  debootstrap tmux criu e2fsprogs
+  debootstrap tmux e2fsprogs
   etcd-server etcd-client openssl python3-yaml
 )
 
@@ -21,7 +22,8 @@ missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+install_criu() { bash "$(dirname "$0")/deps_criu.sh"; }
+[ ${#missing[@]} -eq 0 ] && { install_criu; exit 0; }
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "deps: missing packages: ${missing[*]}; run 'sudo make deps'" >&2
@@ -31,3 +33,4 @@ echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_criu

@@ -58,7 +58,9 @@ typedef struct cli_create_flags {
     sbx_create_opts opts;
     cli_strv env, labels;
     char *network_json;
-    json_t *volumes; /* --volume: [{"name","path","read_only"}], or NULL */
+    json_t *volumes;     /* --volume: [{"name","path","read_only"}], or NULL */
+    bool pausable;       /* --pausable */
+    const char *on_idle; /* --on-idle end|pause, or NULL */
 } cli_create_flags;
 #define CLI_CREATE_LONGOPTS                                                                        \
     {"image", required_argument, NULL, 'I'}, {"cpu", required_argument, NULL, 'C'},                \
@@ -67,8 +69,9 @@ typedef struct cli_create_flags {
         {"label", required_argument, NULL, 'l'}, {"idle-timeout", required_argument, NULL, 'T'},   \
         {"timeout", required_argument, NULL, 't'}, {"max-cost", required_argument, NULL, 'X'},     \
         {"network", required_argument, NULL, 'N'}, {"profile", required_argument, NULL, 'R'},      \
-        {"gpus", required_argument, NULL, 'G'}, {"isolation", required_argument, NULL, 'O'}, {     \
-        "volume", required_argument, NULL, 'V'                                                     \
+        {"gpus", required_argument, NULL, 'G'}, {"isolation", required_argument, NULL, 'O'},       \
+        {"volume", required_argument, NULL, 'V'}, {"pausable", no_argument, NULL, 'Z'}, {          \
+        "on-idle", required_argument, NULL, 'Y'                                                    \
     }
 #define CLI_CREATE_HELP                                                                            \
     "  --image NAME          image (default: host)\n"                                              \
@@ -87,7 +90,10 @@ typedef struct cli_create_flags {
     "  --isolation CLASS     native (namespaces + seccomp) or gvisor (gVisor's runsc); default:\n" \
     "                        the daemon's\n"                                                       \
     "  --volume NAME:/PATH[:ro]  mount volume NAME at /PATH, read-only with :ro (repeatable;\n"    \
-    "                        see `sbx volume`)\n"
+    "                        see `sbx volume`)\n"                                                  \
+    "  --pausable            can be paused to disk and resumed (see `sbx pause`)\n"                \
+    "  --on-idle end|pause   what the idle timeout does (default end; pause: implies\n"            \
+    "                        --pausable)\n"
 void cli_create_flags_init(cli_create_flags *f);
 /* Handles one create flag. Returns 1 when handled, 0 when opt is not a create flag, -1 on a bad
  * value (message printed). */

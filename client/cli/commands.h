@@ -15,6 +15,8 @@ int cmd_grpo(int argc, char **argv);
 int cmd_image(int argc, char **argv);  /* images */
 int cmd_volume(int argc, char **argv); /* volumes */
 int cmd_commit(int argc, char **argv);
+int cmd_pause(int argc, char **argv);  /* pause to disk */
+int cmd_resume(int argc, char **argv); /* its way back (cmd_pause.c) */
 int cmd_ps(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_kill(int argc, char **argv);

@@ -23,6 +23,8 @@ static const struct {
     {"logs", cmd_logs, "print a process's kept output"},
     {"kill", cmd_kill, "signal or kill a process"},
     {"commit", cmd_commit, "make an image of a sandbox's files"},
+    {"pause", cmd_pause, "save a pausable sandbox to disk with its processes"},
+    {"resume", cmd_resume, "bring a paused sandbox back"},
     {"run", cmd_run, "create a sandbox, run one command in it, remove it"},
     {"cp", cmd_cp, "copy files or directories into or out of a sandbox"},
     {"ls", cmd_ls, "list sandboxes"},

@@ -99,9 +99,15 @@ void cli_create_flags_free(cli_create_flags *f) {
 
 sbx_code cli_create_sandbox(sbx_client *c, const cli_create_flags *f, sbx_sandbox **ret,
                             sbx_err *err) {
-    if (!f->volumes)
+    if (!f->volumes && !f->pausable && !f->on_idle)
         return sbx_sandbox_create(c, &f->opts, ret, err);
-    json_t *x = json_pack("{s:O}", "volumes", f->volumes);
+    json_t *x = json_object();
+    if (x && f->volumes)
+        json_object_set(x, "volumes", f->volumes);
+    if (x && f->pausable)
+        json_object_set_new(x, "pausable", json_true());
+    if (x && f->on_idle)
+        json_object_set_new(x, "on_idle", json_string(f->on_idle));
     char *extra = x ? json_dumps(x, JSON_COMPACT) : NULL;
     json_decref(x);
     sbx_code rc = extra ? sbx_sandbox_create_with(c, &f->opts, extra, ret, err) : SBX_E_NOMEM;
@@ -221,6 +227,12 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
         return 1;
     case 'O': /* the same for the isolation class */
         o->isolation = arg;
+        return 1;
+    case 'Z':
+        f->pausable = true;
+        return 1;
+    case 'Y': /* and for on_idle */
+        f->on_idle = arg;
         return 1;
     default:
         return 0;

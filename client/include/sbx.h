@@ -188,6 +188,16 @@ sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbo
  * free() it. SBX_E_CONFLICT: the name is taken. */
 sbx_code sbx_sandbox_commit(sbx_sandbox *sb, const char *name, unsigned flags, char **ret_json,
                             sbx_err *err);
+/* POST .../pause and .../resume (client/lib/pause.c; docs/API.md "Pause and resume"): a
+ * sandbox created pausable ({"pausable": true} through sbx_sandbox_create_with) is saved to the
+ * node's disk with its processes, memory and files, and costs nothing but disk until resumed
+ * with the same id, processes and files. ret_json (may be NULL): the sandbox object ("state"
+ * "paused" or "running", "pause" with the checkpoint's size and times), free() it.
+ * SBX_E_CONFLICT: not running / not paused, not pausable, or commands still running;
+ * SBX_E_SERVER: the node cannot pause (api_code "unsupported") or CRIU failed (the sandbox
+ * stays as it was: running, or paused with its checkpoint). */
+sbx_code sbx_sandbox_pause(sbx_sandbox *sb, char **ret_json, sbx_err *err);
+sbx_code sbx_sandbox_resume(sbx_sandbox *sb, char **ret_json, sbx_err *err);
 /* Frees each handle (without terminating) and the array; accepts NULL. */
 void sbx_sandbox_array_free(sbx_sandbox **array, size_t count);
 /* POST .../timeout: the sandbox now lives until timeout_ms from now. */
@@ -393,6 +403,9 @@ sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, voi
 /* sbx_sandbox_commit on the loop: cb gets the image object (JSON, with "freeze_ms"). */
 sbx_code sbx_async_commit(sbx_async *as, sbx_sandbox *sb, const char *name, unsigned flags,
                           sbx_data_cb cb, void *ud);
+/* sbx_sandbox_pause / sbx_sandbox_resume on the loop: cb gets the sandbox object (JSON). */
+sbx_code sbx_async_pause(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud);
+sbx_code sbx_async_resume(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud);
 /* Volumes, on the client's first endpoint (as the synchronous calls): create answers the
  * volume object (JSON). */
 sbx_code sbx_async_volume_create(sbx_async *as, const char *name, uint64_t size, sbx_data_cb cb,

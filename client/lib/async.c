@@ -609,6 +609,18 @@ sbx_code sbx_async_commit(sbx_async *as, sbx_sandbox *sb, const char *name, unsi
                  strlen(body));
 }
 
+sbx_code sbx_async_pause(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "POST", "/pause", "application/json", NULL, "{}",
+                 2);
+}
+
+sbx_code sbx_async_resume(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "POST", "/resume", "application/json", NULL, "{}",
+                 2);
+}
+
 static sbx_code volume_op(sbx_async *as, enum op_kind kind, void (*fn)(void), void *ud,
                           const char *method, const char *path, const char *body) {
     if (!path || (!body && strcmp(method, "POST") == 0))

@@ -227,6 +227,14 @@ def lib() -> ctypes.CDLL:
             cdll.sbx_sandbox_commit.restype = c_int
             cdll.sbx_sandbox_commit.argtypes = [c_void_p, c_char_p, ctypes.c_uint, _P(c_void_p),
                                                 _P(SbxErr)]
+        for name in ("sbx_sandbox_pause", "sbx_sandbox_resume"):  # client/lib/pause.c
+            if hasattr(cdll, name):
+                getattr(cdll, name).restype = c_int
+                getattr(cdll, name).argtypes = [c_void_p, _P(c_void_p), _P(SbxErr)]
+        for name in ("sbx_async_pause", "sbx_async_resume"):
+            if hasattr(cdll, name):
+                getattr(cdll, name).restype = c_int
+                getattr(cdll, name).argtypes = [c_void_p, c_void_p, DATA_CB, c_void_p]
         for name, args in _VOLUME_SIGNATURES.items():  # volumes (client/lib/volumes.c)
             if hasattr(cdll, name):
                 getattr(cdll, name).restype = c_int

@@ -472,6 +472,18 @@ class AsyncSandbox:
         del keep
         return await fut
 
+    async def pause(self) -> Dict[str, Any]:
+        """Sandbox.pause on the loop: the sandbox object, paused."""
+        eng, h = self._on()
+        raw = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_pause(eng.h, h, _DATA, k))
+        return json.loads(raw)
+
+    async def resume(self) -> Dict[str, Any]:
+        """Sandbox.resume on the loop: the sandbox object, running again."""
+        eng, h = self._on()
+        raw = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_resume(eng.h, h, _DATA, k))
+        return json.loads(raw)
+
     async def inspect(self) -> SandboxInfo:
         eng, h = self._on()
         raw = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_inspect(eng.h, h, _DATA, k))

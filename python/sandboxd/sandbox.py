@@ -41,7 +41,8 @@ def _check_port(port: Any) -> None:
 
 
 def _extra_create_fields(ports: Any, entrypoint: Any, volumes: Any = None,
-                         on_idle: Optional[str] = None) -> Optional[str]:
+                         on_idle: Optional[str] = None, pausable: Optional[bool] = None
+                         ) -> Optional[str]:
     """The create fields sbx_create_opts has no member for, as JSON (None: none)."""
     extra: Dict[str, Any] = {}
     vols = volumes_json(volumes)
@@ -49,6 +50,8 @@ def _extra_create_fields(ports: Any, entrypoint: Any, volumes: Any = None,
         extra["volumes"] = vols
     if on_idle is not None:
         extra["on_idle"] = on_idle
+    if pausable is not None:
+        extra["pausable"] = pausable  # the daemon checks the type (400 names the field)
     if ports is not None:
         if not isinstance(ports, (list, tuple)) or not all(
                 isinstance(p, int) and not isinstance(p, bool) for p in ports):
@@ -179,10 +182,11 @@ def _create_request(image: Optional[str] = None, cpu: Optional[float] = None,
                     idempotency_key: Optional[str] = None, profile: Optional[str] = None,
                     gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
                     entrypoint: Union[bool, Sequence[str], None] = None, volumes: Any = None,
-                    on_idle: Optional[str] = None, isolation: Optional[str] = None) -> Any:
+                    on_idle: Optional[str] = None, isolation: Optional[str] = None,
+                    pausable: Optional[bool] = None) -> Any:
     """Sandbox.create's arguments as an sbx_create_opts, the ctypes objects it points to (keep
     them while it is used) and the extra JSON fields (bytes or None). Unknown names: TypeError."""
-    extra = _extra_create_fields(ports, entrypoint, volumes, on_idle)
+    extra = _extra_create_fields(ports, entrypoint, volumes, on_idle, pausable)
     o = _lib.CreateOpts()
     _lib.lib().sbx_create_opts_init(ctypes.byref(o))
     keep = _fill_create_opts(o, image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
@@ -459,7 +463,8 @@ class Sandbox:
                profile: Optional[str] = None, client: Optional[Client] = None,
                gpus: Optional[int] = None, ports: Optional[Sequence[int]] = None,
                entrypoint: Union[bool, Sequence[str], None] = None, volumes: Any = None,
-               on_idle: Optional[str] = None, isolation: Optional[str] = None) -> "Sandbox":
+               on_idle: Optional[str] = None, isolation: Optional[str] = None,
+               pausable: Optional[bool] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
         daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
@@ -471,8 +476,11 @@ class Sandbox:
         "native" under namespaces + seccomp (docs/SECURITY.md); None: the daemon's default.
         ``volumes=[vol.mount("/cache", read_only=True)]`` (or
         ``{"/cache": vol}``, or ``[("pip-cache", "/cache", True)]``) mounts named volumes
-        (sandboxd.Volume; Conflict while a writable one is taken). ``on_idle="end"`` is the
-        default; "pause" is refused on nodes that cannot pause (SandboxdError, unsupported)."""
+        (sandboxd.Volume; Conflict while a writable one is taken). ``pausable=True`` makes a
+        sandbox that ``pause()`` saves to disk with its processes (docs/API.md "Pause and
+        resume"); ``on_idle="pause"`` (pausable too) pauses it when idle instead of ending it
+        ("end", the default); both are refused on nodes that cannot pause (SandboxdError,
+        unsupported)."""
         client = client or default_client()
         o, keep, extra = _create_request(image=image, cpu=cpu, memory=memory, disk=disk, pids=pids,
                                          env=env, labels=labels, idle_timeout=idle_timeout,
@@ -480,7 +488,7 @@ class Sandbox:
                                          lease=lease, idempotency_key=idempotency_key,
                                          profile=profile, gpus=gpus, ports=ports,
                                          entrypoint=entrypoint, volumes=volumes, on_idle=on_idle,
-                                         isolation=isolation)
+                                         isolation=isolation, pausable=pausable)
         L = _lib.lib()
         h = ctypes.c_void_p()
         if extra:
@@ -662,6 +670,26 @@ class Sandbox:
         out = ctypes.c_void_p()
         _call(L.sbx_sandbox_commit, self._handle(), name.encode(), 1 if strip_setuid else 0,
               ctypes.byref(out))
+        return json.loads(_lib.take_string(out))
+
+    def pause(self) -> Dict[str, Any]:
+        """Save this pausable sandbox (created with ``pausable=True``, running no command) to
+        the node's disk with its processes, their memory and its files (POST .../pause); it
+        then costs disk only. Returns the sandbox object ("state": "paused", "pause": the
+        checkpoint's size and times). Conflict: not running, not pausable, commands running."""
+        return self._move("sbx_sandbox_pause")
+
+    def resume(self) -> Dict[str, Any]:
+        """Bring this paused sandbox back with the same id, processes and files (POST
+        .../resume). A resume that fails leaves it paused. Returns the sandbox object."""
+        return self._move("sbx_sandbox_resume")
+
+    def _move(self, fn: str) -> Dict[str, Any]:
+        L = _lib.lib()
+        if not hasattr(L, fn):
+            raise SandboxdError(f"this libsbx has no {fn}", "unsupported")
+        out = ctypes.c_void_p()
+        _call(getattr(L, fn), self._handle(), ctypes.byref(out))
         return json.loads(_lib.take_string(out))
 
     def inspect(self) -> SandboxInfo:

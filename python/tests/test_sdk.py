@@ -428,8 +428,9 @@ def test_unknown_options_are_refused_by_name():
             Sandbox.create(**{name: 1})
         with pytest.raises(TypeError, match=name):
             asyncio.run(AsyncSandbox.create(**{name: 1}))
-    # implemented (docs/API.md "Ports", "Entrypoint", "Volumes", "Isolation classes", on_idle)
-    for name in ("ports", "entrypoint", "volumes", "on_idle", "isolation"):
+    # implemented (docs/API.md "Ports", "Entrypoint", "Volumes", "Isolation classes", on_idle,
+    # "Pause and resume")
+    for name in ("ports", "entrypoint", "volumes", "on_idle", "isolation", "pausable"):
         with pytest.raises(InvalidArgument, match=name):
             Sandbox.create(**{name: 1})
     with Sandbox.create(**SMALL) as sb:
@@ -440,3 +441,49 @@ def test_unknown_options_are_refused_by_name():
         with pytest.raises(TypeError, match="tty_size"):
             sb.exec("true", tty_size=(5, 5))
         assert sb.run("echo", "ok").stdout == "ok\n"
+
+
+COUNTER = ("python3 -c 'import os, time\nx = 1000\nwhile True:\n    x += 1\n"
+           "    open(\"/tmp/c.new\", \"w\").write(str(x)); os.rename(\"/tmp/c.new\", \"/tmp/c\")\n"
+           "    time.sleep(0.05)' </dev/null >/dev/null 2>&1 &")
+
+
+def _counter(sb):
+    return int(sb.run("cat", "/tmp/c").stdout)
+
+
+def test_pause_resume():
+    """Sandbox.pause() saves a pausable sandbox with its processes; resume() brings it back: the
+    counter its Python process keeps in memory goes on (docs/API.md "Pause and resume"); the
+    same through AsyncSandbox. A sandbox not created pausable cannot pause (Conflict)."""
+    with Sandbox.create(pausable=True, **SMALL) as sb:
+        sb.run("sh", "-c", COUNTER)
+        time.sleep(0.3)
+        before = _counter(sb)
+        paused = sb.pause()
+        assert paused["state"] == "paused" and paused["pause"]["checkpoint"]["bytes"] > 0
+        assert sb.inspect().state == "paused"
+        with pytest.raises(Conflict, match="paused"):
+            sb.run("true")
+        running = sb.resume()
+        assert running["state"] == "running" and running["pause"]["last_resume_ms"] > 0
+        time.sleep(0.2)
+        after = _counter(sb)
+        assert after >= before, (before, after)  # its memory came back, not a new process
+    with Sandbox.create(**SMALL) as plain:
+        with pytest.raises(Conflict, match="pausable"):
+            plain.pause()
+
+    async def episode():
+        sb = await AsyncSandbox.create(pausable=True, **SMALL)
+        try:
+            await sb.run("sh", "-c", COUNTER)
+            await asyncio.sleep(0.3)
+            before = int((await sb.run("cat", "/tmp/c")).stdout)
+            assert (await sb.pause())["state"] == "paused"
+            assert (await sb.resume())["state"] == "running"
+            await asyncio.sleep(0.2)
+            assert int((await sb.run("cat", "/tmp/c")).stdout) >= before
+        finally:
+            await sb.terminate()
+    asyncio.run(episode())

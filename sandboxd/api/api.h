@@ -54,8 +54,10 @@ void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
 void sd_api_commit(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/commit.c */
 void sd_api_pause(sd_daemon *d, sd_request *req, sd_sandbox *sb);  /* api/pause.c */
 void sd_api_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/pause.c */
-/* A create with "on_idle":"pause": 501 unsupported, saying why (api/pause.c). */
-void sd_api_on_idle_pause(sd_daemon *d, sd_request *req);
+/* A create with "on_idle":"pause" (api/pause.c): false where this node can pause (the create
+ * goes on); else true: answered 501 unsupported saying why, or waiting for the node's probe,
+ * after which `again` runs the create anew. */
+bool sd_api_on_idle_pause(sd_daemon *d, sd_request *req, sd_http_handler again);
 void sd_api_lease_create(sd_daemon *d, sd_request *req);
 void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id);
 void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);

@@ -36,6 +36,20 @@ static json_t *end_json(const sd_sandbox *sb) {
                      sb->end_cost);
 }
 
+/* A pausable sandbox's pause: on_idle, and when paused (or resuming) its checkpoint (what it
+ * costs on disk, how long its dump took) and since when; the last resume's time. */
+static json_t *pause_json(const sd_sandbox *sb) {
+    json_t *j = json_pack("{s:s}", "on_idle", sb->spec.on_idle_pause ? "pause" : "end");
+    if (j && (sb->state == SD_PAUSED || sb->resuming))
+        json_object_set_new(j, "checkpoint",
+                            json_pack("{s:I,s:f,s:f,s:o}", "bytes", (json_int_t)sb->ckpt_bytes,
+                                      "dump_ms", sb->ckpt_dump_ms, "files_ms", sb->ckpt_files_ms,
+                                      "paused_at", time_json(sb->paused_ms)));
+    if (j && sb->resume_ms > 0)
+        json_object_set_new(j, "last_resume_ms", json_real(sb->resume_ms));
+    return j;
+}
+
 json_t *sd_api_sandbox_json(const sd_sandbox *sb) {
     const policy_create *c = &sb->spec;
     json_t *j =
@@ -54,5 +68,7 @@ json_t *sd_api_sandbox_json(const sd_sandbox *sb) {
         json_object_set_new(j, "isolation", json_string(c->gvisor ? "gvisor" : "native"));
     if (j) /* volumes: [{"name","path","read_only"}], [] for none */
         json_object_set_new(j, "volumes", c->volumes ? json_deep_copy(c->volumes) : json_array());
+    if (j && c->pausable) /* core/checkpoint.c */
+        json_object_set_new(j, "pause", pause_json(sb));
     return j;
 }

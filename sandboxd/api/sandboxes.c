@@ -156,8 +156,8 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         sd_reply_error_rec(req, &err);
     } else if (key && (strlen(key) == 0 || strlen(key) > 255)) {
         sd_reply_error(req, 400, "invalid_argument", "Idempotency-Key: must be 1-255 characters");
-    } else if (c.on_idle_pause) {
-        sd_api_on_idle_pause(d, req); /* 501: no pause to disk here (api/pause.c) */
+    } else if (c.on_idle_pause && sd_api_on_idle_pause(d, req, sd_api_create)) {
+        /* api/pause.c: 501 where this node cannot pause (or the create runs again once known) */
     } else if (sd_api_fleet_place(d, req, body, &c)) {
         /* fleet: 307 to another node (full or drained here, or its warm pool) */
     } else if (sd_api_fleet_lease_wait(d, req, c.lease, sd_api_create)) {

@@ -1,17 +1,28 @@
-/* Pause to disk with CRIU, as far as this node allows (core/checkpoint.h). Debian 12's criu
- * 3.17 cannot start on kernel 6.18 (its vDSO parser: "vdso: Unexpected rt vDSO area bounds",
- * then "Could not initialize kernel features detection"), so checkpoints are refused with what
- * `criu check` said; where a newer CRIU passes its check, with why it cannot dump a sandbox
- * (SD_CHECKPOINT_NS_REASON). Commit and the rest do not depend on it. `criu check` runs once,
- * in a files worker (a process forked from the daemon), its output in
- * <run-dir>/criu-check.log. */
+/* Pause to disk with CRIU and resume (core/checkpoint.h). Whether this node can: `criu check`
+ * once, in a files worker (a process forked from the daemon), its output in
+ * <run-dir>/criu-check.log; Debian 12's criu 3.17 cannot start on kernel 6.18 (its vDSO
+ * parser), CRIU 4 can (docs/API.md "Pause and resume"). A pause asks the sandbox's shim to save
+ * a checkpoint into <state-dir>/checkpoints/<id> (common/shimproto.h "pause"); the sandbox is
+ * then paused: no processes, no shim, no room on the node, its uid slot kept (CRIU restores its
+ * user namespace's maps as they were). A resume starts a shim on a spec with "restore": the
+ * start of a create, except that a failure leaves it paused with its checkpoint, which is
+ * removed once it runs again. */
 #include "sandboxd/core/checkpoint.h"
 
 #include "common/fdutil.h"
+#include "common/filereplace.h"
+#include "common/shimproto.h"
 #include "common/spec.h"
+#include "common/timeutil.h"
 #include "sandboxd/core/files.h"
+#include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/registry.h"
+#include "sandboxd/core/shim_client.h"
+#include "sandboxd/core/state.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,18 +94,20 @@ static void check_done(void *ud, const error_rec *e) {
     sd_daemon *d = ud;
     (void)d;
     probe.err = *e;
-    if (e->code >= 0)
-        error_set(&probe.err, -EOPNOTSUPP, "%s", SD_CHECKPOINT_NS_REASON);
-    else
+    if (e->code < 0)
         describe(&probe.err);
     probe.known = true, probe.running = false;
-    log_info("criu check: %s", e->code >= 0 ? "ok" : probe.err.message);
+    log_info("criu check: %s", e->code >= 0 ? "ok: sandboxes can pause" : probe.err.message);
     while (probe.waiters) {
         waiter *w = probe.waiters;
         probe.waiters = w->next;
         w->done(w->ud, &probe.err);
         free(w);
     }
+}
+
+const error_rec *sd_checkpoint_known(void) {
+    return probe.known ? &probe.err : NULL;
 }
 
 void sd_checkpoint_probe(sd_daemon *d, sd_checkpoint_probe_fn done, void *ud) {
@@ -134,4 +147,272 @@ void sd_checkpoint_probe_cancel(void *ud) {
             free(w);
             return;
         }
+}
+
+/* ---- pause and resume ---- */
+
+void sd_checkpoint_dir(const sd_sandbox *sb, char *buf, size_t len) {
+    sd_state_checkpoint_dir(sb->d, sb->id, buf, len);
+}
+
+static void tell(sd_sandbox *sb, const error_rec *err) {
+    sd_checkpoint_done_fn done = sb->ckpt_done;
+    void *ud = sb->ckpt_ud;
+    sb->ckpt_done = NULL, sb->ckpt_ud = NULL;
+    if (done)
+        done(ud, sb, err);
+}
+
+void sd_checkpoint_cancel(sd_sandbox *sb, void *ud) {
+    if (sb->ckpt_ud == ud)
+        sb->ckpt_done = NULL, sb->ckpt_ud = NULL;
+}
+
+static uint64_t du_total;
+static int du_cb(const char *path, const struct stat *st, int type, struct FTW *f) {
+    (void)path, (void)type, (void)f;
+    du_total += (uint64_t)st->st_blocks * 512;
+    return 0;
+}
+
+/* Whether sb's checkpoint is whole (the shim wrote SHIMPROTO_CHECKPOINT_DONE last); its times
+ * and size are read into sb. */
+static bool checkpoint_whole(sd_sandbox *sb) {
+    char dir[PATH_MAX], done[PATH_MAX + 32];
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
+    snprintf(done, sizeof(done), "%s/" SHIMPROTO_CHECKPOINT_DONE, dir);
+    json_t *j = json_load_file(done, 0, NULL);
+    if (!j)
+        return false;
+    sb->ckpt_dump_ms = json_number_value(json_object_get(j, "dump_ms"));
+    sb->ckpt_files_ms = json_number_value(json_object_get(j, "files_ms"));
+    json_decref(j);
+    du_total = 0;
+    nftw(dir, du_cb, 16, FTW_PHYS | FTW_MOUNT);
+    sb->ckpt_bytes = du_total;
+    return true;
+}
+
+/* CRIU's log of a failed dump or restore, kept in the run directory as criu-<what>-<id>.log
+ * (the dump's checkpoint goes; a restore's is overwritten by the next try). */
+static void keep_log(sd_sandbox *sb, const char *what, const error_rec *err) {
+    char dir[PATH_MAX], log[PATH_MAX + 32], keep[PATH_MAX + 64];
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
+    snprintf(log, sizeof(log), "%s/images/%s.log", dir, what);
+    snprintf(keep, sizeof(keep), "%s/criu-%s-%s.log", sb->d->cfg.run_dir, what, sb->id);
+    _cleanup_free_ char *text = NULL;
+    size_t len = 0;
+    if (file_read_all(log, 1 << 22, &text, &len) >= 0 &&
+        file_replace_nosync(keep, text, len, 0600) >= 0)
+        log_warn("sandbox=%s %s failed: %s (CRIU's log: %s)", sb->id, what, err->message, keep);
+}
+
+static void become_paused(sd_sandbox *sb) {
+    sd_sandbox_set_paused(sb);
+    sb->pausing = false;
+    sb->paused_ms = now_real_ms();
+    log_info("sandbox paused sandbox=%s bytes=%llu dump_ms=%.1f files_ms=%.1f", sb->id,
+             (unsigned long long)sb->ckpt_bytes, sb->ckpt_dump_ms, sb->ckpt_files_ms);
+    sd_state_save(sb);
+    tell(sb, NULL);
+}
+
+static void resumed(sd_sandbox *sb) {
+    char dir[PATH_MAX];
+    uint64_t now = now_real_ms(), away = now > sb->paused_ms ? now - sb->paused_ms : 0;
+    sb->resuming = false;
+    sb->paused_total_ms += away;
+    sb->expires_ms += away; /* its lifetime does not run while paused */
+    sb->resume_ms = (double)(now_mono_us() - sb->start_mono_us) / 1000.0;
+    sd_sandbox_touch(sb);
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
+    rm_rf(dir);
+    sb->ckpt_bytes = 0;
+    log_info("sandbox resumed sandbox=%s ms=%.1f paused_s=%.1f", sb->id, sb->resume_ms,
+             (double)away / 1000.0);
+    sd_state_save(sb);
+    tell(sb, NULL);
+}
+
+bool sd_checkpoint_shim_gone(sd_sandbox *sb) {
+    if (!(sb->pausing || sb->resuming) || !checkpoint_whole(sb))
+        return false;
+    if (sb->resuming) { /* the restored sandbox went with its shim: back to its checkpoint */
+        sd_sandbox_set_paused(sb);
+        sb->resuming = false;
+        log_warn("sandbox=%s lost its shim while resuming: paused again", sb->id);
+        sd_state_save(sb);
+        error_rec err = {0};
+        error_set(&err, -EIO, "resume: the sandbox's shim went away; it is paused again");
+        tell(sb, &err);
+        return true;
+    }
+    become_paused(sb);
+    return true;
+}
+
+static void pause_reply(void *ud, json_t *reply) {
+    sd_sandbox *sb = ud;
+    if (sb->state == SD_ENDED)
+        return; /* ended meanwhile (its checkpoint went: on_ended) */
+    if (reply && strcmp(shimproto_type(reply), "paused") == 0)
+        return; /* paused once the shim has ended the sandbox and exited (its cgroup and its
+                 * directory gone, which a resume makes anew): on_shim_gone */
+    if (!reply && sd_checkpoint_shim_gone(sb))
+        return;
+    sb->pausing = false;
+    sd_state_save(sb);
+    error_rec err = {0};
+    if (!reply)
+        error_set(&err, -EIO, "the sandbox's shim went away during the pause");
+    else if (shimproto_error_parse(reply, &err) >= 0)
+        error_set(&err, -EPROTO, "unexpected answer \"%s\" from the shim", shimproto_type(reply));
+    if (err.code == -ENOENT) /* no criu on this node */
+        err.code = -EOPNOTSUPP;
+    if (strncmp(err.message, "pause", 5) != 0)
+        error_prefix(&err, "pause");
+    char dir[PATH_MAX];
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
+    keep_log(sb, "dump", &err);
+    rm_rf(dir);
+    tell(sb, &err);
+}
+
+int sd_checkpoint_pause(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, error_rec *err) {
+    char dir[PATH_MAX], parent[PATH_MAX];
+    if (sb->state != SD_RUNNING || !sb->shim || sb->pausing)
+        return error_set(err, -EBUSY, "sandbox %s is %s: only a running sandbox pauses", sb->id,
+                         sb->pausing ? "pausing already" : sd_state_name(sb->state));
+    if (!sb->spec.pausable)
+        return error_set(err, -EPERM,
+                         "sandbox %s was not created with \"pausable\": true (or \"on_idle\": "
+                         "\"pause\"), so it cannot pause",
+                         sb->id);
+    if (sb->commands_running)
+        return error_set(err, -EBUSY, "sandbox %s runs %u command(s): a pause waits for none",
+                         sb->id, sb->commands_running);
+    snprintf(parent, sizeof(parent), "%s/checkpoints", sb->d->cfg.state_dir);
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
+    rm_rf(dir);
+    int r = mkdir_p(parent, 0700);
+    if (r < 0 || mkdir(dir, 0700) < 0)
+        return error_set_errno(err, r < 0 ? r : negative_errno(), "mkdir %s", dir);
+    json_t *f = json_pack("{s:s}", "dir", dir);
+    r = f ? sd_shim_request(sb->shim, "pause", f, NULL, 0, pause_reply, sb) : -ENOMEM;
+    if (r < 0) {
+        rm_rf(dir);
+        return error_set_errno(err, r, "ask the shim to pause");
+    }
+    sb->pausing = true;
+    sb->ckpt_done = done, sb->ckpt_ud = ud;
+    sd_state_save(sb); /* "pausing": a restarted daemon looks for the checkpoint */
+    return 0;
+}
+
+int sd_checkpoint_resume(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, error_rec *err) {
+    sd_daemon *d = sb->d;
+    if (sb->state != SD_PAUSED)
+        return error_set(err, -EBUSY, "sandbox %s is not paused (it is %s)", sb->id,
+                         sb->resuming ? "resuming" : sd_state_name(sb->state));
+    if (sb->cleaning)
+        return error_set(err, -EBUSY, "sandbox %s is still cleaning up a failed resume", sb->id);
+    if (sd_registry_count_active(d) >= d->cfg.max_sandboxes)
+        return error_set(err, -EAGAIN, "the node is full (%u sandboxes)", d->cfg.max_sandboxes);
+    if (!checkpoint_whole(sb))
+        return error_set(err, -EIO, "sandbox %s: its checkpoint is missing", sb->id);
+    sb->resuming = true;
+    sb->ckpt_done = done, sb->ckpt_ud = ud;
+    sd_sandbox_resume(sb);
+    sd_state_save(sb); /* "starting", resuming: a restarted daemon looks for its shim */
+    return 0;
+}
+
+int sd_checkpoint_restored(sd_sandbox *sb) {
+    return checkpoint_whole(sb) ? 0 : -ENOENT;
+}
+
+void sd_checkpoint_sweep(sd_daemon *d) {
+    char parent[PATH_MAX], path[PATH_MAX + 256];
+    snprintf(parent, sizeof(parent), "%s/checkpoints", d->cfg.state_dir);
+    DIR *dir = opendir(parent);
+    if (!dir)
+        return;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (de->d_name[0] == '.')
+            continue;
+        sd_sandbox *sb = sd_registry_find(d, de->d_name);
+        if (sb && (sb->state == SD_PAUSED || sb->pausing || sb->resuming))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", parent, de->d_name);
+        log_info("removing the checkpoint of no paused sandbox dir=%s", path);
+        rm_rf(path);
+    }
+    closedir(dir);
+}
+
+/* ---- news from core/lifecycle.c ---- */
+
+/* A resume's start finished: running (its checkpoint goes), or paused again. */
+static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
+    (void)ud;
+    if (!sb->resuming || sb->state == SD_ENDED)
+        return;
+    if (!err) {
+        resumed(sb);
+        return;
+    }
+    keep_log(sb, "restore", err);
+    sb->resuming = false;
+    log_warn("sandbox resume failed sandbox=%s error=\"%s\"", sb->id, err->message);
+    sd_state_save(sb);
+    tell(sb, err);
+}
+
+/* A sandbox that ends takes its checkpoint along (a pause or resume in flight hears it). */
+static void on_ended(void *ud, sd_sandbox *sb) {
+    (void)ud;
+    char dir[PATH_MAX];
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
+    if (access(dir, F_OK) == 0)
+        rm_rf(dir);
+    sb->pausing = sb->resuming = false;
+    error_rec err = {0};
+    error_set(&err, -EBUSY, "sandbox %s ended: %s", sb->id, sb->end_message);
+    tell(sb, &err);
+}
+
+/* A restarted daemon found the shim of a sandbox that was pausing or resuming: it runs (the
+ * pause failed, or the resume ran). */
+static void on_adopted(void *ud, sd_sandbox *sb) {
+    (void)ud;
+    char dir[PATH_MAX];
+    if (sb->resuming) {
+        sb->start_mono_us = now_mono_us(); /* (its resume's time is not known) */
+        resumed(sb);
+        return;
+    }
+    if (!sb->pausing)
+        return;
+    sb->pausing = false;
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
+    rm_rf(dir);
+    sd_state_save(sb);
+    error_rec err = {0};
+    error_set(&err, -EIO, "pause: the daemon restarted during the pause, which failed");
+    tell(sb, &err);
+}
+
+static void on_shim_gone(void *ud, sd_sandbox *sb) {
+    (void)ud;
+    sd_checkpoint_shim_gone(sb);
+}
+
+static const sd_listener listener = {.create_finished = on_create_finished,
+                                     .ended = on_ended,
+                                     .adopted = on_adopted,
+                                     .shim_gone = on_shim_gone};
+
+int sd_checkpoint_init(sd_daemon *d) {
+    return sd_listener_add(d, &listener, NULL);
 }

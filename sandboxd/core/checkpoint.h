@@ -1,25 +1,44 @@
-/* Pause to disk (CRIU): what this node can do (core/checkpoint.c). */
+/* Pause to disk (CRIU) and resume (core/checkpoint.c): what this node can do, and the two
+ * moves between running and paused. */
 #pragma once
 
 #include "sandboxd/core/sandbox.h"
 
-/* err: why this node cannot pause a sandbox (never NULL: see sd_checkpoint_probe). */
+/* err: why this node cannot pause a sandbox, code 0 when it can (never NULL). */
 typedef void (*sd_checkpoint_probe_fn)(void *ud, const error_rec *err);
-/* Why CRIU cannot checkpoint a sandbox on this node: `criu check` once (in a files worker, off
- * the loop), its answer kept for the daemon's life; done is called once (maybe before this
- * returns). err is -EOPNOTSUPP with what CRIU lacks, from its own error lines, or, where criu
- * check passes, why CRIU cannot dump a sandbox's process tree (SD_CHECKPOINT_NS_REASON); any
- * other code is a failure to run criu at all. */
+/* Whether this node can pause sandboxes: `criu check` once (in a files worker, off the loop),
+ * its answer kept for the daemon's life; done is called once (maybe before this returns). err
+ * is 0 when criu check passes, -EOPNOTSUPP with what CRIU lacks (from its own error lines, or
+ * that it is not installed); any other code is a failure to run criu at all. */
 void sd_checkpoint_probe(sd_daemon *d, sd_checkpoint_probe_fn done, void *ud);
-/* Where criu check passes (CRIU 4.1.1 built from Debian 13's source does, on kernel 6.18),
- * `criu dump` of a sandbox still fails: native, in its namespace check (criu/namespaces.c: it
- * enters the tree's user namespace, then cannot open the others from there); gvisor, when it
- * seizes the tasks, which runsc's ptrace platform already traces. */
-#define SD_CHECKPOINT_NS_REASON                                                                    \
-    "pause: criu check passes here, but CRIU cannot dump a sandbox: a native sandbox's mount, "    \
-    "network, IPC and UTS namespaces belong to the host's user namespace, not its own (made "      \
-    "first, so that its mounts are locked): \"One or more namespaces doesn't belong to the "       \
-    "target user namespace\"; a gvisor sandbox's processes are already traced by runsc (ptrace "   \
-    "platform): \"Unseizable non-zombie\""
+/* The probe's answer once known (as sd_checkpoint_probe gives it), else NULL. */
+const error_rec *sd_checkpoint_known(void);
 /* The waiter with this ud went away: it is not called. */
 void sd_checkpoint_probe_cancel(void *ud);
+
+/* A pause or resume finished: err NULL when it did (sb paused, or running again), else why not
+ * (sb as it was: running, or paused with its checkpoint). */
+typedef void (*sd_checkpoint_done_fn)(void *ud, sd_sandbox *sb, const error_rec *err);
+/* <state-dir>/checkpoints/<id>. */
+void sd_checkpoint_dir(const sd_sandbox *sb, char *buf, size_t len);
+/* Pause sb (running, "pausable", no command running; the caller checked the probe): its shim
+ * saves the checkpoint, then ends its processes and exits. Errors: -EBUSY (not running, or
+ * running commands), -EPERM (not pausable), else internal. done is called later (never from
+ * here) unless this fails: -EBUSY a command started meanwhile, -EOPNOTSUPP no criu, -EIO CRIU
+ * failed (its log: the checkpoint's images/dump.log, removed with it). */
+int sd_checkpoint_pause(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, error_rec *err);
+/* Resume paused sb: started like a create from its checkpoint (queued when starts are busy).
+ * Errors: -EBUSY (not paused), -EAGAIN (the node is full), -EIO (no whole checkpoint). done
+ * is called later; a failure leaves sb paused with its checkpoint. */
+int sd_checkpoint_resume(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, error_rec *err);
+/* Forget sb's done callback if ud registered it (its request went away). */
+void sd_checkpoint_cancel(sd_sandbox *sb, void *ud);
+/* The listener that follows resumes, ends and lost shims (core/context.h); -ENOSPC. */
+int sd_checkpoint_init(sd_daemon *d);
+/* A sandbox pausing or resuming whose shim went away (also a restarted daemon's): true when its
+ * checkpoint is whole and it is paused now (a pause that finished, a resume that did not). */
+bool sd_checkpoint_shim_gone(sd_sandbox *sb);
+/* A restarted daemon: a paused record read back (-ENOENT: no whole checkpoint); checkpoints of
+ * no paused sandbox removed. */
+int sd_checkpoint_restored(sd_sandbox *sb);
+void sd_checkpoint_sweep(sd_daemon *d);

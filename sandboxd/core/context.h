@@ -28,6 +28,12 @@ typedef struct sd_listener {
     void (*ended)(void *ud, sd_sandbox *sb);
     /* The shim reported that command ev.xid exited (the shim protocol's exit event). */
     void (*exec_exit)(void *ud, sd_sandbox *sb, json_t *ev);
+    /* A running sb's shim answered a (re)connection's hello: a restarted daemon's, or after
+     * the connection was lost. */
+    void (*adopted)(void *ud, sd_sandbox *sb);
+    /* The shim of sb, pausing or resuming (core/checkpoint.c), went away; a listener may make
+     * sb paused (sd_sandbox_set_paused), else it ends as any sandbox whose shim died. */
+    void (*shim_gone)(void *ud, sd_sandbox *sb);
 } sd_listener;
 
 #define SD_LISTENERS_MAX 8

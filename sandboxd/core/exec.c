@@ -439,7 +439,9 @@ int sd_exec_start_opts(sd_sandbox *sb, policy_exec *pe, const sd_exec_opts *opts
                        const sd_exec_ops *ops, void *ud, sd_exec **ret, error_rec *err) {
     if (sb->state != SD_RUNNING || !sb->shim)
         return error_set(err, -EBUSY, "sandbox %s is %s", sb->id,
-                         sb->state == SD_ENDED ? "ended" : "not running yet");
+                         sb->state == SD_ENDED    ? "ended"
+                         : sb->state == SD_PAUSED ? "paused (resume it first)"
+                                                  : "not running yet");
     sd_exec *e = calloc(1, sizeof(*e));
     if (!e)
         return error_set(err, -ENOMEM, "out of memory");

@@ -378,7 +378,9 @@ static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *
     sd_daemon *d = src->d;
     if (src->state != SD_RUNNING)
         return error_set(err, -EBUSY, "sandbox %s is %s: only a running sandbox forks", src->id,
-                         src->state == SD_ENDED ? "ended" : "still starting");
+                         src->state == SD_ENDED    ? "ended"
+                         : src->state == SD_PAUSED ? "paused (resume it first)"
+                                                   : "still starting");
     int r = fork_spec(d, src, overrides, c, err);
     if (r < 0 || (r = net_ok(d, c, err)) < 0)
         return r;

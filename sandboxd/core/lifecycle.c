@@ -48,32 +48,43 @@ int sd_listener_add(sd_daemon *d, const sd_listener *ops, void *ud) {
 
 static void start_queued(sd_daemon *d);
 
-/* A `sbx-shim cleanup` run: the uid slot it frees when it is done. */
+/* A `sbx-shim cleanup` run: the uid slot it frees when it is done, or (a failed resume, which
+ * keeps its slot) the sandbox that waits for it. */
 typedef struct cleanup_run {
     sd_daemon *d;
     int slot;
+    char resumer[64];
 } cleanup_run;
 
 static void cleanup_exited(void *ud, int status) {
     (void)status;
     cleanup_run *c = ud;
     sd_slot_release(c->d, c->slot);
+    sd_sandbox *sb = c->resumer[0] ? sd_registry_find(c->d, c->resumer) : NULL;
+    if (sb)
+        sb->cleaning = false;
     /* a shim killed in its build before it renamed what its spare parked left that cgroup */
     sd_cgroup_remove_stale_spares(c->d);
     free(c);
 }
 
-static void run_cleanup(sd_sandbox *sb) {
+/* keep_slot: a failed resume (the sandbox stays paused with its uid slot). */
+static void run_cleanup(sd_sandbox *sb, bool keep_slot) {
     sd_daemon *d = sb->d;
     char *args[] = {d->cfg.shim_path, "cleanup", sb->dir, NULL};
     cleanup_run *c = malloc(sizeof(*c));
-    int slot = sd_registry_take_slot(sb); /* freed when the cleanup is done */
+    int slot = keep_slot ? -1 : sd_registry_take_slot(sb); /* freed when the cleanup is done */
     if (c)
         *c = (cleanup_run){.d = d, .slot = slot};
+    if (c && keep_slot) {
+        snprintf(c->resumer, sizeof(c->resumer), "%s", sb->id);
+        sb->cleaning = true;
+    }
     if (!c || sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL, 0, cleanup_exited, c,
                        NULL) < 0) {
         log_error("cannot run sbx-shim cleanup sandbox=%s", sb->id);
         rm_rf(sb->dir);
+        sb->cleaning = false;
         sd_slot_release(d, slot);
         free(c);
     }
@@ -105,6 +116,13 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
         s->seed_uid_base = sb->seed_uid_base;
     }
     s->grading = sb->spec.grading;
+    s->pausable = sb->spec.pausable;
+    if (sb->resuming) { /* core/checkpoint.c */
+        char dir[PATH_MAX];
+        sd_state_checkpoint_dir(d, sb->id, dir, sizeof(dir));
+        if (!(s->restore = strdup(dir)))
+            return error_set(err, -ENOMEM, "out of memory");
+    }
     if (sb->spec.gvisor && !(s->runsc = dup_or_null(sd_gvisor_runsc(d))))
         return error_set(err, -EPROTONOSUPPORT, "isolation: gvisor is unavailable on this node");
     json_t *env = sd_images_env_json(d, sb->spec.image, sb->spec.env); /* images: Env */
@@ -129,8 +147,14 @@ static char *spec_text(sd_sandbox *sb) {
     return text;
 }
 
+static void resume_failed(sd_sandbox *sb, int code, const char *msg);
+
 static void start_failed_code(sd_sandbox *sb, int code, const char *msg) {
     sd_daemon *d = sb->d;
+    if (sb->resuming) {
+        resume_failed(sb, code, msg);
+        return;
+    }
     log_error("sandbox start failed sandbox=%s error=\"%s\"", sb->id, msg);
     if (!sb->pool)
         sd_metrics_create(&d->m, SD_CREATE_ERROR,
@@ -146,9 +170,19 @@ static void start_failed(sd_sandbox *sb, const char *msg) {
     start_failed_code(sb, -EIO, msg);
 }
 
+/* The shim of a sandbox pausing or resuming went away: the listeners decide (true: it is paused
+ * now, else it ends as usual). */
+static bool shim_gone(sd_sandbox *sb) {
+    if (sb->pausing || sb->resuming)
+        TELL(sb->d, shim_gone, sb);
+    return sb->state == SD_PAUSED;
+}
+
 static void hello_reply(void *ud, json_t *reply) {
     sd_sandbox *sb = ud;
     if (!reply || strcmp(shimproto_type(reply), "hello") != 0) {
+        if (!reply && shim_gone(sb))
+            return; /* a restarted daemon: the shim it adopted finished a pause and exited */
         if (sb->state == SD_STARTING)
             start_failed(sb, "the shim did not answer hello");
         else if (sb->state == SD_RUNNING)
@@ -162,6 +196,8 @@ static void hello_reply(void *ud, json_t *reply) {
     if (json_is_integer(oom))
         sb->oom_kills = (uint64_t)json_integer_value(oom);
     sb->start_unconfirmed = false;
+    if (sb->state == SD_RUNNING)
+        TELL(sb->d, adopted, sb);
     if (sb->state != SD_STARTING)
         return;
     error_rec nerr = {0};
@@ -172,11 +208,12 @@ static void hello_reply(void *ud, json_t *reply) {
     sb->state = SD_RUNNING;
     sb->d->n_starting--;
     double secs = (double)(now_mono_us() - sb->start_mono_us) / 1e6;
-    if (!sb->pool)
+    if (!sb->pool && !sb->resuming)
         sd_metrics_create(&sb->d->m, SD_CREATE_OK, secs);
-    log_info("sandbox started sandbox=%s init_pid=%d shim_pid=%d seconds=%.3f%s", sb->id,
-             sb->init_pid, sb->shim_pid, secs, sb->pool ? " pool=true" : "");
-    sd_state_save(sb);
+    log_info("sandbox started sandbox=%s init_pid=%d shim_pid=%d seconds=%.3f%s%s", sb->id,
+             sb->init_pid, sb->shim_pid, secs, sb->pool ? " pool=true" : "",
+             sb->resuming ? " resumed=true" : "");
+    sd_state_save(sb); /* (a resume: core/checkpoint.c hears create_finished) */
     TELL(sb->d, create_finished, sb, NULL);
     start_queued(sb->d);
     TELL(sb->d, started, sb);
@@ -267,6 +304,7 @@ static void sandbox_start(sd_sandbox *sb) {
     sb->queued = false;
     d->n_starting++;
     sb->start_mono_us = now_mono_us();
+    sb->start_len = 0; /* (a resume starts a second time) */
     rm_rf(sb->dir);
     _cleanup_free_ char *spec_path = NULL, *dump = NULL;
     dump = spec_text(sb);
@@ -352,18 +390,20 @@ static void shutdown_reply(void *ud, json_t *reply) {
     sd_sandbox *sb = ud;
     if (!reply || strcmp(shimproto_type(reply), "ok") != 0) {
         sd_shim_close(TAKE_PTR(sb->shim));
-        run_cleanup(sb);
+        run_cleanup(sb, false);
     }
     /* else: the shim tears down and exits; on_shim_lost frees the slot */
 }
 
 static void on_shim_lost(void *ud) {
     sd_sandbox *sb = ud;
-    sd_shim_close(TAKE_PTR(sb->shim));
+    sd_shim_close(TAKE_PTR(sb->shim)); /* a pending pause hears it first (core/checkpoint.c) */
     if (sb->state == SD_ENDED) {
         sd_registry_release_slot(sb);
         return;
     }
+    if (sb->state == SD_PAUSED || shim_gone(sb))
+        return; /* paused: no shim until it resumes */
     error_rec err = {0};
     if (!sb->d->shutting_down && connect_and_hello(sb, &err) == 0) {
         log_warn("shim connection lost, reconnected sandbox=%s", sb->id);
@@ -413,17 +453,57 @@ static void stop_shim(sd_sandbox *sb) {
     if (sb->shim && !sb->d->shutting_down) {
         if (sd_shim_request(sb->shim, "shutdown", NULL, NULL, 0, shutdown_reply, sb) < 0) {
             sd_shim_close(TAKE_PTR(sb->shim));
-            run_cleanup(sb);
+            run_cleanup(sb, false);
         }
     } else if (!sb->shim) {
-        run_cleanup(sb);
+        run_cleanup(sb, false);
     }
+}
+
+/* A resume that failed (its start, or the start's timeout): the start is abandoned, what its
+ * shim left is cleaned up (the uid slot kept), and the sandbox is paused again with its
+ * checkpoint (core/checkpoint.c). */
+static void resume_failed(sd_sandbox *sb, int code, const char *msg) {
+    sd_daemon *d = sb->d;
+    if (!sb->queued)
+        d->n_starting--;
+    sb->queued = false;
+    if (sb->start_pipe) {
+        uv_close((uv_handle_t *)sb->start_pipe, pipe_closed);
+        sb->start_pipe = NULL;
+    }
+    sd_shim_close(TAKE_PTR(sb->shim));
+    run_cleanup(sb, true);
+    error_rec err = {0};
+    sb->state = SD_PAUSED;
+    error_set(&err, code, "resume: %s", msg);
+    TELL(d, create_finished, sb, &err); /* core/checkpoint.c: paused again */
+    start_queued(d);
+}
+
+void sd_sandbox_set_paused(sd_sandbox *sb) {
+    sd_shim_close(TAKE_PTR(sb->shim));
+    sb->state = SD_PAUSED;
+}
+
+void sd_sandbox_resume(sd_sandbox *sb) {
+    sb->state = SD_STARTING;
+    sd_sandbox_start_or_queue(sb);
 }
 
 void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
     if (sb->state == SD_ENDED)
         return;
     sd_daemon *d = sb->d;
+    if (sb->state == SD_STARTING && sb->resuming && reason == END_INFRASTRUCTURE_FAILURE) {
+        char msg[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        resume_failed(sb, -EIO, msg);
+        return;
+    }
     sb->end_cost = sb->pool ? 0 : sd_sandbox_cost(sb); /* a pool entry: nobody pays for it */
     bool was_starting = sb->state == SD_STARTING;
     sb->state = SD_ENDED;
@@ -435,8 +515,8 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
     va_end(ap);
     if (was_starting)
         end_starting(sb);
-    if (was_starting || sb->start_unconfirmed) /* a create that never ran: a retry tries again */
-        sd_registry_set_idem_key(sb, NULL);
+    if ((was_starting && !sb->resuming) || sb->start_unconfirmed) /* a create that never ran: */
+        sd_registry_set_idem_key(sb, NULL);                       /* a retry tries again */
     TELL(d, ended, sb);
     sd_gpu_release(sb); /* GPUs: free again on every end path */
     sd_network_teardown(sb);

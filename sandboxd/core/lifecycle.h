@@ -10,6 +10,11 @@
 void sd_sandbox_start_or_queue(sd_sandbox *sb);
 /* End sb (idempotent): the listeners hear it, its network and shim go, its record is saved. */
 void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) _printf_(3, 4);
+/* Pause to disk (core/checkpoint.c): sb (running, its shim gone after saving it) is paused;
+ * paused sb starts again from its checkpoint (queued as a create; "resuming", a failure makes
+ * it paused again and is told through create_finished). */
+void sd_sandbox_set_paused(sd_sandbox *sb);
+void sd_sandbox_resume(sd_sandbox *sb);
 /* An API call or a command: the idle timeout starts again. */
 void sd_sandbox_touch(sd_sandbox *sb);
 /* A new lifetime from now (saved). */

@@ -53,7 +53,8 @@ static unsigned n_templates(const sd_daemon *d) {
 static bool same_shape(const policy_create *a, const policy_create *b) {
     return strcmp(a->image, b->image) == 0 && a->cpu == b->cpu && a->memory == b->memory &&
            a->disk == b->disk && a->pids == b->pids && a->net_mode == b->net_mode &&
-           a->net_mode != POLICY_NET_ALLOW && a->grading == b->grading && a->gvisor == b->gvisor;
+           a->net_mode != POLICY_NET_ALLOW && a->grading == b->grading && a->gvisor == b->gvisor &&
+           a->pausable == b->pausable;
 }
 
 static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {

@@ -89,7 +89,7 @@ static void idem_bound(sd_daemon *d) {
 unsigned sd_registry_count_active(sd_daemon *d) {
     unsigned n = 0;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-        n += sb->state != SD_ENDED;
+        n += sb->state != SD_ENDED && sb->state != SD_PAUSED; /* a paused one takes no room */
     return n;
 }
 
@@ -208,7 +208,10 @@ double sd_sandbox_cost(const sd_sandbox *sb) {
     if (sb->state == SD_ENDED)
         return sb->end_cost;
     uint64_t now = now_real_ms();
+    if (sb->state == SD_PAUSED || sb->resuming) /* the paused time is not paid for */
+        now = MIN(now, sb->paused_ms);
     uint64_t elapsed = now > sb->created_ms ? now - sb->created_ms : 0;
+    elapsed -= MIN(elapsed, sb->paused_total_ms);
     return policy_cost_usd(&sb->d->cfg.price, sb->spec.cpu, sb->spec.memory, elapsed) +
            policy_price_gpu_per_hour(&sb->d->cfg.price, sb->spec.gpus) * (double)elapsed / 3.6e6;
 }

@@ -18,7 +18,7 @@ int sd_registry_add(sd_daemon *d, policy_create *c, sd_sandbox **ret, error_rec 
 void sd_registry_insert(sd_daemon *d, sd_sandbox *sb);
 /* Take sb out of the table (the caller frees it). */
 void sd_registry_unlink(sd_daemon *d, sd_sandbox *sb);
-/* Sandboxes not ended (warm pool entries included). */
+/* Sandboxes that take room on the node: not ended, not paused (warm pool entries included). */
 unsigned sd_registry_count_active(sd_daemon *d);
 
 int sd_slot_alloc(sd_daemon *d);

@@ -3,6 +3,7 @@
  * template is still configured, and networked ones get their rules back. */
 #include "sandboxd/core/restore.h"
 
+#include "sandboxd/core/checkpoint.h"
 #include "sandboxd/core/fork.h"
 #include "sandboxd/core/gpu.h"
 #include "sandboxd/core/leases.h"
@@ -23,6 +24,8 @@ static void adopt(sd_sandbox *sb, bool pool) {
         sd_sandbox_end(sb, END_TERMINATED, "warm pool entry of a template no longer configured");
     } else if (sd_sandbox_adopt(sb, &err) < 0) {
         log_warn("cannot re-adopt sandbox=%s error=\"%s\"", sb->id, err.message);
+        if (sd_checkpoint_shim_gone(sb)) /* stopped while pausing or resuming: paused */
+            return;
         sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE,
                        "the sandbox's shim was gone when the daemon restarted");
     } else {
@@ -42,6 +45,11 @@ static int restore_sandbox(sd_daemon *d, json_t *j) {
         log_warn("sandbox=%s error=\"%s\"", sb->id, err.message);
         adopt(sb, pool);
         sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "its GPUs are gone after the restart");
+    } else if (sb->state == SD_PAUSED) {
+        sd_slot_claim(d, sb->uid_slot); /* its checkpoint's ids (core/checkpoint.c) */
+        if (sd_checkpoint_restored(sb) < 0)
+            sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE,
+                           "its checkpoint was not whole when the daemon restarted");
     } else if (sb->state != SD_ENDED) {
         adopt(sb, pool);
     }
@@ -55,6 +63,7 @@ static void network_lost(sd_sandbox *sb) {
 void sd_restore(sd_daemon *d) {
     sd_leases_restore(d);
     sd_state_foreach(d, "sandboxes", restore_sandbox);
+    sd_checkpoint_sweep(d);
     sd_fork_recover(d);
     sd_network_restore(d, network_lost);
 }

@@ -11,7 +11,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED } sd_state;
+/* SD_PAUSED: paused to disk (core/checkpoint.c): no processes, no shim; its checkpoint and
+ * its uid slot are kept, its place on the node is not. */
+typedef enum { SD_STARTING, SD_RUNNING, SD_ENDED, SD_PAUSED } sd_state;
 
 struct sd_sandbox {
     /* core/registry.c: identity, the create, the table, visibility */
@@ -55,8 +57,21 @@ struct sd_sandbox {
     /* core/pool.c */
     int pool;    /* a warm pool entry of template pool-1 (never handed out), 0: not */
     bool pooled; /* handed out from a warm pool */
+    /* core/checkpoint.c: pause to disk and resume */
+    bool pausing;             /* running, its shim saving the checkpoint */
+    bool resuming;            /* starting from its checkpoint: a failure goes back to paused */
+    uint64_t paused_ms;       /* wall clock of the pause (SD_PAUSED, and while resuming) */
+    uint64_t paused_total_ms; /* time spent paused before: the cost leaves it out */
+    uint64_t ckpt_bytes;      /* the checkpoint's size on disk */
+    double ckpt_dump_ms, ckpt_files_ms, resume_ms;
+    bool cleaning; /* a failed resume's leftovers are being removed */
+    void (*ckpt_done)(void *ud, struct sd_sandbox *sb, const error_rec *err);
+    void *ckpt_ud; /* the pending pause's or resume's caller (its request) */
 };
 
 static inline const char *sd_state_name(sd_state s) {
-    return s == SD_STARTING ? "starting" : s == SD_RUNNING ? "running" : "ended";
+    return s == SD_STARTING  ? "starting"
+           : s == SD_RUNNING ? "running"
+           : s == SD_PAUSED  ? "paused"
+                             : "ended";
 }

@@ -51,6 +51,12 @@ int sd_state_save(sd_sandbox *sb) {
         json_object_set_new(j, "seed_dir", json_string(sb->seed_dir));
     if (j && (sb->pool || sb->pooled))
         json_object_set_new(j, sb->pool ? "pool" : "pooled", json_true());
+    if (j && (sb->paused_ms || sb->paused_total_ms || sb->pausing || sb->resuming))
+        json_object_set_new(/* core/checkpoint.c */
+                            j, "pause",
+                            json_pack("{s:I,s:I,s:b,s:b}", "paused_ms", (json_int_t)sb->paused_ms,
+                                      "paused_total_ms", (json_int_t)sb->paused_total_ms, "pausing",
+                                      sb->pausing, "resuming", sb->resuming));
     if (j && sb->state == SD_ENDED)
         json_object_set_new(j, "end",
                             json_pack("{s:s,s:s,s:f}", "reason", end_reason_name(sb->end_reason),
@@ -69,6 +75,10 @@ void sd_state_unlink(sd_daemon *d, const char *kind, const char *id) {
 
 void sd_state_remove(sd_daemon *d, const char *id) {
     sd_state_unlink(d, "sandboxes", id);
+}
+
+void sd_state_checkpoint_dir(const sd_daemon *d, const char *id, char *buf, size_t len) {
+    snprintf(buf, len, "%s/checkpoints/%s", d->cfg.state_dir, id);
 }
 
 static uint64_t get_u64(json_t *j, const char *k) {
@@ -102,6 +112,11 @@ static void load_fields(sd_sandbox *sb, json_t *j) {
     sb->idem_key = key ? strdup(key) : NULL;
     const char *seed = json_string_value(json_object_get(j, "seed_dir"));
     sb->seed_dir = seed ? strdup(seed) : NULL;
+    json_t *p = json_object_get(j, "pause");
+    sb->paused_ms = get_u64(p, "paused_ms");
+    sb->paused_total_ms = get_u64(p, "paused_total_ms");
+    sb->pausing = json_is_true(json_object_get(p, "pausing"));
+    sb->resuming = json_is_true(json_object_get(p, "resuming"));
 }
 
 int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
@@ -125,6 +140,8 @@ int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
     json_t *end = json_object_get(j, "end");
     if (strcmp(state, "ended") == 0 && json_is_object(end))
         load_end(sb, end);
+    else if (strcmp(state, "paused") == 0)
+        sb->state = SD_PAUSED;
     else /* "running", or "starting" when the daemon stopped mid-start */
         sb->state = SD_RUNNING, sb->pooled = json_is_true(json_object_get(j, "pooled")),
         sb->start_unconfirmed = strcmp(state, "starting") == 0;

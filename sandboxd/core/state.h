@@ -13,6 +13,8 @@ extern const policy_host sd_any_host;
 /* Write sb's record (after every change a restart must know). */
 int sd_state_save(sd_sandbox *sb);
 void sd_state_remove(sd_daemon *d, const char *id);
+/* Where sandbox id's checkpoint lives (core/checkpoint.c): state-dir/checkpoints/<id>. */
+void sd_state_checkpoint_dir(const sd_daemon *d, const char *id, char *buf, size_t len);
 /* Build a sandbox from its record (not linked into the table). *ret_pool: it was a warm pool
  * entry. Returns -EINVAL for a record that cannot be read. */
 int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool);

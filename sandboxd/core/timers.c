@@ -1,9 +1,11 @@
 /* The daemon's clock: one repeating timer (250 ms) that enforces every sandbox's cost cap,
- * lifetime and idle timeout, expires leases, refreshes usage stats from the shims and forgets
- * ended sandboxes after 10 minutes (24 h for ones that carry an Idempotency-Key). */
+ * lifetime and idle timeout (a pause instead of the end for "on_idle":"pause"), expires leases,
+ * refreshes usage stats from the shims and forgets ended sandboxes after 10 minutes (24 h for ones
+ * that carry an Idempotency-Key). */
 #include "sandboxd/core/timers.h"
 
 #include "common/timeutil.h"
+#include "sandboxd/core/checkpoint.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/pool.h"
@@ -36,10 +38,43 @@ int sd_timers_check(const sd_sandbox *sb, uint64_t now, char *msg, size_t len) {
     return -1;
 }
 
+static void probe_known(void *ud, const error_rec *err) {
+    (void)ud, (void)err; /* the next tick reads it (sd_checkpoint_known) */
+}
+
+static void idle_paused(void *ud, sd_sandbox *sb, const error_rec *err) {
+    (void)ud;
+    if (err && sb->state == SD_RUNNING)
+        sd_sandbox_end(sb, END_IDLE_TIMEOUT,
+                       "no command or API call for %.3gs; it could not pause: %s",
+                       sb->spec.idle_timeout_ms / 1000.0, err->message);
+}
+
+/* An idle sandbox created with "on_idle":"pause" pauses instead of ending (core/checkpoint.c);
+ * one that cannot ends as any idle one does, saying why. After a restart the node's probe runs
+ * first (the pause waits for a later tick). */
+static void idle_pause(sd_sandbox *sb, const char *msg) {
+    const error_rec *known = sd_checkpoint_known();
+    if (!known) {
+        sd_checkpoint_probe(sb->d, probe_known, NULL);
+        return;
+    }
+    error_rec err = {0};
+    if (known->code < 0)
+        err = *known;
+    else if (sd_checkpoint_pause(sb, idle_paused, NULL, &err) == 0)
+        return;
+    sd_sandbox_end(sb, END_IDLE_TIMEOUT, "%s; it could not pause: %s", msg, err.message);
+}
+
 static void check_running(sd_sandbox *sb, uint64_t now, bool stats) {
     char msg[200];
+    if (sb->pausing)
+        return; /* its shim is saving it */
     int reason = sd_timers_check(sb, now, msg, sizeof(msg));
-    if (reason >= 0)
+    if (reason == END_IDLE_TIMEOUT && sb->spec.on_idle_pause)
+        idle_pause(sb, msg);
+    else if (reason >= 0)
         sd_sandbox_end(sb, (end_reason)reason, "%s", msg);
     else if (stats)
         sd_sandbox_refresh_stats(sb);

@@ -2,7 +2,8 @@
 # The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout), output
 # streams before the command exits, -i forwards stdin, cp both ways for a file and a directory,
 # --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
-# run removes its sandbox, and placement across two daemons (one full) falls back on 503.
+# run removes its sandbox, placement across two daemons (one full) falls back on 503, and pause
+# and resume of a pausable sandbox.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -160,6 +161,38 @@ test_json_output() {
   assert_eq "$v" "(4, 'hi\\n', 'exited')" "exec --json"
   "$SBX" inspect "$id" | grep '^cost_usd ' >/dev/null || fail "human inspect shows cost_usd"
   "$SBX" ls | grep "^$id " >/dev/null || fail "human ls lists the sandbox"
+}
+
+# sbx create --pausable, sbx pause, sbx resume: the background process and its memory come back
+# (the daemon side in detail: test_pause.sh); a sandbox not pausable is refused (exit 1).
+TEST_TIMEOUT_pause_resume=90
+test_pause_resume() {
+  one_daemon
+  command -v criu >/dev/null || skip "criu is needed (tests/deps.sh builds CRIU 4)"
+  local id plain out
+  id=$(new_sandbox --pausable) || fail "create --pausable"
+  "$SBX" exec "$id" -- sh -c 'python3 -c "import time
+x = 0
+while True:
+    x += 1
+    open(\"/tmp/x\", \"w\").write(str(x))
+    time.sleep(0.05)" </dev/null >/dev/null 2>&1 &' || fail "exec"
+  sleep 0.3
+  local before; before=$("$SBX" exec "$id" -- cat /tmp/x)
+  out=$("$SBX" pause "$id") || fail "pause: $out"
+  [[ "$out" == "$id paused bytes="* ]] || fail "pause printed '$out'"
+  assert_eq "$("$SBX" --json inspect "$id" | json "d['state']")" paused "inspect after pause"
+  out=$("$SBX" resume "$id") || fail "resume: $out"
+  [[ "$out" == "$id running resume_ms="* ]] || fail "resume printed '$out'"
+  sleep 0.2
+  local after; after=$("$SBX" exec "$id" -- cat /tmp/x)
+  [ "$after" -ge "$before" ] || fail "the counter went back: $before -> $after"
+  plain=$(new_sandbox) || fail "create"
+  out=$("$SBX" pause "$plain" 2>&1)
+  assert_eq "$?" 1 "pause of a sandbox not pausable"
+  [[ "$out" == *pausable* ]] || fail "the refusal does not say why: $out"
+  "$SBX" pause 2>/dev/null; assert_eq "$?" 2 "pause without an id"
+  "$SBX" rm "$id" "$plain" >/dev/null || fail "rm"
 }
 
 test_daemon_not_running() {

@@ -1,6 +1,7 @@
-/* libsbx against a real sandboxd: named volumes (sbx_volume_*, a create with "volumes" through
- * sbx_sandbox_create_with) and the async volume and commit calls (sbx_async_volume_create,
- * sbx_async_create_with, sbx_async_commit, sbx_async_volume_remove) on one loop. */
+/* libsbx against a real sandboxd, issue 24's calls: named volumes (sbx_volume_*, a create with
+ * "volumes" through sbx_sandbox_create_with), the async volume and commit calls
+ * (sbx_async_volume_create, sbx_async_create_with, sbx_async_commit, sbx_async_volume_remove)
+ * on one loop, and pause and resume (sbx_sandbox_pause/resume, sbx_async_pause/resume). */
 #include "common/macro.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
@@ -196,5 +197,79 @@ TEST_T(async_volume_and_commit, 120) {
     sbx_async_free(as);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(uv_loop_close(&loop), 0);
+    sbx_client_free(c);
+}
+
+/* ---- pause and resume ---- */
+
+/* The counter a Python process keeps in its memory (written to /tmp/c every 50 ms). */
+#define COUNTER                                                                                    \
+    "python3 -c 'import os, time\nx = 1000\nwhile True:\n    x += 1\n    open(\"/tmp/n\", "        \
+    "\"w\").write(str(x)); os.rename(\"/tmp/n\", \"/tmp/c\")\n    time.sleep(0.05)' </dev/null "   \
+    ">/dev/null 2>&1 &"
+
+static long counter(sbx_sandbox *sb) {
+    char out[64];
+    exec_out(sb, "cat /tmp/c", out, sizeof(out));
+    return atol(out);
+}
+
+static const char *state_of(const char *js, char *buf, size_t n) {
+    json_t *j = parse(js);
+    snprintf(buf, n, "%s", json_string_value(json_object_get(j, "state")));
+    json_decref(j);
+    return buf;
+}
+
+TEST_T(pause_resume, 120) {
+    sbx_client *c = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(daemon_start(), &c, &err), SBX_OK);
+    sbx_create_opts co;
+    sbx_create_opts_init(&co);
+    co.memory = 256ull << 20;
+    sbx_sandbox *sb = NULL, *plain = NULL;
+    CHECK_MSG(sbx_sandbox_create_with(c, &co, "{\"pausable\":true}", &sb, &err) == SBX_OK,
+              "create: %s", err.message);
+    char out[64], *js = NULL;
+    exec_out(sb, COUNTER " sleep 0.3", out, sizeof(out));
+    long before = counter(sb);
+    CHECK_MSG(sbx_sandbox_pause(sb, &js, &err) == SBX_OK, "pause: %s", err.message);
+    CHECK_STREQ(state_of(js, out, sizeof(out)), "paused");
+    free(js);
+    CHECK_EQ(sbx_sandbox_pause(sb, NULL, &err), SBX_E_CONFLICT);
+    CHECK_MSG(sbx_sandbox_resume(sb, &js, &err) == SBX_OK, "resume: %s", err.message);
+    CHECK_STREQ(state_of(js, out, sizeof(out)), "running");
+    free(js);
+    CHECK_EQ(sbx_sandbox_resume(sb, NULL, &err), SBX_E_CONFLICT);
+    long after = counter(sb);
+    CHECK_MSG(after >= before, "the counter went back: %ld -> %ld", before, after);
+    /* the same on a loop */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbx_async *as = NULL;
+    CHECK_EQ(sbx_async_new(c, &loop, &as, &err), SBX_OK);
+    box b = {0};
+    CHECK_EQ(sbx_async_pause(as, sb, on_data, &b), SBX_OK);
+    run_loop(&loop, &b);
+    CHECK_MSG(b.ok, "async pause: %s", b.err.message);
+    CHECK_STREQ(state_of(b.data, out, sizeof(out)), "paused");
+    b = (box){0};
+    CHECK_EQ(sbx_async_resume(as, sb, on_data, &b), SBX_OK);
+    run_loop(&loop, &b);
+    CHECK_MSG(b.ok, "async resume: %s", b.err.message);
+    CHECK_STREQ(state_of(b.data, out, sizeof(out)), "running");
+    CHECK(counter(sb) >= after);
+    /* not pausable: refused, naming why */
+    CHECK_EQ(sbx_sandbox_create(c, &co, &plain, &err), SBX_OK);
+    CHECK_EQ(sbx_sandbox_pause(plain, NULL, &err), SBX_E_CONFLICT);
+    CHECK(strstr(err.message, "pausable") != NULL);
+    sbx_async_free(as);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    CHECK_EQ(sbx_sandbox_terminate(sb, &err), SBX_OK);
+    CHECK_EQ(sbx_sandbox_terminate(plain, &err), SBX_OK);
+    sbx_sandbox_free(sb);
+    sbx_sandbox_free(plain);
     sbx_client_free(c);
 }

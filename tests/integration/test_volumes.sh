@@ -199,11 +199,11 @@ test_bad_input() { # every bad volume body or create field: a 4xx naming the fie
   req POST /v1/sandboxes -d '{"volumes":[{"name":"v","path":"/var/tmp/x"}]}'
   expect 400 '.message | contains("volume at /var/tmp/x") and contains("not a directory")'
   req GET /v1/volumes/v; expect 200 '.in_use_by == []'
-  # on_idle: "end" is the default; "pause" needs pause to disk, refused like a pause
+  # on_idle: "end" is the default; "pause" (pause to disk: test_pause.sh) cannot carry a volume
   create '{"on_idle":"end","volumes":[]}'; req DELETE "/v1/sandboxes/$ID"; expect 204
   req POST /v1/sandboxes -d '{"on_idle":"sleep"}'; expect 400 '.message | startswith("on_idle")'
-  req POST /v1/sandboxes -d '{"on_idle":"pause"}'
-  expect 501 '.code == "unsupported" and (.message | startswith("on_idle: \"pause\" is not available")) and (.message | contains("pause:"))'
+  req POST /v1/sandboxes -d '{"on_idle":"pause","volumes":[{"name":"v","path":"/cache"}]}'
+  expect 400 '.message | startswith("on_idle: a pausable sandbox cannot have \"volumes\"")'
   req GET /v1/sandboxes; expect 200 'map(select(.state != "ended")) | length == 0'
   req DELETE /v1/volumes/v; expect 204
   no_leaks v
@@ -258,7 +258,7 @@ test_clients() { # sbx volume ... and --volume; the Python SDK's Volume and volu
   env $(asan_env) SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" PYTHONPATH="$SBX_SRC_DIR/python" \
     PYTHONDONTWRITEBYTECODE=1 python3 - <<'PY' || fail "the Python SDK's volumes"
 import sandboxd
-from sandboxd import Conflict, InvalidArgument, NotFound, Sandbox, SandboxdError, Volume
+from sandboxd import Conflict, InvalidArgument, NotFound, Sandbox, Volume
 v = Volume.create("py-v", size="16Mi")
 assert v.info()["size"] == 16 << 20, v.info()
 with Sandbox.create(volumes=[v.mount("/data")]) as sb:
@@ -286,11 +286,11 @@ for bad in ({"/d": 3}, "py-v"):
         raise SystemExit(f"volumes={bad!r} accepted")
     except InvalidArgument:
         pass
-try:
-    Sandbox.create(on_idle="pause")
-    raise SystemExit("on_idle=pause accepted")
-except SandboxdError as e:
-    assert e.code == "unsupported" and "on_idle" in str(e), e
+try:  # a pausable sandbox (on_idle "pause") cannot carry a volume
+    Sandbox.create(on_idle="pause", volumes={"/d": v.mount(read_only=True)})
+    raise SystemExit("on_idle=pause with a volume accepted")
+except InvalidArgument as e:
+    assert "on_idle" in str(e) and "volumes" in str(e), e
 v.delete()
 try:
     Volume.get("py-v")

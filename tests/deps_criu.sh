@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# CRIU for pause to disk (docs/API.md "Pause and resume"), run by tests/deps.sh. Debian 12's
+# criu (3.17) cannot start on newer kernels (its vDSO parser: "Unexpected rt vDSO area bounds"
+# on 6.18), so this builds CRIU 4.1.1, the version Debian 13 ships, from Debian's own source
+# package (the upstream tarball in Debian's pool, its SHA-256 checked) with Debian 12's build
+# dependencies, and installs the one binary it needs as /usr/local/sbin/criu (before /usr/sbin
+# on every PATH the daemon uses). Idempotent: nothing happens when that binary is 4.1.1 already.
+# The Debian mirror is apt's own (the first URI of its debian sources).
+set -euo pipefail
+
+VERSION=4.1.1
+SHA256=f80a66cb3726bb2116266d4759ce3bcbfab7abdb6b6d430bf20dd41911717afe
+DEST=/usr/local/sbin/criu
+BUILD_DEPS=(libprotobuf-c-dev protobuf-c-compiler protobuf-compiler python3-protobuf libnl-3-dev
+  libnet1-dev libcap-dev libbsd-dev libgnutls28-dev libnftables-dev uuid-dev pkg-config
+  build-essential curl ca-certificates xz-utils)
+
+if [ -x "$DEST" ] && "$DEST" --version 2>/dev/null | grep -q "^Version: $VERSION\$"; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "deps: CRIU $VERSION is missing; run 'sudo make deps'" >&2
+  exit 1
+fi
+
+mirror() {
+  local uri
+  uri=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' \
+    /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 |
+    sed -E 's/^(URIs:|deb) +//; s/ *$//; s#/$##') || true
+  echo "${uri:-http://deb.debian.org/debian}"
+}
+
+missing=()
+for p in "${BUILD_DEPS[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing CRIU's build dependencies: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    >/dev/null
+fi
+
+work=$(mktemp -d /tmp/criu-build.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+url="$(mirror)/pool/main/c/criu/criu_$VERSION.orig.tar.xz"
+echo "deps: building CRIU $VERSION from $url"
+curl -fsSL --retry 3 -o "$work/criu.tar.xz" "$url"
+echo "$SHA256  $work/criu.tar.xz" | sha256sum -c --quiet
+tar -C "$work" -xJf "$work/criu.tar.xz"
+make -C "$work/criu-$VERSION" -j"$(nproc)" criu >"$work/build.log" 2>&1 ||
+  { tail -40 "$work/build.log" >&2; exit 1; }
+install -m 0755 "$work/criu-$VERSION/criu/criu" "$DEST"
+"$DEST" --version | head -1
