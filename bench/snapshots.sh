@@ -32,6 +32,7 @@ ok() { # CODE: the last answer's status
   [ "$(cut -d' ' -f1 "$T/w")" == "$1" ] || { echo "bench: HTTP $(cat "$T/w"): $(cat "$T/out")" >&2; exit 1; }
 }
 ms() { awk '{printf "%.3f\n", $2 * 1000}' "$T/w"; }
+stats() { "$LAT" stats "$1" <"$T/$2" | tee -a "$RES" >&2; } # NAME FILE: a lat JSON line
 
 start_daemon
 MKIMAGE_EXTRA_BINS="head seq" python3 tests/integration/mkimage.py oci "$T/base.tar"
@@ -57,10 +58,10 @@ for i in $(seq "$N"); do
   sleep 0.3 # the shim's teardown, before the image it used goes
   api DELETE "/v1/images/snap:$i" >/dev/null
 done
-"$LAT" stats snap.commit_100mb <"$T/commit" | tee -a "$RES" >&2
-"$LAT" stats snap.commit_100mb.freeze <"$T/freeze" | tee -a "$RES" >&2
-"$LAT" stats snap.cold_create_image <"$T/cold" | tee -a "$RES" >&2
-"$LAT" stats snap.cold_create_commit <"$T/coldc" | tee -a "$RES" >&2
+stats snap.commit_100mb commit
+stats snap.commit_100mb.freeze freeze
+stats snap.cold_create_image cold
+stats snap.cold_create_commit coldc
 
 log "volume mount cost: create -> exec -> delete with and without a read-only volume"
 api POST /v1/volumes '{"name":"bench","size":"64Mi"}' >/dev/null; ok 201
@@ -89,10 +90,10 @@ if [ "$(cut -d' ' -f1 "$T/w")" == 200 ]; then
     ms >>"$T/resume"
     api DELETE "/v1/sandboxes/$p" >/dev/null
   done
-  "$LAT" stats snap.pause_256mb <"$T/pause" | tee -a "$RES" >&2
-  "$LAT" stats snap.pause_256mb.dump <"$T/dump" | tee -a "$RES" >&2
-  "$LAT" stats snap.resume_256mb <"$T/resume" | tee -a "$RES" >&2
-  "$LAT" stats snap.cold_create_pausable <"$T/coldp" | tee -a "$RES" >&2
+  stats snap.pause_256mb pause
+  stats snap.pause_256mb.dump dump
+  stats snap.resume_256mb resume
+  stats snap.cold_create_pausable coldp
 else
   note "pause on this node: HTTP $(cut -d' ' -f1 "$T/w") $(jq -r .code "$T/out"): $(jq -r .message "$T/out")"
 fi

@@ -400,8 +400,10 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
 
 /* ---- restore ---- */
 
-/* CRIU reads the images partly as the restored tree (the sandbox's root: host uid_base): the
- * images directory and its files become that user's (mode kept: the host's others see none). */
+/* CRIU reads the images partly as the restored tree: the sandbox's root (host uid_base), or
+ * before its id maps are written an unmapped user (timens-N.img, say). The images directory and
+ * its files become uid_base's and readable by all (0755, 0644): the checkpoint's own directory
+ * (0700, root's) keeps the host's other users out, CRIU opens the images through a descriptor. */
 static int images_to(const char *images, uid_t uid, error_rec *err) {
     _cleanup_close_ int fd = -1;
     int r = open_dir(images, &fd, err);
@@ -414,9 +416,10 @@ static int images_to(const char *images, uid_t uid, error_rec *err) {
         return error_set_errno(err, -ENOMEM, "read %s", images);
     }
     struct dirent *de;
-    r = fchown(fd, uid, uid) < 0 ? negative_errno() : 0;
+    r = fchown(fd, uid, uid) < 0 || fchmod(fd, 0755) < 0 ? negative_errno() : 0;
     while (r == 0 && (de = readdir(d)))
-        if (de->d_type == DT_REG && fchownat(fd, de->d_name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0)
+        if (de->d_type == DT_REG && (fchownat(fd, de->d_name, uid, uid, AT_SYMLINK_NOFOLLOW) < 0 ||
+                                     fchmodat(fd, de->d_name, 0644, 0) < 0))
             r = negative_errno();
     closedir(d);
     return r < 0 ? error_set_errno(err, r, "chown %s", images) : 0;

@@ -25,9 +25,9 @@ fi
 
 mirror() {
   local uri
-  uri=$(grep -hoE '^(URIs:|deb) +https?://[^ ]+/debian/?( |$)' \
+  uri=$(grep -hoE '^(URIs:|deb)( +\[[^]]*\])? +https?://[^ ]+/debian/?( |$)' \
     /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -1 |
-    sed -E 's/^(URIs:|deb) +//; s/ *$//; s#/$##') || true
+    sed -E 's/^.* (https?:)/\1/; s/ *$//; s#/$##') || true
   echo "${uri:-http://deb.debian.org/debian}"
 }
 

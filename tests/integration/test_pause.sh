@@ -47,6 +47,13 @@ resume() { # ID: POST resume; CRIU's errors when it failed
   [ "$CODE" == 200 ] || grep -h Error "$D/run/criu-restore-$1.log" 2>/dev/null | grep -v tables >&2
 }
 
+paused_sandbox() { # a daemon, and a stateful sandbox paused -> ID, COUNT, PIDS
+  need_criu
+  start_daemon
+  stateful_sandbox
+  req POST "/v1/sandboxes/$ID/pause"; expect 200
+}
+
 cgroup_gone() { # ID: no cgroup directory of the sandbox under the daemon's parent
   [ -z "$(find /sys/fs/cgroup -maxdepth 4 -type d -path "*/$CG/$1" 2>/dev/null)" ] ||
     fail "the paused sandbox's cgroup is still there"
@@ -141,10 +148,7 @@ test_pause_on_idle() {
 
 TEST_TIMEOUT_pause_daemon_restart=120
 test_pause_daemon_restart() {
-  need_criu
-  start_daemon
-  stateful_sandbox; local id=$ID before=$COUNT pids=$PIDS
-  req POST "/v1/sandboxes/$id/pause"; expect 200
+  paused_sandbox; local id=$ID before=$COUNT pids=$PIDS
   kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
   start_daemon
   req GET "/v1/sandboxes/$id"; expect 200 '.state == "paused" and .pause.checkpoint.bytes > 0'
@@ -212,10 +216,7 @@ test_pause_disk_full() {
 # its checkpoint; the right binary resumes it.
 TEST_TIMEOUT_pause_restore_fails=120
 test_pause_restore_fails() {
-  need_criu
-  start_daemon
-  stateful_sandbox; local id=$ID before=$COUNT pids=$PIDS
-  req POST "/v1/sandboxes/$id/pause"; expect 200
+  paused_sandbox; local id=$ID before=$COUNT pids=$PIDS
   local other=$DAEMON_ROOT/other-shim
   mkdir -p "$other"
   cp "$SBX_BUILD_DIR/sbx-shim" "$other/sbx-shim"
