@@ -14,7 +14,6 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -480,10 +479,8 @@ static int accept_shim(int lfd, int sfd) {
  * cannot carry; the shim reaches init again through a socket of the sandbox's own. Returns the
  * new channel (as SHIM_INIT_IPC_FD) or exits. */
 static int pause_wait(int ipc, int sfd) {
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    memcpy(a.sun_path + 1, SHIM_IPC_PAUSE_ADDR, sizeof(SHIM_IPC_PAUSE_ADDR) - 1);
-    socklen_t al =
-        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(SHIM_IPC_PAUSE_ADDR));
+    struct sockaddr_un a;
+    socklen_t al = shim_ipc_pause_addr(&a);
     int lfd = n_reapers ? -EBUSY : socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (lfd == -1)
         lfd = -errno;
@@ -493,8 +490,8 @@ static int pause_wait(int ipc, int sfd) {
         lfd = -e;
     }
     /* Dumpable while paused: CRIU, as the sandbox's root, reads init through /proc; a restored
-     * init's memory is the host's user namespace's (CRIU made it), so that alone does not
-     * suffice (init.h step_reexec) after the first resume. */
+     * init's memory is the host's user namespace's (CRIU made it), so init.c's step_reexec
+     * alone does not suffice after the first resume. */
     if (lfd >= 0 && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0) {
         int e = errno;
         close(lfd);

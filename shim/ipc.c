@@ -4,6 +4,9 @@
 #include "common/fdpass.h"
 #include "common/macro.h"
 
+#include <stddef.h>
+#include <string.h>
+
 int shim_ipc_send(int fd, uint32_t type, uint64_t id, int32_t a, int32_t b, const void *data,
                   size_t len, const int *fds, size_t n_fds) {
     if (len > SHIM_IPC_MAX - sizeof(shim_ipc_msg) || n_fds > 3)
@@ -26,4 +29,10 @@ int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds) {
     }
     *n_fds = got;
     return 0;
+}
+
+socklen_t shim_ipc_pause_addr(struct sockaddr_un *a) {
+    *a = (struct sockaddr_un){.sun_family = AF_UNIX};
+    memcpy(a->sun_path + 1, SHIM_IPC_PAUSE_ADDR, sizeof(SHIM_IPC_PAUSE_ADDR) - 1);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(SHIM_IPC_PAUSE_ADDR));
 }

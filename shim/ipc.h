@@ -5,7 +5,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 
 #define SHIM_IPC_MAX (160 * 1024)
 
@@ -34,6 +36,8 @@ enum shim_ipc_type {
 /* The abstract Unix address (in the sandbox's network namespace) a pausing init listens on;
  * it takes only a peer outside the sandbox's pid namespace (SO_PEERCRED pid 0). */
 #define SHIM_IPC_PAUSE_ADDR "sbx-init-pause"
+/* That address into *a; returns its length (for bind and connect). */
+socklen_t shim_ipc_pause_addr(struct sockaddr_un *a);
 
 /* Or'ed into an exec type (EXEC, EXEC_GRADER, EXEC_HELPER): the command gets a terminal; data
  * starts with rows(2) cols(2), then as the type says; the reaper's STARTED carries the

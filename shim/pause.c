@@ -132,8 +132,8 @@ static int load_externals(const char *ckpt, externals *x, error_rec *err) {
 
 /* Where a restore finds external e: the writable layer's /workspace and /tmp, a /proc mask, the
  * sbx-init binary, or (the host image's binds) the host's own path. */
-static void external_source(const mount_line *e, const char *staging, const char *exe, char *buf,
-                            size_t len) {
+static void external_source(const mount_line *e, const char *exe, char *buf, size_t len) {
+    const char *staging = SHIM_PAUSABLE_STAGING;
     if (strcmp(e->mnt, "/workspace") == 0 || strcmp(e->mnt, "/tmp") == 0)
         snprintf(buf, len, "%s/data%s", staging, e->mnt);
     else if (strncmp(e->mnt, "/proc/", 6) == 0)
@@ -256,10 +256,8 @@ static int reach_init(pid_t init, int *ret_fd, error_rec *err) {
     int r = shim_socket_in_netns(init, AF_UNIX, SOCK_SEQPACKET, &fd, err);
     if (r < 0)
         return r;
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    memcpy(a.sun_path + 1, SHIM_IPC_PAUSE_ADDR, sizeof(SHIM_IPC_PAUSE_ADDR) - 1);
-    socklen_t al =
-        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(SHIM_IPC_PAUSE_ADDR));
+    struct sockaddr_un a;
+    socklen_t al = shim_ipc_pause_addr(&a);
     if (connect(fd, (struct sockaddr *)&a, al) < 0)
         return error_set_errno(err, negative_errno(), "connect to the sandbox's init");
     struct ucred cr;
@@ -425,39 +423,30 @@ static int images_to(const char *images, uid_t uid, error_rec *err) {
     return r < 0 ? error_set_errno(err, r, "chown %s", images) : 0;
 }
 
-/* CRIU's process mounts the restored sandbox's writable layer (mode 0711) in a mount namespace
- * of its own where the sandbox's init built it: CRIU opens what it binds into the sandbox as the
- * sandbox's root user, so every directory on the way must let others through; the run
- * directory does not (0700). */
-#define RESTORE_STAGING SHIM_PAUSABLE_STAGING
-
-typedef struct restore_ctx {
-    shim_sandbox *sb;
-    const char *staging;
-} restore_ctx;
-
-/* In CRIU's process, before its exec: a mount namespace of its own holding the new writable
- * layer on RESTORE_STAGING, the sandbox's files put back on it, and the masks; CRIU binds them
- * into the sandbox. Exits on failure (status 125; nothing of it is left: its namespace dies with
- * it). */
+/* In CRIU's process, before its exec (ud: the spec): a mount namespace of its own holding the
+ * new writable layer on SHIM_PAUSABLE_STAGING, where the sandbox's init built it, the sandbox's
+ * files put back on it, and the masks; CRIU binds them into the sandbox. CRIU opens what it
+ * binds as the sandbox's root user, so every directory on the way lets others through (0711;
+ * the run directory does not). Exits on failure (status 125; nothing of it is left: its
+ * namespace dies with it). */
 static void restore_prepare(void *ud) {
-    restore_ctx *c = ud;
-    const shim_spec *s = c->sb->spec;
+    const shim_spec *s = ud;
+    const char *staging = SHIM_PAUSABLE_STAGING;
     error_rec e = {0};
     char p[PATH_MAX], src[PATH_MAX], mask[PATH_MAX];
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-        shim_rootfs_mount_disk(s, c->staging, &e) < 0 || chmod(c->staging, 0711) < 0)
+        shim_rootfs_mount_disk(s, staging, &e) < 0 || chmod(staging, 0711) < 0)
         _exit(125);
-    snprintf(p, sizeof(p), "%s/data", c->staging);
+    snprintf(p, sizeof(p), "%s/data", staging);
     if (mkdir(p, 0711) < 0)
         _exit(125);
     for (size_t i = 0; i < ARRAY_SIZE(saved); i++) {
-        snprintf(p, sizeof(p), "%s/%s%s", c->staging, i ? "data/" : "", saved[i]);
+        snprintf(p, sizeof(p), "%s/%s%s", staging, i ? "data/" : "", saved[i]);
         snprintf(src, sizeof(src), "%s/files/%s", s->restore, saved[i]);
         if (mkdir(p, 0700) < 0 || copy_into(src, p, s->uid_base, &e) < 0)
             _exit(125);
     }
-    if (shim_rootfs_make_mask(c->staging, mask, sizeof(mask), &e) < 0)
+    if (shim_rootfs_make_mask(staging, mask, sizeof(mask), &e) < 0)
         _exit(125);
 }
 
@@ -465,10 +454,10 @@ int shim_restore(shim_sandbox *sb, error_rec *err) {
     static externals x;
     static char keys[MAX_EXTERNAL][3 * PATH_MAX];
     const char *ckpt = sb->spec->restore;
-    char images[PATH_MAX], staging[PATH_MAX], root[PATH_MAX + 8], pidfile[PATH_MAX + 16],
-        log[PATH_MAX + 16], exe[PATH_MAX], src[2 * PATH_MAX];
+    const char *staging = SHIM_PAUSABLE_STAGING;
+    char images[PATH_MAX], root[PATH_MAX + 8], pidfile[PATH_MAX + 16], log[PATH_MAX + 16],
+        exe[PATH_MAX], src[2 * PATH_MAX];
     snprintf(images, sizeof(images), "%s/images", ckpt);
-    snprintf(staging, sizeof(staging), "%s", RESTORE_STAGING);
     snprintf(root, sizeof(root), "%s/root", staging);
     snprintf(pidfile, sizeof(pidfile), "%s/restore.pid", sb->dir);
     snprintf(log, sizeof(log), "%s/restore.log", images);
@@ -499,14 +488,13 @@ int shim_restore(shim_sandbox *sb, error_rec *err) {
     for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
         argv[n++] = (char *)fixed[i];
     for (size_t i = 0; i < x.n; i++) {
-        external_source(&x.m[i], staging, exe, src, sizeof(src));
+        external_source(&x.m[i], exe, src, sizeof(src));
         snprintf(keys[i], sizeof(keys[i]), "mnt[m%zu]:%s", i, src);
         argv[n++] = "--external";
         argv[n++] = keys[i];
     }
     argv[n] = NULL;
-    restore_ctx c = {.sb = sb, .staging = staging};
-    if ((r = run_criu(argv, log, sb->cg, restore_prepare, &c, err)) < 0)
+    if ((r = run_criu(argv, log, sb->cg, restore_prepare, (void *)sb->spec, err)) < 0)
         return r;
     _cleanup_free_ char *pid = NULL;
     if ((r = file_read_all(pidfile, 64, &pid, NULL)) < 0 || atoi(pid) <= 0)

@@ -176,7 +176,7 @@ static int du_cb(const char *path, const struct stat *st, int type, struct FTW *
 }
 
 /* Whether sb's checkpoint is whole (the shim wrote SHIMPROTO_CHECKPOINT_DONE last); its times
- * and size are read into sb. */
+ * are read into sb. */
 static bool checkpoint_whole(sd_sandbox *sb) {
     char dir[PATH_MAX], done[PATH_MAX + 32];
     sd_checkpoint_dir(sb, dir, sizeof(dir));
@@ -187,10 +187,16 @@ static bool checkpoint_whole(sd_sandbox *sb) {
     sb->ckpt_dump_ms = json_number_value(json_object_get(j, "dump_ms"));
     sb->ckpt_files_ms = json_number_value(json_object_get(j, "files_ms"));
     json_decref(j);
+    return true;
+}
+
+/* What sb's checkpoint takes on disk (a walk of it: once per pause, and after a restart). */
+static void measure(sd_sandbox *sb) {
+    char dir[PATH_MAX];
+    sd_checkpoint_dir(sb, dir, sizeof(dir));
     du_total = 0;
     nftw(dir, du_cb, 16, FTW_PHYS | FTW_MOUNT);
     sb->ckpt_bytes = du_total;
-    return true;
 }
 
 /* CRIU's log of a failed dump or restore, kept in the run directory as criu-<what>-<id>.log
@@ -208,6 +214,7 @@ static void keep_log(sd_sandbox *sb, const char *what, const error_rec *err) {
 }
 
 static void become_paused(sd_sandbox *sb) {
+    measure(sb);
     sd_sandbox_set_paused(sb);
     sb->pausing = false;
     sb->paused_ms = now_real_ms();
@@ -328,7 +335,10 @@ int sd_checkpoint_resume(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, e
 }
 
 int sd_checkpoint_restored(sd_sandbox *sb) {
-    return checkpoint_whole(sb) ? 0 : -ENOENT;
+    if (!checkpoint_whole(sb))
+        return -ENOENT;
+    measure(sb);
+    return 0;
 }
 
 void sd_checkpoint_sweep(sd_daemon *d) {

@@ -433,8 +433,9 @@ static void on_shim_event(void *ud, json_t *ev) {
     }
 }
 
-/* A start that will not finish: stop reading the start-up line, tell the create. */
-static void end_starting(sd_sandbox *sb) {
+/* A start that will not finish: its start slot back, no more reading of its start-up line;
+ * end_starting also tells the create. */
+static void stop_start(sd_sandbox *sb) {
     if (!sb->queued)
         sb->d->n_starting--;
     sb->queued = false;
@@ -442,6 +443,10 @@ static void end_starting(sd_sandbox *sb) {
         uv_close((uv_handle_t *)sb->start_pipe, pipe_closed);
         sb->start_pipe = NULL;
     }
+}
+
+static void end_starting(sd_sandbox *sb) {
+    stop_start(sb);
     error_rec err = {0};
     bool infra = sb->end_reason == END_INFRASTRUCTURE_FAILURE;
     error_set(&err, infra ? -EIO : -EBUSY, "%s", sb->end_message);
@@ -465,17 +470,11 @@ static void stop_shim(sd_sandbox *sb) {
  * checkpoint (core/checkpoint.c). */
 static void resume_failed(sd_sandbox *sb, int code, const char *msg) {
     sd_daemon *d = sb->d;
-    if (!sb->queued)
-        d->n_starting--;
-    sb->queued = false;
-    if (sb->start_pipe) {
-        uv_close((uv_handle_t *)sb->start_pipe, pipe_closed);
-        sb->start_pipe = NULL;
-    }
+    stop_start(sb);
     sd_shim_close(TAKE_PTR(sb->shim));
     run_cleanup(sb, true);
-    error_rec err = {0};
     sb->state = SD_PAUSED;
+    error_rec err = {0};
     error_set(&err, code, "resume: %s", msg);
     TELL(d, create_finished, sb, &err); /* core/checkpoint.c: paused again */
     start_queued(d);
