@@ -107,7 +107,8 @@ $(GV_STATX): shim/gvinit/statx_preload.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 $(WARN) -O2 -shared -fPIC -nostdlib -o $@ $<
 
-$(DAEMON): $(DAEMON_OBJ) $(LIBPOLICY) $(LIBCOMMON)
+# The daemon calls other nodes of its fleet through libsbx (fleet/move.c), like any client.
+$(DAEMON): $(DAEMON_OBJ) $(LIBSBX_A) $(LIBPOLICY) $(LIBCOMMON)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 # libsbx carries the common objects it uses inside it, so it installs as one library.

@@ -17,6 +17,7 @@ static const char *const names[END_REASON_MAX] = {
     [END_TERMINATED] = "terminated",
     [END_INFRASTRUCTURE_FAILURE] = "infrastructure_failure",
     [END_PIDS_LIMIT] = "pids_limit",
+    [END_MOVED] = "moved",
 };
 
 const char *end_reason_name(end_reason r) {

@@ -15,6 +15,7 @@ typedef enum end_reason {
     END_TERMINATED,
     END_INFRASTRUCTURE_FAILURE,
     END_PIDS_LIMIT, /* gvisor: gVisor's threads met the host's pids limit (shim/gvisor.h) */
+    END_MOVED,      /* paused here, resumed on another node of the fleet (api/move.c) */
     END_REASON_MAX
 } end_reason;
 

@@ -63,6 +63,7 @@ static const opt_row rows[] = {
     {"advertise-url", "advertise_url", K_STR, F(advertise_url)},
     {"fleet-ttl", "fleet_ttl", K_UINT, F(fleet_ttl)},
     {"fleet-token", "fleet_token", K_STR, F(fleet_token)},
+    {"fleet-ca", "fleet_ca", K_STR, F(fleet_ca)},
     {"fleet-read", "fleet_read", K_STR, F(fleet_read)},
     {"tls-cert", "tls_cert", K_STR, F(tls_cert)},
     {"tls-key", "tls_key", K_STR, F(tls_key)},
@@ -86,7 +87,7 @@ static const char usage[] =
     "                [--tls-cert FILE --tls-key FILE] [--gpu-root DIR] [--runsc PATH|none]\n"
     "                [--fleet-etcd URL[,URL...] --advertise-url URL [--node-name NAME]\n"
     "                 [--fleet-prefix P] [--fleet-ttl SECONDS] [--fleet-token TOKEN]\n"
-    "                 [--fleet-read watch|poll]]\n";
+    "                 [--fleet-read watch|poll] [--fleet-ca FILE]]\n";
 
 static void set_str(char **dst, const char *v) {
     free(*dst);
@@ -417,6 +418,7 @@ void sd_config_done(sd_config *c) {
     free(c->node_name);
     free(c->advertise_url);
     free(c->fleet_token);
+    free(c->fleet_ca);
     free(c->fleet_read);
     free(c->tls_cert);
     free(c->tls_key);

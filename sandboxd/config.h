@@ -30,9 +30,10 @@ typedef struct sd_config {
     json_t *image_import; /* images: config "image_import" {max_archive, max_unpacked} or NULL */
     /* fleet (docs/FLEET.md): fleet_etcd NULL is no fleet */
     char *fleet_etcd, *fleet_prefix, *node_name, *advertise_url, *fleet_token;
-    unsigned fleet_ttl;       /* seconds (default 5) */
-    char *fleet_read;         /* "watch" (default) or "poll": how the node reads the fleet */
-    json_t *node_labels;      /* the config file's "node_labels" {"k": "v"} (published), or NULL */
+    char *fleet_ca;      /* CA file for other nodes' https:// URLs (a move's calls, fleet/move.c) */
+    unsigned fleet_ttl;  /* seconds (default 5) */
+    char *fleet_read;    /* "watch" (default) or "poll": how the node reads the fleet */
+    json_t *node_labels; /* the config file's "node_labels" {"k": "v"} (published), or NULL */
     char *tls_cert, *tls_key; /* PEM files: the --tcp listener serves HTTPS */
     /* GPUs (core/gpu.c): the config file's "gpus" inventory and "gpu_control" nodes (NULL:
      * discover /dev/nvidia* under gpu_root, default the host's /) */

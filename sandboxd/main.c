@@ -201,6 +201,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     log_setup("sandboxd", d.cfg.log_level);
+    if (d.cfg.fleet_ca) /* before any thread: libsbx reads it for a move's calls (fleet/move.c) */
+        setenv("SBX_CA", d.cfg.fleet_ca, 1);
+    /* libuv's worker threads: a move's calls hold one each for its length (fleet/move.c, at
+     * most SD_MOVES_MAX each way), next to image, volume and packing work */
+    setenv("UV_THREADPOOL_SIZE", "16", 0);
     d.loop = uv_default_loop();
     if (setup(&d, &err) < 0) {
         log_error("cannot start: %s", err.message);

@@ -1,5 +1,6 @@
-/* `sbx pause ID` and `sbx resume ID`: a pausable sandbox (`sbx create --pausable`) saved to the
- * node's disk with its processes, and brought back (docs/API.md "Pause and resume"). */
+/* `sbx pause ID` and `sbx resume [--node NAME] ID`: a pausable sandbox (`sbx create --pausable`)
+ * saved to the node's disk with its processes, and brought back there or on another node of the
+ * fleet (docs/API.md "Pause and resume"). */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -16,9 +17,11 @@ static void help(const char *cmd) {
                "disk: its processes, their memory, its files. It then costs disk only, until\n"
                "`sbx resume ID`. Prints the checkpoint's size and how long the dump took.\n");
     else
-        printf("usage: sbx resume ID\n\n"
-               "Bring paused sandbox ID back, with the same id, processes and files. A resume\n"
-               "that fails leaves it paused. Prints how long the resume took.\n");
+        printf("usage: sbx resume [--node NAME] ID\n\n"
+               "Bring paused sandbox ID back, with the same id, processes and files: on its\n"
+               "node, or with --node on another node of the fleet (its checkpoint moves there).\n"
+               "A resume that fails leaves it paused where it was. Prints how long the resume\n"
+               "took (and the node, in a fleet).\n");
 }
 
 static void print_moved(const char *cmd, json_t *j) {
@@ -29,12 +32,16 @@ static void print_moved(const char *cmd, json_t *j) {
                (long long)json_integer_value(json_object_get(ck, "bytes")),
                json_number_value(json_object_get(ck, "dump_ms")));
     else
-        printf("%s running resume_ms=%.1f\n", json_string_value(json_object_get(j, "id")),
-               json_number_value(json_object_get(p, "last_resume_ms")));
+        printf("%s running resume_ms=%.1f%s%s\n", json_string_value(json_object_get(j, "id")),
+               json_number_value(json_object_get(p, "last_resume_ms")),
+               json_object_get(j, "node") ? " node=" : "",
+               json_string_value(json_object_get(j, "node")) ?: "");
 }
 
 static int move(const char *cmd, int argc, char **argv) {
-    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0}};
+    static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {"node", 1, 0, 'n'}, {0}};
+    bool pause = strcmp(cmd, "pause") == 0;
+    const char *node = NULL;
     int opt;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
@@ -42,7 +49,9 @@ static int move(const char *cmd, int argc, char **argv) {
             help(cmd);
             return 0;
         }
-        if (!cli_common_opt(opt, optarg))
+        if (opt == 'n' && !pause)
+            node = optarg;
+        else if (!cli_common_opt(opt, optarg))
             return cli_usage_error(cmd, "unknown option");
     }
     if (argc - optind != 1)
@@ -51,12 +60,11 @@ static int move(const char *cmd, int argc, char **argv) {
     sbx_sandbox *sb = NULL;
     sbx_err err = {0};
     char *js = NULL;
-    bool pause = strcmp(cmd, "pause") == 0;
     int rc = cli_client(&c);
     if (rc == 0 && sbx_sandbox_open(c, argv[optind], &sb, &err) != SBX_OK)
         rc = cli_sbx_error(&err);
-    if (rc == 0 &&
-        (pause ? sbx_sandbox_pause(sb, &js, &err) : sbx_sandbox_resume(sb, &js, &err)) != SBX_OK)
+    if (rc == 0 && (pause ? sbx_sandbox_pause(sb, &js, &err)
+                          : sbx_sandbox_resume_on(sb, node, &js, &err)) != SBX_OK)
         rc = cli_sbx_error(&err);
     if (rc == 0 && cli_opts.json) {
         rc = cli_print_json_text(js);

@@ -198,6 +198,20 @@ sbx_code sbx_sandbox_commit(sbx_sandbox *sb, const char *name, unsigned flags, c
  * stays as it was: running, or paused with its checkpoint). */
 sbx_code sbx_sandbox_pause(sbx_sandbox *sb, char **ret_json, sbx_err *err);
 sbx_code sbx_sandbox_resume(sbx_sandbox *sb, char **ret_json, sbx_err *err);
+/* Resume on node (a node of the fleet; NULL: as sbx_sandbox_resume): the paused sandbox's
+ * checkpoint moves there through the nodes' API and it runs there with the same id (requests
+ * for it sent to its first node are redirected). The sandbox stays paused where it was when the
+ * move fails (the answer says why: SBX_E_NOT_FOUND no such node, SBX_E_UNAVAILABLE that node is
+ * full or not in the fleet, SBX_E_CONFLICT its uid slot is in use there...). */
+sbx_code sbx_sandbox_resume_on(sbx_sandbox *sb, const char *node, char **ret_json, sbx_err *err);
+/* What nodes of a fleet ask each other during a move (sandboxd's fleet/move.c; not for
+ * trainers): POST /v1/checkpoints on the client's first endpoint, which pulls paused sandbox
+ * id's checkpoint from node from (its URL from the fleet's own list) with the move's one-time
+ * key and resumes it; ret_json: the running sandbox. And the pull itself: GET
+ * .../checkpoint?key= of a sandbox its node is moving, the tar written to fd. */
+sbx_code sbx_checkpoint_pull(sbx_client *client, const char *id, const char *from,
+                             const char *key, char **ret_json, sbx_err *err);
+sbx_code sbx_sandbox_checkpoint_download(sbx_sandbox *sb, const char *key, int fd, sbx_err *err);
 /* Frees each handle (without terminating) and the array; accepts NULL. */
 void sbx_sandbox_array_free(sbx_sandbox **array, size_t count);
 /* POST .../timeout: the sandbox now lives until timeout_ms from now. */
@@ -406,6 +420,9 @@ sbx_code sbx_async_commit(sbx_async *as, sbx_sandbox *sb, const char *name, unsi
 /* sbx_sandbox_pause / sbx_sandbox_resume on the loop: cb gets the sandbox object (JSON). */
 sbx_code sbx_async_pause(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud);
 sbx_code sbx_async_resume(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud);
+/* sbx_sandbox_resume_on on the loop. */
+sbx_code sbx_async_resume_on(sbx_async *as, sbx_sandbox *sb, const char *node, sbx_data_cb cb,
+                             void *ud);
 /* Volumes, on the client's first endpoint (as the synchronous calls): create answers the
  * volume object (JSON). */
 sbx_code sbx_async_volume_create(sbx_async *as, const char *name, uint64_t size, sbx_data_cb cb,

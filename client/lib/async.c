@@ -621,6 +621,20 @@ sbx_code sbx_async_resume(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *
                  2);
 }
 
+sbx_code sbx_async_resume_on(sbx_async *as, sbx_sandbox *sb, const char *node, sbx_data_cb cb,
+                             void *ud) {
+    ASYNC_CHECK(as, sb, cb);
+    if (!node)
+        return sbx_async_resume(as, sb, cb, ud);
+    json_t *j = json_pack("{s:s}", "node", node);
+    _cleanup_free_ char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!body)
+        return SBX_E_NOMEM;
+    return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "POST", "/resume", "application/json", NULL, body,
+                 strlen(body));
+}
+
 static sbx_code volume_op(sbx_async *as, enum op_kind kind, void (*fn)(void), void *ud,
                           const char *method, const char *path, const char *body) {
     if (!path || (!body && strcmp(method, "POST") == 0))

@@ -231,10 +231,16 @@ def lib() -> ctypes.CDLL:
             if hasattr(cdll, name):
                 getattr(cdll, name).restype = c_int
                 getattr(cdll, name).argtypes = [c_void_p, _P(c_void_p), _P(SbxErr)]
+        if hasattr(cdll, "sbx_sandbox_resume_on"):  # a resume on another node of the fleet
+            cdll.sbx_sandbox_resume_on.restype = c_int
+            cdll.sbx_sandbox_resume_on.argtypes = [c_void_p, c_char_p, _P(c_void_p), _P(SbxErr)]
         for name in ("sbx_async_pause", "sbx_async_resume"):
             if hasattr(cdll, name):
                 getattr(cdll, name).restype = c_int
                 getattr(cdll, name).argtypes = [c_void_p, c_void_p, DATA_CB, c_void_p]
+        if hasattr(cdll, "sbx_async_resume_on"):
+            cdll.sbx_async_resume_on.restype = c_int
+            cdll.sbx_async_resume_on.argtypes = [c_void_p, c_void_p, c_char_p, DATA_CB, c_void_p]
         for name, args in _VOLUME_SIGNATURES.items():  # volumes (client/lib/volumes.c)
             if hasattr(cdll, name):
                 getattr(cdll, name).restype = c_int

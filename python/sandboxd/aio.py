@@ -478,10 +478,17 @@ class AsyncSandbox:
         raw = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_pause(eng.h, h, _DATA, k))
         return json.loads(raw)
 
-    async def resume(self) -> Dict[str, Any]:
-        """Sandbox.resume on the loop: the sandbox object, running again."""
+    async def resume(self, node: Optional[str] = None) -> Dict[str, Any]:
+        """Sandbox.resume on the loop (here, or on ``node`` of the fleet): the sandbox object,
+        running again."""
+        if node is not None and (not isinstance(node, str) or not node):
+            raise InvalidArgument("node: a node's name", "invalid_argument")
         eng, h = self._on()
-        raw = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_resume(eng.h, h, _DATA, k))
+        if node is None:
+            call = lambda k: _lib.lib().sbx_async_resume(eng.h, h, _DATA, k)  # noqa: E731
+        else:
+            call = lambda k: _lib.lib().sbx_async_resume_on(eng.h, h, node.encode(), _DATA, k)  # noqa: E731
+        raw = await _start(eng, _bytes, call)
         return json.loads(raw)
 
     async def inspect(self) -> SandboxInfo:

@@ -76,6 +76,7 @@ class EndReason(str, enum.Enum):
     TERMINATED = "terminated"
     INFRASTRUCTURE_FAILURE = "infrastructure_failure"
     PIDS_LIMIT = "pids_limit"
+    MOVED = "moved"
 
     @classmethod
     def parse(cls, value: Optional[str]) -> Optional["EndReason"]:

@@ -679,17 +679,23 @@ class Sandbox:
         checkpoint's size and times). Conflict: not running, not pausable, commands running."""
         return self._move("sbx_sandbox_pause")
 
-    def resume(self) -> Dict[str, Any]:
+    def resume(self, node: Optional[str] = None) -> Dict[str, Any]:
         """Bring this paused sandbox back with the same id, processes and files (POST
-        .../resume). A resume that fails leaves it paused. Returns the sandbox object."""
-        return self._move("sbx_sandbox_resume")
+        .../resume): here, or in a fleet on ``node`` (its checkpoint moves there; requests
+        for the id reach it there). A resume that fails leaves it paused where it was.
+        Returns the sandbox object."""
+        if node is None:
+            return self._move("sbx_sandbox_resume")
+        if not isinstance(node, str) or not node:
+            raise InvalidArgument("node: a node's name", "invalid_argument")
+        return self._move("sbx_sandbox_resume_on", node.encode())
 
-    def _move(self, fn: str) -> Dict[str, Any]:
+    def _move(self, fn: str, *args: Any) -> Dict[str, Any]:
         L = _lib.lib()
         if not hasattr(L, fn):
             raise SandboxdError(f"this libsbx has no {fn}", "unsupported")
         out = ctypes.c_void_p()
-        _call(getattr(L, fn), self._handle(), ctypes.byref(out))
+        _call(getattr(L, fn), self._handle(), *args, ctypes.byref(out))
         return json.loads(_lib.take_string(out))
 
     def inspect(self) -> SandboxInfo:

@@ -54,6 +54,19 @@ void sd_api_fork(sd_daemon *d, sd_request *req, sd_sandbox *src);
 void sd_api_commit(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/commit.c */
 void sd_api_pause(sd_daemon *d, sd_request *req, sd_sandbox *sb);  /* api/pause.c */
 void sd_api_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb); /* api/pause.c */
+/* A paused sandbox moving to another node (api/move.c): a resume naming node (NULL: none; a
+ * full node picks one) that is not this node (false: resume here); GET .../checkpoint; whether
+ * a move of sb waits on the other node; an earlier move whose outcome is not known: that node
+ * is asked, then the request is sent on to it, or again(d, req, sb) runs here (true: it will). */
+typedef void (*sd_api_sandbox_fn)(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+bool sd_api_move_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *node);
+void sd_api_checkpoint_get(sd_daemon *d, sd_request *req, sd_sandbox *sb);
+bool sd_api_move_in_flight(const sd_sandbox *sb);
+bool sd_api_move_settle(sd_daemon *d, sd_request *req, sd_sandbox *sb, sd_api_sandbox_fn again);
+/* POST /v1/checkpoints: take a paused sandbox from another node (api/checkpoints.c); whether
+ * sandbox id is being taken now. */
+void sd_api_checkpoints_take(sd_daemon *d, sd_request *req);
+bool sd_api_take_in_flight(const char *id);
 /* A create with "on_idle":"pause" (api/pause.c): false where this node can pause (the create
  * goes on); else true: answered 501 unsupported saying why, or waiting for the node's probe,
  * after which `again` runs the create anew. */
@@ -64,6 +77,8 @@ void sd_api_lease_delete(sd_daemon *d, sd_request *req, const char *id);
 /* fleet: api/fleet.c (docs/FLEET.md). Each returns true when it answered the request. */
 /* An id of another node: 307 to it, 503 node_unavailable, or 404. */
 bool sd_api_fleet_route(sd_daemon *d, sd_request *req, const char *id);
+/* A sandbox that moved to node (ended "moved"): 307 to it, or 503 node_unavailable. */
+void sd_api_fleet_forward(sd_daemon *d, sd_request *req, const char *id, const char *node);
 /* A create (its body and parsed spec) this node should not place: 307 to another node (full
  * or drained here; or no ready warm pool entry here while another node has one), or 503
  * node_draining. */

@@ -51,6 +51,17 @@ bool sd_api_fleet_route(sd_daemon *d, sd_request *req, const char *id) {
     return false;
 }
 
+void sd_api_fleet_forward(sd_daemon *d, sd_request *req, const char *id, const char *node) {
+    const char *url = sd_fleet_node_url(d, node);
+    if (url) {
+        redirect(req, url, req->path, NULL, NULL);
+        return;
+    }
+    req->retry_after = SD_RETRY_AFTER_S;
+    sd_reply_error(req, 503, "node_unavailable",
+                   "%s moved to node %s, which is not in the fleet now", id, node);
+}
+
 bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const policy_create *c) {
     const char *placed = sd_req_query(req, "placed"), *key = sd_req_header(req, "Idempotency-Key");
     if (!sd_fleet_on(d) || (key && sd_registry_find_idem(d, key))) /* a replay: answered here */

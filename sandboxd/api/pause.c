@@ -1,7 +1,8 @@
 /* POST /v1/sandboxes/{id}/pause and .../resume (docs/API.md "Pause and resume"): the node's
  * CRIU is probed first (core/checkpoint.c: 501 `unsupported` where it cannot pause), then the
- * sandbox is paused to disk or resumed from its checkpoint; the answer is the sandbox. A create
- * with "on_idle":"pause" is 501 on a node that cannot pause. */
+ * sandbox is paused to disk or resumed from its checkpoint; the answer is the sandbox. A resume
+ * on another node ({"node"}) is api/move.c's. A create with "on_idle":"pause" is 501 on a node
+ * that cannot pause. */
 #include "sandboxd/api/api.h"
 
 #include "common/jsonkeys.h"
@@ -9,20 +10,23 @@
 #include "sandboxd/core/checkpoint.h"
 #include "sandboxd/core/registry.h"
 
-/* An empty body or {} only: every field is unknown (common/jsonkeys.h). */
-static bool empty_body(sd_request *req) {
-    static const char *const none[] = {NULL};
+/* The body: empty or {} for a pause; a resume may name the node it resumes on ({"node"},
+ * written to node: its own copy, "" when none). Any other field is refused (jsonkeys.h). */
+static bool read_body(sd_request *req, bool resume, char *node, size_t len) {
+    static const char *const none[] = {NULL}, *const resume_keys[] = {"node", NULL};
     json_t *body = sd_req_json(req);
     if (!body)
         return false;
     error_rec err = {0};
+    json_t *n = json_object_get(body, "node");
     bool ok = json_is_object(body);
     if (!ok)
         sd_reply_error(req, 400, "invalid_argument", "the body must be a JSON object");
-    else if (jsonkeys_check(body, none, NULL, &err) < 0) {
-        sd_reply_error_rec(req, &err);
-        ok = false;
-    }
+    else if (jsonkeys_check(body, resume ? resume_keys : none, NULL, &err) < 0)
+        sd_reply_error_rec(req, &err), ok = false;
+    else if (n && (!json_is_string(n) || !*json_string_value(n) || json_string_length(n) >= len))
+        sd_reply_error(req, 400, "invalid_argument", "node: a node's name"), ok = false;
+    snprintf(node, len, "%s", ok && n ? json_string_value(n) : "");
     json_decref(body);
     return ok;
 }
@@ -80,7 +84,12 @@ static void probed(void *ud, const error_rec *perr) {
 }
 
 static void start(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool resume) {
-    if (!empty_body(req))
+    char node[64];
+    if (!read_body(req, resume, node, sizeof(node)))
+        return;
+    /* a resume: where an earlier move left it first, then here or on another node */
+    if (resume && (sd_api_move_settle(d, req, sb, sd_api_resume) ||
+                   sd_api_move_resume(d, req, sb, node[0] ? node : NULL)))
         return;
     waiter *w = calloc(1, sizeof(*w));
     if (!w) {

@@ -47,6 +47,8 @@ static json_t *pause_json(const sd_sandbox *sb) {
                                       "paused_at", time_json(sb->paused_ms)));
     if (j && sb->resume_ms > 0)
         json_object_set_new(j, "last_resume_ms", json_real(sb->resume_ms));
+    if (j && sb->state == SD_PAUSED && sb->move_to[0]) /* api/move.c */
+        json_object_set_new(j, "moving_to", json_string(sb->move_to));
     return j;
 }
 
@@ -68,6 +70,8 @@ json_t *sd_api_sandbox_json(const sd_sandbox *sb) {
         json_object_set_new(j, "isolation", json_string(c->gvisor ? "gvisor" : "native"));
     if (j) /* volumes: [{"name","path","read_only"}], [] for none */
         json_object_set_new(j, "volumes", c->volumes ? json_deep_copy(c->volumes) : json_array());
+    if (j && sb->d->cfg.fleet_etcd && sb->d->cfg.node_name) /* in a fleet: the node that holds it */
+        json_object_set_new(j, "node", json_string(sb->d->cfg.node_name));
     if (j && c->pausable) /* core/checkpoint.c */
         json_object_set_new(j, "pause", pause_json(sb));
     return j;

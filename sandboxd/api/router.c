@@ -28,8 +28,17 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
     id[n] = 0;
     const char *sub = rest + n;
     sd_sandbox *sb = sd_registry_find(d, id);
+    if (!sb && sd_api_take_in_flight(id)) { /* coming here from another node (api/checkpoints.c) */
+        req->retry_after = SD_RETRY_AFTER_S;
+        sd_reply_error(req, 503, "moving", "sandbox %s is moving to this node", id);
+        return;
+    }
     if (!sb && sd_api_fleet_route(d, req, id)) /* fleet: another node's sandbox */
         return;
+    if (sb && sb->state == SD_ENDED && sb->end_reason == END_MOVED && sb->move_to[0]) {
+        sd_api_fleet_forward(d, req, id, sb->move_to); /* it lives on that node now */
+        return;
+    }
     if (!sb || sb->hidden) {
         sd_reply_error(req, 404, "not_found", "sandbox %s not found", id);
         return;
@@ -49,6 +58,8 @@ static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
         is(req, "POST") ? sd_api_pause(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/resume") == 0) {
         is(req, "POST") ? sd_api_resume(d, req, sb) : not_allowed(req);
+    } else if (strcmp(sub, "/checkpoint") == 0) {
+        is(req, "GET") ? sd_api_checkpoint_get(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/fork") == 0) {
         is(req, "POST") ? sd_api_fork(d, req, sb) : not_allowed(req);
     } else if (strcmp(sub, "/commit") == 0) {
@@ -139,7 +150,9 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
     else if (strncmp(p, "/v1/images/", 11) == 0)
         sd_api_images_route(d, req, p + 11);
     else if (strcmp(p, "/v1/volumes") == 0 || strncmp(p, "/v1/volumes/", 12) == 0)
-        sd_api_volumes(d, req, p + 11); /* volumes: api/volumes.c */
+        sd_api_volumes(d, req, p + 11);         /* volumes: api/volumes.c */
+    else if (strcmp(p, "/v1/checkpoints") == 0) /* a sandbox moving here: api/checkpoints.c */
+        is(req, "POST") ? sd_api_checkpoints_take(d, req) : not_allowed(req);
     else if (strcmp(p, "/v1/leases") == 0)
         is(req, "POST") ? sd_api_lease_create(d, req) : not_allowed(req);
     else if (strncmp(p, "/v1/leases/", 11) == 0)

@@ -203,6 +203,15 @@ void sd_api_get(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
 }
 
 void sd_api_delete(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
+    if (sd_api_move_in_flight(sb)) {
+        sd_reply_error(req, 409, "conflict",
+                       "sandbox %s is moving to node %s: delete it once it "
+                       "has moved (or the move failed)",
+                       sb->id, sb->move_to);
+        return;
+    }
+    if (sd_api_move_settle(d, req, sb, sd_api_delete))
+        return; /* an earlier move's outcome is asked first: the other node may hold it */
     sd_sandbox_end(sb, END_TERMINATED, "terminated by a DELETE request");
     sd_reply_json(req, 204, NULL);
 }

@@ -6,10 +6,11 @@
 
 /* err: why this node cannot pause a sandbox, code 0 when it can (never NULL). */
 typedef void (*sd_checkpoint_probe_fn)(void *ud, const error_rec *err);
-/* Whether this node can pause sandboxes: `criu check` once (in a files worker, off the loop),
- * its answer kept for the daemon's life; done is called once (maybe before this returns). err
- * is 0 when criu check passes, -EOPNOTSUPP with what CRIU lacks (from its own error lines, or
- * that it is not installed); any other code is a failure to run criu at all. */
+/* Whether this node can pause sandboxes: `criu check` and a trial dump of a sleeping process,
+ * once (in a files worker, off the loop), the answer kept for the daemon's life; done is called
+ * once (maybe before this returns). err is 0 when both pass, -EOPNOTSUPP with what CRIU lacks
+ * (from its own error lines, that it is not installed, or that its dump hangs here); any other
+ * code is a failure to run criu at all. */
 void sd_checkpoint_probe(sd_daemon *d, sd_checkpoint_probe_fn done, void *ud);
 /* The probe's answer once known (as sd_checkpoint_probe gives it), else NULL. */
 const error_rec *sd_checkpoint_known(void);
@@ -42,3 +43,21 @@ bool sd_checkpoint_shim_gone(sd_sandbox *sb);
  * no paused sandbox removed. */
 int sd_checkpoint_restored(sd_sandbox *sb);
 void sd_checkpoint_sweep(sd_daemon *d);
+
+/* ---- a move to another node of the fleet (api/move.c; docs/API.md "Pause and resume") ----
+ * The paused sandbox's checkpoint is taken by node (it pulls it through this node's API, then
+ * resumes it there). -EBUSY (not paused, moving already), -EPERM (under a lease), -EIO (no
+ * whole checkpoint). Saved: a restarted daemon knows to ask that node. */
+int sd_checkpoint_move_begin(sd_sandbox *sb, const char *node, error_rec *err);
+/* The move's outcome: moved, sb ends "moved" (hidden: a forward to its node, its checkpoint
+ * gone); else it stays paused here. */
+void sd_checkpoint_move_end(sd_sandbox *sb, bool moved);
+/* On the node that took it: the checkpoint staged (unpacked from the other node's archive,
+ * record its sandbox.json) becomes paused sandbox id of this node, its uid slot taken. -EBUSY
+ * (a live sandbox with that id here, or its uid slot in use here), -EINVAL (a record that does
+ * not fit). */
+int sd_checkpoint_import(sd_daemon *d, const char *id, const char *staged, json_t *record,
+                         sd_sandbox **ret, error_rec *err);
+/* An imported sandbox whose resume here failed: it ends "moved" (a forward back to node from,
+ * which keeps it paused), its checkpoint here gone. */
+void sd_checkpoint_give_back(sd_sandbox *sb, const char *from);

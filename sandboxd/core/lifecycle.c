@@ -63,6 +63,8 @@ static void cleanup_exited(void *ud, int status) {
     sd_sandbox *sb = c->resumer[0] ? sd_registry_find(c->d, c->resumer) : NULL;
     if (sb)
         sb->cleaning = false;
+    if (sb && sb->state == SD_ENDED) /* it ended while this ran: its slot is free now */
+        sd_registry_release_slot(sb);
     /* a shim killed in its build before it renamed what its spare parked left that cgroup */
     sd_cgroup_remove_stale_spares(c->d);
     free(c);
@@ -460,9 +462,9 @@ static void stop_shim(sd_sandbox *sb) {
             sd_shim_close(TAKE_PTR(sb->shim));
             run_cleanup(sb, false);
         }
-    } else if (!sb->shim) {
+    } else if (!sb->shim && !sb->cleaning) {
         run_cleanup(sb, false);
-    }
+    } /* (cleaning: a failed resume's cleanup runs; its end gives the slot back) */
 }
 
 /* A resume that failed (its start, or the start's timeout): the start is abandoned, what its

@@ -12,8 +12,6 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define SLOTS_MAX 4096
-
 void sd_random_id(const char *prefix, char *buf, size_t len) {
     unsigned char b[8] = {0};
     if (getrandom(b, sizeof(b), 0) != sizeof(b)) {
@@ -100,6 +98,10 @@ int sd_slot_alloc(sd_daemon *d) {
             return (int)i;
         }
     return -ENOSPC;
+}
+
+bool sd_slot_taken(const sd_daemon *d, int slot) {
+    return slot < 0 || (unsigned)slot >= d->n_slots || d->slots[slot];
 }
 
 void sd_slot_claim(sd_daemon *d, int slot) {

@@ -21,7 +21,10 @@ void sd_registry_unlink(sd_daemon *d, sd_sandbox *sb);
 /* Sandboxes that take room on the node: not ended, not paused (warm pool entries included). */
 unsigned sd_registry_count_active(sd_daemon *d);
 
+#define SLOTS_MAX 4096 /* uid slots a node has at most (sd_uid_base: 100000 + 65536 * slot) */
 int sd_slot_alloc(sd_daemon *d);
+/* Whether slot is in use (or out of this node's range). */
+bool sd_slot_taken(const sd_daemon *d, int slot);
 void sd_slot_claim(sd_daemon *d, int slot);
 void sd_slot_release(sd_daemon *d, int slot);
 /* Give sb's uid slot back (idempotent). */

@@ -65,6 +65,9 @@ struct sd_sandbox {
     uint64_t ckpt_bytes;      /* the checkpoint's size on disk */
     double ckpt_dump_ms, ckpt_files_ms, resume_ms;
     bool cleaning; /* a failed resume's leftovers are being removed */
+    /* paused: the node of the fleet it is moving to (its checkpoint is being taken there);
+     * ended "moved": the node that holds it now (requests for it are sent there) */
+    char move_to[64];
     void (*ckpt_done)(void *ud, struct sd_sandbox *sb, const error_rec *err);
     void *ckpt_ud; /* the pending pause's or resume's caller (its request) */
 };

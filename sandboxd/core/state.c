@@ -38,7 +38,7 @@ int sd_state_write(sd_daemon *d, const char *kind, const char *id, json_t *j, bo
     return r;
 }
 
-int sd_state_save(sd_sandbox *sb) {
+json_t *sd_state_record(const sd_sandbox *sb) {
     json_t *j = json_pack(
         "{s:s,s:s,s:o,s:i,s:I,s:I,s:I,s:I,s:i,s:i,s:o,s:i,s:I,s:s}", "id", sb->id, "state",
         sd_state_name(sb->state), "spec", policy_create_to_json(&sb->spec), "uid_slot",
@@ -57,13 +57,20 @@ int sd_state_save(sd_sandbox *sb) {
                             json_pack("{s:I,s:I,s:b,s:b}", "paused_ms", (json_int_t)sb->paused_ms,
                                       "paused_total_ms", (json_int_t)sb->paused_total_ms, "pausing",
                                       sb->pausing, "resuming", sb->resuming));
+    if (j && sb->move_to[0]) /* core/checkpoint.c */
+        json_object_set_new(j, "move_to", json_string(sb->move_to));
     if (j && sb->state == SD_ENDED)
         json_object_set_new(j, "end",
                             json_pack("{s:s,s:s,s:f}", "reason", end_reason_name(sb->end_reason),
                                       "message", sb->end_message, "cost_usd", sb->end_cost));
+    return j;
+}
+
+int sd_state_save(sd_sandbox *sb) {
     /* A sandbox record is not fsynced: its sandbox dies with the host, and a restarted daemon
      * only needs a record that a crash of the daemon cannot tear (file_rewrite_nosync; a torn
      * or missing record after a power loss is skipped). */
+    json_t *j = sd_state_record(sb);
     return j ? sd_state_write(sb->d, "sandboxes", sb->id, j, false) : -ENOMEM;
 }
 
@@ -117,6 +124,8 @@ static void load_fields(sd_sandbox *sb, json_t *j) {
     sb->paused_total_ms = get_u64(p, "paused_total_ms");
     sb->pausing = json_is_true(json_object_get(p, "pausing"));
     sb->resuming = json_is_true(json_object_get(p, "resuming"));
+    snprintf(sb->move_to, sizeof(sb->move_to), "%s",
+             json_string_value(json_object_get(j, "move_to")) ?: "");
 }
 
 int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {

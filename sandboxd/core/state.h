@@ -12,6 +12,8 @@ extern const policy_host sd_any_host;
 
 /* Write sb's record (after every change a restart must know). */
 int sd_state_save(sd_sandbox *sb);
+/* The record sd_state_save writes (NULL: out of memory); sd_state_load reads it back. */
+json_t *sd_state_record(const sd_sandbox *sb);
 void sd_state_remove(sd_daemon *d, const char *id);
 /* Where sandbox id's checkpoint lives (core/checkpoint.c): state-dir/checkpoints/<id>. */
 void sd_state_checkpoint_dir(const sd_daemon *d, const char *id, char *buf, size_t len);

@@ -80,13 +80,16 @@ static void check_running(sd_sandbox *sb, uint64_t now, bool stats) {
         sd_sandbox_refresh_stats(sb);
 }
 
-/* An ended sandbox: hidden after 10 minutes, forgotten once torn down and its key expired. */
+/* An ended sandbox: hidden after 10 minutes, forgotten once torn down and its key expired (a
+ * moved one: once its lifetime is over, core/checkpoint.c). */
 static void check_ended(sd_sandbox *sb, uint64_t now) {
     if (now < sb->ended_ms + ENDED_VISIBLE_MS)
         return;
     sd_registry_set_hidden(sb, true);
     if (sb->idem_key && now < sb->created_ms + IDEM_KEEP_MS)
         return;
+    if (sb->end_reason == END_MOVED && now < sb->expires_ms + ENDED_VISIBLE_MS)
+        return; /* moved to another node: a forward there for the rest of its lifetime */
     if (sb->shim || sb->uid_slot >= 0)
         return; /* still tearing down */
     sd_state_remove(sb->d, sb->id);

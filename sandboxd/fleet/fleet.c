@@ -22,11 +22,12 @@ bool sd_fleet_on(const sd_daemon *d) {
     return d->fleet != NULL;
 }
 
-/* Sandboxes holding a slot: every one not ended, warm pool entries aside (a create takes them). */
+/* Sandboxes holding a slot: every one not ended or paused, warm pool entries aside (a create
+ * takes them). */
 static unsigned used_slots(sd_daemon *d) {
     unsigned n = 0;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
-        n += sb->state != SD_ENDED && !sb->pool;
+        n += sb->state != SD_ENDED && sb->state != SD_PAUSED && !sb->pool;
     return n;
 }
 
@@ -399,6 +400,25 @@ sd_fleet_where sd_fleet_locate(sd_daemon *d, const char *id, const char **ret_ur
         return SD_FLEET_LIVE;
     }
     return json_object_get(f->seen, node) ? SD_FLEET_GONE : SD_FLEET_UNKNOWN;
+}
+
+const char *sd_fleet_node_url(sd_daemon *d, const char *name) {
+    sd_fleet *f = d->fleet;
+    if (!f || strcmp(name, d->cfg.node_name) == 0)
+        return NULL;
+    return json_string_value(json_object_get(json_object_get(f->nodes, name), "url"));
+}
+
+const char *sd_fleet_node_of_url(sd_daemon *d, const char *url) {
+    json_t *v;
+    const char *name;
+    if (d->fleet && url)
+        json_object_foreach(d->fleet->nodes, name, v) {
+            const char *u = json_string_value(json_object_get(v, "url"));
+            if (u && strcmp(u, url) == 0)
+                return name;
+        }
+    return NULL;
 }
 
 /* The ready entries of node record v's best pool for shape (common/poolshape.h). */

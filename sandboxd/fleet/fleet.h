@@ -25,6 +25,11 @@ typedef enum {
 
 /* Where the sandbox or lease id lives. *ret_url stays valid until the next loop callback. */
 sd_fleet_where sd_fleet_locate(sd_daemon *d, const char *id, const char **ret_url);
+/* The advertise URL of node name when it is another live node of the fleet, else NULL (valid
+ * until the next loop callback). */
+const char *sd_fleet_node_url(sd_daemon *d, const char *name);
+/* The name of the live node whose URL is url (a pick's), or NULL. */
+const char *sd_fleet_node_of_url(sd_daemon *d, const char *url);
 /* This node is drained (P/drain/NAME). */
 bool sd_fleet_draining(sd_daemon *d);
 /* This node has no free slot (every one taken by a sandbox that is not a warm pool entry). */

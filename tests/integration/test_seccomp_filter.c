@@ -435,11 +435,23 @@ static void check_killed_by_sigsys(int st, const char *what) {
               WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 }
 
+/* Where the kernel has no 32-bit emulation (CONFIG_IA32_EMULATION off, or ia32_emulation=0),
+ * int $0x80 is a #GP (SIGSEGV) before seccomp sees it: no 32-bit syscall can run in a sandbox
+ * either way, and that is what is checked then (the filter's own rule for the ABI cannot be
+ * reached on such a kernel, which this says on stderr). */
 TEST(x86_32_abi_killed) {
     int st = run_probe(p_int80_getpid, 0);
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-        SKIP("this kernel has no 32-bit x86 emulation (int $0x80 fails unfiltered, status %d)", st);
-    check_killed_by_sigsys(run_probe(p_int80_getpid, 1), "int $0x80");
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        check_killed_by_sigsys(run_probe(p_int80_getpid, 1), "int $0x80");
+        return;
+    }
+    fprintf(stderr, "NOTE: this kernel has no 32-bit x86 emulation (int $0x80 unfiltered: status "
+                    "%d): checking only that it cannot run under the filter either\n",
+            st);
+    CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "unfiltered int $0x80: status %d", st);
+    int fst = run_probe(p_int80_getpid, 1);
+    CHECK_MSG(WIFSIGNALED(fst) && (WTERMSIG(fst) == SIGSEGV || WTERMSIG(fst) == SIGSYS),
+              "filtered int $0x80 was not stopped: status %d", fst);
 }
 
 TEST(x32_abi_killed) {

@@ -29,6 +29,10 @@ test_fleet_layer() {
   [ -z "$hits" ] || fail "fleet/ includes an API header: $hits"
   hits=$(grep -rln 'curl_easy_perform' sandboxd --include='*.c' | grep -v '^sandboxd/fleet/etcd.c$' || true)
   [ -z "$hits" ] || fail "a blocking curl call outside fleet/etcd.c (the fleet thread's): $hits"
+  # another node's API only through libsbx, and only from fleet/move.c's worker threads
+  hits=$(grep -rln '#include "client/' sandboxd | grep -v '^sandboxd/fleet/move.c$' || true)
+  [ -z "$hits" ] || fail "the daemon calls libsbx outside fleet/move.c: $hits"
+  grep -q 'uv_queue_work' sandboxd/fleet/move.c || fail "fleet/move.c's libsbx calls are not on worker threads"
 }
 
 test_no_catch_all_header() {
