@@ -209,8 +209,8 @@ sbx_code sbx_sandbox_resume_on(sbx_sandbox *sb, const char *node, char **ret_jso
  * id's checkpoint from node from (its URL from the fleet's own list) with the move's one-time
  * key and resumes it; ret_json: the running sandbox. And the pull itself: GET
  * .../checkpoint?key= of a sandbox its node is moving, the tar written to fd. */
-sbx_code sbx_checkpoint_pull(sbx_client *client, const char *id, const char *from,
-                             const char *key, char **ret_json, sbx_err *err);
+sbx_code sbx_checkpoint_pull(sbx_client *client, const char *id, const char *from, const char *key,
+                             char **ret_json, sbx_err *err);
 sbx_code sbx_sandbox_checkpoint_download(sbx_sandbox *sb, const char *key, int fd, sbx_err *err);
 /* Frees each handle (without terminating) and the array; accepts NULL. */
 void sbx_sandbox_array_free(sbx_sandbox **array, size_t count);

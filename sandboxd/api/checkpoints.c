@@ -93,6 +93,9 @@ static void pull_failed(take *t, const sd_move_result *res) {
     else if (res->code == -EHOSTUNREACH)
         sd_reply_error(req, 502, "node_unreachable",
                        "node %s did not send the checkpoint of %s: %s", from, id, res->message);
+    else if (res->code == -ENOSPC || res->code == -EDQUOT)
+        sd_reply_error(req, 507, "insufficient_storage",
+                       "no room here for the checkpoint of %s: %s", id, res->message);
     else {
         error_set(&err, res->code, "checkpoint of %s: %s", id, res->message);
         sd_reply_error_rec(req, &err);
@@ -164,9 +167,11 @@ static int parse(sd_daemon *d, json_t *body, take *t, error_rec *err) {
         return error_set(err, -EINVAL,
                          "from: the name of the node that holds the sandbox is "
                          "required");
-    if (!key || !*key || strlen(key) >= sizeof(t->key) || strspn(key, "0123456789abcdef") != strlen(key))
-        return error_set(err, -EINVAL, "key: the move's key (hex) from the node that holds the "
-                                       "sandbox is required");
+    if (!key || !*key || strlen(key) >= sizeof(t->key) ||
+        strspn(key, "0123456789abcdef") != strlen(key))
+        return error_set(err, -EINVAL,
+                         "key: the move's key (hex) from the node that holds the "
+                         "sandbox is required");
     if (!sd_fleet_on(d))
         return error_set(err, -EINVAL, "this node is not in a fleet (--fleet-etcd)");
     if (d->cfg.node_name && strcmp(from, d->cfg.node_name) == 0)

@@ -505,7 +505,9 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
         resume_failed(sb, -EIO, msg);
         return;
     }
-    sb->end_cost = sb->pool ? 0 : sd_sandbox_cost(sb); /* a pool entry: nobody pays for it */
+    /* a pool entry: nobody pays for it; a moved one goes on costing on its new node, which
+     * counts its whole cost when it ends there */
+    sb->end_cost = sb->pool || reason == END_MOVED ? 0 : sd_sandbox_cost(sb);
     bool was_starting = sb->state == SD_STARTING;
     sb->state = SD_ENDED;
     sb->ended_ms = now_real_ms();
