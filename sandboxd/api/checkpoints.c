@@ -127,11 +127,10 @@ static void pulled(sd_daemon *d, void *ud, sd_move_result *res) {
 static void probed(void *ud, const error_rec *perr) {
     take *t = ud;
     sd_daemon *d = t->d;
-    char parent[PATH_MAX];
+    char parent[PATH_MAX], real[PATH_MAX];
     error_rec err = {0};
     const char *url = sd_fleet_node_url(d, t->from);
     snprintf(parent, sizeof(parent), "%s/checkpoints", d->cfg.state_dir);
-    snprintf(t->dir, sizeof(t->dir), "%s/.in-%s", parent, t->id);
     if (perr->code < 0)
         err = *perr;
     else if (!url)
@@ -139,9 +138,10 @@ static void probed(void *ud, const error_rec *perr) {
     else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes)
         error_set(&err, -EAGAIN, "node %s is full (%u sandboxes)", d->cfg.node_name,
                   d->cfg.max_sandboxes);
-    else if (mkdir_p(parent, 0700) < 0)
+    else if (mkdir_p(parent, 0700) < 0 || !realpath(parent, real))
         error_set_errno(&err, negative_errno(), "mkdir %s", parent);
-    if (!err.code) {
+    if (!err.code) { /* (no symlink in the path: libarchive's secure-symlink check walks it all) */
+        snprintf(t->dir, sizeof(t->dir), "%s/.in-%s", real, t->id);
         rm_rf(t->dir);
         if (sd_move_pull(d, url, t->id, t->key, t->dir, pulled, t, &t->job) == 0)
             return;

@@ -6,7 +6,6 @@
 #include "sandboxd/api/api.h"
 
 #include "common/fdutil.h"
-#include "common/jsonkeys.h"
 #include "common/macro.h"
 #include "sandboxd/core/checkpoint.h"
 #include "sandboxd/core/ckpt_archive.h"
@@ -24,7 +23,6 @@
 /* A request waiting on another node about sandbox id (found again by id when it ends). */
 typedef struct move_wait {
     struct move_wait *next;
-    sd_daemon *d;
     sd_request *req; /* NULL once the client went: the outcome is settled all the same */
     char id[64], node[64];
     char key[32]; /* the move's one-time key: only the node it was given to pulls the checkpoint */
@@ -57,7 +55,7 @@ static move_wait *wait_new(sd_daemon *d, sd_request *req, const char *id, const 
         sd_reply_error(req, 500, "internal", "out of memory");
         return NULL;
     }
-    *w = (move_wait){.next = in_flight, .d = d, .req = req};
+    *w = (move_wait){.next = in_flight, .req = req};
     snprintf(w->id, sizeof(w->id), "%s", id);
     snprintf(w->node, sizeof(w->node), "%s", node);
     sd_random_id("", w->key, sizeof(w->key));

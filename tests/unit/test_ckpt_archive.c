@@ -67,7 +67,7 @@ TEST(pack_unpack_keeps_everything) {
     CHECK(fd >= 0);
     CHECK_OK(sd_ckpt_pack(src, rec, fd, &err));
     json_decref(rec);
-    CHECK_OK(lseek(fd, 0, SEEK_SET) == 0 ? 0 : -1);
+    CHECK_EQ(lseek(fd, 0, SEEK_SET), 0);
     json_t *got = NULL;
     CHECK_OK(sd_ckpt_unpack(fd, dst, &got, &err));
     close(fd);
