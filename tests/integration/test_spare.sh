@@ -188,7 +188,8 @@ parked_root() { # INIT -> once it has built its root ahead: HELD an fd on its mo
 }
 # What a sandbox's root looks like from inside: owners, modes, mounts and their options (in
 # order of mount point: a grading root built ahead gets its own after /proc and /dev), what the
-# masks show, sizes, names (the sandbox's id replaced by ID).
+# masks show, sizes, names (the sandbox's id replaced by ID); no times (the two roots may be
+# built in different minutes).
 LISTING='for p in / /etc /etc/* /tmp /workspace /dev /dev/* /dev/pts/ptmx /var /var/tmp /home /root \
   /run /usr /proc /proc/kcore /proc/sys /proc/acpi /bin /lib /grader /home/* /.sbx /.sbx/* \
   /.sbx/bin/*; do
@@ -197,7 +198,7 @@ awk "{print \$5, \$6, \$9, \$10, \$11}" /proc/self/mountinfo | sed "s/size=[0-9]
 cat /proc/keys /proc/timer_list | wc -c; ls -A /proc/acpi | wc -l; ps -e | wc -l
 (echo 1 > /proc/sys/kernel/printk) 2>/dev/null || echo ro
 df -k /tmp /dev/shm | awk "NR > 1 {print \$2}"; id; hostname
-cat /etc/hostname /etc/hosts /etc/resolv.conf /etc/passwd /etc/group; ls -la /dev /tmp /workspace'
+cat /etc/hostname /etc/hosts /etc/resolv.conf /etc/passwd /etc/group; ls -la --time-style=+ /dev /tmp /workspace'
 listing() { # ID -> LISTING run in it
   req POST "/v1/sandboxes/$1/exec" -d "$(jq -n --arg c "$LISTING" '{argv: ["sh", "-c", $c]}')"
   expect 200 '.exit_code == 0'
