@@ -262,8 +262,7 @@ static int parse_on_idle(json_t *v, bool *ret, error_rec *err) {
 
 /* "pausable": absent/null/false, or true (docs/API.md "Pause and resume"): the sandbox is built
  * so that it can be paused to disk. "on_idle":"pause" makes it so. Not with what a pause cannot
- * carry yet: grading users, gvisor, GPUs, volumes, ports, a network, an image other than the
- * host's. */
+ * carry yet: grading users, gvisor, GPUs, ports, a network. */
 static int parse_pausable(json_t *v, policy_create *c, error_rec *err) {
     if (v && !json_is_null(v) && !json_is_boolean(v))
         return bad(err, "pausable", "must be true or false");
@@ -271,10 +270,8 @@ static int parse_pausable(json_t *v, policy_create *c, error_rec *err) {
     const char *what = c->grading                       ? "\"profile\":\"grading\""
                        : c->gvisor                      ? "\"isolation\":\"gvisor\""
                        : c->gpus                        ? "\"gpus\""
-                       : c->volumes                     ? "\"volumes\""
                        : c->n_ports                     ? "\"ports\""
                        : c->net_mode != POLICY_NET_NONE ? "a \"network\""
-                       : strcmp(c->image, "host") != 0  ? "an image other than \"host\""
                                                         : NULL;
     if (c->pausable && what)
         return error_set(err, -EINVAL, "%s: a pausable sandbox cannot have %s (yet)",

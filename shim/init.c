@@ -38,18 +38,31 @@ static shim_ipc_msg *ipc_buf;
 char *shim_init_title;
 size_t shim_init_title_len;
 
-/* Wait for the shim's go-ahead. */
+/* A pausable init's store layers and seed, id-mapped by the shim (SHIM_IPC_LAYER before a
+ * go-ahead: common/spec.h layer_mounts). */
+static int *layer_mounts;
+static size_t n_layer_mounts;
+
+/* Wait for the shim's go-ahead (and take the layers that come before it). */
 static int wait_go(int ipc, error_rec *err) {
-    int fds[3];
-    size_t nf;
-    int r = shim_ipc_recv(ipc, ipc_buf, fds, &nf);
-    for (size_t i = 0; i < nf; i++)
-        safe_close(fds[i]);
-    if (r < 0)
-        return error_set_errno(err, r, "waiting for the shim");
-    if (ipc_buf->type != SHIM_IPC_GO)
-        return error_set(err, -EPROTO, "unexpected message %u from the shim", ipc_buf->type);
-    return 0;
+    for (;;) {
+        int fds[3];
+        size_t nf;
+        int r = shim_ipc_recv(ipc, ipc_buf, fds, &nf);
+        if (r < 0)
+            return error_set_errno(err, r, "waiting for the shim");
+        size_t i = (size_t)ipc_buf->a;
+        if (ipc_buf->type == SHIM_IPC_LAYER && nf == 1 && ipc_buf->a >= 0 && i < n_layer_mounts &&
+            layer_mounts[i] < 0) {
+            layer_mounts[i] = fds[0];
+            continue;
+        }
+        for (size_t k = 0; k < nf; k++)
+            safe_close(fds[k]);
+        if (ipc_buf->type != SHIM_IPC_GO)
+            return error_set(err, -EPROTO, "unexpected message %u from the shim", ipc_buf->type);
+        return 0;
+    }
 }
 
 /* v1: into the sandbox's cgroups before anything else (the shim waits for our next message, so
@@ -81,14 +94,27 @@ static int step_userns_first(shim_init_ctx *c, error_rec *err) {
     static shim_spec own;
     if (!c->spec || !c->spec->pausable) /* (a spare's init has no spec yet: it is not) */
         return 0;
+    own = *c->spec;
+    size_t n = SHIM_MOUNTS_SENT(&own);
+    if (n > 2 || own.seed_path) { /* sent with the go-ahead (shim/sandbox.c send_mounts) */
+        if (!(layer_mounts = malloc(n * sizeof(int))))
+            return error_set(err, -ENOMEM, "out of memory");
+        n_layer_mounts = n;
+        for (size_t i = 0; i < n_layer_mounts; i++)
+            layer_mounts[i] = -1;
+        own.layer_mounts = layer_mounts;
+    }
     int r = userns_mapped(c, err);
     if (r < 0)
         return r;
+    for (size_t i = 0; i < n_layer_mounts; i++) /* (a seed may have no workspace or tmp) */
+        if (layer_mounts[i] < 0 &&
+            (i < SHIM_SEED_MOUNTS_AT(&own) || i >= SHIM_VOLUME_MOUNTS_AT(&own)))
+            return error_set(err, -EPROTO, "the shim sent no mount %zu", i);
     if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
         return error_set_errno(err, negative_errno(), "become the user namespace's root");
     if (setsid() < 0)
         return error_set_errno(err, negative_errno(), "setsid");
-    own = *c->spec;
     own.uid_base = 0;
     c->spec = &own;
     c->staging = SHIM_PAUSABLE_STAGING; /* the run directory is not for its user */
@@ -204,6 +230,10 @@ static int step_dev(shim_init_ctx *c, error_rec *err) {
         r = shim_rootfs_init_binary(c->staging, SHIM_INIT_EXE_FD, err);
         close(SHIM_INIT_EXE_FD);
     }
+    if (r >= 0 && c->loader) {
+        r = shim_rootfs_init_libs(c->staging, SHIM_INIT_LIB_FD, err);
+        close(SHIM_INIT_LIB_FD);
+    }
     if (r < 0 || !c->spec->gpus || (r = shim_gpu_dev(c->spec, dev, c->spec->uid_base, err)) < 0)
         return r; /* GPUs: gpu.c (nodes in /dev, the driver's files in the image) */
     dev[strlen(dev) - strlen("/dev")] = 0; /* staging/root */
@@ -246,10 +276,11 @@ static char times[512];
 static size_t times_len;
 
 /* A pausable sandbox's init runs sbx-shim again, from inside the sandbox (the host's binary,
- * bound on SHIM_INIT_BINARY by step_dev): its memory then maps a file on the sandbox's own
- * mounts and belongs to the sandbox's user namespace, so CRIU (inside that namespace) can read
- * and restore it. It goes on with the steps after this one (shim_init_again); the seccomp
- * program travels on a memfd (SHIM_INIT_BPF_FD), the step times in argv. */
+ * bound on SHIM_INIT_BINARY by step_dev; an image's through the host's loader and libraries on
+ * SHIM_INIT_LIBS): its memory then maps files on the sandbox's own mounts and belongs to the
+ * sandbox's user namespace, so CRIU (inside that namespace) can read and restore it. It goes on
+ * with the steps after this one (shim_init_again); the seccomp program travels on a memfd
+ * (SHIM_INIT_BPF_FD), the step times in argv. */
 static int step_reexec(shim_init_ctx *c, error_rec *err) {
     if (!c->spec->pausable)
         return 0;
@@ -261,8 +292,17 @@ static int step_reexec(shim_init_ctx *c, error_rec *err) {
     if (fd != SHIM_INIT_BPF_FD)
         close(fd);
     char *argv[] = {"sbx-init", SHIM_INIT_AGAIN, times, NULL}, *envp[] = {NULL};
-    execve(SHIM_INIT_BINARY, argv, envp);
-    return error_set_errno(err, negative_errno(), "exec %s", SHIM_INIT_BINARY);
+    if (!c->loader) { /* the host's /usr is the sandbox's */
+        execve(SHIM_INIT_BINARY, argv, envp);
+        return error_set_errno(err, negative_errno(), "exec %s", SHIM_INIT_BINARY);
+    }
+    char loader[4200];
+    snprintf(loader, sizeof(loader), SHIM_INIT_LIBS "/%s", c->loader);
+    char *with[] = {
+        "sbx-init", "--library-path", SHIM_INIT_LIBS, SHIM_INIT_BINARY, SHIM_INIT_AGAIN, times,
+        NULL};
+    execve(loader, with, envp);
+    return error_set_errno(err, negative_errno(), "exec %s", loader);
 }
 
 /* gvisor: init's root becomes the sandbox's by chroot (runsc, its child, keeps the host's) */
@@ -448,8 +488,14 @@ static _Noreturn void init_run(shim_init_ctx *c, size_t first) {
     }
     if (c->spec->runsc)
         shim_gvisor_serve(c, times, times_len);
-    if (shim_ipc_send(c->ipc, SHIM_IPC_READY, 0, 0, 0, times, times_len, NULL, 0) < 0)
+    /* a pausable sandbox's upper directory goes to the shim: CRIU could not dump it here */
+    int upper = SHIM_UPPER_FD;
+    bool give = c->spec->pausable && fcntl(upper, F_GETFD) >= 0;
+    if (shim_ipc_send(c->ipc, SHIM_IPC_READY, 0, 0, 0, times, times_len, give ? &upper : NULL,
+                      give) < 0)
         _exit(1);
+    if (give)
+        close(upper);
     shim_exec_grading = c->spec->grading;
     shim_exec_serve(c->ipc, &c->prog, ipc_buf);
 }
@@ -462,9 +508,14 @@ _Noreturn void shim_init_main(shim_init_ctx *c) {
         c->ipc = SHIM_INIT_IPC_FD;
     }
     bool exe = c->spec && c->spec->pausable; /* step_dev's */
-    if (exe && (dup2(c->exe_tree, SHIM_INIT_EXE_FD) < 0))
+    int libs = exe && c->loader ? fcntl(c->lib_tree, F_DUPFD, SHIM_INIT_LIB_FD + 1) : -1;
+    if (exe && (dup2(c->exe_tree, SHIM_INIT_EXE_FD) < 0 ||
+                (c->loader && (libs < 0 || dup2(libs, SHIM_INIT_LIB_FD) < 0))))
         _exit(1);
-    close_range(exe ? SHIM_INIT_EXE_FD + 1 : SHIM_INIT_IPC_FD + 1, ~0U, 0);
+    close_range(libs >= 0 ? SHIM_INIT_LIB_FD + 1
+                : exe     ? SHIM_INIT_EXE_FD + 1
+                          : SHIM_INIT_IPC_FD + 1,
+                ~0U, 0);
     init_run(c, 0);
 }
 

@@ -22,7 +22,9 @@ typedef struct shim_init_ctx {
      * whether the sandbox takes that root */
     bool root_parked, root_ahead;
     int host_mnt;
-    int exe_tree; /* pausable: a detached bind of sbx-shim (shim/rootfs.h init_binary) */
+    int exe_tree;       /* pausable: a detached bind of sbx-shim (shim/rootfs.h init_binary) */
+    int lib_tree;       /* pausable, an image: its libraries' directory (shim/rootfs.h init_libs) */
+    const char *loader; /* and the loader's file name in it (NULL: no lib_tree) */
 } shim_init_ctx;
 
 /* The ids a root built ahead is made with, until a sandbox's replace them: below the first
@@ -35,11 +37,13 @@ extern size_t shim_init_title_len;
 
 /* Runs in the child right after fork; never returns. */
 _Noreturn void shim_init_main(shim_init_ctx *ctx);
-/* Init's descriptors: the channel to the shim; a pausable init's sbx-shim to bind (until its
- * /dev is built), then across its exec (SHIM_INIT_AGAIN) its seccomp program. */
+/* Init's descriptors: the channel to the shim; a pausable init's sbx-shim (and, an image's, its
+ * libraries) to bind (until its /dev is built), then across its exec (SHIM_INIT_AGAIN) its
+ * seccomp program. */
 #define SHIM_INIT_IPC_FD 3
 #define SHIM_INIT_EXE_FD 4
 #define SHIM_INIT_BPF_FD 4
+#define SHIM_INIT_LIB_FD 5
 /* `sbx-init init-again TIMES`, run by a pausable sandbox's init from inside it (init.c,
  * step_reexec): the rest of init's steps, then its service; never returns. */
 #define SHIM_INIT_AGAIN "init-again"

@@ -14,7 +14,8 @@
 enum shim_ipc_type {
     SHIM_IPC_GO = 1,  /* shim -> init: continue start-up */
     SHIM_IPC_USERNS,  /* init -> shim: user namespace made, please write the id maps */
-    SHIM_IPC_READY,   /* init -> shim: sandbox built */
+    SHIM_IPC_READY,   /* init -> shim: sandbox built (pausable, an image's overlay: 1 fd, its
+                       * upper directory, which the shim keeps on SHIM_UPPER_FD) */
     SHIM_IPC_ERROR,   /* init -> shim: a = errno, data = "step <name>: message" */
     SHIM_IPC_EXEC,    /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds */
     SHIM_IPC_KILL,    /* shim -> init: id, a = signal (whole process tree) */
@@ -31,6 +32,8 @@ enum shim_ipc_type {
                            * for the shim (this one after a failed pause, or a restored
                            * sandbox's) to connect there; then READY on the new channel */
     SHIM_IPC_PAUSED,      /* init -> shim: listening; a = errno when it cannot pause */
+    SHIM_IPC_LAYER,       /* shim -> init (pausable, a store image), before USERNS's go-ahead:
+                           * a = the layer's index, 1 fd: a detached id-mapped mount of it */
 };
 
 /* The abstract Unix address (in the sandbox's network namespace) a pausing init listens on;

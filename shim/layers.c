@@ -56,10 +56,9 @@ int shim_idmap_userns(uint32_t inside, uint32_t outside, int *ret_fd) {
     return r;
 }
 
-/* Bind layer at dst: id-mapped when userns_fd >= 0 and the kernel can, else (unless strict)
- * a plain bind. Read-only, nosuid, nodev either way. */
-static int bind_layer(const char *layer, const char *dst, int userns_fd, bool strict,
-                      error_rec *err) {
+/* A detached read-only, nosuid, nodev bind of layer: id-mapped when userns_fd >= 0 and the
+ * kernel can, else (unless strict) a plain bind. */
+static int layer_tree(const char *layer, int userns_fd, bool strict, int *ret_fd, error_rec *err) {
     _cleanup_close_ int fd = open_tree(AT_FDCWD, layer, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open_tree %s", layer);
@@ -75,9 +74,26 @@ static int bind_layer(const char *layer, const char *dst, int userns_fd, bool st
     }
     if (userns_fd != -2 && mount_setattr(fd, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
         return error_set_errno(err, negative_errno(), "mount_setattr %s", layer);
-    if (move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        return error_set_errno(err, negative_errno(), "move_mount %s", dst);
+    *ret_fd = TAKE_FD(fd);
     return 0;
+}
+
+/* A detached mount (fd) at dst; fd is closed either way. */
+static int attach(int fd, const char *dst, error_rec *err) {
+    int r = move_mount(fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0 ? negative_errno() : 0;
+    safe_close(fd);
+    return r < 0 ? error_set_errno(err, r, "move_mount %s", dst) : 0;
+}
+
+static int bind_layer(const char *layer, const char *dst, int userns_fd, bool strict,
+                      error_rec *err) {
+    int fd = -1;
+    int r = layer_tree(layer, userns_fd, strict, &fd, err);
+    return r < 0 ? r : attach(fd, dst, err);
+}
+
+int shim_layer_tree_idmapped(const char *layer, int userns_fd, int *ret_fd, error_rec *err) {
+    return layer_tree(layer, userns_fd, true, ret_fd, err);
 }
 
 int shim_layer_bind_idmapped(const char *src, const char *dst, int userns_fd, error_rec *err) {
@@ -91,7 +107,7 @@ int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t
     if (mkdir(p, 0700) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", p);
     int userns_fd = -1;
-    if (shim_idmap_userns(0, s->uid_base, &userns_fd) < 0)
+    if (!s->layer_mounts && shim_idmap_userns(0, s->uid_base, &userns_fd) < 0)
         userns_fd = -1; /* no user namespaces: owners show as nobody inside (SECURITY.md) */
     size_t o = (size_t)snprintf(buf, len, "lowerdir=");
     int r = 0;
@@ -101,7 +117,11 @@ int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t
             r = error_set_errno(err, negative_errno(), "mkdir %s", p);
             break;
         }
-        r = bind_layer(s->layers[i], p, userns_fd, false, err);
+        if (s->layer_mounts) { /* a pausable init's: made by the shim (shim/init.c) */
+            r = attach(s->layer_mounts[i], p, err);
+            s->layer_mounts[i] = -1;
+        } else
+            r = bind_layer(s->layers[i], p, userns_fd, false, err);
         o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%sl/%zu",
                               i + 1 == s->n_layers ? "" : ":", i);
     }

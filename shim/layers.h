@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 /* Mount each layer at <staging>/l/<i> (id-mapped to the sandbox's uid range where the kernel
- * can; plain read-only binds elsewhere) and write the overlay "lowerdir=" list, relative to
+ * can; plain read-only binds elsewhere; s->layer_mounts' when it has them, each closed) and
+ * write the overlay "lowerdir=" list, relative to
  * staging and top layer first, into buf. */
 int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t len,
                       error_rec *err);
@@ -21,3 +22,6 @@ int shim_idmap_userns(uint32_t inside, uint32_t outside, int *ret_fd);
 /* A read-only, nosuid, nodev bind of src at dst, id-mapped through userns_fd; fails (nothing
  * mounted) where the kernel or src's file system cannot id-map. */
 int shim_layer_bind_idmapped(const char *src, const char *dst, int userns_fd, error_rec *err);
+/* The same bind, detached (*ret_fd, for move_mount): for a pausable sandbox's init, which
+ * cannot id-map in its own user namespace (the shim sends it its layers, shim/sandbox.c). */
+int shim_layer_tree_idmapped(const char *layer, int userns_fd, int *ret_fd, error_rec *err);

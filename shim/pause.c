@@ -9,9 +9,11 @@
 #include "shim/cgroup.h"
 #include "shim/init.h"
 #include "shim/ipc.h"
+#include "shim/layers.h"
 #include "shim/ports.h"
 #include "shim/rootfs.h"
 #include "shim/seed.h"
+#include "shim/volumes.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -84,8 +86,21 @@ static bool covered(const mount_line *m, size_t n, size_t i) {
     return false;
 }
 
-/* The externals, written to ckpt/mounts for the restore. */
-static int find_externals(pid_t pid, const char *ckpt, externals *x, error_rec *err) {
+/* The index of the spec's volume mounted at mnt, or -1. */
+static ssize_t volume_at(const shim_spec *spec, const char *mnt) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(spec->volumes, i, v) {
+        if (strcmp(json_string_value(json_object_get(v, "dst")) ?: "", mnt) == 0)
+            return (ssize_t)i;
+    }
+    return -1;
+}
+
+/* The externals, written to ckpt/mounts for the restore: what CRIU cannot find whole in the
+ * namespace, and the volumes (their disks are the daemon's). */
+static int find_externals(pid_t pid, const char *ckpt, const shim_spec *spec, externals *x,
+                          error_rec *err) {
     static mount_line m[MAX_MOUNTS];
     size_t n = 0;
     int r = read_mounts(pid, m, MAX_MOUNTS, &n, err);
@@ -95,7 +110,7 @@ static int find_externals(pid_t pid, const char *ckpt, externals *x, error_rec *
     size_t tl = 0;
     x->n = 0;
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(m[i].mnt, "/") == 0 || covered(m, n, i))
+        if (strcmp(m[i].mnt, "/") == 0 || (covered(m, n, i) && volume_at(spec, m[i].mnt) < 0))
             continue;
         if (x->n == MAX_EXTERNAL)
             return error_set(err, -E2BIG, "more than %d mounts from outside the sandbox",
@@ -131,15 +146,22 @@ static int load_externals(const char *ckpt, externals *x, error_rec *err) {
 }
 
 /* Where a restore finds external e: the writable layer's /workspace and /tmp, a /proc mask, the
- * sbx-init binary, or (the host image's binds) the host's own path. */
-static void external_source(const mount_line *e, const char *exe, char *buf, size_t len) {
+ * sbx-init binary and (an image's) its libraries' directory, or (the host image's binds) the host's
+ * own path. */
+static void external_source(const mount_line *e, const shim_spec *spec, const char *exe,
+                            const char *libs, char *buf, size_t len) {
     const char *staging = SHIM_PAUSABLE_STAGING;
-    if (strcmp(e->mnt, "/workspace") == 0 || strcmp(e->mnt, "/tmp") == 0)
+    ssize_t v = volume_at(spec, e->mnt);
+    if (v >= 0)
+        snprintf(buf, len, "%s/vols/%zd", staging, v);
+    else if (strcmp(e->mnt, "/workspace") == 0 || strcmp(e->mnt, "/tmp") == 0)
         snprintf(buf, len, "%s/data%s", staging, e->mnt);
     else if (strncmp(e->mnt, "/proc/", 6) == 0)
         snprintf(buf, len, "%s/mask%s", staging, e->root);
     else if (strcmp(e->mnt, SHIM_INIT_BINARY) == 0)
         snprintf(buf, len, "%s", exe);
+    else if (strcmp(e->mnt, SHIM_INIT_LIBS) == 0 && libs)
+        snprintf(buf, len, "%s", libs);
     else
         snprintf(buf, len, "%s", e->mnt);
 }
@@ -296,19 +318,91 @@ static int copy_into(const char *src, const char *dst, uint32_t uid_base, error_
 
 static const char *const saved[] = {"root", "workspace", "tmp"};
 
-/* The tree is stopped: its root's own files, its /workspace and its /tmp. */
-static int save_files(pid_t init, const char *ckpt, uint32_t uid_base, error_rec *err) {
+static bool image_root(const shim_spec *s) {
+    return s->image_type == SHIM_IMAGE_DIR || s->image_type == SHIM_IMAGE_LAYERS;
+}
+
+/* `cp -a` of the directory src's content into dst (which exists): an overlay's upper
+ * directory, whose whiteouts (0/0 devices) and user.overlay.* attributes count. */
+static int copy_upper(const char *src, const char *dst, error_rec *err) {
+    char from[PATH_MAX + 4], to[PATH_MAX + 4];
+    snprintf(from, sizeof(from), "%s/.", src);
+    snprintf(to, sizeof(to), "%s/", dst);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char *argv[] = {"cp", "-a", "--sparse=always", "--", from, to, NULL};
+        execvpe(argv[0], argv, spec_host_env);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) < 0)
+        return error_set_errno(err, negative_errno(), "run cp");
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return error_set(err, -EIO, "cp -a %s %s: status %d", from, to, st);
+    return 0;
+}
+
+/* What an image's root was made of: its store layers' names (bottom first), or its directory. */
+static void image_text(const shim_spec *s, char *buf, size_t len) {
+    size_t o = 0;
+    if (s->image_type == SHIM_IMAGE_DIR)
+        o = (size_t)snprintf(buf, len, "dir %s\n", s->image_path);
+    for (size_t i = 0; s->image_type == SHIM_IMAGE_LAYERS && i < s->n_layers && o < len; i++) {
+        const char *b = strrchr(s->layers[i], '/');
+        o += (size_t)snprintf(buf + o, len - o, "layer %s\n", b ? b + 1 : s->layers[i]);
+    }
+}
+
+/* The tree is stopped: its root's own files (an image's: its upper directory, which the shim
+ * holds), its /workspace and its /tmp. */
+static int save_files(pid_t init, const char *ckpt, const shim_spec *spec, error_rec *err) {
     char src[PATH_MAX], dst[PATH_MAX];
+    bool image = image_root(spec);
     for (size_t i = 0; i < ARRAY_SIZE(saved); i++) {
         snprintf(src, sizeof(src), "/proc/%d/root/%s", (int)init, i ? saved[i] : "");
-        snprintf(dst, sizeof(dst), "%s/files/%s", ckpt, saved[i]);
+        snprintf(dst, sizeof(dst), "%s/files/%s", ckpt, i || !image ? saved[i] : "upper");
         if (mkdir(dst, 0700) < 0)
             return error_set_errno(err, negative_errno(), "mkdir %s", dst);
-        int r = copy_into(src, dst, uid_base, err);
+        if (!i && image)
+            snprintf(src, sizeof(src), "/proc/%d/fd/%d", (int)getpid(), SHIM_UPPER_FD);
+        int r = !i && image ? copy_upper(src, dst, err) : copy_into(src, dst, spec->uid_base, err);
         if (r < 0)
             return r;
     }
+    if (!image)
+        return 0;
+    static char text[1 << 16];
+    image_text(spec, text, sizeof(text));
+    snprintf(dst, sizeof(dst), "%s/image", ckpt);
+    int r = file_replace_nosync(dst, text, strlen(text), 0600);
+    return r < 0 ? error_set_errno(err, r, "write %s", dst) : 0;
+}
+
+/* A restore's image is the one the checkpoint was made on (the same layers, or directory). */
+static int same_image(const shim_spec *spec, const char *ckpt, error_rec *err) {
+    if (!image_root(spec))
+        return 0;
+    static char want[1 << 16];
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/image", ckpt);
+    _cleanup_free_ char *had = NULL;
+    int r = file_read_all(path, sizeof(want), &had, NULL);
+    if (r < 0)
+        return error_set_errno(err, r, "read %s", path);
+    image_text(spec, want, sizeof(want));
+    if (strcmp(had, want) != 0)
+        return error_set(err, -ESTALE,
+                         "the sandbox's image here is not the one it was paused on (other "
+                         "layers or directory)");
     return 0;
+}
+
+int shim_keep_upper(int fd, error_rec *err) {
+    int r = fd == SHIM_UPPER_FD || dup3(fd, SHIM_UPPER_FD, O_CLOEXEC) >= 0 ? 0 : negative_errno();
+    if (fd != SHIM_UPPER_FD)
+        close(fd);
+    return r < 0 ? error_set_errno(err, r, "keep the upper directory") : 0;
 }
 
 /* ---- pause ---- */
@@ -358,7 +452,7 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
     if (r < 0)
         error_set_errno(err, r, "mkdir in %s", ckpt);
     if (r >= 0)
-        r = find_externals(sb->init_pid, ckpt, &x, err);
+        r = find_externals(sb->init_pid, ckpt, sb->spec, &x, err);
     if (r >= 0 && (r = shim_ipc_send(sb->ipc, SHIM_IPC_PAUSE, 0, 0, 0, NULL, 0, NULL, 0)) < 0)
         error_set_errno(err, r, "ask init to pause");
     if (r >= 0)
@@ -377,7 +471,7 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
         return r;
     }
     uint64_t t1 = now_mono_us();
-    if ((r = save_files(sb->init_pid, ckpt, sb->spec->uid_base, err)) < 0) {
+    if ((r = save_files(sb->init_pid, ckpt, sb->spec, err)) < 0) {
         error_prefix(err, "save the sandbox's files");
         pause_undo(sb);
         return r;
@@ -423,15 +517,75 @@ static int images_to(const char *images, uid_t uid, error_rec *err) {
     return r < 0 ? error_set_errno(err, r, "chown %s", images) : 0;
 }
 
-/* In CRIU's process, before its exec (ud: the spec): a mount namespace of its own holding the
- * new writable layer on SHIM_PAUSABLE_STAGING, where the sandbox's init built it, the sandbox's
- * files put back on it, and the masks; CRIU binds them into the sandbox. CRIU opens what it
- * binds as the sandbox's root user, so every directory on the way lets others through (0711;
- * the run directory does not). Exits on failure (status 125; nothing of it is left: its
- * namespace dies with it). */
+typedef struct restore_ctx {
+    const shim_spec *spec;
+    int sock; /* an image's root: its upper directory goes back to the shim on it */
+} restore_ctx;
+
+/* An image's root: the overlay of its image over the saved upper directory, on staging/root
+ * (the overlay's user.overlay.* attributes: shim_rootfs_overlay); its upper directory to the
+ * shim (sock). */
+static int restore_image_root(const restore_ctx *c, const char *staging, error_rec *err) {
+    char p[PATH_MAX], src[PATH_MAX];
+    static const char *const dirs[] = {"upper", "work", "root"};
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        snprintf(p, sizeof(p), "%s/%s", staging, dirs[i]);
+        if (mkdir(p, 0711) < 0)
+            return error_set_errno(err, negative_errno(), "mkdir %s", p);
+    }
+    snprintf(p, sizeof(p), "%s/upper", staging);
+    snprintf(src, sizeof(src), "%s/files/upper", c->spec->restore);
+    int r = copy_upper(src, p, err);
+    if (r < 0)
+        return r;
+    snprintf(p, sizeof(p), "%s/root", staging);
+    if ((r = shim_rootfs_overlay(c->spec, staging, p, err)) < 0)
+        return r;
+    int fd = SHIM_UPPER_FD;
+    r = shim_ipc_send(c->sock, SHIM_IPC_READY, 0, 0, 0, NULL, 0, &fd, 1);
+    close(fd);
+    return r < 0 ? error_set_errno(err, r, "send the upper directory") : 0;
+}
+
+/* The volumes, id-mapped as at the create, on staging/vols/<i> for CRIU to bind (the
+ * externals: external_source). */
+static int restore_volumes(const shim_spec *s, const char *staging, error_rec *err) {
+    if (json_array_size(s->volumes) == 0)
+        return 0;
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/vols", staging);
+    _cleanup_close_ int userns = -1;
+    int r = mkdir(p, 0711) < 0 ? negative_errno() : shim_idmap_userns(0, s->uid_base, &userns);
+    if (r < 0)
+        return error_set_errno(err, r, "the volumes' mounts");
+    size_t i;
+    json_t *v;
+    json_array_foreach(s->volumes, i, v) {
+        int tree = -1;
+        snprintf(p, sizeof(p), "%s/vols/%zu", staging, i);
+        if (mkdir(p, 0711) < 0)
+            return error_set_errno(err, negative_errno(), "mkdir %s", p);
+        if ((r = shim_volume_tree(v, userns, &tree, err)) < 0)
+            return r;
+        r = move_mount(tree, "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0 ? negative_errno() : 0;
+        close(tree);
+        if (r < 0)
+            return error_set_errno(err, r, "move_mount %s", p);
+    }
+    return 0;
+}
+
+/* In CRIU's process, before its exec (ud: a restore_ctx): a mount namespace of its own holding
+ * the new writable layer on SHIM_PAUSABLE_STAGING, where the sandbox's init built it, the
+ * sandbox's files put back on it (an image's: its overlay, restore_image_root), and the masks;
+ * CRIU binds them into the sandbox. CRIU opens what it binds as the sandbox's root user, so
+ * every directory on the way lets others through (0711; the run directory does not). Exits on
+ * failure (status 125; nothing of it is left: its namespace dies with it). */
 static void restore_prepare(void *ud) {
-    const shim_spec *s = ud;
+    const restore_ctx *c = ud;
+    const shim_spec *s = c->spec;
     const char *staging = SHIM_PAUSABLE_STAGING;
+    bool image = image_root(s);
     error_rec e = {0};
     char p[PATH_MAX], src[PATH_MAX], mask[PATH_MAX];
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
@@ -440,14 +594,33 @@ static void restore_prepare(void *ud) {
     snprintf(p, sizeof(p), "%s/data", staging);
     if (mkdir(p, 0711) < 0)
         _exit(125);
-    for (size_t i = 0; i < ARRAY_SIZE(saved); i++) {
+    for (size_t i = image ? 1 : 0; i < ARRAY_SIZE(saved); i++) {
         snprintf(p, sizeof(p), "%s/%s%s", staging, i ? "data/" : "", saved[i]);
         snprintf(src, sizeof(src), "%s/files/%s", s->restore, saved[i]);
         if (mkdir(p, 0700) < 0 || copy_into(src, p, s->uid_base, &e) < 0)
             _exit(125);
     }
-    if (shim_rootfs_make_mask(staging, mask, sizeof(mask), &e) < 0)
+    if ((image && restore_image_root(c, staging, &e) < 0) || restore_volumes(s, staging, &e) < 0 ||
+        shim_rootfs_make_mask(staging, mask, sizeof(mask), &e) < 0)
         _exit(125);
+}
+
+/* The restored image root's upper directory, which restore_prepare sent (it is there: CRIU
+ * ran after it). */
+static int take_upper(int sock, error_rec *err) {
+    static union {
+        shim_ipc_msg m;
+        char raw[SHIM_IPC_MAX];
+    } buf;
+    int fds[3];
+    size_t nf = 0;
+    fd_set_nonblock(sock, 1);
+    int r = shim_ipc_recv(sock, &buf.m, fds, &nf);
+    for (size_t i = 1; i < nf; i++)
+        safe_close(fds[i]);
+    if (r < 0 || nf == 0)
+        return error_set_errno(err, r < 0 ? r : -EPROTO, "the restored upper directory");
+    return shim_keep_upper(fds[0], err);
 }
 
 int shim_restore(shim_sandbox *sb, error_rec *err) {
@@ -465,8 +638,13 @@ int shim_restore(shim_sandbox *sb, error_rec *err) {
     if (el <= 0)
         return error_set_errno(err, negative_errno(), "readlink /proc/self/exe");
     exe[el] = 0;
+    static char libs[PATH_MAX], loader[PATH_MAX];
+    libs[0] = 0;
     int r = load_externals(ckpt, &x, err);
-    if (r < 0 || (r = images_to(images, sb->spec->uid_base, err)) < 0)
+    if (r >= 0 && image_root(sb->spec))
+        r = shim_rootfs_libdir(libs, sizeof(libs), loader, sizeof(loader), err);
+    if (r < 0 || (r = same_image(sb->spec, ckpt, err)) < 0 ||
+        (r = images_to(images, sb->spec->uid_base, err)) < 0)
         return r;
     if (access(staging, F_OK) < 0)
         return error_set_errno(err, negative_errno(), "%s (a restore's staging)", staging);
@@ -488,13 +666,22 @@ int shim_restore(shim_sandbox *sb, error_rec *err) {
     for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
         argv[n++] = (char *)fixed[i];
     for (size_t i = 0; i < x.n; i++) {
-        external_source(&x.m[i], exe, src, sizeof(src));
+        external_source(&x.m[i], sb->spec, exe, libs[0] ? libs : NULL, src, sizeof(src));
         snprintf(keys[i], sizeof(keys[i]), "mnt[m%zu]:%s", i, src);
         argv[n++] = "--external";
         argv[n++] = keys[i];
     }
     argv[n] = NULL;
-    if ((r = run_criu(argv, log, sb->cg, restore_prepare, (void *)sb->spec, err)) < 0)
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+        return error_set_errno(err, negative_errno(), "socketpair");
+    restore_ctx c = {.spec = sb->spec, .sock = sp[1]};
+    r = run_criu(argv, log, sb->cg, restore_prepare, &c, err);
+    close(sp[1]);
+    if (r >= 0 && image_root(sb->spec))
+        r = take_upper(sp[0], err);
+    close(sp[0]);
+    if (r < 0)
         return r;
     _cleanup_free_ char *pid = NULL;
     if ((r = file_read_all(pidfile, 64, &pid, NULL)) < 0 || atoi(pid) <= 0)

@@ -4,7 +4,10 @@
  *   images/   CRIU's images of the whole process tree, and CRIU's dump.log and restore.log
  *   mounts    the mounts CRIU was told are external, one "key mountpoint root" per line
  *   files/    root, workspace, tmp: the sandbox's files (the root's own, the mounts on it as
- *             empty stubs; /workspace and /tmp)
+ *             empty stubs; /workspace and /tmp); an image's sandbox has upper (its overlay's
+ *             upper directory, whiteouts and user.overlay.* attributes kept) instead of root
+ *   image     an image's sandbox: what its root was made of (the store layers' names, or the
+ *             directory), which a restore checks against its own spec
  *   checkpoint.json  (SHIMPROTO_CHECKPOINT_DONE) written last (atomically): the checkpoint is
  *             whole. Nothing is fsynced (as the daemon's records): a checkpoint outlives the
  *             daemon and the shim, not a power loss.
@@ -31,3 +34,6 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
  * writable layer, CRIU's restore of the tree (a child of this process, in the sandbox's cgroup),
  * and the channel to its init (sb->init_pid, sb->ipc). The checkpoint is left as it was. */
 int shim_restore(shim_sandbox *sb, error_rec *err);
+/* A pausable sandbox of an image: the shim, not init, holds its overlay's upper directory on
+ * SHIM_UPPER_FD (for a commit and a pause; CRIU could not dump it in init). fd is taken. */
+int shim_keep_upper(int fd, error_rec *err);

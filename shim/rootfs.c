@@ -10,6 +10,7 @@
 #include "shim/seed.h"
 
 #include <fcntl.h>
+#include <link.h>
 #include <ftw.h>
 #include <stdbool.h>
 #include <inttypes.h>
@@ -197,10 +198,14 @@ static int prepare_host_image(const char *root, uid_t root_uid, error_rec *err) 
     return bind_tree_ro("/usr", p, err);
 }
 
-/* The upper directory (staging is the cwd) stays open on SHIM_UPPER_FD for a commit. */
-static int keep_upper(error_rec *err) {
-    int fd = open("upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 || (fd != SHIM_UPPER_FD && dup3(fd, SHIM_UPPER_FD, O_CLOEXEC) < 0)) {
+/* The upper directory (under staging) stays open on SHIM_UPPER_FD for a commit; a pausable
+ * sandbox's across init's exec (step_reexec), for init to hand it to the shim. */
+static int keep_upper(const char *staging, bool pausable, error_rec *err) {
+    char p[4200];
+    snprintf(p, sizeof(p), "%s/upper", staging);
+    int fd = open(p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || (fd != SHIM_UPPER_FD && dup3(fd, SHIM_UPPER_FD, pausable ? 0 : O_CLOEXEC) < 0) ||
+        (fd == SHIM_UPPER_FD && pausable && fcntl(fd, F_SETFD, 0) < 0)) {
         int r = negative_errno();
         if (fd >= 0)
             close(fd);
@@ -208,6 +213,33 @@ static int keep_upper(error_rec *err) {
     }
     if (fd != SHIM_UPPER_FD)
         close(fd);
+    return 0;
+}
+
+/* The overlay root of an image over the upper directory (the cwd: staging): a pausable
+ * sandbox's in its user namespace keeps the overlay's own attributes (whiteouts, opaque
+ * directories) in user.overlay.* (userxattr: trusted.* is the host's), at its create and at
+ * its restore alike. */
+int shim_rootfs_overlay(const shim_spec *spec, const char *staging, const char *root,
+                        error_rec *err) {
+    char lower[4200];
+    int r = 0;
+    snprintf(lower, sizeof(lower), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
+             spec->image_path, staging, staging);
+    /* images: store layers are mounted under staging/l/ and named relative to it (one page of
+     * mount options holds ~100 layers) */
+    if (spec->image_type == SHIM_IMAGE_LAYERS &&
+        ((r = shim_layers_mount(spec, staging, lower, sizeof(lower) - 48, err)) < 0 ||
+         chdir(staging) < 0))
+        return r < 0 ? r : error_set_errno(err, negative_errno(), "chdir %s", staging);
+    if (spec->image_type == SHIM_IMAGE_LAYERS)
+        strcat(lower, ",upperdir=upper,workdir=work");
+    if (spec->pausable)
+        strcat(lower, ",userxattr");
+    if ((r = mnt("sbx-image", root, "overlay", MS_SAFE, lower, err)) < 0)
+        return r;
+    if (spec->image_type == SHIM_IMAGE_LAYERS || spec->pausable)
+        return keep_upper(staging, spec->pausable, err);
     return 0;
 }
 
@@ -241,20 +273,7 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *e
         return r;
     path_join(root, sizeof(root), staging, "root");
     if (spec->image_type == SHIM_IMAGE_DIR || spec->image_type == SHIM_IMAGE_LAYERS) {
-        char lower[4200];
-        snprintf(lower, sizeof(lower), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work",
-                 spec->image_path, staging, staging);
-        /* images: store layers are mounted under staging/l/ and named relative to it (one
-         * page of mount options holds ~100 layers) */
-        if (spec->image_type == SHIM_IMAGE_LAYERS &&
-            ((r = shim_layers_mount(spec, staging, lower, sizeof(lower) - 32, err)) < 0 ||
-             chdir(staging) < 0))
-            return r < 0 ? r : error_set_errno(err, negative_errno(), "chdir %s", staging);
-        if (spec->image_type == SHIM_IMAGE_LAYERS)
-            strcat(lower, ",upperdir=upper,workdir=work");
-        if ((r = mnt("sbx-image", root, "overlay", MS_SAFE, lower, err)) < 0)
-            return r;
-        if (spec->image_type == SHIM_IMAGE_LAYERS && (r = keep_upper(err)) < 0)
+        if ((r = shim_rootfs_overlay(spec, staging, root, err)) < 0)
             return r;
         static const char *const dirs[] = {"etc", "proc", "dev", "workspace"};
         if ((r = ensure_dirs(root, dirs, ARRAY_SIZE(dirs), 0755, ruid, err)) < 0 ||
@@ -520,16 +539,68 @@ int shim_rootfs_dev_tree(const shim_spec *spec, const char *staging, error_rec *
     return 0;
 }
 
+/* A detached tree on dst, read-only, nosuid, nodev (and executable). */
+static int attach_ro(int tree, const char *dst, error_rec *err) {
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+    if (move_mount(tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+        mount_setattr(AT_FDCWD, dst, 0, &a, sizeof(a)) < 0)
+        return error_set_errno(err, negative_errno(), "bind on %s", dst);
+    return 0;
+}
+
 int shim_rootfs_init_binary(const char *staging, int exe_tree, error_rec *err) {
     char dst[4200];
     snprintf(dst, sizeof(dst), "%s/root" SHIM_INIT_BINARY, staging);
     _cleanup_close_ int fd = open(dst, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0555);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "create %s", dst);
-    struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
-    if (move_mount(exe_tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
-        mount_setattr(AT_FDCWD, dst, 0, &a, sizeof(a)) < 0)
-        return error_set_errno(err, negative_errno(), "bind sbx-shim on %s", dst);
+    return attach_ro(exe_tree, dst, err);
+}
+
+int shim_rootfs_init_libs(const char *staging, int lib_tree, error_rec *err) {
+    char dst[4200];
+    snprintf(dst, sizeof(dst), "%s/root" SHIM_INIT_LIBS, staging);
+    if (mkdir(dst, 0555) < 0)
+        return error_set_errno(err, negative_errno(), "mkdir %s", dst);
+    return attach_ro(lib_tree, dst, err);
+}
+
+typedef struct libdir_walk {
+    char dir[PATH_MAX], loader[PATH_MAX], other[PATH_MAX];
+} libdir_walk;
+
+/* dl_iterate_phdr: the main program's PT_INTERP, and each mapped object's directory. */
+static int libdir_cb(struct dl_phdr_info *info, size_t size, void *ud) {
+    libdir_walk *w = ud;
+    char real[PATH_MAX];
+    const char *name = info->dlpi_name;
+    for (size_t i = 0; !name[0] && i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_INTERP)
+            name = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (name[0] != '/' || !realpath(name, real))
+        return 0; /* the vDSO */
+    char *slash = strrchr(real, '/');
+    *slash = 0;
+    if (!info->dlpi_name[0])
+        snprintf(w->loader, sizeof(w->loader), "%s", slash + 1);
+    if (!w->dir[0])
+        snprintf(w->dir, sizeof(w->dir), "%s", real);
+    else if (strcmp(w->dir, real) != 0)
+        snprintf(w->other, sizeof(w->other), "%s", real);
+    return 0;
+}
+
+int shim_rootfs_libdir(char *dir, size_t len, char *loader, size_t llen, error_rec *err) {
+    static libdir_walk w;
+    memset(&w, 0, sizeof(w));
+    dl_iterate_phdr(libdir_cb, &w);
+    if (!w.dir[0] || !w.loader[0] || w.other[0])
+        return error_set(err, -ENOTSUP,
+                         "sbx-shim's loader and libraries are not in one directory (%s, %s): a "
+                         "pausable sandbox of an image cannot run it",
+                         w.dir, w.other[0] ? w.other : "no loader");
+    snprintf(dir, len, "%s", w.dir);
+    snprintf(loader, llen, "%s", w.loader);
     return 0;
 }
 

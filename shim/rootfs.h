@@ -16,6 +16,10 @@ int shim_rootfs_prepare(const shim_spec *spec, const char *staging, error_rec *e
  * `file` and an empty directory `dir`; its path in mask). */
 int shim_rootfs_mount_disk(const shim_spec *spec, const char *staging, error_rec *err);
 int shim_rootfs_make_mask(const char *staging, char *mask, size_t len, error_rec *err);
+/* An image's (dir or layers) overlay on root, over staging/upper and staging/work (which
+ * exist); the upper directory kept on SHIM_UPPER_FD (rootfs.c keep_upper). */
+int shim_rootfs_overlay(const shim_spec *spec, const char *staging, const char *root,
+                        error_rec *err);
 /* /etc: the accounts and the host's files the image needs (etc_base), then the sandbox's own
  * names: hostname, hosts, resolv.conf (etc_names). */
 int shim_rootfs_etc_base(const shim_spec *spec, const char *staging, error_rec *err);
@@ -35,6 +39,13 @@ int shim_rootfs_dev_mounts(const shim_spec *spec, const char *staging, error_rec
  * executable, on root/SHIM_INIT_BINARY, in /dev's tmpfs. */
 #define SHIM_INIT_BINARY "/dev/.sbx-init"
 int shim_rootfs_init_binary(const char *staging, int exe_tree, error_rec *err);
+/* An image's pausable sandbox has no host /usr: the host directory that holds sbx-shim's loader
+ * and every library it maps (libdir: one directory, else -ENOTSUP) is bound read-only on
+ * root/SHIM_INIT_LIBS (init_libs, lib_tree: a detached bind of it the shim made), and init runs
+ * sbx-shim through that loader (loader: its file name there). */
+#define SHIM_INIT_LIBS "/dev/.sbx-lib"
+int shim_rootfs_libdir(char *dir, size_t len, char *loader, size_t llen, error_rec *err);
+int shim_rootfs_init_libs(const char *staging, int lib_tree, error_rec *err);
 /* Where a pausable sandbox's init (in its own user namespace from the start, so it can reach
  * only what every user can) mounts the writable layer, in its own mount namespace; also where a
  * restore puts it back (shim/pause.c). An empty directory every Debian host has, reachable by

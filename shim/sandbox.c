@@ -10,9 +10,13 @@
 #include "shim/gvisor.h"
 #include "shim/init.h"
 #include "shim/ipc.h"
+#include "shim/layers.h"
 #include "shim/pause.h"
+#include "shim/rootfs.h"
+#include "shim/volumes.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <linux/sched.h> /* struct clone_args */
 #include <sched.h>
@@ -211,6 +215,20 @@ static int fork_init(shim_init_ctx *ctx, pid_t *ret_pid, int *ret_ipc, error_rec
     return 0;
 }
 
+/* A pausable sandbox of an image: a detached bind of sbx-shim's libraries' directory, and its
+ * loader's name there (shim/rootfs.h SHIM_INIT_LIBS). */
+static int open_libs(int *ret_fd, const char **ret_loader, error_rec *err) {
+    static char dir[PATH_MAX], loader[NAME_MAX + 1];
+    int r = shim_rootfs_libdir(dir, sizeof(dir), loader, sizeof(loader), err);
+    if (r < 0)
+        return r;
+    int fd = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (fd < 0)
+        return error_set_errno(err, negative_errno(), "open_tree %s", dir);
+    *ret_fd = fd, *ret_loader = loader;
+    return 0;
+}
+
 /* Init is forked now, unless a parked one has the directory (step_handoff, adopted by
  * step_cgroup). */
 static int step_fork(shim_sandbox *sb, error_rec *err) {
@@ -220,12 +238,16 @@ static int step_fork(shim_sandbox *sb, error_rec *err) {
     int r = make_staging(sb, staging, sizeof(staging), err);
     if (r < 0 || sb->init_pid > 0)
         return r;
-    shim_init_ctx ctx = {.spec = sb->spec, .staging = staging, .dir = sb->dir, .exe_tree = -1};
-    _cleanup_close_ int exe = -1;
+    shim_init_ctx ctx = {
+        .spec = sb->spec, .staging = staging, .dir = sb->dir, .exe_tree = -1, .lib_tree = -1};
+    _cleanup_close_ int exe = -1, libs = -1;
     if (sb->spec->pausable &&
         (exe = open_tree(AT_FDCWD, "/proc/self/exe", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)) < 0)
         return error_set_errno(err, negative_errno(), "open_tree sbx-shim");
-    ctx.exe_tree = exe;
+    if (sb->spec->pausable && sb->spec->image_type != SHIM_IMAGE_HOST &&
+        (r = open_libs(&libs, &ctx.loader, err)) < 0)
+        return r;
+    ctx.exe_tree = exe, ctx.lib_tree = libs;
     if (sb->cg && sb->cg->version == 1 && !sb->spec->pausable)
         ctx.cg = sb->cg; /* a pausable init is host root no more: moved, as on v2 */
     ctx.prog.len = (unsigned short)sb->bpf_len;
@@ -241,7 +263,8 @@ static int send_go(int ipc, error_rec *err) {
 
 /* Wait for init to reach `want`; relays init's own failure message unchanged. The message's
  * text, if any, is appended to step_ms (READY: init's step times). */
-static int wait_init(int ipc, uint32_t want, char *step_ms, size_t size, error_rec *err) {
+static int wait_init_fd(int ipc, uint32_t want, char *step_ms, size_t size, int *ret_fd,
+                        error_rec *err) {
     static union {
         shim_ipc_msg m;
         char raw[SHIM_IPC_MAX];
@@ -249,6 +272,8 @@ static int wait_init(int ipc, uint32_t want, char *step_ms, size_t size, error_r
     int fds[3];
     size_t nf;
     int r = shim_ipc_recv(ipc, &buf.m, fds, &nf);
+    if (r == 0 && ret_fd && nf == 1 && buf.m.type == want)
+        *ret_fd = fds[0], nf = 0; /* (a reply of want carries at most this one) */
     for (size_t i = 0; i < nf; i++)
         safe_close(fds[i]);
     if (r == -EAGAIN)
@@ -266,6 +291,10 @@ static int wait_init(int ipc, uint32_t want, char *step_ms, size_t size, error_r
     if (buf.m.len > 0 && l < size)
         snprintf(step_ms + l, size - l, " %.*s", (int)MIN(buf.m.len, 600u), buf.m.data);
     return 0;
+}
+
+static int wait_init(int ipc, uint32_t want, char *step_ms, size_t size, error_rec *err) {
+    return wait_init_fd(ipc, want, step_ms, size, NULL, err);
 }
 
 /* v1: init joins by itself (fork_init, shim_cgroup_join_self); v2: we move it. A parked init
@@ -292,21 +321,77 @@ static int step_restore(shim_sandbox *sb, error_rec *err) {
     return sb->spec->restore ? shim_restore(sb, err) : 0;
 }
 
+/* One detached id-mapped mount to init: SHIM_IPC_LAYER's index i. */
+static int send_mount(shim_sandbox *sb, const char *src, int userns, size_t i, error_rec *err) {
+    int fd = -1;
+    int r = shim_layer_tree_idmapped(src, userns, &fd, err);
+    if (r < 0)
+        return r;
+    r = shim_ipc_send(sb->ipc, SHIM_IPC_LAYER, 0, (int32_t)i, 0, NULL, 0, &fd, 1);
+    close(fd);
+    return r < 0 ? error_set_errno(err, r, "send %s to init", src) : 0;
+}
+
+/* A pausable init (in its user namespace from birth) cannot id-map: its store layers and
+ * volumes (0 -> uid_base, through init's own namespace) and its seed's workspace and tmp
+ * (seed_uid_base -> uid_base) come from the shim as detached mounts (common/spec.h
+ * layer_mounts). */
+static int send_mounts(shim_sandbox *sb, error_rec *err) {
+    const shim_spec *s = sb->spec;
+    size_t n = SHIM_SEED_MOUNTS_AT(s);
+    if (!s->pausable || (SHIM_MOUNTS_SENT(s) == 2 && !s->seed_path))
+        return 0;
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)sb->init_pid);
+    _cleanup_close_ int userns = open(p, O_RDONLY | O_CLOEXEC), seeds = -1;
+    if (userns < 0)
+        return error_set_errno(err, negative_errno(), "open %s", p);
+    int r = 0;
+    for (size_t i = 0; i < n && r >= 0; i++)
+        r = send_mount(sb, s->layers[i], userns, i, err);
+    size_t i;
+    json_t *v;
+    json_array_foreach(s->volumes, i, v) {
+        int fd = -1;
+        if (r < 0 || (r = shim_volume_tree(v, userns, &fd, err)) < 0)
+            return r;
+        r = shim_ipc_send(sb->ipc, SHIM_IPC_LAYER, 0, (int32_t)(SHIM_VOLUME_MOUNTS_AT(s) + i), 0,
+                          NULL, 0, &fd, 1);
+        close(fd);
+        if (r < 0)
+            return error_set_errno(err, r, "send volume %zu to init", i);
+    }
+    if (r < 0 || !s->seed_path)
+        return r;
+    if ((r = shim_idmap_userns(s->seed_uid_base, s->uid_base, &seeds)) < 0)
+        return error_set_errno(err, r, "a user namespace to id-map the seed");
+    static const char *const names[] = {"workspace", "tmp"};
+    for (size_t k = 0; k < ARRAY_SIZE(names) && r >= 0; k++) {
+        snprintf(p, sizeof(p), "%s/%s", s->seed_path, names[k]);
+        if (access(p, F_OK) == 0)
+            r = send_mount(sb, p, seeds, n + k, err);
+    }
+    return r;
+}
+
 static int step_userns(shim_sandbox *sb, error_rec *err) {
     if (sb->spec->restore)
         return 0;
     int r = wait_init(sb->ipc, SHIM_IPC_USERNS, sb->step_ms, sizeof(sb->step_ms), err);
     if (r < 0 || (r = write_map(sb->init_pid, "uid_map", sb->spec->uid_base, err)) < 0 ||
-        (r = write_map(sb->init_pid, "gid_map", sb->spec->uid_base, err)) < 0)
+        (r = write_map(sb->init_pid, "gid_map", sb->spec->uid_base, err)) < 0 ||
+        (r = send_mounts(sb, err)) < 0)
         return r;
     return send_go(sb->ipc, err);
 }
 
 static int step_ready(shim_sandbox *sb, error_rec *err) {
-    int r = sb->spec->restore
-                ? 0 /* (READY came in step_restore) */
-                : wait_init(sb->ipc, SHIM_IPC_READY, sb->step_ms, sizeof(sb->step_ms), err);
+    int upper = -1, r = sb->spec->restore ? 0 /* (READY came in step_restore) */
+                                          : wait_init_fd(sb->ipc, SHIM_IPC_READY, sb->step_ms,
+                                                         sizeof(sb->step_ms), &upper, err);
     if (r < 0)
+        return r;
+    if (upper >= 0 && (r = shim_keep_upper(upper, err)) < 0)
         return r;
     struct timeval tv = {0};
     setsockopt(sb->ipc, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

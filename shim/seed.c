@@ -191,10 +191,45 @@ static int share_one(const shim_spec *spec, const char *name, const char *stagin
     return 1;
 }
 
+/* A pausable init's seed (common/spec.h layer_mounts: id-mapped by the shim, its owners
+ * already the sandbox's) is copied: /workspace and /tmp stay plain directories, which a pause
+ * saves and a restore puts back as they are. */
+static int copy_sent(const shim_spec *spec, const char *staging, const char *data_dir,
+                     error_rec *err) {
+    static const char *const names[] = {"workspace", "tmp"};
+    size_t base = SHIM_SEED_MOUNTS_AT(spec);
+    char src[PATH_MAX], dst[PATH_MAX];
+    snprintf(src, sizeof(src), "%s/seed-sent", staging);
+    int r = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(names) && r >= 0; i++) {
+        int fd = spec->layer_mounts[base + i];
+        spec->layer_mounts[base + i] = -1;
+        if (fd < 0)
+            continue;
+        snprintf(dst, sizeof(dst), "%s/%s", data_dir, names[i]);
+        r = mkdir(src, 0700) < 0 ? negative_errno() : 0;
+        if (r == 0 && move_mount(fd, "", AT_FDCWD, src, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            r = negative_errno(), rmdir(src);
+        close(fd);
+        if (r < 0)
+            return error_set_errno(err, r, "seed: mount the %s sent", names[i]);
+        _cleanup_close_ int sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int dfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        seed_ctx c = {.from = spec->uid_base, .to = spec->uid_base, .err = err};
+        r = sfd < 0 || dfd < 0 ? error_set_errno(err, negative_errno(), "seed: open %s", dst)
+                               : copy_dir(&c, sfd, dfd, 0);
+        umount2(src, MNT_DETACH);
+        rmdir(src);
+    }
+    return r < 0 ? r : 0;
+}
+
 int shim_seed_fill(const shim_spec *spec, const char *staging, const char *data_dir,
                    error_rec *err) {
     if (!spec->seed_path)
         return 0;
+    if (spec->layer_mounts)
+        return copy_sent(spec, staging, data_dir, err);
     int userns_fd = -1;
     if (shim_idmap_userns(spec->seed_uid_base, spec->uid_base, &userns_fd) < 0)
         userns_fd = -1; /* no user namespaces for id-mapping: copy */

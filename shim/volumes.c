@@ -51,7 +51,7 @@ static int open_target(int rootfd, const char *dst, uid_t uid, int *ret_fd, erro
     return 0;
 }
 
-static int mount_one(json_t *v, int rootfd, int userns_fd, uid_t uid, error_rec *err) {
+int shim_volume_tree(json_t *v, int userns_fd, int *ret_fd, error_rec *err) {
     const char *src = json_string_value(json_object_get(v, "src"));
     const char *dst = json_string_value(json_object_get(v, "dst"));
     if (!src || src[0] != '/' || !dst || dst[0] != '/' || strlen(dst) < 2)
@@ -68,11 +68,18 @@ static int mount_one(json_t *v, int rootfd, int userns_fd, uid_t uid, error_rec 
                                "volume at %s: this kernel cannot id-map the volume's mount "
                                "(volumes need id-mapped ext4 mounts, Linux 5.12 or later)",
                                dst);
-    _cleanup_close_ int target = -1;
+    *ret_fd = TAKE_FD(tree);
+    return 0;
+}
+
+/* The volume's tree (taken) at its path in the root. */
+static int attach_one(json_t *v, int tree, int rootfd, uid_t uid, error_rec *err) {
+    const char *dst = json_string_value(json_object_get(v, "dst"));
+    _cleanup_close_ int t = tree, target = -1;
     int r = open_target(rootfd, dst, uid, &target, err);
     if (r < 0)
         return r;
-    if (move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    if (move_mount(t, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
         return error_set_errno(err, negative_errno(), "volume at %s: move_mount", dst);
     return 0;
 }
@@ -86,14 +93,19 @@ int shim_volumes_mount(const shim_spec *s, const char *staging, error_rec *err) 
     if (rootfd < 0)
         return error_set_errno(err, negative_errno(), "open %s", root);
     _cleanup_close_ int userns_fd = -1;
-    int r = shim_idmap_userns(0, s->uid_base, &userns_fd);
+    int r = s->layer_mounts ? 0 : shim_idmap_userns(0, s->uid_base, &userns_fd);
     if (r < 0)
         return error_set_errno(err, r,
                                "volumes: no user namespace for the id-mapping of their mounts");
-    size_t i;
+    size_t i, base = SHIM_VOLUME_MOUNTS_AT(s);
     json_t *v;
     json_array_foreach(s->volumes, i, v) {
-        if ((r = mount_one(v, rootfd, userns_fd, s->uid_base, err)) < 0)
+        int tree = -1;
+        if (s->layer_mounts) /* a pausable init's: the shim id-mapped them (common/spec.h) */
+            tree = s->layer_mounts[base + i], s->layer_mounts[base + i] = -1;
+        else if ((r = shim_volume_tree(v, userns_fd, &tree, err)) < 0)
+            return r;
+        if ((r = attach_one(v, tree, rootfd, s->uid_base, err)) < 0)
             return r;
     }
     return 0;

@@ -11,3 +11,7 @@
  * on-disk owners 0..65535 are the sandbox's own ids. Fails with a message naming the volume
  * where the kernel cannot id-map (no fallback: owners would differ between sandboxes). */
 int shim_volumes_mount(const shim_spec *s, const char *staging, error_rec *err);
+/* One volume's {"src","dst","ro"} as a detached mount as above, id-mapped through userns_fd
+ * (for a pausable init, which cannot id-map: the shim makes them, shim/sandbox.c; and for a
+ * restore's CRIU, shim/pause.c). */
+int shim_volume_tree(json_t *v, int userns_fd, int *ret_fd, error_rec *err);

@@ -125,6 +125,8 @@ static void move_to(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *n
                     const char *url) {
     error_rec err = {0};
     if (sd_checkpoint_move_begin(sb, node, &err) < 0) {
+        if (err.code == -EPERM) /* a lease, volumes: what this sandbox is, a conflict */
+            err.code = -EBUSY;
         sd_reply_error_rec(req, &err);
         return;
     }
@@ -216,10 +218,11 @@ bool sd_api_move_settle(sd_daemon *d, sd_request *req, sd_sandbox *sb, sd_api_sa
 }
 
 /* POST .../resume with {"node"} (api/pause.c read the body): here, or there. With no node, a
- * full node picks another (the fleet's placement). Returns false when it is a resume here. */
+ * full node picks another (the fleet's placement) for a sandbox that can move. Returns false
+ * when it is a resume here. */
 bool sd_api_move_resume(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *node) {
     const char *self = d->cfg.node_name ?: "";
-    if (!node && sd_fleet_on(d) && sb->state == SD_PAUSED &&
+    if (!node && sd_fleet_on(d) && sb->state == SD_PAUSED && !sd_checkpoint_node_bound(sb) &&
         sd_registry_count_active(d) >= d->cfg.max_sandboxes) {
         const char *url = sd_fleet_pick(d, NULL, false);
         node = url ? sd_fleet_node_of_url(d, url) : NULL;

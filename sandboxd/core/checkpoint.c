@@ -15,6 +15,7 @@
 #include "common/spec.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/files.h"
+#include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
@@ -419,6 +420,10 @@ void sd_checkpoint_sweep(sd_daemon *d) {
 
 /* ---- a move to another node of the fleet (api/move.c) ---- */
 
+bool sd_checkpoint_node_bound(const sd_sandbox *sb) {
+    return json_array_size(sb->spec.volumes) > 0;
+}
+
 int sd_checkpoint_move_begin(sd_sandbox *sb, const char *node, error_rec *err) {
     if (sb->state != SD_PAUSED || sb->cleaning)
         return error_set(err, -EBUSY, "sandbox %s is %s: only a paused sandbox moves", sb->id,
@@ -429,6 +434,10 @@ int sd_checkpoint_move_begin(sd_sandbox *sb, const char *node, error_rec *err) {
     if (sb->spec.lease)
         return error_set(err, -EPERM, "sandbox %s lives under lease %s: it cannot move (yet)",
                          sb->id, sb->spec.lease);
+    if (sd_checkpoint_node_bound(sb))
+        return error_set(err, -EPERM,
+                         "sandbox %s has volumes, which are this node's: it resumes here only",
+                         sb->id);
     if (!checkpoint_whole(sb))
         return error_set(err, -EIO, "sandbox %s: its checkpoint is missing", sb->id);
     if (strlen(node) >= sizeof(sb->move_to))
@@ -482,6 +491,13 @@ static int import_check(sd_daemon *d, const char *id, json_t *record, error_rec 
                          "uid slot %d (host ids %d-%d), which the checkpoint's user namespace "
                          "maps, is in use on this node",
                          slot, sd_uid_base(slot), sd_uid_base(slot) + 65535);
+    const char *image =
+        json_string_value(json_object_get(json_object_get(record, "spec"), "image"));
+    if (image && strcmp(image, "host") != 0 && !sd_images_find(d, image))
+        return error_set(err, -EBUSY,
+                         "image %s, which sandbox %s runs, is not in this node's store (import "
+                         "the same image here first)",
+                         image, id);
     if (old) { /* an earlier stay here (moved away, or a failed resume): its record goes */
         sd_state_remove(d, id);
         sd_sandbox_forget(old);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define RECORD_MAX (1u << 20)
@@ -32,7 +33,9 @@ static int archive_failed(struct archive *a, error_rec *err, const char *what) {
     return error_set(err, e > 0 ? -e : -EIO, "%s: %s", what, archive_error_string(a) ?: "?");
 }
 
-static int put_header(pack *p, const struct stat *st, const char *link) {
+/* fd: a directory's, whose overlay opaque marker (an image's upper directory, shim/pause.h)
+ * travels as the one extended attribute a checkpoint holds; -1 for anything else. */
+static int put_header(pack *p, const struct stat *st, const char *link, int fd) {
     struct archive_entry *e = archive_entry_new();
     if (!e)
         return error_set(p->err, -ENOMEM, "out of memory");
@@ -40,6 +43,10 @@ static int put_header(pack *p, const struct stat *st, const char *link) {
     archive_entry_set_pathname(e, p->rel);
     if (link)
         archive_entry_set_symlink(e, link);
+    char v[8];
+    ssize_t n = fd >= 0 ? fgetxattr(fd, SD_CKPT_XATTR, v, sizeof(v)) : -1;
+    if (n > 0)
+        archive_entry_xattr_add_entry(e, SD_CKPT_XATTR, v, (size_t)n);
     int h = archive_write_header(p->a, e);
     archive_entry_free(e);
     return h == ARCHIVE_OK || h == ARCHIVE_WARN ? 0 : archive_failed(p->a, p->err, p->rel);
@@ -74,18 +81,18 @@ static int pack_node(pack *p, int dfd, const char *name, int depth) {
         if (n < 0)
             return error_set_errno(p->err, negative_errno(), "readlink %s", p->rel);
         target[n] = 0;
-        return put_header(p, &st, target);
+        return put_header(p, &st, target, -1);
     }
     bool whiteout = S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0);
     if (S_ISFIFO(st.st_mode) || whiteout)
-        return put_header(p, &st, NULL);
+        return put_header(p, &st, NULL, -1);
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
         return 0; /* sockets, devices: nothing a restore reads */
     _cleanup_close_ int fd = openat(
         dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
     if (fd < 0)
         return error_set_errno(p->err, negative_errno(), "open %s", p->rel);
-    int r = put_header(p, &st, NULL);
+    int r = put_header(p, &st, NULL, S_ISDIR(st.st_mode) ? fd : -1);
     if (r < 0)
         return r;
     return S_ISDIR(st.st_mode) ? pack_dir(p, fd, depth + 1) : put_data(p, fd, (uint64_t)st.st_size);
@@ -192,6 +199,14 @@ static int member_ok(struct archive_entry *e, uid_t lo, const char *rel, error_r
         return error_set(err, -EINVAL, "%s: a hard link is refused", rel);
     if (archive_entry_perm(e) & (S_ISUID | S_ISGID))
         return error_set(err, -EINVAL, "%s: a setuid or setgid file is refused", rel);
+    const char *xname;
+    const void *xval;
+    size_t xlen;
+    archive_entry_xattr_reset(e); /* (pax: its LIBARCHIVE. and SCHILY. headers may both be read) */
+    while (archive_entry_xattr_next(e, &xname, &xval, &xlen) == ARCHIVE_OK)
+        if (type != AE_IFDIR || strcmp(xname, SD_CKPT_XATTR) != 0 || xlen > 8)
+            return error_set(err, -EINVAL, "%s: an extended attribute other than a directory's %s",
+                             rel, SD_CKPT_XATTR);
     la_int64_t ids[2] = {archive_entry_uid(e), archive_entry_gid(e)};
     for (int i = 0; i < 2; i++)
         if (ids[i] != 0 && (ids[i] < (la_int64_t)lo || ids[i] >= (la_int64_t)lo + 65536))
@@ -249,9 +264,10 @@ int sd_ckpt_unpack(int in, const char *dir, json_t **ret_record, error_rec *err)
     int r = a && disk ? 0 : error_set(err, -ENOMEM, "out of memory");
     if (r == 0) {
         archive_read_support_format_tar(a);
-        archive_write_disk_set_options(
-            disk, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME |
-                      ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT);
+        archive_write_disk_set_options(disk, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
+                                                 ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
+                                                 ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                                 ARCHIVE_EXTRACT_SECURE_NODOTDOT);
         if (archive_read_open_fd(a, in, 1 << 16) != ARCHIVE_OK)
             r = archive_failed(a, err, "the tar");
     }

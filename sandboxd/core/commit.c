@@ -1,7 +1,8 @@
 /* The commit engine (core/commit.h): a running sandbox of a store image becomes a new image of
  * that image's layers plus one new layer, its writable layer. The sandbox is frozen (cgroup
  * freezer, best effort) while a files worker copies, with `cp -a --sparse=always`, the
- * overlay's upper directory (which init keeps open on SHIM_UPPER_FD: /proc/<init>/fd/N) and the
+ * overlay's upper directory (which init keeps open on SHIM_UPPER_FD: /proc/<init>/fd/N; a
+ * pausable sandbox's shim: shim/pause.h) and the
  * sandbox's /workspace and /tmp (through /proc/<init>/root, as a fork does) into a directory
  * under the store's tmp/; then it is thawed and a second worker makes the copy a store layer:
  * owners shifted back from the sandbox's uid range to the image's own ids, overlay whiteouts
@@ -40,7 +41,7 @@ struct sd_commit {
     sd_commit_done_fn done;
     void *ud;
     char name[POLICY_IMAGE_NAME_MAX], base[POLICY_IMAGE_NAME_MAX], sb_id[64];
-    int init_pid;
+    int init_pid, upper_pid; /* upper_pid holds the upper directory on SHIM_UPPER_FD */
     uint32_t uid_base;
     bool strip, frozen, stopping;
     char work[PATH_MAX], layer[PATH_MAX + 16];
@@ -100,7 +101,7 @@ static int run_tool(char **args, error_rec *err) {
 static int copy_run(void *ud, error_rec *err) {
     sd_commit *c = ud;
     char upper[64], ws[64], tmp[64], dst[PATH_MAX + 32];
-    snprintf(upper, sizeof(upper), "/proc/%d/fd/%d/.", c->init_pid, SHIM_UPPER_FD);
+    snprintf(upper, sizeof(upper), "/proc/%d/fd/%d/.", c->upper_pid, SHIM_UPPER_FD);
     snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", c->init_pid);
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", c->init_pid);
     snprintf(dst, sizeof(dst), "%s/", c->layer);
@@ -127,13 +128,20 @@ static uid_t unshift(uint32_t id) {
     return id >= base && id - base < SHIM_UID_RANGE ? id - base : 65534;
 }
 
+/* The overlay's own attributes: trusted.overlay.opaque kept (a pausable sandbox's overlay
+ * keeps it as user.overlay.opaque, shim/rootfs.c: made trusted.*, as the store's layers have
+ * it), every other one dropped. */
 static void drop_overlay_xattrs(const char *path) {
     char names[4096];
     ssize_t n = llistxattr(path, names, sizeof(names));
-    for (ssize_t o = 0; o < n; o += (ssize_t)strlen(names + o) + 1)
-        if (strncmp(names + o, "trusted.overlay.", 16) == 0 &&
-            strcmp(names + o, "trusted.overlay.opaque") != 0)
-            (void)lremovexattr(path, names + o);
+    for (ssize_t o = 0; o < n; o += (ssize_t)strlen(names + o) + 1) {
+        const char *a = names + o;
+        if (strcmp(a, "user.overlay.opaque") == 0)
+            (void)lsetxattr(path, "trusted.overlay.opaque", "y", 1, 0);
+        if ((strncmp(a, "trusted.overlay.", 16) == 0 && strcmp(a, "trusted.overlay.opaque")) ||
+            strncmp(a, "user.overlay.", 13) == 0)
+            (void)lremovexattr(path, a);
+    }
 }
 
 static int fix_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -266,6 +274,7 @@ static int admit(sd_sandbox *sb, const char *raw, sd_commit *c, error_rec *err) 
     snprintf(c->base, sizeof(c->base), "%s", sb->spec.image);
     snprintf(c->sb_id, sizeof(c->sb_id), "%s", sb->id);
     c->init_pid = sb->init_pid;
+    c->upper_pid = sb->spec.pausable ? sb->shim_pid : sb->init_pid; /* shim/pause.h */
     c->uid_base = (uint32_t)sd_uid_base(sb->uid_slot);
     return 0;
 }

@@ -140,6 +140,9 @@ def layer2():
     l.link("abs-link", tarfile.SYMTYPE, "/etc/base.txt")
     l.dir("app", 0o755, 1000, 1000)
     l.file("app/README", "app\n", 0o644, 1000, 1000)
+    if os.environ.get("MKIMAGE_APP_SUB") == "1":  # a directory the sandbox user can replace
+        l.dir("app/sub", 0o755, 1000, 1000)
+        l.file("app/sub/s", "s\n", 0o644, 1000, 1000)
     return l.bytes()
 
 

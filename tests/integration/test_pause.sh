@@ -6,7 +6,9 @@
 # on_idle "pause"; kill -9 of the daemon while paused, during a pause and during a resume
 # (nothing is lost: the sandbox is running, or paused with a whole checkpoint); a full disk
 # during the checkpoint (the pause fails, the sandbox runs on); a restore that fails (another
-# sbx-shim binary) leaves the sandbox paused with its checkpoint; every bad input a 4xx.
+# sbx-shim binary) leaves the sandbox paused with its checkpoint; a sandbox of a store image
+# (its overlay's upper directory saved and put back, its commits); one with volumes (bound
+# again, held while paused); every bad input a 4xx.
 
 DAEMON_TAG=pause
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -85,6 +87,92 @@ test_pause_refused() {
   req POST "/v1/sandboxes/$id/resume"; expect 409 '.message | contains("not paused")'
   req DELETE "/v1/sandboxes/$id"; expect 204
   req POST "/v1/sandboxes/$id/pause"; expect 409
+}
+
+# A pausable sandbox of a store image: its root is an overlay of the image's layers (id-mapped
+# by the shim for init, which is in its user namespace from birth) over its upper directory,
+# which the pause saves with whiteouts and opaque directories and the resume puts back under
+# the same layers. A commit of a pausable sandbox (its shim holds the upper directory), before
+# and after a resume; a checkpoint whose image is not the sandbox's is refused, kept paused.
+TEST_TIMEOUT_pause_image=180
+test_pause_image() {
+  need_criu
+  start_daemon
+  MKIMAGE_EXTRA_BINS="sleep" python3 "$(dirname "$0")/mkimage.py" oci "$D/base.tar" || fail "mkimage"
+  req POST "/v1/images?name=t:v1" -H 'Content-Type: application/x-tar' --data-binary @"$D/base.tar"
+  expect 201
+  # a pausable sandbox of t:v1 adds a directory, and its commit is t:v2
+  create '{"pausable":true,"image":"t:v1"}'; local first=$ID
+  run_in "$first" '["sh","-c","mkdir -p /app/sub && echo s > /app/sub/s && echo w > /workspace/w && id -u && stat -c %u /etc/base.txt"]'
+  [ "$OUT" == "$(printf '1000\n0')" ] || fail "owners in a pausable sandbox of an image: $OUT"
+  req POST "/v1/sandboxes/$first/commit" -d '{"name":"t:v2"}'; expect 201 '(.layers | length) == 3'
+  req DELETE "/v1/sandboxes/$first"; expect 204
+  # on t:v2: a deletion (a whiteout), a directory replaced (opaque), a new file, a counter (and
+  # /workspace/w from t:v2's seed)
+  image_sandbox t:v2; local id=$ID before=$COUNT loop=$LOOP
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  local ck="$D/state/checkpoints/$id"
+  [ -d "$ck/files/upper/app" ] && [ ! -e "$ck/files/root" ] || fail "no upper directory saved: $(ls "$ck/files")"
+  grep -c '^layer ' "$ck/image" | grep -qx 3 || fail "the checkpoint's image: $(cat "$ck/image")"
+  sleep 2
+  resume "$id"; expect 200 '.state == "running"'
+  image_resumed "$id" "$before" "$loop"
+  # the resumed sandbox commits (its new shim holds the upper directory), and a plain sandbox
+  # of the commit sees its deletion and its replaced directory
+  req POST "/v1/sandboxes/$id/commit" -d '{"name":"t:v3"}'; expect 201 '(.layers | length) == 4'
+  create '{"image":"t:v3"}'; local plain=$ID
+  image_files "$plain"
+  # a checkpoint of another image: the resume fails and it stays paused, then resumes
+  image_counter "$id"; before=$COUNT
+  req POST "/v1/sandboxes/$id/pause"; expect 200
+  cp "$ck/image" "$D/image.saved"
+  sed -i '1s/^layer /layer x/' "$ck/image"
+  req POST "/v1/sandboxes/$id/resume"
+  expect 500 '.message | contains("not the one it was paused on")'
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "paused"'
+  cp "$D/image.saved" "$ck/image"
+  resume "$id"; expect 200 '.state == "running"'
+  image_resumed "$id" "$before" "$loop"
+  # the image of a paused sandbox is in use
+  req POST "/v1/sandboxes/$id/pause"; expect 200
+  req DELETE /v1/images/t:v2; expect 409
+  req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
+# A pausable sandbox with volumes: they stay the daemon's (their files are not in the
+# checkpoint), a paused sandbox keeps its writable volume (no other sandbox takes it, it is not
+# deleted), and the resume binds them again, id-mapped and read-only as they were, under the
+# processes that hold files of them open.
+TEST_TIMEOUT_pause_volumes=150
+test_pause_volumes() {
+  need_criu
+  start_daemon
+  req POST /v1/volumes -d '{"name":"data","size":"32Mi"}'; expect 201
+  req POST /v1/volumes -d '{"name":"ds","size":"16Mi"}'; expect 201
+  create '{"volumes":[{"name":"ds","path":"/ds"}]}'
+  run_in "$ID" '["sh","-c","echo ds-7f3a9q > /ds/d"]'
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  stateful_sandbox '"volumes":[{"name":"data","path":"/data"},{"name":"ds","path":"/ds","read_only":true}]'
+  local id=$ID
+  run_in "$id" '["sh","-c","echo v1 > /data/f; sh -c \"exec 3>>/data/log; echo one >&3; exec sleep 1000\" </dev/null >/dev/null 2>&1 & echo $!"]'
+  local holder=$OUT
+  sleep 0.2
+  snapshot "$id"; local before=$COUNT pids=$PIDS
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  ! grep -rqs ds-7f3a9q "$D/state/checkpoints/$id/files" || fail "a volume's file went into the checkpoint: $(grep -rl ds-7f3a9q "$D/state/checkpoints/$id/files")"
+  # paused, it keeps its writable volume
+  req POST /v1/sandboxes -d '{"volumes":[{"name":"data","path":"/data"}]}'
+  expect 409 ".message | contains(\"in use by sandbox $id\")"
+  req DELETE /v1/volumes/data; expect 409
+  resume "$id"; expect 200 '.state == "running"'
+  check_resumed "$id" "$before" "$pids"
+  run_in "$id" '["sh","-c","readlink /proc/'"$holder"'/fd/3; cat /data/f /ds/d /data/log; stat -c %u /data/f; echo x > /ds/x 2>/dev/null || echo ro"]'
+  [ "$OUT" == "$(printf '/data/log\nv1\nds-7f3a9q\none\n1000\nro')" ] ||
+    fail "the volumes after the resume: $(echo "$OUT" | tr '\n' ' ')"
+  run_in "$id" '["sh","-c","echo v2 > /data/f"]'
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  create '{"volumes":[{"name":"data","path":"/data"}]}'
+  run_in "$ID" '["cat","/data/f"]'; [ "$OUT" == v2 ] || fail "the volume after its sandbox: $OUT"
 }
 
 TEST_TIMEOUT_pause_on_idle=60

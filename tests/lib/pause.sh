@@ -1,6 +1,7 @@
 # Helpers of the pause tests (tests/integration/test_pause.sh, tests/network/test_fleet_pause.sh),
 # sourced after tests/lib/daemon.sh: a sandbox whose Python process keeps a counter in its memory
-# and a background process, and the checks that a resume brought them back. req/expect talk to
+# and a background process, one of a store image whose shell does, and the checks that a resume
+# brought them back. req/expect talk to
 # the current daemon instance (daemon_use).
 
 need_criu() {
@@ -49,4 +50,42 @@ check_resumed() { # ID COUNT-BEFORE PIDS-BEFORE
   [ "$COUNT" -ge "$before" ] || fail "the counter went back: $COUNT after $before (not its memory)"
   run_in "$1" '["cat","/workspace/f"]'
   [ "$OUT" == kept ] || fail "the workspace lost its file: $OUT"
+}
+
+COUNTER='x=1000; while :; do x=$((x+1)); echo $x > /tmp/count; sleep 0.05; done'
+image_counter() { # ID -> COUNT (the shell's counter, in its memory) LOOP (its pid)
+  local out
+  for _ in 1 2 3; do
+    run_in "$1" '["sh","-c","cat /tmp/count; cat /tmp/loop"]'
+    COUNT=$(echo "$OUT" | sed -n 1p) LOOP=$(echo "$OUT" | sed -n 2p)
+    [ "$COUNT" -gt 1000 ] 2>/dev/null && return 0
+    sleep 0.05 # (read between the loop's truncate and its write)
+  done
+  fail "no counter: $OUT"
+}
+image_files() { # ID: what image_sandbox changed on its image, as it left it
+  run_in "$1" '["sh","-c","ls /app/sub; cat /app/up /etc/base.txt; [ -e /home/user/notes ] || echo gone; cat /workspace/w"]'
+  [ "$OUT" == "$(printf "n\nup\nchanged\ngone\nw")" ] || fail "the sandbox's files on its image: $(echo "$OUT" | tr "\n" " ")"
+}
+# A pausable sandbox of IMAGE (mkimage.py's, with sleep, and /app/sub: MKIMAGE_APP_SUB=1 or a
+# commit that made it) running COUNTER, which deletes a file of the image (a whiteout), replaces
+# a directory of it (opaque) and adds a file (and /workspace/w, unless its image's seed has it)
+# -> ID COUNT LOOP
+image_sandbox() { # IMAGE
+  create "{\"pausable\":true,\"image\":\"$1\"}"
+  local body; body=$(jq -cn --arg c "$COUNTER" '{argv:["sh","-c",("(" + $c + ") </dev/null >/dev/null 2>&1 & echo $! > /tmp/loop")]}')
+  req POST "/v1/sandboxes/$ID/exec" -d "$body"; expect 200 '.exit_code == 0'
+  run_in "$ID" '["sh","-c","rm /home/user/notes && rm -r /app/sub && mkdir /app/sub && echo n > /app/sub/n && echo up > /app/up && { [ -e /workspace/w ] || echo w > /workspace/w; }"]'
+  image_files "$ID"
+  sleep 0.3
+  image_counter "$ID"
+}
+# After a resume: the files as they were, the same loop, its counter went on from where it was
+# (only the ticks before the dump froze it and after the restore: not a restarted loop)
+image_resumed() { # ID COUNT-BEFORE LOOP-BEFORE
+  image_files "$1"
+  image_counter "$1"
+  [ "$LOOP" == "$3" ] || fail "another loop after the resume: $LOOP vs $3"
+  [ "$COUNT" -ge "$2" ] && [ "$COUNT" -lt $(($2 + 60)) ] ||
+    fail "the counter: $2 before the pause, $COUNT after the resume (not its memory?)"
 }

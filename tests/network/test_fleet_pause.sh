@@ -4,6 +4,7 @@
 # token, CRIU 4 (tests/deps_criu.sh). A sandbox whose Python process keeps a counter in memory
 # and a background process is paused on a and resumed on b (its checkpoint pulled through a's
 # API), then back to a: the same processes go on; requests for its id reach it where it is.
+# A sandbox of a store image moves to a node with the same image (a node without it refuses).
 # Refusals leave it paused where it was (an unknown node, a full node, bad input); kill -9 of
 # the node it leaves, and of the node it goes to, during the move: it is running on one node or
 # paused with a whole checkpoint on the other, never both.
@@ -141,6 +142,51 @@ test_move_refused() {
   req POST "/v1/sandboxes/$id/resume"; expect 200 '.state == "running" and .node == "b"'
   daemon_use b
   check_resumed "$id" "$before" "$pids"
+}
+
+# A pausable sandbox of a store image moves with its upper directory (whiteouts, an opaque
+# directory: its one extended attribute travels in the tar) to a node that has the same image;
+# a node without it refuses (409 naming the image) and the sandbox stays paused where it was.
+# One with a volume does not move (409), and resumes where it is.
+TEST_TIMEOUT_move_image=180
+test_move_image() {
+  two_nodes
+  local tar="$DAEMON_ROOT/base.tar" # (D is the node's own directory)
+  MKIMAGE_EXTRA_BINS="sleep" MKIMAGE_APP_SUB=1 \
+    python3 "$(dirname "$0")/../integration/mkimage.py" oci "$tar" || fail "mkimage"
+  daemon_use a
+  req POST "/v1/images?name=t:v1" -H 'Content-Type: application/x-tar' --data-binary @"$tar"
+  expect 201
+  image_sandbox t:v1; local id=$ID before=$COUNT loop=$LOOP
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  req POST "/v1/sandboxes/$id/resume" -d '{"node":"b"}'
+  expect 409 '(.message | contains("resume on node b")) and (.message | contains("image t:v1"))'
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "paused" and (.pause.moving_to == null)'
+  has_checkpoint a "$id" || fail "a lost the checkpoint after b refused"
+  daemon_use b
+  [ -z "$(ls -A "$D/state/checkpoints" 2>/dev/null)" ] ||
+    fail "b kept something of a refused move: $(ls -A "$D/state/checkpoints")"
+  req POST "/v1/images?name=t:v1" -H 'Content-Type: application/x-tar' --data-binary @"$tar"
+  expect 201
+  daemon_use a
+  req POST "/v1/sandboxes/$id/resume" -d '{"node":"b"}'; expect 200 '.state == "running" and .node == "b"'
+  daemon_use b
+  image_resumed "$id" "$before" "$loop"
+  # and back to a, through b
+  image_counter "$id"; before=$COUNT
+  req POST "/v1/sandboxes/$id/pause"; expect 200
+  req POST "/v1/sandboxes/$id/resume" -d '{"node":"a"}'; expect 200 '.node == "a"'
+  daemon_use a
+  image_resumed "$id" "$before" "$loop"
+  # a sandbox with a volume (the node's own) resumes only where it is
+  req POST /v1/volumes -d '{"name":"data","size":"16Mi"}'; expect 201
+  create '{"pausable":true,"volumes":[{"name":"data","path":"/data"}]}'; local vid=$ID
+  run_in "$vid" '["sh","-c","echo here > /data/f"]'
+  req POST "/v1/sandboxes/$vid/pause"; expect 200
+  req POST "/v1/sandboxes/$vid/resume" -d '{"node":"b"}'
+  expect 409 '.message | contains("has volumes, which are this node")'
+  req POST "/v1/sandboxes/$vid/resume"; expect 200 '.state == "running" and .node == "a"'
+  run_in "$vid" '["cat","/data/f"]'; [ "$OUT" == here ] || fail "the volume after the resume: $OUT"
 }
 
 # kill -9 of NODE (a: the node it leaves, b: the one it goes to) DELAY seconds into the move;

@@ -1,6 +1,7 @@
 /* Unit tests of sandboxd/core/ckpt_archive.h: a checkpoint directory packed and unpacked as it
- * was (owners, modes, symlinks, FIFOs, whiteouts), and every member a moving checkpoint must not
- * bring refused (a table of hand-made archives), nothing written outside the target. */
+ * was (owners, modes, symlinks, FIFOs, whiteouts, opaque directories), and every member a
+ * moving checkpoint must not bring refused (a table of hand-made archives), nothing written outside
+ * the target. */
 #include "common/fdutil.h"
 #include "sandboxd/core/ckpt_archive.h"
 #include "sandboxd/core/registry.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -59,6 +61,9 @@ TEST(pack_unpack_keeps_everything) {
     CHECK_OK(mkfifo(p, 0600));
     snprintf(p, sizeof(p), "%s/root/gone", src);
     CHECK_OK(mknod(p, S_IFCHR | 0, makedev(0, 0))); /* an overlayfs whiteout */
+    snprintf(p, sizeof(p), "%s/root/opaque", src);  /* an overlay's opaque directory */
+    CHECK_OK(mkdir(p, 0755));
+    CHECK_OK(setxattr(p, SD_CKPT_XATTR, "y", 1, 0));
     put(src, "checkpoint.json", "{}", 0, 0600);
 
     json_t *rec = record();
@@ -93,6 +98,10 @@ TEST(pack_unpack_keeps_everything) {
     snprintf(p, sizeof(p), "%s/root/gone", dst);
     CHECK_OK(lstat(p, &st));
     CHECK(S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0));
+    char v[8] = {0};
+    snprintf(p, sizeof(p), "%s/root/opaque", dst);
+    CHECK_EQ(getxattr(p, SD_CKPT_XATTR, v, sizeof(v) - 1), 1);
+    CHECK_STREQ(v, "y");
     snprintf(p, sizeof(p), "%s/images/core-1.img", dst);
     CHECK_OK(lstat(p, &st));
     CHECK_EQ(st.st_uid, 0);
@@ -107,7 +116,7 @@ typedef struct member {
     mode_t type, perm;
     la_int64_t uid;
     dev_t rdev;
-    const char *link, *hardlink;
+    const char *link, *hardlink, *xattr;
 } member;
 
 static const struct refusal {
@@ -115,16 +124,21 @@ static const struct refusal {
     bool no_record;
     member m;
 } refusals[] = {
-    {"no record first", true, {"root/f", AE_IFREG, 0644, 0, 0, NULL, NULL}},
-    {"setuid", false, {"root/su", AE_IFREG, 04755, 100000 + 65536 * SLOT, 0, NULL, NULL}},
-    {"setgid", false, {"root/sg", AE_IFREG, 02755, 0, 0, NULL, NULL}},
-    {"block device", false, {"root/sda", AE_IFBLK, 0600, 0, (8 << 8) | 0, NULL, NULL}},
-    {"char device", false, {"root/mem", AE_IFCHR, 0600, 0, (1 << 8) | 1, NULL, NULL}},
-    {"foreign owner", false, {"root/f", AE_IFREG, 0644, 1000, 0, NULL, NULL}},
-    {"another slot's owner", false, {"root/f", AE_IFREG, 0644, 100000, 0, NULL, NULL}},
-    {"dotdot", false, {"root/../../escape", AE_IFREG, 0644, 0, 0, NULL, NULL}},
-    {"absolute", false, {"/tmp/escape", AE_IFREG, 0644, 0, 0, NULL, NULL}},
-    {"hard link", false, {"root/h", AE_IFREG, 0644, 0, 0, NULL, "images/core-1.img"}},
+    {"no record first", true, {"root/f", AE_IFREG, 0644, 0, 0, NULL, NULL, NULL}},
+    {"setuid", false, {"root/su", AE_IFREG, 04755, 100000 + 65536 * SLOT, 0, NULL, NULL, NULL}},
+    {"setgid", false, {"root/sg", AE_IFREG, 02755, 0, 0, NULL, NULL, NULL}},
+    {"block device", false, {"root/sda", AE_IFBLK, 0600, 0, (8 << 8) | 0, NULL, NULL, NULL}},
+    {"char device", false, {"root/mem", AE_IFCHR, 0600, 0, (1 << 8) | 1, NULL, NULL, NULL}},
+    {"foreign owner", false, {"root/f", AE_IFREG, 0644, 1000, 0, NULL, NULL, NULL}},
+    {"another slot's owner", false, {"root/f", AE_IFREG, 0644, 100000, 0, NULL, NULL, NULL}},
+    {"dotdot", false, {"root/../../escape", AE_IFREG, 0644, 0, 0, NULL, NULL, NULL}},
+    {"absolute", false, {"/tmp/escape", AE_IFREG, 0644, 0, 0, NULL, NULL, NULL}},
+    {"hard link", false, {"root/h", AE_IFREG, 0644, 0, 0, NULL, "images/core-1.img", NULL}},
+    {"another attribute", false, {"root/d", AE_IFDIR, 0755, 0, 0, NULL, NULL, "user.other"}},
+    {"a trusted attribute",
+     false,
+     {"root/d", AE_IFDIR, 0755, 0, 0, NULL, NULL, "trusted.overlay.opaque"}},
+    {"opaque on a file", false, {"root/f", AE_IFREG, 0644, 0, 0, NULL, NULL, SD_CKPT_XATTR}},
 };
 
 static void write_entry(struct archive *a, const member *m, const char *data) {
@@ -139,6 +153,8 @@ static void write_entry(struct archive *a, const member *m, const char *data) {
         archive_entry_set_symlink(e, m->link);
     if (m->hardlink)
         archive_entry_set_hardlink(e, m->hardlink);
+    if (m->xattr)
+        archive_entry_xattr_add_entry(e, m->xattr, "y", 1);
     archive_entry_set_size(e, m->type == AE_IFREG && !m->hardlink ? (la_int64_t)strlen(data) : 0);
     CHECK_EQ(archive_write_header(a, e), ARCHIVE_OK);
     if (m->type == AE_IFREG && !m->hardlink)
@@ -155,10 +171,10 @@ static int make_tar(const struct refusal *r, const char *path) {
         json_t *j = record();
         char *rec = json_dumps(j, JSON_COMPACT);
         json_decref(j);
-        member m = {SD_CKPT_RECORD, AE_IFREG, 0600, 0, 0, NULL, NULL};
+        member m = {SD_CKPT_RECORD, AE_IFREG, 0600, 0, 0, NULL, NULL, NULL};
         write_entry(a, &m, rec);
         free(rec);
-        member img = {"images/core-1.img", AE_IFREG, 0600, 0, 0, NULL, NULL};
+        member img = {"images/core-1.img", AE_IFREG, 0600, 0, 0, NULL, NULL, NULL};
         write_entry(a, &img, "core");
     }
     write_entry(a, &r->m, "x");
