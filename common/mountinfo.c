@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The kernel's escapes (' ', '\t', '\n' and '\\' written as \ooo) undone, in place. */
-static void unescape(char *s) {
+void mountinfo_unescape(char *s) {
     char *w = s;
     for (const char *p = s; *p; w++)
         if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
@@ -33,7 +32,7 @@ int mountinfo_walk(int (*cb)(const char *mnt, const char *fstype, const char *op
         if (!sep || sscanf(line, "%*s %*s %*s %*s %511s", mnt) != 1 ||
             sscanf(sep + 3, "%63s %*s %511s", fstype, opts) != 2)
             continue;
-        unescape(mnt);
+        mountinfo_unescape(mnt);
         r = cb(mnt, fstype, opts, ud);
     }
     free(line);

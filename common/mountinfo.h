@@ -7,3 +7,6 @@
  * points come unescaped (the kernel's \040 is a space again); one longer than 511 bytes is cut. */
 int mountinfo_walk(int (*cb)(const char *mnt, const char *fstype, const char *opts, void *ud),
                    void *ud);
+/* The kernel's escapes in a mountinfo field (' ', '\t', '\n' and '\\' written as \ooo) undone,
+ * in place. */
+void mountinfo_unescape(char *s);

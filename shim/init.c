@@ -27,6 +27,7 @@
 #include <sys/capability.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -281,6 +282,8 @@ static size_t times_len;
  * sandbox's user namespace, so CRIU (inside that namespace) can read and restore it. It goes on
  * with the steps after this one (shim_init_again); the seccomp program travels on a memfd
  * (SHIM_INIT_BPF_FD), the step times in argv. */
+#define PRELOAD "/etc/ld.so.preload"
+
 static int step_reexec(shim_init_ctx *c, error_rec *err) {
     if (!c->spec->pausable)
         return 0;
@@ -298,6 +301,10 @@ static int step_reexec(shim_init_ctx *c, error_rec *err) {
     }
     char loader[4200];
     snprintf(loader, sizeof(loader), SHIM_INIT_LIBS "/%s", c->loader);
+    /* the loader reads the image's /etc/ld.so.preload: masked for this exec (the image's code
+     * never runs in init), unmasked again after it (shim_init_again) */
+    if (access(PRELOAD, F_OK) == 0 && mount("/dev/null", PRELOAD, NULL, MS_BIND, NULL) < 0)
+        return error_set_errno(err, negative_errno(), "mask %s", PRELOAD);
     char *with[] = {
         "sbx-init", "--library-path", SHIM_INIT_LIBS, SHIM_INIT_BINARY, SHIM_INIT_AGAIN, times,
         NULL};
@@ -502,16 +509,16 @@ static _Noreturn void init_run(shim_init_ctx *c, size_t first) {
 
 _Noreturn void shim_init_main(shim_init_ctx *c) {
     /* Drop every inherited descriptor except the channel to the shim (and stdio until pivot). */
-    if (c->ipc != SHIM_INIT_IPC_FD) {
-        if (dup2(c->ipc, SHIM_INIT_IPC_FD) < 0)
-            _exit(1);
-        c->ipc = SHIM_INIT_IPC_FD;
-    }
+    /* each moved above the fixed numbers first: none is overwritten by another's dup2 */
     bool exe = c->spec && c->spec->pausable; /* step_dev's */
+    int ipc = fcntl(c->ipc, F_DUPFD, SHIM_INIT_LIB_FD + 1);
+    int tree = exe ? fcntl(c->exe_tree, F_DUPFD, SHIM_INIT_LIB_FD + 1) : -1;
     int libs = exe && c->loader ? fcntl(c->lib_tree, F_DUPFD, SHIM_INIT_LIB_FD + 1) : -1;
-    if (exe && (dup2(c->exe_tree, SHIM_INIT_EXE_FD) < 0 ||
-                (c->loader && (libs < 0 || dup2(libs, SHIM_INIT_LIB_FD) < 0))))
+    if (ipc < 0 || dup2(ipc, SHIM_INIT_IPC_FD) < 0 ||
+        (exe && (tree < 0 || dup2(tree, SHIM_INIT_EXE_FD) < 0)) ||
+        (c->loader && (libs < 0 || dup2(libs, SHIM_INIT_LIB_FD) < 0)))
         _exit(1);
+    c->ipc = SHIM_INIT_IPC_FD;
     close_range(libs >= 0 ? SHIM_INIT_LIB_FD + 1
                 : exe     ? SHIM_INIT_EXE_FD + 1
                           : SHIM_INIT_IPC_FD + 1,
@@ -538,6 +545,7 @@ _Noreturn void shim_init_again(const char *times_so_far) {
     c.prog.len = (unsigned short)(len / sizeof(struct sock_filter));
     while (strcmp(init_steps[first].name, "reexec") != 0)
         first++;
+    (void)umount2(PRELOAD, MNT_DETACH); /* step_reexec's mask (none: EINVAL) */
     note_time("reexec", now_mono_us()); /* (its time: the exec, not measured here) */
     init_run(&c, first + 1);
 }

@@ -107,11 +107,18 @@ int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t
     if (mkdir(p, 0700) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", p);
     int userns_fd = -1;
-    if (!s->layer_mounts && shim_idmap_userns(0, s->uid_base, &userns_fd) < 0)
+    if (!s->layer_mounts && shim_idmap_userns(0, s->uid_base, &userns_fd) < 0) {
+        if (s->pausable) /* (its create id-mapped them) */
+            return error_set(err, -EOPNOTSUPP, "no user namespace to id-map the layers");
         userns_fd = -1; /* no user namespaces: owners show as nobody inside (SECURITY.md) */
+    }
     size_t o = (size_t)snprintf(buf, len, "lowerdir=");
     int r = 0;
-    for (size_t i = s->n_layers; i-- > 0 && r == 0;) {
+    /* a pausable sandbox's directory image: one layer, id-mapped as a store layer is */
+    bool dir = s->image_type == SHIM_IMAGE_DIR;
+    char *const *layers = dir ? &s->image_path : s->layers;
+    size_t n = dir ? 1 : s->n_layers;
+    for (size_t i = n; i-- > 0 && r == 0;) {
         snprintf(p, sizeof(p), "%s/l/%zu", staging, i);
         if (mkdir(p, 0700) < 0) {
             r = error_set_errno(err, negative_errno(), "mkdir %s", p);
@@ -121,9 +128,8 @@ int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t
             r = attach(s->layer_mounts[i], p, err);
             s->layer_mounts[i] = -1;
         } else
-            r = bind_layer(s->layers[i], p, userns_fd, false, err);
-        o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%sl/%zu",
-                              i + 1 == s->n_layers ? "" : ":", i);
+            r = bind_layer(layers[i], p, userns_fd, s->pausable, err); /* (as at its create) */
+        o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%sl/%zu", i + 1 == n ? "" : ":", i);
     }
     safe_close(userns_fd);
     if (r == 0 && o >= len)

@@ -3,6 +3,7 @@
 
 #include "common/fdutil.h"
 #include "common/filereplace.h"
+#include "common/mountinfo.h"
 #include "common/shimproto.h"
 #include "common/spec.h"
 #include "common/timeutil.h"
@@ -18,6 +19,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -28,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -61,8 +64,11 @@ static int read_mounts(pid_t pid, mount_line *m, size_t max, size_t *ret_n, erro
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         if (n == max)
             return error_set(err, -E2BIG, "more than %zu mounts in the sandbox", max);
-        if (sscanf(l, "%*d %*d %31s %511s %511s", m[n].dev, m[n].root, m[n].mnt) == 3)
+        if (sscanf(l, "%*d %*d %31s %511s %511s", m[n].dev, m[n].root, m[n].mnt) == 3) {
+            mountinfo_unescape(m[n].root); /* (a volume's path may hold a '\\') */
+            mountinfo_unescape(m[n].mnt);
             n++;
+        }
     }
     *ret_n = n;
     return 0;
@@ -331,7 +337,7 @@ static int copy_upper(const char *src, const char *dst, error_rec *err) {
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        char *argv[] = {"cp", "-a", "--sparse=always", "--", from, to, NULL};
+        char *argv[] = {"cp", "-a", "-x", "--sparse=always", "--", from, to, NULL};
         execvpe(argv[0], argv, spec_host_env);
         _exit(127);
     }
@@ -398,8 +404,14 @@ static int same_image(const shim_spec *spec, const char *ckpt, error_rec *err) {
     return 0;
 }
 
-int shim_keep_upper(int fd, error_rec *err) {
-    int r = fd == SHIM_UPPER_FD || dup3(fd, SHIM_UPPER_FD, O_CLOEXEC) >= 0 ? 0 : negative_errno();
+int shim_keep_upper(int fd, uid_t uid_base, error_rec *err) {
+    struct stat st;
+    struct statfs fs;
+    int r = fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0 ? negative_errno() : 0;
+    if (r == 0 && (!S_ISDIR(st.st_mode) || st.st_uid != uid_base || fs.f_type != TMPFS_MAGIC))
+        r = -EPERM; /* not the sandbox's upper directory on its writable layer */
+    if (r == 0 && fd != SHIM_UPPER_FD && dup3(fd, SHIM_UPPER_FD, O_CLOEXEC) < 0)
+        r = negative_errno();
     if (fd != SHIM_UPPER_FD)
         close(fd);
     return r < 0 ? error_set_errno(err, r, "keep the upper directory") : 0;
@@ -607,7 +619,7 @@ static void restore_prepare(void *ud) {
 
 /* The restored image root's upper directory, which restore_prepare sent (it is there: CRIU
  * ran after it). */
-static int take_upper(int sock, error_rec *err) {
+static int take_upper(int sock, uid_t uid_base, error_rec *err) {
     static union {
         shim_ipc_msg m;
         char raw[SHIM_IPC_MAX];
@@ -620,7 +632,7 @@ static int take_upper(int sock, error_rec *err) {
         safe_close(fds[i]);
     if (r < 0 || nf == 0)
         return error_set_errno(err, r < 0 ? r : -EPROTO, "the restored upper directory");
-    return shim_keep_upper(fds[0], err);
+    return shim_keep_upper(fds[0], uid_base, err);
 }
 
 int shim_restore(shim_sandbox *sb, error_rec *err) {
@@ -679,7 +691,7 @@ int shim_restore(shim_sandbox *sb, error_rec *err) {
     r = run_criu(argv, log, sb->cg, restore_prepare, &c, err);
     close(sp[1]);
     if (r >= 0 && image_root(sb->spec))
-        r = take_upper(sp[0], err);
+        r = take_upper(sp[0], sb->spec->uid_base, err);
     close(sp[0]);
     if (r < 0)
         return r;

@@ -35,5 +35,6 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
  * and the channel to its init (sb->init_pid, sb->ipc). The checkpoint is left as it was. */
 int shim_restore(shim_sandbox *sb, error_rec *err);
 /* A pausable sandbox of an image: the shim, not init, holds its overlay's upper directory on
- * SHIM_UPPER_FD (for a commit and a pause; CRIU could not dump it in init). fd is taken. */
-int shim_keep_upper(int fd, error_rec *err);
+ * SHIM_UPPER_FD (for a commit and a pause; CRIU could not dump it in init). fd is taken, and
+ * refused (-EPERM) unless a directory of the sandbox's root (uid_base) on a tmpfs. */
+int shim_keep_upper(int fd, uid_t uid_base, error_rec *err);

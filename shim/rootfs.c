@@ -219,7 +219,8 @@ static int keep_upper(const char *staging, bool pausable, error_rec *err) {
 /* The overlay root of an image over the upper directory (the cwd: staging): a pausable
  * sandbox's in its user namespace keeps the overlay's own attributes (whiteouts, opaque
  * directories) in user.overlay.* (userxattr: trusted.* is the host's), at its create and at
- * its restore alike. */
+ * its restore alike; its directory image is id-mapped as one layer (in its user namespace,
+ * the host's owners would be unmapped). */
 int shim_rootfs_overlay(const shim_spec *spec, const char *staging, const char *root,
                         error_rec *err) {
     char lower[4200];
@@ -228,11 +229,11 @@ int shim_rootfs_overlay(const shim_spec *spec, const char *staging, const char *
              spec->image_path, staging, staging);
     /* images: store layers are mounted under staging/l/ and named relative to it (one page of
      * mount options holds ~100 layers) */
-    if (spec->image_type == SHIM_IMAGE_LAYERS &&
-        ((r = shim_layers_mount(spec, staging, lower, sizeof(lower) - 48, err)) < 0 ||
-         chdir(staging) < 0))
+    bool layers = spec->image_type == SHIM_IMAGE_LAYERS || spec->pausable; /* (layers.h) */
+    if (layers && ((r = shim_layers_mount(spec, staging, lower, sizeof(lower) - 48, err)) < 0 ||
+                   chdir(staging) < 0))
         return r < 0 ? r : error_set_errno(err, negative_errno(), "chdir %s", staging);
-    if (spec->image_type == SHIM_IMAGE_LAYERS)
+    if (layers)
         strcat(lower, ",upperdir=upper,workdir=work");
     if (spec->pausable)
         strcat(lower, ",userxattr");

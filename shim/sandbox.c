@@ -347,8 +347,9 @@ static int send_mounts(shim_sandbox *sb, error_rec *err) {
     if (userns < 0)
         return error_set_errno(err, negative_errno(), "open %s", p);
     int r = 0;
-    for (size_t i = 0; i < n && r >= 0; i++)
-        r = send_mount(sb, s->layers[i], userns, i, err);
+    for (size_t i = 0; i < n && r >= 0; i++) /* (a directory image: one layer) */
+        r = send_mount(sb, s->image_type == SHIM_IMAGE_DIR ? s->image_path : s->layers[i], userns,
+                       i, err);
     size_t i;
     json_t *v;
     json_array_foreach(s->volumes, i, v) {
@@ -391,7 +392,10 @@ static int step_ready(shim_sandbox *sb, error_rec *err) {
                                                          sizeof(sb->step_ms), &upper, err);
     if (r < 0)
         return r;
-    if (upper >= 0 && (r = shim_keep_upper(upper, err)) < 0)
+    bool image = sb->spec->image_type != SHIM_IMAGE_HOST && !sb->spec->runsc;
+    if (!sb->spec->restore && sb->spec->pausable && image && upper < 0)
+        return error_set(err, -EPROTO, "init sent no upper directory");
+    if (upper >= 0 && (r = shim_keep_upper(upper, sb->spec->uid_base, err)) < 0)
         return r;
     struct timeval tv = {0};
     setsockopt(sb->ipc, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

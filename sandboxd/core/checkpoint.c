@@ -491,8 +491,10 @@ static int import_check(sd_daemon *d, const char *id, json_t *record, error_rec 
                          "uid slot %d (host ids %d-%d), which the checkpoint's user namespace "
                          "maps, is in use on this node",
                          slot, sd_uid_base(slot), sd_uid_base(slot) + 65535);
-    const char *image =
-        json_string_value(json_object_get(json_object_get(record, "spec"), "image"));
+    json_t *spec = json_object_get(record, "spec");
+    if (json_array_size(json_object_get(spec, "volumes")) > 0) /* (sd_checkpoint_node_bound) */
+        return error_set(err, -EINVAL, "sandbox %s has volumes, which stay on their node", id);
+    const char *image = json_string_value(json_object_get(spec, "image"));
     if (image && strcmp(image, "host") != 0 && !sd_images_find(d, image))
         return error_set(err, -EBUSY,
                          "image %s, which sandbox %s runs, is not in this node's store (import "

@@ -44,6 +44,7 @@ struct sd_commit {
     int init_pid, upper_pid; /* upper_pid holds the upper directory on SHIM_UPPER_FD */
     uint32_t uid_base;
     bool strip, frozen, stopping;
+    bool userxattr; /* a pausable sandbox's overlay: its marks are user.overlay.* */
     char work[PATH_MAX], layer[PATH_MAX + 16];
     uint64_t t_freeze, freeze_ms, size;
     sd_files_worker *worker;
@@ -105,7 +106,7 @@ static int copy_run(void *ud, error_rec *err) {
     snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", c->init_pid);
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", c->init_pid);
     snprintf(dst, sizeof(dst), "%s/", c->layer);
-    char *cp1[] = {"cp", "-a", "--sparse=always", "--", upper, dst, NULL};
+    char *cp1[] = {"cp", "-a", "-x", "--sparse=always", "--", upper, dst, NULL};
     /* -x: a volume mounted under /workspace or /tmp stays out of the image */
     char *cp2[] = {"cp", "-a", "-x", "--sparse=always", "--", ws, tmp, dst, NULL};
     int r = run_tool(cp1, err);
@@ -130,16 +131,16 @@ static uid_t unshift(uint32_t id) {
 
 /* The overlay's own attributes: trusted.overlay.opaque kept (a pausable sandbox's overlay
  * keeps it as user.overlay.opaque, shim/rootfs.c: made trusted.*, as the store's layers have
- * it), every other one dropped. */
+ * it; anywhere else user.* attributes are the sandbox's own), every other one dropped. */
 static void drop_overlay_xattrs(const char *path) {
     char names[4096];
     ssize_t n = llistxattr(path, names, sizeof(names));
     for (ssize_t o = 0; o < n; o += (ssize_t)strlen(names + o) + 1) {
         const char *a = names + o;
-        if (strcmp(a, "user.overlay.opaque") == 0)
+        if (fix_c->userxattr && strcmp(a, "user.overlay.opaque") == 0)
             (void)lsetxattr(path, "trusted.overlay.opaque", "y", 1, 0);
         if ((strncmp(a, "trusted.overlay.", 16) == 0 && strcmp(a, "trusted.overlay.opaque")) ||
-            strncmp(a, "user.overlay.", 13) == 0)
+            (fix_c->userxattr && strncmp(a, "user.overlay.", 13) == 0))
             (void)lremovexattr(path, a);
     }
 }
@@ -275,6 +276,7 @@ static int admit(sd_sandbox *sb, const char *raw, sd_commit *c, error_rec *err) 
     snprintf(c->sb_id, sizeof(c->sb_id), "%s", sb->id);
     c->init_pid = sb->init_pid;
     c->upper_pid = sb->spec.pausable ? sb->shim_pid : sb->init_pid; /* shim/pause.h */
+    c->userxattr = sb->spec.pausable; /* shim/rootfs.c shim_rootfs_overlay */
     c->uid_base = (uint32_t)sd_uid_base(sb->uid_slot);
     return 0;
 }

@@ -175,6 +175,51 @@ test_pause_volumes() {
   run_in "$ID" '["cat","/data/f"]'; [ "$OUT" == v2 ] || fail "the volume after its sandbox: $OUT"
 }
 
+# A pausable sandbox of a directory image (the operator's, config "images"; its root read-only
+# as any directory image's): its overlay's upper directory (its /etc) is saved and put back
+# over the same directory.
+TEST_TIMEOUT_pause_dir_image=120
+test_pause_dir_image() {
+  need_criu
+  start_daemon # (D: the case's directory)
+  local img="$D/img" lib=/usr/lib/x86_64-linux-gnu
+  [ -e /usr/lib64/ld-linux-x86-64.so.2 ] && [ -e $lib/libc.so.6 ] || skip "needs an x86-64 glibc host"
+  mkdir -p "$img/usr/bin" "$img$lib" "$img/usr/lib64" "$img/etc"
+  ln -s usr/bin "$img/bin"; ln -s usr/lib "$img/lib"; ln -s usr/lib64 "$img/lib64"
+  cp /usr/bin/dash "$img/usr/bin/sh"; cp /usr/bin/cat /usr/bin/sleep "$img/usr/bin/"
+  cp $lib/libc.so.6 "$img$lib/"; cp /usr/lib64/ld-linux-x86-64.so.2 "$img/usr/lib64/"
+  # the image preloads a library of its own: never into init (which runs sbx-shim through the
+  # loader, still root of its user namespace), but into the image's own programs
+  cat >"$D/pre.c" <<'C'
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void pre(void) {
+    close(open(getpid() == 1 ? "/tmp/init-ran-image-code" : "/tmp/preloaded", O_CREAT | O_WRONLY, 0644));
+}
+C
+  cc -shared -fPIC -o "$img/usr/lib64/pre.so" "$D/pre.c" || fail "cc pre.so"
+  echo /usr/lib64/pre.so >"$img/etc/ld.so.preload"
+  stop_daemon
+  echo "{\"images\": {\"mini\": \"$img\"}}" >"$D/config.json"
+  start_daemon --config "$D/config.json"
+  create '{"pausable":true,"image":"mini"}'; local id=$ID
+  run_in "$id" '["sh","-c","ls_tmp() { for f in /tmp/*; do echo ${f#/tmp/}; done; }; ls_tmp"]'
+  [ "$OUT" == preloaded ] || fail "the image's preload: $(echo "$OUT" | tr '\n' ' ')"
+  local body; body=$(jq -cn --arg c "$COUNTER" '{argv:["sh","-c",("(" + $c + ") </dev/null >/dev/null 2>&1 & echo $! > /tmp/loop")]}')
+  req POST "/v1/sandboxes/$id/exec" -d "$body"; expect 200 '.exit_code == 0'
+  run_in "$id" '["cat","/etc/hostname"]'; local host=$OUT # (the upper directory's: a read-only root)
+  sleep 0.3
+  image_counter "$id"; local before=$COUNT loop=$LOOP
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  grep -qx "dir $img" "$D/state/checkpoints/$id/image" || fail "the checkpoint's image: $(cat "$D/state/checkpoints/$id/image")"
+  resume "$id"; expect 200 '.state == "running"'
+  image_counter "$id"
+  [ "$LOOP" == "$loop" ] && [ "$COUNT" -ge "$before" ] && [ "$COUNT" -lt $((before + 60)) ] ||
+    fail "the loop after the resume: $LOOP (was $loop), $COUNT (was $before)"
+  run_in "$id" '["cat","/etc/hostname"]'; [ "$OUT" == "$host" ] || fail "the upper directory's file: $OUT"
+  [ ! -e "$img/etc/hostname" ] || fail "the sandbox's /etc went into the image's directory"
+}
+
 TEST_TIMEOUT_pause_on_idle=60
 test_pause_on_idle() {
   need_criu
