@@ -169,13 +169,22 @@ test_demand_pool() {
   run_code
   wait_entries 0 -ge 1 20
   local hits0; hits0=$(metric sandboxd_pool_hits_total)
+  local t0; t0=$(date +%s%N)
   seq 40 | xargs -P 8 -I{} curl -s --max-time 60 --unix-socket "$SOCK" -X POST http://sd/run_code \
     -d '{"code":"print(6*7)","language":"python"}' -o "$D/burst.{}"
+  local rate=$((40 * 1000000000 / ($(date +%s%N) - t0))) # requests per second the host served
   [ "$(cat "$D"/burst.* | jq -s 'map(select(.status == "Success" and .run_result.stdout == "42\n")) | length')" == 40 ] \
     || fail "a burst request failed: $(cat "$D"/burst.* | jq -c 'select(.status != "Success")' | head -3)"
   [ "$(metric sandboxd_pool_hits_total)" -ge $((hits0 + 10)) ] \
     || fail "the burst was not served from the pool: hits $hits0 -> $(metric sandboxd_pool_hits_total)"
-  wait_entries 0 -ge 3 20 # the rate of the burst: more than the one request's two
+  # the pool is sized by the rate it was asked at in a 1 s window: ceil(rate / 10) + 1, so 3 or
+  # more at 11 requests/s; a host (or an ASan build) that served the burst slower cannot show it
+  if [ "$rate" -ge 14 ]; then
+    wait_entries 0 -ge 3 20 # the rate of the burst: more than the one request's two
+  else
+    echo "NOTE: the burst ran at $rate requests/s (< 14): its pool's growth past 2 is not checked here" >&2
+    wait_entries 0 -ge 2 20
+  fi
   /usr/bin/python3 -c 'import jupyter_client' 2>/dev/null || skip "python3-jupyter-client is needed"
   local hits1; hits1=$(metric sandboxd_pool_hits_total)
   req POST /run_jupyter -d '{"cells":["6 * 7"]}' # the same shape: the same pool
