@@ -89,9 +89,9 @@ typedef struct shim_spec {
     bool pausable;          /* "pausable":true: user namespace first (shim/init.c) */
     char *restore;          /* "restore": a checkpoint to restore (shim/pause.c), or NULL */
     /* not JSON, the shim's own: a pausable init's layers (a directory image: one), then its
-     * seed's workspace and tmp,
-     * then its volumes, as detached id-mapped mounts (SHIM_MOUNTS_SENT fds, -1 where none),
-     * made by the shim (shim/sandbox.c send_mounts, shim/init.c step_userns_first), or NULL */
+     * seed's workspace and tmp, then its volumes, as detached id-mapped mounts
+     * (SHIM_MOUNTS_SENT fds, -1 where none), made by the shim (shim/sandbox.c send_mounts,
+     * shim/init.c step_userns_first), or NULL */
     int *layer_mounts;
 } shim_spec;
 /* Where in layer_mounts: the seed's two, the volumes; how many in all. */
@@ -99,6 +99,8 @@ typedef struct shim_spec {
     ((s)->image_type == SHIM_IMAGE_LAYERS ? (s)->n_layers : (s)->image_type == SHIM_IMAGE_DIR)
 #define SHIM_VOLUME_MOUNTS_AT(s) (SHIM_SEED_MOUNTS_AT(s) + 2)
 #define SHIM_MOUNTS_SENT(s) (SHIM_VOLUME_MOUNTS_AT(s) + json_array_size((s)->volumes))
+/* Whether the shim sends them at all: a pausable sandbox with something to id-map. */
+#define SHIM_SENDS_MOUNTS(s) ((s)->pausable && (SHIM_MOUNTS_SENT(s) > 2 || (s)->seed_path))
 
 /* Parse and validate spec JSON text. */
 int shim_spec_parse(const char *text, shim_spec **ret, error_rec *err);

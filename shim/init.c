@@ -39,7 +39,7 @@ static shim_ipc_msg *ipc_buf;
 char *shim_init_title;
 size_t shim_init_title_len;
 
-/* A pausable init's store layers and seed, id-mapped by the shim (SHIM_IPC_LAYER before a
+/* A pausable init's layers, seed and volumes, id-mapped by the shim (SHIM_IPC_LAYER before a
  * go-ahead: common/spec.h layer_mounts). */
 static int *layer_mounts;
 static size_t n_layer_mounts;
@@ -96,8 +96,8 @@ static int step_userns_first(shim_init_ctx *c, error_rec *err) {
     if (!c->spec || !c->spec->pausable) /* (a spare's init has no spec yet: it is not) */
         return 0;
     own = *c->spec;
-    size_t n = SHIM_MOUNTS_SENT(&own);
-    if (n > 2 || own.seed_path) { /* sent with the go-ahead (shim/sandbox.c send_mounts) */
+    if (SHIM_SENDS_MOUNTS(&own)) { /* with the go-ahead (shim/sandbox.c send_mounts) */
+        size_t n = SHIM_MOUNTS_SENT(&own);
         if (!(layer_mounts = malloc(n * sizeof(int))))
             return error_set(err, -ENOMEM, "out of memory");
         n_layer_mounts = n;

@@ -32,8 +32,9 @@ enum shim_ipc_type {
                            * for the shim (this one after a failed pause, or a restored
                            * sandbox's) to connect there; then READY on the new channel */
     SHIM_IPC_PAUSED,      /* init -> shim: listening; a = errno when it cannot pause */
-    SHIM_IPC_LAYER,       /* shim -> init (pausable, a store image), before USERNS's go-ahead:
-                           * a = the layer's index, 1 fd: a detached id-mapped mount of it */
+    SHIM_IPC_LAYER,       /* shim -> init (pausable), before USERNS's go-ahead: a = an index
+                           * into spec.h layer_mounts (a layer, the seed's, a volume), 1 fd: a
+                           * detached id-mapped mount of it */
 };
 
 /* The abstract Unix address (in the sandbox's network namespace) a pausing init listens on;

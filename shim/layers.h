@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 /* Mount each layer at <staging>/l/<i> (id-mapped to the sandbox's uid range where the kernel
- * can; plain read-only binds elsewhere; s->layer_mounts' when it has them, each closed) and
- * write the overlay "lowerdir=" list, relative to
- * staging and top layer first, into buf. */
+ * can; plain read-only binds elsewhere, but never for a pausable sandbox; s->layer_mounts' when
+ * it has them, each closed; a pausable sandbox's directory image is one layer) and write the
+ * overlay "lowerdir=" list, relative to staging and top layer first, into buf. */
 int shim_layers_mount(const shim_spec *s, const char *staging, char *buf, size_t len,
                       error_rec *err);
 /* A user namespace mapping uids and gids inside..inside+65535 to outside..: the id-mapping of

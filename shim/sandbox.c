@@ -339,7 +339,7 @@ static int send_mount(shim_sandbox *sb, const char *src, int userns, size_t i, e
 static int send_mounts(shim_sandbox *sb, error_rec *err) {
     const shim_spec *s = sb->spec;
     size_t n = SHIM_SEED_MOUNTS_AT(s);
-    if (!s->pausable || (SHIM_MOUNTS_SENT(s) == 2 && !s->seed_path))
+    if (!SHIM_SENDS_MOUNTS(s))
         return 0;
     char p[PATH_MAX];
     snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)sb->init_pid);

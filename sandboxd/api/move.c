@@ -125,8 +125,6 @@ static void move_to(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *n
                     const char *url) {
     error_rec err = {0};
     if (sd_checkpoint_move_begin(sb, node, &err) < 0) {
-        if (err.code == -EPERM) /* a lease, volumes: what this sandbox is, a conflict */
-            err.code = -EBUSY;
         sd_reply_error_rec(req, &err);
         return;
     }

@@ -432,10 +432,10 @@ int sd_checkpoint_move_begin(sd_sandbox *sb, const char *node, error_rec *err) {
         return error_set(err, -EBUSY, "sandbox %s is moving to node %s already", sb->id,
                          sb->move_to);
     if (sb->spec.lease)
-        return error_set(err, -EPERM, "sandbox %s lives under lease %s: it cannot move (yet)",
+        return error_set(err, -EBUSY, "sandbox %s lives under lease %s: it cannot move (yet)",
                          sb->id, sb->spec.lease);
     if (sd_checkpoint_node_bound(sb))
-        return error_set(err, -EPERM,
+        return error_set(err, -EBUSY,
                          "sandbox %s has volumes, which are this node's: it resumes here only",
                          sb->id);
     if (!checkpoint_whole(sb))

@@ -46,8 +46,8 @@ void sd_checkpoint_sweep(sd_daemon *d);
 
 /* ---- a move to another node of the fleet (api/move.c; docs/API.md "Pause and resume") ----
  * The paused sandbox's checkpoint is taken by node (it pulls it through this node's API, then
- * resumes it there). -EBUSY (not paused, moving already), -EPERM (under a lease, or bound to
- * this node), -EIO (no whole checkpoint). Saved: a restarted daemon knows to ask that node. */
+ * resumes it there). -EBUSY (not paused, moving already, under a lease, or bound to this
+ * node), -EIO (no whole checkpoint). Saved: a restarted daemon knows to ask that node. */
 int sd_checkpoint_move_begin(sd_sandbox *sb, const char *node, error_rec *err);
 /* Whether sb can resume only on this node (its volumes are this node's). */
 bool sd_checkpoint_node_bound(const sd_sandbox *sb);

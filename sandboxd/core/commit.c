@@ -41,10 +41,10 @@ struct sd_commit {
     sd_commit_done_fn done;
     void *ud;
     char name[POLICY_IMAGE_NAME_MAX], base[POLICY_IMAGE_NAME_MAX], sb_id[64];
-    int init_pid, upper_pid; /* upper_pid holds the upper directory on SHIM_UPPER_FD */
+    int init_pid, shim_pid;
     uint32_t uid_base;
     bool strip, frozen, stopping;
-    bool userxattr; /* a pausable sandbox's overlay: its marks are user.overlay.* */
+    bool pausable; /* its shim holds the upper directory, whose marks are user.overlay.* */
     char work[PATH_MAX], layer[PATH_MAX + 16];
     uint64_t t_freeze, freeze_ms, size;
     sd_files_worker *worker;
@@ -102,7 +102,8 @@ static int run_tool(char **args, error_rec *err) {
 static int copy_run(void *ud, error_rec *err) {
     sd_commit *c = ud;
     char upper[64], ws[64], tmp[64], dst[PATH_MAX + 32];
-    snprintf(upper, sizeof(upper), "/proc/%d/fd/%d/.", c->upper_pid, SHIM_UPPER_FD);
+    snprintf(upper, sizeof(upper), "/proc/%d/fd/%d/.", c->pausable ? c->shim_pid : c->init_pid,
+             SHIM_UPPER_FD);
     snprintf(ws, sizeof(ws), "/proc/%d/root/workspace", c->init_pid);
     snprintf(tmp, sizeof(tmp), "/proc/%d/root/tmp", c->init_pid);
     snprintf(dst, sizeof(dst), "%s/", c->layer);
@@ -137,10 +138,10 @@ static void drop_overlay_xattrs(const char *path) {
     ssize_t n = llistxattr(path, names, sizeof(names));
     for (ssize_t o = 0; o < n; o += (ssize_t)strlen(names + o) + 1) {
         const char *a = names + o;
-        if (fix_c->userxattr && strcmp(a, "user.overlay.opaque") == 0)
+        if (fix_c->pausable && strcmp(a, "user.overlay.opaque") == 0)
             (void)lsetxattr(path, "trusted.overlay.opaque", "y", 1, 0);
         if ((strncmp(a, "trusted.overlay.", 16) == 0 && strcmp(a, "trusted.overlay.opaque")) ||
-            (fix_c->userxattr && strncmp(a, "user.overlay.", 13) == 0))
+            (fix_c->pausable && strncmp(a, "user.overlay.", 13) == 0))
             (void)lremovexattr(path, a);
     }
 }
@@ -275,8 +276,8 @@ static int admit(sd_sandbox *sb, const char *raw, sd_commit *c, error_rec *err) 
     snprintf(c->base, sizeof(c->base), "%s", sb->spec.image);
     snprintf(c->sb_id, sizeof(c->sb_id), "%s", sb->id);
     c->init_pid = sb->init_pid;
-    c->upper_pid = sb->spec.pausable ? sb->shim_pid : sb->init_pid; /* shim/pause.h */
-    c->userxattr = sb->spec.pausable; /* shim/rootfs.c shim_rootfs_overlay */
+    c->shim_pid = sb->shim_pid;
+    c->pausable = sb->spec.pausable; /* shim/pause.h, shim/rootfs.c shim_rootfs_overlay */
     c->uid_base = (uint32_t)sd_uid_base(sb->uid_slot);
     return 0;
 }
