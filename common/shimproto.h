@@ -32,8 +32,9 @@
  *                                                an error with errno ECONNREFUSED (shim/ports.h)
  *   shutdown  {}                              -> ok, then the shim tears the sandbox down,
  *                                                removes its directory and exits
- *   pause     {dir}                           -> paused {dump_ms, files_ms}, then the shim tears
- *                                                the sandbox down and exits as for shutdown; a
+ *   pause     {dir}                           -> paused {dump_ms, files_ms, sockets_ended},
+ *                                                then the shim tears the sandbox down and exits
+ *                                                as for shutdown (sockets_ended: shim/sockets.h); a
  *                                                pausable sandbox only (EOPNOTSUPP), running no
  *                                                command (EBUSY). dir: an empty directory that
  *                                                becomes its checkpoint (shim/pause.h), whole once
@@ -72,7 +73,7 @@
  * connection kills its commands. */
 #pragma once
 
-/* pause: the file a whole checkpoint has, written last ({dump_ms, files_ms}) */
+/* pause: the file a whole checkpoint has, written last ({dump_ms, files_ms, sockets_ended}) */
 #define SHIMPROTO_CHECKPOINT_DONE "checkpoint.json"
 
 #include "common/error.h"

@@ -262,17 +262,15 @@ static int parse_on_idle(json_t *v, bool *ret, error_rec *err) {
 
 /* "pausable": absent/null/false, or true (docs/API.md "Pause and resume"): the sandbox is built
  * so that it can be paused to disk. "on_idle":"pause" makes it so. Not with what a pause cannot
- * carry yet: grading users, gvisor, GPUs, ports, a network. */
+ * carry yet: grading users, gvisor, GPUs. */
 static int parse_pausable(json_t *v, policy_create *c, error_rec *err) {
     if (v && !json_is_null(v) && !json_is_boolean(v))
         return bad(err, "pausable", "must be true or false");
     c->pausable = json_is_true(v) || c->on_idle_pause;
-    const char *what = c->grading                       ? "\"profile\":\"grading\""
-                       : c->gvisor                      ? "\"isolation\":\"gvisor\""
-                       : c->gpus                        ? "\"gpus\""
-                       : c->n_ports                     ? "\"ports\""
-                       : c->net_mode != POLICY_NET_NONE ? "a \"network\""
-                                                        : NULL;
+    const char *what = c->grading  ? "\"profile\":\"grading\""
+                       : c->gvisor ? "\"isolation\":\"gvisor\""
+                       : c->gpus   ? "\"gpus\""
+                                   : NULL;
     if (c->pausable && what)
         return error_set(err, -EINVAL, "%s: a pausable sandbox cannot have %s (yet)",
                          c->on_idle_pause ? "on_idle" : "pausable", what);

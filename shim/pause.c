@@ -14,6 +14,7 @@
 #include "shim/ports.h"
 #include "shim/rootfs.h"
 #include "shim/seed.h"
+#include "shim/sockets.h"
 #include "shim/volumes.h"
 
 #include <dirent.h>
@@ -175,10 +176,11 @@ static void external_source(const mount_line *e, const shim_spec *spec, const ch
 /* ---- running CRIU ---- */
 
 /* CRIU's error lines that say what went wrong, not the ones it prints on every run here (no
- * iptables, no RLIMIT_NOFILE for itself) nor its final summary. */
+ * iptables, no RLIMIT_NOFILE for itself, `ip` restoring loopback's addresses) nor its final
+ * summary. */
 static bool telling(const char *l) {
-    static const char *const noise[] = {"rlimit:", "iptables", "ip6tables", "FAILED",
-                                        "failed with -1"};
+    static const char *const noise[] = {"rlimit:", "iptables",       "ip6tables",
+                                        "FAILED",  "failed with -1", "already assigned"};
     if (!strstr(l, "Error"))
         return false;
     for (size_t i = 0; i < ARRAY_SIZE(noise); i++)
@@ -204,10 +206,14 @@ static int criu_failed(const char *action, int st, const char *log, error_rec *e
                                   p ? p + 3 : l);
         }
     }
-    const char *hint = strstr(said, "sockets: Can't get 1:16 opt")
-                           ? " (a TCP or UDP socket: this CRIU cannot read SO_PASSCRED of an inet "
-                             "socket on this kernel; close the sandbox's network sockets first)"
-                           : "";
+    const char *hint =
+        strstr(said, "sockets: Can't get 1:16 opt")
+            ? " (a TCP or UDP socket: a CRIU before 4.2 cannot read SO_PASSCRED of an inet "
+              "socket on Linux 6.16 and later; tests/deps.sh builds 4.2.1)"
+        : strstr(said, "Can't move thread")
+            ? " (a process with threads: this CRIU lacks sandboxd's patch "
+              "tests/criu/thread-cgroups-ignore.patch, which tests/deps.sh applies)"
+            : "";
     return error_set(err, -EIO, "criu %s failed (status %d): %s%s", action, st,
                      lines ? said : "see its log", hint);
 }
@@ -281,7 +287,7 @@ static int wait_msg(int fd, uint32_t want, int32_t *ret_a, error_rec *err) {
 /* Connect to init's pause address (in its network namespace) and wait for its READY. */
 static int reach_init(pid_t init, int *ret_fd, error_rec *err) {
     _cleanup_close_ int fd = -1;
-    int r = shim_socket_in_netns(init, AF_UNIX, SOCK_SEQPACKET, &fd, err);
+    int r = shim_socket_in_netns(init, AF_UNIX, SOCK_SEQPACKET, 0, &fd, err);
     if (r < 0)
         return r;
     struct sockaddr_un a;
@@ -424,9 +430,18 @@ static void dump_argv(const char *images, pid_t init, const externals *x, char *
     static char pid[16];
     snprintf(pid, sizeof(pid), "%d", (int)init);
     size_t n = 0;
-    const char *fixed[] = {
-        "criu",           "dump", "-t", pid, "-D", images, "-o", "dump.log", "--leave-stopped",
-        "--network-lock", "skip"};
+    const char *fixed[] = {"criu",
+                           "dump",
+                           "-t",
+                           pid,
+                           "-D",
+                           images,
+                           "-o",
+                           "dump.log",
+                           "--leave-stopped",
+                           "--network-lock",
+                           "skip",
+                           "--tcp-established"};
     for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
         argv[n++] = (char *)fixed[i];
     for (size_t i = 0; i < x->n; i++) {
@@ -457,6 +472,10 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
         return error_set(err, -EINVAL, "pause: dir must be an absolute path");
     if (running)
         return error_set(err, -EBUSY, "pause: %zu command(s) still running", running);
+    /* first: the daemon took the network away; its sockets end even if the pause fails */
+    int ended = shim_sockets_end_outside(sb->init_pid, err);
+    if (ended < 0)
+        return ended;
     snprintf(images, sizeof(images), "%s/images", ckpt);
     snprintf(files, sizeof(files), "%s/files", ckpt);
     int32_t refused = 0;
@@ -489,11 +508,13 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
         return r;
     }
     *ret = (shim_pause_info){.dump_ms = (double)(t1 - t0) / 1000.0,
-                             .files_ms = (double)(now_mono_us() - t1) / 1000.0};
-    char done[PATH_MAX + 32], text[128];
+                             .files_ms = (double)(now_mono_us() - t1) / 1000.0,
+                             .sockets_ended = (unsigned)ended};
+    char done[PATH_MAX + 32], text[160];
     snprintf(done, sizeof(done), "%s/" SHIMPROTO_CHECKPOINT_DONE, ckpt);
-    int n = snprintf(text, sizeof(text), "{\"dump_ms\":%.3f,\"files_ms\":%.3f}\n", ret->dump_ms,
-                     ret->files_ms);
+    int n =
+        snprintf(text, sizeof(text), "{\"dump_ms\":%.3f,\"files_ms\":%.3f,\"sockets_ended\":%u}\n",
+                 ret->dump_ms, ret->files_ms, ret->sockets_ended);
     if ((r = file_replace_nosync(done, text, (size_t)n, 0600)) < 0) {
         error_set_errno(err, r, "write %s", done);
         pause_undo(sb);
@@ -674,7 +695,8 @@ int shim_restore(shim_sandbox *sb, error_rec *err) {
                            "--restore-sibling",
                            "--pidfile",
                            pidfile,
-                           "--manage-cgroups=ignore"};
+                           "--manage-cgroups=ignore",
+                           "--tcp-established"};
     for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
         argv[n++] = (char *)fixed[i];
     for (size_t i = 0; i < x.n; i++) {

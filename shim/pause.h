@@ -18,8 +18,9 @@
 #include "shim/sandbox.h"
 
 typedef struct shim_pause_info {
-    double dump_ms;  /* CRIU's dump: the processes are frozen from its start */
-    double files_ms; /* the files' copy, the processes stopped */
+    double dump_ms;         /* CRIU's dump: the processes are frozen from its start */
+    double files_ms;        /* the files' copy, the processes stopped */
+    unsigned sockets_ended; /* bound to the network's address: ended first (shim/sockets.h) */
 } shim_pause_info;
 
 /* Pause sb (pausable: else -EOPNOTSUPP; running no command: `running` is how many the shim

@@ -14,7 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int shim_socket_in_netns(pid_t init_pid, int domain, int type, int *ret_fd, error_rec *err) {
+int shim_socket_in_netns(pid_t init_pid, int domain, int type, int protocol, int *ret_fd,
+                         error_rec *err) {
     char p[64];
     snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)init_pid);
     _cleanup_close_ int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -23,7 +24,7 @@ int shim_socket_in_netns(pid_t init_pid, int domain, int type, int *ret_fd, erro
         return error_set(err, -errno, "cannot open the sandbox's network namespace");
     if (setns(ns, CLONE_NEWNET) < 0)
         return error_set(err, -errno, "cannot enter the sandbox's network namespace");
-    int fd = socket(domain, type | SOCK_CLOEXEC, 0);
+    int fd = socket(domain, type | SOCK_CLOEXEC, protocol);
     int saved = errno;
     if (setns(own, CLONE_NEWNET) < 0) { /* cannot happen: we came from there */
         if (fd >= 0)
@@ -42,7 +43,7 @@ int shim_port_connect(shim_sandbox *sb, int port, int *ret_fd, error_rec *err) {
     if (sb->init_pid <= 0)
         return error_set(err, -ESRCH, "the sandbox is not running");
     _cleanup_close_ int fd = -1;
-    int r = shim_socket_in_netns(sb->init_pid, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, &fd, err);
+    int r = shim_socket_in_netns(sb->init_pid, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0, &fd, err);
     if (r < 0)
         return r;
     struct sockaddr_in a = {.sin_family = AF_INET,

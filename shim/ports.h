@@ -10,6 +10,8 @@
  * (ECONNREFUSED: nothing listens; ETIMEDOUT). */
 #define SHIM_PORT_CONNECT_MS 2000
 int shim_port_connect(shim_sandbox *sb, int port, int *ret_fd, error_rec *err);
-/* A socket (domain, type; CLOEXEC added) made in the network namespace of init_pid: the shim
- * enters it and comes back. Also a pausing init's listening address (shim/pause.c). */
-int shim_socket_in_netns(pid_t init_pid, int domain, int type, int *ret_fd, error_rec *err);
+/* A socket (domain, type, protocol; CLOEXEC added) made in the network namespace of init_pid:
+ * the shim enters it and comes back. Also a pausing init's listening address (shim/pause.c)
+ * and the sockets a pause ends (shim/sockets.c). */
+int shim_socket_in_netns(pid_t init_pid, int domain, int type, int protocol, int *ret_fd,
+                         error_rec *err);

@@ -440,8 +440,9 @@ static void handle_pause(server *s, conn *c, json_t *msg, json_t *seq) {
             ep_add(s, s->sb->ipc, &src_ipc);
         return send_to(c, shimproto_error(seq, &err));
     }
-    send_to(c, json_pack("{s:s, s:O?, s:f, s:f}", "type", "paused", "seq", seq, "dump_ms",
-                         info.dump_ms, "files_ms", info.files_ms));
+    send_to(c, json_pack("{s:s, s:O?, s:f, s:f, s:i}", "type", "paused", "seq", seq, "dump_ms",
+                         info.dump_ms, "files_ms", info.files_ms, "sockets_ended",
+                         (int)info.sockets_ended));
     s->done = true;
 }
 

@@ -6,7 +6,10 @@
 # version Debian unstable ships, from Debian's own source package (the upstream tarball in
 # Debian's pool, its SHA-256 checked) with Debian 12's build dependencies, and installs the one
 # binary it needs as /usr/local/sbin/criu (before /usr/sbin on every PATH the daemon uses).
-# Idempotent: nothing happens when that binary is 4.2.1 already.
+# Our patches to it (tests/criu/*.patch, each says why) are applied before the build; a stamp
+# (/usr/local/share/sandboxd/criu.stamp) names the version and the patches' checksum.
+# Idempotent: nothing happens
+# when the stamp matches.
 # The Debian mirror is apt's own (the first URI of its debian sources).
 set -euo pipefail
 
@@ -18,9 +21,13 @@ DEST=/usr/local/sbin/criu
 # (libprotobuf-dev: descriptor.proto, only a Recommends of protobuf-compiler)
 BUILD_DEPS=(libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libprotobuf-dev python3-protobuf
   libnl-3-dev libnet1-dev libcap-dev libbsd-dev libgnutls28-dev libnftables-dev uuid-dev pkg-config
-  build-essential curl ca-certificates xz-utils)
+  build-essential patch curl ca-certificates xz-utils)
 
-if [ -x "$DEST" ] && "$DEST" --version 2>/dev/null | grep -q "^Version: $VERSION\$"; then
+PATCHES=$(cd "$(dirname "$0")/criu" && pwd)
+STAMP=/usr/local/share/sandboxd/criu.stamp
+stamp() { echo "$VERSION $(cat "$PATCHES"/*.patch | sha256sum | cut -d' ' -f1)"; }
+if [ -x "$DEST" ] && "$DEST" --version 2>/dev/null | grep -q "^Version: $VERSION\$" &&
+  [ "$(cat "$STAMP" 2>/dev/null)" == "$(stamp)" ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -59,7 +66,11 @@ fi
 echo "deps: building CRIU $VERSION from $url"
 echo "$SHA256  $work/criu.tar.xz" | sha256sum -c --quiet
 tar -C "$work" -xJf "$work/criu.tar.xz"
+for p in "$PATCHES"/*.patch; do
+  patch -d "$work/criu-$VERSION" -p1 --forward --quiet <"$p" || { echo "deps: $p does not apply" >&2; exit 1; }
+done
 make -C "$work/criu-$VERSION" -j"$(nproc)" criu >"$work/build.log" 2>&1 ||
   { tail -40 "$work/build.log" >&2; exit 1; }
 install -m 0755 "$work/criu-$VERSION/criu/criu" "$DEST"
+mkdir -p "$(dirname "$STAMP")" && stamp >"$STAMP"
 "$DEST" --version | head -1

@@ -15,7 +15,8 @@ static void help(const char *cmd) {
         printf("usage: sbx pause ID\n\n"
                "Save sandbox ID (created with --pausable, running no command) to the node's\n"
                "disk: its processes, their memory, its files. It then costs disk only, until\n"
-               "`sbx resume ID`. Prints the checkpoint's size and how long the dump took.\n");
+               "`sbx resume ID`. Prints the checkpoint's size and how long the dump took\n"
+               "(and sockets_ended=N when it ended N connections to the outside).\n");
     else
         printf("usage: sbx resume [--node NAME] ID\n\n"
                "Bring paused sandbox ID back, with the same id, processes and files: on its\n"
@@ -27,11 +28,15 @@ static void help(const char *cmd) {
 static void print_moved(const char *cmd, json_t *j) {
     json_t *p = json_object_get(j, "pause");
     json_t *ck = json_object_get(p, "checkpoint");
-    if (strcmp(cmd, "pause") == 0)
-        printf("%s paused bytes=%lld dump_ms=%.1f\n", json_string_value(json_object_get(j, "id")),
+    json_int_t ended = json_integer_value(json_object_get(ck, "sockets_ended"));
+    if (strcmp(cmd, "pause") == 0) {
+        printf("%s paused bytes=%lld dump_ms=%.1f", json_string_value(json_object_get(j, "id")),
                (long long)json_integer_value(json_object_get(ck, "bytes")),
                json_number_value(json_object_get(ck, "dump_ms")));
-    else
+        if (ended > 0)
+            printf(" sockets_ended=%lld", (long long)ended);
+        putchar('\n');
+    } else
         printf("%s running resume_ms=%.1f%s%s\n", json_string_value(json_object_get(j, "id")),
                json_number_value(json_object_get(p, "last_resume_ms")),
                json_object_get(j, "node") ? " node=" : "",

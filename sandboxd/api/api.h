@@ -42,6 +42,8 @@ int sd_api_entrypoint_parse(sd_daemon *d, json_t *body, const char *image, json_
 void sd_api_entrypoint_start(sd_daemon *d, sd_request *req, sd_sandbox *sb, json_t *argv);
 /* inbound ports: api/ports.c (rest: what follows .../ports) */
 void sd_api_ports_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *rest);
+/* At start-up (sd_api_init): a pause cuts the sandbox's proxied connections. */
+int sd_api_ports_init(sd_daemon *d, error_rec *err);
 /* images: api/images.c */
 void sd_api_images_import(sd_daemon *d, sd_request *req);
 void sd_api_images_list(sd_daemon *d, sd_request *req);

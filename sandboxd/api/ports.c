@@ -33,14 +33,17 @@
 
 typedef struct port_proxy {
     sd_daemon *d;
-    sd_request *req; /* NULL once answered or gone */
+    struct port_proxy *next, **pprev; /* d->proxies, until it is being freed */
+    sd_request *req;                  /* NULL once answered or gone */
     char sb_id[64];
     unsigned port;
     int fd;
     bool polling, freeing, connected;
-    bool upgrade;  /* a WebSocket (or other) upgrade: relayed both ways after a 101 */
-    bool relaying; /* upgraded: bytes go both ways between cfd and fd */
-    int cfd;       /* the client's socket once the upgrade hands it over */
+    bool upgrade;   /* a WebSocket (or other) upgrade: relayed both ways after a 101 */
+    bool upgrading; /* the client's 101 is queued: on_upgraded or req_gone comes, once */
+    bool cut;       /* a pause came while upgrading: on_upgraded ends it */
+    bool relaying;  /* upgraded: bytes go both ways between cfd and fd */
+    int cfd;        /* the client's socket once the upgrade hands it over */
     void *urh;
     uv_poll_t poll, cpoll;
     char *c2u;
@@ -89,10 +92,7 @@ static void ports_add(sd_request *req, sd_sandbox *sb) {
 
 /* ---- the proxy ---- */
 
-static void handle_closed(uv_handle_t *h) {
-    port_proxy *px = h->data;
-    if (--px->handles > 0)
-        return;
+static void px_destroy(port_proxy *px) {
     if (px->urh)
         sd_upgrade_close(px->d, px->urh); /* closes cfd */
     free(px->c2u);
@@ -102,10 +102,19 @@ static void handle_closed(uv_handle_t *h) {
     free(px);
 }
 
+static void handle_closed(uv_handle_t *h) {
+    port_proxy *px = h->data;
+    if (--px->handles > 0 || px->upgrading) /* (upgrading: on_upgraded destroys it) */
+        return;
+    px_destroy(px);
+}
+
 static void px_free(port_proxy *px) {
     if (px->freeing)
         return;
     px->freeing = true;
+    if ((*px->pprev = px->next))
+        px->next->pprev = px->pprev;
     sd_sandbox *sb = sd_registry_find(px->d, px->sb_id);
     if (!px->connected && sb && sb->shim)
         sd_shim_cancel(sb->shim, px);
@@ -121,6 +130,7 @@ static void req_gone(sd_request *req, void *ud) {
     (void)req;
     port_proxy *px = ud;
     px->req = NULL;
+    px->upgrading = false; /* (no on_upgraded comes for a request that went) */
     px_free(px);
 }
 
@@ -293,10 +303,16 @@ static void on_relay(uv_poll_t *h, int status, int events) {
 static void on_upgraded(void *ud, int fd, const char *extra, size_t extra_len, void *handle) {
     port_proxy *px = ud;
     px->req = NULL; /* the connection is ours now */
+    px->upgrading = false;
     px->cfd = fd;
     px->urh = handle;
-    if (px->freeing)
-        return sd_upgrade_close(px->d, TAKE_PTR(px->urh));
+    if (px->freeing) { /* its handles are closing (or closed: then it is ours to end) */
+        if (px->handles == 0)
+            px_destroy(px);
+        return;
+    }
+    if (px->cut)
+        return px_free(px);
     if (uv_poll_init(px->d->loop, &px->cpoll, fd) < 0)
         return px_free(px);
     px->cpoll.data = px;
@@ -325,6 +341,7 @@ static void px_upgrade(port_proxy *px, char *head_end) {
     px->out_off = 0; /* from here on out_off is the offset of u2c in `in` */
     if (!px->req)
         return px_free(px);
+    px->upgrading = true;
     sd_reply_upgrade(px->req, accept, *proto ? proto : NULL, on_upgraded, px);
 }
 
@@ -473,9 +490,9 @@ static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub
                               "port %lu of sandbox %s is not open (open it at create with "
                               "\"ports\" or with POST .../ports)",
                               port, sb->id);
-    if (sb->state != SD_RUNNING || !sb->shim)
+    if (sb->state != SD_RUNNING || !sb->shim || sb->pausing)
         return sd_reply_error(req, 409, "sandbox_not_running", "sandbox %s is %s", sb->id,
-                              sd_state_name(sb->state));
+                              sb->pausing ? "pausing" : sd_state_name(sb->state));
     const char *up = sd_req_header(req, "Upgrade");
     if (up && strcasecmp(up, "websocket") != 0)
         return sd_reply_error(req, 400, "invalid_argument",
@@ -490,6 +507,9 @@ static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub
         free(px->out), free(px);
         return sd_reply_error(req, 500, "internal", "out of memory");
     }
+    if ((px->next = d->proxies))
+        px->next->pprev = &px->next;
+    px->pprev = &d->proxies, d->proxies = px;
     uv_timer_init(d->loop, &px->timer);
     px->timer.data = px;
     req->on_close = req_gone;
@@ -500,6 +520,33 @@ static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub
         return px_fail(px, 502, "port_unreachable", "cannot reach the sandbox's shim");
     }
     uv_timer_start(&px->timer, on_timeout, PORT_CONNECT_WAIT_MS, 0);
+}
+
+/* A pause of sb begins: its proxied connections end (a request not yet answered is 502; a
+ * WebSocket's client sees its connection close). Each is shut down here, before the shim
+ * hears of the pause, so that the server's socket has its end queued before the freeze rather
+ * than a peer that never answers again after the resume. */
+static void on_pausing(void *ud, sd_sandbox *sb) {
+    sd_daemon *d = ud;
+    for (port_proxy *px = d->proxies, *next; px; px = next) {
+        next = px->next;
+        if (strcmp(px->sb_id, sb->id) != 0)
+            continue;
+        if (px->fd >= 0)
+            shutdown(px->fd, SHUT_RDWR);
+        if (px->upgrading) /* its client is answered already: ended once it is upgraded */
+            px->cut = true;
+        else
+            px_fail(px, 502, "port_unreachable", "the sandbox is pausing");
+    }
+}
+
+static const sd_listener listener = {.pausing = on_pausing};
+
+int sd_api_ports_init(sd_daemon *d, error_rec *err) {
+    if (sd_listener_add(d, &listener, d) < 0)
+        return error_set(err, -ENOSPC, "too many listeners");
+    return 0;
 }
 
 void sd_api_ports_route(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *rest) {

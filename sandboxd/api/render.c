@@ -42,9 +42,10 @@ static json_t *pause_json(const sd_sandbox *sb) {
     json_t *j = json_pack("{s:s}", "on_idle", sb->spec.on_idle_pause ? "pause" : "end");
     if (j && (sb->state == SD_PAUSED || sb->resuming))
         json_object_set_new(j, "checkpoint",
-                            json_pack("{s:I,s:f,s:f,s:o}", "bytes", (json_int_t)sb->ckpt_bytes,
+                            json_pack("{s:I,s:f,s:f,s:i,s:o}", "bytes", (json_int_t)sb->ckpt_bytes,
                                       "dump_ms", sb->ckpt_dump_ms, "files_ms", sb->ckpt_files_ms,
-                                      "paused_at", time_json(sb->paused_ms)));
+                                      "sockets_ended", (int)sb->ckpt_sockets_ended, "paused_at",
+                                      time_json(sb->paused_ms)));
     if (j && sb->resume_ms > 0)
         json_object_set_new(j, "last_resume_ms", json_real(sb->resume_ms));
     if (j && sb->state == SD_PAUSED && sb->move_to[0]) /* api/move.c */

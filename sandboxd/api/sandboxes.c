@@ -114,7 +114,7 @@ int sd_api_init(sd_daemon *d, error_rec *err) {
         return error_set(err, -ENOMEM, "out of memory");
     if (sd_listener_add(d, &listener, d->api) < 0)
         return error_set(err, -ENOSPC, "too many listeners");
-    return 0;
+    return sd_api_ports_init(d, err);
 }
 
 static void create_answer(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool starting, bool is_new,

@@ -17,6 +17,7 @@
 #include "sandboxd/core/files.h"
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
+#include "sandboxd/core/network.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
 #include "sandboxd/core/state.h"
@@ -241,6 +242,7 @@ static bool checkpoint_whole(sd_sandbox *sb) {
         return false;
     sb->ckpt_dump_ms = json_number_value(json_object_get(j, "dump_ms"));
     sb->ckpt_files_ms = json_number_value(json_object_get(j, "files_ms"));
+    sb->ckpt_sockets_ended = (unsigned)json_integer_value(json_object_get(j, "sockets_ended"));
     json_decref(j);
     return true;
 }
@@ -313,6 +315,15 @@ bool sd_checkpoint_shim_gone(sd_sandbox *sb) {
     return true;
 }
 
+/* A networked sandbox that runs on after its pause failed (or a pause or resume a restart
+ * interrupted) gets its network again (sd_network_release), else it ends. */
+static void network_again(sd_sandbox *sb, const char *what) {
+    error_rec err = {0};
+    if (sb->state == SD_RUNNING && sd_network_setup(sb, &err) < 0)
+        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE,
+                       "%s and its network could not be set up again: %s", what, err.message);
+}
+
 static void pause_reply(void *ud, json_t *reply) {
     sd_sandbox *sb = ud;
     if (sb->state == SD_ENDED)
@@ -338,6 +349,7 @@ static void pause_reply(void *ud, json_t *reply) {
     keep_log(sb, "dump", &err);
     rm_rf(dir);
     tell(sb, &err);
+    network_again(sb, "its pause failed");
 }
 
 int sd_checkpoint_pause(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, error_rec *err) {
@@ -359,12 +371,14 @@ int sd_checkpoint_pause(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, er
     int r = mkdir_p(parent, 0700);
     if (r < 0 || mkdir(dir, 0700) < 0)
         return error_set_errno(err, r < 0 ? r : negative_errno(), "mkdir %s", dir);
+    sd_sandbox_tell_pausing(sb); /* before the freeze: a cut connection's peer gets its end */
     json_t *f = json_pack("{s:s}", "dir", dir);
     r = f ? sd_shim_request(sb->shim, "pause", f, NULL, 0, pause_reply, sb) : -ENOMEM;
     if (r < 0) {
         rm_rf(dir);
         return error_set_errno(err, r, "ask the shim to pause");
     }
+    sd_network_release(sb); /* (before the shim reads the request) the checkpoint: loopback only */
     sb->pausing = true;
     sb->ckpt_done = done, sb->ckpt_ud = ud;
     sd_state_save(sb); /* "pausing": a restarted daemon looks for the checkpoint */
@@ -494,6 +508,11 @@ static int import_check(sd_daemon *d, const char *id, json_t *record, error_rec 
     json_t *spec = json_object_get(record, "spec");
     if (json_array_size(json_object_get(spec, "volumes")) > 0) /* (sd_checkpoint_node_bound) */
         return error_set(err, -EINVAL, "sandbox %s has volumes, which stay on their node", id);
+    json_t *net = json_object_get(spec, "network");
+    const char *mode = json_string_value(net);
+    if (net && !json_is_null(net) && !(mode && strcmp(mode, "none") == 0) && !d->net)
+        return error_set(err, -EBUSY,
+                         "sandbox %s has a network and egress is not enabled on this node", id);
     const char *image = json_string_value(json_object_get(spec, "image"));
     if (image && strcmp(image, "host") != 0 && !sd_images_find(d, image))
         return error_set(err, -EBUSY,
@@ -579,6 +598,7 @@ static void on_adopted(void *ud, sd_sandbox *sb) {
     if (sb->resuming) {
         sb->start_mono_us = now_mono_us(); /* (its resume's time is not known) */
         resumed(sb);
+        network_again(sb, "the daemon restarted during its resume");
         return;
     }
     if (!sb->pausing)
@@ -590,6 +610,7 @@ static void on_adopted(void *ud, sd_sandbox *sb) {
     error_rec err = {0};
     error_set(&err, -EIO, "pause: the daemon restarted during the pause, which failed");
     tell(sb, &err);
+    network_again(sb, "its pause failed while the daemon restarted");
 }
 
 static void on_shim_gone(void *ud, sd_sandbox *sb) {

@@ -34,9 +34,13 @@ typedef struct sd_listener {
     /* The shim of sb, pausing or resuming (core/checkpoint.c), went away; a listener may make
      * sb paused (sd_sandbox_set_paused), else it ends as any sandbox whose shim died. */
     void (*shim_gone)(void *ud, sd_sandbox *sb);
+    /* A pause of sb begins (core/checkpoint.c): its processes are about to be frozen and
+     * saved; what reaches into it from outside (a port's proxied connection) cannot be
+     * carried and is cut now. */
+    void (*pausing)(void *ud, sd_sandbox *sb);
 } sd_listener;
 
-#define SD_LISTENERS_MAX 8
+#define SD_LISTENERS_MAX 12
 
 struct sd_daemon {
     uv_loop_t *loop;                    /* main.c */
@@ -78,6 +82,7 @@ struct sd_daemon {
     struct sd_http *http;        /* api/http.c */
     struct sd_api *api;          /* api/sandboxes.c */
     struct sd_sf *sf;            /* api/sandboxfusion.c */
+    struct port_proxy *proxies;  /* api/ports.c: the port proxies in flight */
     struct sd_fleet *fleet;      /* fleet/fleet.c; NULL: not in a fleet */
     unsigned active_requests;    /* api/http.c */
     uv_signal_t sigterm, sigint; /* main.c */

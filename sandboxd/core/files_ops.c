@@ -14,9 +14,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/securebits.h>
+#include <sys/fsuid.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -135,6 +139,25 @@ static int copy_from(int src, int dst, uint64_t len) {
     return 0;
 }
 
+/* The worker makes files as their owner (fsuid and fsgid uid), keeping its capabilities for
+ * the walker's checks and the chowns (SECBIT_NO_SETUID_FIXUP): a pausable sandbox's tmpfs
+ * belongs to its user namespace, where the daemon's uid 0 has no mapping (anything made as it
+ * is EOVERFLOW). The change of credentials clears the worker's parent-death signal, which is
+ * set again (and a daemon that died meanwhile is noticed). */
+static int make_as(uid_t uid, error_rec *err) {
+    pid_t parent = getppid();
+    int bits = prctl(PR_GET_SECUREBITS);
+    if (bits < 0 || prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP) < 0)
+        return error_set_errno(err, negative_errno(), "files: securebits");
+    setfsgid(uid);
+    setfsuid(uid);
+    if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != uid)
+        return error_set(err, -EPERM, "files: cannot act as uid %u", (unsigned)uid);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+        return error_set(err, -ESRCH, "files: the daemon went away");
+    return 0;
+}
+
 int sd_files_write(const safepath *sp, const char *path, int src, uint64_t len, mode_t mode,
                    uid_t uid, uint64_t room, error_rec *err) {
     if (len > room)
@@ -142,7 +165,10 @@ int sd_files_write(const safepath *sp, const char *path, int src, uint64_t len, 
     _cleanup_free_ char *parent = NULL;
     const char *base;
     _cleanup_close_ int dir = -1, fd = -1;
-    int r = split_parent(path, &parent, &base);
+    int r = make_as(uid, err);
+    if (r < 0)
+        return r;
+    r = split_parent(path, &parent, &base);
     if (r == 0)
         r = safepath_dir(sp, parent, true, true, uid, &dir);
     if (r == 0)
@@ -394,6 +420,8 @@ int sd_files_untar(const safepath *sp, const char *dest, int src, uid_t uid, uin
         return r;
     if (bytes > room)
         return too_large(err, bytes, room);
+    if ((r = make_as(uid, err)) < 0)
+        return r;
     _cleanup_close_ int dfd = -1;
     if ((r = safepath_dir(sp, dest, true, true, uid, &dfd)) < 0)
         return describe(err, r, dest);

@@ -487,6 +487,10 @@ void sd_sandbox_set_paused(sd_sandbox *sb) {
     sb->state = SD_PAUSED;
 }
 
+void sd_sandbox_tell_pausing(sd_sandbox *sb) {
+    TELL(sb->d, pausing, sb);
+}
+
 void sd_sandbox_resume(sd_sandbox *sb) {
     sb->state = SD_STARTING;
     sd_sandbox_start_or_queue(sb);

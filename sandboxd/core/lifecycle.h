@@ -15,6 +15,8 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) _pr
  * it paused again and is told through create_finished). */
 void sd_sandbox_set_paused(sd_sandbox *sb);
 void sd_sandbox_resume(sd_sandbox *sb);
+/* A pause of sb begins: the listeners hear it (sd_listener.pausing). */
+void sd_sandbox_tell_pausing(sd_sandbox *sb);
 /* An API call or a command: the idle timeout starts again. */
 void sd_sandbox_touch(sd_sandbox *sb);
 /* A new lifetime from now (saved). */

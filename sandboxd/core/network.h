@@ -24,6 +24,10 @@ int sd_network_spec(sd_sandbox *sb, shim_spec *spec, error_rec *err);
 int sd_network_setup(sd_sandbox *sb, error_rec *err);
 /* The sandbox ended: remove its network (idempotent). */
 void sd_network_teardown(sd_sandbox *sb);
+/* A pause begins: remove its network and forget it, keeping its policy and its address slot
+ * (sb->net_slot, taken again when still free) for sd_network_setup after the resume or after
+ * a failed pause. */
+void sd_network_release(sd_sandbox *sb);
 /* Memory only (the daemon exits or forgets an ended sandbox). */
 void sd_network_free(sd_sandbox *sb);
 /* The sandbox object's "network" value. */

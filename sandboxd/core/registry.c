@@ -129,6 +129,7 @@ int sd_registry_add(sd_daemon *d, policy_create *spec, sd_sandbox **ret, error_r
     }
     sb->d = d;
     sb->uid_slot = slot;
+    sb->net_slot = -1;
     sd_node_id(d, "sb-", sb->id, sizeof(sb->id));
     snprintf(sb->dir, sizeof(sb->dir), "%s/sandboxes/%s", d->cfg.run_dir, sb->id);
     sb->spec = *spec;

@@ -64,6 +64,8 @@ struct sd_sandbox {
     uint64_t paused_total_ms; /* time spent paused before: the cost leaves it out */
     uint64_t ckpt_bytes;      /* the checkpoint's size on disk */
     double ckpt_dump_ms, ckpt_files_ms, resume_ms;
+    unsigned ckpt_sockets_ended; /* sockets on its network's address the pause ended */
+    int net_slot;  /* its network's address slot before a pause (-1: none; core/network.c) */
     bool cleaning; /* a failed resume's leftovers are being removed */
     /* paused: the node of the fleet it is moving to (its checkpoint is being taken there);
      * ended "moved": the node that holds it now (requests for it are sent there) */

@@ -142,6 +142,7 @@ int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
         return -ENOMEM;
     }
     sb->d = d;
+    sb->net_slot = -1;
     snprintf(sb->id, sizeof(sb->id), "%s", id);
     sb->spec = spec;
     load_fields(sb, j);

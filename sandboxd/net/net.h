@@ -52,6 +52,13 @@ json_t *sd_net_dns(const sd_net *n, const policy_egress *pol);
  * copied. On failure everything made so far is undone. */
 int sd_net_sandbox_setup(sd_net *n, const char *sandbox_id, pid_t init_pid,
                          const policy_egress *pol, sd_net_sandbox **ret, error_rec *err);
+/* The same with address slot `prefer` when it is free (else any): a sandbox plumbed again
+ * after a pause keeps its addresses where it can. */
+int sd_net_sandbox_setup_at(sd_net *n, const char *sandbox_id, pid_t init_pid,
+                            const policy_egress *pol, int prefer, sd_net_sandbox **ret,
+                            error_rec *err);
+/* The address slot s holds (-1: none). */
+int sd_net_sandbox_slot(const sd_net_sandbox *s);
 /* Remove chain, map element, counter, veth and give back the addresses. Idempotent; returns
  * the first error but always tries every step. */
 int sd_net_sandbox_teardown(sd_net *n, sd_net_sandbox *s);

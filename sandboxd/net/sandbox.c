@@ -81,6 +81,16 @@ static int plumb(sd_net *n, sd_net_sandbox *s, error_rec *err) {
 
 int sd_net_sandbox_setup(sd_net *n, const char *sandbox_id, pid_t init_pid,
                          const policy_egress *pol, sd_net_sandbox **ret, error_rec *err) {
+    return sd_net_sandbox_setup_at(n, sandbox_id, init_pid, pol, -1, ret, err);
+}
+
+int sd_net_sandbox_slot(const sd_net_sandbox *s) {
+    return s ? s->slot : -1;
+}
+
+int sd_net_sandbox_setup_at(sd_net *n, const char *sandbox_id, pid_t init_pid,
+                            const policy_egress *pol, int prefer, sd_net_sandbox **ret,
+                            error_rec *err) {
     sd_net_sandbox *s = sandbox_new(n, sandbox_id, pol);
     if (!s)
         return error_set(err, -ENOMEM, "out of memory");
@@ -89,7 +99,7 @@ int sd_net_sandbox_setup(sd_net *n, const char *sandbox_id, pid_t init_pid,
         return 0;
     }
     int r = sd_net_forwarding_on(n, err);
-    if (r >= 0)
+    if (r >= 0 && (prefer < 0 || (r = sd_net_slot_claim(n, s, prefer)) == -EADDRINUSE))
         r = sd_net_slot_claim(n, s, -1);
     if (r == -ENOSPC)
         error_set(err, r, "net: address pool exhausted");

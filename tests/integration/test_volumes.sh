@@ -199,11 +199,11 @@ test_bad_input() { # every bad volume body or create field: a 4xx naming the fie
   req POST /v1/sandboxes -d '{"volumes":[{"name":"v","path":"/var/tmp/x"}]}'
   expect 400 '.message | contains("volume at /var/tmp/x") and contains("not a directory")'
   req GET /v1/volumes/v; expect 200 '.in_use_by == []'
-  # on_idle: "end" is the default; "pause" (pause to disk: test_pause.sh) cannot carry ports
+  # on_idle: "end" is the default; "pause" (pause to disk: test_pause.sh) cannot carry grading
   create '{"on_idle":"end","volumes":[]}'; req DELETE "/v1/sandboxes/$ID"; expect 204
   req POST /v1/sandboxes -d '{"on_idle":"sleep"}'; expect 400 '.message | startswith("on_idle")'
-  req POST /v1/sandboxes -d '{"on_idle":"pause","volumes":[{"name":"v","path":"/cache"}],"ports":[8000]}'
-  expect 400 '.message | startswith("on_idle: a pausable sandbox cannot have \"ports\"")'
+  req POST /v1/sandboxes -d '{"on_idle":"pause","volumes":[{"name":"v","path":"/cache"}],"profile":"grading"}'
+  expect 400 '.message | startswith("on_idle: a pausable sandbox cannot have \"profile\":\"grading\"")'
   req GET /v1/sandboxes; expect 200 'map(select(.state != "ended")) | length == 0'
   req DELETE /v1/volumes/v; expect 204
   no_leaks v

@@ -189,6 +189,42 @@ test_move_image() {
   run_in "$vid" '["cat","/data/f"]'; [ "$OUT" == here ] || fail "the volume after the resume: $OUT"
 }
 
+# A pausable sandbox with a network moves to a node with egress enabled, where it gets that
+# node's address and rules; a node without egress refuses it (409) and it stays paused. Both
+# daemons share one netns, so each has its own table, interface prefix and address pool.
+TEST_TIMEOUT_move_network=180
+test_move_network() {
+  need_criu
+  world
+  local n
+  for n in a b; do
+    echo '{"network":{"enabled":true,"table":"sbx'$n'","ifprefix":"s'$n'","pool4":"10.20'$([ $n == a ] && echo 1 || echo 2)'.0.0/16","pool6":""}}' \
+      >"$DAEMON_ROOT/$n.json"
+  done
+  fleet_daemon a --fleet-ca "$DAEMON_ROOT/cert.pem" --config "$DAEMON_ROOT/a.json"
+  fleet_daemon b --fleet-ca "$DAEMON_ROOT/cert.pem"
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  daemon_use a
+  stateful_sandbox '"network":"open"'; local id=$ID before=$COUNT pids=$PIDS
+  req GET "/v1/sandboxes/$id"; expect 200 '.network.ipv4 | startswith("10.201.")'
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  req POST "/v1/sandboxes/$id/resume" -d '{"node":"b"}'
+  expect 409 '(.message | contains("resume on node b")) and (.message | contains("egress is not enabled"))'
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "paused" and (.pause.moving_to == null)'
+  has_checkpoint a "$id" || fail "a lost the checkpoint after b refused"
+  daemon_use b; stop_daemon
+  fleet_daemon b --fleet-ca "$DAEMON_ROOT/cert.pem" --config "$DAEMON_ROOT/b.json"
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  daemon_use a
+  req POST "/v1/sandboxes/$id/resume" -d '{"node":"b"}'; expect 200 '.state == "running" and .node == "b"'
+  daemon_use b
+  check_resumed "$id" "$before" "$pids"
+  req GET "/v1/sandboxes/$id"; expect 200 '.network.mode == "open" and (.network.ipv4 | startswith("10.202."))'
+  local links; links=$("${NS[@]}" ip -o link show)
+  ! grep -q ' sa[0-9a-f]' <<<"$links" && grep -q ' sb[0-9a-f]' <<<"$links" ||
+    fail "the interfaces after the move: $links"
+}
+
 # kill -9 of NODE (a: the node it leaves, b: the one it goes to) DELAY seconds into the move;
 # after a restart the sandbox is running on exactly one node or paused with a whole
 # checkpoint on a, and a resume through a brings it back with its processes.
