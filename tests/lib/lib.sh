@@ -1,5 +1,6 @@
 # Shell test framework: a test script defines functions named test_*; `script --list` prints
-# "name timeout_s" for each, `script NAME` runs one. Source this file at the END of the script.
+# "name timeout_s [pass]" for each, `script NAME` runs one. TEST_PASS_<name>=plain: a case so
+# long that it runs in the plain build's pass only, not again under the sanitizers (tests/run). Source this file at the END of the script.
 # Helpers: fail MSG, skip MSG (exit 77, loud), assert_eq A B MSG, bin NAME (a built binary).
 # Daemons: tests/lib/daemon.sh (source it first). How cases run: tests/README.md.
 
@@ -26,8 +27,8 @@ asan_env() {
 # Per-case timeouts: a script may set TEST_TIMEOUT_<name>=seconds (default 60).
 if [ "${1:-}" == "--list" ]; then
   for f in $(declare -F | awk '{print $3}' | grep '^test_'); do
-    t="TEST_TIMEOUT_${f#test_}"
-    echo "${f#test_} ${!t:-60}"
+    t="TEST_TIMEOUT_${f#test_}" p="TEST_PASS_${f#test_}"
+    echo "${f#test_} ${!t:-60} ${!p:-}"
   done
   exit 0
 elif [ -n "${1:-}" ]; then
