@@ -348,8 +348,8 @@ static void pause_reply(void *ud, json_t *reply) {
     sd_checkpoint_dir(sb, dir, sizeof(dir));
     keep_log(sb, "dump", &err);
     rm_rf(dir);
+    network_again(sb, "its pause failed"); /* (before the answer: it runs as it did) */
     tell(sb, &err);
-    network_again(sb, "its pause failed");
 }
 
 int sd_checkpoint_pause(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, error_rec *err) {
