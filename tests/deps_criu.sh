@@ -8,8 +8,7 @@
 # binary it needs as /usr/local/sbin/criu (before /usr/sbin on every PATH the daemon uses).
 # Our patches to it (tests/criu/*.patch, each says why) are applied before the build; a stamp
 # (/usr/local/share/sandboxd/criu.stamp) names the version and the patches' checksum.
-# Idempotent: nothing happens
-# when the stamp matches.
+# Idempotent: nothing happens when the stamp matches.
 # The Debian mirror is apt's own (the first URI of its debian sources).
 set -euo pipefail
 

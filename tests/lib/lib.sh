@@ -1,6 +1,7 @@
 # Shell test framework: a test script defines functions named test_*; `script --list` prints
-# "name timeout_s [pass]" for each, `script NAME` runs one. TEST_PASS_<name>=plain: a case so
-# long that it runs in the plain build's pass only, not again under the sanitizers (tests/run). Source this file at the END of the script.
+# "name timeout_s [pass]" for each, `script NAME` runs one. Source this file at the END of the
+# script. TEST_PASS_<name>=plain: a case so long that it runs in the plain build's pass only,
+# not again under the sanitizers (tests/run).
 # Helpers: fail MSG, skip MSG (exit 77, loud), assert_eq A B MSG, bin NAME (a built binary).
 # Daemons: tests/lib/daemon.sh (source it first). How cases run: tests/README.md.
 

@@ -196,11 +196,10 @@ TEST_TIMEOUT_move_network=180
 test_move_network() {
   need_criu
   world
-  local n
-  for n in a b; do
-    echo '{"network":{"enabled":true,"table":"sbx'$n'","ifprefix":"s'$n'","pool4":"10.20'$([ $n == a ] && echo 1 || echo 2)'.0.0/16","pool6":""}}' \
-      >"$DAEMON_ROOT/$n.json"
-  done
+  echo '{"network":{"enabled":true,"table":"sbxa","ifprefix":"sa","pool4":"10.201.0.0/16","pool6":""}}' \
+    >"$DAEMON_ROOT/a.json"
+  echo '{"network":{"enabled":true,"table":"sbxb","ifprefix":"sb","pool4":"10.202.0.0/16","pool6":""}}' \
+    >"$DAEMON_ROOT/b.json"
   fleet_daemon a --fleet-ca "$DAEMON_ROOT/cert.pem" --config "$DAEMON_ROOT/a.json"
   fleet_daemon b --fleet-ca "$DAEMON_ROOT/cert.pem"
   wait_view a "[$(node a), $(node b)] | length == 2"
