@@ -148,11 +148,11 @@ deps:
 	@./tests/deps.sh
 
 check: deps
-	$(MAKE) all
+	$(MAKE) -j$$(nproc) all
 	./tests/run --build $(B)
 
 demo: deps
-	$(MAKE) all
+	$(MAKE) -j$$(nproc) all
 	./tests/demo.sh $(B)
 
 # ---- install ----

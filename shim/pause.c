@@ -472,14 +472,18 @@ int shim_pause(shim_sandbox *sb, const char *ckpt, size_t running, shim_pause_in
         return error_set(err, -EINVAL, "pause: dir must be an absolute path");
     if (running)
         return error_set(err, -EBUSY, "pause: %zu command(s) still running", running);
-    /* first: the daemon took the network away; its sockets end even if the pause fails */
+    /* first: the daemon takes the network away (its release may still run, or a restart may
+     * have stopped it): its sockets end and its veth goes, even if the pause fails */
     int ended = shim_sockets_end_outside(sb->init_pid, err);
     if (ended < 0)
         return ended;
+    int r = shim_sockets_remove_links(sb->init_pid, err);
+    if (r < 0)
+        return r;
     snprintf(images, sizeof(images), "%s/images", ckpt);
     snprintf(files, sizeof(files), "%s/files", ckpt);
     int32_t refused = 0;
-    int r = mkdir(images, 0700) < 0 || mkdir(files, 0700) < 0 ? negative_errno() : 0;
+    r = mkdir(images, 0700) < 0 || mkdir(files, 0700) < 0 ? negative_errno() : 0;
     if (r < 0)
         error_set_errno(err, r, "mkdir in %s", ckpt);
     if (r >= 0)

@@ -1,7 +1,8 @@
 /* Ending the sockets of a pausing sandbox that are bound to its network's address (shim/sockets.h):
  * one NETLINK_SOCK_DIAG socket made in init's network namespace lists its TCP and UDP sockets
  * (SOCK_DIAG_BY_FAMILY) and destroys those whose local address is neither loopback nor a
- * wildcard (SOCK_DESTROY). */
+ * wildcard (SOCK_DESTROY); then its veth goes (libnl-route-3 over a NETLINK_ROUTE socket made
+ * there too). */
 #include "shim/sockets.h"
 
 #include "common/grow.h"
@@ -14,6 +15,8 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <netlink/netlink.h>
+#include <netlink/route/link.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,4 +126,41 @@ int shim_sockets_end_outside(pid_t init_pid, error_rec *err) {
                                            : "end a socket bound to the sandbox's network address");
     }
     return ended;
+}
+
+/* Deletes l when it is a veth (its pair goes with it); other links (loopback, a kernel's
+ * fallback tunnels) are CRIU's to carry. 1: deleted, 0: not a veth or gone meanwhile. */
+static int veth_delete(struct nl_sock *sk, struct rtnl_link *l) {
+    const char *kind = rtnl_link_get_type(l);
+    if (!kind || strcmp(kind, "veth") != 0)
+        return 0;
+    int r = rtnl_link_delete(sk, l);
+    return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV ? 0 : r < 0 ? r : 1;
+}
+
+int shim_sockets_remove_links(pid_t init_pid, error_rec *err) {
+    int fd = -1;
+    int r = shim_socket_in_netns(init_pid, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, &fd, err);
+    if (r < 0)
+        return r;
+    struct nl_sock *sk = nl_socket_alloc();
+    struct nl_cache *cache = NULL;
+    if (!sk) {
+        close(fd);
+        return error_set(err, -ENOMEM, "out of memory");
+    }
+    if ((r = nl_socket_set_fd(sk, NETLINK_ROUTE, fd)) < 0)
+        close(fd); /* (else sk owns it) */
+    if (r >= 0)
+        r = rtnl_link_alloc_cache(sk, AF_UNSPEC, &cache);
+    int removed = 0;
+    for (struct nl_object *o = r >= 0 ? nl_cache_get_first(cache) : NULL; o && r >= 0;
+         o = nl_cache_get_next(o))
+        if ((r = veth_delete(sk, (struct rtnl_link *)o)) > 0)
+            removed++;
+    nl_cache_free(cache);
+    nl_socket_free(sk);
+    if (r < 0)
+        return error_set(err, -EIO, "remove the sandbox's veth: %s", nl_geterror(r));
+    return removed;
 }

@@ -14,3 +14,8 @@
 /* Returns how many sockets were ended (>= 0), or -errno: -EOPNOTSUPP when the kernel cannot
  * (no CONFIG_INET_DIAG_DESTROY) and one had to be. */
 int shim_sockets_end_outside(pid_t init_pid, error_rec *err);
+
+/* Then the sandbox's veth (every veth of init's network namespace) is deleted, whatever the
+ * daemon's release of it had done by then (it may have been stopped before): the checkpoint has
+ * loopback only. Returns how many were deleted (>= 0), or -errno. */
+int shim_sockets_remove_links(pid_t init_pid, error_rec *err);

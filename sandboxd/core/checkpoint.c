@@ -372,16 +372,19 @@ int sd_checkpoint_pause(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, er
     if (r < 0 || mkdir(dir, 0700) < 0)
         return error_set_errno(err, r < 0 ? r : negative_errno(), "mkdir %s", dir);
     sd_sandbox_tell_pausing(sb); /* before the freeze: a cut connection's peer gets its end */
+    sb->pausing = true;
+    sd_state_save(sb); /* "pausing" before the shim hears of it: a restarted daemon looks for
+                        * the checkpoint (a shim that paused is gone) or adopts the shim */
     json_t *f = json_pack("{s:s}", "dir", dir);
     r = f ? sd_shim_request(sb->shim, "pause", f, NULL, 0, pause_reply, sb) : -ENOMEM;
     if (r < 0) {
+        sb->pausing = false;
+        sd_state_save(sb);
         rm_rf(dir);
         return error_set_errno(err, r, "ask the shim to pause");
     }
     sd_network_release(sb); /* (before the shim reads the request) the checkpoint: loopback only */
-    sb->pausing = true;
     sb->ckpt_done = done, sb->ckpt_ud = ud;
-    sd_state_save(sb); /* "pausing": a restarted daemon looks for the checkpoint */
     return 0;
 }
 
@@ -400,8 +403,7 @@ int sd_checkpoint_resume(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, e
         return error_set(err, -EIO, "sandbox %s: its checkpoint is missing", sb->id);
     sb->resuming = true;
     sb->ckpt_done = done, sb->ckpt_ud = ud;
-    sd_sandbox_resume(sb);
-    sd_state_save(sb); /* "starting", resuming: a restarted daemon looks for its shim */
+    sd_sandbox_resume(sb); /* (saved "starting", resuming, before its shim starts) */
     return 0;
 }
 

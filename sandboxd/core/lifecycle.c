@@ -493,6 +493,7 @@ void sd_sandbox_tell_pausing(sd_sandbox *sb) {
 
 void sd_sandbox_resume(sd_sandbox *sb) {
     sb->state = SD_STARTING;
+    sd_state_save(sb); /* before its shim: a restarted daemon looks for it (core/checkpoint.c) */
     sd_sandbox_start_or_queue(sb);
 }
 

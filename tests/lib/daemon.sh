@@ -190,7 +190,7 @@ req() {
 }
 expect() { # CODE [jq-expression that must be true]
   [ "$CODE" == "$1" ] || { tail -20 "$D/log" >&2; fail "expected HTTP $1, got $CODE: $BODY"; }
-  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
+  [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || { tail -20 "$D/log" >&2; fail "expected $2 in: $BODY"; }
 }
 create() { # [json] -> ID
   req POST /v1/sandboxes -d "${1:-{\}}"

@@ -1,7 +1,7 @@
 # Shell test framework: a test script defines functions named test_*; `script --list` prints
 # "name timeout_s [pass]" for each, `script NAME` runs one. Source this file at the END of the
-# script. TEST_PASS_<name>=plain: a case so long that it runs in the plain build's pass only,
-# not again under the sanitizers (tests/run).
+# script. TEST_PASS_<name>=plain (or sanitized): a slow case that runs in that build's pass
+# only (tests/run, tests/README.md).
 # Helpers: fail MSG, skip MSG (exit 77, loud), assert_eq A B MSG, bin NAME (a built binary).
 # Daemons: tests/lib/daemon.sh (source it first). How cases run: tests/README.md.
 

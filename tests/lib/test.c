@@ -15,13 +15,14 @@ static struct {
     const char *name;
     test_fn fn;
     int timeout_s;
+    const char *pass; /* NULL: both passes */
 } tests[MAX_TESTS];
 static size_t n_tests;
 static char tmpdir[256];
 static test_teardown_fn teardowns[16];
 static size_t n_teardowns;
 
-void test_register(const char *name, test_fn fn, int timeout_s) {
+void test_register(const char *name, test_fn fn, int timeout_s, const char *pass) {
     if (n_tests >= MAX_TESTS) {
         fprintf(stderr, "too many tests\n");
         exit(2);
@@ -29,6 +30,7 @@ void test_register(const char *name, test_fn fn, int timeout_s) {
     tests[n_tests].name = name;
     tests[n_tests].fn = fn;
     tests[n_tests].timeout_s = timeout_s;
+    tests[n_tests].pass = pass;
     n_tests++;
 }
 
@@ -116,7 +118,8 @@ static int run_one(size_t i) {
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--list") == 0) {
         for (size_t i = 0; i < n_tests; i++)
-            printf("%s %d\n", tests[i].name, tests[i].timeout_s);
+            printf("%s %d %s\n", tests[i].name, tests[i].timeout_s,
+                   tests[i].pass ? tests[i].pass : "");
         return 0;
     }
     if (argc == 2) {

@@ -1,5 +1,7 @@
 /* The C test framework: TEST(name) registers a case; every case runs in its own process (the
- * runner, tests/run, starts `BIN CASE` under a timeout). `BIN --list` prints "name timeout_s".
+ * runner, tests/run, starts `BIN CASE` under a timeout). `BIN --list` prints "name timeout_s
+ * [pass]"; TEST_PASS_T(name, timeout_s, "plain"): a case that runs in the plain build's pass only
+ * (tests/README.md). TEST_SANITIZED: 1 in a build with ASan.
  * A failed CHECK prints file:line and exits 1; SKIP exits 77 with a loud reason. */
 #pragma once
 
@@ -9,15 +11,22 @@
 #include <string.h>
 
 typedef void (*test_fn)(void);
-void test_register(const char *name, test_fn fn, int timeout_s);
+void test_register(const char *name, test_fn fn, int timeout_s, const char *pass);
 
-#define TEST_T(name, timeout_s)                                                                    \
+#define TEST_PASS_T(name, timeout_s, pass)                                                         \
     static void test_##name(void);                                                                 \
     __attribute__((constructor)) static void test_reg_##name(void) {                               \
-        test_register(#name, test_##name, timeout_s);                                              \
+        test_register(#name, test_##name, timeout_s, pass);                                        \
     }                                                                                              \
     static void test_##name(void)
+#define TEST_T(name, timeout_s) TEST_PASS_T(name, timeout_s, NULL)
 #define TEST(name) TEST_T(name, 60)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#else
+#define TEST_SANITIZED 0
+#endif
 
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));

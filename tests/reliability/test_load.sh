@@ -10,6 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 export HERE
 
 TEST_TIMEOUT_churn_128=$(( ${SBX_LOAD_SECONDS:-120} + 150 ))
+TEST_PASS_churn_128=sanitized # the long load runs once: under ASan+UBSan (tests/README.md)
 test_churn_128() {
   rel_setup
   local secs=${SBX_LOAD_SECONDS:-120} workers=${SBX_LOAD_WORKERS:-128}
