@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -138,16 +139,34 @@ static int veth_delete(struct nl_sock *sk, struct rtnl_link *l) {
     return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV ? 0 : r < 0 ? r : 1;
 }
 
+/* Never the host's veths: init's network namespace must not be the shim's own (a pid reused). */
+static int own_netns(pid_t init_pid, error_rec *err) {
+    char p[64];
+    struct stat a, b;
+    snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)init_pid);
+    if (stat(p, &a) < 0 || stat("/proc/self/ns/net", &b) < 0)
+        return error_set_errno(err, negative_errno(), "stat the network namespaces");
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return error_set(err, -EPERM, "the sandbox's network namespace is the shim's own");
+    return 0;
+}
+
 int shim_sockets_remove_links(pid_t init_pid, error_rec *err) {
     int fd = -1;
-    int r = shim_socket_in_netns(init_pid, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, &fd, err);
+    int r = own_netns(init_pid, err);
+    if (r >= 0)
+        r = shim_socket_in_netns(init_pid, AF_NETLINK, SOCK_RAW, NETLINK_ROUTE, &fd, err);
     if (r < 0)
         return r;
     struct nl_sock *sk = nl_socket_alloc();
     struct nl_cache *cache = NULL;
-    if (!sk) {
+    struct sockaddr_nl self = {.nl_family = AF_NETLINK}; /* (its port: the kernel's choice) */
+    if (!sk || bind(fd, (struct sockaddr *)&self, sizeof(self)) < 0) {
+        r = sk ? negative_errno() : -ENOMEM;
+        if (sk)
+            nl_socket_free(sk);
         close(fd);
-        return error_set(err, -ENOMEM, "out of memory");
+        return error_set_errno(err, r, "netlink socket in the sandbox's network namespace");
     }
     if ((r = nl_socket_set_fd(sk, NETLINK_ROUTE, fd)) < 0)
         close(fd); /* (else sk owns it) */

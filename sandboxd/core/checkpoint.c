@@ -302,7 +302,7 @@ bool sd_checkpoint_shim_gone(sd_sandbox *sb) {
     if (!(sb->pausing || sb->resuming) || !checkpoint_whole(sb))
         return false;
     if (sb->resuming) { /* the restored sandbox went with its shim: back to its checkpoint */
-        sd_sandbox_set_paused(sb);
+        sd_sandbox_resume_lost(sb);
         sb->resuming = false;
         log_warn("sandbox=%s lost its shim while resuming: paused again", sb->id);
         sd_state_save(sb);
@@ -383,7 +383,8 @@ int sd_checkpoint_pause(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, er
         rm_rf(dir);
         return error_set_errno(err, r, "ask the shim to pause");
     }
-    sd_network_release(sb); /* (before the shim reads the request) the checkpoint: loopback only */
+    sd_network_release(sb); /* (the shim deletes the veth too: the checkpoint has loopback only
+                             * even when this daemon is stopped before it gets here) */
     sb->ckpt_done = done, sb->ckpt_ud = ud;
     return 0;
 }

@@ -172,9 +172,13 @@ static void start_failed(sd_sandbox *sb, const char *msg) {
     start_failed_code(sb, -EIO, msg);
 }
 
-/* The shim of a sandbox pausing or resuming went away: the listeners decide (true: it is paused
- * now, else it ends as usual). */
+/* The shim of a sandbox pausing or resuming went away: a resume this daemon started failed, else
+ * the listeners decide (true: it is paused now, else it ends as usual). */
 static bool shim_gone(sd_sandbox *sb) {
+    if (sb->resuming && sb->state == SD_STARTING) { /* (its start is this daemon's) */
+        resume_failed(sb, -EIO, "the sandbox's shim went away");
+        return true;
+    }
     if (sb->pausing || sb->resuming)
         TELL(sb->d, shim_gone, sb);
     return sb->state == SD_PAUSED;
@@ -484,6 +488,12 @@ static void resume_failed(sd_sandbox *sb, int code, const char *msg) {
 
 void sd_sandbox_set_paused(sd_sandbox *sb) {
     sd_shim_close(TAKE_PTR(sb->shim));
+    sb->state = SD_PAUSED;
+}
+
+void sd_sandbox_resume_lost(sd_sandbox *sb) {
+    sd_shim_close(TAKE_PTR(sb->shim));
+    run_cleanup(sb, true);
     sb->state = SD_PAUSED;
 }
 

@@ -47,7 +47,7 @@ json_t *sd_state_record(const sd_sandbox *sb) {
         (json_int_t)sb->ended_ms, "init_pid", sb->init_pid, "shim_pid", sb->shim_pid,
         "idempotency_key", sb->idem_key ? json_string(sb->idem_key) : json_null(), "commands_run",
         (int)sb->commands_run, "oom_kills", (json_int_t)sb->oom_kills, "dir", sb->dir);
-    if (j && sb->seed_dir && sb->state == SD_STARTING) /* a fork seeding from its layer */
+    if (j && sb->seed_dir && sb->state == SD_STARTING && !sb->resuming) /* a fork's first start */
         json_object_set_new(j, "seed_dir", json_string(sb->seed_dir));
     if (j && (sb->pool || sb->pooled))
         json_object_set_new(j, sb->pool ? "pool" : "pooled", json_true());
