@@ -356,7 +356,7 @@ test_cost_preview_measure() {
 # (bench/grpo_fake_server.py --answers): right solutions score 1 on every task, plausible wrong
 # ones (off-by-one, a missed case, an endless loop) score 0, as scored episodes, never as
 # infrastructure failures.
-TEST_TIMEOUT_python_funcs_scripted=240
+TEST_TIMEOUT_python_funcs_scripted=240 TEST_PASS_python_funcs_scripted=plain
 test_python_funcs_scripted() {
   require_root
   grpo_setup

@@ -7,7 +7,7 @@
 
 source "$(dirname "$0")/grpo_lib.sh"
 
-TEST_TIMEOUT_tool_test_rates=240
+TEST_TIMEOUT_tool_test_rates=240 TEST_PASS_tool_test_rates=plain
 test_tool_test_rates() {
   require_root
   grpo_setup

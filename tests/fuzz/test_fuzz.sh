@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Short libFuzzer runs in CI: one case per target in tests/fuzz/fuzz_<name>.c. Each case builds
 # the fuzzers (`make fuzz-build`, clang with ASan+UBSan, into build-fuzz/), replays the seed
-# corpus tests/fuzz/corpus/<name>, then fuzzes for $SBX_FUZZ_SECONDS (default 15) seconds. The
+# corpus tests/fuzz/corpus/<name>, then fuzzes for $SBX_FUZZ_SECONDS (default 10) seconds. The
 # fuzzers are the same binaries in both of CI's passes: they run in the plain one only.
 # Any crash, sanitizer report, leak, timeout (>10 s per input) or broken invariant fails the case;
 # the reproducer is printed as base64. The long runs are `make fuzz-run` (docs/RELIABILITY.md).
@@ -17,7 +17,7 @@ fuzz() {
   dir=$(mktemp -d /tmp/sbx-fuzz-$name.XXXXXX)
   trap "rm -rf '$dir'" EXIT
   mkdir "$dir/corpus"
-  local rc=0 secs=${SBX_FUZZ_SECONDS:-15}
+  local rc=0 secs=${SBX_FUZZ_SECONDS:-10}
   # the fuzzers themselves must not leak; ASAN_OPTIONS from tests/run are fine for them
   (cd "$dir" && "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$dir/" "$dir/corpus" "$seeds") \

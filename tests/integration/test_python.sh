@@ -32,14 +32,14 @@ pytest_run() { # FILE [pytest args...]
   fi
 }
 
-TEST_TIMEOUT_sdk=400
+TEST_TIMEOUT_sdk=400 TEST_PASS_sdk=plain # (tests/README.md: once)
 test_sdk() {
   need_pytest
   start_daemon --max-sandboxes 210 --max-starting 16
   SANDBOXD_MAX_SANDBOXES=210 pytest_run test_sdk.py
 }
 
-TEST_TIMEOUT_sandboxfusion=500
+TEST_TIMEOUT_sandboxfusion=500 TEST_PASS_sandboxfusion=plain
 test_sandboxfusion() {
   need_pytest
   "$PY" -c 'import requests' 2>/dev/null || skip "python3-requests is needed"

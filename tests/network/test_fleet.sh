@@ -392,7 +392,7 @@ test_pool_placement() {
 # at a known point: the stand-in trainer holds every completion (--hold-file) until every
 # episode of step 1 waits at its first generation, so each holds its own sandbox (created or
 # forked, and answered) and none has finished; then c goes, then the trainer answers.
-TEST_TIMEOUT_grpo_node_killed=150
+TEST_TIMEOUT_grpo_node_killed=150 TEST_PASS_grpo_node_killed=sanitized
 test_grpo_node_killed() {
   fleet3 --max-sandboxes 12
   local r=$DAEMON_ROOT gpid tpid port held='' n agents=0 on_c

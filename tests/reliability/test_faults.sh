@@ -96,7 +96,7 @@ PY
   [ "$(daemon_fds)" -le $((fresh_fds + 2)) ] || fail "daemon fds: $(daemon_fds), fresh: $fresh_fds"
 }
 
-TEST_TIMEOUT_daemon_kill9_churn_loop=180
+TEST_TIMEOUT_daemon_kill9_churn_loop=180 TEST_PASS_daemon_kill9_churn_loop=sanitized
 test_daemon_kill9_churn_loop() {
   rel_setup net
   local rounds=${SBX_CRASH_ROUNDS:-10} r
