@@ -100,6 +100,19 @@ static int destroy(int nl, uint8_t family, uint8_t protocol, const struct inet_d
     return e == -ENOENT ? 0 : e; /* (it ended meanwhile) */
 }
 
+/* Never the host's sockets or veths: init's network namespace must not be the shim's own (its
+ * pid reused by another process). */
+static int own_netns(pid_t init_pid, error_rec *err) {
+    char p[64];
+    struct stat a, b;
+    snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)init_pid);
+    if (stat(p, &a) < 0 || stat("/proc/self/ns/net", &b) < 0)
+        return error_set_errno(err, negative_errno(), "stat the network namespaces");
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return error_set(err, -EPERM, "the sandbox's network namespace is the shim's own");
+    return 0;
+}
+
 int shim_sockets_end_outside(pid_t init_pid, error_rec *err) {
     static const struct {
         uint8_t family, protocol;
@@ -108,7 +121,9 @@ int shim_sockets_end_outside(pid_t init_pid, error_rec *err) {
                  {AF_INET, IPPROTO_UDP},
                  {AF_INET6, IPPROTO_UDP}};
     _cleanup_close_ int nl = -1;
-    int r = shim_socket_in_netns(init_pid, AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG, &nl, err);
+    int r = own_netns(init_pid, err);
+    if (r >= 0)
+        r = shim_socket_in_netns(init_pid, AF_NETLINK, SOCK_RAW, NETLINK_SOCK_DIAG, &nl, err);
     if (r < 0)
         return r;
     int ended = 0;
@@ -137,18 +152,6 @@ static int veth_delete(struct nl_sock *sk, struct rtnl_link *l) {
         return 0;
     int r = rtnl_link_delete(sk, l);
     return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV ? 0 : r < 0 ? r : 1;
-}
-
-/* Never the host's veths: init's network namespace must not be the shim's own (a pid reused). */
-static int own_netns(pid_t init_pid, error_rec *err) {
-    char p[64];
-    struct stat a, b;
-    snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)init_pid);
-    if (stat(p, &a) < 0 || stat("/proc/self/ns/net", &b) < 0)
-        return error_set_errno(err, negative_errno(), "stat the network namespaces");
-    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-        return error_set(err, -EPERM, "the sandbox's network namespace is the shim's own");
-    return 0;
 }
 
 int shim_sockets_remove_links(pid_t init_pid, error_rec *err) {
