@@ -103,7 +103,7 @@ test_inside_an_image() {
   nothing_left "$(printf 'layers=\nmeta=\ntmp=\n')"
 }
 
-TEST_TIMEOUT_bad_archives=180
+TEST_TIMEOUT_bad_archives=180 TEST_PASS_bad_archives=sanitized # (once: tests/README.md)
 test_bad_archives() {
   start_daemon
   import base:v1 "$(img oci)"; expect 201 # its layers must survive every failure below

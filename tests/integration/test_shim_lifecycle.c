@@ -223,7 +223,7 @@ static int cmp_u64(const void *a, const void *b) {
 /* create -> exec true -> destroy, 1000 times or until the time budget (SBX_CHURN_SECONDS,
  * default 60, 20 under ASan: some hundreds of cycles) is spent; nothing may leak. Prints the
  * rate and the latency percentiles. */
-TEST_T(shim_churn_leaks_nothing, 150) {
+TEST_PASS_T(shim_churn_leaks_nothing, 150, "sanitized") { /* (once: tests/README.md) */
     test_require_root();
     int ver;
     const char *parent = shimdrv_cgroup_parent(&ver);
