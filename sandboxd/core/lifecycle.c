@@ -477,10 +477,7 @@ static void stop_shim(sd_sandbox *sb) {
 static void resume_failed(sd_sandbox *sb, int code, const char *msg) {
     sd_daemon *d = sb->d;
     stop_start(sb);
-    sd_shim_cancel(sb->shim, sb); /* (its hello unanswered: not failed again by hello_reply) */
-    sd_shim_close(TAKE_PTR(sb->shim));
-    run_cleanup(sb, true);
-    sb->state = SD_PAUSED;
+    sd_sandbox_resume_lost(sb);
     error_rec err = {0};
     error_set(&err, code, "resume: %s", msg);
     TELL(d, create_finished, sb, &err); /* core/checkpoint.c: paused again */
@@ -493,7 +490,7 @@ void sd_sandbox_set_paused(sd_sandbox *sb) {
 }
 
 void sd_sandbox_resume_lost(sd_sandbox *sb) {
-    sd_shim_cancel(sb->shim, sb);
+    sd_shim_cancel(sb->shim, sb); /* (its hello unanswered: not failed again by hello_reply) */
     sd_shim_close(TAKE_PTR(sb->shim));
     run_cleanup(sb, true);
     sb->state = SD_PAUSED;

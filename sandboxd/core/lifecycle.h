@@ -14,11 +14,11 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) _pr
  * paused sb starts again from its checkpoint (queued as a create; "resuming", a failure makes
  * it paused again and is told through create_finished). */
 void sd_sandbox_set_paused(sd_sandbox *sb);
-/* A restarted daemon lost the shim of sb's resume (none answers, or it went away before its
+void sd_sandbox_resume(sd_sandbox *sb);
+/* The shim of sb's resume is lost (a restarted daemon finds none, or it went away before its
  * hello): what a shim of it may still restore or run is cleaned up (`sbx-shim cleanup`, the uid
  * slot kept) and sb is paused again. */
 void sd_sandbox_resume_lost(sd_sandbox *sb);
-void sd_sandbox_resume(sd_sandbox *sb);
 /* A pause of sb begins: the listeners hear it (sd_listener.pausing). */
 void sd_sandbox_tell_pausing(sd_sandbox *sb);
 /* An API call or a command: the idle timeout starts again. */

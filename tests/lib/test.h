@@ -1,7 +1,7 @@
 /* The C test framework: TEST(name) registers a case; every case runs in its own process (the
  * runner, tests/run, starts `BIN CASE` under a timeout). `BIN --list` prints "name timeout_s
- * [pass]"; TEST_PASS_T(name, timeout_s, "plain"): a case that runs in the plain build's pass only
- * (tests/README.md). TEST_SANITIZED: 1 in a build with ASan.
+ * [pass]"; TEST_PASS_T(name, timeout_s, "plain" or "sanitized"): a case that runs in that
+ * build's pass only (tests/README.md).
  * A failed CHECK prints file:line and exits 1; SKIP exits 77 with a loud reason. */
 #pragma once
 
@@ -21,12 +21,6 @@ void test_register(const char *name, test_fn fn, int timeout_s, const char *pass
     static void test_##name(void)
 #define TEST_T(name, timeout_s) TEST_PASS_T(name, timeout_s, NULL)
 #define TEST(name) TEST_T(name, 60)
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_SANITIZED 1
-#else
-#define TEST_SANITIZED 0
-#endif
 
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));

@@ -327,10 +327,10 @@ static int cmp_u64(const void *a, const void *b) {
 
 /* Create/destroy cycles through the API leave no veth, chain, map element or sandbox; prints
  * the create latency of `open` vs `none` (measured, not asserted). SBX_NET_CYCLES overrides
- * the count (200, 100 under ASan). */
+ * the count (100). */
 TEST_PASS_T(e2e_cycles_leave_nothing, 170, "sanitized") { /* (once: tests/README.md) */
     e2e_up();
-    int n = getenv("SBX_NET_CYCLES") ? atoi(getenv("SBX_NET_CYCLES")) : TEST_SANITIZED ? 100 : 200;
+    int n = getenv("SBX_NET_CYCLES") ? atoi(getenv("SBX_NET_CYCLES")) : 100;
     CHECK(n >= 4 && n <= 2000);
     int n_none = n / 4; /* interleaved with the first open ones, for the latency comparison */
     uint64_t *t_open = calloc((size_t)n, sizeof(uint64_t)), *t_none = calloc((size_t)n, 8);
