@@ -26,36 +26,39 @@ static shimdrv *start(const shimdrv_opts *o) {
     return &drv;
 }
 
-/* runsc NULL: native (the bomb then waits for its timeout, which takes the whole tree down).
- * Under gVisor a fork takes ~30 ms (ptrace): the bomb kills its own process group instead of
- * waiting out a timeout it might not meet; each process also costs ~2 MiB of host memory (its
- * stub and threads, in the sandbox's cgroup): 256 of them need more than the default 512 MiB. */
+/* runsc NULL: native. The bomb forks until EAGAIN, says how far it got, then kills its own
+ * process group: its time depends on the machine's fork speed (native: 5 ms to 20 ms a fork+exec
+ * seen on 2-core VMs; under gVisor ~30 ms to 200 ms, a ptrace round trip each), so no timeout is
+ * raced: the command's timeout is only a backstop. (A timeout killing a whole tree:
+ * test_shim_exec's shim_timeout_kills_whole_tree.) Under gVisor the limit is 64 processes (the
+ * same EAGAIN, a quarter of the forks) and each process costs ~2 MiB of host memory (its stub and
+ * threads, in the sandbox's cgroup), hence 1 GiB. */
 static void fork_bomb(const char *runsc) {
-    shimdrv_opts so = {.runsc = runsc, .memory = runsc ? 1ull << 30 : 0};
+    uint64_t pids = runsc ? 64 : 256;
+    shimdrv_opts so = {.runsc = runsc, .memory = runsc ? 1ull << 30 : 0, .pids = pids};
     shimdrv *d = start(&so);
-    char script[512];
-    snprintf(script, sizeof(script),
-             "import os, sys, time\n"
-             "n = 0\n"
-             "try:\n"
-             "    while True:\n"
-             "        if os.fork() == 0:\n"
-             "            os.execv('/bin/sleep', ['sleep', '1000'])\n"
-             "        n += 1\n"
-             "except OSError as e:\n"
-             "    print(n, e.errno, flush=True)\n"
-             "%s\n",
-             runsc ? "os.killpg(0, 9)" : "time.sleep(1000)");
-    const char *argv[] = {"python3", "-c", script, NULL};
-    shimdrv_exec_opts o = {.timeout_ms = runsc ? 60000 : 4000};
+    const char *argv[] = {"python3", "-c",
+                          "import os\n"
+                          "n = 0\n"
+                          "try:\n"
+                          "    while True:\n"
+                          "        if os.fork() == 0:\n"
+                          "            os.execv('/bin/sleep', ['sleep', '1000'])\n"
+                          "        n += 1\n"
+                          "except OSError as e:\n"
+                          "    print(n, e.errno, flush=True)\n"
+                          "os.killpg(0, 9)\n",
+                          NULL};
+    shimdrv_exec_opts o = {.timeout_ms = runsc ? 150000 : 90000};
     shimdrv_result res;
     CHECK_OK(shimdrv_exec(d, argv, &o, &res));
     int forked = -1, err = -1;
     sscanf(res.out, "%d %d", &forked, &err);
-    /* 256 processes: init (gVisor: the runner), the reaper, python and its children */
-    CHECK_MSG(forked >= 200 && forked <= 253, "forked %d (stdout %s)", forked, res.out);
+    /* init (gVisor: the runner), the reaper, python and its children: most of the limit */
+    CHECK_MSG(forked >= (int)(pids * 3 / 4) && forked <= (int)pids - 3, "forked %d (stdout %s)",
+              forked, res.out);
     CHECK_EQ(err, 11); /* EAGAIN */
-    CHECK_STREQ(res.reason, runsc ? "signaled" : "command_timeout");
+    CHECK_STREQ(res.reason, "signaled");
     shimdrv_result_free(&res);
     /* the whole tree is gone within a second (a killed process may still be exiting when the
      * command's result comes): the sandbox is usable again */
@@ -73,12 +76,12 @@ static void fork_bomb(const char *runsc) {
     free(out);
 }
 
-TEST(shim_fork_bomb_stops_at_pids_limit) {
+TEST_T(shim_fork_bomb_stops_at_pids_limit, 120) {
     fork_bomb(NULL);
 }
 
-/* (~30 s of runsc; the plain pass only: the sanitized shim's part is the one above's) */
-TEST_PASS_T(gvisor_shim_fork_bomb_stops_at_pids_limit, 90, "plain") {
+/* (runsc's forks are slow; the plain pass only: the sanitized shim's part is the one above's) */
+TEST_PASS_T(gvisor_shim_fork_bomb_stops_at_pids_limit, 180, "plain") {
     fork_bomb(shimdrv_runsc());
 }
 
