@@ -357,12 +357,13 @@ PY
 test_stream_client_disconnect() {
   start_daemon
   create
-  curl -s --max-time 1 --unix-socket "$SOCK" -H 'Accept: application/x-ndjson' -X POST \
-    -d '{"argv":["sh","-c","echo started; sleep 2; echo done > /workspace/after"]}' \
+  # (3 s for the start line, the command goes on 5 s)
+  curl -s --max-time 3 --unix-socket "$SOCK" -H 'Accept: application/x-ndjson' -X POST \
+    -d '{"argv":["sh","-c","echo started; sleep 5; echo done > /workspace/after"]}' \
     "http://sd/v1/sandboxes/$ID/exec" >"$D/partial" || true
   grep -q '"type":"start"' "$D/partial" || fail "no start line before the disconnect: $(cat "$D/partial")"
   local i
-  for i in $(seq 100); do # the command goes on without its client, and then ends
+  for i in $(seq 150); do # the command goes on without its client, and then ends
     run_cmd "$ID" '{"argv":["cat","/workspace/after"]}'
     echo "$BODY" | jq -e '.stdout == "done\n"' >/dev/null && break
     sleep 0.1

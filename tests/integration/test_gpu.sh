@@ -117,13 +117,15 @@ TEST_TIMEOUT_gpu_release=90
 test_gpu_release() {
   private_ns gpu_release
   start_daemon
-  create '{"gpus":1,"memory":"64Mi","timeout":"1s"}'; local t=$ID
-  # 3.6 $/GPU-hour: a 0.0012 $ cap is reached after about 1.2 s
-  create '{"gpus":1,"memory":"64Mi","max_cost_usd":0.0012}'; local c=$ID
+  # (its 1 s lifetime set once all four are seen held: a slow machine's creates take their time)
+  create '{"gpus":1,"memory":"64Mi","timeout":"1m"}'; local t=$ID
+  # 3.6 $/GPU-hour: a 0.005 $ cap is reached after about 5 s
+  create '{"gpus":1,"memory":"64Mi","max_cost_usd":0.005}'; local c=$ID
   create '{"gpus":2,"memory":"64Mi"}'; local k=$ID
   [ "$(gpus_free)" == 0 ] || fail "all four should be held"
+  req POST "/v1/sandboxes/$t/timeout" -d '{"timeout":"1s"}'; expect 200
   req_until 20 '.state == "ended"' GET "/v1/sandboxes/$t"; expect 200 '.end.reason == "lifetime_exceeded"'
-  req_until 20 '.state == "ended"' GET "/v1/sandboxes/$c"; expect 200 '.end.reason == "cost_limit" and .cost_usd >= 0.0012'
+  req_until 20 '.state == "ended"' GET "/v1/sandboxes/$c"; expect 200 '.end.reason == "cost_limit" and .cost_usd >= 0.005'
   [ "$(gpus_free)" == 2 ] || fail "timeout and cost cap should free their GPUs"
   # kill -9 and restart: the allocation comes back from the state records
   kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true

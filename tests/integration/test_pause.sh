@@ -224,8 +224,13 @@ test_pause_on_idle() {
   need_criu
   start_daemon
   stateful_sandbox '"on_idle":"pause","idle_timeout":2'; local id=$ID before=$COUNT pids=$PIDS
-  req GET /v1/sandboxes; expect 200 ".[] | select(.id == \"$id\") | .pause.on_idle == \"pause\""
-  sleep 3.5 # (an API call on the sandbox is activity: none meanwhile)
+  local mine=".[] | select(.id == \"$id\")"
+  req GET /v1/sandboxes; expect 200 "$mine | .pause.on_idle == \"pause\" and .state == \"running\""
+  # (an API call on the sandbox is activity, the list is not): not before its 2 s, then its
+  # checkpoint takes what it takes
+  sleep 1
+  req GET /v1/sandboxes; expect 200 "$mine | .state == \"running\""
+  req_until 30 "$mine | .state == \"paused\"" GET /v1/sandboxes
   req GET "/v1/sandboxes/$id"
   expect 200 '.state == "paused" and .end == null'
   resume "$id"; expect 200 '.state == "running"'

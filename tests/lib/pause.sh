@@ -19,9 +19,10 @@ run_in() { # ID ARGV-JSON -> OUT (stdout)
   OUT=$(echo "$BODY" | jq -r .stdout)
 }
 
-# The counter now, and the pids of python and sleep in the sandbox.
+# The counter now, and the pids of python and sleep in the sandbox (a python just started may
+# not have written it yet: up to 10 s for its first write).
 snapshot() { # ID -> COUNT PIDS
-  run_in "$1" '["sh","-c","cat /tmp/count; echo; pgrep -x python3; pgrep -x sleep"]'
+  run_in "$1" '["sh","-c","i=0; while [ ! -e /tmp/count ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; cat /tmp/count; echo; pgrep -x python3; pgrep -x sleep"]'
   COUNT=$(echo "$OUT" | sed -n 1p)
   PIDS=$(echo "$OUT" | sed -n '2,$p' | tr '\n' ' ')
   [ "$COUNT" -gt 1000 ] 2>/dev/null || fail "no counter: $OUT"
@@ -31,7 +32,6 @@ stateful_sandbox() { # [extra create fields] -> ID, COUNT, PIDS
   create "{\"pausable\":true${1:+,$1}}"
   req POST "/v1/sandboxes/$ID/exec" -d "$STATEFUL"
   expect 200
-  sleep 0.3
   snapshot "$ID"
 }
 

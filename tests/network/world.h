@@ -148,7 +148,7 @@ static void expect_denied(pid_t in, const char *host, int port) {
     CHECK_MSG(strcmp(r.kind, "refused") == 0 || strcmp(r.kind, "error") == 0,
               "%s:%d from %d: %s %d %s (wanted a fast refusal)", host, port, (int)in, r.kind, r.ms,
               r.rest);
-    CHECK_MSG(r.ms < 100, "%s:%d: denial took %d ms", host, port, r.ms);
+    CHECK_MSG(r.ms < 1000, "%s:%d: denial took %d ms", host, port, r.ms); /* (a timeout: 2 s) */
 }
 
 /* Enter a private world: own netns + mount ns, a test /etc/hosts, the internet netns; then

@@ -82,7 +82,7 @@ PY
 # other defines; the file graph of each folder must have no strongly connected component of more
 # than one file. A circle is printed with the symbols that close it. Objects whose source is gone
 # (stale after a move) are left out.
-TEST_PASS_no_circle_in_a_folder=plain # (~15 s of nm over the objects: once)
+TEST_PASS_no_circle_in_a_folder=plain TEST_TIMEOUT_no_circle_in_a_folder=180 # (15-30 s of nm: once)
 test_no_circle_in_a_folder() {
   src
   command -v nm >/dev/null || skip "no nm (binutils)"
