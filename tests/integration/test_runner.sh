@@ -15,13 +15,13 @@ write_fixture() { # DIR
   cat >"$1/hang/test_hang.sh" <<EOF2
 #!/usr/bin/env bash
 source "$SBX_SRC_DIR/tests/lib/daemon.sh"
-TEST_TIMEOUT_term=3
+TEST_TIMEOUT_term=6 # (a daemon and a sandbox first: ~1 s, 3 s on a slow day)
 test_term() {
   start_daemon; create; echo "\$D \$CG \$ID" >"$1/term.info"
   daemon_at_exit kill -TERM \$\$ # a second SIGTERM, during the cleanup, must not cut it short
   sleep 100
 }
-TEST_TIMEOUT_kill=3
+TEST_TIMEOUT_kill=6
 test_kill() {
   trap '' TERM
   start_daemon; create; echo "\$D \$CG \$ID" >"$1/kill.info"
