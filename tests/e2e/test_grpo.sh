@@ -283,6 +283,7 @@ PY
 # One run, a host list of two daemons: libsbx places each group's template (and each grader) by
 # free capacity, so episodes run on both; every episode is scored and nothing is left running.
 TEST_TIMEOUT_two_daemons=120
+TEST_PASS_two_daemons=plain # (once: tests/README.md)
 test_two_daemons() {
   require_root
   grpo_setup

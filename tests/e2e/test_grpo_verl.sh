@@ -77,6 +77,7 @@ PY
 # /tokenize chat form, the sampled completion graded by a compute_score that rewards the word
 # "red" in it, and groups with differing rewards sent to /v1/train_step (the policy version moves).
 TEST_TIMEOUT_verl_reference_trainer=180
+TEST_PASS_verl_reference_trainer=plain # (once: tests/README.md)
 test_verl_reference_trainer() {
   require_root
   grpo_setup

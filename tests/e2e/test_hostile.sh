@@ -61,9 +61,11 @@ TEST_TIMEOUT_hostile_program=180
 test_hostile_program() { hostile_run program; }
 
 TEST_TIMEOUT_hostile_module=180
+TEST_PASS_hostile_module=plain # (once: tests/README.md)
 test_hostile_module() { hostile_run module; }
 
 TEST_TIMEOUT_hostile_expected=180
+TEST_PASS_hostile_expected=plain # (once: tests/README.md)
 test_hostile_expected() { hostile_run expected; }
 
 TEST_TIMEOUT_hostile_data=180

@@ -31,6 +31,7 @@ tmp_empty() { # the store's tmp/ holds nothing of a commit (bounded wait)
 }
 
 TEST_TIMEOUT_commit_then_32_creates=150
+TEST_PASS_commit_then_32_creates=sanitized # (once: tests/README.md)
 test_commit_then_32_creates() {
   start_daemon --max-sandboxes 9
   import_base

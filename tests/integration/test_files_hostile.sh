@@ -215,8 +215,10 @@ gvisor() { # CASE: the case with gvisor sandboxes
   "test_$1"
 }
 TEST_TIMEOUT_gvisor_put_onto_planted_links=90
+TEST_PASS_gvisor_put_onto_planted_links=plain # (once: tests/README.md)
 test_gvisor_put_onto_planted_links() { gvisor put_onto_planted_links; }
 TEST_TIMEOUT_gvisor_put_through_planted_dirs=90
+TEST_PASS_gvisor_put_through_planted_dirs=plain # (once: tests/README.md)
 test_gvisor_put_through_planted_dirs() { gvisor put_through_planted_dirs; }
 TEST_TIMEOUT_gvisor_get_of_nodes_and_links=60
 test_gvisor_get_of_nodes_and_links() { gvisor get_of_nodes_and_links; }

@@ -269,6 +269,7 @@ move_killed() { # NODE DELAY
 }
 
 TEST_TIMEOUT_move_killed=400
+TEST_PASS_move_killed=sanitized # (once: tests/README.md)
 test_move_killed() {
   two_nodes
   local at

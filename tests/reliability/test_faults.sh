@@ -28,6 +28,7 @@ delete_all() {
 }
 
 TEST_TIMEOUT_daemon_kill9_during_streams=150
+TEST_PASS_daemon_kill9_during_streams=sanitized # (once: tests/README.md)
 test_daemon_kill9_during_streams() {
   rel_setup net
   start_daemon

@@ -118,6 +118,7 @@ test_get_of_a_growing_file() {
 }
 
 TEST_TIMEOUT_many_entries=300
+TEST_PASS_many_entries=sanitized # (once: tests/README.md)
 test_many_entries() {
   start_daemon
   create '{"disk":"2Gi","memory":"2Gi"}'; local id=$ID
@@ -188,6 +189,7 @@ test_slow_readers() {
 # Uploads are spooled to an unlinked file in the state directory as they arrive, never held in
 # the daemon's memory: six slow 100 MiB PUTs (three octet-stream, three tar) at once.
 TEST_TIMEOUT_slow_uploads=240
+TEST_PASS_slow_uploads=sanitized # (once: tests/README.md)
 test_slow_uploads() {
   start_daemon
   create '{"memory":"2Gi","disk":"2Gi"}'; local id=$ID

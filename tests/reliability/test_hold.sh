@@ -185,6 +185,7 @@ peak_mib() { awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$DPID/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$DPID/stat"; }
 
 TEST_TIMEOUT_exec_output_budget=180
+TEST_PASS_exec_output_budget=sanitized # (once: tests/README.md)
 test_exec_output_budget() {
   start_daemon
   create; local id=$ID i pids=()
