@@ -90,12 +90,13 @@ test_streaming_order() {
   local id line
   id=$(new_sandbox) || fail "create failed"
   mkfifo "$T/fifo"
-  # the command waits (30 s at most) for a file that is made only once its first line is read
-  "$SBX" exec "$id" --sh -- 'echo first; i=0; while [ ! -e /tmp/go ] && [ $i -lt 600 ]; do
+  # the command waits (60 s at most, longer than the first read's 20) for a file that is made
+  # only once its first line is read
+  "$SBX" exec "$id" --sh -- 'echo first; i=0; while [ ! -e /tmp/go ] && [ $i -lt 1200 ]; do
     sleep 0.05; i=$((i+1)); done; echo second; exit 3' >"$T/fifo" &
   local pid=$!
   exec 3<"$T/fifo"
-  read -r -t 30 line <&3 || fail "no first line"
+  read -r -t 20 line <&3 || fail "no first line (within 20 s)"
   assert_eq "$line" "first" "first line"
   kill -0 $pid 2>/dev/null || fail "the first line arrived only after sbx exited (not streamed)"
   "$SBX" exec "$id" -- touch /tmp/go || fail "touch /tmp/go"

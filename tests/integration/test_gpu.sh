@@ -119,9 +119,9 @@ test_gpu_release() {
   start_daemon
   # (its 1 s lifetime set once all four are seen held: a slow machine's creates take their time)
   create '{"gpus":1,"memory":"64Mi","timeout":"1m"}'; local t=$ID
-  # 3.6 $/GPU-hour: a 0.005 $ cap is reached after about 5 s
-  create '{"gpus":1,"memory":"64Mi","max_cost_usd":0.005}'; local c=$ID
   create '{"gpus":2,"memory":"64Mi"}'; local k=$ID
+  # 3.6 $/GPU-hour: a 0.005 $ cap is reached after about 5 s (from here)
+  create '{"gpus":1,"memory":"64Mi","max_cost_usd":0.005}'; local c=$ID
   [ "$(gpus_free)" == 0 ] || fail "all four should be held"
   req POST "/v1/sandboxes/$t/timeout" -d '{"timeout":"1s"}'; expect 200
   req_until 20 '.state == "ended"' GET "/v1/sandboxes/$t"; expect 200 '.end.reason == "lifetime_exceeded"'

@@ -226,11 +226,13 @@ test_pause_on_idle() {
   stateful_sandbox '"on_idle":"pause","idle_timeout":2'; local id=$ID before=$COUNT pids=$PIDS
   local mine=".[] | select(.id == \"$id\")"
   req GET /v1/sandboxes; expect 200 "$mine | .pause.on_idle == \"pause\" and .state == \"running\""
-  # (an API call on the sandbox is activity, the list is not): not before its 2 s, then its
-  # checkpoint takes what it takes
-  sleep 1
-  req GET /v1/sandboxes; expect 200 "$mine | .state == \"running\""
+  # (an API call on the sandbox is activity, the list is not): its checkpoint takes what it takes
   req_until 30 "$mine | .state == \"paused\"" GET /v1/sandboxes
+  # not before its 2 s: the dump began (paused_at less the dump's time, or later) 2 s or more
+  # after the last activity (the timer ticks every 250 ms)
+  local ms='def ms: (.[0:19] + "Z" | fromdate) * 1000 + (.[20:23] | tonumber);'
+  expect 200 "$ms $mine | (.pause.checkpoint.paused_at | ms) - .pause.checkpoint.dump_ms -
+    (.last_activity_at | ms) >= 1990"
   req GET "/v1/sandboxes/$id"
   expect 200 '.state == "paused" and .end == null'
   resume "$id"; expect 200 '.state == "running"'

@@ -31,8 +31,8 @@ static shimdrv *start(const shimdrv_opts *o) {
  * seen on 2-core VMs; under gVisor ~30 ms to 200 ms, a ptrace round trip each), so no timeout is
  * raced: the command's timeout is only a backstop. (A timeout killing a whole tree:
  * test_shim_exec's shim_timeout_kills_whole_tree.) Under gVisor the limit is 64 processes (the
- * same EAGAIN, a quarter of the forks) and each process costs ~2 MiB of host memory (its stub and
- * threads, in the sandbox's cgroup), hence 1 GiB. */
+ * same EAGAIN, a quarter of the forks); each process costs ~2 MiB of host memory (its stub and
+ * threads, in the sandbox's cgroup): 1 GiB leaves room. */
 static void fork_bomb(const char *runsc) {
     uint64_t pids = runsc ? 64 : 256;
     shimdrv_opts so = {.runsc = runsc, .memory = runsc ? 1ull << 30 : 0, .pids = pids};
