@@ -297,8 +297,9 @@ TEST_T(e2e_rules_survive_restart, 120) {
 
 /* Under gVisor: none reaches nothing; open reaches the internet (v4, v6) but never metadata,
  * the host, the daemon's port or another sandbox; an allow-list only what it lists (a name
- * through /etc/hosts); the rules hold across a daemon restart that re-adopts the sandboxes. */
-TEST_PASS_T(gvisor_e2e_egress_and_restart, 150, "plain") { /* (once: tests/README.md) */
+ * through /etc/hosts); the rules hold across a daemon restart that re-adopts the sandboxes.
+ * (The plain pass only: tests/README.md.) */
+TEST_PASS_T(gvisor_e2e_egress_and_restart, 150, "plain") {
     shimdrv_runsc(); /* a loud skip without gVisor */
     isolation = "gvisor";
     e2e_up();
