@@ -54,8 +54,9 @@ static void fork_bomb(const char *runsc) {
     CHECK_OK(shimdrv_exec(d, argv, &o, &res));
     int forked = -1, err = -1;
     sscanf(res.out, "%d %d", &forked, &err);
-    /* init (gVisor: the runner), the reaper, python and its children: most of the limit */
-    CHECK_MSG(forked >= (int)(pids * 3 / 4) && forked <= (int)pids - 3, "forked %d (stdout %s)",
+    /* init (gVisor: the runner), the reaper, python and its children: most of the limit (200
+     * of 256, as before the gVisor case had its own limit) */
+    CHECK_MSG(forked >= (int)(pids * 25 / 32) && forked <= (int)pids - 3, "forked %d (stdout %s)",
               forked, res.out);
     CHECK_EQ(err, 11); /* EAGAIN */
     CHECK_STREQ(res.reason, "signaled");
