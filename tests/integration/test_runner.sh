@@ -15,7 +15,9 @@ write_fixture() { # DIR
   cat >"$1/hang/test_hang.sh" <<EOF2
 #!/usr/bin/env bash
 source "$SBX_SRC_DIR/tests/lib/daemon.sh"
-TEST_TIMEOUT_term=6 # (a daemon and a sandbox first: ~1 s, 3 s on a slow day)
+# (a daemon and a sandbox first: ~1 s, 3 s on a slow day; the SIGTERM must come during the sleep:
+# bash 5.2 may lose its EXIT trap to a SIGTERM that lands while it forks, as in the setup's curls)
+TEST_TIMEOUT_term=15
 test_term() {
   start_daemon; create; echo "\$D \$CG \$ID" >"$1/term.info"
   daemon_at_exit kill -TERM \$\$ # a second SIGTERM, during the cleanup, must not cut it short
@@ -59,6 +61,7 @@ test_timed_out_cases_leave_nothing() {
   [ "$rc" != 0 ] || fail "the runner passed cases that timed out"
   grep -q 'FAIL  hang/test_hang:term (rc=124' <<<"$out" || fail "the SIGTERM case did not time out"
   grep -q 'FAIL  hang/test_hang:kill (rc=137' <<<"$out" || fail "the SIGKILL case was not killed"
+  [ -s "$f/term.info" ] || fail "the SIGTERM case did not finish its setup within its timeout"
   # the timed-out case cleaned up itself; only the killed one needed the runner's sweep
   assert_eq "$(grep -c 'runner: sweeping' <<<"$out")" 1 "cases swept by the runner"
   expect_gone "$f/term.info"
