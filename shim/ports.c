@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int shim_socket_in_netns(pid_t init_pid, int domain, int type, int protocol, int *ret_fd,
@@ -22,6 +23,13 @@ int shim_socket_in_netns(pid_t init_pid, int domain, int type, int protocol, int
     _cleanup_close_ int ns = open(p, O_RDONLY | O_CLOEXEC);
     if (own < 0 || ns < 0)
         return error_set(err, -errno, "cannot open the sandbox's network namespace");
+    /* never the host's: init's pid, reused by another process, would name the shim's own (the
+     * namespace compared is the one opened, so it cannot change between check and setns) */
+    struct stat a, b;
+    if (fstat(own, &a) < 0 || fstat(ns, &b) < 0)
+        return error_set_errno(err, negative_errno(), "stat the network namespaces");
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return error_set(err, -EPERM, "the sandbox's network namespace is the shim's own");
     if (setns(ns, CLONE_NEWNET) < 0)
         return error_set(err, -errno, "cannot enter the sandbox's network namespace");
     int fd = socket(domain, type | SOCK_CLOEXEC, protocol);

@@ -11,7 +11,8 @@
 #define SHIM_PORT_CONNECT_MS 2000
 int shim_port_connect(shim_sandbox *sb, int port, int *ret_fd, error_rec *err);
 /* A socket (domain, type, protocol; CLOEXEC added) made in the network namespace of init_pid:
- * the shim enters it and comes back. Also a pausing init's listening address (shim/pause.c)
+ * the shim enters it and comes back. -EPERM when that namespace is the shim's own (the host's:
+ * init's pid reused by another process). Also a pausing init's listening address (shim/pause.c)
  * and the sockets a pause ends (shim/sockets.c). */
 int shim_socket_in_netns(pid_t init_pid, int domain, int type, int protocol, int *ret_fd,
                          error_rec *err);
