@@ -20,9 +20,12 @@ int shim_socket_in_netns(pid_t init_pid, int domain, int type, int protocol, int
     char p[64];
     snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)init_pid);
     _cleanup_close_ int own = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (own < 0)
+        return error_set_errno(err, negative_errno(), "cannot open the shim's network namespace");
     _cleanup_close_ int ns = open(p, O_RDONLY | O_CLOEXEC);
-    if (own < 0 || ns < 0)
-        return error_set(err, -errno, "cannot open the sandbox's network namespace");
+    if (ns < 0)
+        return error_set_errno(err, negative_errno(),
+                               "cannot open the sandbox's network namespace");
     /* never the host's: init's pid, reused by another process, would name the shim's own (the
      * namespace compared is the one opened, so it cannot change between check and setns) */
     struct stat a, b;

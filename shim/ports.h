@@ -7,7 +7,7 @@
 
 /* Connect to 127.0.0.1:port in the sandbox's network namespace (bounded: loopback answers at
  * once, at most SHIM_PORT_CONNECT_MS). Returns 0 with *ret_fd (CLOEXEC, nonblocking) or -errno
- * (ECONNREFUSED: nothing listens; ETIMEDOUT). */
+ * (ECONNREFUSED: nothing listens; ETIMEDOUT; EPERM: init's namespace is the shim's own). */
 #define SHIM_PORT_CONNECT_MS 2000
 int shim_port_connect(shim_sandbox *sb, int port, int *ret_fd, error_rec *err);
 /* A socket (domain, type, protocol; CLOEXEC added) made in the network namespace of init_pid:

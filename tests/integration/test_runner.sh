@@ -19,11 +19,12 @@ source "$SBX_SRC_DIR/tests/lib/daemon.sh"
 # bash 5.2 may lose its EXIT trap to a SIGTERM that lands while it forks, as in the setup's curls)
 TEST_TIMEOUT_term=15
 test_term() {
-  start_daemon; create; echo "\$D \$CG \$ID" >"$1/term.info"
+  start_daemon; create
   daemon_at_exit kill -TERM \$\$ # a second SIGTERM, during the cleanup, must not cut it short
+  echo "\$D \$CG \$ID" >"$1/term.info" # (then only the sleep)
   sleep 100
 }
-TEST_TIMEOUT_kill=6
+TEST_TIMEOUT_kill=6 # (its SIGTERM is ignored, by its commands too: its setup has 16 s)
 test_kill() {
   trap '' TERM
   start_daemon; create; echo "\$D \$CG \$ID" >"$1/kill.info"
@@ -50,7 +51,7 @@ expect_gone() { # INFO-FILE
 }
 
 TEST_TIMEOUT_timed_out_cases_leave_nothing=120
-TEST_PASS_timed_out_cases_leave_nothing=plain # (~20 s of the runner's own script: once)
+TEST_PASS_timed_out_cases_leave_nothing=plain # (~35 s of the runner's own script: once)
 test_timed_out_cases_leave_nothing() {
   require_root
   daemon_init
@@ -67,7 +68,7 @@ test_timed_out_cases_leave_nothing() {
   expect_gone "$f/term.info"
   expect_gone "$f/kill.info"
   # a daemon's sanitizer report fails a case that would pass
-  grep -q 'FAIL  hang/test_hang:sanitizer (rc=1' <<<"$out" || fail "a sanitizer report went unnoticed"
+  grep -q 'FAIL  hang/test_hang:sanitizer (rc=1,' <<<"$out" || fail "a sanitizer report went unnoticed"
   grep -q 'runtime error: (planted by the test)' <<<"$out" || fail "the report was not shown"
 }
 

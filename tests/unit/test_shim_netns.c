@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,6 +36,8 @@ static pid_t waiting_child(bool own_ns) {
     child = fork();
     CHECK(child >= 0);
     if (child == 0) {
+        signal(SIGTERM, SIG_DFL); /* (not the test library's handler) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         char ok = !own_ns || unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
         if (write(p[1], &ok, 1) != 1)
             _exit(1);
@@ -100,7 +103,9 @@ TEST(socket_in_netns_refuses_the_shims_own) {
     }
     int fd = -1;
     error_rec err = {0};
-    CHECK(shim_socket_in_netns(999999999, AF_INET, SOCK_STREAM, 0, &fd, &err) < 0); /* no pid */
+    CHECK_EQ(shim_socket_in_netns(999999999, AF_INET, SOCK_STREAM, 0, &fd, &err), -ENOENT);
+    CHECK_MSG(strstr(err.message, "cannot open the sandbox's network namespace"), "message: %s",
+              err.message); /* (no such pid) */
     CHECK_EQ(fd, -1);
 }
 
