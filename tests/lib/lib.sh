@@ -34,6 +34,11 @@ if [ "${1:-}" == "--list" ]; then
   exit 0
 elif [ -n "${1:-}" ]; then
   set -euo pipefail
+  # A timeout's SIGTERM comes twice (to the case, then to its group). With only an EXIT trap,
+  # bash dies of the second one when it lands as the first one's EXIT trap begins, before that
+  # trap can ignore it (tests/integration/test_runner.sh). Trapped, the second one waits.
+  trap 'trap "" TERM INT; exit 143' TERM
+  trap 'trap "" TERM INT; exit 130' INT
   declare -F "test_$1" >/dev/null || { echo "no such test case: $1" >&2; exit 2; }
   "test_$1"
   exit 0
