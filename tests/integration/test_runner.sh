@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The runner (tests/run) and the daemon helper (tests/lib/daemon.sh) clean up after cases the
 # runner has to stop: a case past its timeout gets SIGTERM (its EXIT trap ends its daemon and
-# sandboxes, even when the SIGTERM comes twice), and a case that ignores SIGTERM is killed and its leftovers swept from its
-# $SBX_CASE_DIR: daemon, shims, sandboxes, cgroups, files. A sanitizer report in a daemon's log
-# fails a case.
+# sandboxes, even when the SIGTERM comes twice), and a case that ignores SIGTERM is killed and
+# its leftovers swept from its $SBX_CASE_DIR: daemon, shims, sandboxes, cgroups, files. A
+# sanitizer report in a daemon's log fails a case.
 
 DAEMON_TAG=runner
 source "$(dirname "$0")/../lib/daemon.sh"
