@@ -4,10 +4,11 @@
 #include "sandboxd/core/context.h"
 
 int sd_cgroup_setup(sd_daemon *d, error_rec *err);
-/* Remove the empty cgroups that spare shims which are gone parked under the parent
- * (`spare-<pid>`, core/spare.h). */
-void sd_cgroup_remove_stale_spares(const sd_daemon *d);
-/* On exit: remove the v1 parent cgroups when no sandbox lives in them any more. */
+/* Remove the empty cgroups under the parent whose process is gone: those spare shims parked
+ * (`spare-<pid>`, core/spare.h) and, on v1, killed daemons' freeze anchors. */
+void sd_cgroup_remove_stale(const sd_daemon *d);
+/* On exit: remove the daemon's freeze anchor (v1), and the v1 parent cgroups when no sandbox
+ * lives in them any more. */
 void sd_cgroup_release(const sd_daemon *d);
 /* The memory cgroup directory of sandbox id (v2: its cgroup; v1: the memory controller's). */
 void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t len);

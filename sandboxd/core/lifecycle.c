@@ -66,7 +66,7 @@ static void cleanup_exited(void *ud, int status) {
     if (sb && sb->state == SD_ENDED) /* it ended while this ran: its slot is free now */
         sd_registry_release_slot(sb);
     /* a shim killed in its build before it renamed what its spare parked left that cgroup */
-    sd_cgroup_remove_stale_spares(c->d);
+    sd_cgroup_remove_stale(c->d);
     free(c);
 }
 

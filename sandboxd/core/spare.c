@@ -103,7 +103,7 @@ int sd_spares_init(sd_daemon *d, error_rec *err) {
         log_warn("cannot make %s: %s", root, strerror(errno));
         root[0] = 0;
     }
-    sd_cgroup_remove_stale_spares(d); /* parked by spares of an earlier run that were killed */
+    sd_cgroup_remove_stale(d); /* left by spares (and a daemon) of an earlier run, killed */
     spares_fill(d);
     return 0;
 }
@@ -135,8 +135,8 @@ int sd_spares_take(sd_daemon *d, const char *dir, int *ret_status_fd) {
             *ret_status_fd = s.status_fd;
             return 0;
         }
-        safe_close(s.status_fd);          /* it died (EPIPE): try the next */
-        sd_cgroup_remove_stale_spares(d); /* and its parked cgroup stayed */
+        safe_close(s.status_fd);   /* it died (EPIPE): try the next */
+        sd_cgroup_remove_stale(d); /* and its parked cgroup stayed */
     }
     return -EAGAIN;
 }
@@ -157,5 +157,5 @@ void sd_spares_stop(sd_daemon *d) {
         sp->s[i].status_fd = safe_close(sp->s[i].status_fd);
     }
     sp->n = 0;
-    sd_cgroup_remove_stale_spares(d);
+    sd_cgroup_remove_stale(d);
 }

@@ -16,7 +16,7 @@
  * mount of the host's. It ends, removing what it parked, when the
  * daemon's end of its pipe closes; a parked cgroup left by a spare that was killed is removed
  * at the daemon's start and stop, when a create passes over the dead spare, and after a
- * `sbx-shim cleanup` (sd_cgroup_remove_stale_spares). A spare runs the sbx-shim binary
+ * `sbx-shim cleanup` (sd_cgroup_remove_stale). A spare runs the sbx-shim binary
  * of its start: after replacing sbx-shim in place, restart the daemon (or the next N sandboxes
  * are built by the old one). */
 #pragma once

@@ -29,10 +29,11 @@ daemon_hwm_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$DPID/status"; }
 # network namespace (networked setups), run dirs and state files of live sandboxes. The
 # parked cgroup of each spare the running daemon holds (spare-<its pid>, docs/DAEMON.md "Spare
 # shims"), that spare and its parked init are the daemon's own and not counted; a spare or a
-# parked cgroup whose daemon or spare is gone is.
+# parked cgroup whose daemon or spare is gone is. Nor is the running daemon's freeze anchor (v1:
+# freeze-anchor-<its pid>, sandboxd/core/cgroup.c); a killed daemon's is counted.
 leak_counts() {
   local shims=0 procs=0 cgdirs=0 mounts links=0 chains=0 p
-  local cmd spares='/daemon$' own=' '
+  local cmd spares="/daemon\$|/freeze-anchor-${DPID:-0}\$" own=' '
   # the running daemon's spares and their parked inits (whose argv is the spare's, naming
   # $D/run/spare-root) are its own too
   for p in $(ps -o pid= --ppid "${DPID:-0}" 2>/dev/null); do
