@@ -8,6 +8,7 @@
 #include "sandboxd/core/cgroup.h"
 
 #include "common/fdutil.h"
+#include "common/log.h"
 #include "common/shimproto.h"
 
 #include <dirent.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #define CG_ROOT "/sys/fs/cgroup"
@@ -78,13 +80,23 @@ static int setup_v2(sd_daemon *d, error_rec *err) {
     return 0;
 }
 
-/* v1's freezer turns a kernel static key on as a cgroup starts freezing while none is, and off
- * as the last one thaws; each switch rewrites kernel text on every CPU (2.6 ms of CPU per freeze
- * and thaw of an empty cgroup on a 2-core VM, against 0.04 ms while another cgroup stays frozen:
- * docs/BENCHMARKS.md). Every sandbox's end freezes its cgroup (shim_cgroup_kill_all), forks and
- * commits freeze theirs; so while the daemon runs, an empty cgroup FREEZE_ANCHOR<its pid> under
- * the freezer parent stays frozen and keeps the key on. Best effort: without it, only slower. */
+/* Since Linux 6.1, v1's freezer turns a kernel static key on as a cgroup starts freezing while
+ * none is, and off as the last one thaws; each switch rewrites kernel text on every CPU (2.75-3.05
+ * ms of CPU per freeze and thaw of an empty cgroup on a 2-core VM, against 0.04-0.06 ms while
+ * another cgroup stays frozen: docs/BENCHMARKS.md). Every sandbox's end freezes its cgroup
+ * (shim_cgroup_kill_all), forks and commits freeze theirs; so while the daemon runs, an empty
+ * cgroup FREEZE_ANCHOR<its pid> under the freezer parent stays frozen and keeps the key on. Before
+ * 6.1 the freezer only counted (an atomic), and no anchor is made. Best effort: without it, only
+ * slower. */
 #define FREEZE_ANCHOR "freeze-anchor-"
+
+static bool freezer_has_static_key(void) {
+    struct utsname u;
+    unsigned major, minor;
+    if (uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+        return false;
+    return major > 6 || (major == 6 && minor >= 1);
+}
 
 static void freeze_anchor_dir(const sd_daemon *d, char *buf, size_t len) {
     snprintf(buf, len, CG_ROOT "/freezer/%s/" FREEZE_ANCHOR "%d", d->cgroup_parent, (int)getpid());
@@ -92,13 +104,13 @@ static void freeze_anchor_dir(const sd_daemon *d, char *buf, size_t len) {
 
 static void freeze_anchor_make(const sd_daemon *d) {
     char dir[PATH_MAX], file[PATH_MAX + 16];
-    if (access(CG_ROOT "/freezer/cgroup.procs", F_OK) < 0)
-        return; /* no v1 freezer hierarchy: mkdir_p would make plain directories */
+    int r;
+    if (!freezer_has_static_key() || access(CG_ROOT "/freezer/cgroup.procs", F_OK) < 0)
+        return; /* nothing to keep on; or no v1 freezer, where mkdir_p would make plain dirs */
     freeze_anchor_dir(d, dir, sizeof(dir));
-    if (mkdir_p(dir, 0755) < 0)
-        return;
     snprintf(file, sizeof(file), "%s/freezer.state", dir);
-    (void)file_write_str(file, "FROZEN"); /* empty: frozen at once */
+    if ((r = mkdir_p(dir, 0755)) < 0 || (r = file_write_str(file, "FROZEN")) < 0)
+        log_debug("no freeze anchor at %s (%s): sandboxes' freezes cost more", dir, strerror(-r));
 }
 
 /* Thawed first: an rmdir alone would switch the key off only once the kernel offlines the cgroup
