@@ -132,33 +132,40 @@ int sd_cgroup_setup(sd_daemon *d, error_rec *err) {
     return 0;
 }
 
-/* rmdir parent/<prefix><pid> for every such pid that no longer runs (an empty one only). */
-static void remove_stale_in(const char *parent, const char *prefix, bool anchor) {
+/* The pid in name when it is <prefix><pid>, else 0. */
+static long named_pid(const char *name, const char *prefix) {
+    size_t pl = strlen(prefix);
+    char *end;
+    if (strncmp(name, prefix, pl) != 0)
+        return 0;
+    long pid = strtol(name + pl, &end, 10);
+    return *end || pid < 0 ? 0 : pid;
+}
+
+/* rmdir parent/spare-<pid> (with anchors, parent/freeze-anchor-<pid> too) for every such pid that
+ * no longer runs (an empty one only). A stale anchor needs no thaw first: this daemon's own,
+ * made before the first sweep, keeps the key on. */
+static void remove_stale_in(const char *parent, bool anchors) {
     DIR *dir = opendir(parent);
     if (!dir)
         return;
     struct dirent *de;
-    const size_t pl = strlen(prefix);
     while ((de = readdir(dir))) {
-        char *end;
-        if (strncmp(de->d_name, prefix, pl) != 0)
-            continue;
-        long pid = strtol(de->d_name + pl, &end, 10);
-        if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        long pid = named_pid(de->d_name, SHIMPROTO_SPARE_CGROUP);
+        if (pid == 0 && anchors)
+            pid = named_pid(de->d_name, FREEZE_ANCHOR); /* left by a daemon that was killed */
+        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/%s", parent, de->d_name);
-        if (anchor)
-            freeze_anchor_remove(path);
-        else
-            (void)rmdir(path); /* not empty: its init is still ending; next time */
+        (void)rmdir(path); /* not empty: its init is still ending; next time */
     }
     closedir(dir);
 }
 
 void sd_cgroup_remove_stale(const sd_daemon *d) {
     if (d->cgroup_version == 2) {
-        remove_stale_in(d->cgroup_parent, SHIMPROTO_SPARE_CGROUP, false);
+        remove_stale_in(d->cgroup_parent, false);
         return;
     }
     DIR *root = opendir(CG_ROOT);
@@ -170,9 +177,7 @@ void sd_cgroup_remove_stale(const sd_daemon *d) {
         if (de->d_name[0] == '.')
             continue;
         snprintf(path, sizeof(path), CG_ROOT "/%s/%s", de->d_name, d->cgroup_parent);
-        remove_stale_in(path, SHIMPROTO_SPARE_CGROUP, false);
-        if (strcmp(de->d_name, "freezer") == 0)
-            remove_stale_in(path, FREEZE_ANCHOR, true); /* left by a daemon that was killed */
+        remove_stale_in(path, strcmp(de->d_name, "freezer") == 0);
     }
     closedir(root);
 }
