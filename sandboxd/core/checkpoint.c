@@ -47,27 +47,43 @@ static struct {
 
 #define TRIAL_MS 15000 /* a dump of one sleeping process takes ~40 ms */
 
-/* Run argv (the host's PATH) with its output appended to log; its pid, or -errno. */
-static pid_t run_logged(char *const argv[], int log) {
+/* Run argv (the host's PATH) with its output appended to log (none: /dev/null); its pid, or
+ * -errno. own_session: in a session of its own (the trial's sleeper: CRIU dumps a session leader
+ * without --shell-job). Otherwise (CRIU itself) in a process group of its own in this session:
+ * when the files worker dies with the daemon, that group becomes orphaned and the kernel sends
+ * SIGHUP and SIGCONT to it if it has a stopped member (a child `criu check` stopped for a
+ * feature test would otherwise stay stopped forever; a group in its own session is orphaned from
+ * the start, so it gets no such signal). */
+static pid_t run_logged(char *const argv[], int log, bool own_session) {
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0)
+            dup2(null, STDIN_FILENO);
+        if (log < 0)
+            log = null;
         if (log >= 0)
             dup2(log, STDOUT_FILENO), dup2(log, STDERR_FILENO);
-        setsid();
+        if (own_session)
+            setsid();
+        else
+            setpgid(0, 0);
         execvpe(argv[0], argv, (char **)spec_host_env);
         _exit(127);
     }
     return pid < 0 ? negative_errno() : pid;
 }
 
-/* Wait for pid at most ms; false (pid killed) when it took longer. */
+/* Wait for pid (a process group's leader) at most ms; false (its group killed) when it took
+ * longer. */
 static bool wait_at_most(pid_t pid, int ms, int *ret_status) {
     for (int waited = 0;; waited += 10) {
         pid_t r = waitpid(pid, ret_status, WNOHANG);
         if (r == pid || (r < 0 && errno != EINTR))
             return true;
         if (waited >= ms) {
+            kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, ret_status, 0);
             return false;
@@ -84,12 +100,13 @@ static int trial_dump(int log, error_rec *err) {
     rm_rf(dir);
     if (mkdir(dir, 0700) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", dir);
-    pid_t sleeper = run_logged((char *const[]){"sleep", "600.5", NULL}, -1);
+    pid_t sleeper = run_logged((char *const[]){"sleep", "600.5", NULL}, -1, true);
     if (sleeper < 0)
         return error_set_errno(err, sleeper, "start a process to dump");
     usleep(20000); /* sleeping, not still being exec'd */
     snprintf(pidstr, sizeof(pidstr), "%d", (int)sleeper);
-    pid_t criu = run_logged((char *const[]){"criu", "dump", "-t", pidstr, "-D", dir, NULL}, log);
+    pid_t criu =
+        run_logged((char *const[]){"criu", "dump", "-t", pidstr, "-D", dir, NULL}, log, false);
     int st = 0;
     bool done = criu > 0 && wait_at_most(criu, TRIAL_MS, &st);
     kill(sleeper, SIGKILL);
@@ -112,7 +129,7 @@ static int check_run(void *ud, error_rec *err) {
     _cleanup_close_ int fd = open(probe.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open %s", probe.log);
-    pid_t pid = run_logged((char *const[]){"criu", "check", NULL}, fd);
+    pid_t pid = run_logged((char *const[]){"criu", "check", NULL}, fd, false);
     int st = 0;
     if (pid < 0 || waitpid(pid, &st, 0) < 0)
         return error_set_errno(err, pid < 0 ? pid : negative_errno(), "cannot run criu");

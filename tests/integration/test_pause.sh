@@ -360,6 +360,51 @@ test_pause_criu_hangs() {
   [ -z "$(pgrep -f '^sleep (600\.5|4242)$')" ] || fail "the trial left a process: $(pgrep -af '^sleep (600\.5|4242)$')"
 }
 
+# The daemon killed while its first pause's probe runs `criu check`, which has a child stopped
+# (CRIU's feature tests stop children; a stand-in here, in a private mount namespace as above):
+# CRIU dies with the files worker, and its stopped child must not stay behind, stopped forever.
+TEST_TIMEOUT_pause_probe_killed=60
+test_pause_probe_killed() {
+  need_criu
+  daemon_dirs
+  local fake=$D/fake-criu stopped=$D/stopped.pid
+  printf '#!/bin/sh
+sh -c '"'"'echo $$ >%s.new && mv %s.new %s && kill -STOP $$'"'"' &
+exec sleep 4243
+' \
+    "$stopped" "$stopped" "$stopped" >"$fake"
+  chmod 755 "$fake"
+  DAEMON_WRAP=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
+  start_daemon
+  create '{"pausable":true}'
+  curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd/v1/sandboxes/$ID/pause" >/dev/null &
+  local bg=$! pid='' state=''
+  for _ in $(seq 200); do
+    pid=$(cat "$stopped" 2>/dev/null) && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+    [ "$state" == T ] && break
+    sleep 0.05
+  done
+  [ "$state" == T ] || fail "the stand-in's child did not stop (pid ${pid:-none}, state ${state:-none})"
+  kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
+  wait "$bg" 2>/dev/null || true
+  for _ in $(seq 50); do
+    [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+    sleep 0.1
+  done
+  local left
+  if [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
+    left=$(ps -o pid,pgid,sid,stat,args -p "$pid" | tail -1)
+    kill -9 "$pid" 2>/dev/null || true # this case's own process
+    fail "the probe's stopped child outlived the daemon by 5 s: $left"
+  fi
+  left=$(pgrep -f '^sleep 4243$' || true)
+  if [ -n "$left" ]; then
+    kill -9 $left 2>/dev/null || true # this case's own processes
+    fail "the stand-in outlived the daemon: $left"
+  fi
+  start_daemon # the next daemon ends the sandbox the killed one left
+}
+
 # A WebSocket through the daemon's port proxy (raw, over its Unix socket): the 101, one echo,
 # "open" on stdout, then it waits for the connection to end: "closed" (a pause cuts it).
 WS_HOLD='
