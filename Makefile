@@ -83,8 +83,21 @@ $(LIBPOLICY): $(POLICY_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# sbx-shim starts with every sandbox. Linked statically (static-pie: its address stays random)
+# it starts in about half the CPU: a dynamic one spends it in the loader, and its forks copy
+# more mappings (docs/BENCHMARKS.md "Issue 28: a static sbx-shim"); and a pausable sandbox of an
+# image then needs no host libraries (shim/rootfs.h). Sanitized builds link it dynamically (ASan
+# cannot link statically). libnl's archive warns of getaddrinfo and getprotoby* in functions the
+# shim never calls; shim/image.c (a tarball import, dlopen's libarchive) is its tests' only.
+ifeq ($(SANITIZE),1)
+SHIM_LINK = $(ALL_LDFLAGS) $^ $(PKG_LIBS)
+else
+SHIM_LINK = -static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections $(LDFLAGS) \
+             $(filter-out $(B)/obj/shim/image.o,$^) \
+             $(shell pkg-config --static --libs jansson libseccomp libcap libnl-route-3.0 2>/dev/null)
+endif
 $(SHIM): $(SHIM_OBJ) $(LIBPOLICY) $(LIBCOMMON)
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
+	$(CC) -o $@ $(SHIM_LINK) -lm
 
 # sbx-as-agent runs inside grading sandboxes, whatever their image: one static binary (never
 # sanitized: ASan cannot link statically), bound there by the shim from next to sbx-shim.

@@ -9,8 +9,9 @@
 #   3. with perf: that CPU split by process (perf record -g -p DAEMON follows what it starts) and
 #      by system call, top rows.
 # Usage: bench/sf_profile.sh [BUILD_DIR]; knobs: SBX_BENCH_N (requests, 100), SBX_PROF_PERF=0
-# (skip perf). Needs root. Kernel work done later by kworkers (a network namespace's cleanup,
-# RCU) is not charged to the request here: the throughput rows of bench/python.sh see it.
+# (skip perf), SBX_PROF_KEEP=FILE (keep perf's samples there, as text). Needs root. Kernel work
+# done later by kworkers (a network namespace's cleanup, RCU) is not charged to the request
+# here: the throughput rows of bench/python.sh see it.
 set -euo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -76,6 +77,7 @@ for k, xs in sorted(v.items(), key=lambda kv: -sum(kv[1]) / len(kv[1])):
     print(f"| {k} | {sum(xs) / len(xs):.2f} | {xs[len(xs) // 2]:.2f} |")'
 if [ -n "$PERF_PID" ]; then
   perf script -i "$T/perf.data" -F comm,ip,sym 2>/dev/null >"$T/perf.txt" || true
+  [ -z "${SBX_PROF_KEEP:-}" ] || cp "$T/perf.txt" "$SBX_PROF_KEEP" # the samples, for a closer look
   "${SBX_PYTHON:-/usr/bin/python3}" - "$T/perf.txt" <<'EOF'
 import collections, sys
 samples, cur = [], None

@@ -32,16 +32,21 @@ for prog in sandboxd sbx-shim sbx; do
 done
 wrapper .. "$out/bin/sandboxd" sandboxd
 wrapper .. "$out/bin/sbx" sbx
-wrapper ../.. "$out/libexec/sandboxd/sbx-shim" sbx-shim
+if readelf -l "$build/sbx-shim" | grep -q 'interpreter:'; then
+  wrapper ../.. "$out/libexec/sandboxd/sbx-shim" sbx-shim
+else # static (the default build): it runs as it is
+  cp "$build/sbx-shim" "$out/libexec/sandboxd/sbx-shim"
+  rm "$out/libexec/real/sbx-shim"
+fi
 # sbx-as-agent (static) is found next to the shim's executable, which under the bundled loader
-# is lib/ld.so: it goes there and next to the shim's wrapper.
+# is lib/ld.so (a dynamic shim): it goes there and next to the shim.
 cp "$build/sbx-as-agent" "$out/libexec/sandboxd/sbx-as-agent"
 cp "$build/sbx-as-agent" "$out/lib/sbx-as-agent"
 cp "$build/sbx-gvisor-init" "$out/libexec/sandboxd/sbx-gvisor-init" # the same for gVisor's runner
 cp "$build/sbx-gvisor-init" "$out/lib/sbx-gvisor-init"
 cp "$build/sbx-gvisor-statx.so" "$out/libexec/sandboxd/sbx-gvisor-statx.so"
 cp "$build/sbx-gvisor-statx.so" "$out/lib/sbx-gvisor-statx.so"
-# sbx-shim loads libarchive only to import an image (dlopen): bundle it and what it needs too.
+# sandboxd loads libarchive only to import an image (dlopen): bundle it and what it needs too.
 arch=$(ldconfig -p | awk '/libarchive\.so\.13 /{p=$NF} END{print p}')
 if [ -n "$arch" ]; then
   cp -Ln "$arch" "$out/lib/" 2>/dev/null || true

@@ -568,9 +568,11 @@ int shim_rootfs_init_libs(const char *staging, int lib_tree, error_rec *err) {
 
 typedef struct libdir_walk {
     char dir[PATH_MAX], loader[PATH_MAX], other[PATH_MAX];
+    bool seen_main, static_main; /* the first object is the main program */
 } libdir_walk;
 
-/* dl_iterate_phdr: the main program's PT_INTERP, and each mapped object's directory. */
+/* dl_iterate_phdr: the main program's PT_INTERP (none: static), and each mapped object's
+ * directory. */
 static int libdir_cb(struct dl_phdr_info *info, size_t size, void *ud) {
     libdir_walk *w = ud;
     char real[PATH_MAX];
@@ -578,6 +580,8 @@ static int libdir_cb(struct dl_phdr_info *info, size_t size, void *ud) {
     for (size_t i = 0; !name[0] && i < info->dlpi_phnum; i++)
         if (info->dlpi_phdr[i].p_type == PT_INTERP)
             name = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    if (!w->seen_main)
+        w->seen_main = true, w->static_main = !name[0];
     if (name[0] != '/' || !realpath(name, real))
         return 0; /* the vDSO */
     char *slash = strrchr(real, '/');
@@ -595,6 +599,10 @@ int shim_rootfs_libdir(char *dir, size_t len, char *loader, size_t llen, error_r
     static libdir_walk w;
     memset(&w, 0, sizeof(w));
     dl_iterate_phdr(libdir_cb, &w);
+    if (w.static_main) {
+        dir[0] = loader[0] = 0;
+        return 0;
+    }
     if (!w.dir[0] || !w.loader[0] || w.other[0])
         return error_set(err, -ENOTSUP,
                          "sbx-shim's loader and libraries are not in one directory (%s, %s): a "

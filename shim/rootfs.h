@@ -39,10 +39,12 @@ int shim_rootfs_dev_mounts(const shim_spec *spec, const char *staging, error_rec
  * executable, on root/SHIM_INIT_BINARY, in /dev's tmpfs. */
 #define SHIM_INIT_BINARY "/dev/.sbx-init"
 int shim_rootfs_init_binary(const char *staging, int exe_tree, error_rec *err);
-/* An image's pausable sandbox has no host /usr: the host directory that holds sbx-shim's loader
- * and every library it maps (libdir: one directory, else -ENOTSUP) is bound read-only on
- * root/SHIM_INIT_LIBS (init_libs, lib_tree: a detached bind of it the shim made), and init runs
- * sbx-shim through that loader (loader: its file name there). */
+/* An image's pausable sandbox has no host /usr: a dynamically linked sbx-shim (the sanitized
+ * build's) needs its loader and libraries there. The host directory that holds them all
+ * (libdir: one directory, else -ENOTSUP) is bound read-only on root/SHIM_INIT_LIBS (init_libs,
+ * lib_tree: a detached bind of it the shim made), and init runs sbx-shim through that loader
+ * (loader: its file name there). A static sbx-shim (the default build) needs none: libdir
+ * leaves dir and loader empty. */
 #define SHIM_INIT_LIBS "/dev/.sbx-lib"
 int shim_rootfs_libdir(char *dir, size_t len, char *loader, size_t llen, error_rec *err);
 int shim_rootfs_init_libs(const char *staging, int lib_tree, error_rec *err);

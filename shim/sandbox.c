@@ -216,12 +216,16 @@ static int fork_init(shim_init_ctx *ctx, pid_t *ret_pid, int *ret_ipc, error_rec
 }
 
 /* A pausable sandbox of an image: a detached bind of sbx-shim's libraries' directory, and its
- * loader's name there (shim/rootfs.h SHIM_INIT_LIBS). */
+ * loader's name there (shim/rootfs.h SHIM_INIT_LIBS); -1 and NULL for a static sbx-shim. */
 static int open_libs(int *ret_fd, const char **ret_loader, error_rec *err) {
     static char dir[PATH_MAX], loader[NAME_MAX + 1];
     int r = shim_rootfs_libdir(dir, sizeof(dir), loader, sizeof(loader), err);
     if (r < 0)
         return r;
+    if (!loader[0]) {
+        *ret_fd = -1, *ret_loader = NULL;
+        return 0;
+    }
     int fd = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open_tree %s", dir);

@@ -104,6 +104,12 @@ test_pause_image() {
   create '{"pausable":true,"image":"t:v1"}'; local first=$ID
   run_in "$first" '["sh","-c","mkdir -p /app/sub && echo s > /app/sub/s && echo w > /workspace/w && id -u && stat -c %u /etc/base.txt"]'
   [ "$OUT" == "$(printf '1000\n0')" ] || fail "owners in a pausable sandbox of an image: $OUT"
+  # its init runs a static sbx-shim (the default build) as it is, a dynamic one (the sanitized
+  # build's) through the host's loader and libraries on /dev/.sbx-lib (shim/rootfs.h)
+  local want=none
+  readelf -l "$SBX_BUILD_DIR/sbx-shim" | grep -q 'interpreter:' && want=libs
+  run_in "$first" '["sh","-c","if test -e /dev/.sbx-lib; then echo libs; else echo none; fi"]'
+  [ "$OUT" == "$want" ] || fail "host libraries in the sandbox: $OUT, with this sbx-shim: $want"
   req POST "/v1/sandboxes/$first/commit" -d '{"name":"t:v2"}'; expect 201 '(.layers | length) == 3'
   req DELETE "/v1/sandboxes/$first"; expect 204
   # on t:v2: a deletion (a whiteout), a directory replaced (opaque), a new file, a counter (and
