@@ -14,6 +14,7 @@
 #include "common/macro.h"
 #include "common/shimproto.h"
 #include "policy/ports.h"
+#include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
 #include "sandboxd/core/state.h"
@@ -116,6 +117,8 @@ static void px_free(port_proxy *px) {
     if ((*px->pprev = px->next))
         px->next->pprev = px->pprev;
     sd_sandbox *sb = sd_registry_find(px->d, px->sb_id);
+    if (sb)
+        sd_sandbox_connection(sb, false);
     if (!px->connected && sb && sb->shim)
         sd_shim_cancel(sb->shim, px);
     px->handles = 1 + px->polling + px->relaying;
@@ -510,6 +513,7 @@ static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub
     if ((px->next = d->proxies))
         px->next->pprev = &px->next;
     px->pprev = &d->proxies, d->proxies = px;
+    sd_sandbox_connection(sb, true); /* until px_free */
     uv_timer_init(d->loop, &px->timer);
     px->timer.data = px;
     req->on_close = req_gone;

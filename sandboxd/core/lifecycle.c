@@ -359,6 +359,14 @@ void sd_sandbox_touch(sd_sandbox *sb) {
     sb->last_activity_ms = now_real_ms();
 }
 
+void sd_sandbox_connection(sd_sandbox *sb, bool open) {
+    if (open)
+        sb->connections_open++;
+    else if (sb->connections_open > 0)
+        sb->connections_open--;
+    sd_sandbox_touch(sb);
+}
+
 void sd_sandbox_set_timeout(sd_sandbox *sb, uint64_t ms) {
     sb->expires_ms = now_real_ms() + ms;
     sd_state_save(sb);

@@ -23,6 +23,9 @@ void sd_sandbox_resume_lost(sd_sandbox *sb);
 void sd_sandbox_tell_pausing(sd_sandbox *sb);
 /* An API call or a command: the idle timeout starts again. */
 void sd_sandbox_touch(sd_sandbox *sb);
+/* A connection through the port proxy opens or closes: while one is open the sandbox is not
+ * idle (as while a command runs); the idle timeout starts again when the last one closes. */
+void sd_sandbox_connection(sd_sandbox *sb, bool open);
 /* A new lifetime from now (saved). */
 void sd_sandbox_set_timeout(sd_sandbox *sb, uint64_t ms);
 /* A warm pool entry handed out: its clock, usage and cost start now. */

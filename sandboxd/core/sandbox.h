@@ -46,6 +46,7 @@ struct sd_sandbox {
     /* core/exec.c: running commands */
     struct sd_exec *execs;
     unsigned commands_run, commands_running;
+    unsigned connections_open; /* api/ports.c: connections through the port proxy */
     uint64_t next_xid;
     /* core/process.c: background and attached commands, running and recently ended */
     struct sd_process *processes;

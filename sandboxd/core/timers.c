@@ -31,8 +31,10 @@ int sd_timers_check(const sd_sandbox *sb, uint64_t now, char *msg, size_t len) {
         snprintf(msg, len, "the sandbox reached the end of its lifetime");
         return END_LIFETIME_EXCEEDED;
     }
-    if (sb->commands_running == 0 && now >= sb->last_activity_ms + sb->spec.idle_timeout_ms) {
-        snprintf(msg, len, "no command or API call for %.3gs", sb->spec.idle_timeout_ms / 1000.0);
+    if (sb->commands_running == 0 && sb->connections_open == 0 &&
+        now >= sb->last_activity_ms + sb->spec.idle_timeout_ms) {
+        snprintf(msg, len, "no command, connection or API call for %.3gs",
+                 sb->spec.idle_timeout_ms / 1000.0);
         return END_IDLE_TIMEOUT;
     }
     return -1;
@@ -46,7 +48,7 @@ static void idle_paused(void *ud, sd_sandbox *sb, const error_rec *err) {
     (void)ud;
     if (err && sb->state == SD_RUNNING)
         sd_sandbox_end(sb, END_IDLE_TIMEOUT,
-                       "no command or API call for %.3gs; it could not pause: %s",
+                       "no command, connection or API call for %.3gs; it could not pause: %s",
                        sb->spec.idle_timeout_ms / 1000.0, err->message);
 }
 

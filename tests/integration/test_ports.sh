@@ -133,6 +133,43 @@ test_websocket() {
   expect 200
 }
 
+# An open connection through the port proxy counts as activity for the idle timeout, as a
+# running command does: a WebSocket held open and silent for more than twice the idle timeout
+# keeps its sandbox, whose server runs detached (no command the daemon counts), and still
+# echoes at its end; once it has closed, the sandbox ends idle after the timeout.
+WS_HOLD='
+import asyncio, sys, time, websockets.client
+async def main():
+    async with websockets.client.unix_connect(sys.argv[1], "ws://sd" + sys.argv[2], subprotocols=["p1"]) as ws:
+        await ws.send("hi"); assert await ws.recv() == "echo:hi"
+        await asyncio.sleep(float(sys.argv[3]))
+        await ws.send("bye"); assert await asyncio.wait_for(ws.recv(), 5) == "echo:bye"
+    print("ok")
+asyncio.run(main())
+'
+TEST_TIMEOUT_idle_connection=60
+test_idle_connection() {
+  "$PY" -c 'import websockets.client' 2>/dev/null || skip "python3-websockets is not installed (tests/deps.sh installs it)"
+  start_daemon
+  create '{"ports":[8100],"idle_timeout":"2s"}'
+  req POST "/v1/sandboxes/$ID/exec" -d "$(jq -nc --arg s "$WS_SERVER" \
+    '{argv:["sh","-c","/usr/bin/python3 -c \"$0\" 8100 </dev/null >/dev/null 2>&1 &",$s]}')"
+  expect 200 '.exit_code == 0'
+  local i out=
+  for i in $(seq 100); do
+    out=$(timeout 10 "$PY" -c "$WS_HOLD" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 0 2>&1) && break
+    sleep 0.1
+  done
+  [ "$out" == ok ] || fail "WebSocket through the proxy: $out"
+  req GET "/v1/sandboxes/$ID"; expect 200 '.state == "running" and .usage.commands_running == 0'
+  out=$(timeout 20 "$PY" -c "$WS_HOLD" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 5 2>&1) ||
+    fail "a WebSocket held open for 5 s (idle timeout 2 s): $out"
+  [ "$out" == ok ] || fail "a WebSocket held open for 5 s: $out"
+  sleep 4.5 # no call, no connection: idle
+  req GET "/v1/sandboxes/$ID"
+  expect 200 '.state == "ended" and .end.reason == "idle_timeout" and (.end.message | contains("connection"))'
+}
+
 # The clients: libsbx's sbx_sandbox_port_url through `sbx port` and Python's Sandbox.get_host.
 TEST_TIMEOUT_clients=60
 test_clients() {

@@ -149,9 +149,21 @@ TEST(timer_decisions) {
     CHECK_EQ(sd_timers_check(sb, now + 1000, msg, sizeof(msg)), -1);
     /* idle: 10 s without activity, but not while a command runs */
     CHECK_EQ(sd_timers_check(sb, now + 10000, msg, sizeof(msg)), END_IDLE_TIMEOUT);
-    CHECK(strstr(msg, "no command or API call for 10s"));
+    CHECK(strstr(msg, "no command, connection or API call for 10s"));
     sb->commands_running = 1;
     CHECK_EQ(sd_timers_check(sb, now + 10000, msg, sizeof(msg)), -1);
+    /* nor while a connection through the port proxy is open; its close starts the clock again */
+    sb->commands_running = 0;
+    sd_sandbox_connection(sb, true);
+    sd_sandbox_connection(sb, true);
+    CHECK_EQ(sd_timers_check(sb, now + 10000, msg, sizeof(msg)), -1);
+    sd_sandbox_connection(sb, false);
+    CHECK_EQ(sd_timers_check(sb, now + 10000, msg, sizeof(msg)), -1);
+    sd_sandbox_connection(sb, false);
+    CHECK_EQ(sb->connections_open, 0u);
+    CHECK_EQ(sd_timers_check(sb, sb->last_activity_ms + 9000, msg, sizeof(msg)), -1);
+    CHECK_EQ(sd_timers_check(sb, sb->last_activity_ms + 10000, msg, sizeof(msg)), END_IDLE_TIMEOUT);
+    sb->commands_running = 1;
     /* lifetime comes before idle */
     CHECK_EQ(sd_timers_check(sb, now + 60000, msg, sizeof(msg)), END_LIFETIME_EXCEEDED);
     /* the cost cap comes first: 1 vCPU + 1 GiB costs about $0.0107 an hour */
