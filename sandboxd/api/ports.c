@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -303,6 +305,21 @@ static void on_relay(uv_poll_t *h, int status, int events) {
     relay_update(px);
 }
 
+/* A client over TCP that vanishes without closing (its host gone, a NAT entry dropped) would
+ * hold the relay, and with it the sandbox's idle timeout, until the sandbox's lifetime: the
+ * kernel probes a silent connection after 60 s and gives up after 6 unanswered probes. */
+static void keepalive(int fd) {
+    int domain = 0, on = 1, idle = 60, intvl = 10, cnt = 6;
+    socklen_t len = sizeof(domain);
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0 ||
+        (domain != AF_INET && domain != AF_INET6))
+        return; /* (a Unix socket's peer closes it when it dies) */
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
 static void on_upgraded(void *ud, int fd, const char *extra, size_t extra_len, void *handle) {
     port_proxy *px = ud;
     px->req = NULL; /* the connection is ours now */
@@ -320,6 +337,7 @@ static void on_upgraded(void *ud, int fd, const char *extra, size_t extra_len, v
         return px_free(px);
     px->cpoll.data = px;
     px->relaying = true;
+    keepalive(fd);
     if (extra_len && (grow_reserve((void **)&px->c2u, &px->c2u_cap, extra_len, 1) < 0 ||
                       !memcpy(px->c2u, extra, extra_len)))
         return px_free(px);

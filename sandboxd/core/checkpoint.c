@@ -49,22 +49,27 @@ static struct {
 
 /* Run argv (the host's PATH) with its output appended to log (none: /dev/null); its pid, or
  * -errno. own_session: in a session of its own (the trial's sleeper: CRIU dumps a session leader
- * without --shell-job). Otherwise (CRIU itself) in a process group of its own in this session:
- * when the files worker dies with the daemon, that group becomes orphaned and the kernel sends
- * SIGHUP and SIGCONT to it if it has a stopped member (a child `criu check` stopped for a
- * feature test would otherwise stay stopped forever; a group in its own session is orphaned from
- * the start, so it gets no such signal). */
+ * without --shell-job). Otherwise (CRIU itself) in a process group of its own in the worker's
+ * session (check_run): when the worker dies with the daemon, that group becomes orphaned and
+ * the kernel sends SIGHUP and SIGCONT to it if it has a stopped member (a child `criu check`
+ * stopped for a feature test would otherwise stay stopped forever; a group in its own session
+ * is orphaned from the start, so it gets no such signal). */
 static pid_t run_logged(char *const argv[], int log, bool own_session) {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (null >= 0)
+        if (getppid() != parent) /* the worker died before the line above */
+            _exit(127);
+        int null = open("/dev/null", O_RDWR); /* (inherited where it lands on 0, 1 or 2) */
+        if (null > STDIN_FILENO)
             dup2(null, STDIN_FILENO);
         if (log < 0)
             log = null;
         if (log >= 0)
             dup2(log, STDOUT_FILENO), dup2(log, STDERR_FILENO);
+        if (null > STDERR_FILENO)
+            close(null);
         if (own_session)
             setsid();
         else
@@ -72,6 +77,8 @@ static pid_t run_logged(char *const argv[], int log, bool own_session) {
         execvpe(argv[0], argv, (char **)spec_host_env);
         _exit(127);
     }
+    if (pid > 0 && !own_session)
+        setpgid(pid, pid); /* (either comes first: its group exists before a kill(-pid)) */
     return pid < 0 ? negative_errno() : pid;
 }
 
@@ -124,15 +131,23 @@ static int trial_dump(int log, error_rec *err) {
     return 0;
 }
 
+/* In the files worker. Its own session first: CRIU's groups (run_logged) are then orphaned
+ * when it dies, whatever adopts them (a subreaper in the daemon's session would otherwise keep
+ * them connected, and a stopped child of CRIU stopped). */
 static int check_run(void *ud, error_rec *err) {
     (void)ud;
+    if (setsid() < 0)
+        return error_set_errno(err, negative_errno(), "setsid");
     _cleanup_close_ int fd = open(probe.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open %s", probe.log);
     pid_t pid = run_logged((char *const[]){"criu", "check", NULL}, fd, false);
     int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) < 0)
-        return error_set_errno(err, pid < 0 ? pid : negative_errno(), "cannot run criu");
+    if (pid < 0)
+        return error_set_errno(err, pid, "cannot run criu");
+    if (!wait_at_most(pid, TRIAL_MS, &st))
+        return error_set(err, -EOPNOTSUPP, "pause: criu check did not finish in %d s",
+                         TRIAL_MS / 1000);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
         return error_set(err, -EOPNOTSUPP,
                          "pause: CRIU is not installed on this node (apt-get install criu)");

@@ -39,7 +39,7 @@ HIDE
     { tail -20 "$D/log" >&2; fail "bundled run failed: $out"; }
   echo "$out"
   [[ "$out" == *"bundled"*"1000"* ]] || fail "unexpected output: $out"
-  # a grading sandbox finds the bundled sbx-as-agent (the shim runs under the bundled loader)
+  # a grading sandbox finds the bundled sbx-as-agent (next to the shim, static or bundled)
   create '{"profile":"grading","memory":"128Mi"}'
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["sh","-c","sbx-as-agent -- id -u"],"user":"grader"}'
   expect 200 '.exit_code == 0 and .stdout == "1000\n"'

@@ -369,46 +369,72 @@ test_pause_criu_hangs() {
 # The daemon killed while its first pause's probe runs `criu check`, which has a child stopped
 # (CRIU's feature tests stop children; a stand-in here, in a private mount namespace as above):
 # CRIU dies with the files worker, and its stopped child must not stay behind, stopped forever.
-TEST_TIMEOUT_pause_probe_killed=60
+# Twice: the daemon leading its own session (as start_daemon and systemd start it), then under
+# a subreaper in the same session as the daemon (a container's init that is a shell, tini, a
+# supervisor), which adopts what the daemon leaves: the worker's own session must do it there.
+SUBREAPER='
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+child = os.fork()
+if child == 0:
+    os.setpgid(0, 0)
+    os.execvp(sys.argv[1], sys.argv[1:])
+while True:  # reap all it adopts until none is left
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+'
+TEST_TIMEOUT_pause_probe_killed=90
 test_pause_probe_killed() {
   need_criu
   daemon_dirs
   local fake=$D/fake-criu stopped=$D/stopped.pid
-  printf '#!/bin/sh
-sh -c '"'"'echo $$ >%s.new && mv %s.new %s && kill -STOP $$'"'"' &
-exec sleep 4243
-' \
+  printf '#!/bin/sh\nsh -c '"'"'echo $$ >%s.new && mv %s.new %s && kill -STOP $$'"'"' &\nexec sleep 4243\n' \
     "$stopped" "$stopped" "$stopped" >"$fake"
   chmod 755 "$fake"
-  DAEMON_WRAP=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
-  start_daemon
-  create '{"pausable":true}'
-  curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd/v1/sandboxes/$ID/pause" >/dev/null &
-  local bg=$! pid='' state=''
-  for _ in $(seq 200); do
-    pid=$(cat "$stopped" 2>/dev/null) && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
-    [ "$state" == T ] && break
-    sleep 0.05
+  local bind=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
+  local round wrapper daemon bg pid state left
+  for round in session subreaper; do
+    rm -f "$stopped"
+    DAEMON_WRAP=("${bind[@]}")
+    [ $round == session ] || DAEMON_WRAP=("${SBX_PYTHON:-/usr/bin/python3}" -c "$SUBREAPER" "${bind[@]}")
+    start_daemon
+    wrapper=$DPID daemon=$DPID
+    [ $round == session ] || daemon=$(pgrep -P "$DPID")
+    create '{"pausable":true}'
+    curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd/v1/sandboxes/$ID/pause" >/dev/null &
+    bg=$! pid='' state=''
+    for _ in $(seq 200); do
+      pid=$(cat "$stopped" 2>/dev/null) && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+      [ "$state" == T ] && break
+      sleep 0.05
+    done
+    [ "$state" == T ] || fail "$round: the stand-in's child did not stop (pid ${pid:-none}, state ${state:-none})"
+    kill -9 "$daemon"
+    [ $round == subreaper ] || wait "$DPID" 2>/dev/null || true # (the subreaper waits for the shim)
+    wait "$bg" 2>/dev/null || true
+    for _ in $(seq 50); do
+      [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+      sleep 0.1
+    done
+    if [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
+      left=$(ps -o pid,ppid,pgid,sid,stat,args -p "$pid" | tail -1)
+      kill -9 "$pid" 2>/dev/null || true # this case's own process
+      fail "$round: the probe's stopped child outlived the daemon by 5 s: $left"
+    fi
+    left=$(pgrep -f '^sleep 4243$' || true)
+    if [ -n "$left" ]; then
+      kill -9 $left 2>/dev/null || true # this case's own processes
+      fail "$round: the stand-in outlived the daemon: $left"
+    fi
+    DAEMON_WRAP=("${bind[@]}")
+    start_daemon # the next daemon ends the sandbox the killed one left (its shim: the last child
+    req DELETE "/v1/sandboxes/$ID"; expect 204 # the subreaper has)
+    timeout 10 tail --pid="$wrapper" -f /dev/null || fail "$round: the wrapper did not end"
+    wait "$wrapper" 2>/dev/null || true
+    stop_daemon
   done
-  [ "$state" == T ] || fail "the stand-in's child did not stop (pid ${pid:-none}, state ${state:-none})"
-  kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
-  wait "$bg" 2>/dev/null || true
-  for _ in $(seq 50); do
-    [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
-    sleep 0.1
-  done
-  local left
-  if [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
-    left=$(ps -o pid,pgid,sid,stat,args -p "$pid" | tail -1)
-    kill -9 "$pid" 2>/dev/null || true # this case's own process
-    fail "the probe's stopped child outlived the daemon by 5 s: $left"
-  fi
-  left=$(pgrep -f '^sleep 4243$' || true)
-  if [ -n "$left" ]; then
-    kill -9 $left 2>/dev/null || true # this case's own processes
-    fail "the stand-in outlived the daemon: $left"
-  fi
-  start_daemon # the next daemon ends the sandbox the killed one left
 }
 
 # A WebSocket through the daemon's port proxy (raw, over its Unix socket): the 101, one echo,

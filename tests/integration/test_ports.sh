@@ -218,6 +218,47 @@ test_tcp_token() {
     "path=/e x-test=t auth= body=b" ] || fail "POST over TCP (or the token reached the sandbox)"
 }
 
+# A WebSocket through the proxy over the API's TCP listener: the daemon's side of the client's
+# connection has TCP keepalive on (a client that vanishes without closing ends the relay, which
+# would otherwise hold the sandbox's idle timeout until its lifetime).
+WS_TCP_HOLD='
+import asyncio, sys, websockets.client
+async def main():
+    async with websockets.client.connect(sys.argv[1], extra_headers={"Authorization": "Bearer " + sys.argv[2]}) as ws:
+        await ws.send("hi"); assert await ws.recv() == "echo:hi"
+        print("open", flush=True)
+        await asyncio.sleep(float(sys.argv[3]))
+    print("ok")
+asyncio.run(main())
+'
+TEST_TIMEOUT_websocket_keepalive=60
+test_websocket_keepalive() {
+  "$PY" -c 'import websockets.client' 2>/dev/null || skip "python3-websockets is not installed (tests/deps.sh installs it)"
+  command -v ss >/dev/null || skip "ss (iproute2) is needed"
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  create '{"ports":[8100]}'
+  req POST "/v1/sandboxes/$ID/exec" -d "$(jq -nc --arg s "$WS_SERVER" '{argv:["/usr/bin/python3","-c",$s,"8100"], background:true}')"
+  expect 201
+  local i out=
+  for i in $(seq 100); do
+    out=$(timeout 10 "$PY" -c "$WS_TCP_HOLD" "ws://127.0.0.1:$port/v1/sandboxes/$ID/ports/8100/" "$tok" 0 2>&1) && break
+    sleep 0.1
+  done
+  [ "$out" == "$(printf 'open\nok')" ] || fail "WebSocket over TCP through the proxy: $out"
+  timeout 20 "$PY" -c "$WS_TCP_HOLD" "ws://127.0.0.1:$port/v1/sandboxes/$ID/ports/8100/" "$tok" 5 >"$D/ws.out" 2>&1 &
+  local client=$!
+  for i in $(seq 100); do grep -q open "$D/ws.out" && break; sleep 0.05; done
+  grep -q open "$D/ws.out" || fail "no WebSocket: $(cat "$D/ws.out")"
+  for i in $(seq 40); do # (a retransmission timer, shown first, runs until the echo's ACK)
+    out=$(ss -tnoH state established "( sport = :$port )")
+    [[ "$out" == *"timer:(keepalive"* ]] && break
+    sleep 0.05
+  done
+  wait "$client" || fail "the held WebSocket: $(cat "$D/ws.out")"
+  [[ "$out" == *"timer:(keepalive"* ]] || fail "no keepalive on the daemon's side of the connection: $out"
+}
+
 TEST_TIMEOUT_bad_ports=30
 test_bad_ports() {
   start_daemon
