@@ -115,6 +115,14 @@ async def main():
     print("ok")
 asyncio.run(main())
 '
+ws_first() { # SCRIPT ARGS...: a WebSocket client, again until it succeeds (its server starts) -> OUT
+  local i
+  for i in $(seq 100); do
+    OUT=$(timeout 10 "$PY" -c "$@" 2>&1) && return 0
+    sleep 0.1
+  done
+}
+
 TEST_TIMEOUT_websocket=60
 test_websocket() {
   "$PY" -c 'import websockets.client' 2>/dev/null || skip "python3-websockets is not installed (tests/deps.sh installs it)"
@@ -122,12 +130,8 @@ test_websocket() {
   create '{"ports":[8100]}'
   req POST "/v1/sandboxes/$ID/exec" -d "$(jq -nc --arg s "$WS_SERVER" '{argv:["/usr/bin/python3","-c",$s,"8100"], background:true}')"
   expect 201
-  local i out=
-  for i in $(seq 100); do
-    out=$(timeout 10 "$PY" -c "$WS_CLIENT" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 2>&1) && break
-    sleep 0.1
-  done
-  [ "$out" == ok ] || fail "WebSocket through the proxy: $out"
+  ws_first "$WS_CLIENT" "$SOCK" "/v1/sandboxes/$ID/ports/8100/"
+  [ "$OUT" == ok ] || fail "WebSocket through the proxy: $OUT"
   # the daemon is fine afterwards
   req GET "/v1/sandboxes/$ID/ports"
   expect 200
@@ -138,7 +142,7 @@ test_websocket() {
 # keeps its sandbox, whose server runs detached (no command the daemon counts), and still
 # echoes at its end; once it has closed, the sandbox ends idle after the timeout.
 WS_HOLD='
-import asyncio, sys, time, websockets.client
+import asyncio, sys, websockets.client
 async def main():
     async with websockets.client.unix_connect(sys.argv[1], "ws://sd" + sys.argv[2], subprotocols=["p1"]) as ws:
         await ws.send("hi"); assert await ws.recv() == "echo:hi"
@@ -155,12 +159,9 @@ test_idle_connection() {
   req POST "/v1/sandboxes/$ID/exec" -d "$(jq -nc --arg s "$WS_SERVER" \
     '{argv:["sh","-c","/usr/bin/python3 -c \"$0\" 8100 </dev/null >/dev/null 2>&1 &",$s]}')"
   expect 200 '.exit_code == 0'
-  local i out=
-  for i in $(seq 100); do
-    out=$(timeout 10 "$PY" -c "$WS_HOLD" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 0 2>&1) && break
-    sleep 0.1
-  done
-  [ "$out" == ok ] || fail "WebSocket through the proxy: $out"
+  ws_first "$WS_HOLD" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 0
+  [ "$OUT" == ok ] || fail "WebSocket through the proxy: $OUT"
+  local out
   req GET "/v1/sandboxes/$ID"; expect 200 '.state == "running" and .usage.commands_running == 0'
   out=$(timeout 20 "$PY" -c "$WS_HOLD" "$SOCK" "/v1/sandboxes/$ID/ports/8100/" 5 2>&1) ||
     fail "a WebSocket held open for 5 s (idle timeout 2 s): $out"
@@ -240,12 +241,9 @@ test_websocket_keepalive() {
   create '{"ports":[8100]}'
   req POST "/v1/sandboxes/$ID/exec" -d "$(jq -nc --arg s "$WS_SERVER" '{argv:["/usr/bin/python3","-c",$s,"8100"], background:true}')"
   expect 201
-  local i out=
-  for i in $(seq 100); do
-    out=$(timeout 10 "$PY" -c "$WS_TCP_HOLD" "ws://127.0.0.1:$port/v1/sandboxes/$ID/ports/8100/" "$tok" 0 2>&1) && break
-    sleep 0.1
-  done
-  [ "$out" == "$(printf 'open\nok')" ] || fail "WebSocket over TCP through the proxy: $out"
+  ws_first "$WS_TCP_HOLD" "ws://127.0.0.1:$port/v1/sandboxes/$ID/ports/8100/" "$tok" 0
+  [ "$OUT" == "$(printf 'open\nok')" ] || fail "WebSocket over TCP through the proxy: $OUT"
+  local i out
   timeout 20 "$PY" -c "$WS_TCP_HOLD" "ws://127.0.0.1:$port/v1/sandboxes/$ID/ports/8100/" "$tok" 5 >"$D/ws.out" 2>&1 &
   local client=$!
   for i in $(seq 100); do grep -q open "$D/ws.out" && break; sleep 0.05; done
