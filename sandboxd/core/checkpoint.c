@@ -61,6 +61,10 @@ static pid_t run_logged(char *const argv[], int log, bool own_session) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) /* the worker died before the line above */
             _exit(127);
+        /* the daemon ignores these; an ignored SIGHUP would keep CRIU's stopped child stopped
+         * after the kernel's hang-up of its orphaned group */
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
         int null = open("/dev/null", O_RDWR); /* (inherited where it lands on 0, 1 or 2) */
         if (null > STDIN_FILENO)
             dup2(null, STDIN_FILENO);

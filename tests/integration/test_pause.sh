@@ -367,8 +367,9 @@ test_pause_criu_hangs() {
 }
 
 # The daemon killed while its first pause's probe runs `criu check`, which has a child stopped
-# (CRIU's feature tests stop children; a stand-in here, in a private mount namespace as above):
-# CRIU dies with the files worker, and its stopped child must not stay behind, stopped forever.
+# (CRIU's feature tests stop children; a stand-in here, in a private mount namespace as above,
+# whose child stops itself again whenever it is continued): CRIU dies with the files worker,
+# and its stopped child must not stay behind, stopped forever: the kernel's SIGHUP ends it.
 # Twice: the daemon leading its own session (as start_daemon and systemd start it), then under
 # a subreaper in the same session as the daemon (a container's init that is a shell, tini, a
 # supervisor), which adopts what the daemon leaves: the worker's own session must do it there.
@@ -390,7 +391,7 @@ test_pause_probe_killed() {
   need_criu
   daemon_dirs
   local fake=$D/fake-criu stopped=$D/stopped.pid
-  printf '#!/bin/sh\nsh -c '"'"'echo $$ >%s.new && mv %s.new %s && kill -STOP $$'"'"' &\nexec sleep 4243\n' \
+  printf '#!/bin/sh\nsh -c '"'"'echo $$ >%s.new && mv %s.new %s && while :; do kill -STOP $$; done'"'"' &\nexec sleep 4243\n' \
     "$stopped" "$stopped" "$stopped" >"$fake"
   chmod 755 "$fake"
   local bind=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
