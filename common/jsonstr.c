@@ -47,6 +47,17 @@ static bool needs_escape(unsigned char c) {
     return c < 0x20 || c == '"' || c == '\\';
 }
 
+size_t jsonstr_escaped_len(const char *data, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)data[i];
+        bool short_esc =
+            c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t';
+        n += !needs_escape(c) ? 1 : short_esc ? 2 : 6;
+    }
+    return n;
+}
+
 size_t jsonstr_escape(const char *data, size_t len, size_t *pos, char *out, size_t cap) {
     size_t i = *pos, o = 0;
     while (i < len) {

@@ -14,6 +14,8 @@ bool jsonstr_utf8_valid(const char *data, size_t len);
  * written); an escape sequence is never split. Advances *pos; returns the bytes written (0 only
  * when cap < 6 or nothing is left). */
 size_t jsonstr_escape(const char *data, size_t len, size_t *pos, char *out, size_t cap);
+/* How long data[0..len) is once escaped so (the quotes not counted). */
+size_t jsonstr_escaped_len(const char *data, size_t len);
 
 /* Length of data without a trailing, incomplete UTF-8 character (0-3 bytes shorter): where
  * output cut at any byte can end as text. */

@@ -495,6 +495,7 @@ void policy_exec_done(policy_exec *e) {
         return;
     json_decref(e->argv);
     json_decref(e->env);
+    json_decref(e->file);
     free(e->cwd);
     free(e->stdin_data);
     *e = (policy_exec){0};

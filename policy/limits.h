@@ -63,6 +63,9 @@ typedef struct policy_exec {
     uint64_t timeout_ms; /* 0: none (the sandbox's lifetime bounds it) */
     uint64_t max_output;
     bool as_grader; /* "user":"grader" (grading sandboxes only; the caller checks) */
+    json_t *file;   /* {"name","data"}: shimproto's exec "file", written by the command's own
+                     * process before its exec; set only by the daemon's callers (SandboxFusion),
+                     * never from a request's body; NULL: none */
 } policy_exec;
 
 /* The keys a create body may carry (NULL-terminated); any other is refused (common/jsonkeys.h). */

@@ -56,6 +56,24 @@ static unsigned tty_rows, tty_cols;
 /* The command is started with vfork(): it shares our memory until it execs or exits, so a
  * failure is reported by storing errno here before _exit. */
 static volatile int exec_errno;
+/* What failed when it was not the exec: the message's "what" instead of argv[0]. */
+static volatile bool exec_file_failed;
+
+/* The command's file (SHIM_IPC_FILE), NULL when none: set by init before it forks the reaper;
+ * points into init's message buffer, which the reaper and the command share as copies. */
+static const char *file_name, *file_data;
+static size_t file_len;
+
+/* Write the command's file in its working directory, as the command's user (a shell's `>`). */
+static int write_file(void) {
+    int fd = open(file_name, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return -errno;
+    int r = fd_write_all(fd, file_data, file_len);
+    if (close(fd) < 0 && r == 0 && errno != EINTR)
+        r = -errno;
+    return r;
+}
 
 static _Noreturn void fail_exec(int e) {
     exec_errno = e ? e : EIO;
@@ -128,6 +146,13 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     }
     if (chdir(cwd) < 0)
         fail_exec(errno);
+    if (file_name) {
+        int r = write_file();
+        if (r < 0) {
+            exec_file_failed = true;
+            fail_exec(-r);
+        }
+    }
     /* The seccomp filter is init's, inherited (init.c, step seccomp): not loaded per command. */
     fail_exec(-exec_search(argv, envp));
 }
@@ -325,6 +350,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, NULL);
     exec_errno = 0;
+    exec_file_failed = false;
     pid_t pid = vfork(); /* the command only execs or _exits: no page-table copy */
     if (pid == 0)
         command_main(fds, cwd, argv, envp, prog);
@@ -337,8 +363,12 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         _exit(1);
     }
     if (exec_errno) {
-        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, exec_errno, 0, argv[0], str_len(argv[0]), NULL,
-                      0);
+        char what[128] = "write ";
+        size_t n = exec_file_failed ? MIN(str_len(file_name), sizeof(what) - 7) : 0;
+        memcpy(what + 6, file_name ? file_name : "", n);
+        const char *w = exec_file_failed ? what : argv[0];
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, exec_errno, 0, w,
+                      exec_file_failed ? 6 + n : str_len(argv[0]), NULL, 0);
         while (waitpid(cmd_pid, NULL, 0) < 0 && errno == EINTR)
             ;
         _exit(1);
@@ -368,19 +398,26 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
 
 /* ---- init's loop ---- */
 
-/* Split "cwd\0argv...\0env...\0" into vectors (pointing into data). */
+/* Split "cwd\0argv...\0env...\0" into vectors (pointing into data); with SHIM_IPC_FILE, the
+ * file's name and bytes after them go to file_*. */
 static int unpack(shim_ipc_msg *m, char **cwd, char **argv, char **envp) {
-    size_t want = 1 + (size_t)m->a + (size_t)m->b, got = 0;
-    if (m->a < 1 || m->b < 0 || m->a >= MAX_ARGS || m->b >= MAX_ARGS || m->len == 0 ||
-        m->data[m->len - 1] != '\0')
+    bool file = m->type & SHIM_IPC_FILE;
+    size_t want = 1 + (size_t)m->a + (size_t)m->b + file, got = 0, off = 0;
+    if (m->a < 1 || m->b < 0 || m->a >= MAX_ARGS || m->b >= MAX_ARGS)
         return -EINVAL;
-    char *vec[2 * MAX_ARGS + 1];
-    for (size_t off = 0; off < m->len && got < want; got++) {
+    char *vec[2 * MAX_ARGS + 2];
+    for (; off < m->len && got < want; got++) {
+        size_t n = strnlen(m->data + off, m->len - off);
+        if (off + n == m->len) /* not NUL-terminated */
+            return -EINVAL;
         vec[got] = m->data + off;
-        off += strlen(m->data + off) + 1;
+        off += n + 1;
     }
-    if (got != want)
+    if (got != want || (file && !vec[want - 1][0]))
         return -EINVAL;
+    file_name = file ? vec[want - 1] : NULL;
+    file_data = file ? m->data + off : NULL;
+    file_len = file ? m->len - off : 0;
     *cwd = vec[0];
     memcpy(argv, vec + 1, sizeof(char *) * (size_t)m->a);
     argv[m->a] = NULL;
@@ -411,7 +448,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
         } else
             r = -ENOMEM;
     }
-    exec_type = m->type & ~SHIM_IPC_TTY;
+    exec_type = SHIM_IPC_EXEC_KIND(m->type);
     pid_t pid = r == 0 ? fork() : -1;
     if (pid == 0) {
         close(sfd);
@@ -543,9 +580,9 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
             _exit(0);
         if (r < 0)
             continue;
-        if ((buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC ||
-            (buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC_GRADER ||
-            (buf->type & ~SHIM_IPC_TTY) == SHIM_IPC_EXEC_HELPER)
+        if (SHIM_IPC_EXEC_KIND(buf->type) == SHIM_IPC_EXEC ||
+            SHIM_IPC_EXEC_KIND(buf->type) == SHIM_IPC_EXEC_GRADER ||
+            SHIM_IPC_EXEC_KIND(buf->type) == SHIM_IPC_EXEC_HELPER)
             start_exec(ipc, sfd, buf, fds, nf, prog);
         else {
             for (size_t i = 0; i < nf; i++)

@@ -261,8 +261,8 @@ static void forward_ready(int ipc, const shim_ipc_msg *m, const char *times, siz
 }
 
 /* A command's environment gets LD_PRELOAD=SHIM_GVISOR_STATX_PATH unless it sets LD_PRELOAD
- * itself (data: [rows(2) cols(2) with SHIM_IPC_TTY] cwd\0argv...\0env...\0, a = argc,
- * b = envc; see shim/ipc.h). */
+ * itself (data: [rows(2) cols(2) with SHIM_IPC_TTY] cwd\0argv...\0env...\0 [the file with
+ * SHIM_IPC_FILE], a = argc, b = envc; see shim/ipc.h): inserted after the last env entry. */
 static void add_preload(shim_ipc_msg *m) {
     static const char kv[] = "LD_PRELOAD=" SHIM_GVISOR_STATX_PATH;
     size_t off = m->type & SHIM_IPC_TTY ? 4 : 0;
@@ -271,15 +271,17 @@ static void add_preload(shim_ipc_msg *m) {
             return;
         off += strnlen(m->data + off, m->len - off) + 1;
     }
-    if (off != m->len || m->len + sizeof(kv) > SHIM_IPC_MAX - sizeof(*m))
+    if (off > m->len || (off < m->len && !(m->type & SHIM_IPC_FILE)) ||
+        m->len + sizeof(kv) > SHIM_IPC_MAX - sizeof(*m))
         return; /* malformed: the runner refuses it; full: left as it is */
-    memcpy(m->data + m->len, kv, sizeof(kv));
+    memmove(m->data + off + sizeof(kv), m->data + off, m->len - off);
+    memcpy(m->data + off, kv, sizeof(kv));
     m->len += (uint32_t)sizeof(kv);
     m->b++;
 }
 
 static bool is_exec(uint32_t type) {
-    type &= ~SHIM_IPC_TTY;
+    type = SHIM_IPC_EXEC_KIND(type);
     return type == SHIM_IPC_EXEC || type == SHIM_IPC_EXEC_GRADER || type == SHIM_IPC_EXEC_HELPER;
 }
 

@@ -12,16 +12,17 @@
 #define SHIM_IPC_MAX (160 * 1024)
 
 enum shim_ipc_type {
-    SHIM_IPC_GO = 1,  /* shim -> init: continue start-up */
-    SHIM_IPC_USERNS,  /* init -> shim: user namespace made, please write the id maps */
-    SHIM_IPC_READY,   /* init -> shim: sandbox built (pausable, an image's overlay: 1 fd, its
-                       * upper directory, which the shim keeps on SHIM_UPPER_FD) */
-    SHIM_IPC_ERROR,   /* init -> shim: a = errno, data = "step <name>: message" */
-    SHIM_IPC_EXEC,    /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds */
-    SHIM_IPC_KILL,    /* shim -> init: id, a = signal (whole process tree) */
-    SHIM_IPC_STARTED, /* reaper -> shim: id, a = pid in the sandbox */
-    SHIM_IPC_EXECFAIL,    /* reaper -> shim: id, a = errno, data = what failed */
-    SHIM_IPC_EXIT,        /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
+    SHIM_IPC_GO = 1,   /* shim -> init: continue start-up */
+    SHIM_IPC_USERNS,   /* init -> shim: user namespace made, please write the id maps */
+    SHIM_IPC_READY,    /* init -> shim: sandbox built (pausable, an image's overlay: 1 fd, its
+                        * upper directory, which the shim keeps on SHIM_UPPER_FD) */
+    SHIM_IPC_ERROR,    /* init -> shim: a = errno, data = "step <name>: message" */
+    SHIM_IPC_EXEC,     /* shim -> init: id, a = argc, b = envc, data = cwd\0argv..\0env..\0, 3 fds
+                        * (and a file with SHIM_IPC_FILE, below) */
+    SHIM_IPC_KILL,     /* shim -> init: id, a = signal (whole process tree) */
+    SHIM_IPC_STARTED,  /* reaper -> shim: id, a = pid in the sandbox */
+    SHIM_IPC_EXECFAIL, /* reaper -> shim: id, a = errno, data = what failed */
+    SHIM_IPC_EXIT,     /* reaper/init -> shim: id, a = wait status, b = 1 when the reaper died */
     SHIM_IPC_EXEC_GRADER, /* shim -> init: as SHIM_IPC_EXEC, run as the grader (grading only) */
     SHIM_IPC_EXEC_HELPER, /* shim -> init: as SHIM_IPC_EXEC for sbx-as-agent: the agent user,
                            * and whatever the command leaves running is killed when it exits */
@@ -47,6 +48,13 @@ socklen_t shim_ipc_pause_addr(struct sockaddr_un *a);
  * starts with rows(2) cols(2), then as the type says; the reaper's STARTED carries the
  * terminal's master side. */
 #define SHIM_IPC_TTY 0x100u
+/* Or'ed into an exec type: a file for the command comes after env (name\0, then its bytes to
+ * the end of data). The command's own process writes it, after its chdir and before its exec,
+ * as a shell's `>` would (created or truncated, 0666 less the umask), so that a program and
+ * its source need no shell between them (SandboxFusion's /run_code). */
+#define SHIM_IPC_FILE 0x200u
+/* An exec type without the flags above. */
+#define SHIM_IPC_EXEC_KIND(type) ((type) & ~(SHIM_IPC_TTY | SHIM_IPC_FILE))
 
 typedef struct shim_ipc_msg {
     uint32_t type;

@@ -160,11 +160,11 @@ static void handle_hello(server *s, conn *c, json_t *seq) {
             json_array_append(running, s->execs[i]->xid);
     uint64_t ooms = 0;
     shim_cgroup_oom_kills(s->sb->cg, &ooms);
-    send_to(c, json_pack("{s:s, s:O?, s:i, s:s, s:i, s:i, s:s, s:I, s:o, s:I}", "type", "hello",
-                         "seq", seq, "version", SHIMPROTO_VERSION, "id", s->sb->spec->id,
+    send_to(c, json_pack("{s:s, s:O?, s:i, s:s, s:i, s:i, s:s, s:I, s:o, s:I, s:b}", "type",
+                         "hello", "seq", seq, "version", SHIMPROTO_VERSION, "id", s->sb->spec->id,
                          "init_pid", (int)s->sb->init_pid, "shim_pid", (int)getpid(), "state",
                          "running", "oom_kills", (json_int_t)ooms, "running", running, "started_ms",
-                         (json_int_t)s->sb->started_ms));
+                         (json_int_t)s->sb->started_ms, "exec_file", 1));
 }
 
 static void handle_stats(server *s, conn *c, json_t *seq) {
@@ -340,6 +340,24 @@ static void arm_timeout(server *s, exec_rec *e) {
         log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
 }
 
+/* exec's "file" {"name": N, "data": S} after env (SHIM_IPC_FILE): N\0 then S's bytes. */
+static int pack_file(json_t *file, char *buf, size_t cap, size_t *off) {
+    json_t *name = json_object_get(file, "name"), *data = json_object_get(file, "data");
+    const char *n = json_string_value(name);
+    if (!json_is_object(file) || json_object_size(file) != 2 || !n || !n[0] ||
+        strlen(n) != json_string_length(name) || !json_is_string(data))
+        return -EINVAL;
+    size_t dl = json_string_length(data);
+    int r = pack_str(n, buf, cap, off);
+    if (r < 0)
+        return r;
+    if (dl > cap - *off)
+        return -E2BIG;
+    memcpy(buf + *off, json_string_value(data), dl);
+    *off += dl;
+    return 0;
+}
+
 /* {"rows": R, "cols": C} as the 4-byte prefix of SHIM_IPC_TTY; 0 when out of range. */
 static size_t tty_prefix(json_t *tty, unsigned char out[4]) {
     json_t *rows = json_object_get(tty, "rows"), *cols = json_object_get(tty, "cols");
@@ -397,6 +415,11 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
         return reply_error(c, seq, r,
                            "exec needs argv (non-empty array of strings), env [\"K=V\"], an "
                            "absolute cwd and a boolean shell");
+    json_t *file = json_object_get(msg, "file");
+    if (file && (r = pack_file(file, buf, sizeof(buf), &len)) < 0)
+        return reply_error(c, seq, r,
+                           r == -E2BIG ? "file: too big for one exec request"
+                                       : "file needs a non-empty string name and a string data");
     exec_rec *e;
     if ((r = exec_new(s, c, xid, seq, to ? (uint64_t)json_integer_value(to) : 0, &e)) < 0)
         return reply_error(c, seq, r, "out of memory");
@@ -404,8 +427,8 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
         e->owner = c;
         e->helper = true;
     }
-    r = shim_ipc_send(s->sb->ipc, tty ? type | SHIM_IPC_TTY : type, e->iid, argc, envc, buf, len,
-                      fds, 3);
+    type |= (tty ? SHIM_IPC_TTY : 0) | (file ? SHIM_IPC_FILE : 0);
+    r = shim_ipc_send(s->sb->ipc, type, e->iid, argc, envc, buf, len, fds, 3);
     if (r < 0) {
         exec_remove(s, e);
         return reply_error(c, seq, r, "cannot reach init");

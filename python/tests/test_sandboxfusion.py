@@ -108,16 +108,20 @@ def test_files_in_fetch_files_out():
     assert "missing.txt" not in out["files"]
 
 
-@pytest.mark.parametrize("pad", [0, 70 * 1024])  # in the run command's argv / a write of its own
+# with the run command as its exec's "file" (up to 48 KiB once escaped as JSON) / by a write of
+# its own first: 47,000 '#' go with the run; 30,000 newlines (60,000 bytes escaped) or 70 KiB not
+@pytest.mark.parametrize("pad", ["", "#" * 47000, "\n" * 30000, "#" * (70 * 1024)],
+                         ids=["short", "47000_hashes", "30000_newlines", "70KiB"])
 def test_code_is_written_byte_for_byte(pad):
     """main.py is the code exactly (shell and printf specials, non-ASCII, no final newline),
-    whether it travels in the run command's argv (up to 64 KiB) or is written first."""
-    body = "s = '%s %d \\\\n $HOME `id` $(id) \\'\\\" é 😀'\nprint(s)\n" + "#" * pad + "\nprint(len(open(__file__, 'rb').read()))"
+    whether it goes with the run command or is written first; python runs it as main.py."""
+    body = ("s = '%s %d \\\\n $HOME `id` $(id) \\'\\\" é 😀'\nprint(s)\n" + pad +
+            "\nimport sys\nprint(len(open(__file__, 'rb').read()), __file__, sys.argv)")
     out = run_code(code=body, language="python")
     assert out["status"] == "Success", out
     lines = out["run_result"]["stdout"].split("\n")
     assert lines[0] == "%s %d \\n $HOME `id` $(id) '\" é 😀"
-    assert int(lines[1]) == len(body.encode())
+    assert lines[1] == f"{len(body.encode())} /workspace/main.py ['main.py']"
     cpp = run_code(code='#include <cstdio>\nint main(){std::printf("%d%%\\n", 7);}', language="cpp")
     assert cpp["status"] == "Success" and cpp["run_result"]["stdout"] == "7%\n", cpp
 

@@ -12,6 +12,7 @@
 
 #include "common/b64.h"
 #include "common/end_reason.h"
+#include "common/jsonstr.h"
 #include "common/macro.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/create.h"
@@ -27,10 +28,13 @@
 #define SF_DEFAULT_MAX_RUNNING 16
 #define SF_DEFAULT_QUEUE_TIMEOUT_S 600
 #define SF_RETRY_MS 100
-/* Code up to this size goes to the first command's argv (written there by the shell's printf
- * builtin, no process of its own); longer code (the kernel takes 128 KiB per argument) or code
- * with a NUL byte is written by a command of its own first. */
-#define SF_INLINE_MAX (64u << 10)
+/* Code up to this size once escaped as JSON goes with the first command as its exec's "file"
+ * (common/shimproto.h; written by the command's own process before its exec, no shell), in the
+ * shim's request of at most SHIMPROTO_MSG_MAX bytes (the rest: argv, env and the other fields);
+ * longer code, code with a NUL byte, or a sandbox whose shim does not take "file" (one from
+ * before it, e.g. a pool entry kept across an upgrade) is written by a command of its own
+ * first. */
+#define SF_INLINE_MAX (48u << 10)
 
 /* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
  * prints {"status","cells":[{stdout,stderr,display,error}]} as JSON. Input: the request. */
@@ -326,23 +330,30 @@ static void cmd_failed(void *ud, bool started, const error_rec *err) {
 
 static const sd_exec_ops sf_exec_ops = {.exited = cmd_exited, .failed = cmd_failed};
 
-/* Run argv (sh -c script "$@") in the job's sandbox; its callbacks continue the job. */
-static int job_exec(sf_job *j, const char *script, const char *arg, const void *in, size_t in_len,
-                    double timeout_s) {
+/* Run argv (a reference taken) in the job's sandbox, with file (a reference taken; NULL: none)
+ * as the exec's "file", written by the command's own process before its exec; its callbacks
+ * continue the job. */
+static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, size_t in_len,
+                         double timeout_s) {
+    _cleanup_(json_decrefp) json_t *own_file = file;
     sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
     if (!sb || sb->state != SD_RUNNING) {
+        json_decref(argv);
         job_fail(j, "the sandbox %s ended before the request was done%s%s", j->sb_id,
                  sb ? ": " : "", sb ? sb->end_message : "");
         return -1;
     }
-    json_t *body = json_pack("{s:[sssss],s:s,s:s}", "argv", "sh", "-c", script, "sh",
-                             arg ? arg : "", "cwd", "/workspace", "max_output", "64Mi");
-    if (timeout_s > 0)
+    json_t *body =
+        argv ? json_pack("{s:o,s:s,s:s}", "argv", argv, "cwd", "/workspace", "max_output", "64Mi")
+             : NULL;
+    if (body && timeout_s > 0)
         json_object_set_new(body, "timeout", json_real(timeout_s < 0.001 ? 0.001 : timeout_s));
     policy_exec pe = {0};
     error_rec err = {0};
-    int r = policy_limits_parse_exec(body, &pe, &err);
+    int r = body ? policy_limits_parse_exec(body, &pe, &err)
+                 : error_set(&err, -ENOMEM, "out of memory");
     json_decref(body);
+    pe.file = TAKE_PTR(own_file);
     if (r >= 0 && in_len) {
         pe.stdin_data = malloc(in_len);
         if (pe.stdin_data) {
@@ -363,21 +374,40 @@ static int job_exec(sf_job *j, const char *script, const char *arg, const void *
     return 0;
 }
 
-/* Run cmd (the language's compile or run command); with code_inline the code is written to
- * the language's file first by the same shell (once: the run after a compile does not). */
-static void job_exec_code(sf_job *j, const char *cmd, const void *in, size_t in_len,
+/* Run `sh -c script sh arg` (arg: NULL for none). */
+static int job_exec(sf_job *j, const char *script, const char *arg, const void *in, size_t in_len,
+                    double timeout_s) {
+    json_t *argv = json_pack("[sssss]", "sh", "-c", script, "sh", arg ? arg : "");
+    return job_exec_argv(j, argv, NULL, in, in_len, timeout_s);
+}
+
+/* Run argv (a reference taken: the language's compile or run command); with code_inline the
+ * code goes with it as the language's file, written by the command's own process before its
+ * exec (once: the run after a compile does not). */
+static void job_exec_code(sf_job *j, json_t *argv, const void *in, size_t in_len,
                           double timeout_s) {
-    if (!j->code_inline) {
-        job_exec(j, cmd, NULL, in, in_len, timeout_s);
-        return;
+    json_t *file = NULL;
+    if (j->code_inline) {
+        j->code_inline = false;
+        file =
+            json_pack("{s:s,s:O}", "name", j->lang->file, "data", json_object_get(j->body, "code"));
+        if (!file) {
+            json_decref(argv);
+            job_fail(j, "out of memory");
+            return;
+        }
     }
-    _cleanup_free_ char *script = NULL;
-    if (asprintf(&script, "printf %%s \"$1\" > %s && %s", j->lang->file, cmd) < 0) {
-        job_fail(j, "out of memory");
-        return;
-    }
-    j->code_inline = false;
-    job_exec(j, script, json_string_value(json_object_get(j->body, "code")), in, in_len, timeout_s);
+    job_exec_argv(j, argv, file, in, in_len, timeout_s);
+}
+
+static json_t *lang_run_argv(const sf_lang *lang) {
+    json_t *argv = json_array();
+    for (size_t i = 0; argv && lang->run[i]; i++)
+        if (json_array_append_new(argv, json_string(lang->run[i])) < 0) {
+            json_decref(argv);
+            return NULL;
+        }
+    return argv;
 }
 
 /* ---- creating the sandbox ---- */
@@ -451,6 +481,9 @@ static void step_files(sf_job *j) {
     unsigned char *data = NULL;
     size_t len = 0;
     bool bad;
+    sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
+    if (j->index == 0 && sb && !sb->shim_exec_file) /* a shim from before exec's "file" */
+        j->code_inline = false;
     if (!next_file(j, &path, &data, &len, &bad)) {
         set_step(j, SF_COMPILE);
         job_step(j);
@@ -479,7 +512,7 @@ static void step_fetch(sf_job *j) {
         return;
     }
     const char *path = json_string_value(json_array_get(fetch, j->index++));
-    job_exec(j, "exec cat -- \"$1\"", path, NULL, 0, 60);
+    job_exec_argv(j, json_pack("[sss]", "cat", "--", path), NULL, NULL, 0, 60);
 }
 
 static void finish_jupyter(sf_job *j) {
@@ -532,10 +565,12 @@ static void job_step(sf_job *j) {
         if (j->jupyter) {
             char *in = json_dumps(j->body, JSON_COMPACT);
             double t = json_number_value(json_object_get(j->body, "total_timeout"));
-            job_exec(j, "exec python3 -c \"$1\"", jupyter_driver, in, in ? strlen(in) : 0, t + 60);
+            job_exec_argv(j, json_pack("[sss]", "python3", "-c", jupyter_driver), NULL, in,
+                          in ? strlen(in) : 0, t + 60);
             free(in);
         } else if (j->lang->compile) {
-            job_exec_code(j, j->lang->compile, NULL, 0, j->compile_timeout);
+            job_exec_code(j, json_pack("[sss]", "sh", "-c", j->lang->compile), NULL, 0,
+                          j->compile_timeout);
         } else {
             job_step(j);
         }
@@ -563,7 +598,7 @@ static void job_step(sf_job *j) {
         j->index = 0;
         {
             json_t *in = json_object_get(j->body, "stdin");
-            job_exec_code(j, j->lang->run, json_string_value(in),
+            job_exec_code(j, lang_run_argv(j->lang), json_string_value(in),
                           json_is_string(in) ? json_string_length(in) : 0, j->run_timeout);
         }
         return;
@@ -699,7 +734,9 @@ void sd_api_sandboxfusion(sd_daemon *d, sd_request *req) {
         if (!jupyter) {
             json_t *code = json_object_get(body, "code");
             j->code_inline = json_string_length(code) <= SF_INLINE_MAX &&
-                             strlen(json_string_value(code)) == json_string_length(code);
+                             strlen(json_string_value(code)) == json_string_length(code) &&
+                             jsonstr_escaped_len(json_string_value(code),
+                                                 json_string_length(code)) <= SF_INLINE_MAX;
         }
         j->compile_timeout = sd_sf_num_or(body, "compile_timeout", 10);
         j->run_timeout = sd_sf_num_or(body, "run_timeout", 10);

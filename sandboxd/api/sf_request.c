@@ -16,23 +16,23 @@
 #define SF_MAX_FILES 256
 
 static const sf_lang langs[] = {
-    {"python", "main.py", NULL, "exec python3 main.py", {"python3"}},
+    {"python", "main.py", NULL, {"python3", "main.py"}, {"python3"}},
     {"pytest",
      "test_main.py",
      NULL,
-     "exec python3 -m pytest -q -p no:cacheprovider test_main.py",
+     {"python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_main.py"},
      {"python3", "/usr/lib/python3/dist-packages/pytest"}},
-    {"bash", "main.sh", NULL, "exec bash main.sh", {"bash"}},
-    {"cpp", "main.cpp", "g++ -O2 -std=c++17 -o main main.cpp", "exec ./main", {"g++"}},
-    {"c", "main.c", "gcc -O2 -o main main.c -lm", "exec ./main", {"gcc"}},
-    {"nodejs", "main.js", NULL, "exec node main.js", {"node"}},
+    {"bash", "main.sh", NULL, {"bash", "main.sh"}, {"bash"}},
+    {"cpp", "main.cpp", "g++ -O2 -std=c++17 -o main main.cpp", {"./main"}, {"g++"}},
+    {"c", "main.c", "gcc -O2 -o main main.c -lm", {"./main"}, {"gcc"}},
+    {"nodejs", "main.js", NULL, {"node", "main.js"}, {"node"}},
     {"go",
      "main.go",
      "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
-     "exec ./main",
+     {"./main"},
      {"go"}},
-    {"java", "Main.java", "javac Main.java", "exec java -cp . Main", {"javac", "java"}},
-    {"rust", "main.rs", "rustc -O -o main main.rs", "exec ./main", {"rustc"}},
+    {"java", "Main.java", "javac Main.java", {"java", "-cp", ".", "Main"}, {"javac", "java"}},
+    {"rust", "main.rs", "rustc -O -o main main.rs", {"./main"}, {"rustc"}},
 };
 
 /* The languages SandboxFusion knows that this node does not run: refused as SandboxError. */

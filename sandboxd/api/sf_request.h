@@ -8,10 +8,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* One language: its source file, an optional compile command and the run command (sh -c in
- * /workspace), and the programs the image must have. */
+/* One language: its source file, an optional compile command (sh -c in /workspace), the run
+ * command (an argv, NULL-terminated, in /workspace: no shell) and the programs the image must
+ * have. */
 typedef struct sf_lang {
-    const char *name, *file, *compile, *run;
+    const char *name, *file, *compile;
+    const char *run[8];
     const char *need[3];
 } sf_lang;
 

@@ -381,6 +381,8 @@ static json_t *exec_msg(sd_exec *e, policy_exec *pe) {
                             (json_int_t)pe->timeout_ms, "shell", pe->shell);
     if (msg && pe->as_grader)
         json_object_set_new(msg, "user", json_string("grader"));
+    if (msg && pe->file)
+        json_object_set(msg, "file", pe->file);
     return msg;
 }
 

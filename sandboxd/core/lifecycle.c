@@ -202,6 +202,7 @@ static void hello_reply(void *ud, json_t *reply) {
     if (json_is_integer(oom))
         sb->oom_kills = (uint64_t)json_integer_value(oom);
     sb->start_unconfirmed = false;
+    sb->shim_exec_file = json_is_true(json_object_get(reply, "exec_file"));
     if (sb->state == SD_RUNNING)
         TELL(sb->d, adopted, sb);
     if (sb->state != SD_STARTING)

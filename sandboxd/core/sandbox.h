@@ -39,6 +39,7 @@ struct sd_sandbox {
     struct sd_shim *shim;
     bool queued;            /* waiting for a start slot */
     bool start_unconfirmed; /* restored from a "starting" record, its shim not yet heard */
+    bool shim_exec_file;    /* its shim's hello says it takes exec's "file" (common/shimproto.h) */
     uv_pipe_t *start_pipe;  /* reading the shim's start-up line */
     char start_line[1024];
     size_t start_len;

@@ -158,6 +158,14 @@ test_gvisor_pool_and_default() { # a gvisor pool serves gvisor creates only; the
   echo "$BODY" | jq -e --arg k "$(uname -r)" '.stdout == ($k + "\n")' >/dev/null || fail "native kernel: $BODY"
   create '{"profile":"grading"}' # the operator's default does not apply where gVisor cannot
   echo "$BODY" | jq -e '.isolation == "native"' >/dev/null || fail "grading: $BODY"
+  # /run_code in the default class: the code goes with the run (its exec's "file", after env
+  # in the runner's message), and the runner still adds its statx preload to the environment
+  local code='import os, sys\nprint(open(__file__).read().endswith(\"# end\"), sys.argv, os.environ.get(\"LD_PRELOAD\"), os.uname().release)\n# end'
+  req POST /run_code -d "{\"language\":\"python\",\"code\":\"$code\"}"
+  expect 200 '.status == "Success"'
+  echo "$BODY" | jq -e --arg k "$(uname -r)" '.run_result.stdout as $o |
+    ($o | startswith("True [\u0027main.py\u0027] /dev/.sbx-statx.so ")) and ($o | contains($k) | not)' \
+    >/dev/null || fail "run_code in gVisor: $BODY"
 }
 
 source "$(dirname "$0")/../lib/lib.sh"

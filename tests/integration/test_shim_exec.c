@@ -202,6 +202,13 @@ TEST(shim_bad_protocol_input) {
         "}",
         "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"cwd\":\"rel\"}",
         "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"timeout_ms\":-1}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"file\":\"x\"}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"file\":"
+        "{\"name\":\"\",\"data\":\"\"}}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"file\":"
+        "{\"name\":\"a\",\"data\":1}}",
+        "{\"v\":1,\"type\":\"exec\",\"seq\":5,\"xid\":\"b\",\"argv\":[\"true\"],\"file\":"
+        "{\"name\":\"a\",\"data\":\"\",\"mode\":420}}",
     };
     for (size_t i = 0; i < sizeof(bad_exec) / sizeof(bad_exec[0]); i++) {
         int fds[3] = {0, 1, 2};
@@ -231,6 +238,58 @@ TEST(shim_bad_protocol_input) {
     shimdrv_result res;
     CHECK_EQ(shimdrv_sh(d, "echo alive", &res), 0);
     CHECK_STREQ(res.out, "alive\n");
+    shimdrv_result_free(&res);
+}
+
+/* exec's "file": written by the command's own process in its cwd before its exec, as its user,
+ * byte for byte (created, or truncated when it is there); a failure is an error reply naming it
+ * and nothing runs. */
+TEST(shim_exec_file) {
+    shimdrv *d = start();
+    shimdrv_result res;
+    static const char data[] = "s = '%s %d \\n $HOME `id` $(id) \\'\" \xc3\xa9 \xf0\x9f\x98\x80'\n"
+                               "no final newline";
+    const char *argv[] = {"sh", "-c",
+                          "cat main.py; echo; stat -c '%u %a' main.py; pwd; "
+                          "printf '%o\\n' $((0666 & ~$(umask))); id -u",
+                          NULL};
+    shimdrv_exec_opts o = {.cwd = "/tmp", .file_name = "main.py", .file_data = data};
+    CHECK_OK(shimdrv_exec(d, argv, &o, &res));
+    char want[512];
+    snprintf(want, sizeof(want), "%s\n", data);
+    CHECK_MSG(strncmp(res.out, want, strlen(want)) == 0, "%s", res.out);
+    unsigned uid, mode, want_mode, id;
+    char cwd[64];
+    CHECK_EQ(sscanf(res.out + strlen(want), "%u %o %63s %o %u", &uid, &mode, cwd, &want_mode, &id),
+             5);
+    CHECK_EQ(uid, id); /* the command's user */
+    CHECK_EQ(mode, want_mode);
+    CHECK_STREQ(cwd, "/tmp");
+    shimdrv_result_free(&res);
+    /* a file that is there is truncated; the program is exec'd directly (no shell) */
+    CHECK_EQ(shimdrv_sh(d, "head -c 5000 /dev/zero >/tmp/t.py", &res), 0);
+    shimdrv_result_free(&res);
+    static char big[40000];
+    memset(big, 'x', sizeof(big) - 1);
+    const char *wc[] = {"wc", "-c", "t.py", NULL};
+    shimdrv_exec_opts o2 = {.cwd = "/tmp", .file_name = "t.py", .file_data = "short"};
+    CHECK_OK(shimdrv_exec(d, wc, &o2, &res));
+    CHECK_STREQ(res.out, "5 t.py\n");
+    shimdrv_result_free(&res);
+    o2.file_data = big;
+    CHECK_OK(shimdrv_exec(d, wc, &o2, &res));
+    CHECK_STREQ(res.out, "39999 t.py\n");
+    shimdrv_result_free(&res);
+    /* where it cannot be written: an error reply naming it, and the program does not run */
+    const char *mark[] = {"touch", "/tmp/ran", NULL};
+    shimdrv_exec_opts o3 = {.cwd = "/tmp", .file_name = "nodir/x.py", .file_data = "x"};
+    CHECK_EQ(shimdrv_exec(d, mark, &o3, &res), -ENOENT);
+    CHECK_MSG(strstr(res.start_error, "write nodir/x.py"), "%s", res.start_error);
+    shimdrv_result_free(&res);
+    o3.file_name = "/tmp";
+    CHECK_EQ(shimdrv_exec(d, mark, &o3, &res), -EISDIR);
+    shimdrv_result_free(&res);
+    CHECK_EQ(shimdrv_sh(d, "test -e /tmp/ran", &res), 1);
     shimdrv_result_free(&res);
 }
 

@@ -464,6 +464,9 @@ int shimdrv_exec_start(shimdrv *d, const char *const *argv, const shimdrv_exec_o
         json_object_set_new(req, "timeout_ms", json_integer((json_int_t)o->timeout_ms));
     if (o && o->cwd)
         json_object_set_new(req, "cwd", json_string(o->cwd));
+    if (o && o->file_name)
+        json_object_set_new(req, "file",
+                            json_pack("{s:s,s:s}", "name", o->file_name, "data", o->file_data));
     if (o && o->env) {
         json_t *env = json_array();
         for (size_t i = 0; o->env[i]; i++)

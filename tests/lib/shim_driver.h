@@ -47,6 +47,7 @@ typedef struct shimdrv_exec_opts {
     const char *stdin_data;
     const char *cwd;
     const char *const *env;
+    const char *file_name, *file_data; /* exec's "file" (common/shimproto.h), when file_name */
 } shimdrv_exec_opts;
 
 /* The cgroup parent for this test process (sbx-shimtest-<pid>), created on first use; its
