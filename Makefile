@@ -191,7 +191,7 @@ install: $(BINS)
 	install -m644 python/sandboxd/*.py python/sandboxd/py.typed $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/sandboxd/
 
 # ---- a self-contained bundle for hosts that lack the shared libraries (see build-aux/bundle.sh) ----
-static: $(SHIM) $(DAEMON) $(SBX)
+static: $(SHIM) $(DAEMON) $(SBX) $(AS_AGENT) $(GV_INIT) $(GV_STATX)
 	./build-aux/bundle.sh $(B) build-static
 
 # ---- style ----
