@@ -8,12 +8,18 @@
  *
  * Daemon -> shim requests carry "seq" (u64 chosen by the daemon); the reply echoes it.
  *   hello     {}                              -> hello {version, id, init_pid, shim_pid, state,
- *                                                       oom_kills, running:[xid...], started_ms}
- *   exec      {xid, argv:[..], env:[K=V..], cwd, timeout_ms, shell:bool}
+ *                                                       oom_kills, running:[xid...], started_ms,
+ *                                                       exec_file: true (exec takes "file")}
+ *   exec      {xid, argv:[..], env:[K=V..], cwd, timeout_ms, shell:bool, file}
  *             fds: [stdin_r, stdout_w, stderr_w] -> started {xid, pid}  or error
  *             xid: a string (1..128 bytes) or an integer, unique among running commands.
  *             argv: 1..4096 strings; with shell:true it runs as /bin/sh -c argv[0] argv[1..].
  *             env: the spec's env, with the request's K=V added or overriding by key.
+ *             file: optional {name, data} (a non-empty string, a string): the command's own
+ *             process writes data to name (relative to cwd) after its chdir and before its exec,
+ *             created or truncated as a shell's `>` would, as the command's user; where it
+ *             cannot be written the reply is an error naming it ("exec write NAME: ...") and
+ *             nothing runs. (SandboxFusion's code: a program and its source, no shell.)
  *             cwd: absolute, default /workspace. timeout_ms: 0 or absent = none; on expiry the
  *             command's whole process tree is killed. pid: the command's pid in the sandbox.
  *             A missing program or cwd is an error reply (errno ENOENT), not an exit.

@@ -109,21 +109,33 @@ def test_files_in_fetch_files_out():
 
 
 # with the run command as its exec's "file" (up to 48 KiB once escaped as JSON) / by a write of
-# its own first: 47,000 '#' go with the run; 30,000 newlines (60,000 bytes escaped) or 70 KiB not
-@pytest.mark.parametrize("pad", ["", "#" * 47000, "\n" * 30000, "#" * (70 * 1024)],
-                         ids=["short", "47000_hashes", "30000_newlines", "70KiB"])
+# its own first: 47,000 '#' go with the run; 33,000 newlines (66,000 bytes escaped: more than
+# the shim's whole request may hold) or 70 KiB not
+@pytest.mark.parametrize("pad", ["", "#" * 47000, "\n" * 33000, "#" * (70 * 1024)],
+                         ids=["short", "47000_hashes", "33000_newlines", "70KiB"])
 def test_code_is_written_byte_for_byte(pad):
     """main.py is the code exactly (shell and printf specials, non-ASCII, no final newline),
     whether it goes with the run command or is written first; python runs it as main.py."""
     body = ("s = '%s %d \\\\n $HOME `id` $(id) \\'\\\" é 😀'\nprint(s)\n" + pad +
-            "\nimport sys\nprint(len(open(__file__, 'rb').read()), __file__, sys.argv)")
+            "\nimport os, sys\nprint(len(open(__file__, 'rb').read()), __file__, sys.argv, os.getcwd(),"
+            " os.environ.get('PWD'))")
     out = run_code(code=body, language="python")
     assert out["status"] == "Success", out
     lines = out["run_result"]["stdout"].split("\n")
     assert lines[0] == "%s %d \\n $HOME `id` $(id) '\" é 😀"
-    assert lines[1] == f"{len(body.encode())} /workspace/main.py ['main.py']"
+    assert lines[1] == f"{len(body.encode())} /workspace/main.py ['main.py'] /workspace /workspace"
     cpp = run_code(code='#include <cstdio>\nint main(){std::printf("%d%%\\n", 7);}', language="cpp")
     assert cpp["status"] == "Success" and cpp["run_result"]["stdout"] == "7%\n", cpp
+
+
+def test_code_that_cannot_be_written_or_run_is_failed():
+    """The code's file or the program not there as asked is the request's failure (Failed, its
+    reason on stderr), not the platform's (SandboxError): main.py made a directory by `files`."""
+    files = {"main.py/x": base64.b64encode(b"1").decode()}
+    out = run_code(code="print(1)", language="python", files=files)
+    assert out["status"] == "Failed", out
+    rr = out["run_result"]
+    assert rr["return_code"] == 126 and "main.py" in rr["stderr"] and rr["stdout"] == "", out
 
 
 def test_each_request_gets_a_fresh_sandbox():

@@ -319,9 +319,25 @@ static void cmd_exited(void *ud, const sd_exec_result *r) {
     job_later(j, 0);
 }
 
+/* A command that could not start for a reason of its own (the core's -EINVAL: its program
+ * missing or not executable, its file not writable): the result a shell in front of it gave,
+ * 127 or 126 and the reason on stderr, so the request is Failed, not SandboxError. */
+static json_t *start_failure_result(const error_rec *err) {
+    char line[sizeof(err->message) + 8];
+    snprintf(line, sizeof(line), "sh: %s\n", err->message);
+    return json_pack("{s:s,s:f,s:i,s:s,s:s}", "status", "Finished", "execution_time", 0.0,
+                     "return_code", strstr(err->message, strerror(ENOENT)) ? 127 : 126, "stdout",
+                     "", "stderr", line);
+}
+
 static void cmd_failed(void *ud, bool started, const error_rec *err) {
     sf_job *j = ud;
     cmd_reset(j);
+    if (!started && err->code == -EINVAL && (j->last_result = start_failure_result(err))) {
+        j->last_ok = false;
+        job_later(j, 0);
+        return;
+    }
     free(j->failure);
     if (asprintf(&j->failure, "a command could not run: %s", err->message) < 0)
         j->failure = NULL;
@@ -343,9 +359,9 @@ static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, 
                  sb ? ": " : "", sb ? sb->end_message : "");
         return -1;
     }
-    json_t *body =
-        argv ? json_pack("{s:o,s:s,s:s}", "argv", argv, "cwd", "/workspace", "max_output", "64Mi")
-             : NULL;
+    json_t *body = argv ? json_pack("{s:o,s:s,s:{s:s},s:s}", "argv", argv, "cwd", "/workspace",
+                                    "env", "PWD", "/workspace", "max_output", "64Mi")
+                        : NULL; /* PWD: as the shell that used to start each command set it */
     if (body && timeout_s > 0)
         json_object_set_new(body, "timeout", json_real(timeout_s < 0.001 ? 0.001 : timeout_s));
     policy_exec pe = {0};

@@ -349,8 +349,12 @@ static void started_reply(void *ud, json_t *reply) {
             shimproto_error_parse(reply, &err);
         else
             error_set(&err, -ECONNRESET, "the shim went away");
-        bool user = err.code == -ENOENT || err.code == -EINVAL || err.code == -ENOTDIR ||
-                    err.code == -EACCES;
+        /* the command's own (its program, cwd or file): not the platform's */
+        static const int own[] = {ENOENT,       EINVAL,  ENOTDIR, EACCES, ENOEXEC, EISDIR, ELOOP,
+                                  ENAMETOOLONG, ETXTBSY, ENOSPC,  EDQUOT, EFBIG,   EROFS};
+        bool user = false;
+        for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+            user = user || err.code == -own[i];
         const char *limit = json_string_value(json_object_get(reply, "limit"));
         bool pids = limit && strcmp(limit, "pids") == 0; /* nothing started */
         exec_fail(e, pids ? SD_EXEC_E_PIDS : user ? -EINVAL : -EIO, err.message);

@@ -262,11 +262,12 @@ TEST(shim_exec_file) {
     char cwd[64];
     CHECK_EQ(sscanf(res.out + strlen(want), "%u %o %63s %o %u", &uid, &mode, cwd, &want_mode, &id),
              5);
-    CHECK_EQ(uid, id); /* the command's user */
+    CHECK_EQ(uid, id); /* the command's user, the sandbox's */
+    CHECK_EQ(id, 1000);
     CHECK_EQ(mode, want_mode);
     CHECK_STREQ(cwd, "/tmp");
     shimdrv_result_free(&res);
-    /* a file that is there is truncated; the program is exec'd directly (no shell) */
+    /* a file that is there is truncated; argv's program is started with it (here wc) */
     CHECK_EQ(shimdrv_sh(d, "head -c 5000 /dev/zero >/tmp/t.py", &res), 0);
     shimdrv_result_free(&res);
     static char big[40000];
@@ -288,6 +289,7 @@ TEST(shim_exec_file) {
     shimdrv_result_free(&res);
     o3.file_name = "/tmp";
     CHECK_EQ(shimdrv_exec(d, mark, &o3, &res), -EISDIR);
+    CHECK_MSG(strstr(res.start_error, "write /tmp: Is a directory"), "%s", res.start_error);
     shimdrv_result_free(&res);
     CHECK_EQ(shimdrv_sh(d, "test -e /tmp/ran", &res), 1);
     shimdrv_result_free(&res);
