@@ -8,6 +8,7 @@
 #include "common/shimproto.h"
 #include "common/timeutil.h"
 #include "shim/grading.h"
+#include "shim/exec_msg.h"
 #include "shim/gvisor.h"
 #include "shim/ipc.h"
 #include "shim/pause.h"
@@ -27,7 +28,6 @@
 #define MAX_CONNS 32
 #define MAX_AGENT_CONNS 24 /* of MAX_CONNS: sbx-as-agent runs at once in a grading sandbox */
 #define MAX_EXECS 4096
-#define MAX_ARGV 4096
 
 enum src_kind { SRC_LISTEN, SRC_CONN, SRC_IPC, SRC_SIG, SRC_OOM, SRC_TIMER, SRC_AGENT_LISTEN };
 
@@ -193,114 +193,6 @@ static void handle_kill(server *s, conn *c, json_t *msg, json_t *seq) {
     reply_ok(c, seq);
 }
 
-/* Append the strings of a JSON array (with an optional prefix) to buf; -EINVAL on junk. */
-static int pack_strings(json_t *arr, char *buf, size_t cap, size_t *off, size_t *count) {
-    size_t i;
-    json_t *v;
-    json_array_foreach(arr, i, v) {
-        const char *str = json_string_value(v);
-        if (!str || strlen(str) != json_string_length(v))
-            return -EINVAL;
-        size_t l = strlen(str) + 1;
-        if (*off + l > cap)
-            return -E2BIG;
-        memcpy(buf + *off, str, l);
-        *off += l;
-        (*count)++;
-    }
-    return 0;
-}
-
-static int pack_str(const char *str, char *buf, size_t cap, size_t *off) {
-    size_t l = strlen(str) + 1;
-    if (*off + l > cap)
-        return -E2BIG;
-    memcpy(buf + *off, str, l);
-    *off += l;
-    return 0;
-}
-
-static bool env_overridden(json_t *env, const char *kv) {
-    size_t kl = strcspn(kv, "=") + 1, i;
-    json_t *v;
-    json_array_foreach(env, i, v) {
-        const char *s = json_string_value(v);
-        if (s && strncmp(s, kv, kl) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* Grading sandboxes set HOME and PYTHONNOUSERSITE themselves (docs/GRPO.md). */
-static bool env_forced(const server *s, const char *kv) {
-    return s->sb->spec->grading &&
-           (strncmp(kv, "HOME=", 5) == 0 || strncmp(kv, "PYTHONNOUSERSITE=", 17) == 0);
-}
-
-/* One env entry; the grader's PATH starts with the helper's directory. */
-static int pack_env(const char *kv, bool grader, char *buf, size_t cap, size_t *off) {
-    if (!grader || strncmp(kv, "PATH=", 5) != 0)
-        return pack_str(kv, buf, cap, off);
-    char path[8192];
-    int n = snprintf(path, sizeof(path), "PATH=" SHIM_GRADING_BIN ":%s", kv + 5);
-    return n < 0 || (size_t)n >= sizeof(path) ? -E2BIG : pack_str(path, buf, cap, off);
-}
-
-static int pack_grading_env(bool grader, char *buf, size_t cap, size_t *off, size_t *ne) {
-    int r = pack_str(grader ? "HOME=" SHIM_GRADER_HOME : "HOME=" SHIM_AGENT_HOME, buf, cap, off);
-    if (r == 0)
-        r = pack_str("PYTHONNOUSERSITE=1", buf, cap, off);
-    *ne += 2;
-    return r;
-}
-
-/* cwd\0 argv..\0 env..\0 (spec env, overridden by the request's env). */
-static int pack_exec(server *s, json_t *msg, bool grader, char *buf, size_t cap, size_t *len,
-                     int *argc, int *envc) {
-    json_t *argv = json_object_get(msg, "argv"), *env = json_object_get(msg, "env");
-    json_t *cwd = json_object_get(msg, "cwd"), *shell = json_object_get(msg, "shell");
-    const char *cwds = cwd ? json_string_value(cwd) : "/workspace";
-    if (!json_is_array(argv) || json_array_size(argv) < 1 || json_array_size(argv) > MAX_ARGV ||
-        (env && (!json_is_array(env) || json_array_size(env) > MAX_ARGV)) || !cwds ||
-        cwds[0] != '/' || (shell && !json_is_boolean(shell)))
-        return -EINVAL;
-    size_t off = 0, na = 0, ne = 0;
-    int r = pack_str(cwds, buf, cap, &off);
-    if (r == 0 && json_is_true(shell)) {
-        r = pack_str("/bin/sh", buf, cap, &off);
-        if (r == 0)
-            r = pack_str("-c", buf, cap, &off);
-        na = 2;
-    }
-    if (r < 0 || (r = pack_strings(argv, buf, cap, &off, &na)) < 0)
-        return r;
-    for (size_t i = 0; i < s->sb->spec->n_env; i++) {
-        const char *kv = s->sb->spec->env[i];
-        if ((env && env_overridden(env, kv)) || env_forced(s, kv))
-            continue;
-        if ((r = pack_env(kv, grader, buf, cap, &off)) < 0)
-            return r;
-        ne++;
-    }
-    for (size_t i = 0; env && i < json_array_size(env); i++) {
-        const char *kv = json_string_value(json_array_get(env, i));
-        if (!kv || strlen(kv) != json_string_length(json_array_get(env, i)) || !strchr(kv, '=') ||
-            kv[0] == '=')
-            return -EINVAL;
-        if (env_forced(s, kv))
-            continue;
-        if ((r = pack_env(kv, grader, buf, cap, &off)) < 0)
-            return r;
-        ne++;
-    }
-    if (s->sb->spec->grading && (r = pack_grading_env(grader, buf, cap, &off, &ne)) < 0)
-        return r;
-    *len = off;
-    *argc = (int)na;
-    *envc = (int)ne;
-    return 0;
-}
-
 static int exec_new(server *s, conn *c, json_t *xid, json_t *seq, uint64_t timeout_ms,
                     exec_rec **ret) {
     if (s->n_execs == s->cap_execs) {
@@ -340,35 +232,6 @@ static void arm_timeout(server *s, exec_rec *e) {
         log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
 }
 
-/* exec's "file" {"name": N, "data": S} after env (SHIM_IPC_FILE): N\0 then S's bytes. */
-static int pack_file(json_t *file, char *buf, size_t cap, size_t *off) {
-    json_t *name = json_object_get(file, "name"), *data = json_object_get(file, "data");
-    const char *n = json_string_value(name);
-    if (!json_is_object(file) || json_object_size(file) != 2 || !n || !n[0] ||
-        strlen(n) != json_string_length(name) || !json_is_string(data))
-        return -EINVAL;
-    size_t dl = json_string_length(data);
-    int r = pack_str(n, buf, cap, off);
-    if (r < 0)
-        return r;
-    if (dl > cap - *off)
-        return -E2BIG;
-    memcpy(buf + *off, json_string_value(data), dl);
-    *off += dl;
-    return 0;
-}
-
-/* {"rows": R, "cols": C} as the 4-byte prefix of SHIM_IPC_TTY; 0 when out of range. */
-static size_t tty_prefix(json_t *tty, unsigned char out[4]) {
-    json_t *rows = json_object_get(tty, "rows"), *cols = json_object_get(tty, "cols");
-    json_int_t r = json_integer_value(rows), c = json_integer_value(cols);
-    if (!json_is_integer(rows) || !json_is_integer(cols) || r < 1 || r > 1000 || c < 1 || c > 1000)
-        return 0;
-    out[0] = (unsigned char)(r >> 8), out[1] = (unsigned char)r;
-    out[2] = (unsigned char)(c >> 8), out[3] = (unsigned char)c;
-    return 4;
-}
-
 /* The init request for an exec: the grader user only in a grading sandbox, only from the
  * daemon; sbx-as-agent's commands always run as the agent. 0 when refused. */
 static uint32_t exec_type(server *s, conn *c, json_t *msg) {
@@ -406,17 +269,17 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
     size_t len, pre = 0;
     int argc, envc;
     json_t *tty = json_object_get(msg, "tty");
-    if (tty && (pre = tty_prefix(tty, (unsigned char *)buf)) == 0)
+    if (tty && (pre = shim_exec_msg_tty_prefix(tty, (unsigned char *)buf)) == 0)
         return reply_error(c, seq, -EINVAL, "tty needs rows and cols in 1..1000");
-    int r = pack_exec(s, msg, type == SHIM_IPC_EXEC_GRADER, buf + pre, sizeof(buf) - pre, &len,
-                      &argc, &envc);
+    int r = shim_exec_msg_pack(s->sb->spec, msg, type == SHIM_IPC_EXEC_GRADER, buf + pre,
+                               sizeof(buf) - pre, &len, &argc, &envc);
     len += pre;
     if (r < 0)
         return reply_error(c, seq, r,
                            "exec needs argv (non-empty array of strings), env [\"K=V\"], an "
                            "absolute cwd and a boolean shell");
     json_t *file = json_object_get(msg, "file");
-    if (file && (r = pack_file(file, buf, sizeof(buf), &len)) < 0)
+    if (file && (r = shim_exec_msg_pack_file(file, buf, sizeof(buf), &len)) < 0)
         return reply_error(c, seq, r,
                            r == -E2BIG ? "file: too big for one exec request"
                                        : "file needs a non-empty string name and a string data");

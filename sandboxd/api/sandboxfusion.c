@@ -267,36 +267,6 @@ static void sf_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
 
 static const sd_listener sf_listener = {.create_finished = sf_create_finished};
 
-static json_t *command_result(const sd_exec_result *r, bool *ret_ok) {
-    const char *status = "Finished";
-    int sig = json_is_integer(r->signal) ? (int)json_integer_value(r->signal) : 0;
-    int code = json_is_integer(r->exit_code) ? (int)json_integer_value(r->exit_code) : -1;
-    json_t *rc;
-    if (r->reason == END_COMMAND_TIMEOUT) {
-        status = "TimeLimitExceeded";
-        rc = json_null();
-    } else if (sig) {
-        rc = json_integer(-sig);
-    } else {
-        rc = json_integer(code);
-    }
-    json_t *res =
-        json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time", r->duration,
-                  "return_code", rc, "stdout", sd_sf_lossy_string(r->data[0], r->len[0]), "stderr",
-                  sd_sf_lossy_string(r->data[1], r->len[1]));
-    if (r->reason == END_OOM_KILLED) {
-        json_t *err = json_object_get(res, "stderr");
-        char *s;
-        if (asprintf(&s, "%sKilled: out of memory (memory_limit_MB)\n", json_string_value(err)) >=
-            0) {
-            json_object_set_new(res, "stderr", json_string(s));
-            free(s);
-        }
-    }
-    *ret_ok = r->reason == END_EXITED && code == 0;
-    return res;
-}
-
 static void cmd_reset(sf_job *j) {
     json_decref(j->last_result);
     j->last_result = NULL;
@@ -309,7 +279,7 @@ static void cmd_reset(sf_job *j) {
 static void cmd_exited(void *ud, const sd_exec_result *r) {
     sf_job *j = ud;
     cmd_reset(j);
-    j->last_result = command_result(r, &j->last_ok);
+    j->last_result = sd_sf_command_result(r, &j->last_ok);
     j->last_out = malloc(r->len[0] + 1);
     if (j->last_out) {
         memcpy(j->last_out, r->data[0] ? r->data[0] : "", r->len[0]);
@@ -319,21 +289,10 @@ static void cmd_exited(void *ud, const sd_exec_result *r) {
     job_later(j, 0);
 }
 
-/* A command that could not start for a reason of its own (the core's -EINVAL: its program
- * missing or not executable, its file not writable): the result a shell in front of it gave,
- * 127 or 126 and the reason on stderr, so the request is Failed, not SandboxError. */
-static json_t *start_failure_result(const error_rec *err) {
-    char line[sizeof(err->message) + 8];
-    snprintf(line, sizeof(line), "sh: %s\n", err->message);
-    return json_pack("{s:s,s:f,s:i,s:s,s:s}", "status", "Finished", "execution_time", 0.0,
-                     "return_code", strstr(err->message, strerror(ENOENT)) ? 127 : 126, "stdout",
-                     "", "stderr", line);
-}
-
 static void cmd_failed(void *ud, bool started, const error_rec *err) {
     sf_job *j = ud;
     cmd_reset(j);
-    if (!started && err->code == -EINVAL && (j->last_result = start_failure_result(err))) {
+    if (!started && err->code == -EINVAL && (j->last_result = sd_sf_start_failure_result(err))) {
         j->last_ok = false;
         job_later(j, 0);
         return;

@@ -2,6 +2,7 @@
  * api/sandboxfusion.c that runs the jobs. */
 #pragma once
 
+#include "sandboxd/core/exec.h"
 #include "sandboxd/core/sandbox.h"
 
 #include <jansson.h>
@@ -36,3 +37,10 @@ const char *sd_sf_check_jupyter(json_t *b);
 const char *sd_sf_missing_program(const sd_daemon *d, const sf_lang *l);
 /* b's number at key, else dflt. */
 double sd_sf_num_or(json_t *b, const char *key, double dflt);
+/* A command's result object (status, execution_time, return_code, stdout, stderr);
+ * *ret_ok: it exited 0. */
+json_t *sd_sf_command_result(const sd_exec_result *r, bool *ret_ok);
+/* A command that could not start for a reason of its own (the core's -EINVAL: its program
+ * missing or not executable, its file not writable): the result a shell in front of it gave,
+ * 127 or 126 and the reason on stderr, so the request is Failed, not SandboxError. */
+json_t *sd_sf_start_failure_result(const error_rec *err);
