@@ -25,9 +25,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,13 +49,15 @@ static struct {
 
 #define TRIAL_MS 15000 /* a dump of one sleeping process takes ~40 ms */
 
-/* Run argv (the host's PATH) with its output appended to log (none: /dev/null); its pid, or
- * -errno. own_session: in a session of its own (the trial's sleeper: CRIU dumps a session leader
- * without --shell-job). Otherwise (CRIU itself) in a process group of its own in the worker's
- * session (check_run): when the worker dies with the daemon, that group becomes orphaned and
- * the kernel sends SIGHUP and SIGCONT to it if it has a stopped member (a child `criu check`
- * stopped for a feature test would otherwise stay stopped forever; a group in its own session
- * is orphaned from the start, so it gets no such signal). */
+/* Run argv (the host's PATH; NULL: `criu check`, check_in_namespaces) with its output appended
+ * to log (none: /dev/null); its pid, or -errno. own_session: in a session of its own (the trial's
+ * sleeper: CRIU dumps a session leader without --shell-job). Otherwise (CRIU itself) in a process
+ * group of its own in the worker's session (check_run): when the worker dies with the daemon, that
+ * group becomes orphaned and the kernel sends SIGHUP and SIGCONT to it if it has a stopped member
+ * (a child `criu check` stopped for a feature test would otherwise stay stopped forever; a group in
+ * its own session is orphaned from the start, so it gets no such signal). */
+static _Noreturn void check_in_namespaces(void);
+
 static pid_t run_logged(char *const argv[], int log, bool own_session) {
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -78,6 +82,8 @@ static pid_t run_logged(char *const argv[], int log, bool own_session) {
             setsid();
         else
             setpgid(0, 0);
+        if (!argv)
+            check_in_namespaces();
         execvpe(argv[0], argv, (char **)spec_host_env);
         _exit(127);
     }
@@ -135,6 +141,31 @@ static int trial_dump(int log, error_rec *err) {
     return 0;
 }
 
+/* `criu check` as the first process of a pid namespace of its own, with its own /proc in a
+ * mount namespace of its own: when it ends, however (killed with the worker, or by
+ * wait_at_most), the kernel kills whatever it left, a child in a ptrace stop included (seen
+ * once, TracerPid 1, after a daemon killed mid-check). This process (run_logged's child, in
+ * CRIU's group) waits for it and exits as it did. */
+static _Noreturn void check_in_namespaces(void) {
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        _exit(126);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* (its parent dying before this: CRIU, as the namespace's first process, still takes
+         * whatever it started with it when it ends) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            _exit(126);
+        execvpe("criu", (char *const[]){"criu", "check", NULL}, (char **)spec_host_env);
+        _exit(127);
+    }
+    int st = 0;
+    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    _exit(pid < 0 ? 126 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
 /* In the files worker. Its own session first: CRIU's groups (run_logged) are then orphaned
  * when it dies, whatever adopts them (a subreaper in the daemon's session would otherwise keep
  * them connected, and a stopped child of CRIU stopped). */
@@ -145,7 +176,7 @@ static int check_run(void *ud, error_rec *err) {
     _cleanup_close_ int fd = open(probe.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open %s", probe.log);
-    pid_t pid = run_logged((char *const[]){"criu", "check", NULL}, fd, false);
+    pid_t pid = run_logged(NULL, fd, false);
     int st = 0;
     if (pid < 0)
         return error_set_errno(err, pid, "cannot run criu");

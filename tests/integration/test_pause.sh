@@ -390,14 +390,16 @@ TEST_TIMEOUT_pause_probe_killed=90
 test_pause_probe_killed() {
   need_criu
   daemon_dirs
-  local fake=$D/fake-criu stopped=$D/stopped.pid
-  printf '#!/bin/sh\nsh -c '"'"'echo $$ >%s.new && mv %s.new %s && while :; do kill -STOP $$; done'"'"' &\nexec sleep 4243\n' \
-    "$stopped" "$stopped" "$stopped" >"$fake"
+  # the stand-in's check: its pid (1: the first process of a pid namespace of its own), and a
+  # child that stops itself whenever continued, named by mark (its pid is the namespace's)
+  local fake=$D/fake-criu nspid=$D/criu.pid mark="sbx-probe-child-$$"
+  printf '#!/bin/sh\necho $$ >%s\nsh -c '"'"'while :; do kill -STOP $$; done'"'"' %s &\nexec sleep 4243\n' \
+    "$nspid" "$mark" >"$fake"
   chmod 755 "$fake"
   local bind=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
   local round wrapper daemon bg pid state left
   for round in session subreaper; do
-    rm -f "$stopped"
+    rm -f "$nspid"
     DAEMON_WRAP=("${bind[@]}")
     [ $round == session ] || DAEMON_WRAP=("${SBX_PYTHON:-/usr/bin/python3}" -c "$SUBREAPER" "${bind[@]}")
     start_daemon
@@ -407,11 +409,12 @@ test_pause_probe_killed() {
     curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd/v1/sandboxes/$ID/pause" >/dev/null &
     bg=$! pid='' state=''
     for _ in $(seq 200); do
-      pid=$(cat "$stopped" 2>/dev/null) && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+      pid=$(pgrep -f "^sh -c .* $mark\$" | head -1) && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
       [ "$state" == T ] && break
       sleep 0.05
     done
     [ "$state" == T ] || fail "$round: the stand-in's child did not stop (pid ${pid:-none}, state ${state:-none})"
+    [ "$(cat "$nspid")" == 1 ] || fail "$round: criu check ran as pid $(cat "$nspid"), not as its pid namespace's first"
     kill -9 "$daemon"
     [ $round == subreaper ] || wait "$DPID" 2>/dev/null || true # (the subreaper waits for the shim)
     wait "$bg" 2>/dev/null || true
