@@ -580,9 +580,7 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
             _exit(0);
         if (r < 0)
             continue;
-        if (SHIM_IPC_EXEC_KIND(buf->type) == SHIM_IPC_EXEC ||
-            SHIM_IPC_EXEC_KIND(buf->type) == SHIM_IPC_EXEC_GRADER ||
-            SHIM_IPC_EXEC_KIND(buf->type) == SHIM_IPC_EXEC_HELPER)
+        if (shim_ipc_is_exec(buf->type))
             start_exec(ipc, sfd, buf, fds, nf, prog);
         else {
             for (size_t i = 0; i < nf; i++)

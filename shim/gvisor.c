@@ -280,16 +280,11 @@ static void add_preload(shim_ipc_msg *m) {
     m->b++;
 }
 
-static bool is_exec(uint32_t type) {
-    type = SHIM_IPC_EXEC_KIND(type);
-    return type == SHIM_IPC_EXEC || type == SHIM_IPC_EXEC_GRADER || type == SHIM_IPC_EXEC_HELPER;
-}
-
 /* A terminal's exec on its way in, and the runner's answers about one (gvisor_tty.c): STARTED
  * carries the host terminal's master to the shim; a failed or ended exec drops it. Returns
  * false when the message was answered here. */
 static bool tty_relay(int from, shim_ipc_msg *m, int fds[3], size_t nf, int *ret_fd) {
-    if (is_exec(m->type) && (m->type & SHIM_IPC_TTY)) {
+    if (shim_ipc_is_exec(m->type) && (m->type & SHIM_IPC_TTY)) {
         int r = shim_gvisor_tty_exec(m, fds, nf);
         static const char what[] = "a terminal for gvisor";
         if (r < 0)
@@ -313,7 +308,7 @@ static int relay_one(int from, int to, shim_ipc_msg *buf, uint32_t *ret_type) {
     *ret_type = buf->type;
     int tty = -1;
     if (buf->type != SHIM_IPC_READY && tty_relay(from, buf, fds, nf, &tty)) {
-        if (is_exec(buf->type))
+        if (shim_ipc_is_exec(buf->type))
             add_preload(buf);
         bool out = tty >= 0 && nf == 0; /* STARTED: the host terminal's master goes along */
         shim_ipc_send(to, buf->type, buf->id, buf->a, buf->b, buf->data, buf->len, out ? &tty : fds,

@@ -3,6 +3,7 @@
  * calls are used so that the reaper and command processes may send too. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -55,6 +56,11 @@ socklen_t shim_ipc_pause_addr(struct sockaddr_un *a);
 #define SHIM_IPC_FILE 0x200u
 /* An exec type without the flags above. */
 #define SHIM_IPC_EXEC_KIND(type) ((type) & ~(SHIM_IPC_TTY | SHIM_IPC_FILE))
+/* type is an exec (EXEC, EXEC_GRADER, EXEC_HELPER), with or without flags. */
+static inline bool shim_ipc_is_exec(uint32_t type) {
+    type = SHIM_IPC_EXEC_KIND(type);
+    return type == SHIM_IPC_EXEC || type == SHIM_IPC_EXEC_GRADER || type == SHIM_IPC_EXEC_HELPER;
+}
 
 typedef struct shim_ipc_msg {
     uint32_t type;
