@@ -49,16 +49,20 @@ static struct {
 
 #define TRIAL_MS 15000 /* a dump of one sleeping process takes ~40 ms */
 
-/* Run argv (the host's PATH; NULL: `criu check`, check_in_namespaces) with its output appended
- * to log (none: /dev/null); its pid, or -errno. own_session: in a session of its own (the trial's
- * sleeper: CRIU dumps a session leader without --shell-job). Otherwise (CRIU itself) in a process
- * group of its own in the worker's session (check_run): when the worker dies with the daemon, that
+/* How run_logged starts a program. RUN_SESSION: in a session of its own (the trial's sleeper:
+ * CRIU dumps a session leader without --shell-job). RUN_GROUP (CRIU itself): in a process group
+ * of its own in the worker's session (check_run): when the worker dies with the daemon, that
  * group becomes orphaned and the kernel sends SIGHUP and SIGCONT to it if it has a stopped member
  * (a child `criu check` stopped for a feature test would otherwise stay stopped forever; a group in
- * its own session is orphaned from the start, so it gets no such signal). */
-static _Noreturn void check_in_namespaces(void);
+ * its own session is orphaned from the start, so it gets no such signal). RUN_GROUP_PID_NS: as
+ * RUN_GROUP, and the program the first process of a pid namespace of its own (in_namespaces). */
+typedef enum { RUN_SESSION, RUN_GROUP, RUN_GROUP_PID_NS } run_mode;
 
-static pid_t run_logged(char *const argv[], int log, bool own_session) {
+static _Noreturn void in_namespaces(char *const argv[]);
+
+/* Run argv (the host's PATH) with its output appended to log (none: /dev/null), as mode says;
+ * its pid, or -errno. */
+static pid_t run_logged(char *const argv[], int log, run_mode mode) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -78,16 +82,16 @@ static pid_t run_logged(char *const argv[], int log, bool own_session) {
             dup2(log, STDOUT_FILENO), dup2(log, STDERR_FILENO);
         if (null > STDERR_FILENO)
             close(null);
-        if (own_session)
+        if (mode == RUN_SESSION)
             setsid();
         else
             setpgid(0, 0);
-        if (!argv)
-            check_in_namespaces();
+        if (mode == RUN_GROUP_PID_NS)
+            in_namespaces(argv);
         execvpe(argv[0], argv, (char **)spec_host_env);
         _exit(127);
     }
-    if (pid > 0 && !own_session)
+    if (pid > 0 && mode != RUN_SESSION)
         setpgid(pid, pid); /* (either comes first: its group exists before a kill(-pid)) */
     return pid < 0 ? negative_errno() : pid;
 }
@@ -117,13 +121,13 @@ static int trial_dump(int log, error_rec *err) {
     rm_rf(dir);
     if (mkdir(dir, 0700) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", dir);
-    pid_t sleeper = run_logged((char *const[]){"sleep", "600.5", NULL}, -1, true);
+    pid_t sleeper = run_logged((char *const[]){"sleep", "600.5", NULL}, -1, RUN_SESSION);
     if (sleeper < 0)
         return error_set_errno(err, sleeper, "start a process to dump");
     usleep(20000); /* sleeping, not still being exec'd */
     snprintf(pidstr, sizeof(pidstr), "%d", (int)sleeper);
     pid_t criu =
-        run_logged((char *const[]){"criu", "dump", "-t", pidstr, "-D", dir, NULL}, log, false);
+        run_logged((char *const[]){"criu", "dump", "-t", pidstr, "-D", dir, NULL}, log, RUN_GROUP);
     int st = 0;
     bool done = criu > 0 && wait_at_most(criu, TRIAL_MS, &st);
     kill(sleeper, SIGKILL);
@@ -141,12 +145,12 @@ static int trial_dump(int log, error_rec *err) {
     return 0;
 }
 
-/* `criu check` as the first process of a pid namespace of its own, with its own /proc in a
- * mount namespace of its own: when it ends, however (killed with the worker, or by
+/* argv (`criu check`) as the first process of a pid namespace of its own, with its own /proc in
+ * a mount namespace of its own: when it ends, however (killed with the worker, or by
  * wait_at_most), the kernel kills whatever it left, a child in a ptrace stop included (seen
  * once, TracerPid 1, after a daemon killed mid-check). This process (run_logged's child, in
  * CRIU's group) waits for it and exits as it did. */
-static _Noreturn void check_in_namespaces(void) {
+static _Noreturn void in_namespaces(char *const argv[]) {
     if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0 ||
         mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         _exit(126);
@@ -157,7 +161,7 @@ static _Noreturn void check_in_namespaces(void) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
             _exit(126);
-        execvpe("criu", (char *const[]){"criu", "check", NULL}, (char **)spec_host_env);
+        execvpe(argv[0], argv, (char **)spec_host_env);
         _exit(127);
     }
     int st = 0;
@@ -176,7 +180,7 @@ static int check_run(void *ud, error_rec *err) {
     _cleanup_close_ int fd = open(probe.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open %s", probe.log);
-    pid_t pid = run_logged(NULL, fd, false);
+    pid_t pid = run_logged((char *const[]){"criu", "check", NULL}, fd, RUN_GROUP_PID_NS);
     int st = 0;
     if (pid < 0)
         return error_set_errno(err, pid, "cannot run criu");
