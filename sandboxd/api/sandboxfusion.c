@@ -456,9 +456,10 @@ static void step_files(sf_job *j) {
     unsigned char *data = NULL;
     size_t len = 0;
     bool bad;
-    sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
-    if (j->index == 0 && sb && !sb->shim_exec_file) /* a shim from before exec's "file" */
-        j->code_inline = false;
+    if (j->index == 0 && j->code_inline) { /* a shim from before exec's "file" cannot take it */
+        sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
+        j->code_inline = !sb || sb->shim_exec_file;
+    }
     if (!next_file(j, &path, &data, &len, &bad)) {
         set_step(j, SF_COMPILE);
         job_step(j);
