@@ -186,8 +186,13 @@ static bool w_output(void *ud, int which, const char *data, size_t len) {
     return !c->freeing && tx_pending(c) >= WS_TX_HIGH;
 }
 
+/* The caller's own mistake (a bad field, too large an argv and env: core/exec.h). */
+static bool callers_error(int code) {
+    return code == -EINVAL || code == -E2BIG;
+}
+
 static const char *err_code(const error_rec *err) {
-    return err->code == -EINVAL          ? "invalid_argument"
+    return callers_error(err->code)      ? "invalid_argument"
            : err->code == SD_EXEC_E_PIDS ? "pids_limit"
            : err->code == -EBUSY         ? "conflict"
                                          : "internal";
@@ -204,7 +209,8 @@ static void w_ended(void *ud, json_t *exit, const error_rec *err) {
         return;
     }
     ws_error(c, err_code(err), "%s", err->message);
-    ws_close(c, err->code == -EINVAL ? WS_CLOSE_POLICY : WS_CLOSE_INTERNAL, "the command failed");
+    ws_close(c, callers_error(err->code) ? WS_CLOSE_POLICY : WS_CLOSE_INTERNAL,
+             "the command failed");
 }
 
 static void w_stdin_drained(void *ud) {
@@ -230,7 +236,7 @@ static void start_command(ws_conn *c, json_t *body) {
     policy_exec_done(&pe);
     if (r < 0) {
         ws_error(c, err_code(&err), "%s", err.message);
-        ws_close(c, r == -EINVAL ? WS_CLOSE_POLICY : WS_CLOSE_INTERNAL,
+        ws_close(c, callers_error(r) ? WS_CLOSE_POLICY : WS_CLOSE_INTERNAL,
                  "the command did not start");
     }
 }

@@ -112,9 +112,9 @@ static void on_exited(void *ud, const sd_exec_result *r) {
 static void on_failed(void *ud, bool started, const error_rec *err) {
     api_exec *a = ud;
     if (a->streaming) {
-        const char *code = err->code == -EBUSY    ? "conflict"
-                           : err->code == -EINVAL ? "invalid_argument"
-                                                  : "internal";
+        const char *code = err->code == -EBUSY                           ? "conflict"
+                           : err->code == -EINVAL || err->code == -E2BIG ? "invalid_argument"
+                                                                         : "internal";
         stream_json(
             a, json_pack("{s:s,s:s,s:s}", "type", "error", "code", code, "message", err->message));
         sd_stream_end(a->req);

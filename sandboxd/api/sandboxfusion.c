@@ -31,9 +31,10 @@
 /* Code up to this size once escaped as JSON goes with the first command as its exec's "file"
  * (common/shimproto.h; written by the command's own process before its exec, no shell), in the
  * shim's request of at most SHIMPROTO_MSG_MAX bytes (the rest: argv, env and the other fields);
- * longer code, code with a NUL byte, or a sandbox whose shim does not take "file" (one from
- * before it, e.g. a pool entry kept across an upgrade) is written by a command of its own
- * first. */
+ * longer code, code with a NUL byte, a sandbox whose shim does not take "file" (one from
+ * before it, e.g. a pool entry kept across an upgrade), or code that does not fit beside a
+ * large environment (the exec answers -E2BIG: job_exec_code) is written by a command of its
+ * own first. */
 #define SF_INLINE_MAX (48u << 10)
 
 /* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
@@ -307,9 +308,11 @@ static const sd_exec_ops sf_exec_ops = {.exited = cmd_exited, .failed = cmd_fail
 
 /* Run argv (a reference taken) in the job's sandbox, with file (a reference taken; NULL: none)
  * as the exec's "file", written by the command's own process before its exec; its callbacks
- * continue the job. */
+ * continue the job. Returns 0, or -E2BIG with a file whose request was too large for the shim
+ * (the job goes on: the caller writes the file first), or -1 when the job failed. */
 static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, size_t in_len,
                          double timeout_s) {
+    bool with_file = file;
     _cleanup_(json_decrefp) json_t *own_file = file;
     sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
     if (!sb || sb->state != SD_RUNNING) {
@@ -342,6 +345,8 @@ static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, 
     if (r >= 0)
         r = sd_exec_start(sb, &pe, false, &sf_exec_ops, j, &e, &err);
     policy_exec_done(&pe);
+    if (r == -E2BIG && with_file)
+        return -E2BIG;
     if (r < 0) {
         job_fail(j, "cannot run a command: %s", err.message);
         return -1;
@@ -358,7 +363,9 @@ static int job_exec(sf_job *j, const char *script, const char *arg, const void *
 
 /* Run argv (a reference taken: the language's compile or run command); with code_inline the
  * code goes with it as the language's file, written by the command's own process before its
- * exec (once: the run after a compile does not). */
+ * exec (once: the run after a compile does not). Where the sandbox's environment leaves too
+ * little room for it in the shim's request, the code is written by a command of its own first
+ * (back to the files step, past the request's files), then the command runs again. */
 static void job_exec_code(sf_job *j, json_t *argv, const void *in, size_t in_len,
                           double timeout_s) {
     json_t *file = NULL;
@@ -372,7 +379,13 @@ static void job_exec_code(sf_job *j, json_t *argv, const void *in, size_t in_len
             return;
         }
     }
-    job_exec_argv(j, argv, file, in, in_len, timeout_s);
+    if (job_exec_argv(j, argv, file, in, in_len, timeout_s) == -E2BIG) {
+        log_debug("sandboxfusion: the code of %s goes first (too large with the environment)",
+                  j->sb_id);
+        set_step(j, SF_FILES);
+        j->index = json_object_size(json_object_get(j->body, "files"));
+        job_later(j, 0);
+    }
 }
 
 static json_t *lang_run_argv(const sf_lang *lang) {

@@ -390,6 +390,17 @@ static json_t *exec_msg(sd_exec *e, policy_exec *pe) {
     return msg;
 }
 
+/* A request the shim protocol cannot carry is the caller's to shrink: -E2BIG, as execve says
+ * of too long an argv and environment (the API's 400); other send failures are the daemon's. */
+static int send_failed(int r, error_rec *err) {
+    if (r == -EMSGSIZE)
+        return error_set(err, -E2BIG,
+                         "argv and env: too large (the command's request to the sandbox is over "
+                         "%d bytes as JSON): pass large data as stdin or as a file",
+                         SHIMPROTO_MSG_MAX);
+    return error_set_errno(err, r, "cannot send the command to the shim");
+}
+
 /* A terminal: the shim makes it in the sandbox and sends the master side with its started
  * reply; the three descriptors the request needs are /dev/null. */
 static int exec_send_tty(sd_exec *e, policy_exec *pe, error_rec *err) {
@@ -401,7 +412,7 @@ static int exec_send_tty(sd_exec *e, policy_exec *pe, error_rec *err) {
     int fds[3] = {null, null, null};
     int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
     if (r < 0)
-        return error_set_errno(err, r, "cannot send the command to the shim");
+        return send_failed(r, err);
     return 0;
 }
 
@@ -432,7 +443,7 @@ static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
     if (!e->out[1])
         safe_close(errp[0]);
     if (r < 0)
-        return error_set_errno(err, r, "cannot send the command to the shim");
+        return send_failed(r, err);
     return 0;
 }
 
@@ -477,8 +488,9 @@ int sd_exec_start_opts(sd_sandbox *sb, policy_exec *pe, const sd_exec_opts *opts
     if (r < 0) {
         e->ops = NULL; /* the caller hears through the return value */
         exec_fail(e, -EIO, err->message);
-        err->code = -EIO;
-        return -EIO;
+        if (err->code != -E2BIG)
+            err->code = -EIO;
+        return err->code;
     }
     *ret = e;
     return 0;

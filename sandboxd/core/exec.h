@@ -62,7 +62,8 @@ typedef struct sd_exec_opts {
 /* Register the sessions' listener (exit events, sandbox ends). */
 int sd_exec_init(sd_daemon *d);
 /* Run pe in sb. live: output goes to ops->output, else it is buffered for the result. On
- * failure (returned) no callback comes. */
+ * failure (returned) no callback comes: -EBUSY (sb not running), -E2BIG (argv, env and file too
+ * large for the shim's request, SHIMPROTO_MSG_MAX), -ENOMEM, -EIO (the shim). */
 int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops *ops, void *ud,
                   sd_exec **ret, error_rec *err);
 /* sd_exec_start with opts (NULL: as sd_exec_start). */

@@ -3,7 +3,8 @@
 # timeout, fork and lease bodies outside its documented range (docs/API.md) is a 400 naming the
 # field; HTTP framing that a proxy could read differently (RFC 9112: two Content-Lengths, a
 # space before a header's colon, bare LF line ends, a Transfer-Encoding other than chunked) is
-# a 400 and never hangs; an exec that hits the sandbox's own pids limit is a result, not a 500.
+# a 400 and never hangs; an exec that hits the sandbox's own pids limit is a result, not a 500;
+# an exec too large for the shim's request is a 400.
 
 DAEMON_TAG=strict
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -270,6 +271,33 @@ time.sleep(60)'
   jq -e '.reason == "command_timeout"' "$D/fill.out" >/dev/null || fail "filler: $(cat "$D/fill.out")"
   req POST "$S/exec" -d '{"argv":["echo","again"]}'
   expect 200 '.exit_code == 0 and .stdout == "again\n"'
+}
+
+# A command whose argv and env do not fit in the shim's request (64 KiB of JSON) is the
+# caller's: 400 invalid_argument naming them, from the plain, streamed and background exec
+# alike (was 500 internal), and the sandbox goes on; one that fits runs with its argv whole.
+TEST_TIMEOUT_exec_too_large=60
+test_exec_too_large() {
+  start_daemon
+  create; local S=/v1/sandboxes/$ID big fits x30
+  big=$(head -c 70000 /dev/zero | tr '\0' a)
+  fits=$(head -c 60000 /dev/zero | tr '\0' b)
+  x30=$(head -c 30000 /dev/zero | tr '\0' c)
+  jq -nc --arg b "$big" '{argv:["echo",$b]}' >"$D/argv.json"
+  jq -nc --arg b "$big" '{argv:["echo",$b],background:true}' >"$D/bg.json"
+  jq -nc --arg x "$x30" '{argv:["true"],env:{A:$x,B:$x,C:$x}}' >"$D/env.json"
+  jq -nc --arg b "$fits" '{argv:["sh","-c","printf %s \"$1\" | wc -c","sh",$b]}' >"$D/fits.json"
+  local f want='.code == "invalid_argument" and (.message | startswith("argv and env: too large"))'
+  for f in argv bg env; do
+    req POST "$S/exec" --data-binary "@$D/$f.json"
+    expect 400 "$want"
+  done
+  req POST "$S/exec" -H 'Accept: application/x-ndjson' --data-binary "@$D/argv.json"
+  expect 400 "$want"
+  req POST "$S/exec" --data-binary "@$D/fits.json"
+  expect 200 '.exit_code == 0 and .stdout == "60000\n"'
+  req GET "$S"; expect 200 '.state == "running"'
+  req GET "$S/processes"; expect 200 '.processes == []'
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

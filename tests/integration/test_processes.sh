@@ -331,6 +331,7 @@ test_bad_input() {
   # the first message must be the exec body
   ws first_binary || fail "a binary first message"
   ws bad_body || fail "a bad exec body"
+  ws too_large || fail "an exec too large for the shim's request"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -90,6 +90,33 @@ test_sandboxfusion_node_full() {
   expect 200 '.status == "Success"'
 }
 
+# Sandboxes whose environment is large (20,000 bytes from the daemon's defaults): code near the
+# inline bound no longer fits in the shim's request with it, so it is written by a command of
+# its own first; the program runs whole, with the environment, for a run and for a compile
+# (was SandboxError: the request was too large to send).
+TEST_TIMEOUT_sandboxfusion_large_env=90
+test_sandboxfusion_large_env() {
+  CFG=$(mktemp /tmp/sbx-pycfg.XXXXXX)
+  local big; big=$(head -c 20000 /dev/zero | tr '\0' e)
+  jq -nc --arg b "$big" '{defaults:{env:{BIG:$b}}}' >"$CFG"
+  start_daemon --config "$CFG"
+  trap 'daemon_cleanup; rm -f "$CFG"' EXIT
+  local pad code; pad=$(head -c 47000 /dev/zero | tr '\0' '#')
+  code="import os
+print(len(open(__file__).read()), len(os.environ['BIG']))
+$pad"
+  jq -nc --arg c "$code" '{language:"python", code:$c}' >"$D/py.json"
+  req POST /run_code --data-binary "@$D/py.json"
+  expect 200 ".status == \"Success\" and .run_result.stdout == \"${#code} 20000\\n\""
+  jq -nc --arg p "$pad" '{language:"cpp", code:("#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n" +
+    "int main(){std::printf(\"%zu\\n\", std::strlen(std::getenv(\"BIG\")));}\n//" + $p)}' \
+    >"$D/cpp.json"
+  req POST /run_code --data-binary "@$D/cpp.json"
+  expect 200 '.status == "Success" and .run_result.stdout == "20000\n"'
+  req POST /run_code -d '{"code":"print(6*7)","language":"python"}'
+  expect 200 '.status == "Success" and .run_result.stdout == "42\n"'
+}
+
 # An image without the toolchains: every language is refused by name, as SandboxError.
 TEST_TIMEOUT_sandboxfusion_missing_toolchain=60
 test_sandboxfusion_missing_toolchain() {

@@ -385,6 +385,20 @@ async def sc_bad_body(sock, sb):
         fail("bad body: close %r" % code)
 
 
+async def sc_too_large(sock, sb):
+    """An argv too large for the shim's request: invalid_argument naming it, close 1008."""
+    ws = await connect(sock, "/v1/sandboxes/%s/exec/attach" % sb)
+    s = Session(ws)
+    await ws.send(json.dumps({"argv": ["echo", "a" * 70000]}))
+    j = await s.recv()
+    if not j or j.get("code") != "invalid_argument" or \
+            not j.get("message", "").startswith("argv and env: too large"):
+        fail("too large: %r" % j)
+    code = await s.closed_code()
+    if code != 1008:
+        fail("too large: close %r" % code)
+
+
 async def sc_output_unread(sock, sb, mb, pidfile):
     """MB megabytes of output to a client that reads nothing until told (a file appears): the
     daemon stops reading the command instead of buffering; then every byte arrives."""
