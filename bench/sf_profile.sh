@@ -7,7 +7,9 @@
 #   2. the CPU of one request, daemon and everything it starts, from the daemon's own and its
 #      children's CPU times, against the floor's (the same loop, interleaved request by request);
 #   3. with perf: that CPU split by process (perf record -g -p DAEMON follows what it starts) and
-#      by system call, top rows.
+#      by system call, top rows;
+#   4. python3's own CPU (getrusage) run directly, in a request, in a request after a pause, and
+#      directly beside a busy loop.
 # Usage: bench/sf_profile.sh [BUILD_DIR]; knobs: SBX_BENCH_N (requests, 100), SBX_PROF_PERF=0
 # (skip perf), SBX_PROF_KEEP=FILE (keep perf's samples there, as text). Needs root. Kernel work
 # done later by kworkers (a network namespace's cleanup, RCU) is not charged to the request
@@ -109,3 +111,41 @@ for (c, k), v in by_call.most_common(30):
     print(f"| {c}: {k} | {100 * v / tot:.1f} % |")
 EOF
 fi
+# python3's own CPU, as the program itself reads it (getrusage): run directly, in a /run_code
+# request, and in a request after a pause (bash: sleep, then the same python3), so that what the
+# sandbox costs python apart from the work beside it (the pool's refill on the other CPU) shows;
+# and run directly beside a busy loop: what any work on another CPU costs a python here.
+"${SBX_PYTHON:-/usr/bin/python3}" - "$N" "http://127.0.0.1:$PORT" <<'EOF'
+import json, statistics, subprocess, sys, time, urllib.request
+n, url = int(sys.argv[1]), sys.argv[2]
+prog = ("import resource; r = resource.getrusage(resource.RUSAGE_SELF); "
+        "print((r.ru_utime + r.ru_stime) * 1000)")
+def run_code(code, lang):
+    body = json.dumps({"code": code, "language": lang}).encode()
+    with urllib.request.urlopen(urllib.request.Request(url + "/run_code", data=body), timeout=60) as r:
+        res = json.load(r)
+    assert res["status"] == "Success", res
+    return float(res["run_result"]["stdout"])
+rows = {"run directly (the floor's python)": [], "in a /run_code request": [],
+        "in a /run_code request, after a 0.3 s pause in it": [],
+        "run directly, beside a busy loop (another CPU kept busy)": []}
+busy_key = "run directly, beside a busy loop (another CPU kept busy)"
+busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+time.sleep(0.2)
+for _ in range(max(n // 4, 10)):
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)
+    rows[busy_key].append(float(out.stdout))
+busy.kill()
+busy.wait()
+for _ in range(max(n // 2, 10)):
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)
+    rows["run directly (the floor's python)"].append(float(out.stdout))
+    rows["in a /run_code request"].append(run_code(prog, "python"))
+    time.sleep(0.02)
+    rows["in a /run_code request, after a 0.3 s pause in it"].append(
+        run_code(f"sleep 0.3; python3 -c '{prog}'", "bash"))
+    time.sleep(0.02)
+print("\n| python3's own CPU (getrusage, in the program) | p50 ms |\n|---|---|")
+for k, v in rows.items():
+    print(f"| {k} | {statistics.median(v):.2f} |")
+EOF
