@@ -56,8 +56,10 @@ static unsigned tty_rows, tty_cols;
 /* The command is started with vfork(): it shares our memory until it execs or exits, so a
  * failure is reported by storing errno here before _exit. */
 static volatile int exec_errno;
-/* What failed when it was not the exec: the message's "what" instead of argv[0]. */
-static volatile bool exec_file_failed;
+/* What failed when it was not the exec, for the message's "what" (else argv[0]): the working
+ * directory ("chdir CWD") or the command's file ("write NAME"). */
+enum { FAILED_EXEC, FAILED_CWD, FAILED_FILE };
+static volatile int exec_failed_at;
 
 /* The command's file (SHIM_IPC_FILE), NULL when none: set by init before it forks the reaper;
  * points into init's message buffer, which the reaper and the command share as copies. */
@@ -144,12 +146,14 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
         ssize_t _unused_ w = write(oom, "0", 1);
         close(oom);
     }
-    if (chdir(cwd) < 0)
+    if (chdir(cwd) < 0) {
+        exec_failed_at = FAILED_CWD;
         fail_exec(errno);
+    }
     if (file_name) {
         int r = write_file();
         if (r < 0) {
-            exec_file_failed = true;
+            exec_failed_at = FAILED_FILE;
             fail_exec(-r);
         }
     }
@@ -324,6 +328,21 @@ static int tty_open(int ipc, uint64_t id, int fds[3], int *relay) {
     return m;
 }
 
+/* The "what" of a command that did not start (exec_failed_at): "chdir CWD", "write NAME" or
+ * argv[0], cut to fit buf. Returns its length. */
+static size_t failed_what(char *buf, size_t size, const char *cwd, const char *argv0) {
+    const char *pre = exec_failed_at == FAILED_CWD    ? "chdir "
+                      : exec_failed_at == FAILED_FILE ? "write "
+                                                      : "";
+    const char *name = exec_failed_at == FAILED_CWD    ? cwd
+                       : exec_failed_at == FAILED_FILE ? file_name
+                                                       : argv0;
+    size_t p = str_len(pre), n = MIN(str_len(name), size - p);
+    memcpy(buf, pre, p);
+    memcpy(buf + p, name, n);
+    return p + n;
+}
+
 static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
                                   char **envp, const struct sock_fprog *prog) {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -350,7 +369,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, NULL);
     exec_errno = 0;
-    exec_file_failed = false;
+    exec_failed_at = FAILED_EXEC;
     pid_t pid = vfork(); /* the command only execs or _exits: no page-table copy */
     if (pid == 0)
         command_main(fds, cwd, argv, envp, prog);
@@ -363,12 +382,9 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         _exit(1);
     }
     if (exec_errno) {
-        char what[128] = "write ";
-        size_t n = exec_file_failed ? MIN(str_len(file_name), sizeof(what) - 7) : 0;
-        memcpy(what + 6, file_name ? file_name : "", n);
-        const char *w = exec_file_failed ? what : argv[0];
-        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, exec_errno, 0, w,
-                      exec_file_failed ? 6 + n : str_len(argv[0]), NULL, 0);
+        char what[160];
+        size_t n = failed_what(what, sizeof(what), cwd, argv[0]);
+        shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, exec_errno, 0, what, n, NULL, 0);
         while (waitpid(cmd_pid, NULL, 0) < 0 && errno == EINTR)
             ;
         _exit(1);

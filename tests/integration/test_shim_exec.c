@@ -55,7 +55,12 @@ TEST(shim_exec_results) {
     CHECK_MSG(strstr(res.start_error, "no-such-program"), "%s", res.start_error);
     shimdrv_result_free(&res);
     shimdrv_exec_opts o2 = {.cwd = "/nonexistent"};
-    CHECK_EQ(shimdrv_exec(d, argv3, &o2, &res), -ENOENT);
+    CHECK_EQ(shimdrv_exec(d, argv3, &o2, &res), -ENOENT); /* the cwd is named, not the program */
+    CHECK_MSG(strstr(res.start_error, "chdir /nonexistent: No such file"), "%s", res.start_error);
+    shimdrv_result_free(&res);
+    o2.cwd = "/etc/passwd";
+    CHECK_EQ(shimdrv_exec(d, argv3, &o2, &res), -ENOTDIR);
+    CHECK_MSG(strstr(res.start_error, "chdir /etc/passwd: Not a directory"), "%s", res.start_error);
     shimdrv_result_free(&res);
     /* big output streams through */
     CHECK_EQ(shimdrv_sh(d, "head -c 3000000 /dev/zero", &res), 0);
