@@ -13,6 +13,9 @@
 #define POLICY_MIN_MEMORY (16ull << 20)
 #define POLICY_MAX_DISK (64ull << 30)
 #define POLICY_MAX_OUTPUT (64ull << 20)
+/* A sandbox's env goes with each of its commands, beside their argv, in one request of at most
+ * 64 KiB of JSON (SHIMPROTO_MSG_MAX): a create's env is at most this much, as JSON. */
+#define POLICY_MAX_ENV_JSON (48u << 10)
 /* cgroup v1 and v2 quotas have a floor of 1 ms per 100 ms period: 0.01 vCPU. */
 #define POLICY_MIN_CPU 0.01
 /* A cost cap below a micro-dollar (0.2 s of the default sandbox) or above a million dollars

@@ -128,6 +128,32 @@ TEST(create_errors_name_the_field) {
     }
 }
 
+/* A create's env fits in POLICY_MAX_ENV_JSON as JSON "K=V" strings (each command carries it):
+ * at the bound it is taken, a byte past it (or escapes that make it longer) is refused. */
+TEST(create_env_total_bound) {
+    size_t val = 30000;
+    char *a = malloc(val + 1), *b = malloc(POLICY_MAX_ENV_JSON);
+    memset(a, 'a', val);
+    a[val] = 0;
+    /* "A" + 4 + 30000 and "B" + 4 + rest: exactly POLICY_MAX_ENV_JSON */
+    size_t rest = POLICY_MAX_ENV_JSON - (1 + 4 + val) - (1 + 4);
+    memset(b, 'b', rest);
+    b[rest] = 0;
+    json_t *body = json_pack("{s:{s:s,s:s}}", "env", "A", a, "B", b);
+    policy_create c = {0};
+    error_rec err = {0};
+    CHECK_OK(policy_limits_parse_create(body, NULL, &host, &c, &err));
+    policy_create_done(&c);
+    b[rest - 1] = '"'; /* escaped as \" : one byte more */
+    json_object_set_new(json_object_get(body, "env"), "B", json_string(b));
+    CHECK_EQ(policy_limits_parse_create(body, NULL, &host, &c, &err), -EINVAL);
+    CHECK_MSG(strncmp(err.message, "env: too large (49153 bytes as JSON, at most 49152)", 51) == 0,
+              "%s", err.message);
+    json_decref(body);
+    free(a);
+    free(b);
+}
+
 /* images: names are normalized to NAME:TAG */
 TEST(create_image_names) {
     static const char *const cases[][2] = {
