@@ -102,6 +102,30 @@ size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size
     return it.n;
 }
 
+typedef struct {
+    const char *const *keys;
+    size_t n;
+    const char *other;
+} query_other;
+
+static enum MHD_Result other_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+    query_other *q = cls;
+    if (!key)
+        return MHD_YES;
+    for (size_t i = 0; i < q->n && q->keys[i]; i++)
+        if (strcmp(key, q->keys[i]) == 0)
+            return MHD_YES;
+    q->other = key;
+    return MHD_NO;
+}
+
+const char *sd_req_query_other(sd_request *req, const char *const *keys, size_t n) {
+    query_other q = {.keys = keys, .n = n};
+    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, other_cb, &q);
+    return q.other;
+}
+
 json_t *sd_req_json(sd_request *req) {
     if (req->body_len == 0)
         return json_object();

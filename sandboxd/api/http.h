@@ -69,6 +69,9 @@ bool sd_req_token_ok(sd_daemon *d, sd_request *req);
 const char *sd_req_query(sd_request *req, const char *key);
 /* All values of a repeated query argument (at most max); returns how many. */
 size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max);
+/* The first query parameter whose name is none of keys[0..n) (NULL entries end it early), or
+ * NULL when there is none. */
+const char *sd_req_query_other(sd_request *req, const char *const *keys, size_t n);
 /* Parse the body as JSON (empty body: an empty object); on failure answers 400 and returns
  * NULL. */
 json_t *sd_req_json(sd_request *req);

@@ -1,10 +1,13 @@
 /* Routing: method + path -> handler, authentication on TCP, and the checks every request
- * shares (unknown ids are 404, wrong methods 405, shutting down is 503). */
+ * shares (unknown ids are 404, wrong methods 405, shutting down is 503, a query parameter the
+ * endpoint does not take is 400). */
 #include "sandboxd/api/api.h"
 #include "sandboxd/api/sandboxfusion.h"
 
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
+
+#include "common/macro.h"
 
 #include <string.h>
 
@@ -15,6 +18,55 @@ static bool is(sd_request *req, const char *m) {
 static void not_allowed(sd_request *req) {
     sd_reply_error(req, 405, "method_not_allowed", "method %s is not allowed on %s", req->method,
                    req->path);
+}
+
+/* The query parameters each endpoint takes (docs/API.md); any other is a 400 naming it, never
+ * ignored (a list filter or a flag that does nothing would mislead). A "*" is one path segment
+ * (an id). Not checked: a sandbox port's requests (their query is the sandbox server's) and
+ * SandboxFusion's endpoints (its own server's behaviour). */
+static const struct {
+    const char *method, *path, *keys[3];
+} query_rules[] = {
+    {"GET", "/v1/sandboxes", {"label"}},
+    {"POST", "/v1/sandboxes", {"placed"}}, /* a create another node sent here (api/fleet.c) */
+    {"GET", "/v1/sandboxes/*/files", {"path"}},
+    {"PUT", "/v1/sandboxes/*/files", {"path", "mode"}},
+    {"GET", "/v1/sandboxes/*/checkpoint", {"key"}},
+    {"GET", "/v1/sandboxes/*/processes/*", {"tail"}},
+    {"GET", "/v1/sandboxes/*/processes/*/attach", {"stdin", "replay"}},
+    {"POST", "/v1/images", {"name", "setuid"}},
+};
+
+/* path (one trailing '/' aside) against pattern, segment by segment, "*" matching one segment;
+ * prefix: pattern need only match path's first segments. */
+static bool path_matches(const char *pattern, const char *path, bool prefix) {
+    while (*pattern) {
+        size_t pn = strcspn(pattern, "/"), n = strcspn(path, "/");
+        if (pn == 1 && *pattern == '*' ? n == 0 : (pn != n || strncmp(pattern, path, n) != 0))
+            return false;
+        pattern += pn, path += n;
+        if (*pattern != *path)
+            return false;
+        if (*pattern)
+            pattern++, path++;
+    }
+    return prefix || !*path || strcmp(path, "/") == 0;
+}
+
+/* False (answered 400) when the request has a query parameter its endpoint does not take. */
+static bool query_ok(sd_request *req) {
+    if (path_matches("/v1/sandboxes/*/ports/", req->path, true) || sd_sf_path(req->path))
+        return true;
+    const char *const *keys = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(query_rules) && !keys; i++)
+        if (is(req, query_rules[i].method) && path_matches(query_rules[i].path, req->path, false))
+            keys = query_rules[i].keys;
+    const char *bad = sd_req_query_other(req, keys, keys ? ARRAY_SIZE(query_rules[0].keys) : 0);
+    if (!bad)
+        return true;
+    sd_reply_error(req, 400, "invalid_argument",
+                   "%.64s: unknown query parameter (this daemon does not implement it)", bad);
+    return false;
 }
 
 static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
@@ -128,6 +180,8 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
         sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
         return;
     }
+    if (!query_ok(req))
+        return;
     if (strcmp(p, "/healthz") == 0)
         is(req, "GET") ? sd_api_healthz(d, req) : not_allowed(req);
     else if (strcmp(p, "/metrics") == 0)

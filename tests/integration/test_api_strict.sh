@@ -4,7 +4,8 @@
 # field; HTTP framing that a proxy could read differently (RFC 9112: two Content-Lengths, a
 # space before a header's colon, bare LF line ends, a Transfer-Encoding other than chunked) is
 # a 400 and never hangs; an exec that hits the sandbox's own pids limit is a result, not a 500;
-# an exec too large for the shim's request is a 400.
+# an exec too large for the shim's request is a 400, as is a query parameter an endpoint does
+# not take.
 
 DAEMON_TAG=strict
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -271,6 +272,35 @@ time.sleep(60)'
   jq -e '.reason == "command_timeout"' "$D/fill.out" >/dev/null || fail "filler: $(cat "$D/fill.out")"
   req POST "$S/exec" -d '{"argv":["echo","again"]}'
   expect 200 '.exit_code == 0 and .stdout == "again\n"'
+}
+
+# A query parameter an endpoint does not take is a 400 naming it, never ignored (a filter that
+# does nothing would list everything; a flag that does nothing would mislead); the ones it
+# takes still work, a sandbox port's requests keep their query (test_ports), and so do
+# SandboxFusion's endpoints.
+TEST_TIMEOUT_unknown_query_refused=60
+test_unknown_query_refused() {
+  start_daemon
+  create; local S=/v1/sandboxes/$ID
+  local q
+  for q in "GET /v1/sandboxes?state=running state" "DELETE $S?force=1 force" \
+    "GET $S/files?path=/workspace&recursive=1 recursive" "GET $S?x=1 x" "GET /healthz?verbose=1 verbose" \
+    "GET /v1/images?all=1 all" "GET $S/processes?tail=5 tail" "GET $S/files?path=/workspace&path2 path2"; do
+    set -- $q
+    req "$1" "$2"
+    expect 400 ".code == \"invalid_argument\" and .message == \"$3: unknown query parameter (this daemon does not implement it)\""
+  done
+  req POST "$S/exec?timeout=5" -d '{"argv":["true"]}'
+  expect 400 '.message | startswith("timeout: unknown query parameter")'
+  req GET "$S"; expect 200 '.state == "running"'
+  req GET "/v1/sandboxes?label=none=1"; expect 200 'length == 0'
+  req GET "/v1/sandboxes/"; expect 200 'length == 1'
+  req PUT "$S/files?path=/workspace/m.sh&mode=0755" -H 'Content-Type: application/octet-stream' \
+    --data-binary 'echo ok'
+  expect 204
+  req GET "$S/files?path=/workspace/m.sh"; expect 200
+  req POST "/run_code?x=1" -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "Success"'
 }
 
 # A command whose argv and env do not fit in the shim's request (64 KiB of JSON) is the

@@ -106,9 +106,10 @@ test_routing() { # any node answers for any sandbox: 307 to its owner
   fexpect 201 '.state == "running"'
   local id
   id=$(jq -r .id <<<"$BODY")
-  freq0 b GET "/v1/sandboxes/$id" -G -d x=1
+  freq0 b GET "/v1/sandboxes/$id/files" -G -d path=/workspace
   fexpect 307
-  assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes/$id?x=1" "Location"
+  assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes/$id/files?path=%2Fworkspace" \
+    "Location"
   freq b GET "/v1/sandboxes/$id"
   fexpect 200 ".id == \"$id\" and .state == \"running\""
   freq b POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","echo routed; hostname"]}'
