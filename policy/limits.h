@@ -79,6 +79,11 @@ extern const char *const policy_create_keys[];
 int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host *host,
                                policy_create *ret, error_rec *err);
 void policy_create_done(policy_create *c);
+/* A new sandbox's env (an object, or NULL) fits in POLICY_MAX_ENV_JSON as JSON "K=V" strings;
+ * else -EINVAL naming env. Checked where a sandbox is asked for (create, fork, pools, the
+ * config's defaults), not where a record is read back (state, restore, a move): one made
+ * before the bound still loads. */
+int policy_limits_check_env(json_t *env, error_rec *err);
 /* Serialize the limits part back to JSON ({"cpu":..,"memory":..,...}) and the whole create
  * (for persistence; policy_limits_parse_create accepts it back). */
 json_t *policy_create_to_json(const policy_create *c);

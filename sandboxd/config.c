@@ -257,6 +257,8 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
     if (r >= 0 && defs) {
         if (!json_is_object(defs))
             r = error_set(err, -EINVAL, "config %s: defaults must be an object", path);
+        else if ((r = policy_limits_check_env(json_object_get(defs, "env"), err)) < 0)
+            error_prefix(err, "config %s: defaults", path);
         else
             c->defaults = json_incref(defs);
     }

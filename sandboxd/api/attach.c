@@ -188,7 +188,7 @@ static bool w_output(void *ud, int which, const char *data, size_t len) {
 
 /* The caller's own mistake (a bad field, too large an argv and env: core/exec.h). */
 static bool callers_error(int code) {
-    return code == -EINVAL || code == -E2BIG;
+    return code == -EINVAL || code == SD_EXEC_E_TOO_BIG;
 }
 
 static const char *err_code(const error_rec *err) {

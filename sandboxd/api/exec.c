@@ -112,16 +112,14 @@ static void on_exited(void *ud, const sd_exec_result *r) {
 static void on_failed(void *ud, bool started, const error_rec *err) {
     api_exec *a = ud;
     if (a->streaming) {
-        const char *code = err->code == -EBUSY                           ? "conflict"
-                           : err->code == -EINVAL || err->code == -E2BIG ? "invalid_argument"
-                                                                         : "internal";
+        const char *code = err->code == -EBUSY    ? "conflict"
+                           : err->code == -EINVAL ? "invalid_argument"
+                                                  : "internal";
         stream_json(
             a, json_pack("{s:s,s:s,s:s}", "type", "error", "code", code, "message", err->message));
         sd_stream_end(a->req);
-    } else if (err->code == SD_EXEC_E_PIDS) {
-        sd_reply_error(a->req, 409, "pids_limit", "%s", err->message);
     } else {
-        sd_reply_error_rec(a->req, err);
+        sd_api_exec_reply_error(a->req, err);
     }
     api_exec_free(a);
 }
@@ -188,7 +186,7 @@ void sd_api_exec(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     policy_exec_done(&pe);
     if (r < 0) {
         free(a);
-        sd_reply_error_rec(req, &err);
+        sd_api_exec_reply_error(req, &err);
         return;
     }
     req->on_close = req_gone;

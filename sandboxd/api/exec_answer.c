@@ -1,4 +1,5 @@
-/* The JSON answer of a buffered exec (exec_answer.h): a list of pieces (the small fields as one
+/* The JSON answer of a buffered exec (exec_answer.h), and the answer of a command that did not
+ * start. The buffered answer is a list of pieces (the small fields as one
  * dumped object without its closing brace, then per stream its key, its text and the quote,
  * then the brace) that sd_reply_reader's callback writes into the connection's buffer as the
  * client takes it. The output stays in the session's buffers, charged to the daemon's output
@@ -131,4 +132,13 @@ void sd_api_exec_answer(sd_request *req, sd_exec *e, const sd_exec_result *r, js
     }
     add(a, PIECE_LIT, "}\n", 2);
     sd_reply_reader(req, 200, "application/json", answer_read, answer_free, a);
+}
+
+void sd_api_exec_reply_error(sd_request *req, const error_rec *err) {
+    if (err->code == SD_EXEC_E_PIDS)
+        sd_reply_error(req, 409, "pids_limit", "%s", err->message);
+    else if (err->code == SD_EXEC_E_TOO_BIG)
+        sd_reply_error(req, 400, "invalid_argument", "%s", err->message);
+    else
+        sd_reply_error_rec(req, err);
 }

@@ -218,7 +218,6 @@ void sd_reply_error_rec(sd_request *req, const error_rec *err) {
         const char *name;
     } map[] = {
         {-EINVAL, 400, "invalid_argument"},
-        {-E2BIG, 400, "invalid_argument"}, /* an exec's argv and env: core/exec.h */
         {-ENOENT, 404, "not_found"},
         {-EBUSY, 409, "conflict"},
         {-EAGAIN, 503, "node_full"},

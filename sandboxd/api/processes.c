@@ -2,6 +2,7 @@
  * with the process object), GET .../processes[/{pid}[?tail=N]], POST .../{pid}/signal and
  * DELETE .../{pid} (the whole tree). The table itself is core/process.c. */
 #include "sandboxd/api/api.h"
+#include "sandboxd/api/exec_answer.h"
 
 #include "common/b64.h"
 #include "common/jsonkeys.h"
@@ -85,10 +86,8 @@ static bool bg_output(void *ud, int which, const char *data, size_t len) {
 static void bg_ended(void *ud, json_t *exit, const error_rec *err) {
     bg_start *b = ud; /* it failed to start (a started one has no watch of ours) */
     b->req->on_close = NULL;
-    if (err && err->code == SD_EXEC_E_PIDS)
-        sd_reply_error(b->req, 409, "pids_limit", "%s", err->message);
-    else if (err)
-        sd_reply_error_rec(b->req, err);
+    if (err)
+        sd_api_exec_reply_error(b->req, err);
     else
         sd_reply_error(b->req, 500, "internal", "the command ended before it started");
     free(b);
@@ -114,7 +113,7 @@ void sd_api_exec_background(sd_daemon *d, sd_request *req, sd_sandbox *sb, polic
     int r = sd_process_start(sb, pe, pp, &bg_ops, b, &b->w, &err);
     if (r < 0) {
         free(b);
-        sd_reply_error_rec(req, &err);
+        sd_api_exec_reply_error(req, &err);
         return;
     }
     req->on_close = bg_gone;

@@ -22,8 +22,10 @@ static void not_allowed(sd_request *req) {
 
 /* The query parameters each endpoint takes (docs/API.md); any other is a 400 naming it, never
  * ignored (a list filter or a flag that does nothing would mislead). A "*" is one path segment
- * (an id). Not checked: a sandbox port's requests (their query is the sandbox server's) and
- * SandboxFusion's endpoints (its own server's behaviour). */
+ * (an id). Endpoints not listed take none; a path listed here lists every method it has (those
+ * without parameters too), so that only a wrong method is left to the router's 405. Not
+ * checked: a sandbox port's requests (their query is the sandbox server's) and SandboxFusion's
+ * endpoints (its own server's behaviour). */
 static const struct {
     const char *method, *path, *keys[3];
 } query_rules[] = {
@@ -33,8 +35,10 @@ static const struct {
     {"PUT", "/v1/sandboxes/*/files", {"path", "mode"}},
     {"GET", "/v1/sandboxes/*/checkpoint", {"key"}},
     {"GET", "/v1/sandboxes/*/processes/*", {"tail"}},
+    {"DELETE", "/v1/sandboxes/*/processes/*", {NULL}},
     {"GET", "/v1/sandboxes/*/processes/*/attach", {"stdin", "replay"}},
     {"POST", "/v1/images", {"name", "setuid"}},
+    {"GET", "/v1/images", {NULL}},
 };
 
 /* path (one trailing '/' aside) against pattern, segment by segment, "*" matching one segment;
@@ -53,14 +57,23 @@ static bool path_matches(const char *pattern, const char *path, bool prefix) {
     return prefix || !*path || strcmp(path, "/") == 0;
 }
 
-/* False (answered 400) when the request has a query parameter its endpoint does not take. */
+/* False (answered 400) when the request has a query parameter its endpoint does not take. Checked
+ * before routing, so a path that is not an endpoint gets the 400 before its 404; a method that
+ * is wrong for a path some rule names is left to the router's 405. */
 static bool query_ok(sd_request *req) {
     if (path_matches("/v1/sandboxes/*/ports/", req->path, true) || sd_sf_path(req->path))
         return true;
     const char *const *keys = NULL;
+    bool other_method = false;
     for (size_t i = 0; i < ARRAY_SIZE(query_rules) && !keys; i++)
-        if (is(req, query_rules[i].method) && path_matches(query_rules[i].path, req->path, false))
-            keys = query_rules[i].keys;
+        if (path_matches(query_rules[i].path, req->path, false)) {
+            if (is(req, query_rules[i].method))
+                keys = query_rules[i].keys;
+            else
+                other_method = true;
+        }
+    if (!keys && other_method)
+        return true;
     const char *bad = sd_req_query_other(req, keys, keys ? ARRAY_SIZE(query_rules[0].keys) : 0);
     if (!bad)
         return true;

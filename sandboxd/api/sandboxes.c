@@ -148,6 +148,8 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     const char *key = sd_req_header(req, "Idempotency-Key");
     if (r >= 0)
+        r = policy_limits_check_env(c.env, &err);
+    if (r >= 0)
         r = sd_api_entrypoint_parse(d, body, c.image, &ep, &err);
     if (r >= 0 && key && sd_registry_find_idem(d, key)) /* a replay starts nothing again */
         json_decref(TAKE_PTR(ep));

@@ -33,8 +33,8 @@
  * shim's request of at most SHIMPROTO_MSG_MAX bytes (the rest: argv, env and the other fields);
  * longer code, code with a NUL byte, a sandbox whose shim does not take "file" (one from
  * before it, e.g. a pool entry kept across an upgrade), or code that does not fit beside a
- * large environment (the exec answers -E2BIG: job_exec_code) is written by a command of its
- * own first. */
+ * large environment (the exec answers SD_EXEC_E_TOO_BIG: job_exec_code) is written by a command of
+ * its own first. */
 #define SF_INLINE_MAX (48u << 10)
 
 /* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
@@ -308,7 +308,7 @@ static const sd_exec_ops sf_exec_ops = {.exited = cmd_exited, .failed = cmd_fail
 
 /* Run argv (a reference taken) in the job's sandbox, with file (a reference taken; NULL: none)
  * as the exec's "file", written by the command's own process before its exec; its callbacks
- * continue the job. Returns 0, or -E2BIG with a file whose request was too large for the shim
+ * continue the job. Returns 0, or SD_EXEC_E_TOO_BIG with a file whose request was too large
  * (the job goes on: the caller writes the file first), or -1 when the job failed. */
 static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, size_t in_len,
                          double timeout_s) {
@@ -345,8 +345,8 @@ static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, 
     if (r >= 0)
         r = sd_exec_start(sb, &pe, false, &sf_exec_ops, j, &e, &err);
     policy_exec_done(&pe);
-    if (r == -E2BIG && with_file)
-        return -E2BIG;
+    if (r == SD_EXEC_E_TOO_BIG && with_file)
+        return SD_EXEC_E_TOO_BIG;
     if (r < 0) {
         job_fail(j, "cannot run a command: %s", err.message);
         return -1;
@@ -379,7 +379,7 @@ static void job_exec_code(sf_job *j, json_t *argv, const void *in, size_t in_len
             return;
         }
     }
-    if (job_exec_argv(j, argv, file, in, in_len, timeout_s) == -E2BIG) {
+    if (job_exec_argv(j, argv, file, in, in_len, timeout_s) == SD_EXEC_E_TOO_BIG) {
         log_debug("sandboxfusion: the code of %s goes first (too large with the environment)",
                   j->sb_id);
         set_step(j, SF_FILES);

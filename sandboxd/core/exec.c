@@ -350,8 +350,8 @@ static void started_reply(void *ud, json_t *reply) {
         else
             error_set(&err, -ECONNRESET, "the shim went away");
         /* the command's own (its program, cwd or file): not the platform's */
-        static const int own[] = {ENOENT,       EINVAL,  ENOTDIR, EACCES, ENOEXEC, EISDIR, ELOOP,
-                                  ENAMETOOLONG, ETXTBSY, ENOSPC,  EDQUOT, EFBIG,   EROFS};
+        static const int own[] = {ENOENT,  EINVAL, ENOTDIR, EACCES, ENOEXEC,      EISDIR, ELOOP,
+                                  ETXTBSY, ENOSPC, EDQUOT,  EFBIG,  ENAMETOOLONG, EROFS,  E2BIG};
         bool user = false;
         for (size_t i = 0; i < ARRAY_SIZE(own); i++)
             user = user || err.code == -own[i];
@@ -390,11 +390,11 @@ static json_t *exec_msg(sd_exec *e, policy_exec *pe) {
     return msg;
 }
 
-/* A request the shim protocol cannot carry is the caller's to shrink: -E2BIG, as execve says
- * of too long an argv and environment (the API's 400); other send failures are the daemon's. */
+/* A request the shim protocol cannot carry is the caller's to shrink (SD_EXEC_E_TOO_BIG); other
+ * send failures are the daemon's. */
 static int send_failed(int r, error_rec *err) {
     if (r == -EMSGSIZE)
-        return error_set(err, -E2BIG,
+        return error_set(err, SD_EXEC_E_TOO_BIG,
                          "argv and env: too large (the command's request to the sandbox is over "
                          "%d bytes as JSON): pass large data as stdin or as a file",
                          SHIMPROTO_MSG_MAX);
@@ -488,7 +488,7 @@ int sd_exec_start_opts(sd_sandbox *sb, policy_exec *pe, const sd_exec_opts *opts
     if (r < 0) {
         e->ops = NULL; /* the caller hears through the return value */
         exec_fail(e, -EIO, err->message);
-        if (err->code != -E2BIG)
+        if (err->code != SD_EXEC_E_TOO_BIG)
             err->code = -EIO;
         return err->code;
     }

@@ -30,6 +30,9 @@ typedef struct sd_exec_result {
 /* The error code of a command that could not start because the sandbox is at its pids limit
  * (the shim's error says "limit": "pids"): the sandbox's own limit, not a platform failure. */
 #define SD_EXEC_E_PIDS (-EUSERS)
+/* sd_exec_start's argv, env and file do not fit in the shim's request (SHIMPROTO_MSG_MAX): the
+ * caller's to shrink, as execve's E2BIG (the API's 400; sd_api_exec_reply_error). */
+#define SD_EXEC_E_TOO_BIG (-E2BIG)
 
 /* After exited or failed the session is gone for its owner. */
 typedef struct sd_exec_ops {
@@ -62,8 +65,8 @@ typedef struct sd_exec_opts {
 /* Register the sessions' listener (exit events, sandbox ends). */
 int sd_exec_init(sd_daemon *d);
 /* Run pe in sb. live: output goes to ops->output, else it is buffered for the result. On
- * failure (returned) no callback comes: -EBUSY (sb not running), -E2BIG (argv, env and file too
- * large for the shim's request, SHIMPROTO_MSG_MAX), -ENOMEM, -EIO (the shim). */
+ * failure (returned) no callback comes: -EBUSY (sb not running), SD_EXEC_E_TOO_BIG, -ENOMEM,
+ * -EIO (the shim). */
 int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops *ops, void *ud,
                   sd_exec **ret, error_rec *err);
 /* sd_exec_start with opts (NULL: as sd_exec_start). */

@@ -356,6 +356,8 @@ static int fork_spec(sd_daemon *d, sd_sandbox *src, json_t *body, policy_create 
     }
     int r = policy_limits_parse_create(merged, NULL, &d->host, ret, err);
     json_decref(merged);
+    if (r >= 0 && (r = policy_limits_check_env(ret->env, err)) < 0)
+        policy_create_done(ret);
     return r;
 }
 

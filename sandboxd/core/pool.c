@@ -70,6 +70,8 @@ static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
     json_object_del(body, "size");
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &p->tmpl, err);
     json_decref(body);
+    if (r >= 0)
+        r = policy_limits_check_env(p->tmpl.env, err);
     if (r < 0)
         return error_prefix(err, "pools");
     p->size = (unsigned)json_integer_value(sz);

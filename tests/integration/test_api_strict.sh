@@ -285,13 +285,15 @@ test_unknown_query_refused() {
   local q
   for q in "GET /v1/sandboxes?state=running state" "DELETE $S?force=1 force" \
     "GET $S/files?path=/workspace&recursive=1 recursive" "GET $S?x=1 x" "GET /healthz?verbose=1 verbose" \
-    "GET /v1/images?all=1 all" "GET $S/processes?tail=5 tail" "GET $S/files?path=/workspace&path2 path2"; do
+    "GET /v1/images?all=1 all" "GET $S/processes?tail=5 tail" "GET $S/files?path=/workspace&path2 path2" \
+    "DELETE $S/processes/1?tail=1 tail"; do
     set -- $q
     req "$1" "$2"
     expect 400 ".code == \"invalid_argument\" and .message == \"$3: unknown query parameter (this daemon does not implement it)\""
   done
   req POST "$S/exec?timeout=5" -d '{"argv":["true"]}'
   expect 400 '.message | startswith("timeout: unknown query parameter")'
+  req POST "$S/files?path=/workspace/x" -d x; expect 405 '.code == "method_not_allowed"'
   req GET "$S"; expect 200 '.state == "running"'
   req GET "/v1/sandboxes?label=none=1"; expect 200 'length == 0'
   req GET "/v1/sandboxes/"; expect 200 'length == 1'
@@ -328,6 +330,21 @@ test_exec_too_large() {
   expect 200 '.exit_code == 0 and .stdout == "60000\n"'
   req GET "$S"; expect 200 '.state == "running"'
   req GET "$S/processes"; expect 200 '.processes == []'
+  # a sandbox's env goes with every command: more than 48 KiB of it is refused where it is
+  # asked for (create, fork, the config's defaults), not once per command
+  jq -nc --arg x "$x30" '{env:{A:$x,B:$x}}' >"$D/cenv.json"
+  jq -nc --arg x "$x30" '{count:1,env:{A:$x,B:$x}}' >"$D/fenv.json"
+  local want_env='.code == "invalid_argument" and (.message | startswith("env: too large (60010 bytes"))'
+  req POST /v1/sandboxes --data-binary "@$D/cenv.json"; expect 400 "$want_env"
+  req POST "$S/fork" --data-binary "@$D/fenv.json"; expect 400 "$want_env"
+  jq -nc --arg x "$x30" '{defaults:{env:{A:$x,B:$x}}}' >"$DAEMON_ROOT/bigenv.json"
+  local out rc=0
+  out=$(timeout 10 "$SBX_BUILD_DIR/sandboxd" --config "$DAEMON_ROOT/bigenv.json" \
+    --socket "$DAEMON_ROOT/bad.sock" --run-dir "$DAEMON_ROOT/bad-run" \
+    --state-dir "$DAEMON_ROOT/bad-state" 2>&1) || rc=$?
+  [ "$rc" -ne 0 ] || fail "a config whose defaults.env is 60 KB started the daemon: $out"
+  echo "$out" | grep -q 'defaults: env: too large' || fail "the config error does not name env: $out"
+  req GET /v1/sandboxes; expect 200 'length == 1'
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

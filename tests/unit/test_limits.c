@@ -128,8 +128,10 @@ TEST(create_errors_name_the_field) {
     }
 }
 
-/* A create's env fits in POLICY_MAX_ENV_JSON as JSON "K=V" strings (each command carries it):
- * at the bound it is taken, a byte past it (or escapes that make it longer) is refused. */
+/* A new sandbox's env fits in POLICY_MAX_ENV_JSON as JSON "K=V" strings (each command carries
+ * it): at the bound it is taken, a byte past it (or escapes that make it longer) is refused by
+ * policy_limits_check_env; the create's parse itself takes it (a record made before the bound
+ * still loads). */
 TEST(create_env_total_bound) {
     size_t val = 30000;
     char *a = malloc(val + 1), *b = malloc(POLICY_MAX_ENV_JSON);
@@ -143,12 +145,16 @@ TEST(create_env_total_bound) {
     policy_create c = {0};
     error_rec err = {0};
     CHECK_OK(policy_limits_parse_create(body, NULL, &host, &c, &err));
+    CHECK_OK(policy_limits_check_env(c.env, &err));
     policy_create_done(&c);
     b[rest - 1] = '"'; /* escaped as \" : one byte more */
     json_object_set_new(json_object_get(body, "env"), "B", json_string(b));
-    CHECK_EQ(policy_limits_parse_create(body, NULL, &host, &c, &err), -EINVAL);
+    CHECK_OK(policy_limits_parse_create(body, NULL, &host, &c, &err));
+    CHECK_EQ(policy_limits_check_env(c.env, &err), -EINVAL);
     CHECK_MSG(strncmp(err.message, "env: too large (49153 bytes as JSON, at most 49152)", 51) == 0,
               "%s", err.message);
+    policy_create_done(&c);
+    CHECK_OK(policy_limits_check_env(NULL, &err));
     json_decref(body);
     free(a);
     free(b);
