@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #define MAX_PROCS 8192
-#define MAX_ARGS 4096
+#define MAX_ARGS (4096 + 2) /* argv and env entries: the API's 4096 (policy), and "sh -c" */
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
 struct reaper {
@@ -419,7 +419,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
 static int unpack(shim_ipc_msg *m, char **cwd, char **argv, char **envp) {
     bool file = m->type & SHIM_IPC_FILE;
     size_t want = 1 + (size_t)m->a + (size_t)m->b + file, got = 0, off = 0;
-    if (m->a < 1 || m->b < 0 || m->a >= MAX_ARGS || m->b >= MAX_ARGS)
+    if (m->a < 1 || m->b < 0 || m->a > MAX_ARGS || m->b > MAX_ARGS)
         return -EINVAL;
     char *vec[2 * MAX_ARGS + 2];
     for (; off < m->len && got < want; got++) {

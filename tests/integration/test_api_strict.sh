@@ -328,6 +328,14 @@ test_exec_too_large() {
   expect 400 "$want"
   req POST "$S/exec" --data-binary "@$D/fits.json"
   expect 200 '.exit_code == 0 and .stdout == "60000\n"'
+  # argv at its bound (4096 entries), also behind "shell": true's sh -c; one more is refused
+  jq -nc '{argv:(["sh","-c","echo $#","sh"] + [range(4092) | "x"])}' >"$D/n4096.json"
+  req POST "$S/exec" --data-binary "@$D/n4096.json"; expect 200 '.stdout == "4092\n"'
+  jq -nc '{argv:(["echo $# $0","s"] + [range(4094) | "y"]),shell:true}' >"$D/n4096s.json"
+  req POST "$S/exec" --data-binary "@$D/n4096s.json"; expect 200 '.stdout == "4094 s\n"'
+  jq -nc '{argv:(["true"] + [range(4096) | "x"])}' >"$D/n4097.json"
+  req POST "$S/exec" --data-binary "@$D/n4097.json"
+  expect 400 '.message == "argv: has too many elements (at most 4096)"'
   req GET "$S"; expect 200 '.state == "running"'
   req GET "$S/processes"; expect 200 '.processes == []'
   # a sandbox's env goes with every command: more than 48 KiB of it is refused where it is
