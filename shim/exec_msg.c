@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_ARGV 4096 /* argv and env entries, as init takes (shim/exec.c) */
+#define MAX_ARGV 4096 /* argv and env entries (init takes 2 more: "sh -c", shim/exec.c) */
 
 /* Append the strings of a JSON array (with an optional prefix) to buf; -EINVAL on junk. */
 static int pack_strings(json_t *arr, char *buf, size_t cap, size_t *off, size_t *count) {
