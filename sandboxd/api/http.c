@@ -10,7 +10,6 @@
 #include "common/timeutil.h"
 #include "sandboxd/core/images.h"
 
-#include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <microhttpd.h>
@@ -76,54 +75,6 @@ static void req_resume(sd_request *req) {
 
 const char *sd_req_header(sd_request *req, const char *name) {
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
-}
-
-const char *sd_req_query(sd_request *req, const char *key) {
-    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
-}
-
-typedef struct query_iter {
-    const char *key;
-    const char **out;
-    size_t n, max;
-} query_iter;
-
-static enum MHD_Result query_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-                                const char *value) {
-    query_iter *it = cls;
-    if (key && value && strcmp(key, it->key) == 0 && it->n < it->max)
-        it->out[it->n++] = value;
-    return MHD_YES;
-}
-
-size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max) {
-    query_iter it = {.key = key, .out = out, .max = max};
-    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_cb, &it);
-    return it.n;
-}
-
-typedef struct {
-    const char *const *keys;
-    size_t n;
-    const char *other;
-} query_other;
-
-static enum MHD_Result other_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-                                const char *value) {
-    query_other *q = cls;
-    if (!key)
-        return MHD_YES;
-    for (size_t i = 0; i < q->n && q->keys[i]; i++)
-        if (strcmp(key, q->keys[i]) == 0)
-            return MHD_YES;
-    q->other = key;
-    return MHD_NO;
-}
-
-const char *sd_req_query_other(sd_request *req, const char *const *keys, size_t n) {
-    query_other q = {.keys = keys, .n = n};
-    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, other_cb, &q);
-    return q.other;
 }
 
 json_t *sd_req_json(sd_request *req) {
@@ -243,52 +194,6 @@ void sd_reply_redirect(sd_request *req, const char *location) {
     if (r)
         MHD_add_response_header(r, "Location", location);
     set_response(req, 307, r);
-}
-
-static void url_escape(FILE *f, const char *s) {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (isalnum(*p) || strchr("-._~", *p))
-            fputc(*p, f);
-        else
-            fprintf(f, "%%%02X", *p);
-}
-
-typedef struct query_out {
-    FILE *f;
-    const char *skip;
-    bool any;
-} query_out;
-
-static enum MHD_Result query_out_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value) {
-    query_out *q = cls;
-    if (!key || (q->skip && strcmp(key, q->skip) == 0))
-        return MHD_YES;
-    fputc(q->any ? '&' : '?', q->f);
-    q->any = true;
-    url_escape(q->f, key);
-    if (value) {
-        fputc('=', q->f);
-        url_escape(q->f, value);
-    }
-    return MHD_YES;
-}
-
-char *sd_req_query_string(sd_request *req, const char *skip, const char *add) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
-    query_out q = {f, skip, false};
-    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_out_cb, &q);
-    if (add)
-        fprintf(f, "%c%s", q.any ? '&' : '?', add);
-    if (fclose(f) != 0) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
 }
 
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data, size_t len) {
@@ -610,24 +515,6 @@ static enum MHD_Result queue_answer(sd_request *req) {
     return ret;
 }
 
-/* A query value with an encoded NUL ("%00") would be cut short where C reads it, turning
- * "path=/workspace/a%00b" into "/workspace/a": such requests are refused as a whole. */
-static enum MHD_Result nul_arg_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-                                  size_t key_size, const char *value, size_t value_size) {
-    const char **bad = cls;
-    if ((key && strlen(key) != key_size) || (value && strlen(value) != value_size)) {
-        *bad = key ? key : "";
-        return MHD_NO;
-    }
-    return MHD_YES;
-}
-
-static const char *query_with_nul(sd_request *req) {
-    const char *bad = NULL;
-    MHD_get_connection_values_n(req->conn, MHD_GET_ARGUMENT_KIND, nul_arg_cb, &bad);
-    return bad;
-}
-
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
@@ -653,9 +540,9 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         if (req->too_large)
             sd_reply_error(req, 413, "too_large", "request body is larger than %zu bytes",
                            req->body_max);
-        else if (query_with_nul(req))
+        else if (sd_req_query_with_nul(req))
             sd_reply_error(req, 400, "invalid_argument", "%s: must not contain a NUL byte",
-                           query_with_nul(req));
+                           sd_req_query_with_nul(req));
         else if (req->d->active_requests > SD_MAX_REQUESTS)
             sd_reply_error(req, 429, "too_many_requests", "too many concurrent requests");
         else

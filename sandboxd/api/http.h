@@ -72,6 +72,8 @@ size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size
 /* The first query parameter whose name is none of keys[0..n) (NULL entries end it early), or
  * NULL when there is none. */
 const char *sd_req_query_other(sd_request *req, const char *const *keys, size_t n);
+/* The name of a query argument whose name or value holds an encoded NUL ("%00"), or NULL. */
+const char *sd_req_query_with_nul(sd_request *req);
 /* Parse the body as JSON (empty body: an empty object); on failure answers 400 and returns
  * NULL. */
 json_t *sd_req_json(sd_request *req);
