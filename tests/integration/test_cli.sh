@@ -173,14 +173,20 @@ test_pause_resume() {
   command -v criu >/dev/null || skip "criu is needed (tests/deps.sh builds CRIU 4)"
   local id plain out
   id=$(new_sandbox --pausable) || fail "create --pausable"
-  "$SBX" exec "$id" -- sh -c 'python3 -c "import time
+  # the counter is replaced whole (a reader never sees the file truncated and not yet written)
+  "$SBX" exec "$id" -- sh -c 'python3 -c "import os, time
 x = 0
 while True:
     x += 1
-    open(\"/tmp/x\", \"w\").write(str(x))
+    open(\"/tmp/x.new\", \"w\").write(str(x))
+    os.replace(\"/tmp/x.new\", \"/tmp/x\")
     time.sleep(0.05)" </dev/null >/dev/null 2>&1 &' || fail "exec"
-  sleep 0.3
-  local before; before=$("$SBX" exec "$id" -- cat /tmp/x)
+  local before= i
+  for i in $(seq 50); do
+    before=$("$SBX" exec "$id" -- cat /tmp/x 2>/dev/null) && [ -n "$before" ] && break
+    sleep 0.1
+  done
+  [ -n "$before" ] || fail "the counter never started"
   out=$("$SBX" pause "$id") || fail "pause: $out"
   [[ "$out" == "$id paused bytes="* ]] || fail "pause printed '$out'"
   assert_eq "$("$SBX" --json inspect "$id" | json "d['state']")" paused "inspect after pause"
