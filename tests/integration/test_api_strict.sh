@@ -301,6 +301,8 @@ test_unknown_query_refused() {
     --data-binary 'echo ok'
   expect 204
   req GET "$S/files?path=/workspace/m.sh"; expect 200
+  [ "$BODY" == "echo ok" ] || fail "the file written with ?path=&mode=: '$BODY'"
+  req POST "$S/exec" -d '{"argv":["stat","-c","%a","/workspace/m.sh"]}'; expect 200 '.stdout == "755\n"'
   req POST "/run_code?x=1" -d '{"code":"print(1)","language":"python"}'
   expect 200 '.status == "Success"'
 }
