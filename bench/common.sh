@@ -62,13 +62,59 @@ LAT=$T/lat
 cc -std=c17 -O2 -Wall -Wextra -Werror -o "$LAT" bench/lat.c $(pkg-config --cflags --libs libcurl jansson)
 run_lat() { "$LAT" "$@" | tee -a "$RES" >&2; }
 
-# The bubblewrap peer: `true` with every namespace and the host's /usr, like the default image;
-# PEER is lat's `-- PEER...` tail (empty where bwrap is missing or cannot run here).
-# shellcheck disable=SC2034 # used by the scripts that source this file
-BWRAP=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin
-  --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev true)
-PEER=()
-if command -v bwrap >/dev/null && "${BWRAP[@]}" 2>/dev/null; then PEER=(-- "${BWRAP[@]}"); fi
+# The bubblewrap peer: `true` with every namespace and the host's /usr, like the default image
+# (BWRAP_RUN: the same without the program); PEER is lat's `-- PEER...` tail (empty where bwrap
+# is missing or cannot run here).
+# shellcheck disable=SC2034 # BWRAP and PEER: used by the scripts that source this file
+{
+  BWRAP_RUN=(bwrap --unshare-all --die-with-parent --ro-bind /usr /usr --symlink usr/bin /bin
+    --symlink usr/lib /lib --symlink usr/lib64 /lib64 --proc /proc --dev /dev)
+  BWRAP=("${BWRAP_RUN[@]}" true)
+  PEER=()
+  if command -v bwrap >/dev/null && "${BWRAP[@]}" 2>/dev/null; then PEER=(-- "${BWRAP[@]}"); fi
+}
+
+# The crun peer: crun_bundle DIR ARGS_JSON writes an OCI bundle whose rootfs has the host /usr
+# read-only, like our default image, and whose process runs ARGS_JSON (an array) as root of a
+# user namespace mapped to 100000; containers named sbxbench-crun-* are cleaned up above.
+crun_bundle() {
+  mkdir -p "$1/rootfs"/{usr,proc,dev}
+  ln -s usr/bin "$1/rootfs/bin"
+  ln -s usr/lib "$1/rootfs/lib"
+  ln -s usr/lib64 "$1/rootfs/lib64"
+  cat >"$1/config.json" <<EOF
+{"ociVersion": "1.0.0",
+ "process": {"terminal": false, "user": {"uid": 0, "gid": 0}, "args": $2,
+   "env": ["PATH=/usr/bin:/bin"], "cwd": "/", "noNewPrivileges": true,
+   "capabilities": {"bounding": [], "effective": [], "inheritable": [], "permitted": [], "ambient": []}},
+ "root": {"path": "rootfs", "readonly": true},
+ "hostname": "crun",
+ "mounts": [
+   {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro", "nosuid", "nodev"]},
+   {"destination": "/proc", "type": "proc", "source": "proc"},
+   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755", "size=64k"]}],
+ "linux": {
+   "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+   "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+   "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"},
+                  {"type": "mount"}, {"type": "user"}, {"type": "cgroup"}]}}
+EOF
+}
+# CRUN_WRAP: what a command that runs crun is started under. On a cgroup v1 hybrid host whose
+# v2 mount lists controllers, crun 1.8 refuses to run ("drop all controllers from cgroupv2"),
+# so there it is a private mount namespace with an empty file bind-mounted over that list.
+# shellcheck disable=SC2034,SC2016 # the inner script's "$1" is bash -c's
+{
+  CRUN_WRAP=()
+  CRUN_CTRL=/sys/fs/cgroup/unified/cgroup.controllers
+  if command -v crun >/dev/null && grep -q . "$CRUN_CTRL" 2>/dev/null &&
+    [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ]; then
+    : >"$T/empty"
+    CRUN_WRAP=(unshare -m --propagation private bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+      _ "$T/empty" "$CRUN_CTRL")
+    note "crun runs in a private mount namespace (\`unshare -m\`) with an empty file bind-mounted over $CRUN_CTRL (it lists \`$(tr '\n' ' ' <"$CRUN_CTRL")\`): crun $(crun --version | awk 'NR==1{print $3}') refuses hybrid hosts whose v2 mount has controllers."
+  fi
+}
 
 start_daemon() { # extra daemon flags as arguments
   local run=${RUN_DIR:-$T/run} # RUN_DIR: another run dir (e.g. a tmpfs mounted by the caller)

@@ -2,12 +2,15 @@
 """bench/python.py: the Python SDK's create -> exec -> terminate (Sandbox, and AsyncSandbox on one
 event loop) next to the same three libsbx calls made directly (ctypes, no SDK layer) and the
 same cycle from C (bench/lat.c, $SBX_BENCH_LAT), interleaved in the same run, 128 AsyncSandbox episodes at once (threads seen), and POST /run_code of a trivial
-Python program at 1, 16 and 128 concurrent clients. Prints one JSON object per measurement
-(name, n, p50_ms, p99_ms, and rps for the /run_code rows). Needs SBX_HOST (the daemon),
+Python program at 1, 16 and 128 concurrent clients, beside the same program run directly (the
+floor) and in a fresh bubblewrap or crun sandbox (the peers: SBX_BENCH_BWRAP and SBX_BENCH_CRUN,
+each the JSON argument list of a command that runs it; "{i}" numbers a crun container). Prints one JSON object per measurement
+(name, n, p50_ms, p99_ms, and rps for the rows at 16 and 128). Needs SBX_HOST (the daemon),
 SANDBOXD_SF_URL (its --sandboxfusion-listen URL) and SANDBOXD_LIBSBX. Run by bench/python.sh."""
 import asyncio
 import concurrent.futures
 import ctypes
+import itertools
 import json
 import os
 import subprocess
@@ -110,6 +113,26 @@ def floor():
     return (time.perf_counter() - t) * 1000
 
 
+def peers():
+    """The peers that can run here: (name, a function that runs the floor's program in a fresh
+    sandbox of it and returns its milliseconds), each missing one said loudly."""
+    out, seq = [], itertools.count()
+    for name in ("bwrap", "crun"):
+        argv = json.loads(os.environ.get(f"SBX_BENCH_{name.upper()}") or "[]")
+        if not argv:
+            print(f"!!! bench: {name} is not installed or cannot run here: its rows are SKIPPED",
+                  file=sys.stderr, flush=True)
+            continue
+
+        def run(argv=argv):
+            i = str(next(seq))
+            t = time.perf_counter()
+            subprocess.run([a.replace("{i}", i) for a in argv], stdout=subprocess.DEVNULL, check=True)
+            return (time.perf_counter() - t) * 1000
+        out.append((name, run))
+    return out
+
+
 def rate(fn, conc, total):
     t = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(conc) as ex:
@@ -140,22 +163,37 @@ def main():
     print(json.dumps({"name": "python.aio.episodes128", "seconds": round(secs, 2),
                       "threads_before": base, "threads_peak": peak}), flush=True)
     loop.close()
-    sf, fl = [], []
-    for _ in range(n):  # interleaved with the floor
+    sf, fl, others = [], [], peers()
+    pl = {name: [] for name, _ in others}
+    for _ in range(n):  # interleaved with the floor and the peers
         sf.append(run_code(url))
         fl.append(floor())
+        for name, fn in others:
+            pl[name].append(fn())
     stats("floor.python_print1", fl)
-    stats("sandboxfusion.run_code.c1", sf,
-          {"p50_vs_floor": round(sorted(sf)[len(sf) // 2] / sorted(fl)[len(fl) // 2], 2)})
+    vs = lambda v, w, key: {key: round(p50(v) / p50(w), 2)}
+    c1 = vs(sf, fl, "p50_vs_floor")
+    for name, _ in others:
+        stats(f"peer.{name}.python_print1.c1", pl[name], vs(pl[name], fl, "p50_vs_floor"))
+        c1.update(vs(sf, pl[name], f"p50_vs_{name}"))
+    stats("sandboxfusion.run_code.c1", sf, c1)
     cores = os.cpu_count() or 1
     for conc in (16, 128):
         total = max(n, conc * 2)
         _, f1 = rate(floor, cores, total)  # the machine's floor: one python start per core
         ms, rps = rate(lambda: run_code(url), conc, total)
+        peer_ms, peer_rps = {}, {}
+        for name, fn in others:  # the same count at the same concurrency, one at a time
+            peer_ms[name], peer_rps[name] = rate(fn, conc, total)
         _, f2 = rate(floor, cores, total)
         fr = (f1 + f2) / 2
-        stats(f"sandboxfusion.run_code.c{conc}", ms,
-              {"rps": round(rps, 2), "floor_rps": round(fr, 2), "of_floor": round(rps / fr, 2)})
+        for name, _ in others:
+            stats(f"peer.{name}.python_print1.c{conc}", peer_ms[name],
+                  {"rps": round(peer_rps[name], 2), "floor_rps": round(fr, 2),
+                   "of_floor": round(peer_rps[name] / fr, 2)})
+        extra = {"rps": round(rps, 2), "floor_rps": round(fr, 2), "of_floor": round(rps / fr, 2)}
+        extra.update({f"vs_{name}": round(rps / r, 2) for name, r in peer_rps.items()})
+        stats(f"sandboxfusion.run_code.c{conc}", ms, extra)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/python.sh: runs bench/python.py (Python SDK, AsyncSandbox and libsbx cycles from a warm
-# pool, 128 AsyncSandbox episodes, /run_code at 1/16/128 clients with its pools by demand)
-# against a daemon of its own. Usage: bench/python.sh [BUILD_DIR]; SBX_BENCH_N
-# iterations (default 50). Prints JSON lines; copy the numbers into docs/BENCHMARKS.md.
+# pool, 128 AsyncSandbox episodes, /run_code at 1/16/128 clients with its pools by demand, beside
+# python3 run directly and in fresh bubblewrap and crun sandboxes) against a daemon of its own.
+# Usage: bench/python.sh [BUILD_DIR]; SBX_BENCH_N iterations (default 50). Prints JSON lines;
+# copy the numbers into docs/BENCHMARKS.md.
 set -euo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,5 +26,16 @@ for _ in $(seq 1200); do # until the pool is full
     awk '$1 == "sandboxd_pool_entries{pool=\"0\",state=\"ready\"}" {print $2}')" == "$POOL" ] && break
   sleep 0.1
 done
+# The peers run the floor's program (the host's python3 on /usr) in a fresh sandbox of their own
+# (bench/common.sh); python.py says loudly which one is missing
+json_argv() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@"; }
+PRINT1=(/usr/bin/python3 -c 'print(1)')
+PEER_BWRAP='' PEER_CRUN=''
+[ ${#PEER[@]} -eq 0 ] || PEER_BWRAP=$(json_argv "${BWRAP_RUN[@]}" "${PRINT1[@]}")
+if command -v crun >/dev/null; then
+  crun_bundle "$T/bundle" "$(json_argv "${PRINT1[@]}")"
+  PEER_CRUN=$(json_argv crun --root "$T/crun-state" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
+fi
 SBX_BENCH_LAT=$LAT SBX_HOST="unix:$T/sock" SANDBOXD_SF_URL="http://127.0.0.1:$PORT" SANDBOXD_LIBSBX="$B/libsbx.so.0" \
-  PYTHONPATH="$ROOT/python" "${SBX_PYTHON:-/usr/bin/python3}" bench/python.py
+  SBX_BENCH_BWRAP=$PEER_BWRAP SBX_BENCH_CRUN=$PEER_CRUN PYTHONPATH="$ROOT/python" \
+  ${CRUN_WRAP[@]+"${CRUN_WRAP[@]}"} "${SBX_PYTHON:-/usr/bin/python3}" bench/python.py

@@ -34,44 +34,10 @@ else
   loud "bubblewrap is not installed (make deps)"
 fi
 
-# crun: an OCI bundle whose rootfs has the host /usr read-only, like our default image.
-crun_bundle() {
-  mkdir -p "$T/bundle/rootfs"/{usr,proc,dev}
-  ln -s usr/bin "$T/bundle/rootfs/bin"
-  ln -s usr/lib "$T/bundle/rootfs/lib"
-  ln -s usr/lib64 "$T/bundle/rootfs/lib64"
-  cat >"$T/bundle/config.json" <<'EOF'
-{"ociVersion": "1.0.0",
- "process": {"terminal": false, "user": {"uid": 0, "gid": 0}, "args": ["/usr/bin/true"],
-   "env": ["PATH=/usr/bin:/bin"], "cwd": "/", "noNewPrivileges": true,
-   "capabilities": {"bounding": [], "effective": [], "inheritable": [], "permitted": [], "ambient": []}},
- "root": {"path": "rootfs", "readonly": true},
- "hostname": "crun",
- "mounts": [
-   {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro", "nosuid", "nodev"]},
-   {"destination": "/proc", "type": "proc", "source": "proc"},
-   {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755", "size=64k"]}],
- "linux": {
-   "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
-   "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
-   "namespaces": [{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"},
-                  {"type": "mount"}, {"type": "user"}, {"type": "cgroup"}]}}
-EOF
-}
 if command -v crun >/dev/null; then
-  crun_bundle
+  crun_bundle "$T/bundle" '["/usr/bin/true"]'
   CRUN=(crun --root "$T/crun-state" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
-  CTRL=/sys/fs/cgroup/unified/cgroup.controllers
-  if grep -q . "$CTRL" 2>/dev/null && [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ]; then
-    # cgroup v1 hybrid host with controllers on the v2 mount: crun 1.8 refuses ("drop all
-    # controllers from cgroupv2"); hide them in a private mount namespace.
-    : >"$T/empty"
-    note "crun runs in a private mount namespace (\`unshare -m\`) with an empty file bind-mounted over $CTRL (it lists \`$(tr '\n' ' ' <"$CTRL")\`): crun $(crun --version | awk 'NR==1{print $3}') refuses hybrid hosts whose v2 mount has controllers."
-    unshare -m --propagation private bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' _ \
-      "$T/empty" "$CTRL" "$LAT" spawn spawn.crun "$N" "${CRUN[@]}" | tee -a "$RES" >&2
-  else
-    run_lat spawn spawn.crun "$N" "${CRUN[@]}"
-  fi
+  ${CRUN_WRAP[@]+"${CRUN_WRAP[@]}"} "$LAT" spawn spawn.crun "$N" "${CRUN[@]}" | tee -a "$RES" >&2
 else
   loud "crun is not installed (make deps)"
 fi
