@@ -7,9 +7,12 @@
 # in bench/lat.c's format instead, NAME (the exec) and NAME.peer (the floor), for bench/run.sh.
 # Python's subprocess starts /bin/true with vfork, so this floor is lower than lat's fork+exec.
 # bench/exec_floor.py --parts SOCK [N]: the round trip split into its parts (see parts()).
+# bench/exec_floor.py --peers SOCK [N]: the round trip beside the peers' ways of running a
+# command in a sandbox that already runs (see peers(); bench/exec_peers.sh sets them up).
 # Standard library only.
 import http.client
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -90,10 +93,75 @@ def parts(sock, n):
     print("best ratio with no rest (GET + spawn in the sandbox) / floor: %.2fx" % ((p50[0] + spawn_in) / floor))
 
 
+def sandbox_pid(root):
+    """The first process under root (a bwrap) whose name is sleep: the sandbox's own process."""
+    for _ in range(100):
+        todo = [str(root)]
+        while todo:
+            pid = todo.pop()
+            try:
+                if pid != str(root) and open("/proc/%s/comm" % pid).read().strip() == "sleep":
+                    return pid
+                todo += open("/proc/%s/task/%s/children" % (pid, pid)).read().split()
+            except OSError:
+                pass
+        time.sleep(0.05)
+    raise RuntimeError("no sleep under bwrap %d" % root)
+
+
+def peers(sock, n):
+    """--peers: exec true in a running sandbox, interleaved with the floor and with the peers'
+    ways of running /bin/true in a sandbox that already runs: `nsenter -a` into a bubblewrap
+    sandbox (SBX_BENCH_BWRAP_SLEEP: the JSON argv of a bwrap that runs sleep; no daemon, no
+    seccomp, the sandbox's root user) and `crun exec` into a crun container (SBX_BENCH_CRUN: the
+    JSON argv prefix of crun, SBX_BENCH_CRUN_BUNDLE: a bundle whose process sleeps)."""
+    c = UnixConn(sock)
+    st, b = req(c, "POST", "/v1/sandboxes", "{}")
+    assert st == 201, (st, b)
+    sid = json.loads(b)["id"]
+    ex = "/v1/sandboxes/%s/exec" % sid
+    run = lambda argv: subprocess.run(argv, check=True)
+    rows = [("exec true (sandboxd, HTTP)", lambda: req(c, "POST", ex, '{"argv":["true"]}')),
+            ("subprocess.run(['/bin/true']) (floor)", lambda: run(["/bin/true"]))]
+    bw, crun, name = None, None, "sbxbench-crun-exec-%d" % os.getpid()
+    try:
+        if os.environ.get("SBX_BENCH_BWRAP_SLEEP"):
+            bw = subprocess.Popen(json.loads(os.environ["SBX_BENCH_BWRAP_SLEEP"]))
+            target = sandbox_pid(bw.pid)
+            rows.append(("nsenter -a into a bubblewrap sandbox", lambda: run(["nsenter", "-t", target, "-a", "/bin/true"])))
+        else:
+            print("!!! exec_floor: no bubblewrap: its row is SKIPPED", file=sys.stderr)
+        if os.environ.get("SBX_BENCH_CRUN"):
+            crun = json.loads(os.environ["SBX_BENCH_CRUN"])
+            run(crun + ["run", "-d", "--bundle", os.environ["SBX_BENCH_CRUN_BUNDLE"], name])
+            rows.append(("crun exec into a crun container", lambda: run(crun + ["exec", name, "/bin/true"])))
+        else:
+            print("!!! exec_floor: no crun: its row is SKIPPED", file=sys.stderr)
+        t = [[] for _ in rows]
+        for i in range(n + 20):
+            order = list(range(len(rows))) if i % 2 else list(reversed(range(len(rows))))
+            for k in order:
+                a = time.perf_counter()
+                rows[k][1]()
+                if i >= 20:
+                    t[k].append((time.perf_counter() - a) * 1e3)
+    finally:
+        req(c, "DELETE", "/v1/sandboxes/" + sid)
+        if bw:
+            bw.kill()
+            bw.wait()
+        if crun:
+            subprocess.run(crun + ["delete", "-f", name], stderr=subprocess.DEVNULL)
+    floor = statistics.median(t[1])
+    for (name, _), xs in zip(rows, t):
+        m = statistics.median(xs)
+        print("%-42s n=%d p50 %.3f ms p99 %.3f ms  %.2fx the floor" % (name, len(xs), m, pct(xs, 99), m / floor))
+
+
 def main():
     args = sys.argv[1:]
-    if args[:1] == ["--parts"]:
-        parts(args[1], int(args[2]) if len(args) > 2 else 300)
+    if args[:1] in (["--parts"], ["--peers"]):
+        (parts if args[0] == "--parts" else peers)(args[1], int(args[2]) if len(args) > 2 else 300)
         return
     json_name = None
     if len(args) > 2 and args[0] == "--json":
