@@ -6,7 +6,6 @@ set -euo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-[ "$(id -u)" -eq 0 ] || { echo "bench: needs root" >&2; exit 1; }
 source "$ROOT/bench/common.sh"
 start_daemon --shim "$B/sbx-shim" || { cat "$T/daemon.log" >&2; exit 1; }
 ID=$(curl -s --unix-socket "$T/sock" -X POST -d '{}' http://sd/v1/sandboxes | jq -r .id)

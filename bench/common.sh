@@ -2,8 +2,9 @@
 # bench/common.sh: what bench/run.sh and bench/profile.sh share: the temp dir, the timing helper
 # (bench/lat.c), starting and stopping a daemon on a temp socket, and the cleanup of everything
 # a run created (sandboxes, daemon, this run's shims, cgroups, mounts, files). Sourced; expects
-# ROOT and B. DAEMON_WRAP (an array, e.g. valgrind) prefixes the daemon's command line.
+# ROOT and B; exits unless root. DAEMON_WRAP (an array, e.g. valgrind) prefixes the daemon's command line.
 
+[ "$(id -u)" -eq 0 ] || { echo "bench: needs root (daemons, cgroups, mounts)" >&2; exit 1; }
 T=$(mktemp -d /tmp/sbxbench.XXXXXX)
 chmod 755 "$T" # crun's user namespace (uid 100000) must reach the bundle
 RES=$T/results.jsonl
@@ -73,6 +74,9 @@ run_lat() { "$LAT" "$@" | tee -a "$RES" >&2; }
   PEER=()
   if command -v bwrap >/dev/null && "${BWRAP[@]}" 2>/dev/null; then PEER=(-- "${BWRAP[@]}"); fi
 }
+
+# json_argv ARG...: the arguments as a JSON array (a peer's command line for a Python harness)
+json_argv() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@"; }
 
 # The crun peer: crun_bundle DIR ARGS_JSON writes an OCI bundle whose rootfs has the host /usr
 # read-only, like our default image, and whose process runs ARGS_JSON (an array) as root of a

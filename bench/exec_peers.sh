@@ -9,10 +9,8 @@ set -euo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-[ "$(id -u)" -eq 0 ] || { echo "bench: needs root" >&2; exit 1; }
 source "$ROOT/bench/common.sh"
 start_daemon --shim "$B/sbx-shim" || { cat "$T/daemon.log" >&2; exit 1; }
-json_argv() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@"; }
 BWRAP_SLEEP='' CRUN_PREFIX='' BUNDLE=''
 [ ${#PEER[@]} -eq 0 ] || BWRAP_SLEEP=$(json_argv "${BWRAP_RUN[@]}" sleep 3600)
 if command -v crun >/dev/null; then

@@ -8,7 +8,6 @@ set -euo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-[ "$(id -u)" -eq 0 ] || { echo "bench: needs root" >&2; exit 1; }
 source "$ROOT/bench/common.sh"
 RUN_DIR=$T/tmpfs # the run dir on a tmpfs, as /run/sandboxd is in production
 mkdir -p "$RUN_DIR"
@@ -28,7 +27,6 @@ for _ in $(seq 1200); do # until the pool is full
 done
 # The peers run the floor's program (the host's python3 on /usr) in a fresh sandbox of their own
 # (bench/common.sh); python.py says loudly which one is missing
-json_argv() { python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@"; }
 PRINT1=(/usr/bin/python3 -c 'print(1)')
 PEER_BWRAP='' PEER_CRUN=''
 [ ${#PEER[@]} -eq 0 ] || PEER_BWRAP=$(json_argv "${BWRAP_RUN[@]}" "${PRINT1[@]}")

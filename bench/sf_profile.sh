@@ -18,7 +18,6 @@ set -euo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-[ "$(id -u)" -eq 0 ] || { echo "bench: needs root" >&2; exit 1; }
 N=${SBX_BENCH_N:-100}
 source "$ROOT/bench/common.sh"
 RUN_DIR=$T/tmpfs
