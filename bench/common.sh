@@ -42,6 +42,7 @@ cleanup() {
   set +e
   ! declare -F docker_stop >/dev/null || docker_stop # bench/docker.sh's private dockerd
   stop_daemon
+  crun_delete_all
   # shims outlive a daemon by design: end the ones this run started (their command line names $T)
   for p in /proc/[0-9]*; do
     tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF "$T/" && kill -KILL "${p#/proc/}" 2>/dev/null
@@ -104,20 +105,33 @@ crun_bundle() {
                   {"type": "mount"}, {"type": "user"}, {"type": "cgroup"}]}}
 EOF
 }
-# CRUN_WRAP: what a command that runs crun is started under. On a cgroup v1 hybrid host whose
-# v2 mount lists controllers, crun 1.8 refuses to run ("drop all controllers from cgroupv2"),
-# so there it is a private mount namespace with an empty file bind-mounted over that list.
-# shellcheck disable=SC2034,SC2016 # the inner script's "$1" is bash -c's
-{
-  CRUN_WRAP=()
-  CRUN_CTRL=/sys/fs/cgroup/unified/cgroup.controllers
-  if command -v crun >/dev/null && grep -q . "$CRUN_CTRL" 2>/dev/null &&
-    [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ]; then
+# crun_init: whether crun can run peers here (0) or not (1, said loudly), and CRUN_WRAP, what a
+# command that runs crun is started under. On a cgroup v1 hybrid host whose v2 mount lists
+# controllers, crun 1.8 refuses to run ("drop all controllers from cgroupv2"), so there it is a
+# private mount namespace with an empty file bind-mounted over that list. Containers live under
+# --root "$CRUN_ROOT"; cleanup deletes any left there.
+CRUN_WRAP=()
+CRUN_ROOT=$T/crun-state
+crun_init() {
+  local ctrl=/sys/fs/cgroup/unified/cgroup.controllers
+  command -v crun >/dev/null || { loud "crun is not installed (make deps): its rows are skipped"; return 1; }
+  if grep -q . "$ctrl" 2>/dev/null && [ "$(stat -f -c %T /sys/fs/cgroup)" = tmpfs ]; then
     : >"$T/empty"
+    # shellcheck disable=SC2016 # the inner script's "$1" is bash -c's
     CRUN_WRAP=(unshare -m --propagation private bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
-      _ "$T/empty" "$CRUN_CTRL")
-    note "crun runs in a private mount namespace (\`unshare -m\`) with an empty file bind-mounted over $CRUN_CTRL (it lists \`$(tr '\n' ' ' <"$CRUN_CTRL")\`): crun $(crun --version | awk 'NR==1{print $3}') refuses hybrid hosts whose v2 mount has controllers."
+      _ "$T/empty" "$ctrl")
+    note "crun runs in a private mount namespace (\`unshare -m\`) with an empty file bind-mounted over $ctrl (it lists \`$(tr '\n' ' ' <"$ctrl")\`): crun $(crun --version | awk 'NR==1{print $3}') refuses hybrid hosts whose v2 mount has controllers."
   fi
+  crun_bundle "$T/crun-check" '["/usr/bin/true"]'
+  ${CRUN_WRAP[@]+"${CRUN_WRAP[@]}"} crun --root "$CRUN_ROOT" run --bundle "$T/crun-check" "sbxbench-crun-check-$$" >/dev/null 2>&1 ||
+    { loud "crun cannot run a container here: its rows are skipped"; return 1; }
+}
+crun_delete_all() { # the containers a run left (an interrupted peer), with their cgroups
+  [ -d "$CRUN_ROOT" ] || return 0
+  local c
+  for c in $(crun --root "$CRUN_ROOT" list -q 2>/dev/null); do
+    ${CRUN_WRAP[@]+"${CRUN_WRAP[@]}"} crun --root "$CRUN_ROOT" delete -f "$c" >/dev/null 2>&1
+  done
 }
 
 start_daemon() { # extra daemon flags as arguments

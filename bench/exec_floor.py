@@ -113,17 +113,21 @@ def peers(sock, n):
     """--peers: exec true in a running sandbox, interleaved with the floor and with the peers'
     ways of running /bin/true in a sandbox that already runs: `nsenter -a` into a bubblewrap
     sandbox (SBX_BENCH_BWRAP_SLEEP: the JSON argv of a bwrap that runs sleep; no daemon, no
-    seccomp, the sandbox's root user) and `crun exec` into a crun container (SBX_BENCH_CRUN: the
-    JSON argv prefix of crun, SBX_BENCH_CRUN_BUNDLE: a bundle whose process sleeps)."""
+    seccomp, the sandbox's root user) and `crun exec` into a crun container
+    (SBX_BENCH_CRUN_PREFIX: the JSON argv of crun before its subcommand, SBX_BENCH_CRUN_BUNDLE: a
+    bundle whose process sleeps)."""
     c = UnixConn(sock)
     st, b = req(c, "POST", "/v1/sandboxes", "{}")
     assert st == 201, (st, b)
     sid = json.loads(b)["id"]
     ex = "/v1/sandboxes/%s/exec" % sid
     run = lambda argv: subprocess.run(argv, check=True)
-    rows = [("exec true (sandboxd, HTTP)", lambda: req(c, "POST", ex, '{"argv":["true"]}')),
+    def exec_true():
+        st, b = req(c, "POST", ex, '{"argv":["true"]}')
+        assert st == 200 and json.loads(b)["exit_code"] == 0, (st, b)
+    rows = [("exec true (sandboxd, HTTP)", exec_true),
             ("subprocess.run(['/bin/true']) (floor)", lambda: run(["/bin/true"]))]
-    bw, crun, name = None, None, "sbxbench-crun-exec-%d" % os.getpid()
+    bw, crun, cname = None, None, "sbxbench-crun-exec-%d" % os.getpid()
     try:
         if os.environ.get("SBX_BENCH_BWRAP_SLEEP"):
             bw = subprocess.Popen(json.loads(os.environ["SBX_BENCH_BWRAP_SLEEP"]))
@@ -131,10 +135,10 @@ def peers(sock, n):
             rows.append(("nsenter -a into a bubblewrap sandbox", lambda: run(["nsenter", "-t", target, "-a", "/bin/true"])))
         else:
             print("!!! exec_floor: no bubblewrap: its row is SKIPPED", file=sys.stderr)
-        if os.environ.get("SBX_BENCH_CRUN"):
-            crun = json.loads(os.environ["SBX_BENCH_CRUN"])
-            run(crun + ["run", "-d", "--bundle", os.environ["SBX_BENCH_CRUN_BUNDLE"], name])
-            rows.append(("crun exec into a crun container", lambda: run(crun + ["exec", name, "/bin/true"])))
+        if os.environ.get("SBX_BENCH_CRUN_PREFIX"):
+            crun = json.loads(os.environ["SBX_BENCH_CRUN_PREFIX"])
+            run(crun + ["run", "-d", "--bundle", os.environ["SBX_BENCH_CRUN_BUNDLE"], cname])
+            rows.append(("crun exec into a crun container", lambda: run(crun + ["exec", cname, "/bin/true"])))
         else:
             print("!!! exec_floor: no crun: its row is SKIPPED", file=sys.stderr)
         t = [[] for _ in rows]
@@ -145,13 +149,13 @@ def peers(sock, n):
                 rows[k][1]()
                 if i >= 20:
                     t[k].append((time.perf_counter() - a) * 1e3)
-    finally:
-        req(c, "DELETE", "/v1/sandboxes/" + sid)
+    finally:  # the peers first: a failed DELETE must not leave them running
         if bw:
             bw.kill()
             bw.wait()
         if crun:
-            subprocess.run(crun + ["delete", "-f", name], stderr=subprocess.DEVNULL)
+            subprocess.run(crun + ["delete", "-f", cname], stderr=subprocess.DEVNULL)
+        req(UnixConn(sock), "DELETE", "/v1/sandboxes/" + sid)
     floor = statistics.median(t[1])
     for (name, _), xs in zip(rows, t):
         m = statistics.median(xs)

@@ -3,8 +3,9 @@
 event loop) next to the same three libsbx calls made directly (ctypes, no SDK layer) and the
 same cycle from C (bench/lat.c, $SBX_BENCH_LAT), interleaved in the same run, 128 AsyncSandbox episodes at once (threads seen), and POST /run_code of a trivial
 Python program at 1, 16 and 128 concurrent clients, beside the same program run directly (the
-floor) and in a fresh bubblewrap or crun sandbox (the peers: SBX_BENCH_BWRAP and SBX_BENCH_CRUN,
-each the JSON argument list of a command that runs it; "{i}" numbers a crun container). Prints one JSON object per measurement
+floor, SBX_BENCH_FLOOR) and in a fresh bubblewrap or crun sandbox (the peers: SBX_BENCH_BWRAP and
+SBX_BENCH_CRUN, each the JSON argument list of a command that runs it; "{i}" numbers a crun
+container). Prints one JSON object per measurement
 (name, n, p50_ms, p99_ms, and rps for the rows at 16 and 128). Needs SBX_HOST (the daemon),
 SANDBOXD_SF_URL (its --sandboxfusion-listen URL) and SANDBOXD_LIBSBX. Run by bench/python.sh."""
 import asyncio
@@ -105,11 +106,16 @@ def run_code(url):
     return (time.perf_counter() - t) * 1000
 
 
+# The floor's program: SBX_BENCH_FLOOR (a JSON argument list: the sandbox image's python3, which
+# the peers run too), else this interpreter
+FLOOR = json.loads(os.environ.get("SBX_BENCH_FLOOR") or "[]") or [
+    sys.executable if os.path.isabs(sys.executable) else "python3", "-c", "print(1)"]
+
+
 def floor():
-    """The peer: python3 -c 'print(1)' run directly (what /run_code print(1) does inside)."""
+    """The floor: python3 -c 'print(1)' run directly (what /run_code print(1) does inside)."""
     t = time.perf_counter()
-    subprocess.run([sys.executable if os.path.isabs(sys.executable) else "python3", "-c",
-                    "print(1)"], stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(FLOOR, stdout=subprocess.DEVNULL, check=True)
     return (time.perf_counter() - t) * 1000
 
 

@@ -25,15 +25,16 @@ for _ in $(seq 1200); do # until the pool is full
     awk '$1 == "sandboxd_pool_entries{pool=\"0\",state=\"ready\"}" {print $2}')" == "$POOL" ] && break
   sleep 0.1
 done
-# The peers run the floor's program (the host's python3 on /usr) in a fresh sandbox of their own
-# (bench/common.sh); python.py says loudly which one is missing
+# The floor's program (the host's python3 on /usr, what /run_code runs in the default image),
+# also run in a fresh sandbox of each peer (bench/common.sh); python.py says which one is missing
 PRINT1=(/usr/bin/python3 -c 'print(1)')
 PEER_BWRAP='' PEER_CRUN=''
 [ ${#PEER[@]} -eq 0 ] || PEER_BWRAP=$(json_argv "${BWRAP_RUN[@]}" "${PRINT1[@]}")
-if command -v crun >/dev/null; then
+if crun_init; then
   crun_bundle "$T/bundle" "$(json_argv "${PRINT1[@]}")"
-  PEER_CRUN=$(json_argv crun --root "$T/crun-state" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
+  PEER_CRUN=$(json_argv crun --root "$CRUN_ROOT" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
 fi
 SBX_BENCH_LAT=$LAT SBX_HOST="unix:$T/sock" SANDBOXD_SF_URL="http://127.0.0.1:$PORT" SANDBOXD_LIBSBX="$B/libsbx.so.0" \
-  SBX_BENCH_BWRAP=$PEER_BWRAP SBX_BENCH_CRUN=$PEER_CRUN PYTHONPATH="$ROOT/python" \
+  SBX_BENCH_FLOOR=$(json_argv "${PRINT1[@]}") SBX_BENCH_BWRAP=$PEER_BWRAP SBX_BENCH_CRUN=$PEER_CRUN \
+  PYTHONPATH="$ROOT/python" \
   ${CRUN_WRAP[@]+"${CRUN_WRAP[@]}"} "${SBX_PYTHON:-/usr/bin/python3}" bench/python.py

@@ -34,12 +34,10 @@ else
   loud "bubblewrap is not installed (make deps)"
 fi
 
-if command -v crun >/dev/null; then
+if crun_init; then
   crun_bundle "$T/bundle" '["/usr/bin/true"]'
-  CRUN=(crun --root "$T/crun-state" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
+  CRUN=(crun --root "$CRUN_ROOT" run --bundle "$T/bundle" 'sbxbench-crun-{i}')
   ${CRUN_WRAP[@]+"${CRUN_WRAP[@]}"} "$LAT" spawn spawn.crun "$N" "${CRUN[@]}" | tee -a "$RES" >&2
-else
-  loud "crun is not installed (make deps)"
 fi
 
 # Docker (Debian's docker.io, a bench-only peer) when dockerd and docker are installed
