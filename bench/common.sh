@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# bench/common.sh: what bench/run.sh and bench/profile.sh share: the temp dir, the timing helper
-# (bench/lat.c), starting and stopping a daemon on a temp socket, and the cleanup of everything
-# a run created (sandboxes, daemon, this run's shims, cgroups, mounts, files). Sourced; expects
-# ROOT and B; exits unless root. DAEMON_WRAP (an array, e.g. valgrind) prefixes the daemon's command line.
+# bench/common.sh: what the bench scripts share: the temp dir, the timing helper (bench/lat.c),
+# the bubblewrap and crun peers, starting and stopping a daemon on a temp socket, and the cleanup
+# of everything a run created (sandboxes, daemon, this run's shims, crun containers, cgroups,
+# mounts, files). Sourced; expects ROOT and B; exits unless root. DAEMON_WRAP (an array, e.g.
+# valgrind) prefixes the daemon's command line.
 
 [ "$(id -u)" -eq 0 ] || { echo "bench: needs root (daemons, cgroups, mounts)" >&2; exit 1; }
 T=$(mktemp -d /tmp/sbxbench.XXXXXX)

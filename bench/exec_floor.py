@@ -53,6 +53,35 @@ print("%.4f" % statistics.median(t[20:]))
 """
 
 
+def interleaved(fns, n):
+    """Milliseconds of each call of each fn, n rounds after 20 that warm up, the order reversed
+    every other round so that none always follows the same one."""
+    t = [[] for _ in fns]
+    for i in range(n + 20):
+        for k in (range(len(fns)) if i % 2 else reversed(range(len(fns)))):
+            a = time.perf_counter()
+            fns[k]()
+            if i >= 20:
+                t[k].append((time.perf_counter() - a) * 1e3)
+    return t
+
+
+def expect(status, fn):
+    """fn, a request, checked for the HTTP status it must answer."""
+    def call():
+        st = fn()[0]
+        assert st == status, st
+    return call
+
+
+def exec_true(c, sid):
+    """POST exec {"argv":["true"]} in sandbox sid on connection c, checked to exit 0."""
+    def call():
+        st, b = req(c, "POST", "/v1/sandboxes/%s/exec" % sid, '{"argv":["true"]}')
+        assert st == 200 and json.loads(b)["exit_code"] == 0, (st, b)
+    return call
+
+
 def parts(sock, n):
     """--parts: the round trip split into what any design pays (the HTTP request itself, starting
     /bin/true in the sandbox) and the rest (daemon -> shim -> init -> reaper and back), each
@@ -62,20 +91,12 @@ def parts(sock, n):
     assert st == 201, (st, b)
     sid = json.loads(b)["id"]
     ex = "/v1/sandboxes/%s/exec" % sid
-    rows = [("GET /v1/sandboxes/ID (the HTTP request alone)", lambda: req(c, "GET", "/v1/sandboxes/" + sid), 200),
-            ("exec of a missing program (no program runs)", lambda: req(c, "POST", ex, '{"argv":["/nonexistent"]}'), 400),
-            ("exec true", lambda: req(c, "POST", ex, '{"argv":["true"]}'), 200),
-            ("subprocess.run(['/bin/true']) (floor)", lambda: (subprocess.run(["/bin/true"], check=True), (200,))[1], 200)]
-    t = [[] for _ in rows]
+    rows = [("GET /v1/sandboxes/ID (the HTTP request alone)", expect(200, lambda: req(c, "GET", "/v1/sandboxes/" + sid))),
+            ("exec of a missing program (no program runs)", expect(400, lambda: req(c, "POST", ex, '{"argv":["/nonexistent"]}'))),
+            ("exec true", exec_true(c, sid)),
+            ("subprocess.run(['/bin/true']) (floor)", lambda: subprocess.run(["/bin/true"], check=True))]
     try:
-        for i in range(n + 20):
-            order = list(range(len(rows))) if i % 2 else list(reversed(range(len(rows))))
-            for k in order:
-                a = time.perf_counter()
-                st = rows[k][1]()[0]
-                assert st == rows[k][2], (rows[k][0], st)
-                if i >= 20:
-                    t[k].append((time.perf_counter() - a) * 1e3)
+        t = interleaved([fn for _, fn in rows], n)
         st, b = req(c, "POST", ex, json.dumps({"argv": ["python3", "-c", SPAWN, str(n)]}))
         out = json.loads(b)
         assert st == 200 and out["exit_code"] == 0, (st, b)
@@ -86,7 +107,7 @@ def parts(sock, n):
                                       capture_output=True, text=True).stdout)
     p50 = [statistics.median(xs) for xs in t]
     floor = p50[3]
-    for (name, _, _), m, xs in zip(rows, p50, t):
+    for (name, _), m, xs in zip(rows, p50, t):
         print("%-50s p50 %.3f ms p99 %.3f ms  %.2fx the floor" % (name, m, pct(xs, 99), m / floor))
     print("%-50s p50 %.3f ms (host: %.3f ms)" % ("/bin/true by posix_spawn+waitpid in the sandbox", spawn_in, spawn_host))
     print("rest of the round trip (exec true - GET - spawn in the sandbox): %.3f ms" % (p50[2] - p50[0] - spawn_in))
@@ -120,12 +141,8 @@ def peers(sock, n):
     st, b = req(c, "POST", "/v1/sandboxes", "{}")
     assert st == 201, (st, b)
     sid = json.loads(b)["id"]
-    ex = "/v1/sandboxes/%s/exec" % sid
     run = lambda argv: subprocess.run(argv, check=True)
-    def exec_true():
-        st, b = req(c, "POST", ex, '{"argv":["true"]}')
-        assert st == 200 and json.loads(b)["exit_code"] == 0, (st, b)
-    rows = [("exec true (sandboxd, HTTP)", exec_true),
+    rows = [("exec true (sandboxd, HTTP)", exec_true(c, sid)),
             ("subprocess.run(['/bin/true']) (floor)", lambda: run(["/bin/true"]))]
     bw, crun, cname = None, None, "sbxbench-crun-exec-%d" % os.getpid()
     try:
@@ -141,14 +158,7 @@ def peers(sock, n):
             rows.append(("crun exec into a crun container", lambda: run(crun + ["exec", cname, "/bin/true"])))
         else:
             print("!!! exec_floor: no crun: its row is SKIPPED", file=sys.stderr)
-        t = [[] for _ in rows]
-        for i in range(n + 20):
-            order = list(range(len(rows))) if i % 2 else list(reversed(range(len(rows))))
-            for k in order:
-                a = time.perf_counter()
-                rows[k][1]()
-                if i >= 20:
-                    t[k].append((time.perf_counter() - a) * 1e3)
+        t = interleaved([fn for _, fn in rows], n)
     finally:  # the peers first: a failed DELETE must not leave them running
         if bw:
             bw.kill()
@@ -177,23 +187,10 @@ def main():
         st, b = req(c, "POST", "/v1/sandboxes", "{}")
         assert st == 201, (st, b)
         ids.append(json.loads(b)["id"])
-    body = '{"argv":["true"]}'
     names = ["exec %s" % p for p in args] + ["subprocess.run(['/bin/true'])"]
-    t = [[] for _ in names]
     try:
-        for i in range(n + 20):  # the first 20 warm up, not counted
-            order = list(range(len(names)))
-            if i % 2:
-                order.reverse()
-            for k in order:
-                a = time.perf_counter()
-                if k < len(conns):
-                    st, b = req(conns[k], "POST", "/v1/sandboxes/%s/exec" % ids[k], body)
-                    assert st == 200 and json.loads(b)["exit_code"] == 0, (st, b)
-                else:
-                    subprocess.run(["/bin/true"], check=True)
-                if i >= 20:
-                    t[k].append((time.perf_counter() - a) * 1e3)
+        t = interleaved([exec_true(c, i) for c, i in zip(conns, ids)] +
+                        [lambda: subprocess.run(["/bin/true"], check=True)], n)
     finally:
         for c, i in zip(conns, ids):
             req(c, "DELETE", "/v1/sandboxes/" + i)

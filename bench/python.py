@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """bench/python.py: the Python SDK's create -> exec -> terminate (Sandbox, and AsyncSandbox on one
 event loop) next to the same three libsbx calls made directly (ctypes, no SDK layer) and the
-same cycle from C (bench/lat.c, $SBX_BENCH_LAT), interleaved in the same run, 128 AsyncSandbox episodes at once (threads seen), and POST /run_code of a trivial
-Python program at 1, 16 and 128 concurrent clients, beside the same program run directly (the
-floor, SBX_BENCH_FLOOR) and in a fresh bubblewrap or crun sandbox (the peers: SBX_BENCH_BWRAP and
-SBX_BENCH_CRUN, each the JSON argument list of a command that runs it; "{i}" numbers a crun
-container). Prints one JSON object per measurement
-(name, n, p50_ms, p99_ms, and rps for the rows at 16 and 128). Needs SBX_HOST (the daemon),
-SANDBOXD_SF_URL (its --sandboxfusion-listen URL) and SANDBOXD_LIBSBX. Run by bench/python.sh."""
+same cycle from C (bench/lat.c, $SBX_BENCH_LAT), interleaved in the same run, 128 AsyncSandbox
+episodes at once (threads seen), and POST /run_code of a trivial Python program at 1, 16 and 128
+concurrent clients, beside the same program run directly (the floor, SBX_BENCH_FLOOR) and in a
+fresh bubblewrap or crun sandbox (the peers: SBX_BENCH_BWRAP and SBX_BENCH_CRUN, each the JSON
+argument list of a command that runs it; "{i}" numbers a crun container). Prints one JSON object
+per measurement (name, n, p50_ms, p99_ms, and rps for the rows at 16 and 128). Needs SBX_HOST
+(the daemon), SANDBOXD_SF_URL (its --sandboxfusion-listen URL) and SANDBOXD_LIBSBX. Run by
+bench/python.sh."""
 import asyncio
 import concurrent.futures
 import ctypes
