@@ -1,11 +1,13 @@
 /* Init's exec service, the per-command reaper and the command (see exec.h). Everything after a
- * fork uses only async-signal-safe calls; /proc is read with raw getdents64. */
+ * fork or clone uses only async-signal-safe calls; /proc is read with raw getdents64. A plain
+ * command's reaper runs on init's own memory (spawn_shared), a grading one's is forked. */
 #include "shim/exec.h"
 
 #include "common/macro.h"
 #include "common/fdutil.h"
 #include "shim/grading.h"
 #include "shim/init.h"
+#include "shim/rawsys.h"
 #include "shim/seccomp.h"
 
 #include <dirent.h>
@@ -13,9 +15,11 @@
 #include <fcntl.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -24,6 +28,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define MAX_PROCS 8192
 #define MAX_ARGS (4096 + 2) /* argv and env entries: the API's 4096 (policy), and "sh -c" */
@@ -32,10 +39,11 @@
 struct reaper {
     uint64_t id;
     pid_t pid;
+    void *stack; /* a reaper on init's memory (spawn_shared): its stack; NULL when forked */
 };
 
 bool shim_exec_grading;
-static uint32_t exec_type; /* the request's type, for the reaper forked for it */
+static uint32_t exec_type; /* the request's type, for the reaper started for it */
 
 static struct reaper *reapers;
 static size_t n_reapers, cap_reapers;
@@ -50,7 +58,7 @@ static size_t str_len(const char *s) {
 }
 
 /* A terminal's size for the next command (SHIM_IPC_TTY), 0 for none: set by init before
- * it forks the reaper. */
+ * it starts the reaper. */
 static unsigned tty_rows, tty_cols;
 
 /* The command is started with vfork(): it shares our memory until it execs or exits, so a
@@ -61,14 +69,18 @@ static volatile int exec_errno;
 enum { FAILED_EXEC, FAILED_CWD, FAILED_FILE };
 static volatile int exec_failed_at;
 
-/* The command's file (SHIM_IPC_FILE), NULL when none: set by init before it forks the reaper;
- * points into init's message buffer, which the reaper and the command share as copies. */
+/* The command's file (SHIM_IPC_FILE), NULL when none: set by init before it starts the reaper;
+ * points into init's message buffer, which the reaper and the command read (a forked reaper its
+ * copy; one on init's memory while init waits for it). */
 static const char *file_name, *file_data;
 static size_t file_len;
 
-/* Write the command's file in its working directory, as the command's user (a shell's `>`). */
+/* Write the command's file in its working directory, as the command's user (a shell's `>`).
+ * O_NONBLOCK: a FIFO put there fails the start (ENXIO, or EAGAIN once full) instead of holding
+ * it, and init with it on the shared-memory path (wait_release); a regular file ignores it. */
 static int write_file(void) {
-    int fd = open(file_name, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC, 0666);
+    int fd =
+        open(file_name, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY | O_CLOEXEC | O_NONBLOCK, 0666);
     if (fd < 0)
         return -errno;
     int r = fd_write_all(fd, file_data, file_len);
@@ -343,8 +355,13 @@ static size_t failed_what(char *buf, size_t size, const char *cwd, const char *a
     return p + n;
 }
 
-static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
-                                  char **envp, const struct sock_fprog *prog) {
+/* The reaper's start: its credentials and terminal, then the command, vforked. Sends STARTED
+ * and returns the command's pid, or reports why it did not start and exits 1. *master (a
+ * terminal's master side, -1 for none) and, with shim_exec_tty_relay, *relay and *tty stay open
+ * for the caller. */
+static pid_t reaper_start(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
+                          char **envp, const struct sock_fprog *prog, int *master, int *relay,
+                          int *tty) {
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     if (shim_exec_grading) {
         int r = shim_grading_become(exec_type == SHIM_IPC_EXEC_GRADER);
@@ -353,31 +370,30 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
             _exit(1);
         }
     }
-    int relay = -1; /* gvisor: the socket to the host terminal (shim_exec_tty_relay) */
-    int master = tty_rows ? tty_open(ipc, id, fds, &relay) : -1; /* as the command's user */
-    int tty = -1; /* gvisor: the reaper leads the terminal's session, to find its foreground */
-    if (relay >= 0 && (setsid() < 0 || ioctl(fds[0], TIOCSCTTY, 0) < 0 ||
-                       (tty = fcntl(fds[0], F_DUPFD_CLOEXEC, 3)) < 0)) {
+    *relay = -1; /* gvisor: the host terminal's socket */
+    *master = tty_rows ? tty_open(ipc, id, fds, relay) : -1; /* as the command's user */
+    *tty = -1; /* gvisor: the reaper leads the terminal's session, to find its foreground */
+    if (*relay >= 0 && (setsid() < 0 || ioctl(fds[0], TIOCSCTTY, 0) < 0 ||
+                        (*tty = fcntl(fds[0], F_DUPFD_CLOEXEC, 3)) < 0)) {
         int en = errno;
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, en, 0, "terminal", 8, NULL, 0);
         _exit(1);
     }
-    if (relay >= 0)
+    if (*relay >= 0)
         signal(SIGHUP, SIG_IGN); /* the terminal's hang-up is the command's, not the reaper's */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, NULL);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL); /* (init's already: the reaper's wait relies on it) */
     exec_errno = 0;
     exec_failed_at = FAILED_EXEC;
     pid_t pid = vfork(); /* the command only execs or _exits: no page-table copy */
     if (pid == 0)
         command_main(fds, cwd, argv, envp, prog);
-    cmd_pid = pid;
     int fe = errno;
-    for (int i = 0; i < (master >= 0 ? 1 : 3); i++)
+    for (int i = 0; i < (*master >= 0 ? 1 : 3); i++)
         close(fds[i]);
-    if (cmd_pid < 0) {
+    if (pid < 0) {
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, fe, 0, "fork", 4, NULL, 0);
         _exit(1);
     }
@@ -385,13 +401,23 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         char what[160];
         size_t n = failed_what(what, sizeof(what), cwd, argv[0]);
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, exec_errno, 0, what, n, NULL, 0);
-        while (waitpid(cmd_pid, NULL, 0) < 0 && errno == EINTR)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
         _exit(1);
     }
-    bool pass = master >= 0 && relay < 0;
-    shim_ipc_send(ipc, SHIM_IPC_STARTED, id, cmd_pid, 0, NULL, 0, pass ? &master : NULL,
-                  pass ? 1 : 0);
+    bool pass = *master >= 0 && *relay < 0;
+    shim_ipc_send(ipc, SHIM_IPC_STARTED, id, pid, 0, NULL, 0, pass ? master : NULL, pass ? 1 : 0);
+    return pid;
+}
+
+/* A forked reaper: its own copy of init's memory. */
+static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *cwd, char **argv,
+                                  char **envp, const struct sock_fprog *prog) {
+    int master, relay, tty;
+    cmd_pid = reaper_start(ipc, id, fds, cwd, argv, envp, prog, &master, &relay, &tty);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
     if (relay >= 0)
         shim_exec_tty_relay(master, tty, relay, cmd_pid, &set, reaped);
     if (master >= 0)
@@ -411,6 +437,126 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         }
     }
 }
+
+#ifdef SHIM_RAW_SYSCALL
+/* ---- the reaper on init's own memory ---- */
+
+/* A process of its own costs most of an exec's time on a VM where making and dropping an address
+ * space is dear (docs/BENCHMARKS.md, "Issue 28 goal 4: the reaper on init's memory"). So the
+ * reaper of a plain command is a clone(CLONE_VM) of init on a stack of its own: it shares init's
+ * memory, its globals and message buffer, and also glibc's thread data, errno included. init
+ * therefore waits (wait_release) while the reaper starts the command with ordinary calls; then
+ * the reaper closes `release`, and from there on it uses only raw system calls (rawsys.h), which
+ * write no memory of init's: reap, and report the command's end. */
+#define REAPER_STACK (128 * 1024) /* the start needs ~16 KiB; the lowest page is a guard */
+
+struct shared_args {
+    int ipc, release, close_too[2];
+    uint64_t id;
+    int *fds;
+    const char *cwd;
+    char **argv, **envp;
+    const struct sock_fprog *prog;
+};
+
+/* Reap until cmd ends, report its end, exit: with raw system calls only. cmd stays our child
+ * until reaped here, so wait4 never finds no child to wait for. SIGCHLD is blocked (init's
+ * mask), so one that came before the wait is pending. */
+static _Noreturn void reaper_wait_raw(int ipc, uint64_t id, pid_t cmd) {
+    const uint64_t chld = 1ull << (SIGCHLD - 1); /* the kernel's sigset_t */
+    for (;;) {
+        shim_raw_syscall4(SYS_rt_sigtimedwait, (long)&chld, 0, 0, sizeof(chld));
+        int st;
+        long p;
+        while ((p = shim_raw_syscall4(SYS_wait4, -1, (long)&st, WNOHANG, 0)) > 0) {
+            if (p != cmd)
+                continue;
+            shim_ipc_msg exit_msg = {.type = SHIM_IPC_EXIT, .a = st, .id = id};
+            shim_raw_syscall4(SYS_write, ipc, (long)&exit_msg, sizeof(exit_msg), 0);
+            for (;;)
+                shim_raw_syscall4(SYS_exit_group, 0, 0, 0, 0);
+        }
+    }
+}
+
+static int reaper_shared(void *arg) {
+    const struct shared_args *a = arg; /* on init's stack: read before the release only */
+    int ipc = a->ipc, release = a->release, fds[3] = {a->fds[0], a->fds[1], a->fds[2]};
+    uint64_t id = a->id;
+    close(a->close_too[0]);
+    close(a->close_too[1]);
+    int master, relay, tty;
+    pid_t cmd =
+        reaper_start(ipc, id, fds, a->cwd, a->argv, a->envp, a->prog, &master, &relay, &tty);
+    if (master >= 0) /* (no relay on this path) */
+        close(master);
+    shim_raw_syscall4(SYS_close, release, 0, 0, 0);
+    reaper_wait_raw(ipc, id, cmd);
+}
+
+/* Until the reaper closes its end of fd or ends. Something in the sandbox (its user's) may stop
+ * the reaper or the command before its exec meanwhile: they are continued each second. */
+static void wait_release(int fd, pid_t pid) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, 1000) <= 0)
+        tree_signal(pid, SIGCONT);
+}
+
+/* Stacks of reapers that have ended, kept for the next ones: mapping a stack and its guard and
+ * unmapping it (which shoots down the TLBs of a memory two processes share) cost more than the
+ * rest of the spawn. */
+static void *spare_stacks[4];
+static size_t n_spare_stacks;
+
+static void *stack_get(void) {
+    if (n_spare_stacks > 0)
+        return spare_stacks[--n_spare_stacks];
+    char *stack = mmap(NULL, REAPER_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return NULL;
+    if (mprotect(stack, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE) < 0) {
+        munmap(stack, REAPER_STACK);
+        return NULL;
+    }
+    return stack;
+}
+
+/* The reaper that ran on stack has exited: nothing runs on it any more. */
+static void stack_put(void *stack) {
+#ifdef __SANITIZE_ADDRESS__
+    ASAN_UNPOISON_MEMORY_REGION(stack, REAPER_STACK); /* a noreturn path leaves redzones */
+#endif
+    if (n_spare_stacks < ARRAY_SIZE(spare_stacks))
+        spare_stacks[n_spare_stacks++] = stack;
+    else
+        munmap(stack, REAPER_STACK);
+}
+
+/* Start the reaper on init's memory; returns when it has started the command (or failed to). */
+static int spawn_shared(struct shared_args *a, pid_t *ret_pid, void **ret_stack) {
+    int rel[2];
+    if (pipe2(rel, O_CLOEXEC) < 0)
+        return -errno;
+    char *stack = stack_get();
+    a->release = rel[1];
+    a->close_too[0] = rel[0];
+    pid_t pid = stack ? clone(reaper_shared, stack + REAPER_STACK, CLONE_VM | SIGCHLD, a) : -1;
+    int r = !stack ? -ENOMEM : pid < 0 ? -errno : 0;
+    close(rel[1]);
+    if (r == 0)
+        wait_release(rel[0], pid);
+    close(rel[0]);
+    if (r < 0) {
+        if (stack)
+            stack_put(stack);
+        return r;
+    }
+    *ret_pid = pid;
+    *ret_stack = stack;
+    return 0;
+}
+#endif
 
 /* ---- init's loop ---- */
 
@@ -465,12 +611,29 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
             r = -ENOMEM;
     }
     exec_type = SHIM_IPC_EXEC_KIND(m->type);
-    pid_t pid = r == 0 ? fork() : -1;
-    if (pid == 0) {
+    pid_t pid = -1;
+    void *stack = NULL;
+#ifdef SHIM_RAW_SYSCALL
+    /* Forked as before: a grading sandbox's reaper, which takes another user's credentials (its
+     * memory is then no longer init's: SECURITY.md, "Commands and their process trees"); the
+     * helper's, which kills its tree after the command; and one that relays a terminal. */
+    if (r == 0 && !shim_exec_grading && exec_type != SHIM_IPC_EXEC_HELPER &&
+        !(tty_rows && shim_exec_tty_relay)) {
+        struct shared_args a = {.ipc = ipc,
+                                .close_too[1] = sfd,
+                                .id = m->id,
+                                .fds = fds,
+                                .cwd = cwd,
+                                .argv = argv,
+                                .envp = envp,
+                                .prog = prog};
+        r = spawn_shared(&a, &pid, &stack);
+    } else
+#endif
+        if (r == 0 && (pid = fork()) == 0) {
         close(sfd);
         reaper_main(ipc, m->id, fds, cwd, argv, envp, prog);
-    }
-    if (r == 0 && pid < 0)
+    } else if (r == 0 && pid < 0)
         r = -errno;
     for (size_t i = 0; i < nf; i++)
         close(fds[i]);
@@ -478,7 +641,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, m->id, -r, 0, "start", 5, NULL, 0);
         return;
     }
-    reapers[n_reapers++] = (struct reaper){.id = m->id, .pid = pid};
+    reapers[n_reapers++] = (struct reaper){.id = m->id, .pid = pid, .stack = stack};
 }
 
 static void kill_exec(shim_ipc_msg *m) {
@@ -497,6 +660,10 @@ static void reap_all(int ipc) {
             /* A reaper that did not exit 0/1 died before reporting: report for it. */
             if (!(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1)))
                 shim_ipc_send(ipc, SHIM_IPC_EXIT, reapers[i].id, st, 1, NULL, 0, NULL, 0);
+#ifdef SHIM_RAW_SYSCALL
+            if (reapers[i].stack)
+                stack_put(reapers[i].stack);
+#endif
             reapers[i] = reapers[--n_reapers];
             break;
         }

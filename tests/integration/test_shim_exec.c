@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -165,6 +166,48 @@ TEST(shim_concurrent_commands) {
               (unsigned long long)took);
 }
 
+/* Each command's reaper reports its own command's end, not one before it (a plain command's
+ * reaper shares init's memory: shim/exec.c, spawn_shared), in turn and at once; the orphans it
+ * adopts are reaped as they end, not kept as zombies until the command ends. */
+TEST(shim_each_reaper_reports_its_own_command) {
+    shimdrv *d = start();
+    shimdrv_result res;
+    for (int i = 0; i < 6; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof(cmd), "sleep 0.%d; echo %d; exit %d", 1 + i % 2, i, 10 + i);
+        const char *argv[] = {"sh", "-c", cmd, NULL};
+        uint64_t t0 = now_mono_ms();
+        CHECK_OK(shimdrv_exec(d, argv, NULL, &res));
+        CHECK_EQ(res.exit_code, 10 + i);
+        CHECK_EQ(atoi(res.out), i);
+        CHECK_MSG(now_mono_ms() - t0 >= 100, "exec %d ended after %llu ms", i,
+                  (unsigned long long)(now_mono_ms() - t0));
+        shimdrv_result_free(&res);
+    }
+    shimdrv_pending pe[3];
+    for (int i = 0; i < 3; i++) {
+        char cmd[64];
+        snprintf(cmd, sizeof(cmd), "sleep 0.%d; exit %d", 3 - i, 20 + i);
+        const char *argv[] = {"sh", "-c", cmd, NULL};
+        CHECK_OK(shimdrv_exec_start(d, argv, NULL, &pe[i]));
+    }
+    for (int i = 0; i < 3; i++) {
+        CHECK_OK(shimdrv_exec_finish(d, &pe[i], &res));
+        CHECK_EQ(res.exit_code, 20 + i);
+        shimdrv_result_free(&res);
+    }
+    /* 300 orphans (each sleep's shell exits at once) end while their command runs on: the
+     * sandbox's 256 processes are not used up by zombies */
+    CHECK_EQ(
+        shimdrv_sh(d,
+                   "i=0; while [ $i -lt 300 ]; do (sleep 0.01 &); i=$((i+1)); done; sleep 0.3; "
+                   "grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l",
+                   &res),
+        0);
+    CHECK_STREQ(res.out, "0\n");
+    shimdrv_result_free(&res);
+}
+
 static void expect_error(shimdrv *d, const char *raw, size_t len, const int *fds, size_t nf,
                          int want_errno) {
     CHECK(send(d->sock, raw, len, 0) == (ssize_t)len || fds);
@@ -295,6 +338,13 @@ TEST(shim_exec_file) {
     o3.file_name = "/tmp";
     CHECK_EQ(shimdrv_exec(d, mark, &o3, &res), -EISDIR);
     CHECK_MSG(strstr(res.start_error, "write /tmp: Is a directory"), "%s", res.start_error);
+    shimdrv_result_free(&res);
+    /* a FIFO there fails the start instead of holding it (and init) until a reader comes */
+    CHECK_EQ(shimdrv_sh(d, "mkfifo /tmp/fifo.py", &res), 0);
+    shimdrv_result_free(&res);
+    o3.file_name = "fifo.py";
+    CHECK_EQ(shimdrv_exec(d, mark, &o3, &res), -ENXIO);
+    CHECK_MSG(strstr(res.start_error, "write fifo.py"), "%s", res.start_error);
     shimdrv_result_free(&res);
     CHECK_EQ(shimdrv_sh(d, "test -e /tmp/ran", &res), 1);
     shimdrv_result_free(&res);
