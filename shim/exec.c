@@ -1,16 +1,16 @@
 /* Init's exec service, the per-command reaper and the command (see exec.h). Everything after a
- * fork or clone uses only async-signal-safe calls; /proc is read with raw getdents64. A plain
- * command's reaper runs on init's own memory (spawn_shared), a grading one's is forked. */
+ * fork or clone uses only async-signal-safe calls. A plain command's reaper runs on init's own
+ * memory (spawn_shared), a grading one's is forked. */
 #include "shim/exec.h"
 
 #include "common/macro.h"
 #include "common/fdutil.h"
 #include "shim/grading.h"
 #include "shim/init.h"
+#include "shim/proctree.h"
 #include "shim/rawsys.h"
 #include "shim/seccomp.h"
 
-#include <dirent.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
@@ -32,7 +32,6 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
-#define MAX_PROCS 8192
 #define MAX_ARGS (4096 + 2) /* argv and env entries: the API's 4096 (policy), and "sh -c" */
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
@@ -60,6 +59,11 @@ static size_t str_len(const char *s) {
 /* A terminal's size for the next command (SHIM_IPC_TTY), 0 for none: set by init before
  * it starts the reaper. */
 static unsigned tty_rows, tty_cols;
+
+/* Who is starting the current command, for init while it waits on a reaper of its memory
+ * (wait_release): the reaper, set before its vfork, and the command before its exec, set by
+ * itself first thing (its pid reaches the reaper only once it has exec'd). */
+static volatile pid_t start_reaper, start_cmd;
 
 /* The command is started with vfork(): it shares our memory until it execs or exits, so a
  * failure is reported by storing errno here before _exit. */
@@ -133,6 +137,7 @@ static int exec_search(char *const argv[], char *const envp[]) {
 
 static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, char **envp,
                                    const struct sock_fprog *prog) {
+    start_cmd = getpid();
     sigset_t none;
     sigemptyset(&none);
     for (int s = 1; s < NSIG; s++)
@@ -153,8 +158,12 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
         if (dup2(fds[i], i) < 0)
             fail_exec(errno);
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-    int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-    if (oom >= 0) { /* init and the reapers run at -999; the command is a normal candidate */
+    /* Init and the reapers run at -999; the command is a normal candidate. Not once its reaper
+     * is gone (killed meanwhile): a vfork child that is no longer waited for would pass its
+     * value on to every process of this memory, init too (a reaper on init's memory). */
+    int oom =
+        getppid() == start_reaper ? open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
+    if (oom >= 0) {
         ssize_t _unused_ w = write(oom, "0", 1);
         close(oom);
     }
@@ -195,105 +204,6 @@ static bool reaped(void) {
 }
 
 void (*shim_exec_tty_relay)(int, int, int, pid_t, const sigset_t *, bool (*)(void));
-
-/* ppid from /proc/PID/stat ("pid (comm) S ppid ..."); a zombie (state Z) gives -1. */
-static long parse_ppid(const char *stat) {
-    const char *p = strrchr(stat, ')');
-    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ' || p[2] == 'Z')
-        return -1;
-    long v = 0;
-    for (p += 4; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (*p - '0');
-    return v;
-}
-
-static long parse_long(const char *s) {
-    long v = 0;
-    if (!*s)
-        return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = v * 10 + (*s - '0');
-    }
-    return v;
-}
-
-/* Read (pid, ppid) of every live process in the sandbox (zombies get ppid -1). */
-static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
-    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return 0;
-    size_t n = 0;
-    char dbuf[8192];
-    long got;
-    while ((got = syscall(SYS_getdents64, dfd, dbuf, sizeof(dbuf))) > 0) {
-        for (long off = 0; off < got;) {
-            struct dirent64 *d = (struct dirent64 *)(dbuf + off);
-            off += d->d_reclen;
-            long pid = parse_long(d->d_name);
-            if (pid <= 0 || n >= max)
-                continue;
-            char path[64] = "/proc/", stat[512];
-            memcpy(path + 6, d->d_name, str_len(d->d_name));
-            memcpy(path + 6 + str_len(d->d_name), "/stat", 6);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
-                continue;
-            ssize_t k = read(fd, stat, sizeof(stat) - 1);
-            close(fd);
-            if (k <= 0)
-                continue;
-            stat[k] = '\0';
-            pids[n] = (pid_t)pid;
-            ppids[n++] = (pid_t)parse_ppid(stat);
-        }
-    }
-    close(dfd);
-    return n;
-}
-
-/* Signal every live descendant of root; returns how many were signalled. */
-static size_t tree_signal_once(pid_t root, int sig) {
-    static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
-    static bool in[MAX_PROCS];
-    size_t n = proc_table(pids, ppids, MAX_PROCS), hit = 0;
-    memset(in, 0, sizeof(in));
-    for (bool grew = true; grew;) {
-        grew = false;
-        for (size_t i = 0; i < n; i++) {
-            if (in[i] || ppids[i] <= 0)
-                continue;
-            bool parent_in = ppids[i] == root;
-            for (size_t k = 0; !parent_in && k < n; k++)
-                parent_in = in[k] && pids[k] == ppids[i];
-            if (parent_in)
-                in[i] = grew = true;
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        if (in[i] && kill(pids[i], sig) == 0)
-            hit++;
-    return hit;
-}
-
-/* Signal root's whole tree (root is a reaper: a subreaper, so nothing escapes it while it
- * lives). For SIGKILL, repeat until nothing is left alive: a killed process cannot fork again
- * and whatever was forked meanwhile is caught in the next round. Run by init, which the
- * sandbox cannot stop or kill, so a command that stops its own reaper still dies. */
-static void tree_signal(pid_t root, int sig) {
-    kill(root, SIGCONT);
-    if (sig != SIGKILL) {
-        tree_signal_once(root, sig);
-        return;
-    }
-    for (int round = 0; round < 500; round++) {
-        if (tree_signal_once(root, SIGKILL) == 0)
-            return;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-}
 
 /* The slave side of master m: TIOCGPTPEER, or (gVisor has no TIOCGPTPEER) /dev/pts/<TIOCGPTN>. */
 static int tty_peer(int m) {
@@ -387,6 +297,8 @@ static pid_t reaper_start(int ipc, uint64_t id, int fds[3], const char *cwd, cha
     sigprocmask(SIG_BLOCK, &chld, NULL); /* (init's already: the reaper's wait relies on it) */
     exec_errno = 0;
     exec_failed_at = FAILED_EXEC;
+    start_reaper = getpid();
+    start_cmd = 0;
     pid_t pid = vfork(); /* the command only execs or _exits: no page-table copy */
     if (pid == 0)
         command_main(fds, cwd, argv, envp, prog);
@@ -429,7 +341,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
         reap_children();
         if (cmd_done) {
             if (exec_type == SHIM_IPC_EXEC_HELPER) { /* sbx-as-agent: nothing stays behind */
-                tree_signal(getpid(), SIGKILL);
+                shim_proctree_signal(getpid(), SIGKILL);
                 reap_children();
             }
             shim_ipc_send(ipc, SHIM_IPC_EXIT, id, cmd_status, 0, NULL, 0, NULL, 0);
@@ -441,14 +353,16 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
 #ifdef SHIM_RAW_SYSCALL
 /* ---- the reaper on init's own memory ---- */
 
-/* A process of its own costs most of an exec's time on a VM where making and dropping an address
- * space is dear (docs/BENCHMARKS.md, "Issue 28 goal 4: the reaper on init's memory"). So the
- * reaper of a plain command is a clone(CLONE_VM) of init on a stack of its own: it shares init's
- * memory, its globals and message buffer, and also glibc's thread data, errno included. init
+/* A process of its own costs most of an exec's round trip on a VM where making and dropping an
+ * address space is dear (docs/BENCHMARKS.md, "Issue 28 goal 4: the reaper on init's memory").
+ * So the reaper of a plain command is a clone(CLONE_VM) of init on a stack of its own: it shares
+ * init's memory, its globals and message buffer, and also glibc's thread data, errno included
+ * (glibc still takes init for single-threaded: nothing here may malloc or use stdio). init
  * therefore waits (wait_release) while the reaper starts the command with ordinary calls; then
- * the reaper closes `release`, and from there on it uses only raw system calls (rawsys.h), which
- * write no memory of init's: reap, and report the command's end. */
+ * the reaper closes `release`, and from there on it makes only raw system calls (rawsys.h),
+ * which write no memory of init's: it reaps, and reports the command's end. */
 #define REAPER_STACK (128 * 1024) /* the start needs ~16 KiB; the lowest page is a guard */
+#define START_LIMIT_S 5           /* wait_release */
 
 struct shared_args {
     int ipc, release, close_too[2];
@@ -459,47 +373,80 @@ struct shared_args {
     const struct sock_fprog *prog;
 };
 
-/* Reap until cmd ends, report its end, exit: with raw system calls only. cmd stays our child
- * until reaped here, so wait4 never finds no child to wait for. SIGCHLD is blocked (init's
- * mask), so one that came before the wait is pending. */
-static _Noreturn void reaper_wait_raw(int ipc, uint64_t id, pid_t cmd) {
+/* Reap until cmd ends, report its end, exit: with raw system calls only, and no sanitizer's
+ * code (it would use init's thread data). cmd stays our child until reaped here; SIGCHLD is
+ * blocked, so one that came before the wait is pending. Exits 2 (init then reports for us)
+ * when the end cannot be sent. */
+__attribute__((no_sanitize_address)) static _Noreturn void reaper_wait_raw(int ipc, uint64_t id,
+                                                                           pid_t cmd) {
     const uint64_t chld = 1ull << (SIGCHLD - 1); /* the kernel's sigset_t */
-    for (;;) {
-        shim_raw_syscall4(SYS_rt_sigtimedwait, (long)&chld, 0, 0, sizeof(chld));
+    int code = 2;
+    for (bool done = false; !done;) {
+        shim_raw_syscall(SYS_rt_sigtimedwait, (long)&chld, 0, 0, sizeof(chld));
         int st;
         long p;
-        while ((p = shim_raw_syscall4(SYS_wait4, -1, (long)&st, WNOHANG, 0)) > 0) {
+        while (!done && (p = shim_raw_syscall(SYS_wait4, -1, (long)&st, WNOHANG, 0)) != 0) {
+            done = p < 0; /* (cannot happen: cmd is ours, and WNOHANG is not interrupted) */
             if (p != cmd)
                 continue;
             shim_ipc_msg exit_msg = {.type = SHIM_IPC_EXIT, .a = st, .id = id};
-            shim_raw_syscall4(SYS_write, ipc, (long)&exit_msg, sizeof(exit_msg), 0);
-            for (;;)
-                shim_raw_syscall4(SYS_exit_group, 0, 0, 0, 0);
+            long n = shim_raw_syscall(SYS_write, ipc, (long)&exit_msg, sizeof(exit_msg), 0);
+            code = n == (long)sizeof(exit_msg) ? 0 : 2;
+            done = true;
         }
     }
+    for (;;)
+        shim_raw_syscall(SYS_exit_group, code, 0, 0, 0);
 }
 
-static int reaper_shared(void *arg) {
+/* The signals whose handlers init may have (a sanitizer's, which its own sigaction would keep):
+ * a reaper that took one would run it on init's memory. Reset with the kernel's call. */
+static void reset_fault_handlers(void) {
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        uint64_t mask;
+    } dfl = {.handler = SIG_DFL}; /* the kernel's struct sigaction */
+    for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+        shim_raw_syscall(SYS_rt_sigaction, sigs[i], (long)&dfl, 0, sizeof(dfl.mask));
+}
+
+__attribute__((no_sanitize_address)) static int reaper_shared(void *arg) {
     const struct shared_args *a = arg; /* on init's stack: read before the release only */
     int ipc = a->ipc, release = a->release, fds[3] = {a->fds[0], a->fds[1], a->fds[2]};
     uint64_t id = a->id;
     close(a->close_too[0]);
     close(a->close_too[1]);
+    reset_fault_handlers();
     int master, relay, tty;
     pid_t cmd =
         reaper_start(ipc, id, fds, a->cwd, a->argv, a->envp, a->prog, &master, &relay, &tty);
     if (master >= 0) /* (no relay on this path) */
         close(master);
-    shim_raw_syscall4(SYS_close, release, 0, 0, 0);
+    shim_raw_syscall(SYS_close, release, 0, 0, 0);
     reaper_wait_raw(ipc, id, cmd);
 }
 
-/* Until the reaper closes its end of fd or ends. Something in the sandbox (its user's) may stop
- * the reaper or the command before its exec meanwhile: they are continued each second. */
+/* Until the reaper releases init: closes its end of fd, or ends. The command before its exec
+ * holds a copy too, which its exec or exit closes only after it has left this memory, so the
+ * reaper's stack is free for another once init has reaped the reaper. The start takes
+ * microseconds; should something in the sandbox (its user's) stop the reaper or the command
+ * meanwhile, they are continued each second and killed after START_LIMIT_S, so that init goes
+ * back to its requests (a kill, a timeout) within that. Raw calls: they run beside the start. */
 static void wait_release(int fd, pid_t pid) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    while (poll(&p, 1, 1000) <= 0)
-        tree_signal(pid, SIGCONT);
+    for (int s = 1;; s++) {
+        struct timespec second = {1, 0}; /* (ppoll leaves what remains of it there) */
+        if (shim_raw_syscall(SYS_ppoll, (long)&p, 1, (long)&second, 0) > 0)
+            return;
+        long sig = s < START_LIMIT_S ? SIGCONT : SIGKILL;
+        pid_t cmd = start_cmd;
+        shim_raw_syscall(SYS_kill, pid, sig, 0, 0);
+        if (cmd > 0)
+            shim_raw_syscall(SYS_kill, cmd, sig, 0, 0);
+    }
 }
 
 /* Stacks of reapers that have ended, kept for the next ones: mapping a stack and its guard and
@@ -533,7 +480,8 @@ static void stack_put(void *stack) {
         munmap(stack, REAPER_STACK);
 }
 
-/* Start the reaper on init's memory; returns when it has started the command (or failed to). */
+/* Start the reaper on init's memory; returns when it has started the command (or failed to).
+ * Fails before anything started (no pipe, stack or clone: the caller forks instead). */
 static int spawn_shared(struct shared_args *a, pid_t *ret_pid, void **ret_stack) {
     int rel[2];
     if (pipe2(rel, O_CLOEXEC) < 0)
@@ -541,6 +489,7 @@ static int spawn_shared(struct shared_args *a, pid_t *ret_pid, void **ret_stack)
     char *stack = stack_get();
     a->release = rel[1];
     a->close_too[0] = rel[0];
+    start_cmd = 0; /* (the last start's, until this reaper gets to reset it) */
     pid_t pid = stack ? clone(reaper_shared, stack + REAPER_STACK, CLONE_VM | SIGCHLD, a) : -1;
     int r = !stack ? -ENOMEM : pid < 0 ? -errno : 0;
     close(rel[1]);
@@ -627,13 +576,15 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
                                 .argv = argv,
                                 .envp = envp,
                                 .prog = prog};
-        r = spawn_shared(&a, &pid, &stack);
-    } else
+        if (spawn_shared(&a, &pid, &stack) < 0) /* e.g. a profile without CLONE_VM: fork */
+            pid = -1;
+    }
 #endif
-        if (r == 0 && (pid = fork()) == 0) {
+    if (r == 0 && pid < 0 && (pid = fork()) == 0) {
         close(sfd);
         reaper_main(ipc, m->id, fds, cwd, argv, envp, prog);
-    } else if (r == 0 && pid < 0)
+    }
+    if (r == 0 && pid < 0)
         r = -errno;
     for (size_t i = 0; i < nf; i++)
         close(fds[i]);
@@ -647,7 +598,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
 static void kill_exec(shim_ipc_msg *m) {
     for (size_t i = 0; i < n_reapers; i++)
         if (reapers[i].id == m->id && m->a > 0 && m->a < NSIG)
-            tree_signal(reapers[i].pid, m->a);
+            shim_proctree_signal(reapers[i].pid, m->a);
 }
 
 static void reap_all(int ipc) {

@@ -376,7 +376,7 @@ static int step_process_limits(error_rec *err) {
 
 /* The sandbox's seccomp filter, installed once on init (last, after everything that needs
  * more than the profile allows) instead of once per command: every reaper and command is
- * forked from init and inherits it through fork, vfork and execve, so each command runs
+ * cloned from init and inherits it through clone, vfork and execve, so each command runs
  * under exactly the filter it got before, without paying its load and JIT per command.
  * Everything init itself does from here on (the exec service in exec.c) is in the profile. */
 static int step_seccomp(shim_init_ctx *c, error_rec *err) {

@@ -1,29 +1,37 @@
 /* A system call that never touches errno: for a process that shares its memory, and so its
- * thread's errno, with another one that runs at the same time (shim/exec.c's reaper on the
- * shared-memory path). Returns the kernel's value: the result, or -errno. Defines
- * SHIM_RAW_SYSCALL only on the architectures it knows; elsewhere callers take another path. */
+ * thread's errno, with another one that runs at the same time (shim/exec.c's reaper on init's
+ * memory, and init while it waits for it). Returns the kernel's value: the result, or -errno.
+ * Defines SHIM_RAW_SYSCALL only on the architectures it knows; elsewhere callers take another
+ * path. */
 #pragma once
 
 #if defined(__x86_64__)
 #define SHIM_RAW_SYSCALL 1
-static inline long shim_raw_syscall4(long nr, long a, long b, long c, long d) {
+static inline long shim_raw_syscall5(long nr, long a, long b, long c, long d, long e) {
     register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
     long ret;
     __asm__ volatile("syscall"
                      : "=a"(ret)
-                     : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+                     : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
                      : "rcx", "r11", "memory");
     return ret;
 }
 #elif defined(__aarch64__)
 #define SHIM_RAW_SYSCALL 1
-static inline long shim_raw_syscall4(long nr, long a, long b, long c, long d) {
+static inline long shim_raw_syscall5(long nr, long a, long b, long c, long d, long e) {
     register long x8 __asm__("x8") = nr;
     register long x0 __asm__("x0") = a;
     register long x1 __asm__("x1") = b;
     register long x2 __asm__("x2") = c;
     register long x3 __asm__("x3") = d;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory", "cc");
+    register long x4 __asm__("x4") = e;
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4)
+                     : "memory", "cc");
     return x0;
 }
 #endif
+
+#define shim_raw_syscall(nr, a, b, c, d) shim_raw_syscall5((nr), (a), (b), (c), (d), 0)

@@ -1,0 +1,116 @@
+/* A process's whole tree inside the sandbox, found by walking /proc (see proctree.h). Only
+ * async-signal-safe calls; /proc is read with raw getdents64. */
+#include "shim/proctree.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 8192
+
+/* ppid from /proc/PID/stat ("pid (comm) S ppid ..."); a zombie (state Z) gives -1. */
+static long parse_ppid(const char *stat) {
+    const char *p = strrchr(stat, ')');
+    if (!p || p[1] != ' ' || !p[2] || p[3] != ' ' || p[2] == 'Z')
+        return -1;
+    long v = 0;
+    for (p += 4; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (*p - '0');
+    return v;
+}
+
+static long parse_long(const char *s) {
+    long v = 0;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+/* Read (pid, ppid) of every live process in the sandbox (zombies get ppid -1). */
+static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
+    int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0;
+    size_t n = 0;
+    char dbuf[8192];
+    long got;
+    while ((got = syscall(SYS_getdents64, dfd, dbuf, sizeof(dbuf))) > 0) {
+        for (long off = 0; off < got;) {
+            struct dirent64 *d = (struct dirent64 *)(dbuf + off);
+            off += d->d_reclen;
+            long pid = parse_long(d->d_name);
+            if (pid <= 0 || n >= max)
+                continue;
+            char path[64] = "/proc/", stat[512];
+            size_t l = 0;
+            while (d->d_name[l] && l < 20)
+                l++;
+            memcpy(path + 6, d->d_name, l);
+            memcpy(path + 6 + l, "/stat", 6);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            ssize_t k = read(fd, stat, sizeof(stat) - 1);
+            close(fd);
+            if (k <= 0)
+                continue;
+            stat[k] = '\0';
+            pids[n] = (pid_t)pid;
+            ppids[n++] = (pid_t)parse_ppid(stat);
+        }
+    }
+    close(dfd);
+    return n;
+}
+
+/* Signal every live descendant of root; returns how many were signalled. */
+static size_t tree_signal_once(pid_t root, int sig) {
+    static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
+    static bool in[MAX_PROCS];
+    size_t n = proc_table(pids, ppids, MAX_PROCS), hit = 0;
+    memset(in, 0, sizeof(in));
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t i = 0; i < n; i++) {
+            if (in[i] || ppids[i] <= 0)
+                continue;
+            bool parent_in = ppids[i] == root;
+            for (size_t k = 0; !parent_in && k < n; k++)
+                parent_in = in[k] && pids[k] == ppids[i];
+            if (parent_in)
+                in[i] = grew = true;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (in[i] && kill(pids[i], sig) == 0)
+            hit++;
+    return hit;
+}
+
+/* Signal root's whole tree (root is a reaper: a subreaper, so nothing escapes it while it
+ * lives). For SIGKILL, repeat until nothing is left alive: a killed process cannot fork again
+ * and whatever was forked meanwhile is caught in the next round. Run by init, which the
+ * sandbox cannot stop or kill, so a command that stops its own reaper still dies. */
+void shim_proctree_signal(pid_t root, int sig) {
+    kill(root, SIGCONT);
+    if (sig != SIGKILL) {
+        tree_signal_once(root, sig);
+        return;
+    }
+    for (int round = 0; round < 500; round++) {
+        if (tree_signal_once(root, SIGKILL) == 0)
+            return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
