@@ -61,12 +61,12 @@ static size_t str_len(const char *s) {
 static unsigned tty_rows, tty_cols;
 
 /* Who is starting the current command, for init while it waits on a reaper of its memory
- * (wait_release): the reaper, set before its vfork, and the command before its exec, set by
- * itself first thing (its pid reaches the reaper only once it has exec'd). */
+ * (wait_release): the reaper, set before it starts the command, and the command before its
+ * exec, set by the kernel before the command first runs (CLONE_PARENT_SETTID). */
 static volatile pid_t start_reaper, start_cmd;
 
-/* The command is started with vfork(): it shares our memory until it execs or exits, so a
- * failure is reported by storing errno here before _exit. */
+/* The command is started as vfork's child is: it shares our memory until it execs or exits, so
+ * a failure is reported by storing errno here before _exit. */
 static volatile int exec_errno;
 /* What failed when it was not the exec, for the message's "what" (else argv[0]): the working
  * directory ("chdir CWD") or the command's file ("write NAME"). */
@@ -137,7 +137,6 @@ static int exec_search(char *const argv[], char *const envp[]) {
 
 static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, char **envp,
                                    const struct sock_fprog *prog) {
-    start_cmd = getpid();
     sigset_t none;
     sigemptyset(&none);
     for (int s = 1; s < NSIG; s++)
@@ -160,7 +159,8 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     /* Init and the reapers run at -999; the command is a normal candidate. Not once its reaper
      * is gone (killed meanwhile): a vfork child that is no longer waited for would pass its
-     * value on to every process of this memory, init too (a reaper on init's memory). */
+     * value on to every process of this memory, init too (a reaper on init's memory). (A reaper
+     * killed between this check and the write still lets it through: by its own user.) */
     int oom =
         getppid() == start_reaper ? open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
     if (oom >= 0) {
@@ -265,7 +265,19 @@ static size_t failed_what(char *buf, size_t size, const char *cwd, const char *a
     return p + n;
 }
 
-/* The reaper's start: its credentials and terminal, then the command, vforked. Sends STARTED
+struct command_args {
+    int *fds;
+    const char *cwd;
+    char **argv, **envp;
+    const struct sock_fprog *prog;
+};
+
+static int command_entry(void *arg) {
+    const struct command_args *a = arg;
+    command_main(a->fds, a->cwd, a->argv, a->envp, a->prog);
+}
+
+/* The reaper's start: its credentials and terminal, then the command. Sends STARTED
  * and returns the command's pid, or reports why it did not start and exits 1. *master (a
  * terminal's master side, -1 for none) and, with shim_exec_tty_relay, *relay and *tty stay open
  * for the caller. */
@@ -299,10 +311,17 @@ static pid_t reaper_start(int ipc, uint64_t id, int fds[3], const char *cwd, cha
     exec_failed_at = FAILED_EXEC;
     start_reaper = getpid();
     start_cmd = 0;
-    pid_t pid = vfork(); /* the command only execs or _exits: no page-table copy */
-    if (pid == 0)
-        command_main(fds, cwd, argv, envp, prog);
+    /* vfork's clone (no page-table copy: the command only execs or _exits), on a stack of its own
+     * as posix_spawn's, with its pid in start_cmd before it runs */
+    char cmd_stack[48 * 1024] __attribute__((aligned(16)));
+    struct command_args ca = {fds, cwd, argv, envp, prog};
+    pid_t pid =
+        clone(command_entry, cmd_stack + sizeof(cmd_stack),
+              CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, &ca, (pid_t *)&start_cmd);
     int fe = errno;
+#ifdef __SANITIZE_ADDRESS__
+    ASAN_UNPOISON_MEMORY_REGION(cmd_stack, sizeof(cmd_stack)); /* the command left its frames */
+#endif
     for (int i = 0; i < (*master >= 0 ? 1 : 3); i++)
         close(fds[i]);
     if (pid < 0) {
@@ -313,6 +332,7 @@ static pid_t reaper_start(int ipc, uint64_t id, int fds[3], const char *cwd, cha
         char what[160];
         size_t n = failed_what(what, sizeof(what), cwd, argv[0]);
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, exec_errno, 0, what, n, NULL, 0);
+        start_cmd = 0; /* (it has exited: its pid is about to be free) */
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
         _exit(1);
@@ -435,13 +455,18 @@ __attribute__((no_sanitize_address)) static int reaper_shared(void *arg) {
  * microseconds; should something in the sandbox (its user's) stop the reaper or the command
  * meanwhile, they are continued each second and killed after START_LIMIT_S, so that init goes
  * back to its requests (a kill, a timeout) within that. Raw calls: they run beside the start. */
-static void wait_release(int fd, pid_t pid) {
+__attribute__((no_sanitize_address)) static void wait_release(int fd, pid_t pid) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    for (int s = 1;; s++) {
+    for (int s = 1;;) {
         struct timespec second = {1, 0}; /* (ppoll leaves what remains of it there) */
-        if (shim_raw_syscall(SYS_ppoll, (long)&p, 1, (long)&second, 0) > 0)
+        long n = shim_raw_syscall(SYS_ppoll, (long)&p, 1, (long)&second, 0);
+        if (n > 0)
             return;
-        long sig = s < START_LIMIT_S ? SIGCONT : SIGKILL;
+        if (n == -EINTR)
+            continue;
+        if (n < 0) /* (it worked in spawn_shared's probe: not expected) */
+            shim_raw_syscall(SYS_nanosleep, (long)&second, 0, 0, 0);
+        long sig = s++ < START_LIMIT_S ? SIGCONT : SIGKILL;
         pid_t cmd = start_cmd;
         shim_raw_syscall(SYS_kill, pid, sig, 0, 0);
         if (cmd > 0)
@@ -486,13 +511,23 @@ static int spawn_shared(struct shared_args *a, pid_t *ret_pid, void **ret_stack)
     int rel[2];
     if (pipe2(rel, O_CLOEXEC) < 0)
         return -errno;
+    static long ppoll_works = 1; /* 1: not tried yet (a profile without ppoll: fork instead) */
+    struct pollfd probe = {.fd = rel[0], .events = POLLIN};
+    struct timespec zero = {0, 0};
+    if (ppoll_works == 1)
+        ppoll_works = shim_raw_syscall(SYS_ppoll, (long)&probe, 1, (long)&zero, 0);
+    if (ppoll_works < 0) {
+        close(rel[0]);
+        close(rel[1]);
+        return (int)ppoll_works;
+    }
     char *stack = stack_get();
     a->release = rel[1];
     a->close_too[0] = rel[0];
     start_cmd = 0; /* (the last start's, until this reaper gets to reset it) */
     pid_t pid = stack ? clone(reaper_shared, stack + REAPER_STACK, CLONE_VM | SIGCHLD, a) : -1;
     int r = !stack ? -ENOMEM : pid < 0 ? -errno : 0;
-    close(rel[1]);
+    shim_raw_syscall(SYS_close, rel[1], 0, 0, 0); /* (beside the reaper's start: raw) */
     if (r == 0)
         wait_release(rel[0], pid);
     close(rel[0]);

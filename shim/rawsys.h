@@ -5,7 +5,7 @@
  * path. */
 #pragma once
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__LP64__) /* (not x32) */
 #define SHIM_RAW_SYSCALL 1
 static inline long shim_raw_syscall5(long nr, long a, long b, long c, long d, long e) {
     register long r10 __asm__("r10") = d;
