@@ -19,7 +19,8 @@
  *             process writes data to name (relative to cwd) after its chdir and before its exec,
  *             created or truncated as a shell's `>` would, as the command's user; where it
  *             cannot be written the reply is an error naming it ("exec write NAME: ...") and
- *             nothing runs. (SandboxFusion's code: a program and its source, no shell.)
+ *             nothing runs; a FIFO there is such an error (opened without blocking: ENXIO with
+ *             no reader). (SandboxFusion's code: a program and its source, no shell.)
  *             cwd: absolute, default /workspace. timeout_ms: 0 or absent = none; on expiry the
  *             command's whole process tree is killed. pid: the command's pid in the sandbox.
  *             A missing program or cwd is an error reply (errno ENOENT), not an exit.

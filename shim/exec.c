@@ -381,8 +381,10 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
  * therefore waits (wait_release) while the reaper starts the command with ordinary calls; then
  * the reaper closes `release`, and from there on it makes only raw system calls (rawsys.h),
  * which write no memory of init's: it reaps, and reports the command's end. */
-#define REAPER_STACK (128 * 1024) /* the start needs ~16 KiB; the lowest page is a guard */
-#define START_LIMIT_S 5           /* wait_release */
+/* The start needs ~64 KiB (48 of them the command's stack, reaper_start); the lowest page of a
+ * reaper's stack is a guard. */
+#define REAPER_STACK (128 * 1024)
+#define START_LIMIT_S 5 /* wait_release */
 
 struct shared_args {
     int ipc, release, close_too[2];
