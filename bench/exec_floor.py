@@ -209,4 +209,5 @@ def main():
         print("second / first: %.2f" % (statistics.median(t[1]) / statistics.median(t[0])))
 
 
-main()
+if __name__ == "__main__":  # (bench/exec_trace.sh imports the client)
+    main()

@@ -10,6 +10,7 @@
 #include "shim/proctree.h"
 #include "shim/rawsys.h"
 #include "shim/seccomp.h"
+#include "shim/sigdisp.h"
 
 #include <stdbool.h>
 #include <fcntl.h>
@@ -135,13 +136,21 @@ static int exec_search(char *const argv[], char *const envp[]) {
     return best;
 }
 
+/* The signals that init does not leave at SIG_DFL (bit s-1 for signal s): what it ignores
+ * (SIGPIPE, the shim's SIGHUP, glibc's own 32 and 33, which the daemon's posix_spawn left
+ * ignored) and a sanitizer's handlers; read once when init starts serving, and init changes none
+ * later. A command resets these, and only these, before its exec (a handler of init's must not
+ * run in it on init's memory, and an ignored signal would stay ignored across the exec): a
+ * system call each, not one per signal. A relaying reaper (forked: its own copy) adds SIGHUP. */
+static uint64_t init_sigs;
+
 static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, char **envp,
                                    const struct sock_fprog *prog) {
     sigset_t none;
     sigemptyset(&none);
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
+    for (int s = 1; s <= 64; s++)
+        if (init_sigs & SHIM_SIG_BIT(s))
+            shim_sigdisp_default(s);
     if (tty_rows && shim_exec_tty_relay) { /* the reaper leads the session: the foreground job */
         signal(SIGTTOU, SIG_IGN);
         if (setpgid(0, 0) < 0 || tcsetpgrp(fds[0], getpid()) < 0)
@@ -301,8 +310,10 @@ static pid_t reaper_start(int ipc, uint64_t id, int fds[3], const char *cwd, cha
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, id, en, 0, "terminal", 8, NULL, 0);
         _exit(1);
     }
-    if (*relay >= 0)
-        signal(SIGHUP, SIG_IGN); /* the terminal's hang-up is the command's, not the reaper's */
+    if (*relay >= 0) { /* the terminal's hang-up is the command's, not the reaper's */
+        signal(SIGHUP, SIG_IGN);
+        init_sigs |= SHIM_SIG_BIT(SIGHUP); /* (a forked reaper's copy) */
+    }
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -421,18 +432,13 @@ __attribute__((no_sanitize_address)) static _Noreturn void reaper_wait_raw(int i
         shim_raw_syscall(SYS_exit_group, code, 0, 0, 0);
 }
 
-/* The signals whose handlers init may have (a sanitizer's, which its own sigaction would keep):
- * a reaper that took one would run it on init's memory. Reset with the kernel's call. */
+/* The fault signals for which init has handlers (a sanitizer's, which its own sigaction would
+ * keep): a reaper that took one would run it on init's memory. Reset with the kernel's call. */
 static void reset_fault_handlers(void) {
     static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
-    struct {
-        void (*handler)(int);
-        unsigned long flags;
-        void (*restorer)(void);
-        uint64_t mask;
-    } dfl = {.handler = SIG_DFL}; /* the kernel's struct sigaction */
     for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
-        shim_raw_syscall(SYS_rt_sigaction, sigs[i], (long)&dfl, 0, sizeof(dfl.mask));
+        if (init_sigs & SHIM_SIG_BIT(sigs[i]))
+            shim_sigdisp_default(sigs[i]);
 }
 
 __attribute__((no_sanitize_address)) static int reaper_shared(void *arg) {
@@ -729,6 +735,7 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    init_sigs = shim_sigdisp_changed(); /* (after the last disposition init sets) */
     int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0)
         _exit(1);

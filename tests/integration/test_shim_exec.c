@@ -69,6 +69,24 @@ TEST(shim_exec_results) {
     shimdrv_result_free(&res);
 }
 
+/* A command starts with every signal at SIG_DFL and none blocked, though init ignores SIGPIPE
+ * and blocks SIGCHLD (the command resets only what init changed: exec.c's init_sigs). */
+TEST(shim_command_starts_with_default_signals) {
+    shimdrv *d = start();
+    for (int round = 0; round < 2; round++) { /* the second on a reused reaper stack */
+        shimdrv_result res;
+        const char *argv[] = {"cat", "/proc/self/status", NULL};
+        CHECK_OK(shimdrv_exec(d, argv, NULL, &res));
+        CHECK_EQ(res.exit_code, 0);
+        const char *want[] = {"SigBlk:\t0000000000000000\n", "SigIgn:\t0000000000000000\n",
+                              "SigCgt:\t0000000000000000\n"};
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+            CHECK_MSG(res.out && strstr(res.out, want[i]), "no '%.6s' of 0 in: %s", want[i],
+                      res.out ? res.out : "(none)");
+        shimdrv_result_free(&res);
+    }
+}
+
 TEST(shim_timeout_kills_whole_tree) {
     shimdrv *d = start();
     const char *argv[] = {"sh", "-c",

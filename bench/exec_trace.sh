@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# bench/exec_trace.sh: where an exec round trip's time goes, by process (issue 28 goal 4). A
+# daemon of its own, one sandbox, back-to-back execs of `true` from Python (bench/exec_floor.py's
+# client: one keep-alive connection), in three passes:
+#   1. plain: wall time per exec, and the machine's busy share (/proc/stat, both CPUs);
+#   2. `perf stat -p` on the daemon and the shim: CPU and context switches per exec;
+#   3. `strace -c` on the daemon and the shim: system calls per exec (strace slows the loop);
+# then `perf sched record` of ten execs spaced 50 ms apart, and the scheduler's view of the
+# fifth one (`perf sched timehist -w`: who woke whom, on which CPU, the wait for a CPU and the
+# run time of each step). Usage: bench/exec_trace.sh [BUILD_DIR]; SBX_BENCH_N execs per pass
+# (default 1000). Needs root, perf and strace (each pass without its tool is said loudly).
+set -euo pipefail
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+source "$ROOT/bench/common.sh"
+N=${SBX_BENCH_N:-1000}
+PY=${SBX_PYTHON:-/usr/bin/python3}
+start_daemon --shim "$B/sbx-shim" || { cat "$T/daemon.log" >&2; exit 1; }
+SID=$(curl -sf --unix-socket "$T/sock" -X POST http://x/v1/sandboxes -d '{}' | grep -o '"id":"[^"]*"' | cut -d'"' -f4)
+SH=$(for p in /proc/[0-9]*; do
+  [ "$(cat "$p/comm" 2>/dev/null)" = sbx-shim ] && tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF "$T/" && echo "${p#/proc/}"
+done | head -1 || true)
+if [ -z "$SID" ] || [ -z "$SH" ]; then
+  echo "bench: no sandbox or no shim" >&2
+  exit 1
+fi
+
+# loop N [GAP_S]: N execs in the sandbox, after 50 that warm up (the counts of passes 2 and 3
+# include them); prints the p50 in ms.
+loop() {
+  "$PY" - "$T/sock" "$SID" "$1" "${2:-0}" <<'PY'
+import statistics, sys, time
+sys.path.insert(0, "bench")
+from exec_floor import UnixConn, exec_true
+c = UnixConn(sys.argv[1])
+call, n, gap = exec_true(c, sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+for _ in range(50):
+    call()
+t = []
+for _ in range(n):
+    time.sleep(gap)
+    a = time.perf_counter()
+    call()
+    t.append((time.perf_counter() - a) * 1e3)
+print("%.3f" % statistics.median(t))
+PY
+}
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
+
+echo "# exec trace, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg), $N execs per pass"
+read -r b0 i0 < <(busy)
+a=$(date +%s.%N)
+p50=$(loop "$N")
+z=$(date +%s.%N)
+read -r b1 i1 < <(busy)
+awk -v p="$p50" -v a="$a" -v z="$z" -v n="$N" -v b="$((b1 - b0))" -v i="$((i1 - i0))" 'BEGIN {
+  printf "1. wall per exec: p50 %.3f ms, mean %.3f ms; the machine busy %.0f %% of the loop (both CPUs)\n",
+    p, (z - a) * 1e3 / n, 100 * b / (b + i) }'
+
+if command -v perf >/dev/null; then
+  perf stat -x, -e task-clock,context-switches -p "$DPID" -o "$T/stat.d" &
+  s1=$!
+  perf stat -x, -e task-clock,context-switches -p "$SH" -o "$T/stat.s" &
+  s2=$!
+  sleep 0.3
+  loop "$N" >/dev/null
+  kill -INT "$s1" "$s2"
+  wait "$s1" "$s2" || true
+  for w in d:daemon s:shim; do
+    awk -F, -v n="$((N + 50))" -v who="${w#*:}" '$3 == "task-clock" {c = $1} $3 == "context-switches" {x = $1}
+      END { printf "2. %-6s CPU %.3f ms and %.1f context switches per exec\n", who, c / n, x / n }' "$T/stat.${w%%:*}"
+  done
+else
+  loud "perf is not installed: passes 2 and 4 are skipped"
+fi
+
+if command -v strace >/dev/null; then
+  strace -c -p "$DPID" -o "$T/strace.d" 2>/dev/null &
+  s1=$!
+  strace -c -p "$SH" -o "$T/strace.s" 2>/dev/null &
+  s2=$!
+  sleep 0.3
+  loop "$N" >/dev/null
+  kill -INT "$s1" "$s2"
+  wait "$s1" "$s2" || true
+  for w in d:daemon s:shim; do
+    awk -v n="$((N + 50))" -v who="${w#*:}" '$NF == "total" {t = $4} $1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" {
+        l = l sprintf(" %s %.1f", $NF, $4 / n) }
+      END { printf "3. %-6s %.1f system calls per exec:%s\n", who, t / n, l }' "$T/strace.${w%%:*}"
+  done
+else
+  loud "strace is not installed: pass 3 is skipped"
+fi
+
+if command -v perf >/dev/null; then
+  perf record -q -e sched:sched_switch -e sched:sched_wakeup -e sched:sched_wakeup_new -a -o "$T/sched.data" &
+  s1=$!
+  sleep 0.5
+  loop 10 0.05 >/dev/null
+  sleep 0.1
+  kill -INT "$s1"
+  wait "$s1" || true
+  echo "4. the fifth exec, as the scheduler saw it (time s, [CPU], task, wait ms, wait for a CPU ms, run ms):"
+  perf sched timehist -w -i "$T/sched.data" 2>/dev/null |
+    grep -E 'sandboxd|sbx-|python3|true|<idle>' | awk '
+      /python3.*awakened: sandboxd/ { start = NR; init = 0 }
+      start && /sbx-init/ { init = 1 }
+      { l[NR] = $0 }
+      start && init && /sandboxd.*awakened: python3/ { a = start; z = NR; if (++k == 5) exit }
+      END { for (i = a; i <= z; i++) print l[i] }'
+fi
