@@ -46,6 +46,20 @@ for _ in range(n):
 print("%.3f" % statistics.median(t))
 PY
 }
+# traced TAG TOOL...: one loop of N execs with `TOOL... -p PID -o FILE` attached to the daemon
+# ($T/TAG.d) and to the shim ($T/TAG.s).
+traced() {
+  local tag=$1 s1 s2
+  shift
+  "$@" -p "$DPID" -o "$T/$tag.d" 2>/dev/null &
+  s1=$!
+  "$@" -p "$SH" -o "$T/$tag.s" 2>/dev/null &
+  s2=$!
+  sleep 0.3
+  loop "$N" >/dev/null
+  kill -INT "$s1" "$s2"
+  wait "$s1" "$s2" || true
+}
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
 
 echo "# exec trace, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg), $N execs per pass"
@@ -59,14 +73,7 @@ awk -v p="$p50" -v a="$a" -v z="$z" -v n="$N" -v b="$((b1 - b0))" -v i="$((i1 - 
     p, (z - a) * 1e3 / n, 100 * b / (b + i) }'
 
 if command -v perf >/dev/null; then
-  perf stat -x, -e task-clock,context-switches -p "$DPID" -o "$T/stat.d" &
-  s1=$!
-  perf stat -x, -e task-clock,context-switches -p "$SH" -o "$T/stat.s" &
-  s2=$!
-  sleep 0.3
-  loop "$N" >/dev/null
-  kill -INT "$s1" "$s2"
-  wait "$s1" "$s2" || true
+  traced stat perf stat -x, -e task-clock,context-switches
   for w in d:daemon s:shim; do
     awk -F, -v n="$((N + 50))" -v who="${w#*:}" '$3 == "task-clock" {c = $1} $3 == "context-switches" {x = $1}
       END { printf "2. %-6s CPU %.3f ms and %.1f context switches per exec\n", who, c / n, x / n }' "$T/stat.${w%%:*}"
@@ -76,14 +83,7 @@ else
 fi
 
 if command -v strace >/dev/null; then
-  strace -c -p "$DPID" -o "$T/strace.d" 2>/dev/null &
-  s1=$!
-  strace -c -p "$SH" -o "$T/strace.s" 2>/dev/null &
-  s2=$!
-  sleep 0.3
-  loop "$N" >/dev/null
-  kill -INT "$s1" "$s2"
-  wait "$s1" "$s2" || true
+  traced strace strace -c
   for w in d:daemon s:shim; do
     awk -v n="$((N + 50))" -v who="${w#*:}" '$NF == "total" {t = $4} $1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" {
         l = l sprintf(" %s %.1f", $NF, $4 / n) }
