@@ -45,6 +45,13 @@ test_profile_and_users() {
   expect 200 '.exit_code == 7 and .reason == "exited"'
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["/bin/sh","-c","kill -SEGV $$"],"user":"grader"}'
   expect 200 '.signal == 11'
+  # forked reapers (both users, the helper's) start commands with every signal at its default
+  local sigs='cat /proc/self/status | grep -E "^Sig(Blk|Ign|Cgt)" | tr -d "\t"' dfl
+  dfl=$(printf 'SigBlk:0000000000000000\nSigIgn:0000000000000000\nSigCgt:0000000000000000')
+  ex "$ID" agent "$sigs"
+  assert_eq "$(out)" "$dfl" "the agent's command: signals at their defaults"
+  ex "$ID" grader "$sigs; sbx-as-agent -- sh -c '$sigs'"
+  assert_eq "$(out)" "$(printf '%s\n%s' "$dfl" "$dfl")" "the grader's and its helper's: the same"
 }
 
 test_hidden_files() {
