@@ -7,31 +7,24 @@
 
 #if defined(__x86_64__) && defined(__LP64__) /* (not x32) */
 #define SHIM_RAW_SYSCALL 1
-static inline long shim_raw_syscall5(long nr, long a, long b, long c, long d, long e) {
+static inline long shim_raw_syscall(long nr, long a, long b, long c, long d) {
     register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
     long ret;
     __asm__ volatile("syscall"
                      : "=a"(ret)
-                     : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                     : "0"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
                      : "rcx", "r11", "memory");
     return ret;
 }
 #elif defined(__aarch64__)
 #define SHIM_RAW_SYSCALL 1
-static inline long shim_raw_syscall5(long nr, long a, long b, long c, long d, long e) {
+static inline long shim_raw_syscall(long nr, long a, long b, long c, long d) {
     register long x8 __asm__("x8") = nr;
     register long x0 __asm__("x0") = a;
     register long x1 __asm__("x1") = b;
     register long x2 __asm__("x2") = c;
     register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    __asm__ volatile("svc 0"
-                     : "+r"(x0)
-                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4)
-                     : "memory", "cc");
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory", "cc");
     return x0;
 }
 #endif
-
-#define shim_raw_syscall(nr, a, b, c, d) shim_raw_syscall5((nr), (a), (b), (c), (d), 0)
