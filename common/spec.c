@@ -66,8 +66,11 @@ static int parse_strv(json_t *arr, const char *field, char ***ret, size_t *ret_n
         *ret_n = 0;
         return *ret ? 0 : -ENOMEM;
     }
-    if (!json_is_array(arr) || json_array_size(arr) > SPEC_LIST_MAX)
+    if (!json_is_array(arr))
         return error_set(err, -EINVAL, "spec: %s must be an array of strings", field);
+    if (json_array_size(arr) > SPEC_LIST_MAX)
+        return error_set(err, -E2BIG, "spec: %s has %zu entries (at most %d)", field,
+                         json_array_size(arr), SPEC_LIST_MAX);
     size_t n = json_array_size(arr);
     char **v = calloc(n + 1, sizeof(char *));
     if (!v)

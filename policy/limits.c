@@ -107,6 +107,19 @@ static int parse_duration_range(json_t *v, const char *field, uint64_t def, uint
     return 0;
 }
 
+/* One entry of a string -> string map (k: kl bytes, not NUL-terminated): the key non-empty,
+ * without '=', the value a string; both of bounded size. */
+static int check_entry(const char *field, const char *k, size_t kl, json_t *val, error_rec *err) {
+    if (kl == 0 || memchr(k, '=', kl) || kl > MAX_KEY_LEN)
+        return error_set(err, -EINVAL, "%s: key \"%.*s\" must be 1-256 characters without '='",
+                         field, (int)MIN(kl, 64u), k);
+    if (!json_is_string(val))
+        return error_set(err, -EINVAL, "%s.%.*s: must be a string", field, (int)MIN(kl, 64u), k);
+    if (json_string_length(val) > MAX_VALUE_LEN)
+        return error_set(err, -EINVAL, "%s.%.*s: value too long", field, (int)MIN(kl, 64u), k);
+    return 0;
+}
+
 /* A string -> string object: keys non-empty, without '=', bounded sizes. Returns a copy. */
 static int parse_string_map(json_t *v, const char *field, json_t **ret, error_rec *err) {
     if (!v) {
@@ -120,19 +133,16 @@ static int parse_string_map(json_t *v, const char *field, json_t **ret, error_re
     const char *k;
     json_t *val;
     json_object_foreach(v, k, val) {
-        if (!*k || strchr(k, '=') || strlen(k) > MAX_KEY_LEN)
-            return error_set(err, -EINVAL, "%s: key \"%.64s\" must be 1-256 characters without '='",
-                             field, k);
-        if (!json_is_string(val))
-            return error_set(err, -EINVAL, "%s.%.64s: must be a string", field, k);
-        if (json_string_length(val) > MAX_VALUE_LEN)
-            return error_set(err, -EINVAL, "%s.%.64s: value too long", field, k);
+        int r = check_entry(field, k, strlen(k), val, err);
+        if (r < 0)
+            return r;
     }
     *ret = json_deep_copy(v);
     return *ret ? 0 : error_set(err, -ENOMEM, "out of memory");
 }
 
-int policy_limits_check_env(json_t *env, error_rec *err) {
+/* env (an object) as JSON "K=V" strings is at most max bytes; else -EINVAL naming field. */
+static int check_env_size(json_t *env, const char *field, size_t max, error_rec *err) {
     size_t total = 0;
     const char *k;
     json_t *v;
@@ -140,12 +150,44 @@ int policy_limits_check_env(json_t *env, error_rec *err) {
         total += jsonstr_escaped_len(k, strlen(k)) + 4; /* the quotes, '=' and ',' */
         total += jsonstr_escaped_len(json_string_value(v), json_string_length(v));
     }
-    if (total > POLICY_MAX_ENV_JSON)
+    if (total > max)
         return error_set(err, -EINVAL,
-                         "env: too large (%zu bytes as JSON, at most %u): each command's argv and "
-                         "env go to the sandbox in one request of at most 64 KiB",
-                         total, POLICY_MAX_ENV_JSON);
+                         "%s: too large (%zu bytes as JSON, at most %zu): it goes to the sandbox "
+                         "with each command",
+                         field, total, max);
     return 0;
+}
+
+int policy_limits_check_env(json_t *env, error_rec *err) {
+    return check_env_size(env, "env", POLICY_MAX_ENV_JSON, err);
+}
+
+int policy_limits_check_image_env(json_t *env, error_rec *err) {
+    static const char field[] = "image: config Env";
+    if (!env)
+        return 0;
+    if (!json_is_array(env))
+        return bad(err, field, "must be an array of NAME=VALUE strings");
+    if (json_array_size(env) > MAX_MAP_ENTRIES)
+        return bad(err, field, "has too many entries (at most 256)");
+    _cleanup_(json_decrefp) json_t *map = json_object();
+    if (!map)
+        return error_set(err, -ENOMEM, "out of memory");
+    size_t i;
+    json_t *e;
+    json_array_foreach(env, i, e) {
+        const char *s = json_string_value(e), *eq = s ? strchr(s, '=') : NULL;
+        if (!eq || eq == s || strlen(s) != json_string_length(e))
+            return error_set(err, -EINVAL, "%s: %.64s is not NAME=VALUE", field,
+                             s ? s : "(not a string)");
+        _cleanup_(json_decrefp) json_t *val = json_string(eq + 1);
+        int r = val ? check_entry(field, s, (size_t)(eq - s), val, err) : -ENOMEM;
+        if (r == 0 && json_object_setn(map, s, (size_t)(eq - s), val) < 0)
+            r = -ENOMEM;
+        if (r < 0)
+            return r == -ENOMEM ? error_set(err, r, "out of memory") : r;
+    }
+    return check_env_size(map, field, POLICY_MAX_IMAGE_ENV_JSON, err);
 }
 
 static bool path_ok(const char *p) {

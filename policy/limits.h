@@ -16,6 +16,9 @@
 /* A sandbox's env goes with each of its commands, beside their argv, in one request of at most
  * 64 KiB of JSON (SHIMPROTO_MSG_MAX): a create's env is at most this much, as JSON. */
 #define POLICY_MAX_ENV_JSON (48u << 10)
+/* An image's config Env goes with each command too, beside that request, in init's message (160
+ * KiB: shim/ipc.h SHIM_IPC_MAX): at most this much, as JSON, at import. */
+#define POLICY_MAX_IMAGE_ENV_JSON (64u << 10)
 /* cgroup v1 and v2 quotas have a floor of 1 ms per 100 ms period: 0.01 vCPU. */
 #define POLICY_MIN_CPU 0.01
 /* A cost cap below a micro-dollar (0.2 s of the default sandbox) or above a million dollars
@@ -84,6 +87,11 @@ void policy_create_done(policy_create *c);
  * config's defaults), not where a record is read back (state, restore, a move): one made
  * before the bound still loads. */
 int policy_limits_check_env(json_t *env, error_rec *err);
+/* An image's config Env (OCI image config: an array of "NAME=VALUE", later entries override
+ * earlier ones), checked at import, since it goes with every command of the image's sandboxes:
+ * a create env's bounds (256 entries, names of 1-256 characters, values of at most 32 KiB) and
+ * POLICY_MAX_IMAGE_ENV_JSON in all. NULL passes; else -EINVAL naming "image: config Env". */
+int policy_limits_check_image_env(json_t *env, error_rec *err);
 /* Serialize the limits part back to JSON ({"cpu":..,"memory":..,...}) and the whole create
  * (for persistence; policy_limits_parse_create accepts it back). */
 json_t *policy_create_to_json(const policy_create *c);

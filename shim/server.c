@@ -274,6 +274,11 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
     int r = shim_exec_msg_pack(s->sb->spec, msg, type == SHIM_IPC_EXEC_GRADER, buf + pre,
                                sizeof(buf) - pre, &len, &argc, &envc);
     len += pre;
+    if (r == -E2BIG) /* e.g. with an image's Env imported before it was bounded (policy/limits.h) */
+        return reply_error(c, seq, r,
+                           "argv and env: too large (the image's Env, the sandbox's env and the "
+                           "command's argv and env are over %zu bytes)",
+                           sizeof(buf) - pre);
     if (r < 0)
         return reply_error(c, seq, r,
                            "exec needs argv (non-empty array of strings), env [\"K=V\"], an "

@@ -6,6 +6,7 @@
 #include "sandboxd/core/images.h"
 
 #include "common/fdutil.h"
+#include "policy/limits.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -93,16 +94,11 @@ static int add_layer(img_job *j, const char *blob, const char *expect, error_rec
 static int config_fields(img_job *j, json_t *cfg, error_rec *err) {
     json_t *c = json_object_get(cfg, "config");
     json_t *env = json_object_get(c, "Env"), *wd = json_object_get(c, "WorkingDir");
-    size_t i;
-    json_t *e;
-    json_array_foreach(env, i, e) {
-        const char *s = json_string_value(e);
-        if (!s || !strchr(s, '=') || s[0] == '=' || strlen(s) != json_string_length(e))
-            return bad(err, "image: config Env: %s is not NAME=VALUE", s ? s : "(not a string)");
-    }
-    if ((env && !json_is_array(env)) || (wd && !json_is_string(wd)))
-        return bad(err, "image: config: %s has the wrong type",
-                   env && !json_is_array(env) ? "Env" : "WorkingDir");
+    int r = policy_limits_check_image_env(env, err); /* it goes with every command */
+    if (r < 0)
+        return r;
+    if (wd && !json_is_string(wd))
+        return bad(err, "image: config: %s has the wrong type", "WorkingDir");
     const char *w = wd ? json_string_value(wd) : "";
     if (*w && (w[0] != '/' || strstr(w, "/../") || strlen(w) > 1024))
         return bad(err, "image: config WorkingDir \"%s\" is not a clean absolute path", w);

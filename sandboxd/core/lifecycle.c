@@ -138,14 +138,20 @@ static int spec_fill(sd_sandbox *sb, shim_spec *s, error_rec *err) {
     return r;
 }
 
-static char *spec_text(sd_sandbox *sb) {
+/* The shim's spec as JSON text; NULL with err set when it cannot be made. */
+static char *spec_text(sd_sandbox *sb, error_rec *err) {
     _cleanup_(shim_spec_freep) shim_spec *s = calloc(1, sizeof(*s));
-    error_rec err = {0};
-    if (!s || spec_fill(sb, s, &err) < 0)
+    if (!s) {
+        error_set(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    if (spec_fill(sb, s, err) < 0)
         return NULL;
     json_t *j = shim_spec_to_json(s);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
+    if (!text)
+        error_set(err, -ENOMEM, "out of memory");
     return text;
 }
 
@@ -314,8 +320,14 @@ static void sandbox_start(sd_sandbox *sb) {
     sb->start_len = 0; /* (a resume starts a second time) */
     rm_rf(sb->dir);
     _cleanup_free_ char *spec_path = NULL, *dump = NULL;
-    dump = spec_text(sb);
-    if (!dump || mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
+    error_rec err = {0};
+    if (!(dump = spec_text(sb, &err))) { /* (not the request's fault: it was taken) */
+        char msg[sizeof(err.message) + 64];
+        snprintf(msg, sizeof(msg), "cannot prepare the sandbox: %s", err.message);
+        start_failed(sb, msg);
+        return;
+    }
+    if (mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
         file_replace_nosync(spec_path, dump, strlen(dump), 0600) < 0) {
         start_failed(sb, "cannot prepare the sandbox directory");
         return;

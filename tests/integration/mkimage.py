@@ -4,7 +4,7 @@
 mkimage.py FORMAT OUT [BAD]
   FORMAT: docker (classic docker save), docker-oci (docker save >= 25: OCI blobs plus
           manifest.json), oci (OCI image layout, second layer gzip), rootfs (one plain tarball)
-  BAD:    one hostile or broken variant (see BAD_LAYERS and the digest cases below)
+  BAD:    one hostile or broken variant (see BAD_LAYERS, BAD_ENV and the digest cases below)
 
 The image: layer 1 is a tiny runnable root (dash as /usr/bin/sh, a few coreutils and the
 libraries they need, copied from the host) with files that layer 2 changes, deletes with a
@@ -164,12 +164,22 @@ def sha(b):
     return hashlib.sha256(b).hexdigest()
 
 
-def config(diff_ids):
+# config Env beyond a create's env bounds (policy/limits.h), each refused at import: what goes
+# with every command of the image's sandboxes must fit the command's request
+BAD_ENV = {
+    "env-key": ["K" * 257 + "=v"],  # a name of 257 characters
+    "env-many": ["V%d=v" % i for i in range(257)],  # 257 entries
+    "env-value": ["BIG=" + "v" * 32769],  # a value over 32 KiB
+    "env-big": ["V%d=%s" % (i, "v" * 30000) for i in range(3)],  # over 64 KiB in all
+    "env-noeq": ["NOEQUALS"],
+}
+
+
+def config(diff_ids, bad=""):
+    env = ["PATH=/usr/local/bin:/usr/bin:/bin", "IMG_VAR=from-image", "OVERRIDE=image"]
     return json.dumps({
         "architecture": "amd64", "os": "linux",
-        "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "IMG_VAR=from-image",
-                           "OVERRIDE=image"],
-                   "WorkingDir": "/app", "Cmd": ["sh"]},
+        "config": {"Env": env + BAD_ENV.get(bad, []), "WorkingDir": "/app", "Cmd": ["sh"]},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + d for d in diff_ids]},
     }).encode()
 
@@ -196,7 +206,7 @@ def build(fmt, out, bad):
     blobs = list(layers)
     if fmt == "oci":
         blobs[1] = gzip.compress(layers[1], mtime=0)
-    cfg = config(diff_ids)
+    cfg = config(diff_ids, bad)
     with tarfile.open(out, "w") as tar:
         if fmt == "docker":
             paths = []

@@ -127,6 +127,11 @@ symlink-out|a/b: symlink to "../../../etc" leaves the image
 through-symlink|lnk/evil: path goes through a symlink
 blob-digest|digest mismatch
 diffid|digest mismatch
+env-key|image: config Env: key "KKKK
+env-many|image: config Env: has too many entries (at most 256)
+env-value|image: config Env.BIG: value too long
+env-big|image: config Env: too large (
+env-noeq|image: config Env: NOEQUALS is not NAME=VALUE
 EOF
   import bad-dig "$(img docker diffid)"; expect 400 '.message | contains("digest mismatch")'
   import bad-cfg "$(img docker config-digest)"; expect 400 '.message | contains("digest mismatch")'
@@ -212,6 +217,20 @@ test_restart() {
   run_in "$ID" 'cat /app/f /etc/base.txt; pwd'
   expect 200 '.stdout == "kept\nchanged\n/app\n"'
   req DELETE /v1/images/t:v1; expect 409
+  # a record made before import bounded Env (policy/limits.h) still loads; a sandbox that its
+  # Env cannot start says why (it said only "cannot prepare the sandbox directory")
+  stop_daemon
+  local m="$D/state/images/meta"
+  jq '.name = "old:v1" | .env += [range(5000) | "E\(.)=v"]' "$m/t:v1.json" >"$m/old:v1.json" &&
+    jq '.name = "old:v2" | .env += [range(100) | "E\(.)=\("v" * 2000)"]' "$m/t:v1.json" \
+      >"$m/old:v2.json" || fail "cannot write the old records"
+  start_daemon
+  req GET /v1/images/old:v1; expect 200 '(.env | length) == 5003'
+  req POST /v1/sandboxes -d '{"image":"old:v1"}'
+  expect 500 '.message == "cannot prepare the sandbox: spec: env has 5005 entries (at most 4096)"'
+  create '{"image":"old:v2"}' # 200 KB of Env: more than a command's request to init carries
+  req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["true"]}'
+  expect 400 '.message | startswith("argv and env: too large (the image'"'"'s Env")'
 }
 
 TEST_TIMEOUT_pools_and_forks=120

@@ -160,6 +160,67 @@ TEST(create_env_total_bound) {
     free(b);
 }
 
+/* An image's config Env is held to a create env's bounds at import: at each bound it is taken
+ * (256 entries, a 256-character name, a 32 KiB value; 64 KiB in all, POLICY_MAX_IMAGE_ENV_JSON),
+ * one past it is refused naming "image: config Env"; a later entry overrides an earlier one; so
+ * is anything not an array of NAME=VALUE strings. */
+TEST(image_env_bounds) {
+    error_rec err = {0};
+    json_t *env = json_array();
+    for (int i = 0; i < 256; i++)
+        json_array_append_new(env, json_sprintf("V%d=%d", i, i));
+    CHECK_OK(policy_limits_check_image_env(env, &err));
+    json_array_append_new(env, json_string("V0=again"));
+    CHECK_EQ(policy_limits_check_image_env(env, &err), -EINVAL);
+    CHECK_MSG(strcmp(err.message, "image: config Env: has too many entries (at most 256)") == 0,
+              "%s", err.message);
+    json_decref(env);
+    char *s = malloc(40000);
+    memset(s, 'K', 257);
+    strcpy(s + 256, "=v"); /* a name of 256 characters */
+    env = json_pack("[s,s]", s, "K=1");
+    CHECK_OK(policy_limits_check_image_env(env, &err));
+    s[256] = 'K', strcpy(s + 257, "=v"); /* 257 */
+    json_array_set_new(env, 0, json_string(s));
+    CHECK_EQ(policy_limits_check_image_env(env, &err), -EINVAL);
+    CHECK_MSG(strstr(err.message, "image: config Env: key \"KKKK") == err.message, "%s",
+              err.message);
+    /* "A=", "B=" with values of 32763 bytes: 2 * (1 + 4 + 32763), exactly 64 KiB as JSON */
+    memset(s, 'v', 2 + 32769 + 1);
+    s[1] = '=', s[2 + 32763] = 0;
+    s[0] = 'A', json_array_set_new(env, 0, json_string(s));
+    s[0] = 'B', json_array_set_new(env, 1, json_string(s));
+    CHECK_OK(policy_limits_check_image_env(env, &err));
+    s[0] = 'C', json_array_append_new(env, json_string(s));
+    CHECK_EQ(policy_limits_check_image_env(env, &err), -EINVAL);
+    CHECK_MSG(strncmp(err.message,
+                      "image: config Env: too large (98304 bytes as JSON, at most "
+                      "65536)",
+                      65) == 0,
+              "%s", err.message);
+    json_array_set_new(env, 1, json_string("A=a")); /* overrides the large A: not counted */
+    CHECK_OK(policy_limits_check_image_env(env, &err));
+    s[2 + 32763] = 'v', s[2 + 32768] = 0; /* a value of 32 KiB: taken */
+    json_array_set_new(env, 2, json_string(s));
+    CHECK_OK(policy_limits_check_image_env(env, &err));
+    s[2 + 32768] = 'v', s[2 + 32769] = 0; /* one byte more, even where a later C overrides it */
+    json_array_set_new(env, 1, json_string(s));
+    json_array_append_new(env, json_string("C=small"));
+    CHECK_EQ(policy_limits_check_image_env(env, &err), -EINVAL);
+    CHECK_MSG(strcmp(err.message, "image: config Env.C: value too long") == 0, "%s", err.message);
+    free(s);
+    static const char *const junk[] = {"[\"NOEQ\"]", "[\"=v\"]", "[1]", "{\"A\":\"b\"}", "\"A=b\""};
+    for (size_t i = 0; i < ARRAY_SIZE(junk); i++) {
+        json_t *j = json_loads(junk[i], JSON_DECODE_ANY, NULL);
+        CHECK_EQ(policy_limits_check_image_env(j, &err), -EINVAL);
+        CHECK_MSG(strncmp(err.message, "image: config Env: ", 19) == 0, "%s: %s", junk[i],
+                  err.message);
+        json_decref(j);
+    }
+    CHECK_OK(policy_limits_check_image_env(NULL, &err));
+    json_decref(env);
+}
+
 /* images: names are normalized to NAME:TAG */
 TEST(create_image_names) {
     static const char *const cases[][2] = {
