@@ -340,6 +340,10 @@ test_exec_too_large() {
   expect 400 '.message == "argv: has too many elements (at most 4096)"'
   req GET "$S"; expect 200 '.state == "running"'
   req GET "$S/processes"; expect 200 '.processes == []'
+  # refused requests, not commands that failed: the exec metrics count none of them
+  req GET /metrics; expect 200
+  grep -q '^sandboxd_execs_total{outcome="error"} 0$' "$D/body" ||
+    fail "too-large requests counted as exec errors: $(grep '^sandboxd_execs_total' "$D/body")"
   # a sandbox's env goes with every command: more than 48 KiB of it is refused where it is
   # asked for (create, fork, the config's defaults), not once per command
   jq -nc --arg x "$x30" '{env:{A:$x,B:$x}}' >"$D/cenv.json"
