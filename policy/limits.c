@@ -28,6 +28,10 @@ const char *const policy_create_keys[] = {
     "profile",   "ports",        "gpus",    "entrypoint", /* parsed by policy/entrypoint.c (the API
                                                              starts it: api/entrypoint.c) */
     "isolation", "volumes",      "on_idle", "pausable",     NULL};
+/* Of those, what the operator's config "defaults" may set (the others are a create's own). */
+const char *const policy_defaults_keys[] = {"image",        "cpu",     "memory",       "disk",
+                                            "pids",         "env",     "idle_timeout", "timeout",
+                                            "max_cost_usd", "network", "isolation",    NULL};
 static const char *const exec_keys[] = {
     "argv", "shell", "cwd", "user", "env", "stdin", "stdin_b64", "timeout", "max_output",
     /* policy/process.h: how the command runs (policy_process_parse) */

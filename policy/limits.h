@@ -76,6 +76,9 @@ typedef struct policy_exec {
 
 /* The keys a create body may carry (NULL-terminated); any other is refused (common/jsonkeys.h). */
 extern const char *const policy_create_keys[];
+/* Of those, the ones the operator's config "defaults" may set (policy_limits_parse_create's
+ * `defaults` fills only these; the rest, e.g. labels, lease, ports, are a create's own). */
+extern const char *const policy_defaults_keys[];
 
 /* Parse a create body. `defaults` (may be NULL) is an object with the same fields that replaces
  * the built-in defaults (operator configuration); it is validated like the body. */

@@ -233,6 +233,13 @@ static int check_file_keys(json_t *j, const char *path, error_rec *err) {
         r = jsonkeys_check(json_object_get(j, "price"), price_keys, "price", err);
     if (r >= 0)
         r = jsonkeys_check(json_object_get(j, "defaults"), policy_create_keys, "defaults", err);
+    const char *own = jsonkeys_other(json_object_get(j, "defaults"), policy_defaults_keys);
+    if (r >= 0 && own) /* e.g. labels, ports: what one create asks for (policy/limits.h) */
+        r = error_set(err, -EINVAL,
+                      "defaults.%.64s: a create's own field, not a default (defaults take image, "
+                      "cpu, memory, disk, pids, env, idle_timeout, timeout, max_cost_usd, network "
+                      "and isolation)",
+                      own);
     return r < 0 ? error_prefix(err, "config %s", path) : 0;
 }
 

@@ -345,6 +345,10 @@ static int start_copy(sd_fork *f, int init_pid, error_rec *err) {
 /* The source's create with the body's fields (except count) laid over it. */
 static int fork_spec(sd_daemon *d, sd_sandbox *src, json_t *body, policy_create *ret,
                      error_rec *err) {
+    if (json_object_get(body, "entrypoint")) /* (a create's: api/entrypoint.c) */
+        return error_set(err, -EINVAL,
+                         "entrypoint: a fork starts none (its sandboxes get the source's files, "
+                         "not its processes): start it with an exec in each fork");
     json_t *merged = policy_create_to_json(&src->spec);
     if (!merged)
         return error_set(err, -ENOMEM, "out of memory");

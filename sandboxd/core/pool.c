@@ -68,6 +68,12 @@ static int parse_one(sd_daemon *d, json_t *j, sd_pool *p, error_rec *err) {
     if (!body)
         return error_set(err, -ENOMEM, "out of memory");
     json_object_del(body, "size");
+    if (json_object_get(body, "entrypoint")) { /* (a create's: api/entrypoint.c) */
+        json_decref(body);
+        return error_set(err, -EINVAL,
+                         "pools: entrypoint: a warm sandbox starts none (the "
+                         "create that takes it may ask for one)");
+    }
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &p->tmpl, err);
     json_decref(body);
     if (r >= 0)

@@ -75,7 +75,13 @@ test_unknown_fields_refused() {
   start_daemon
   create; local id=$ID S=/v1/sandboxes/$ID
   req GET /v1/sandboxes; expect 200 'length == 1'
-  local f
+  req POST /v1/leases -d '{"ttl":"5m"}'; expect 201
+  local f lease; lease=$(echo "$BODY" | jq -r .id)
+  # a renew keeps the ttl: one asked for is refused, not ignored; no body or {} renews
+  unknown_field POST "/v1/leases/$lease/renew" '{"ttl":"10m"}' ttl
+  req POST "/v1/leases/$lease/renew" -d '[]'; expect 400 '.message == "the body must be a JSON object"'
+  req POST "/v1/leases/$lease/renew"; expect 200 '.ttl == 300'
+  req POST "/v1/leases/$lease/renew" -d '{}'; expect 200 '.ttl == 300'
   req POST /v1/sandboxes -d '{"memory":"256Mi","isolation":64}' # implemented: checked (docs/API.md)
   expect 400 '.message | startswith("isolation: must be")'
   for f in runtime mounts snapshot bogus; do
@@ -85,6 +91,7 @@ test_unknown_fields_refused() {
     unknown_field POST "$S/exec" "{\"argv\":[\"sleep\",\"1\"],\"background\":true,\"$f\":1}" "$f"
     unknown_field POST "$S/timeout" "{\"timeout\":\"5m\",\"$f\":1}" "$f"
     unknown_field POST /v1/leases "{\"ttl\":\"5m\",\"$f\":1}" "$f"
+    unknown_field POST "/v1/leases/$lease/renew" "{\"$f\":1}" "$f"
     unknown_field POST /run_code "{\"code\":\"print(1)\",\"language\":\"python\",\"$f\":1}" "$f"
     unknown_field POST /run_jupyter "{\"cells\":[\"1\"],\"$f\":1}" "$f"
   done
@@ -108,22 +115,26 @@ test_unknown_fields_refused() {
   expect 200 '.exit_code == 0'
   req POST "$S/timeout" -d '{"timeout":"5m"}'; expect 200
   req POST /v1/leases -d '{"ttl":"5m"}'; expect 201
-  # the config file: an unknown key stops the daemon at start, naming it
+  # a fork gets the source's files, not its processes: an entrypoint there is refused
+  req POST "$S/fork" -d '{"count":1,"entrypoint":["sleep","1"]}'
+  expect 400 '.message | startswith("entrypoint: a fork starts none")'
+  # the config file: an unknown key stops the daemon at start, naming it; so do a create's
+  # own fields in "defaults" (they would never apply) and an entrypoint in a pool entry
+  bad_config '{"max_sandboxes":4,"volumes":[{"name":"pip-cache"}]}' 'volumes: unknown field'
+  bad_config '{"defaults":{"memory":"1Gi","runtime":"runsc"}}' 'defaults.runtime: unknown field'
+  bad_config '{"defaults":{"memory":"1Gi","labels":{"team":"a"}}}' \
+    "defaults.labels: a create's own field, not a default"
+  bad_config '{"pools":[{"size":1,"entrypoint":["sleep","9"]}]}' 'pools: entrypoint: a warm'
+}
+
+bad_config() { # JSON WANT: a daemon with this config file exits at start, saying WANT
   local out rc=0
-  echo '{"max_sandboxes":4,"volumes":[{"name":"pip-cache"}]}' >"$DAEMON_ROOT/bad.json"
+  echo "$1" >"$DAEMON_ROOT/bad.json"
   out=$(timeout 10 "$SBX_BUILD_DIR/sandboxd" --config "$DAEMON_ROOT/bad.json" \
     --socket "$DAEMON_ROOT/bad.sock" --run-dir "$DAEMON_ROOT/bad-run" \
     --state-dir "$DAEMON_ROOT/bad-state" 2>&1) || rc=$?
-  [ "$rc" -ne 0 ] || fail "a config with \"volumes\" started the daemon: $out"
-  echo "$out" | grep -q 'volumes: unknown field' || fail "the config error does not name volumes: $out"
-  echo '{"defaults":{"memory":"1Gi","runtime":"runsc"}}' >"$DAEMON_ROOT/bad.json"
-  rc=0
-  out=$(timeout 10 "$SBX_BUILD_DIR/sandboxd" --config "$DAEMON_ROOT/bad.json" \
-    --socket "$DAEMON_ROOT/bad.sock" --run-dir "$DAEMON_ROOT/bad-run" \
-    --state-dir "$DAEMON_ROOT/bad-state" 2>&1) || rc=$?
-  [ "$rc" -ne 0 ] || fail "a config with defaults.runtime started the daemon: $out"
-  echo "$out" | grep -q 'defaults.runtime: unknown field' ||
-    fail "the config error does not name defaults.runtime: $out"
+  [ "$rc" -ne 0 ] || fail "the config $1 started the daemon: $out"
+  echo "$out" | grep -qF "$2" || fail "the config $1: the error does not say \"$2\": $out"
 }
 
 # Raw requests over the Unix socket (curl normalises what these tests need to get wrong).
