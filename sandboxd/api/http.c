@@ -681,6 +681,8 @@ void sd_http_stop(sd_daemon *d) {
         http_inst *in = &d->http->inst[i];
         if (!in->active)
             continue;
+        for (int k = 0; k < 3; k++) /* answers already given (sd_sf_done's) go out, not lost */
+            MHD_run(in->mhd);
         uv_poll_stop(&in->poll);
         uv_timer_stop(&in->timer);
         int fd = MHD_quiesce_daemon(in->mhd);

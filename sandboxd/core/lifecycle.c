@@ -480,9 +480,11 @@ static void end_starting(sd_sandbox *sb) {
     TELL(sb->d, create_finished, sb, &err);
 }
 
-/* Tell the shim to tear down, or run `sbx-shim cleanup` when there is no shim. */
+/* Tell the shim to tear down, or run `sbx-shim cleanup` when there is no shim. Also while the
+ * daemon stops (a SandboxFusion request it ends, api/sandboxfusion.c): the request is sent at
+ * once, and the shim tears down on its own; the answer is not waited for. */
 static void stop_shim(sd_sandbox *sb) {
-    if (sb->shim && !sb->d->shutting_down) {
+    if (sb->shim) {
         if (sd_shim_request(sb->shim, "shutdown", NULL, NULL, 0, shutdown_reply, sb) < 0) {
             sd_shim_close(TAKE_PTR(sb->shim));
             run_cleanup(sb, false);

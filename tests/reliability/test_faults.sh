@@ -182,6 +182,36 @@ test_killed_shim_reclaims_all() {
   create; check_alive "$ID"
 }
 
+# A daemon stopped while a /run_code request runs answers it (SandboxError) and ends its
+# sandbox: that sandbox's shim tears down too, though the daemon is stopping (it was left running,
+# with its processes, cgroups and mounts, under a record that said "ended"), and nothing else
+# is left once the daemon is up again.
+TEST_TIMEOUT_stop_during_run_code=90
+test_stop_during_run_code() {
+  rel_setup
+  start_daemon --pool-demand-idle 0 # (no warm entries: they would rightly outlive the daemon)
+  curl -s --max-time 60 --unix-socket "$SOCK" -H 'Content-Type: application/json' \
+    -d '{"code":"import time\nprint(\"started\", flush=True)\ntime.sleep(60)","language":"python","run_timeout":50}' \
+    http://sd/run_code >"$D/answer" 2>&1 &
+  local client=$! i
+  for i in $(seq 100); do
+    req GET /v1/sandboxes
+    echo "$BODY" | jq -e '[.[] | select(.state == "running" and .usage.commands_running == 1)] | length == 1' >/dev/null && break
+    sleep 0.1
+  done
+  [ "$i" -lt 100 ] || fail "the /run_code command never ran: $BODY"
+  local counts; counts=$(leak_counts)
+  [[ "$counts" == *"shims 1"* ]] || fail "expected the request's shim: $counts"
+  stop_daemon
+  wait "$client" || true
+  jq -e '.status == "SandboxError" and (.message | contains("shutting down"))' "$D/answer" >/dev/null ||
+    fail "the request's answer: $(cat "$D/answer")"
+  wait_no_leaks 20
+  start_daemon --pool-demand-idle 0
+  req GET /v1/sandboxes; expect 200 'length == 1 and .[0].state == "ended"'
+  wait_no_leaks 10
+}
+
 TEST_TIMEOUT_client_disconnects=90
 test_client_disconnects() {
   rel_setup
