@@ -123,7 +123,8 @@ static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
         return;
     sb->fork = NULL;
     if (err) {
-        f->failed++;
+        if (!f->failed++)
+            f->code = err->code; /* the first failure's, as a create answers it */
         snprintf(f->message, sizeof(f->message), "%s", err->message);
         for (unsigned i = 0; i < f->count; i++)
             if (f->sbs[i] == sb)
@@ -150,12 +151,17 @@ static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
         policy_egress_free(eg);
         return r;
     }
-    sd_network_attach(sb, eg);
     r = sd_registry_set_seed(sb, f->layer, f->src_uid_base, f->src_id);
     if (r < 0 || (r = sd_state_save(sb)) < 0) { /* never run a sandbox a restart would not know */
-        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "its state could not be saved");
-        return error_set_errno(err, r, "cannot save a fork's state");
+        policy_egress_free(eg); /* forgotten as a create's (core/create.c): it never started */
+        sd_state_remove(d, sb->id);
+        sd_registry_release_slot(sb);
+        sd_sandbox_forget(sb);
+        return r == -ENOMEM
+                   ? error_set(err, r, "out of memory")
+                   : error_set(err, -EDQUOT, "cannot save a fork's state: %s", strerror(-r));
     }
+    sd_network_attach(sb, eg);
     sb->fork = f;
     f->sbs[i] = sb;
     f->pending++;
@@ -181,6 +187,7 @@ static void copy_done(void *ud, const error_rec *e) {
     for (unsigned i = 0; i < f->count && !f->failed; i++)
         if (fork_one(f, i, &err) < 0) {
             f->failed = 1;
+            f->code = err.code; /* (a full state directory: 507, as a create's) */
             snprintf(f->message, sizeof(f->message), "%s", err.message);
         }
     /* the forks answer through on_create_finished; the group ends when they all have */

@@ -2,7 +2,8 @@
 # Reliability under faults, against a real daemon and real sandboxes (root): sandboxd killed -9
 # while 64 commands stream output (and in a loop during create/delete churn), a killed shim,
 # clients that vanish mid-stream, a full state directory, OOM and a command writing 1 GiB,
-# slow readers and 2000 idle connections. Each case checks that state survives (re-adoption,
+# slow readers and 2000 idle connections, a full state directory under a fork and a warm pool,
+# a daemon stopped during a /run_code request. Each case checks that state survives (re-adoption,
 # parseable state files consistent with the live shims) and that nothing leaks: shims, sandbox
 # processes, cgroups, mounts, network namespaces, veths, nft chains, run dirs and daemon fds.
 # Helpers: rel.sh (daemon, HTTP, leak_counts), sdclient.py (HTTP for the Python drivers).
@@ -242,21 +243,30 @@ test_client_disconnects() {
   [ "$now" -le $((base + 1)) ] || { ls -l /proc/$DPID/fd >&2; fail "daemon fds grew from $base to $now"; }
 }
 
-TEST_TIMEOUT_full_state_dir=90
-test_full_state_dir() {
-  rel_setup
+small_state_dir() { # the daemon runs in a private mount namespace whose state dir is a 256 KiB tmpfs
   command -v unshare >/dev/null || skip "unshare is needed"
-  # the daemon runs in a private mount namespace whose state dir is a 256 KiB tmpfs
   mkdir -p "$D/state"
   printf '#!/bin/sh\nmount -t tmpfs -o size=256k,mode=0700 sbxtest-state "%s" || exit 1\nexec "$@"\n' "$D/state" >"$D/wrap.sh"
   chmod +x "$D/wrap.sh"
   DAEMON_WRAP=(unshare -m --propagation private "$D/wrap.sh")
+}
+fill_state_dir() { nsenter -t "$DPID" -m dd if=/dev/zero of="$D/state/fill" bs=4k 2>/dev/null || true; }
+
+TEST_TIMEOUT_full_state_dir=90
+test_full_state_dir() {
+  rel_setup
+  small_state_dir
   start_daemon
   create; local first=$ID
-  nsenter -t "$DPID" -m dd if=/dev/zero of="$D/state/fill" bs=4k 2>/dev/null || true
+  fill_state_dir
   req POST /v1/sandboxes -d '{}'
   expect 507 '.code == "insufficient_storage" and (.message | test("space"))'
   req POST /v1/sandboxes -H 'Idempotency-Key: full-1' -d '{}'; expect 507
+  # a fork's record cannot be saved either: 507 as a create's, and the node still starts
+  # sandboxes afterwards (the unsaved fork was ended as if it had started, which broke the count
+  # of starting sandboxes: every later create waited in the queue for ever)
+  req POST "/v1/sandboxes/$first/fork" -d '{"count":1}'
+  expect 507 '.code == "insufficient_storage" and (.message | contains("cannot save a fork"))'
   req GET /v1/sandboxes; expect 200 "length == 1 and .[0].id == \"$first\""
   [ "$(ls "$D/run/sandboxes" | wc -l)" == 1 ] || fail "a refused create left a run dir: $(ls "$D/run/sandboxes")"
   local counts; counts=$(leak_counts)
@@ -268,6 +278,29 @@ test_full_state_dir() {
   check_alive "$(echo "$BODY" | jq -r .id)"
   delete_all
   wait_no_leaks 20
+}
+
+# A warm pool's entries are saved before they start, as a create's sandboxes are: with the
+# state directory full, the refill starts none (one started without a record would be lost by a
+# restart, its shim, cgroups and uid range with it), and it starts them again once there is room.
+TEST_TIMEOUT_full_state_dir_pool=60
+test_full_state_dir_pool() {
+  rel_setup
+  small_state_dir
+  start_daemon --pool 'size=1,cpu=0.5,memory=256Mi'
+  wait_ready 1 20
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 '.pooled == true'
+  local taken; taken=$(echo "$BODY" | jq -r .id)
+  fill_state_dir # at once: the refill waits 250 ms after a take
+  sleep 2        # the refill's 1 s timer, twice
+  local counts; counts=$(leak_counts)
+  [[ "$counts" == *"shims 1"* ]] || fail "an entry without a record started: $counts"
+  grep -q 'warm pool 0: cannot save an entry' "$D/log" || fail "no refill was tried: $(tail -5 "$D/log")"
+  req GET /v1/sandboxes; expect 200 "length == 1 and .[0].id == \"$taken\""
+  nsenter -t "$DPID" -m rm -f "$D/state/fill"
+  wait_ready 1 20 # (after the template's 5 s pause)
+  req POST /v1/sandboxes -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201 '.pooled == true'
+  delete_all
 }
 
 TEST_TIMEOUT_oom_and_huge_output=180
