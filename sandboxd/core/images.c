@@ -433,6 +433,8 @@ static void import_done(uv_work_t *w, int status) {
                     trash(d, p);
             }
         trash(d, j->work);
+    } else if (r >= 0 && j->work && rmdir(j->work) < 0 && errno == ENOTEMPTY) {
+        trash(d, j->work); /* a layer another import stored first (commit): this copy goes */
     }
     if (r < 0)
         log_warn("image import failed name=%s error=\"%s\"", j->name, err.message);
