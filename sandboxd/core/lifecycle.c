@@ -327,13 +327,20 @@ static void sandbox_start(sd_sandbox *sb) {
         start_failed(sb, msg);
         return;
     }
-    if (mkdir_p(sb->dir, 0711) < 0 || asprintf(&spec_path, "%s/spec.json", sb->dir) < 0 ||
-        file_replace_nosync(spec_path, dump, strlen(dump), 0600) < 0) {
-        start_failed(sb, "cannot prepare the sandbox directory");
+    int r = mkdir_p(sb->dir, 0711);
+    if (r >= 0 && asprintf(&spec_path, "%s/spec.json", sb->dir) < 0)
+        r = -ENOMEM;
+    if (r >= 0)
+        r = file_replace_nosync(spec_path, dump, strlen(dump), 0600);
+    if (r < 0) { /* (a full run dir: 507, as a full state directory) */
+        char msg[PATH_MAX + 96];
+        snprintf(msg, sizeof(msg), "cannot prepare the sandbox directory %s: %s", sb->dir,
+                 strerror(-r));
+        start_failed_code(sb, r == -ENOSPC || r == -EDQUOT ? -EDQUOT : -EIO, msg);
         return;
     }
     int status_fd = -1;
-    int r = shim_start(d, sb->dir, &status_fd);
+    r = shim_start(d, sb->dir, &status_fd);
     if (r < 0) {
         char msg[PATH_MAX + 64];
         snprintf(msg, sizeof(msg), "cannot run %s: %s", d->cfg.shim_path, strerror(-r));

@@ -243,14 +243,17 @@ test_client_disconnects() {
   [ "$now" -le $((base + 1)) ] || { ls -l /proc/$DPID/fd >&2; fail "daemon fds grew from $base to $now"; }
 }
 
-small_state_dir() { # the daemon runs in a private mount namespace whose state dir is a 256 KiB tmpfs
+small_state_dir() { # the daemon runs in a private mount namespace whose DIR (default: its
+  # state dir) is a tmpfs of SIZE (256k)
+  local dir=${1:-$D/state}
   command -v unshare >/dev/null || skip "unshare is needed"
-  mkdir -p "$D/state"
-  printf '#!/bin/sh\nmount -t tmpfs -o size=256k,mode=0700 sbxtest-state "%s" || exit 1\nexec "$@"\n' "$D/state" >"$D/wrap.sh"
+  mkdir -p "$dir"
+  printf '#!/bin/sh\nmount -t tmpfs -o size=%s,mode=0755 sbxtest-small "%s" || exit 1\nexec "$@"\n' \
+    "${2:-256k}" "$dir" >"$D/wrap.sh"
   chmod +x "$D/wrap.sh"
   DAEMON_WRAP=(unshare -m --propagation private "$D/wrap.sh")
 }
-fill_state_dir() { nsenter -t "$DPID" -m dd if=/dev/zero of="$D/state/fill" bs=4k 2>/dev/null || true; }
+fill_state_dir() { nsenter -t "$DPID" -m dd if=/dev/zero of="${1:-$D/state}/fill" bs=4k 2>/dev/null || true; }
 
 TEST_TIMEOUT_full_state_dir=90
 test_full_state_dir() {
@@ -276,6 +279,25 @@ test_full_state_dir() {
   nsenter -t "$DPID" -m rm -f "$D/state/fill"
   req POST /v1/sandboxes -H 'Idempotency-Key: full-1' -d '{}'; expect 201 ".id != \"$first\""
   check_alive "$(echo "$BODY" | jq -r .id)"
+  delete_all
+  wait_no_leaks 20
+}
+
+# A full run directory (where each sandbox's spec and sockets go) is 507 for a create, naming
+# the directory and the cause (it was 500 "cannot prepare the sandbox directory"), and creates
+# work again once there is room.
+TEST_TIMEOUT_full_run_dir=60
+test_full_run_dir() {
+  rel_setup
+  small_state_dir "$D/run" 4m
+  start_daemon
+  create; local first=$ID
+  fill_state_dir "$D/run"
+  req POST /v1/sandboxes -d '{}'
+  expect 507 '.code == "insufficient_storage" and (.message | test("cannot prepare the sandbox directory .*: No space left on device"))'
+  check_alive "$first"
+  nsenter -t "$DPID" -m rm -f "$D/run/fill"
+  create; check_alive "$ID"
   delete_all
   wait_no_leaks 20
 }
