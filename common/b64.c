@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -45,12 +46,10 @@ static int sextet(char c) {
     return -1;
 }
 
-int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len) {
+/* Decode into out (slen / 4 * 3 bytes; NULL: only check); the decoded length, or -EINVAL. */
+static long decode_into(const char *s, size_t slen, unsigned char *out) {
     if (slen % 4)
         return -EINVAL;
-    unsigned char *out = malloc(slen / 4 * 3 + 1);
-    if (!out)
-        return -ENOMEM;
     size_t n = 0;
     for (size_t i = 0; i < slen; i += 4) {
         int v[4], pad = 0;
@@ -60,19 +59,36 @@ int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len)
                 v[k] = 0;
                 pad++;
             } else if ((v[k] = sextet(c)) < 0 || pad) {
-                free(out);
                 return -EINVAL;
             }
         }
         unsigned w = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | v[3];
-        out[n++] = (unsigned char)(w >> 16);
-        if (pad < 2)
-            out[n++] = (unsigned char)(w >> 8);
-        if (pad < 1)
-            out[n++] = (unsigned char)w;
+        unsigned char b[3] = {(unsigned char)(w >> 16), (unsigned char)(w >> 8), (unsigned char)w};
+        if (out)
+            memcpy(out + n, b, (size_t)(3 - pad));
+        n += (size_t)(3 - pad);
+    }
+    return (long)n;
+}
+
+int b64_check(const char *s, size_t slen) {
+    long n = decode_into(s, slen, NULL);
+    return n < 0 ? (int)n : 0;
+}
+
+int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len) {
+    if (slen % 4)
+        return -EINVAL;
+    unsigned char *out = malloc(slen / 4 * 3 + 1);
+    if (!out)
+        return -ENOMEM;
+    long n = decode_into(s, slen, out);
+    if (n < 0) {
+        free(out);
+        return (int)n;
     }
     out[n] = 0;
     *ret = out;
-    *ret_len = n;
+    *ret_len = (size_t)n;
     return 0;
 }

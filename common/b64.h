@@ -11,3 +11,5 @@ size_t b64_encode_into(const void *data, size_t len, char *out);
 /* Decode; whitespace is not allowed. Returns 0 with a malloc'd buffer (NUL-terminated for
  * convenience), -EINVAL on malformed input, -ENOMEM. */
 int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len);
+/* 0 when b64_decode would take s, else -EINVAL (nothing is allocated). */
+int b64_check(const char *s, size_t slen);

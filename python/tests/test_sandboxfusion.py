@@ -211,9 +211,27 @@ def test_malformed_bodies_are_clear_4xx(body, ctype):
     assert j["message"] and j["code"]
 
 
-def test_bad_base64_is_sandbox_error():
-    out = run_code(code="print(1)", language="python", files={"a.txt": "!!!not base64"})
-    assert out["status"] == "SandboxError" and "base64" in out["message"]
+@pytest.mark.parametrize("body,message", [
+    # checked before a sandbox is made for the request (it was a SandboxError after one was)
+    ({"files": {"a.txt": "!!!not base64"}}, "files: a.txt is not valid base64"),
+    ({"files": {"ok.txt": "aGk=", "b.txt": "aGk"}}, "files: b.txt is not valid base64"),
+    # a sandbox's memory is 16 MB to the host's (it was a SandboxError, and 2**44 wrapped to 0)
+    ({"memory_limit_MB": 8}, "memory_limit_MB: must be 16.."),
+    ({"memory_limit_MB": 2 ** 44}, "memory_limit_MB: must be 16.."),
+    ({"run_timeout": 4 * 86400}, "run_timeout: must be a number of seconds in 0..259200"),
+])
+def test_bad_fields_are_422_naming_them(body, message):
+    r = requests.post(f"{URL}/run_code", json={"code": "print(1)", "language": "python", **body},
+                      timeout=30)
+    assert r.status_code == 422 and r.json()["message"].startswith(message), r.text
+
+
+def test_zero_timeout_is_out_of_time_at_once():
+    # as SandboxFusion's asyncio.wait_for(..., timeout=0) (it ran without a limit until the
+    # sandbox's own end, a SandboxError after 130 s)
+    out = run_code(code="while True: pass", language="python", run_timeout=0)
+    assert out["status"] == "Failed", out
+    assert out["run_result"]["status"] == "TimeLimitExceeded", out
 
 
 def test_wrong_method_and_other_paths():

@@ -324,7 +324,7 @@ static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, 
     json_t *body = argv ? json_pack("{s:o,s:s,s:{s:s},s:s}", "argv", argv, "cwd", "/workspace",
                                     "env", "PWD", "/workspace", "max_output", "64Mi")
                         : NULL; /* PWD: as the shell that used to start each command set it */
-    if (body && timeout_s > 0)
+    if (body) /* 0 as SandboxFusion's asyncio.wait_for takes it: out of time at once */
         json_object_set_new(body, "timeout", json_real(timeout_s < 0.001 ? 0.001 : timeout_s));
     policy_exec pe = {0};
     error_rec err = {0};
@@ -691,8 +691,8 @@ void sd_api_sandboxfusion(sd_daemon *d, sd_request *req) {
         sd_reply_error_rec(req, &err);
         return;
     }
-    const char *bad =
-        json_is_object(body) ? sd_sf_check_common(body) : "the body must be a JSON object";
+    const char *bad = json_is_object(body) ? sd_sf_check_common(body, d->host.memory_bytes)
+                                           : "the body must be a JSON object";
     if (!bad)
         bad = jupyter ? sd_sf_check_jupyter(body) : sd_sf_check_run_code(body, &refusal, &lang);
     if (bad) {

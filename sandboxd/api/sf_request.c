@@ -4,9 +4,11 @@
  * strings). Calls nothing in sandboxfusion.c. */
 #include "sandboxd/api/sf_request.h"
 
+#include "common/b64.h"
 #include "common/jsonkeys.h"
 #include "common/end_reason.h"
 #include "common/macro.h"
+#include "policy/limits.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -101,8 +103,12 @@ static const char *sandbox_image(const sd_daemon *d) {
     return json_is_string(img) ? json_string_value(img) : "host";
 }
 
+/* A timeout in seconds: 0..3 days, so that a request's sum (compile + run, or total, plus the
+ * sandbox's 120 s of margin) stays within a sandbox's timeout (POLICY_MAX_DURATION_MS). */
+#define SF_MAX_TIMEOUT_S (3 * 86400)
 static bool is_num(json_t *v) {
-    return json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) < 7 * 86400;
+    return json_is_number(v) && json_number_value(v) >= 0 &&
+           json_number_value(v) <= SF_MAX_TIMEOUT_S;
 }
 
 /* The fields of SandboxFusion's RunCodeRequest and RunJupyterRequest: every one is implemented
@@ -126,7 +132,7 @@ int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err) {
     return 0;
 }
 
-const char *sd_sf_check_common(json_t *b) {
+const char *sd_sf_check_common(json_t *b, uint64_t host_memory) {
     json_t *files = json_object_get(b, "files"), *fetch = json_object_get(b, "fetch_files");
     json_t *mem = json_object_get(b, "memory_limit_MB");
     if (files && !json_is_object(files))
@@ -135,9 +141,14 @@ const char *sd_sf_check_common(json_t *b) {
         return "files: too many files";
     const char *k;
     json_t *v;
+    static char bad_file[300];
     json_object_foreach(files, k, v) {
         if (!*k || (!json_is_string(v) && !json_is_null(v)))
             return "files: each value must be a base64 string (or null)";
+        if (json_is_string(v) && b64_check(json_string_value(v), json_string_length(v)) < 0) {
+            snprintf(bad_file, sizeof(bad_file), "files: %.200s is not valid base64", k);
+            return bad_file; /* (before a sandbox is made for it) */
+        }
     }
     if (fetch && !json_is_array(fetch))
         return "fetch_files: must be an array of paths";
@@ -150,6 +161,16 @@ const char *sd_sf_check_common(json_t *b) {
         return "fetch_files: too many files";
     if (mem && !json_is_integer(mem))
         return "memory_limit_MB: must be an integer";
+    static char bad_mem[160]; /* a limit is a sandbox's memory: POLICY_MIN_MEMORY..the host's */
+    json_int_t mb = json_integer_value(mem);
+    if (mb > 0 &&
+        (mb < (json_int_t)(POLICY_MIN_MEMORY >> 20) || (uint64_t)mb > host_memory >> 20)) {
+        snprintf(bad_mem, sizeof(bad_mem),
+                 "memory_limit_MB: must be %llu..%llu (this host's memory), or -1 for the default",
+                 (unsigned long long)(POLICY_MIN_MEMORY >> 20),
+                 (unsigned long long)(host_memory >> 20));
+        return bad_mem;
+    }
     return NULL;
 }
 
@@ -169,8 +190,8 @@ const char *sd_sf_check_run_code(json_t *b, const char **ret_refusal, const sf_l
     for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
         json_t *v = json_object_get(b, fields[i]);
         if (v && !is_num(v))
-            return fields[i][0] == 'c' ? "compile_timeout: must be a number of seconds >= 0"
-                                       : "run_timeout: must be a number of seconds >= 0";
+            return fields[i][0] == 'c' ? "compile_timeout: must be a number of seconds in 0..259200"
+                                       : "run_timeout: must be a number of seconds in 0..259200";
     }
     const char *name = json_string_value(lang);
     for (size_t i = 0; i < ARRAY_SIZE(langs); i++)
@@ -209,7 +230,7 @@ const char *sd_sf_check_jupyter(json_t *b) {
         return "kernel: only python3 is supported";
     json_t *ct = json_object_get(b, "cell_timeout"), *tt = json_object_get(b, "total_timeout");
     if ((ct && !is_num(ct)) || (tt && !is_num(tt)))
-        return "cell_timeout, total_timeout: must be numbers of seconds >= 0";
+        return "cell_timeout, total_timeout: must be numbers of seconds in 0..259200";
     return NULL;
 }
 

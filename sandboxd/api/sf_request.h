@@ -25,8 +25,9 @@ json_t *sd_sf_lossy_string(const char *s, size_t n);
 /* Fields the daemon does not know, or knows and does not implement ("args" other than []):
  * -EINVAL naming the field (a 400, as on every endpoint). */
 int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err);
-/* Checks the fields both endpoints share; NULL when fine, else what is wrong. */
-const char *sd_sf_check_common(json_t *b);
+/* Checks the fields both endpoints share (files' base64, a memory_limit_MB the host can give);
+ * NULL when fine, else what is wrong. */
+const char *sd_sf_check_common(json_t *b, uint64_t host_memory);
 /* /run_code's fields: NULL when fine (*ret_lang the language, or *ret_refusal the SandboxError
  * message for a language SandboxFusion knows and this node does not run), else what is wrong. */
 const char *sd_sf_check_run_code(json_t *b, const char **ret_refusal, const sf_lang **ret_lang);
