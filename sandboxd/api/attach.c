@@ -596,9 +596,19 @@ void sd_api_exec_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
     upgrade(req, c, accept);
 }
 
-static bool query_true(sd_request *req, const char *key) {
+/* A flag in the query: absent, 0 or false is false, 1 or true is true; any other value is
+ * answered 400 naming it (never taken as false) and returns -EINVAL. */
+static int query_flag(sd_request *req, const char *key, bool *ret) {
     const char *v = sd_req_query(req, key);
-    return v && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
+    if (!v || strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
+        *ret = false;
+    else if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0)
+        *ret = true;
+    else {
+        sd_reply_error(req, 400, "invalid_argument", "%s: must be 1 or true, 0 or false", key);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 static void replay(ws_conn *c, sd_process *p) {
@@ -628,12 +638,15 @@ void sd_api_process_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb, const 
         sd_reply_error(req, 409, "process_ended", "process %d has ended", p->pid);
         return;
     }
+    bool want_stdin, want_replay;
+    if (query_flag(req, "stdin", &want_stdin) < 0 || query_flag(req, "replay", &want_replay) < 0)
+        return;
     char accept[29];
     ws_conn *c = handshake(d, req, sb, accept);
     if (!c)
         return;
     error_rec err = {0};
-    int r = sd_process_attach(p, query_true(req, "stdin"), &watch_ops, c, &c->w, &err);
+    int r = sd_process_attach(p, want_stdin, &watch_ops, c, &c->w, &err);
     if (r < 0) {
         free(c);
         sd_reply_error(req, 409,
@@ -643,7 +656,7 @@ void sd_api_process_attach(sd_daemon *d, sd_request *req, sd_sandbox *sb, const 
                        "%s", err.message);
         return;
     }
-    if (query_true(req, "replay"))
+    if (want_replay)
         replay(c, p);
     upgrade(req, c, accept);
 }

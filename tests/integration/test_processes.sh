@@ -140,6 +140,11 @@ test_background_lifecycle() {
   for _ in $(seq 100); do grep -q READY "$DAEMON_ROOT/hold.out" && break; sleep 0.05; done
   req GET "/v1/sandboxes/$ID/processes/$p2"; expect 200 '.attached == 1'
   [ "$(ws status "/v1/sandboxes/$ID/processes/$p2/attach?stdin=1")" == 409 ] || fail "a second stdin writer was let in"
+  # a flag's value other than 1/true, 0/false is a 400, never a read-only attach taken as asked
+  local flag
+  for flag in stdin=yes replay=on stdin=2; do
+    [ "$(ws status "/v1/sandboxes/$ID/processes/$p2/attach?$flag")" == 400 ] || fail "attach?$flag was taken"
+  done
   kill "$hold" 2>/dev/null; wait "$hold" 2>/dev/null || true
   wait_proc "$p2" '.attached == 0 and .state == "running"' 10
   ws attach "$p2" got-attached-input 1 0 || fail "stdin from a late attachment"
