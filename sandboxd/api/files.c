@@ -374,6 +374,11 @@ void sd_api_files_put(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
         sd_reply_error(req, 400, "invalid_argument", "mode: must be octal, at most 0777");
         return;
     }
+    if (tar && sd_req_query(req, "mode")) { /* a tar's entries carry their own modes */
+        sd_reply_error(req, 400, "invalid_argument",
+                       "mode: only with application/octet-stream (a tar's entries have their own)");
+        return;
+    }
     const char *path;
     files_job *j = files_prologue(req, sb, &path);
     if (!j)

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -412,7 +413,7 @@ static bool token_eq(const char *h, const char *tok) {
 /* --token, or the fleet's --fleet-token (docs/FLEET.md). */
 bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
     const char *h = sd_req_header(req, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0)
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) /* (the scheme: any case, RFC 9110) */
         return false;
     bool a = token_eq(h + 7, d->cfg.token), b = token_eq(h + 7, d->cfg.fleet_token);
     return a | b;

@@ -10,6 +10,7 @@
 #include "common/macro.h"
 
 #include <string.h>
+#include <strings.h>
 
 static bool is(sd_request *req, const char *m) {
     return strcmp(req->method, m) == 0;
@@ -79,6 +80,19 @@ static bool query_ok(sd_request *req) {
         return true;
     sd_reply_error(req, 400, "invalid_argument",
                    "%.64s: unknown query parameter (this daemon does not implement it)", bad);
+    return false;
+}
+
+/* False (answered 415) when the body comes with a Content-Encoding other than identity: no
+ * endpoint decodes one, and a gzip body would be stored or parsed as it came. A sandbox port's
+ * requests are its server's business. */
+static bool encoding_ok(sd_request *req) {
+    const char *e = sd_req_header(req, "Content-Encoding");
+    if (!e || strcasecmp(e, "identity") == 0 ||
+        path_matches("/v1/sandboxes/*/ports/", req->path, true))
+        return true;
+    sd_reply_error(req, 415, "unsupported_media_type",
+                   "Content-Encoding %.32s: not implemented (send the body as it is)", e);
     return false;
 }
 
@@ -193,7 +207,7 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
         sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
         return;
     }
-    if (!query_ok(req))
+    if (!query_ok(req) || !encoding_ok(req))
         return;
     if (strcmp(p, "/healthz") == 0)
         is(req, "GET") ? sd_api_healthz(d, req) : not_allowed(req);

@@ -319,6 +319,10 @@ test_tcp_needs_token() {
   [ "$c" == 401 ] || fail "wrong token: $c"
   c=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "http://127.0.0.1:$port/v1/info")
   [ "$c" == 200 ] || fail "right token: $c"
+  c=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: bearer $tok" "http://127.0.0.1:$port/v1/info")
+  [ "$c" == 200 ] || fail "the scheme in lower case (RFC 9110: any case): $c"
+  c=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Basic $tok" "http://127.0.0.1:$port/v1/info")
+  [ "$c" == 401 ] || fail "another scheme: $c"
   req GET /v1/info; expect 200 # the Unix socket needs no token
 }
 

@@ -314,6 +314,18 @@ test_unknown_query_refused() {
   req GET "$S/files?path=/workspace/m.sh"; expect 200
   [ "$BODY" == "echo ok" ] || fail "the file written with ?path=&mode=: '$BODY'"
   req POST "$S/exec" -d '{"argv":["stat","-c","%a","/workspace/m.sh"]}'; expect 200 '.stdout == "755\n"'
+  # a tar's entries carry their own modes: ?mode= with one is refused, not dropped
+  echo x >"$DAEMON_ROOT/t.txt"
+  tar -C "$DAEMON_ROOT" -cf "$DAEMON_ROOT/m.tar" t.txt
+  req PUT "$S/files?path=/workspace&mode=0755" -H 'Content-Type: application/x-tar' \
+    --data-binary @"$DAEMON_ROOT/m.tar"
+  expect 400 '.message | startswith("mode: only with application/octet-stream")'
+  # a body in a Content-Encoding no endpoint decodes is a 415, not stored or parsed as it came
+  req PUT "$S/files?path=/workspace/z.gz" -H 'Content-Type: application/octet-stream' \
+    -H 'Content-Encoding: gzip' --data-binary 'not really gzip'
+  expect 415 '.message | startswith("Content-Encoding gzip: not implemented")'
+  req POST "$S/exec" -H 'Content-Encoding: gzip' -d '{"argv":["true"]}'; expect 415
+  req GET "$S/files?path=/workspace/z.gz"; expect 404
   req POST "/run_code?x=1" -d '{"code":"print(1)","language":"python"}'
   expect 200 '.status == "Success"'
 }
