@@ -405,8 +405,12 @@ static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *
         return err->code;
     if (sd_volumes_check(d, c->volumes, n, err) < 0) /* volumes: read-only ones are shared */
         return err->code;
-    if (c->on_idle_pause)
-        return error_set(err, -EINVAL, "on_idle: \"pause\" is not available on this node");
+    if (c->on_idle_pause) /* (a fork's snapshot layer is not a checkpoint's to carry) */
+        return error_set(err, -EINVAL,
+                         json_object_get(overrides, "on_idle")
+                             ? "on_idle: a fork cannot pause when idle (\"pause\" is a create's)"
+                             : "on_idle: the source pauses when idle, which a fork cannot: pass "
+                               "\"on_idle\": \"end\"");
     if (!room_for(d, n))
         return error_set(err, -EAGAIN, "no room for %u more sandboxes (at most %u)", n,
                          d->cfg.max_sandboxes);

@@ -232,6 +232,11 @@ test_pause_on_idle() {
   stateful_sandbox '"on_idle":"pause","idle_timeout":2'; local id=$ID before=$COUNT pids=$PIDS
   local mine=".[] | select(.id == \"$id\")"
   req GET /v1/sandboxes; expect 200 "$mine | .pause.on_idle == \"pause\" and .state == \"running\""
+  # a fork cannot pause when idle: it says so, and how to fork such a source
+  req POST "/v1/sandboxes/$id/fork" -d '{"count":1}'
+  expect 400 '.message | startswith("on_idle: the source pauses when idle, which a fork cannot")'
+  req POST "/v1/sandboxes/$id/fork" -d '{"count":1,"on_idle":"pause"}'
+  expect 400 '.message | startswith("on_idle: a fork cannot pause when idle")'
   # (an API call on the sandbox is activity, the list is not): its checkpoint takes what it takes
   req_until 30 "$mine | .state == \"paused\"" GET /v1/sandboxes
   # not before its 2 s: the dump began (paused_at less the dump's time, or later) 2 s or more
