@@ -9,6 +9,8 @@
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
 
+#include <openssl/evp.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Create requests waiting for their sandbox to start. */
@@ -136,6 +138,18 @@ static void create_answer(sd_daemon *d, sd_request *req, sd_sandbox *sb, bool st
         sd_sandbox_start_or_queue(sb);
 }
 
+/* A body's digest for its Idempotency-Key: sha256 of its JSON with sorted keys, in hex. */
+static const char *body_digest(json_t *body, char ret[65]) {
+    _cleanup_free_ char *text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    if (!text || EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+        return NULL; /* unknown: not compared */
+    for (unsigned i = 0; i < n; i++)
+        snprintf(ret + 2 * i, 3, "%02x", md[i]);
+    return ret;
+}
+
 void sd_api_create(sd_daemon *d, sd_request *req) {
     json_t *body = sd_req_json(req);
     if (!body)
@@ -147,6 +161,8 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
     json_t *ep = NULL; /* the "entrypoint" to start (api/entrypoint.c) */
     int r = policy_limits_parse_create(body, d->cfg.defaults, &d->host, &c, &err);
     const char *key = sd_req_header(req, "Idempotency-Key");
+    char digest[65];
+    sd_idem idem = {key, key ? body_digest(body, digest) : NULL};
     if (r >= 0)
         r = policy_limits_check_env(c.env, &err);
     if (r >= 0)
@@ -164,8 +180,11 @@ void sd_api_create(sd_daemon *d, sd_request *req) {
         /* fleet: 307 to another node (full or drained here, or its warm pool) */
     } else if (sd_api_fleet_lease_wait(d, req, c.lease, sd_api_create)) {
         /* fleet: another node's lease, looked up first */
-    } else if (sd_create(d, &c, key, &sb, &starting, &is_new, &err) < 0) {
-        sd_reply_error_rec(req, &err);
+    } else if (sd_create(d, &c, &idem, &sb, &starting, &is_new, &err) < 0) {
+        if (err.code == -EEXIST) /* as the IETF draft on Idempotency-Key answers a reuse */
+            sd_reply_error(req, 422, "idempotency_key_reused", "%s", err.message);
+        else
+            sd_reply_error_rec(req, &err);
     } else {
         create_answer(d, req, sb, starting, is_new, TAKE_PTR(ep));
     }

@@ -18,8 +18,8 @@ static int not_saved(error_rec *err, int r) {
     return error_set(err, -EDQUOT, "cannot save the sandbox's state: %s", strerror(-r));
 }
 
-static int from_pool(sd_sandbox *sb, policy_create *c, const char *key, error_rec *err) {
-    int r = sd_pool_hand_out(sb, c, key);
+static int from_pool(sd_sandbox *sb, policy_create *c, const sd_idem *idem, error_rec *err) {
+    int r = sd_pool_hand_out(sb, c, idem);
     if (r < 0) {
         sd_registry_set_idem_key(sb, NULL); /* a retry with the same key tries again */
         sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "its state could not be saved");
@@ -31,12 +31,12 @@ static int from_pool(sd_sandbox *sb, policy_create *c, const char *key, error_re
 
 /* Save a new sandbox before anything is started: one the state directory does not know would
  * be lost by a restart. On failure (a full or read-only state directory) it is forgotten. */
-static int cold_start(sd_daemon *d, policy_create *c, const char *key, policy_egress **eg,
+static int cold_start(sd_daemon *d, policy_create *c, const sd_idem *idem, policy_egress **eg,
                       sd_sandbox **ret, error_rec *err) {
     sd_sandbox *sb;
     if (sd_registry_add(d, c, &sb, err) < 0)
         return err->code = -EAGAIN;
-    sd_registry_set_idem_key(sb, key);
+    sd_registry_set_idem_key(sb, idem);
     int r = sd_gpu_claim(sb, err); /* GPUs: reserved by admit, so this cannot fail here */
     if (r < 0 || (r = sd_state_save(sb)) < 0) {
         sd_gpu_release(sb);
@@ -53,7 +53,7 @@ static int cold_start(sd_daemon *d, policy_create *c, const char *key, policy_eg
     return 0;
 }
 
-static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress **eg,
+static int admit(sd_daemon *d, policy_create *c, const sd_idem *idem, policy_egress **eg,
                  sd_sandbox **ret, bool *ret_starting, error_rec *err) {
     sd_sandbox *sb;
     if (sd_network_check(d, c, eg, err) < 0) {
@@ -71,7 +71,7 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
     if (!c->gpus && !c->volumes && (sb = sd_pool_take(d, c))) { /* GPUs, volumes: never pooled */
         *ret_starting = false;
         *ret = sb;
-        return from_pool(sb, c, key, err);
+        return from_pool(sb, c, idem, err);
     }
     if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
         sd_metrics_create(&d->m, SD_CREATE_FULL, 0);
@@ -82,20 +82,28 @@ static int admit(sd_daemon *d, policy_create *c, const char *key, policy_egress 
         return err->code;
     }
     *ret_starting = true;
-    return cold_start(d, c, key, eg, ret, err);
+    return cold_start(d, c, idem, eg, ret, err);
 }
 
-int sd_create(sd_daemon *d, policy_create *c, const char *key, sd_sandbox **ret, bool *ret_starting,
-              bool *ret_new, error_rec *err) {
-    sd_sandbox *sb = key ? sd_registry_find_idem(d, key) : NULL;
+bool sd_create_idem_same(const sd_sandbox *sb, const sd_idem *idem) {
+    return !sb->idem_digest[0] || !idem->digest || strcmp(sb->idem_digest, idem->digest) == 0;
+}
+
+int sd_create(sd_daemon *d, policy_create *c, const sd_idem *idem, sd_sandbox **ret,
+              bool *ret_starting, bool *ret_new, error_rec *err) {
+    sd_sandbox *sb = idem && idem->key ? sd_registry_find_idem(d, idem->key) : NULL;
     *ret_new = false;
+    if (sb && !sd_create_idem_same(sb, idem))
+        return error_set(err, -EEXIST,
+                         "Idempotency-Key: already used by a create with another body (of %s)",
+                         sb->id);
     if (sb) { /* a replay: the same sandbox */
         *ret = sb;
         *ret_starting = sb->state == SD_STARTING;
         return 0;
     }
     policy_egress *eg = NULL;
-    int r = admit(d, c, key, &eg, ret, ret_starting, err);
+    int r = admit(d, c, idem, &eg, ret, ret_starting, err);
     *ret_new = r >= 0 && *ret_starting;
     policy_egress_free(eg);
     return r;

@@ -2,14 +2,18 @@
  * pool hit, room on the node (ending a pool entry when needed), the record, the start. */
 #pragma once
 
+#include "sandboxd/core/registry.h"
 #include "sandboxd/core/sandbox.h"
 
-/* Create c (moved) under Idempotency-Key key (or NULL). *ret: the sandbox. *ret_starting: it
- * is not running yet; its answer comes through the listeners' create_finished. A new sandbox
- * is not started here: the caller registers its interest in sb, then calls
+/* Create c (moved) under an Idempotency-Key (idem: NULL or a NULL key for none). *ret: the sandbox.
+ * *ret_starting: it is not running yet; its answer comes through the listeners' create_finished. A
+ * new sandbox is not started here: the caller registers its interest in sb, then calls
  * sd_sandbox_start_or_queue (a start can fail at once). An Idempotency-Key replay of a
- * starting sandbox gives the same sandbox, already started.
- * Errors: -EINVAL, -ENOENT (no such lease), -EAGAIN (the node is full), -EDQUOT (its record
- * could not be saved), else internal. */
-int sd_create(sd_daemon *d, policy_create *c, const char *key, sd_sandbox **ret, bool *ret_starting,
-              bool *ret_new, error_rec *err);
+ * starting sandbox gives the same sandbox, already started; the same key with another body is
+ * -EEXIST. Errors: -EINVAL, -ENOENT (no such lease), -EAGAIN (the node is full), -EDQUOT (its
+ * record could not be saved), else internal. */
+int sd_create(sd_daemon *d, policy_create *c, const sd_idem *idem, sd_sandbox **ret,
+              bool *ret_starting, bool *ret_new, error_rec *err);
+/* Whether a create with idem may replay sb (the one its key names): the same body, or a digest
+ * unknown on either side (a record from before digests were kept). */
+bool sd_create_idem_same(const sd_sandbox *sb, const sd_idem *idem);

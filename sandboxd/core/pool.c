@@ -259,14 +259,14 @@ void sd_pool_demand(sd_daemon *d, const policy_create *c) {
     demand_resize(d, p, now);
 }
 
-int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key) {
+int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const sd_idem *idem) {
     /* same shape (same_shape), the user's labels, env, timeouts, lease, cap */
     sd_registry_replace_spec(sb, c);
     sb->pool = 0;
     sb->pooled = true;
     sd_registry_set_hidden(sb, false);
     sd_sandbox_restart_clock(sb);
-    sd_registry_set_idem_key(sb, idem_key);
+    sd_registry_set_idem_key(sb, idem);
     /* Saved before the answer: a restarted daemon must never take it for a pool entry again. */
     int r = sd_state_save(sb);
     if (r < 0)

@@ -1,6 +1,7 @@
 /* Warm pools of ready sandboxes per template (image, limits, network mode). */
 #pragma once
 
+#include "sandboxd/core/registry.h"
 #include "sandboxd/core/sandbox.h"
 
 /* Parse cfg.pools and listen for starts and ends (refills). */
@@ -11,7 +12,7 @@ void sd_pool_done(sd_daemon *d);
 sd_sandbox *sd_pool_take(sd_daemon *d, const policy_create *c);
 /* Give entry sb to a create: its spec becomes c (moved), timers and cost start now. Returns
  * the state file's save result; on failure the caller ends sb (nobody has used it). */
-int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const char *idem_key);
+int sd_pool_hand_out(sd_sandbox *sb, policy_create *c, const sd_idem *idem);
 /* A create of c's shape is coming (SandboxFusion's requests): counts it toward the size of
  * c's demand template, made on first use (none for GPUs or allow-lists). */
 void sd_pool_demand(sd_daemon *d, const policy_create *c);

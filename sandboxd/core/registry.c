@@ -171,10 +171,13 @@ int sd_registry_take_slot(sd_sandbox *sb) {
     return slot;
 }
 
-void sd_registry_set_idem_key(sd_sandbox *sb, const char *key) {
+void sd_registry_set_idem_key(sd_sandbox *sb, const sd_idem *idem) {
+    const char *key = idem ? idem->key : NULL;
     idem_unindex(sb);
     free(sb->idem_key);
     sb->idem_key = key ? strdup(key) : NULL;
+    snprintf(sb->idem_digest, sizeof(sb->idem_digest), "%s",
+             key && idem->digest ? idem->digest : "");
     idem_index(sb);
     idem_bound(sb->d);
 }

@@ -33,8 +33,13 @@ void sd_registry_release_slot(sd_sandbox *sb);
 int sd_registry_take_slot(sd_sandbox *sb);
 int sd_uid_base(int slot);
 
-/* Set sb's Idempotency-Key (copied; NULL: none) and index it; at most SD_IDEM_MAX are kept. */
-void sd_registry_set_idem_key(sd_sandbox *sb, const char *key);
+/* A create's Idempotency-Key and the digest of its body (hex sha256; NULL: unknown). */
+typedef struct sd_idem {
+    const char *key, *digest;
+} sd_idem;
+/* Set sb's Idempotency-Key and its create's digest (copied; NULL or a NULL key: none) and index
+ * the key; at most SD_IDEM_MAX are kept. */
+void sd_registry_set_idem_key(sd_sandbox *sb, const sd_idem *idem);
 void sd_registry_set_hidden(sd_sandbox *sb, bool hidden);
 /* A fork's starting files: the snapshot layer, its owner's uid base, the source's id. */
 int sd_registry_set_seed(sd_sandbox *sb, const char *dir, uint32_t uid_base, const char *from);

@@ -51,6 +51,8 @@ json_t *sd_state_record(const sd_sandbox *sb) {
         json_object_set_new(j, "seed_dir", json_string(sb->seed_dir));
     if (j && (sb->pool || sb->pooled))
         json_object_set_new(j, sb->pool ? "pool" : "pooled", json_true());
+    if (j && sb->idem_key && sb->idem_digest[0])
+        json_object_set_new(j, "idempotency_digest", json_string(sb->idem_digest));
     if (j && (sb->paused_ms || sb->paused_total_ms || sb->pausing || sb->resuming))
         json_object_set_new(/* core/checkpoint.c */
                             j, "pause",
@@ -116,7 +118,9 @@ static void load_fields(sd_sandbox *sb, json_t *j) {
     sb->oom_kills = get_u64(j, "oom_kills");
     sb->next_xid = now_real_ms() * 1000;
     const char *key = json_string_value(json_object_get(j, "idempotency_key"));
+    const char *digest = json_string_value(json_object_get(j, "idempotency_digest"));
     sb->idem_key = key ? strdup(key) : NULL;
+    snprintf(sb->idem_digest, sizeof(sb->idem_digest), "%s", key && digest ? digest : "");
     const char *seed = json_string_value(json_object_get(j, "seed_dir"));
     sb->seed_dir = seed ? strdup(seed) : NULL;
     json_t *p = json_object_get(j, "pause");

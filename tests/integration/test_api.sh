@@ -230,7 +230,15 @@ test_idempotency_key() {
   local first; first=$(echo "$BODY" | jq -r .id)
   req POST /v1/sandboxes -H 'Idempotency-Key: k-123' -d '{}'; expect 201 ".id == \"$first\""
   req POST /v1/sandboxes -H 'Idempotency-Key: k-456' -d '{}'; expect 201 ".id != \"$first\""
-  req GET /v1/sandboxes; expect 200 'length == 2'
+  # the same key with another body is a client's mistake, not a replay (IETF draft
+  # httpapi-idempotency-key-header: 422); the same body in another key order is the same body
+  req POST /v1/sandboxes -H 'Idempotency-Key: k-123' -d '{"cpu":0.5}'
+  expect 422 ".code == \"idempotency_key_reused\" and (.message | contains(\"$first\"))"
+  req POST /v1/sandboxes -H 'Idempotency-Key: k-789' -d '{"cpu":0.5,"memory":"256Mi"}'; expect 201
+  local third; third=$(echo "$BODY" | jq -r .id)
+  req POST /v1/sandboxes -H 'Idempotency-Key: k-789' -d '{"memory":"256Mi","cpu":0.5}'
+  expect 201 ".id == \"$third\""
+  req GET /v1/sandboxes; expect 200 'length == 3'
 }
 
 test_node_full() {
@@ -264,8 +272,8 @@ test_restart_readopts() {
   start_daemon
   req POST /v1/leases -d '{"ttl":"5m"}'; expect 201
   local lease; lease=$(echo "$BODY" | jq -r .id)
-  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' \
-    -d "{\"labels\":{\"keep\":\"yes\"},\"timeout\":\"10m\",\"lease\":\"$lease\"}"
+  local body="{\"labels\":{\"keep\":\"yes\"},\"timeout\":\"10m\",\"lease\":\"$lease\"}"
+  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' -d "$body"
   expect 201
   local id; id=$(echo "$BODY" | jq -r .id)
   run_cmd "$id" '{"argv":["sh","-c","echo state > /workspace/mark"]}'
@@ -281,7 +289,10 @@ test_restart_readopts() {
   run_cmd "$id" '{"argv":["cat","/workspace/mark"]}'
   echo "$BODY" | jq -e '.stdout == "state\n"' >/dev/null || fail "sandbox lost its files: $BODY"
   req POST "/v1/leases/$lease/renew"; expect 200 # leases survive too
-  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' -d '{}'; expect 201 ".id == \"$id\""
+  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' -d "$body"; expect 201 ".id == \"$id\""
+  # the body the key was used with is kept too: another one is refused after the restart
+  req POST /v1/sandboxes -H 'Idempotency-Key: restart-key' -d '{}'
+  expect 422 '.code == "idempotency_key_reused"'
   req DELETE "/v1/sandboxes/$id"; expect 204
   req GET "/v1/sandboxes/$id"; expect 200 '.end.reason == "terminated" and .end.cost_usd > 0'
 }

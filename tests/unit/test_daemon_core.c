@@ -178,7 +178,7 @@ TEST(state_record_round_trip) {
     sd_daemon *d = new_daemon();
     sd_sandbox *sb =
         add(d, "{\"cpu\":2,\"memory\":\"2Gi\",\"labels\":{\"run\":\"7\"},\"env\":{\"A\":\"1\"}}");
-    sd_registry_set_idem_key(sb, "key-1");
+    sd_registry_set_idem_key(sb, &(sd_idem){"key-1", "ab12"});
     sb->state = SD_ENDED;
     sb->end_reason = END_COST_LIMIT;
     snprintf(sb->end_message, sizeof(sb->end_message), "spent it");
@@ -204,6 +204,7 @@ TEST(state_record_round_trip) {
     CHECK_EQ(back->ended_ms, sb->ended_ms);
     CHECK_EQ(back->commands_run, 3);
     CHECK_STREQ(back->idem_key, "key-1");
+    CHECK_STREQ(back->idem_digest, "ab12"); /* the create's body digest comes back with its key */
     CHECK(back->spec.cpu == 2);
     CHECK_EQ(back->spec.memory, 2ull << 30);
     CHECK_STREQ(json_string_value(json_object_get(back->spec.labels, "run")), "7");
