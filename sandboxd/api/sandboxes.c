@@ -210,8 +210,12 @@ static bool labels_match(sd_sandbox *sb, const char **filters, size_t n) {
 }
 
 void sd_api_list(sd_daemon *d, sd_request *req) {
-    const char *filters[32];
-    size_t n = sd_req_query_all(req, "label", filters, 32);
+    const char *filters[33];
+    size_t n = sd_req_query_all(req, "label", filters, ARRAY_SIZE(filters));
+    if (n > 32) { /* (more would have been dropped: a broader list than asked for) */
+        sd_reply_error(req, 400, "invalid_argument", "label: at most 32 filters");
+        return;
+    }
     json_t *arr = json_array();
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         if (!sb->hidden && labels_match(sb, filters, n))

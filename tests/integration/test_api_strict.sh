@@ -307,6 +307,10 @@ test_unknown_query_refused() {
   req POST "$S/files?path=/workspace/x" -d x; expect 405 '.code == "method_not_allowed"'
   req GET "$S"; expect 200 '.state == "running"'
   req GET "/v1/sandboxes?label=none=1"; expect 200 'length == 0'
+  # 32 label filters are taken; a 33rd is refused, not dropped (the list was broader than asked)
+  local q32 i; q32=$(for i in $(seq 32); do printf 'label=k%d&' "$i"; done)
+  req GET "/v1/sandboxes?${q32%&}"; expect 200 'length == 0'
+  req GET "/v1/sandboxes?${q32}label=k33"; expect 400 '.message == "label: at most 32 filters"'
   req GET "/v1/sandboxes/"; expect 200 'length == 1'
   req PUT "$S/files?path=/workspace/m.sh&mode=0755" -H 'Content-Type: application/octet-stream' \
     --data-binary 'echo ok'
