@@ -151,7 +151,8 @@ int sd_api_exec_parse(sd_daemon *d, sd_sandbox *sb, json_t *body, policy_exec *p
         policy_exec_done(&e);
         return r;
     }
-    const char *wd = json_object_get(body, "cwd") ? NULL : sd_images_workdir(d, sb->spec.image);
+    json_t *cwd = json_object_get(body, "cwd"); /* (null: not given, as policy's pick takes it) */
+    const char *wd = cwd && !json_is_null(cwd) ? NULL : sd_images_workdir(d, sb->spec.image);
     if (wd && (wd = strdup(wd))) { /* images: the image's WorkingDir is the default */
         free(e.cwd);
         e.cwd = (char *)wd;

@@ -124,6 +124,8 @@ test_inside_an_image() {
   local used; used=$(du -sk "$D/state/images/layers" | cut -f1)
   [ "$used" -gt 1000 ] || fail "layers are $used KiB"
   req POST "/v1/sandboxes/$a/exec" -d '{"argv":["sh","-c","pwd"],"cwd":"/tmp"}'; expect 200 '.stdout == "/tmp\n"'
+  # "cwd": null is cwd not given, as for every field: the image's WorkingDir (was /workspace)
+  req POST "/v1/sandboxes/$a/exec" -d '{"argv":["sh","-c","pwd"],"cwd":null}'; expect 200 '.stdout == "/app\n"'
   # in use: not deletable; once the sandboxes are gone, deleting removes its layers
   req DELETE /v1/images/t:v1; expect 409 '.message | contains("in use")'
   req DELETE "/v1/sandboxes/$a"; req DELETE "/v1/sandboxes/$b"
