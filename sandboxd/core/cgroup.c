@@ -10,6 +10,7 @@
 #include "common/fdutil.h"
 #include "common/log.h"
 #include "common/shimproto.h"
+#include "sandboxd/core/registry.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -207,6 +208,15 @@ void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t l
         snprintf(buf, len, "%s/%s", d->cgroup_parent, id);
     else
         snprintf(buf, len, "/sys/fs/cgroup/memory/%s/%s", d->cgroup_parent, id);
+}
+
+int sd_cgroup_freeze_hold(sd_daemon *d, const char *id, bool hold) {
+    sd_sandbox *sb = sd_registry_find(d, id);
+    if (sb && hold && sb->freeze_holds++ > 0)
+        return 0; /* frozen already, for another copy */
+    if (sb && !hold && sb->freeze_holds > 0 && --sb->freeze_holds > 0)
+        return 0; /* another copy still runs */
+    return sd_cgroup_freeze(d, id, hold);
 }
 
 int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen) {

@@ -14,3 +14,8 @@ void sd_cgroup_release(const sd_daemon *d);
 void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t len);
 /* Freeze (or thaw) sandbox id's cgroup, best effort. Returns 0 or -errno. */
 int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen);
+/* A copy's hold on sandbox id's freeze (hold) or its release (!hold): holds nest, so that a
+ * fork's copy and a commit's of the same sandbox each keep it frozen; it freezes at the first
+ * hold and thaws at the last release. Returns sd_cgroup_freeze's result (0 when only the count
+ * changed). */
+int sd_cgroup_freeze_hold(sd_daemon *d, const char *id, bool hold);

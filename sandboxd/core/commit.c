@@ -51,7 +51,7 @@ struct sd_commit {
 };
 
 static void freeze(sd_commit *c, bool frozen) {
-    if (sd_cgroup_freeze(c->d, c->sb_id, frozen) < 0)
+    if (sd_cgroup_freeze_hold(c->d, c->sb_id, frozen) < 0)
         log_debug("commit: cannot %s sandbox=%s (copying without a freeze)",
                   frozen ? "freeze" : "thaw", c->sb_id);
     c->frozen = frozen;

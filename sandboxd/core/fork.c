@@ -60,7 +60,7 @@ struct sd_fork {
 };
 
 static void freeze(sd_daemon *d, const char *id, bool frozen) {
-    if (sd_cgroup_freeze(d, id, frozen) < 0)
+    if (sd_cgroup_freeze_hold(d, id, frozen) < 0)
         log_debug("fork: cannot %s sandbox=%s (copying without a freeze)",
                   frozen ? "freeze" : "thaw", id);
 }

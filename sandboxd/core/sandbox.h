@@ -24,9 +24,10 @@ struct sd_sandbox {
     policy_create spec;
     int uid_slot; /* -1: released */
     char *idem_key;
-    char idem_digest[65]; /* with idem_key: sha256 of the create's body, hex; "" when unknown */
-    bool hidden;          /* a warm pool entry, or ended long ago (kept for its Idempotency-Key) */
-    char *seed_dir;       /* its starting files (a fork's snapshot layer), or NULL */
+    char idem_digest[65];  /* with idem_key: sha256 of the create's body, hex; "" when unknown */
+    bool hidden;           /* a warm pool entry, or ended long ago (kept for its Idempotency-Key) */
+    unsigned freeze_holds; /* copies of its files that hold it frozen (core/cgroup.h) */
+    char *seed_dir;        /* its starting files (a fork's snapshot layer), or NULL */
     uint32_t seed_uid_base;
     char forked_from[64]; /* the source's id for a fork, else "" */
     /* core/lifecycle.c: state, times, processes, the shim connection, the end */

@@ -1,12 +1,13 @@
 /* Unit tests of the daemon's core that need no root and no shim: the registry (ids, uid slots,
  * cost while running), the sandbox object as the API shows it, the Prometheus rendering, the
  * end reason table, the timer's decisions (cost cap, lifetime, idle timeout), a sandbox
- * record's round trip through the state directory, leases kept across a restart, and the
- * listener table. */
+ * record's round trip through the state directory, leases kept across a restart, the listener
+ * table, and nested freezes of a sandbox that two copies hold. */
 #include "common/end_reason.h"
 #include "common/fdutil.h"
 #include "common/timeutil.h"
 #include "sandboxd/api/api.h"
+#include "sandboxd/core/cgroup.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/registry.h"
@@ -171,6 +172,37 @@ TEST(timer_decisions) {
     CHECK_EQ(sd_timers_check(sb, now, msg, sizeof(msg)), END_COST_LIMIT);
     CHECK(strstr(msg, "cost cap of $0.01"));
     sb->commands_running = 0;
+    sd_sandbox_forget(sb);
+}
+
+/* A fork's copy and a commit's of the same sandbox each hold it frozen: it thaws when the last
+ * copy is done, not when the first is (cgroup v2's cgroup.freeze, here a plain file). */
+static bool frozen_file(const char *file) {
+    _cleanup_free_ char *text = NULL;
+    size_t len;
+    CHECK_OK(file_read_all(file, 16, &text, &len));
+    return len > 0 && text[0] == '1';
+}
+
+TEST(freeze_holds_nest) {
+    sd_daemon *d = new_daemon();
+    sd_sandbox *sb = add(d, "{}");
+    char dir[PATH_MAX], file[PATH_MAX + 32];
+    d->cgroup_version = 2;
+    snprintf(d->cgroup_parent, sizeof(d->cgroup_parent), "%s/cg", tmpdir);
+    snprintf(dir, sizeof(dir), "%s/%s", d->cgroup_parent, sb->id);
+    snprintf(file, sizeof(file), "%s/cgroup.freeze", dir);
+    CHECK_OK(mkdir_p(dir, 0755));
+    FILE *f = fopen(file, "w"); /* (the kernel's file exists with the cgroup) */
+    CHECK(f && fputs("0", f) >= 0 && fclose(f) == 0);
+    CHECK_OK(sd_cgroup_freeze_hold(d, sb->id, true)); /* the fork's copy */
+    CHECK(frozen_file(file));
+    CHECK_OK(sd_cgroup_freeze_hold(d, sb->id, true));  /* the commit's, meanwhile */
+    CHECK_OK(sd_cgroup_freeze_hold(d, sb->id, false)); /* the commit's copy is done */
+    CHECK(frozen_file(file));
+    CHECK_OK(sd_cgroup_freeze_hold(d, sb->id, false)); /* the fork's */
+    CHECK(!frozen_file(file));
+    CHECK_EQ(sb->freeze_holds, 0);
     sd_sandbox_forget(sb);
 }
 
