@@ -226,6 +226,14 @@ def test_bad_fields_are_422_naming_them(body, message):
     assert r.status_code == 422 and r.json()["message"].startswith(message), r.text
 
 
+def test_content_encoding_is_415():
+    # no endpoint decodes a Content-Encoding: refused by name, not parsed as it came
+    r = requests.post(f"{URL}/run_code", data=b"\x1f\x8b not json",
+                      headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+                      timeout=30)
+    assert r.status_code == 415 and r.json()["message"].startswith("Content-Encoding gzip"), r.text
+
+
 def test_zero_timeout_is_out_of_time_at_once():
     # as SandboxFusion's asyncio.wait_for(..., timeout=0) (it ran without a limit until the
     # sandbox's own end, a SandboxError after 130 s)

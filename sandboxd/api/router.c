@@ -195,7 +195,7 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
                            "are served on this socket");
         else if (d->shutting_down)
             sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
-        else
+        else if (encoding_ok(req))
             sd_api_sandboxfusion(d, req);
         return;
     }

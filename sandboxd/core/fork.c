@@ -122,10 +122,11 @@ static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
     if (!f)
         return;
     sb->fork = NULL;
-    if (err) {
-        if (!f->failed++)
-            f->code = err->code; /* the first failure's, as a create answers it */
+    if (err && !f->failed++) { /* the first failure's code and message, as a create answers */
+        f->code = err->code;
         snprintf(f->message, sizeof(f->message), "%s", err->message);
+    }
+    if (err) {
         for (unsigned i = 0; i < f->count; i++)
             if (f->sbs[i] == sb)
                 f->sbs[i] = NULL; /* it ends by itself */

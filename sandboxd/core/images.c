@@ -214,12 +214,8 @@ json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env) {
     size_t i;
     json_array_foreach(im ? json_object_get(im->meta, "env") : NULL, i, e) {
         const char *kv = json_string_value(e), *eq = kv ? strchr(kv, '=') : NULL;
-        if (!eq || eq == kv || (size_t)(eq - kv) >= 256)
-            continue;
-        char k[256];
-        memcpy(k, kv, (size_t)(eq - kv));
-        k[eq - kv] = 0;
-        json_object_set_new(env, k, json_string(eq + 1));
+        if (eq && eq != kv) /* (NAME=VALUE: checked at import, policy_limits_check_image_env) */
+            json_object_setn_new(env, kv, (size_t)(eq - kv), json_string(eq + 1));
     }
     json_object_update(env, create_env);
     spec_env_append(arr, env);

@@ -173,13 +173,16 @@ BAD_ENV = {
     "env-big": ["V%d=%s" % (i, "v" * 30000) for i in range(3)],  # over 64 KiB in all
     "env-noeq": ["NOEQUALS"],
 }
+# and at those bounds, taken: a name of 256 characters (reaches every command)
+EDGE_ENV = {"env-256": ["K" * 256 + "=at-the-bound"]}
 
 
 def config(diff_ids, bad=""):
     env = ["PATH=/usr/local/bin:/usr/bin:/bin", "IMG_VAR=from-image", "OVERRIDE=image"]
     return json.dumps({
         "architecture": "amd64", "os": "linux",
-        "config": {"Env": env + BAD_ENV.get(bad, []), "WorkingDir": "/app", "Cmd": ["sh"]},
+        "config": {"Env": env + BAD_ENV.get(bad, []) + EDGE_ENV.get(bad, []),
+                   "WorkingDir": "/app", "Cmd": ["sh"]},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + d for d in diff_ids]},
     }).encode()
 

@@ -96,6 +96,10 @@ test_concurrent_imports() {
   done
   create '{"image":"b"}'
   run_in "$ID" 'cat /etc/base.txt'; expect 200 '.stdout == "changed\n"'
+  # an Env name at its bound (256 characters) is taken at import and reaches the command
+  import long:v1 "$(img oci env-256)"; expect 201
+  create '{"image":"long:v1"}'
+  run_in "$ID" "echo \"\$$(printf 'K%.0s' $(seq 256))\""; expect 200 '.stdout == "at-the-bound\n"'
 }
 
 TEST_TIMEOUT_inside_an_image=90
