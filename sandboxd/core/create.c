@@ -40,9 +40,7 @@ static int cold_start(sd_daemon *d, policy_create *c, const sd_idem *idem, polic
     int r = sd_gpu_claim(sb, err); /* GPUs: reserved by admit, so this cannot fail here */
     if (r < 0 || (r = sd_state_save(sb)) < 0) {
         sd_gpu_release(sb);
-        sd_state_remove(d, sb->id);
-        sd_registry_release_slot(sb);
-        sd_sandbox_forget(sb);
+        sd_sandbox_discard(sb);
         sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
         return r == -ENODEV ? r : not_saved(err, r);
     }
@@ -85,7 +83,9 @@ static int admit(sd_daemon *d, policy_create *c, const sd_idem *idem, policy_egr
     return cold_start(d, c, idem, eg, ret, err);
 }
 
-bool sd_create_idem_same(const sd_sandbox *sb, const sd_idem *idem) {
+/* Whether a create with idem may replay sb (the one its key names): the same body, or a digest
+ * unknown on either side (a record from before digests were kept). */
+static bool idem_same(const sd_sandbox *sb, const sd_idem *idem) {
     return !sb->idem_digest[0] || !idem->digest || strcmp(sb->idem_digest, idem->digest) == 0;
 }
 
@@ -93,7 +93,7 @@ int sd_create(sd_daemon *d, policy_create *c, const sd_idem *idem, sd_sandbox **
               bool *ret_starting, bool *ret_new, error_rec *err) {
     sd_sandbox *sb = idem && idem->key ? sd_registry_find_idem(d, idem->key) : NULL;
     *ret_new = false;
-    if (sb && !sd_create_idem_same(sb, idem))
+    if (sb && !idem_same(sb, idem))
         return error_set(err, -EEXIST,
                          "Idempotency-Key: already used by a create with another body (of %s)",
                          sb->id);

@@ -14,6 +14,3 @@
  * record could not be saved), else internal. */
 int sd_create(sd_daemon *d, policy_create *c, const sd_idem *idem, sd_sandbox **ret,
               bool *ret_starting, bool *ret_new, error_rec *err);
-/* Whether a create with idem may replay sb (the one its key names): the same body, or a digest
- * unknown on either side (a record from before digests were kept). */
-bool sd_create_idem_same(const sd_sandbox *sb, const sd_idem *idem);

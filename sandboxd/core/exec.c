@@ -486,8 +486,10 @@ int sd_exec_start_opts(sd_sandbox *sb, policy_exec *pe, const sd_exec_opts *opts
     sb->commands_running++;
     int r = e->tty ? exec_send_tty(e, pe, err) : exec_send(e, pe, err);
     if (r < 0) {
-        e->ops = NULL;                        /* the caller hears through the return value */
-        if (err->code == SD_EXEC_E_TOO_BIG) { /* the request's: no command failed (not counted) */
+        /* the caller hears through the return value; a request too big is its own, no command
+         * failed (not counted) */
+        e->ops = NULL;
+        if (err->code == SD_EXEC_E_TOO_BIG) {
             e->finished = true;
             exec_detach(e);
             return err->code;

@@ -122,11 +122,11 @@ static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
     if (!f)
         return;
     sb->fork = NULL;
-    if (err && !f->failed++) { /* the first failure's code and message, as a create answers */
-        f->code = err->code;
-        snprintf(f->message, sizeof(f->message), "%s", err->message);
-    }
     if (err) {
+        if (!f->failed++) { /* the first failure's code and message, as a create answers */
+            f->code = err->code;
+            snprintf(f->message, sizeof(f->message), "%s", err->message);
+        }
         for (unsigned i = 0; i < f->count; i++)
             if (f->sbs[i] == sb)
                 f->sbs[i] = NULL; /* it ends by itself */
@@ -154,10 +154,8 @@ static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
     }
     r = sd_registry_set_seed(sb, f->layer, f->src_uid_base, f->src_id);
     if (r < 0 || (r = sd_state_save(sb)) < 0) { /* never run a sandbox a restart would not know */
-        policy_egress_free(eg); /* forgotten as a create's (core/create.c): it never started */
-        sd_state_remove(d, sb->id);
-        sd_registry_release_slot(sb);
-        sd_sandbox_forget(sb);
+        policy_egress_free(eg);
+        sd_sandbox_discard(sb);
         return r == -ENOMEM
                    ? error_set(err, r, "out of memory")
                    : error_set(err, -EDQUOT, "cannot save a fork's state: %s", strerror(-r));

@@ -599,6 +599,12 @@ void sd_sandbox_forget(sd_sandbox *sb) {
     sd_sandbox_free(sb);
 }
 
+void sd_sandbox_discard(sd_sandbox *sb) {
+    sd_state_remove(sb->d, sb->id);
+    sd_registry_release_slot(sb);
+    sd_sandbox_forget(sb);
+}
+
 void sd_lifecycle_stop(sd_daemon *d) {
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
         if (sb->state == SD_RUNNING)

@@ -36,6 +36,9 @@ void sd_sandbox_refresh_stats(sd_sandbox *sb);
 int sd_sandbox_adopt(sd_sandbox *sb, error_rec *err);
 /* Take sb out of the table and free it (an ended sandbox, or one never started). */
 void sd_sandbox_forget(sd_sandbox *sb);
+/* A sandbox just added that never started, whose record could not be saved (create, fork, a
+ * pool entry): its record, uid slot and registry entry go (sb is freed). */
+void sd_sandbox_discard(sd_sandbox *sb);
 /* Free sb's memory only (the daemon exits). */
 void sd_sandbox_free(sd_sandbox *sb);
 /* SIGTERM: save the running sandboxes and stop listening to their shims (they keep running). */

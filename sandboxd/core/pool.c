@@ -307,10 +307,8 @@ static int start_entry(sd_daemon *d, sd_pool *p, int t) {
     sb->pool = t + 1;
     sd_registry_set_hidden(sb, true);
     if ((r = sd_state_save(sb)) < 0) { /* never run a sandbox a restart would not know */
-        policy_egress_free(eg);        /* forgotten as a create's (core/create.c) */
-        sd_state_remove(d, sb->id);
-        sd_registry_release_slot(sb);
-        sd_sandbox_forget(sb);
+        policy_egress_free(eg);
+        sd_sandbox_discard(sb);
         log_error("warm pool %d: cannot save an entry's state: %s", t, strerror(-r));
         return r;
     }
