@@ -9,7 +9,9 @@
 # bench/exec_floor.py --parts SOCK [N]: the round trip split into its parts (see parts()).
 # bench/exec_floor.py --peers SOCK [N]: the round trip beside the peers' ways of running a
 # command in a sandbox that already runs (see peers(); bench/exec_peers.sh sets them up).
-# Standard library only.
+# bench/exec_floor.py --sdk SOCK [N]: the goal's loop for the Python SDK too (see sdk(); the
+# package from python/, libsbx from $SANDBOXD_LIBSBX, e.g. build/libsbx.so.0).
+# Standard library only (and, for --sdk, the project's own Python SDK).
 import http.client
 import json
 import os
@@ -143,6 +145,39 @@ def parts(sock, n):
     print("best ratio with no rest (GET + spawn in the sandbox) / floor: %.2fx" % ((p50[0] + spawn_in) / floor))
 
 
+def sdk(sock, n):
+    """--sdk: the goal's loop (each exec right after a floor's run) for two clients in one run:
+    the Python SDK's Sandbox.run("true") (ctypes over libsbx, which speaks HTTP with libcurl) and
+    http.client, as the default mode; each round runs the SDK, the floor, http.client, the floor,
+    the two pairs swapped every other round."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import sandboxd
+    sb = sandboxd.Sandbox.create(client=sandboxd.Client("unix:" + sock))
+    c = UnixConn(sock)
+
+    def sdk_true():
+        r = sb.run("true")
+        assert r.exit_code == 0, r
+    floor = lambda: subprocess.run(["/bin/true"], check=True)
+    pairs = [[("exec true, the Python SDK (Sandbox.run)", sdk_true), ("floor after it", floor)],
+             [("exec true, http.client", exec_true(c, sb.id)), ("floor after it", floor)]]
+    t = {}
+    try:
+        for i in range(n + 20):
+            for k in ((0, 1) if i % 2 else (1, 0)):
+                for j, (_, fn) in enumerate(pairs[k]):
+                    a = time.perf_counter()
+                    fn()
+                    if i >= 20:
+                        t.setdefault((k, j), []).append((time.perf_counter() - a) * 1e3)
+    finally:
+        sb.terminate()
+    for k in (0, 1):
+        ex, fl = statistics.median(t[(k, 0)]), statistics.median(t[(k, 1)])
+        print("%-44s n=%d p50 %.3f ms p99 %.3f ms  %.2fx its floor (p50 %.3f ms)"
+              % (pairs[k][0][0], n, ex, pct(t[(k, 0)], 99), ex / fl, fl))
+
+
 def sandbox_pid(root):
     """The first process under root (a bwrap) whose name is sleep: the sandbox's own process."""
     for _ in range(100):
@@ -203,8 +238,9 @@ def peers(sock, n):
 
 def main():
     args = sys.argv[1:]
-    if args[:1] in (["--parts"], ["--peers"]):
-        (parts if args[0] == "--parts" else peers)(args[1], int(args[2]) if len(args) > 2 else 300)
+    if args[:1] in (["--parts"], ["--peers"], ["--sdk"]):
+        mode = {"--parts": parts, "--peers": peers, "--sdk": sdk}[args[0]]
+        mode(args[1], int(args[2]) if len(args) > 2 else 300)
         return
     json_name = None
     if len(args) > 2 and args[0] == "--json":
