@@ -1,5 +1,7 @@
-/* Base64 encoder and strict decoder (see b64.h). */
+/* Base64 encoder, strict decoder, and a decoder that skips whitespace (see b64.h). */
 #include "common/b64.h"
+
+#include "common/macro.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -91,4 +93,42 @@ int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len)
     *ret = out;
     *ret_len = (size_t)n;
     return 0;
+}
+
+/* s without its ASCII whitespace: s itself when it has none, else a malloc'd copy in *own. */
+static int unwrap(const char *s, size_t slen, const char **ret, size_t *ret_len, char **own) {
+    static const char ws[] = " \t\n\v\f\r";
+    size_t i = 0;
+    while (i < slen && !memchr(ws, s[i], sizeof(ws) - 1))
+        i++;
+    *own = NULL;
+    if (i == slen) {
+        *ret = s, *ret_len = slen;
+        return 0;
+    }
+    char *c = malloc(slen);
+    if (!c)
+        return -ENOMEM;
+    size_t n = 0;
+    for (i = 0; i < slen; i++)
+        if (!memchr(ws, s[i], sizeof(ws) - 1))
+            c[n++] = s[i];
+    *ret = *own = c, *ret_len = n;
+    return 0;
+}
+
+int b64_decode_wrapped(const char *s, size_t slen, unsigned char **ret, size_t *ret_len) {
+    _cleanup_free_ char *own = NULL;
+    const char *t;
+    size_t tlen;
+    int r = unwrap(s, slen, &t, &tlen, &own);
+    return r < 0 ? r : b64_decode(t, tlen, ret, ret_len);
+}
+
+int b64_check_wrapped(const char *s, size_t slen) {
+    _cleanup_free_ char *own = NULL;
+    const char *t;
+    size_t tlen;
+    int r = unwrap(s, slen, &t, &tlen, &own);
+    return r < 0 ? r : b64_check(t, tlen);
 }

@@ -13,3 +13,8 @@ size_t b64_encode_into(const void *data, size_t len, char *out);
 int b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len);
 /* 0 when b64_decode would take s, else -EINVAL (nothing is allocated). */
 int b64_check(const char *s, size_t slen);
+/* As b64_decode and b64_check, with ASCII whitespace anywhere skipped: text wrapped into lines
+ * (MIME, Python's base64.encodebytes), as Python's b64decode takes it. Anything else that is
+ * not base64 is still -EINVAL. */
+int b64_decode_wrapped(const char *s, size_t slen, unsigned char **ret, size_t *ret_len);
+int b64_check_wrapped(const char *s, size_t slen);

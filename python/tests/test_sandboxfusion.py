@@ -1,6 +1,7 @@
 """The SandboxFusion-compatible endpoints, called with requests the way verl's sandbox_fusion
 reward and tool send them (POST {url}/run_code with a JSON body)."""
 import base64
+import hashlib
 import concurrent.futures
 import os
 import shutil
@@ -106,6 +107,20 @@ def test_files_in_fetch_files_out():
     assert base64.b64decode(out["files"]["result.txt"]) == b"written"
     assert base64.b64decode(out["files"]["/tmp/raw"]) == bytes([0, 255, 1])
     assert "missing.txt" not in out["files"]
+
+
+def test_files_in_wrapped_base64():
+    # base64 in lines (Python's encodebytes, MIME), as SandboxFusion's b64decode takes it (it was
+    # a 422 "not valid base64"); anything else that is not base64 still is (the 422 test below)
+    data = bytes(range(256)) * 3
+    wrapped = base64.encodebytes(data).decode()
+    assert "\n" in wrapped.rstrip("\n")
+    files = {"w.bin": wrapped, "crlf.txt": base64.encodebytes(b"two lines").decode().replace("\n", "\r\n")}
+    code = ("import hashlib\n"
+            "print(hashlib.sha256(open('w.bin','rb').read()).hexdigest(), open('crlf.txt').read())\n")
+    out = run_code(code=code, language="python", files=files)
+    assert out["status"] == "Success", out
+    assert out["run_result"]["stdout"] == hashlib.sha256(data).hexdigest() + " two lines\n", out
 
 
 # with the run command as its exec's "file" (up to 48 KiB once escaped as JSON) / by a write of

@@ -450,7 +450,7 @@ static bool next_file(sf_job *j, const char **ret_path, unsigned char **ret_data
             continue;
         j->index = i;
         *ret_path = k;
-        if (b64_decode(json_string_value(v), json_string_length(v), ret_data, ret_len) < 0)
+        if (b64_decode_wrapped(json_string_value(v), json_string_length(v), ret_data, ret_len) < 0)
             *ret_bad = true;
         return true;
     }

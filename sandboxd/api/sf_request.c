@@ -145,7 +145,8 @@ const char *sd_sf_check_common(json_t *b, uint64_t host_memory) {
     json_object_foreach(files, k, v) {
         if (!*k || (!json_is_string(v) && !json_is_null(v)))
             return "files: each value must be a base64 string (or null)";
-        if (json_is_string(v) && b64_check(json_string_value(v), json_string_length(v)) < 0) {
+        if (json_is_string(v) &&
+            b64_check_wrapped(json_string_value(v), json_string_length(v)) < 0) {
             snprintf(bad_file, sizeof(bad_file), "files: %.200s is not valid base64", k);
             return bad_file; /* (before a sandbox is made for it) */
         }

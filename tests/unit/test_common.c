@@ -199,6 +199,33 @@ TEST(b64_pieces) {
     }
 }
 
+/* Wrapped base64 (MIME lines, Python's encodebytes) decodes as the unwrapped text does; the
+ * plain decoder still refuses whitespace, and the wrapped one anything else that is not base64. */
+TEST(b64_wrapped) {
+    static const struct {
+        const char *in;
+        const char *out; /* NULL: -EINVAL */
+    } cases[] = {
+        {"aGVs\nbG8=\n", "hello"}, {"aGVs\r\nbG8=", "hello"},
+        {" aGk= \t", "hi"},        {"\n\n", ""},
+        {"aG\nk", NULL},           {"aG!k", NULL},
+        {"aGk=\nx", NULL},         {"aGk=aGk=", NULL},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        const char *in = cases[i].in;
+        unsigned char *out = NULL;
+        size_t n = 0;
+        int r = b64_decode_wrapped(in, strlen(in), &out, &n);
+        CHECK_MSG(r == (cases[i].out ? 0 : -EINVAL), "case %zu: %d", i, r);
+        CHECK_EQ(b64_check_wrapped(in, strlen(in)), r);
+        if (r == 0)
+            CHECK_MSG(n == strlen(cases[i].out) && memcmp(out, cases[i].out, n) == 0, "case %zu",
+                      i);
+        free(out);
+    }
+    CHECK_EQ(b64_check("aGVs\nbG8=", 9), -EINVAL);
+}
+
 /* docs/FLEET.md "Warm pools steer placement": a create matches a published pool when each
  * shape field it gives (in the published form), or the node's default, equals the pool's. */
 TEST(poolshape_match) {
