@@ -62,6 +62,7 @@ struct sd_daemon {
     struct sd_net *net;         /* core/network.c; NULL: networking off */
     struct sd_pool *pools;      /* core/pool.c */
     struct sd_fork *forks;      /* core/fork.c: forks in progress */
+    unsigned fork_slots;        /* core/fork.c: the room forks hold while they copy */
     struct sd_commit *commits;  /* core/commit.c: commits in progress */
     uint64_t output_bytes;      /* core/exec.c: command output buffered for JSON answers */
     unsigned n_pools;           /* configured templates (pools[0..n_pools)) */

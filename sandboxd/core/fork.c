@@ -57,7 +57,15 @@ struct sd_fork {
     sd_files_worker *copier; /* the copy, running in the source's memory cgroup */
     char copy_cg[PATH_MAX];  /* v2: the copy's own cgroup (the frozen source takes none) */
     bool stopping;           /* the daemon stops: the copy was killed */
+    unsigned slots;          /* its share of d->fork_slots: count, until the forks are made */
 };
+
+/* The room an admitted fork holds until its forks are made (or it fails), so that creates
+ * during its copy cannot fill the node under it. */
+static void slots_release(sd_fork *f) {
+    f->d->fork_slots -= MIN(f->d->fork_slots, f->slots);
+    f->slots = 0;
+}
 
 static void freeze(sd_daemon *d, const char *id, bool frozen) {
     if (sd_cgroup_freeze_hold(d, id, frozen) < 0)
@@ -88,6 +96,7 @@ static void fork_free(sd_fork *f) {
         }
     layer_remove(f);
     copy_cg_remove(f);
+    slots_release(f);
     for (unsigned i = 0; i < f->count; i++)
         if (f->sbs[i])
             f->sbs[i]->fork = NULL;
@@ -183,6 +192,7 @@ static void copy_done(void *ud, const error_rec *e) {
                  f->stopping ? "the daemon stopped during the copy" : e->message);
         f->failed = 1;
     }
+    slots_release(f); /* the forks take their own room now */
     for (unsigned i = 0; i < f->count && !f->failed; i++)
         if (fork_one(f, i, &err) < 0) {
             f->failed = 1;
@@ -423,9 +433,11 @@ static sd_fork *fork_new(sd_sandbox *src, policy_create *c, unsigned n) {
         free(f);
         return NULL;
     }
-    *f = (sd_fork){.d = src->d, .next = src->d->forks, .count = n, .spec = *c, .sbs = sbs};
+    *f = (sd_fork){
+        .d = src->d, .next = src->d->forks, .count = n, .spec = *c, .sbs = sbs, .slots = n};
     *c = (policy_create){0};
     src->d->forks = f;
+    src->d->fork_slots += n; /* (admit found the room) */
     snprintf(f->src_id, sizeof(f->src_id), "%s", src->id);
     f->src_uid_base = (uint32_t)sd_uid_base(src->uid_slot);
     return f;

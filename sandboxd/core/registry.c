@@ -85,7 +85,7 @@ static void idem_bound(sd_daemon *d) {
 }
 
 unsigned sd_registry_count_active(sd_daemon *d) {
-    unsigned n = 0;
+    unsigned n = d->fork_slots; /* admitted forks not made yet: their room is taken */
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         n += sb->state != SD_ENDED && sb->state != SD_PAUSED; /* a paused one takes no room */
     return n;

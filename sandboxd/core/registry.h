@@ -18,7 +18,8 @@ int sd_registry_add(sd_daemon *d, policy_create *c, sd_sandbox **ret, error_rec 
 void sd_registry_insert(sd_daemon *d, sd_sandbox *sb);
 /* Take sb out of the table (the caller frees it). */
 void sd_registry_unlink(sd_daemon *d, sd_sandbox *sb);
-/* Sandboxes that take room on the node: not ended, not paused (warm pool entries included). */
+/* Sandboxes that take room on the node: not ended, not paused (warm pool entries included),
+ * and the forks admitted but not made yet (core/fork.c holds their room through its copy). */
 unsigned sd_registry_count_active(sd_daemon *d);
 
 #define SLOTS_MAX 4096 /* uid slots a node has at most (sd_uid_base: 100000 + 65536 * slot) */

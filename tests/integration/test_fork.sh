@@ -3,7 +3,8 @@
 # as they were at fork time (owners mapped into their own uid range), later changes in the
 # source or a sibling are invisible to the others, limits are the source's unless the body
 # overrides them, the snapshot layer is gone once the forks have started, bad count -> 400,
-# forking an ended sandbox -> 409; forks share the snapshot's pages instead of copying it
+# forking an ended sandbox -> 409; a fork's room is held through its copy; forks share the
+# snapshot's pages instead of copying it
 # (an overlay over an id-mapped snapshot, shim/seed.c), and each still changes only its own
 # view. Each case starts its own daemon and removes what it made.
 
@@ -117,6 +118,49 @@ test_fork_errors() {
   [ -z "$(ls -A "$D/run/layers" 2>/dev/null)" ] || fail "the snapshot layer is still there"
   req DELETE "/v1/sandboxes/$src"; expect 204
   req POST "/v1/sandboxes/$src/fork" -d '{"count":1}'; expect 409 '.code == "conflict"'
+}
+
+# An admitted fork holds its room while it copies: a create meanwhile finds the node full, and
+# the forks start within --max-sandboxes (a create used to be let in, and the forks then
+# started past the limit). The copy's cp (the daemon's files worker's child) is stopped while
+# the create is made, so that the copy cannot end first, and continued after.
+# The pid of the daemon's fork copy (a cp, the child of a files worker, a child of the daemon),
+# while the fork request (pid $1) is in flight; reads /proc without starting processes, so
+# that a copy of a few tens of milliseconds is seen. Fails when the request ends first.
+fork_cp() {
+  local kids w g comm
+  while kill -0 "$1" 2>/dev/null; do # (these files end without a newline: read stops at EOF)
+    kids=() && read -r -d '' -a kids <"/proc/$DPID/task/$DPID/children"
+    for w in "${kids[@]}"; do
+      g=() && read -r -d '' -a g <"/proc/$w/task/$w/children" 2>/dev/null
+      [ "${#g[@]}" -gt 0 ] && read -r comm <"/proc/${g[0]}/comm" 2>/dev/null && [ "$comm" = cp ] &&
+        { echo "${g[0]}"; return 0; }
+    done
+  done
+  return 1
+}
+TEST_TIMEOUT_fork_holds_its_room=120
+test_fork_holds_its_room() {
+  start_daemon --max-sandboxes 3
+  req POST /v1/sandboxes -d '{"disk":"2Gi"}'; expect 201; local src; src=$(echo "$BODY" | jq -r .id)
+  req POST "/v1/sandboxes/$src/exec" -d '{"argv":["sh","-c","head -c 200000000 /dev/urandom > /workspace/big"]}'
+  expect 200 '.exit_code == 0'
+  curl -s --max-time 60 --unix-socket "$SOCK" -X POST -o "$D/fork.body" -w '%{http_code}' \
+    -d '{"count":2}' "http://sd/v1/sandboxes/$src/fork" >"$D/fork.code" &
+  local fk=$! cp
+  cp=$(fork_cp "$fk") || { wait "$fk"; fail "the fork's copy ended before it could be held (make the file bigger)"; }
+  kill -STOP "$cp" || { wait "$fk"; fail "the fork's copy ended before it could be held (make the file bigger)"; }
+  req POST /v1/sandboxes -d '{}'
+  local during=$CODE dbody=$BODY
+  req GET /v1/info; local info=$BODY
+  kill -CONT "$cp"
+  wait "$fk" || fail "the fork's request failed"
+  [ "$(cat "$D/fork.code")" = 201 ] || fail "the fork: $(cat "$D/fork.code") $(cat "$D/fork.body")"
+  [ "$during" = 503 ] || fail "a create during the fork's copy: $during $dbody (the fork's room was free)"
+  echo "$dbody" | jq -e '.code == "node_full"' >/dev/null || fail "a create during the copy: $dbody"
+  echo "$info" | jq -e '.free_slots == 0 and .starting == 2' >/dev/null || fail "info during the copy: $info"
+  req GET /v1/sandboxes; expect 200 'length == 3'
+  req GET /v1/info; expect 200 '.free_slots == 0 and .active_sandboxes == 3'
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
