@@ -332,7 +332,9 @@ sbx_code sbx_process_dispatch(sbx_process *p, sbx_err *err);
 /* Whether the exit record came (or the stream ended). */
 int sbx_process_done(const sbx_process *p);
 /* Send what is queued and run callbacks until the command exits. ret: the exit record (no
- * output data: it went to on_output). */
+ * output data: it went to on_output). A command whose sandbox ended under it has no exit
+ * status: SBX_E_CONFLICT with the daemon's message, as the plain exec's 409 (the async form's
+ * on_exit gets NULL and that error). */
 sbx_code sbx_process_wait(sbx_process *p, sbx_exec_result *ret, sbx_err *err);
 /* Closes the stream (the command goes on unless it has ended) and frees; accepts NULL. In the
  * async form the memory is released on the loop. */

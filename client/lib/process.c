@@ -108,6 +108,11 @@ static void on_text(sbx_process *p, const uint8_t *data, size_t len) {
                 p->hook(p, SBXI_PROC_EV_STARTED);
         }
     } else if (strcmp(type, "exit") == 0) {
+        const char *why = json_string_value(json_object_get(o, "reason"));
+        const char *m = json_string_value(json_object_get(o, "message"));
+        if (why && strcmp(why, "error") == 0)
+            snprintf(p->exit_error, sizeof(p->exit_error), "%s",
+                     m && *m ? m : "the command's end is not known (the daemon said \"error\")");
         sbx_exec_result r = {0};
         if (sbxi_exec_status_fill(o, &r, &p->err) == SBX_OK) {
             p->result = r;
@@ -534,6 +539,8 @@ sbx_code sbx_process_wait(sbx_process *p, sbx_exec_result *ret, sbx_err *err) {
     if (!p->got_exit)
         return sbxi_err_set(err, SBX_E_IO, 0, "", "the stream ended without an exit record%s%s",
                             p->last_error[0] ? ": " : "", p->last_error);
+    if (p->exit_error[0]) /* as the JSON exec answers it: 409 */
+        return sbxi_err_set(err, SBX_E_CONFLICT, 409, "conflict", "%s", p->exit_error);
     *ret = p->result;
     return SBX_OK;
 }

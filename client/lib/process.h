@@ -37,6 +37,8 @@ struct sbx_process {
     sbx_err err; /* the failure, once failed */
     bool failed;
     char last_error[256]; /* the last {"type":"error"} the daemon sent (the stream went on) */
+    char exit_error[256]; /* an exit record with reason "error": its message (the sandbox ended
+                           * under the command, docs/API.md); "" for any other end */
     /* async form */
     void (*hook)(sbx_process *p, enum sbxi_proc_event ev);
     void *async;                     /* process_async.c's state */

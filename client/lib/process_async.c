@@ -89,11 +89,16 @@ static void hook(sbx_process *p, enum sbxi_proc_event ev) {
     }
     if (!pa->cbs.on_exit)
         return;
+    sbx_err e = p->err;
+    if (p->got_exit && p->exit_error[0]) { /* as sbx_process_wait */
+        sbxi_err_set(&e, SBX_E_CONFLICT, 409, "conflict", "%s", p->exit_error);
+        pa->cbs.on_exit(pa->cbs.userdata, p, NULL, &e);
+        return;
+    }
     if (p->got_exit) {
         pa->cbs.on_exit(pa->cbs.userdata, p, &p->result, NULL);
         return;
     }
-    sbx_err e = p->err;
     if (!p->failed)
         sbxi_err_set(&e, SBX_E_IO, 0, "", "the stream ended without an exit record%s%s",
                      p->last_error[0] ? ": " : "", p->last_error);

@@ -198,6 +198,69 @@ TEST_T(process_background_attach, 120) {
     sbx_client_free(c);
 }
 
+/* The sandbox ends under an attached command: no exit status, SBX_E_CONFLICT with the daemon's
+ * message, as the plain exec's 409 (it was SBX_OK with reason "error" and no message, which
+ * sbx reported as a silent exit 1). */
+typedef struct ended {
+    long pid;
+    int exits;
+    sbx_err err;
+} ended;
+
+static void e_started(void *ud, sbx_process *p, long pid, const sbx_err *e) {
+    CHECK_MSG(!e, "async start: %s", e ? e->message : "");
+    ((ended *)ud)->pid = pid;
+}
+
+static void e_exited(void *ud, sbx_process *p, const sbx_exec_result *res, const sbx_err *e) {
+    ended *x = ud;
+    CHECK_MSG(!res, "an exit record: reason %s", res ? res->reason : "");
+    x->exits++;
+    if (e)
+        x->err = *e;
+    sbx_process_free(p);
+}
+
+TEST_T(process_sandbox_ends_under_it, 120) {
+    sbx_client *c;
+    sbx_sandbox *sb = sandbox(&c);
+    sbx_err err = {0};
+    static const char *const argv[] = {"sleep", "60", NULL};
+    sink k = {0};
+    sbx_exec_opts o;
+    exec_opts(&o, argv, &k);
+    sbx_process *p = NULL;
+    CHECK_MSG(sbx_process_start(sb, &o, NULL, &p, &err) == SBX_OK, "start: %s", err.message);
+    /* the async form on its own loop, same sandbox */
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbx_async *as = NULL;
+    CHECK_EQ(sbx_async_new(c, &loop, &as, &err), SBX_OK);
+    ended x = {0};
+    sbx_process_cbs cbs = {.on_start = e_started, .on_exit = e_exited, .userdata = &x};
+    sbx_process *q = NULL;
+    CHECK_EQ(sbx_async_process_start(as, sb, &o, NULL, &cbs, &q, &err), SBX_OK);
+    while (x.pid <= 0 && uv_run(&loop, UV_RUN_ONCE)) {
+    }
+    CHECK(x.pid > 0);
+    CHECK_MSG(sbx_sandbox_terminate(sb, &err) == SBX_OK, "terminate: %s", err.message);
+    sbx_exec_result r = {0};
+    CHECK_EQ(sbx_process_wait(p, &r, &err), SBX_E_CONFLICT);
+    CHECK_STREQ(err.api_code, "conflict");
+    CHECK_MSG(strstr(err.message, "ended while the command ran"), "message: %s", err.message);
+    sbx_process_free(p);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(x.exits, 1);
+    CHECK_EQ(x.err.code, SBX_E_CONFLICT);
+    CHECK_MSG(strstr(x.err.message, "ended while the command ran"), "async: %s", x.err.message);
+    sbx_async_free(as);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    free(k.out);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
 /* ---- several at once on one loop ---- */
 #define NPROC 4
 typedef struct slot {
