@@ -32,7 +32,7 @@ extern "C" {
 
 typedef enum sbx_code {
     SBX_OK = 0,
-    SBX_E_INVALID,     /* bad argument, or the daemon answered 400 */
+    SBX_E_INVALID,     /* bad argument, or the daemon answered 400/405/415/422 */
     SBX_E_NOT_FOUND,   /* 404: no such sandbox or file */
     SBX_E_CONFLICT,    /* 409: the sandbox is not in a state that allows this */
     SBX_E_TOO_LARGE,   /* 413 */

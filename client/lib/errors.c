@@ -43,9 +43,58 @@ sbx_code sbxi_err_set(sbx_err *err, sbx_code code, long http_status, const char 
     return code;
 }
 
+/* The HTTP status the daemon answers each of its error codes with (docs/API.md), for an error
+ * that comes without one: a {"type":"error"} line in a 200 stream. 500 for a code not listed. */
+static long status_of_code(const char *api_code) {
+    static const struct {
+        const char *name;
+        long status;
+    } codes[] = {
+        {"invalid_argument", 400},
+        {"invalid_json", 400},
+        {"invalid_image", 400},
+        {"entrypoint_failed", 400},
+        {"unauthorized", 401},
+        {"not_found", 404},
+        {"port_not_open", 404},
+        {"method_not_allowed", 405},
+        {"conflict", 409},
+        {"pids_limit", 409},
+        {"gpu_unavailable", 409},
+        {"process_ended", 409},
+        {"sandbox_not_running", 409},
+        {"sandbox_ended", 409},
+        {"checkpoint_unavailable", 409},
+        {"too_large", 413},
+        {"unsupported_media_type", 415},
+        {"idempotency_key_reused", 422},
+        {"too_many_requests", 429},
+        {"node_full", 503},
+        {"shutting_down", 503},
+        {"node_unavailable", 503},
+    };
+    for (size_t i = 0; api_code && i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (strcmp(api_code, codes[i].name) == 0)
+            return codes[i].status;
+    return 500;
+}
+
+/* A 4xx whose code says the request itself was bad (the caller's mistake, as a 400). */
+static bool invalid_input_code(const char *api_code) {
+    return api_code &&
+           (strcmp(api_code, "invalid_argument") == 0 || strcmp(api_code, "invalid_json") == 0 ||
+            strcmp(api_code, "idempotency_key_reused") == 0);
+}
+
+/* status 0: no HTTP status came with the error (a mid-stream error line); its code name gives
+ * the class the JSON answer's status would. */
 sbx_code sbxi_code_from_status(long status, const char *api_code) {
+    if (status == 0)
+        status = status_of_code(api_code);
     if (status >= 200 && status < 300)
         return SBX_OK;
+    if (status >= 400 && status < 500 && invalid_input_code(api_code))
+        return SBX_E_INVALID;
     if (api_code && strcmp(api_code, "node_unavailable") == 0)
         return SBX_E_NODE_UNAVAILABLE;
     if (api_code && (strcmp(api_code, "node_full") == 0 || strcmp(api_code, "shutting_down") == 0))
@@ -54,6 +103,7 @@ sbx_code sbxi_code_from_status(long status, const char *api_code) {
     case 400:
     case 405:
     case 415:
+    case 422:
         return SBX_E_INVALID;
     case 401:
     case 403:

@@ -416,7 +416,8 @@ static int on_event(void *ud, const char *line, size_t len) {
     } else if (strcmp(type, "error") == 0) {
         const char *m = json_string_value(json_object_get(o, "message"));
         const char *c = json_string_value(json_object_get(o, "code"));
-        sbxi_err_set(&st->err, SBX_E_SERVER, 200, c ? c : "internal", "%s",
+        c = c ? c : "internal";
+        sbxi_err_set(&st->err, sbxi_code_from_status(0, c), 200, c, "%s",
                      m ? m : "the daemon reported an error mid-stream");
         r = -EIO;
     } /* "start" and unknown types are ignored (forward compatible) */

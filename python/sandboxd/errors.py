@@ -30,7 +30,8 @@ class SandboxdError(Exception):
 
 
 class InvalidArgument(SandboxdError):
-    """The request was refused as invalid (HTTP 400, or a bad argument caught locally)."""
+    """The request was refused as invalid (HTTP 400, 422 such as ``idempotency_key_reused``, or
+    a bad argument caught locally)."""
 
 
 class TooLarge(InvalidArgument):
@@ -42,7 +43,8 @@ class NotFound(SandboxdError):
 
 
 class Conflict(SandboxdError):
-    """The sandbox is not in a state that allows this, e.g. it has ended (HTTP 409)."""
+    """The sandbox is not in a state that allows this, e.g. it has ended (HTTP 409, or a
+    streamed command's ``{"type":"error","code":"conflict"}``)."""
 
 
 class NodeFull(SandboxdError):

@@ -233,6 +233,20 @@ TEST(exec_stream_errors) {
     CHECK_EQ(sbxi_exec_stream_finish(&st, &r, &err), SBX_E_SERVER);
     CHECK_STREQ(err.message, "shim died");
     sbxi_exec_stream_done(&st);
+    /* the sandbox ended under the command: a conflict, as the plain exec's 409 */
+    sbxi_exec_stream_init(&st, &eo);
+    e = "{\"type\":\"error\",\"code\":\"conflict\",\"message\":\"sandbox ended\"}\n";
+    sbxi_exec_stream_chunk(&st, e, strlen(e));
+    CHECK_EQ(sbxi_exec_stream_finish(&st, &r, &err), SBX_E_CONFLICT);
+    CHECK_EQ(err.code, SBX_E_CONFLICT);
+    CHECK_STREQ(err.api_code, "conflict");
+    CHECK_EQ(err.http_status, 200);
+    sbxi_exec_stream_done(&st);
+    sbxi_exec_stream_init(&st, &eo);
+    e = "{\"type\":\"error\",\"code\":\"invalid_argument\",\"message\":\"bad\"}\n";
+    sbxi_exec_stream_chunk(&st, e, strlen(e));
+    CHECK_EQ(sbxi_exec_stream_finish(&st, &r, &err), SBX_E_INVALID);
+    sbxi_exec_stream_done(&st);
 }
 
 TEST(exec_result_parse) {
@@ -278,10 +292,23 @@ TEST(error_mapping) {
         {503, "shutting_down", SBX_E_UNAVAILABLE},
         {502, "", SBX_E_SERVER},
         {302, "", SBX_E_PROTOCOL},
+        /* the caller's mistake, whatever 4xx it came with */
+        {422, "idempotency_key_reused", SBX_E_INVALID},
+        {422, "invalid_argument", SBX_E_INVALID},
+        {400, "invalid_json", SBX_E_INVALID},
+        {426, "upgrade_required", SBX_E_PROTOCOL},
+        /* no status (a mid-stream error line): the code name's class */
+        {0, "conflict", SBX_E_CONFLICT},
+        {0, "invalid_argument", SBX_E_INVALID},
+        {0, "not_found", SBX_E_NOT_FOUND},
+        {0, "node_full", SBX_E_UNAVAILABLE},
+        {0, "node_unavailable", SBX_E_NODE_UNAVAILABLE},
+        {0, "internal", SBX_E_SERVER},
+        {0, "something_new", SBX_E_SERVER},
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
         CHECK_MSG(sbxi_code_from_status(cases[i].status, cases[i].code) == cases[i].want,
-                  "status %ld", cases[i].status);
+                  "status %ld code %s", cases[i].status, cases[i].code);
     CHECK_STREQ(sbx_code_name(SBX_E_CONNECT), "connect_failed");
     CHECK_STREQ(sbx_code_name((sbx_code)999), "unknown");
 }
