@@ -9,7 +9,9 @@ import ctypes
 import ctypes.util
 import os
 import threading
-from typing import Optional
+from typing import Any, Optional
+
+from .errors import InvalidArgument
 
 c_char_p = ctypes.c_char_p
 c_void_p = ctypes.c_void_p
@@ -273,10 +275,27 @@ def free(p) -> None:
     _libc.free(p)
 
 
-def strv(items) -> Optional[ctypes.Array]:
-    """A NULL-terminated char* array from an iterable of str (None for None)."""
+def cstr(v: Any, what: str) -> Optional[bytes]:
+    """A str (UTF-8) or bytes as a C string's bytes, None as None. C would cut a string at a NUL
+    and send the rest nowhere, so one inside is refused (InvalidArgument naming ``what``)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        b = v.encode()
+    elif isinstance(v, (bytes, bytearray)):
+        b = bytes(v)
+    else:
+        raise InvalidArgument(f"{what}: must be a string", "invalid_argument")
+    if b"\0" in b:
+        raise InvalidArgument(f"{what}: contains a NUL character", "invalid_argument")
+    return b
+
+
+def strv(items: Any, what: str) -> Optional[ctypes.Array]:
+    """A NULL-terminated char* array from an iterable of str or bytes (None for None); each
+    goes through cstr (a NUL inside: InvalidArgument naming ``what``)."""
     if items is None:
         return None
-    enc = [s.encode() if isinstance(s, str) else bytes(s) for s in items]
+    enc = [cstr(s, what) for s in items]
     arr = (c_char_p * (len(enc) + 1))(*enc, None)
     return arr

@@ -59,10 +59,10 @@ class _Engine:
         self.c = ctypes.c_void_p()
         self.h = ctypes.c_void_p()
         err = _lib.SbxErr()
-        _check(L.sbx_client_new(client.hosts.encode() if client.hosts else None,
+        _check(L.sbx_client_new(_lib.cstr(client.hosts or None, "hosts"),
                                 ctypes.byref(self.c), ctypes.byref(err)), err)
         if client.token:
-            L.sbx_client_set_token(self.c, client.token.encode())
+            L.sbx_client_set_token(self.c, _lib.cstr(client.token, "token"))
         rc = L.sbx_async_new_standalone(self.c, ctypes.byref(self.h), ctypes.byref(err))
         if rc != 0:
             L.sbx_client_free(self.c)
@@ -346,8 +346,8 @@ class AsyncSandbox:
         if h is None:
             p = ctypes.c_void_p()
             err = _lib.SbxErr()
-            _check(_lib.lib().sbx_sandbox_open_lazy(eng.c, self.id.encode(), ctypes.byref(p),
-                                                    ctypes.byref(err)), err)
+            _check(_lib.lib().sbx_sandbox_open_lazy(eng.c, _lib.cstr(self.id, "sandbox_id"),
+                                                    ctypes.byref(p), ctypes.byref(err)), err)
             h = self._handles[eng] = p.value
         return eng, h
 
@@ -422,31 +422,35 @@ class AsyncSandbox:
 
     # ---- files ----
     async def write_file(self, path: str, data: Union[bytes, str]) -> None:
+        cpath = _lib.cstr(path, "path")
         if isinstance(data, str):
             data = data.encode()
         eng, h = self._on()
         buf = ctypes.create_string_buffer(bytes(data), len(data))  # copied by libsbx
         await _start(eng, _nothing, lambda k: _lib.lib().sbx_async_write_file(
-            eng.h, h, path.encode(), buf, len(data), _DONE, k))
+            eng.h, h, cpath, buf, len(data), _DONE, k))
 
     async def read_file(self, path: str) -> bytes:
+        cpath = _lib.cstr(path, "path")
         eng, h = self._on()
         return await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_read_file(
-            eng.h, h, path.encode(), _DATA, k))
+            eng.h, h, cpath, _DATA, k))
 
     async def upload_dir(self, local_dir: str, remote_dir: str) -> None:
         """Sandbox.upload_dir (the tar is made on the loop)."""
+        cdir = _lib.cstr(remote_dir, "remote_dir")
         data = Sandbox._tar(local_dir)
         eng, h = self._on()
         buf = ctypes.create_string_buffer(data, len(data))
         await _start(eng, _nothing, lambda k: _lib.lib().sbx_async_put_archive(
-            eng.h, h, remote_dir.encode(), buf, len(data), _DONE, k))
+            eng.h, h, cdir, buf, len(data), _DONE, k))
 
     async def download_dir(self, remote_dir: str, local_dir: str) -> None:
         """Sandbox.download_dir (the tar is unpacked on the loop)."""
+        cdir = _lib.cstr(remote_dir, "remote_dir")
         eng, h = self._on()
         data = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_get_archive(
-            eng.h, h, remote_dir.encode(), _DATA, k))
+            eng.h, h, cdir, _DATA, k))
         Sandbox._unpack(data, local_dir)
 
     # ---- lifecycle ----
@@ -483,11 +487,12 @@ class AsyncSandbox:
         running again."""
         if node is not None and (not isinstance(node, str) or not node):
             raise InvalidArgument("node: a node's name", "invalid_argument")
+        cnode = _lib.cstr(node, "node")
         eng, h = self._on()
         if node is None:
             call = lambda k: _lib.lib().sbx_async_resume(eng.h, h, _DATA, k)  # noqa: E731
         else:
-            call = lambda k: _lib.lib().sbx_async_resume_on(eng.h, h, node.encode(), _DATA, k)  # noqa: E731
+            call = lambda k: _lib.lib().sbx_async_resume_on(eng.h, h, cnode, _DATA, k)  # noqa: E731
         raw = await _start(eng, _bytes, call)
         return json.loads(raw)
 
@@ -500,13 +505,14 @@ class AsyncSandbox:
                            content_type: str = "application/json") -> Tuple[int, bytes]:
         """Sandbox.port_request: (status, body) of one HTTP request to ``port``."""
         _check_port(port)
+        args = (_lib.cstr(method, "method"), _lib.cstr(path, "path"),
+                _lib.cstr(content_type, "content_type"))
         eng, h = self._on()
         buf = ctypes.create_string_buffer(body, len(body)) if body else None
         return await _start(
             eng, lambda st, data, n, orphan=None: (st, _bytes(data, n)),
             lambda k: _lib.lib().sbx_async_port_request(
-                eng.h, h, port, method.encode(), path.encode(), content_type.encode(), buf,
-                len(body or b""), _PORT, k))
+                eng.h, h, port, *args, buf, len(body or b""), _PORT, k))
 
     async def set_timeout(self, timeout: Any) -> None:
         await _off(self.sync.set_timeout, timeout)

@@ -76,7 +76,7 @@ def parse_size(v: Optional[Size], what: str) -> int:
             raise InvalidArgument(f"{what}: must be positive", "invalid_argument")
         return v
     out = ctypes.c_uint64()
-    if _lib.lib().sbx_parse_size(v.encode(), ctypes.byref(out)) != 0:
+    if _lib.lib().sbx_parse_size(_lib.cstr(v, what), ctypes.byref(out)) != 0:
         raise InvalidArgument(f"{what}: {v!r} is not a size (like 512Mi, 2Gi)", "invalid_argument")
     return out.value
 
@@ -94,7 +94,7 @@ def parse_duration_ms(v: Optional[Duration], what: str) -> int:
     if not isinstance(v, str):
         raise InvalidArgument(f"{what}: expected seconds or a duration like \"5m\"", "invalid_argument")
     out = ctypes.c_uint64()
-    if _lib.lib().sbx_parse_duration(v.encode(), ctypes.byref(out)) != 0:
+    if _lib.lib().sbx_parse_duration(_lib.cstr(v, what), ctypes.byref(out)) != 0:
         raise InvalidArgument(f"{what}: {v!r} is not a duration (like 30s, 5m)", "invalid_argument")
     return out.value
 
@@ -126,10 +126,6 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
     """Fill an sbx_create_opts from keyword arguments (None keeps the C default). Returns the
     ctypes objects that must stay alive while o is used."""
     keep: List[Any] = []
-
-    def s(v: Optional[str]) -> Optional[bytes]:
-        return v.encode() if v is not None else None
-
     if cpu is not None:
         if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or cpu <= 0:
             raise InvalidArgument("cpu: must be a positive number", "invalid_argument")
@@ -145,27 +141,27 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
     if network is not None and not isinstance(network, Egress):
         raise InvalidArgument("network: use Egress.none(), Egress.open() or Egress.allow([...])",
                               "invalid_argument")
-    o.image = s(image)
+    o.image = _lib.cstr(image, "image")
     o.memory = parse_size(memory, "memory")
     o.disk = parse_size(disk, "disk")
     o.idle_timeout_ms = parse_duration_ms(idle_timeout, "idle_timeout")
     o.timeout_ms = parse_duration_ms(timeout, "timeout")
-    o.network = s(network.value) if network else None
-    o.idempotency_key = s(idempotency_key)
-    o.lease_id = s(lease.id if isinstance(lease, Lease) else lease)
+    o.network = _lib.cstr(network.value, "network") if network else None
+    o.idempotency_key = _lib.cstr(idempotency_key, "idempotency_key")
+    o.lease_id = _lib.cstr(lease.id if isinstance(lease, Lease) else lease, "lease")
     if profile is not None and not isinstance(profile, str):
         raise InvalidArgument("profile: must be a string (\"grading\")", "invalid_argument")
-    o.profile = s(profile)
+    o.profile = _lib.cstr(profile, "profile")
     if gpus is not None:
         if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 64:
             raise InvalidArgument("gpus: must be a number of GPUs in [0, 64]", "invalid_argument")
         o.gpus = gpus
     if isolation is not None and isolation not in ("native", "gvisor"):
         raise InvalidArgument("isolation: must be \"native\" or \"gvisor\"", "invalid_argument")
-    o.isolation = s(isolation)
+    o.isolation = _lib.cstr(isolation, "isolation")
     keep += [o.image, o.network, o.idempotency_key, o.lease_id, o.profile, o.isolation]
     for name, m in (("env", env), ("labels", labels)):
-        arr = _lib.strv(_kv(m, name))
+        arr = _lib.strv(_kv(m, name), name)
         if arr is not None:
             keep.append(arr)
             setattr(o, name, ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)))
@@ -201,7 +197,7 @@ def _exec_args(argv: Sequence[str], stdin: Union[bytes, str, None],
                env: Optional[Mapping[str, str]], cwd: Optional[str],
                timeout: Optional[Duration], shell: bool, max_output: Optional[Size],
                user: Optional[str] = None) -> Dict[str, Any]:
-    """A command's arguments, checked, as the dict _exec_opts takes."""
+    """A command's arguments, checked, as the dict _exec_opts takes (strings as C's bytes)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise InvalidArgument("exec: argv must be one or more strings", "invalid_argument")
     if isinstance(stdin, str):
@@ -211,9 +207,13 @@ def _exec_args(argv: Sequence[str], stdin: Union[bytes, str, None],
     if user is not None and not isinstance(user, str):
         raise InvalidArgument("exec: user must be a string (\"agent\", \"grader\")",
                               "invalid_argument")
-    return {"argv": list(argv), "stdin": stdin, "env": _kv(env, "env"), "cwd": cwd,
+    env_list = _kv(env, "env")
+    return {"argv": [_lib.cstr(x, "argv") for x in argv], "stdin": stdin,
+            "env": [_lib.cstr(x, "env") for x in env_list] if env_list is not None else None,
+            "cwd": _lib.cstr(cwd or None, "cwd"),
             "timeout_ms": parse_duration_ms(timeout, "timeout"), "shell": shell,
-            "max_output": parse_size(max_output, "max_output"), "user": user}
+            "max_output": parse_size(max_output, "max_output"),
+            "user": _lib.cstr(user or None, "user")}
 
 
 def _exec_opts(a: Dict[str, Any], cb: Any) -> Any:
@@ -221,13 +221,13 @@ def _exec_opts(a: Dict[str, Any], cb: Any) -> Any:
     objects it points to (keep them while it is used)."""
     o = _lib.ExecOpts()
     _lib.lib().sbx_exec_opts_init(ctypes.byref(o))
-    argv = _lib.strv(a["argv"])
+    argv = _lib.strv(a["argv"], "argv")
     o.argv = ctypes.cast(argv, ctypes.POINTER(ctypes.c_char_p))
     o.shell = 1 if a["shell"] else 0
-    envv = _lib.strv(a["env"])
+    envv = _lib.strv(a["env"], "env")
     if envv is not None:
         o.env = ctypes.cast(envv, ctypes.POINTER(ctypes.c_char_p))
-    cwd = a["cwd"].encode() if a["cwd"] else None
+    cwd = a["cwd"]
     o.cwd = cwd
     stdin = a["stdin"]
     sbuf = None
@@ -237,7 +237,7 @@ def _exec_opts(a: Dict[str, Any], cb: Any) -> Any:
         o.stdin_len = len(stdin)
     o.timeout_ms = a["timeout_ms"]
     o.max_output = a["max_output"]
-    user = a["user"].encode() if a.get("user") else None
+    user = a["user"]
     o.user = user
     if cb is not None:
         o.on_output = cb
@@ -304,10 +304,10 @@ class Client:
         h = ctypes.c_void_p()
         err = _lib.SbxErr()
         L = _lib.lib()
-        _check(L.sbx_client_new(self.hosts.encode() if self.hosts else None, ctypes.byref(h),
+        _check(L.sbx_client_new(_lib.cstr(self.hosts or None, "hosts"), ctypes.byref(h),
                                 ctypes.byref(err)), err)
         if self.token:
-            L.sbx_client_set_token(h, self.token.encode())
+            L.sbx_client_set_token(h, _lib.cstr(self.token, "token"))
         self._local.h = h
         with self._lock:
             self._all.append(h)
@@ -322,7 +322,7 @@ class Client:
     def list(self, label: Optional[str] = None) -> List[Dict[str, Any]]:
         """The sandboxes (running and recently ended) as dicts; ``label`` "k=v" filters."""
         out = ctypes.c_void_p()
-        _call(_lib.lib().sbx_client_list, self.handle(), label.encode() if label else None,
+        _call(_lib.lib().sbx_client_list, self.handle(), _lib.cstr(label or None, "label"),
               ctypes.byref(out))
         return json.loads(_lib.take_string(out))
 
@@ -334,7 +334,8 @@ class Client:
 
     def drain(self, node: str, drain: bool = True) -> None:
         """No new sandboxes on ``node`` (running ones finish); ``drain=False`` undoes it."""
-        _call(_lib.lib().sbx_node_drain, self.handle(), node.encode(), 1 if drain else 0)
+        _call(_lib.lib().sbx_node_drain, self.handle(), _lib.cstr(node, "node"),
+              1 if drain else 0)
 
     def submit(self, fn: Callable, *args: Any) -> concurrent.futures.Future:
         return self._pool.submit(fn, *args)
@@ -378,7 +379,7 @@ class Lease:
 
     def renew(self) -> None:
         """Renew now (NotFound when it already expired)."""
-        _call(_lib.lib().sbx_lease_renew, self.client.handle(), self.id.encode())
+        _call(_lib.lib().sbx_lease_renew, self.client.handle(), _lib.cstr(self.id, "lease"))
 
     def keep_alive(self, every: float) -> None:
         """Renew every ``every`` seconds from a background thread until ``stop()``."""
@@ -410,7 +411,7 @@ class Lease:
         L = _lib.lib()
         if not hasattr(L, "sbx_lease_delete"):
             raise SandboxdError("this libsbx has no sbx_lease_delete", "unsupported")
-        _call(L.sbx_lease_delete, self.client.handle(), self.id.encode())
+        _call(L.sbx_lease_delete, self.client.handle(), _lib.cstr(self.id, "lease"))
 
     def __enter__(self) -> "Lease":
         return self
@@ -505,15 +506,16 @@ class Sandbox:
         ``Sandbox.open(id)``."""
         client = client or default_client()
         h = ctypes.c_void_p()
-        _call(_lib.lib().sbx_sandbox_open, client.handle(), sandbox_id.encode(), ctypes.byref(h))
+        _call(_lib.lib().sbx_sandbox_open, client.handle(), _lib.cstr(sandbox_id, "sandbox_id"),
+              ctypes.byref(h))
         return cls(h, client)
 
     @classmethod
     def _lazy(cls, sandbox_id: str, client: Client) -> "Sandbox":
         """A Sandbox for a known id without asking the daemon (sbx_sandbox_open_lazy)."""
         h = ctypes.c_void_p()
-        _call(_lib.lib().sbx_sandbox_open_lazy, client.handle(), sandbox_id.encode(),
-              ctypes.byref(h))
+        _call(_lib.lib().sbx_sandbox_open_lazy, client.handle(),
+              _lib.cstr(sandbox_id, "sandbox_id"), ctypes.byref(h))
         return cls(h, client)
 
     def _handle(self) -> ctypes.c_void_p:
@@ -523,8 +525,8 @@ class Sandbox:
         if h is not None:
             return h
         h = ctypes.c_void_p()  # another thread's handle: no GET for a sandbox already known
-        _call(_lib.lib().sbx_sandbox_open_lazy, self.client.handle(), self.id.encode(),
-              ctypes.byref(h))
+        _call(_lib.lib().sbx_sandbox_open_lazy, self.client.handle(),
+              _lib.cstr(self.id, "sandbox_id"), ctypes.byref(h))
         with self._lock:
             self._handles[tid] = h
         return h
@@ -568,16 +570,17 @@ class Sandbox:
     # ---- files ----
     def write_file(self, path: str, data: Union[bytes, str]) -> None:
         """Write one file (parents made; owned by the sandbox user)."""
+        cpath = _lib.cstr(path, "path")
         if isinstance(data, str):
             data = data.encode()
         buf = ctypes.create_string_buffer(bytes(data), len(data))
-        _call(_lib.lib().sbx_sandbox_write_file, self._handle(), path.encode(), buf, len(data))
+        _call(_lib.lib().sbx_sandbox_write_file, self._handle(), cpath, buf, len(data))
 
     def read_file(self, path: str) -> bytes:
         """A file's bytes (NotFound when missing)."""
         out, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _call(_lib.lib().sbx_sandbox_read_file, self._handle(), path.encode(), ctypes.byref(out),
-              ctypes.byref(n))
+        _call(_lib.lib().sbx_sandbox_read_file, self._handle(), _lib.cstr(path, "path"),
+              ctypes.byref(out), ctypes.byref(n))
         return _lib.take_bytes(out, n.value)
 
     def open_file(self, path: str, mode: str = "r", encoding: str = "utf-8") -> Any:
@@ -603,15 +606,16 @@ class Sandbox:
 
     def upload_dir(self, local_dir: str, remote_dir: str) -> None:
         """Copy a local directory's contents into ``remote_dir`` (one tar through libsbx)."""
+        cdir = _lib.cstr(remote_dir, "remote_dir")
         data = Sandbox._tar(local_dir)
         buf = ctypes.create_string_buffer(data, len(data))
-        _call(_lib.lib().sbx_sandbox_put_archive, self._handle(), remote_dir.encode(), buf, len(data))
+        _call(_lib.lib().sbx_sandbox_put_archive, self._handle(), cdir, buf, len(data))
 
     def download_dir(self, remote_dir: str, local_dir: str) -> None:
         """Copy ``remote_dir``'s contents into a local directory (made if missing)."""
         out, n = ctypes.c_void_p(), ctypes.c_size_t()
-        _call(_lib.lib().sbx_sandbox_get_archive, self._handle(), remote_dir.encode(),
-              ctypes.byref(out), ctypes.byref(n))
+        _call(_lib.lib().sbx_sandbox_get_archive, self._handle(),
+              _lib.cstr(remote_dir, "remote_dir"), ctypes.byref(out), ctypes.byref(n))
         Sandbox._unpack(_lib.take_bytes(out, n.value), local_dir)
 
     @staticmethod
@@ -668,8 +672,8 @@ class Sandbox:
         if not isinstance(name, str) or not name:
             raise InvalidArgument("commit: name must be a non-empty string", "invalid_argument")
         out = ctypes.c_void_p()
-        _call(L.sbx_sandbox_commit, self._handle(), name.encode(), 1 if strip_setuid else 0,
-              ctypes.byref(out))
+        _call(L.sbx_sandbox_commit, self._handle(), _lib.cstr(name, "name"),
+              1 if strip_setuid else 0, ctypes.byref(out))
         return json.loads(_lib.take_string(out))
 
     def pause(self) -> Dict[str, Any]:
@@ -688,7 +692,7 @@ class Sandbox:
             return self._move("sbx_sandbox_resume")
         if not isinstance(node, str) or not node:
             raise InvalidArgument("node: a node's name", "invalid_argument")
-        return self._move("sbx_sandbox_resume_on", node.encode())
+        return self._move("sbx_sandbox_resume_on", _lib.cstr(node, "node"))
 
     def _move(self, fn: str, *args: Any) -> Dict[str, Any]:
         L = _lib.lib()
@@ -730,8 +734,9 @@ class Sandbox:
         daemon's own refusals (port not open, nothing listening) raise."""
         _check_port(port)
         st, out, n = ctypes.c_long(), ctypes.c_void_p(), ctypes.c_size_t()
-        _call(_lib.lib().sbx_sandbox_port_request, self._handle(), port, method.encode(),
-              path.encode(), content_type.encode(), body, len(body or b""), ctypes.byref(st),
+        _call(_lib.lib().sbx_sandbox_port_request, self._handle(), port,
+              _lib.cstr(method, "method"), _lib.cstr(path, "path"),
+              _lib.cstr(content_type, "content_type"), body, len(body or b""), ctypes.byref(st),
               ctypes.byref(out), ctypes.byref(n))
         try:
             return st.value, ctypes.string_at(out.value, n.value) if n.value else b""

@@ -63,7 +63,8 @@ class Volume:
         from .sandbox import default_client, parse_size
         client = client or default_client()
         out = ctypes.c_void_p()
-        _call(_fn("sbx_volume_create"), client.handle(), name.encode(), parse_size(size, "size"),
+        _call(_fn("sbx_volume_create"), client.handle(), _lib.cstr(name, "name"),
+              parse_size(size, "size"),
               ctypes.byref(out))
         return cls(name, client, json.loads(_lib.take_string(out)))
 
@@ -85,14 +86,14 @@ class Volume:
     def info(self) -> Dict[str, Any]:
         """GET /v1/volumes/{name}: size, used, created, state, in_use_by."""
         out = ctypes.c_void_p()
-        _call(_fn("sbx_volume_inspect"), self.client.handle(), self.name.encode(),
+        _call(_fn("sbx_volume_inspect"), self.client.handle(), _lib.cstr(self.name, "name"),
               ctypes.byref(out))
         self._info = json.loads(_lib.take_string(out))
         return self._info
 
     def delete(self) -> None:
         """Remove the volume and its data (Conflict while a sandbox uses it)."""
-        _call(_fn("sbx_volume_remove"), self.client.handle(), self.name.encode())
+        _call(_fn("sbx_volume_remove"), self.client.handle(), _lib.cstr(self.name, "name"))
 
     def mount(self, path: Optional[str] = None, read_only: bool = False) -> VolumeMount:
         """This volume at ``path`` for ``Sandbox.create(volumes=[...])`` (in the dict form

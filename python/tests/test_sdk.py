@@ -420,6 +420,49 @@ def test_units_and_local_validation():
         Sandbox.create(cpu=-1)
 
 
+def test_nul_in_strings_is_refused():
+    """C would cut a string at a NUL and run or touch something else (echo abc instead of
+    the whole argument): every string bound for libsbx with one inside is InvalidArgument
+    naming it, sync and async, and nothing is sent."""
+    for kw, what in ((dict(env={"A": "1\x00"}), "env"), (dict(labels={"k\x00": "v"}), "labels"),
+                     (dict(image="host\x00x"), "image"), (dict(memory="1Gi\x00"), "memory"),
+                     (dict(idempotency_key="k\x00"), "idempotency_key")):
+        with pytest.raises(InvalidArgument, match=what):
+            Sandbox.create(**{**SMALL, **kw})
+    with Sandbox.create(**SMALL) as sb:
+        sb.write_file("/workspace/abc", "keep")
+        bad = (
+            (lambda: sb.run("echo", "abc\x00; rm -f /workspace/abc"), "argv"),
+            (lambda: sb.exec("echo", b"x\x00y".decode()), "argv"),
+            (lambda: sb.run("true", env={"A": "1\x00; rm"}), "env"),
+            (lambda: sb.run("pwd", cwd="/tmp\x00/workspace"), "cwd"),
+            (lambda: sb.run("true", user="agent\x00"), "user"),
+            (lambda: sb.write_file("/workspace/abc\x00x", "gone"), "path"),
+            (lambda: sb.read_file("/workspace/abc\x00x"), "path"),
+            (lambda: sb.upload_dir(".", "/workspace\x00x"), "remote_dir"),
+            (lambda: sb.port_request(8000, "GET", "/\x00x"), "path"),
+        )
+        for call, what in bad:
+            with pytest.raises(InvalidArgument, match=what):
+                call()
+        assert sb.read_file("/workspace/abc") == b"keep"
+        assert sb.run("echo", "abc").stdout == "abc\n"
+
+        async def main():
+            a = AsyncSandbox(sb)
+            for call, what in ((lambda: a.run("echo", "a\x00b"), "argv"),
+                               (lambda: a.exec("true", env={"A": "\x00"}), "env"),
+                               (lambda: a.write_file("/workspace/abc\x00", "x"), "path"),
+                               (lambda: a.read_file("/workspace/abc\x00"), "path"),
+                               (lambda: a.port_request(8000, "GET", "/\x00"), "path")):
+                with pytest.raises(InvalidArgument, match=what):
+                    await call()
+            await a.close()
+
+        asyncio.run(main())
+        assert sb.read_file("/workspace/abc") == b"keep"
+
+
 def test_unknown_options_are_refused_by_name():
     """What the SDK does not implement is refused naming it, never dropped (as the daemon's 400
     for an unknown field): create, fork, exec and run, sync and async."""
