@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import _lib
 from .errors import InvalidArgument, SandboxdError, from_err
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
-from .sandbox import (Client, Duration, Lease, Sandbox, Size, _check, _check_port,
+from .sandbox import (Client, Duration, Lease, Sandbox, Size, _check, _check_port, _count,
                       _create_request, _exec_args, _exec_opts, _fill_create_opts, _info,
                       default_client)
 T = TypeVar("T")
@@ -456,12 +456,10 @@ class AsyncSandbox:
     # ---- lifecycle ----
     async def fork(self, n: int = 1, **overrides: Any) -> List["AsyncSandbox"]:
         """Sandbox.fork: n copies of this sandbox."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidArgument("fork: n must be a positive integer", "invalid_argument")
         L = _lib.lib()
         o = _lib.ForkOpts()
         L.sbx_fork_opts_init(ctypes.byref(o))
-        o.count = n
+        o.count = _count(n, "n")
         keep = _fill_create_opts(o.overrides, **overrides)
         eng, h = self._on()
 

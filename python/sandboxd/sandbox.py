@@ -11,6 +11,7 @@ import concurrent.futures
 import ctypes
 import io
 import json
+import math
 import os
 import tarfile
 import threading
@@ -65,38 +66,93 @@ def _extra_create_fields(ports: Any, entrypoint: Any, volumes: Any = None,
     return json.dumps(extra) if extra else None
 
 
+_U64_MAX = 2 ** 64 - 1  # sizes and durations travel to libsbx as uint64_t
+_UINT_MAX = 2 ** 32 - 1  # counts (pids, fork's n) as unsigned int
+_MAX_MS = 10 ** 15  # libsbx's duration parser's limit (~31000 years)
+
+
+def _positive(what: str, unit: str = "") -> InvalidArgument:
+    """The refusal of a zero, negative or NaN value: 0 would mean "the default" to libsbx."""
+    return InvalidArgument(f"{what}: must be positive{unit} (None keeps the default)",
+                           "invalid_argument")
+
+
 def parse_size(v: Optional[Size], what: str) -> int:
-    """Bytes from an int or a string like "512Mi" / "2Gi" (0 for None)."""
+    """Bytes from an int or a string like "512Mi" / "2Gi" (0 for None). Zero ("0", "0Gi") and
+    anything over 2**64-1 bytes are InvalidArgument naming ``what``."""
     if v is None:
         return 0
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise InvalidArgument(f"{what}: expected bytes or a size like \"2Gi\"", "invalid_argument")
     if isinstance(v, int):
-        if v <= 0:
-            raise InvalidArgument(f"{what}: must be positive", "invalid_argument")
-        return v
-    out = ctypes.c_uint64()
-    if _lib.lib().sbx_parse_size(_lib.cstr(v, what), ctypes.byref(out)) != 0:
-        raise InvalidArgument(f"{what}: {v!r} is not a size (like 512Mi, 2Gi)", "invalid_argument")
-    return out.value
+        n = v
+    else:
+        out = ctypes.c_uint64()
+        if _lib.lib().sbx_parse_size(_lib.cstr(v, what), ctypes.byref(out)) != 0:
+            raise InvalidArgument(f"{what}: {v!r} is not a size (like 512Mi, 2Gi)",
+                                  "invalid_argument")
+        n = out.value
+    if n <= 0:
+        raise _positive(what)
+    if n > _U64_MAX:
+        raise InvalidArgument(f"{what}: more than 2**64-1 bytes", "invalid_argument")
+    return n
 
 
 def parse_duration_ms(v: Optional[Duration], what: str) -> int:
-    """Milliseconds from seconds (a number) or a string like "30s" / "5m" (0 for None)."""
+    """Milliseconds from seconds (a number) or a string like "30s" / "5m" (0 for None), rounded
+    to the nearest millisecond as libsbx rounds a string. One that rounds to 0 ("0s", 0.0004,
+    "0.4ms"), a negative, NaN or infinite one, or one of 10**15 ms or more is InvalidArgument
+    naming ``what``."""
     if v is None:
         return 0
     if isinstance(v, bool):
         raise InvalidArgument(f"{what}: expected seconds or a duration like \"5m\"", "invalid_argument")
     if isinstance(v, (int, float)):
-        if v <= 0:
-            raise InvalidArgument(f"{what}: must be positive", "invalid_argument")
-        return max(1, int(v * 1000))
-    if not isinstance(v, str):
+        try:
+            ms = float(v) * 1000
+        except OverflowError:
+            ms = math.inf
+        if not ms > 0:  # NaN too
+            raise _positive(what)
+        if not ms < _MAX_MS:
+            raise InvalidArgument(f"{what}: too long (under 10**12 seconds)", "invalid_argument")
+        n = math.floor(ms + 0.5)
+    elif isinstance(v, str):
+        out = ctypes.c_uint64()
+        if _lib.lib().sbx_parse_duration(_lib.cstr(v, what), ctypes.byref(out)) != 0:
+            raise InvalidArgument(f"{what}: {v!r} is not a duration (like 30s, 5m)",
+                                  "invalid_argument")
+        n = out.value
+    else:
         raise InvalidArgument(f"{what}: expected seconds or a duration like \"5m\"", "invalid_argument")
-    out = ctypes.c_uint64()
-    if _lib.lib().sbx_parse_duration(_lib.cstr(v, what), ctypes.byref(out)) != 0:
-        raise InvalidArgument(f"{what}: {v!r} is not a duration (like 30s, 5m)", "invalid_argument")
-    return out.value
+    if n <= 0:
+        raise _positive(what, ", at least 1ms")
+    return n
+
+
+def _number(v: Any, what: str) -> float:
+    """A finite, positive number (cpu, max_cost) as a float: NaN and infinity are refused, as
+    libsbx would drop them from the request and the default would apply."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InvalidArgument(f"{what}: must be a positive number", "invalid_argument")
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not f > 0:
+        raise _positive(what)
+    if not math.isfinite(f):
+        raise InvalidArgument(f"{what}: must be a finite number", "invalid_argument")
+    return f
+
+
+def _count(v: Any, what: str) -> int:
+    """A positive integer that fits an unsigned int (pids, fork's n): a larger one would wrap."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _UINT_MAX:
+        raise InvalidArgument(f"{what}: must be a positive integer (at most {_UINT_MAX})",
+                              "invalid_argument")
+    return v
 
 
 def _kv(m: Optional[Mapping[str, str]], what: str) -> Optional[List[str]]:
@@ -127,17 +183,11 @@ def _fill_create_opts(o: _lib.CreateOpts, image: Optional[str] = None,
     ctypes objects that must stay alive while o is used."""
     keep: List[Any] = []
     if cpu is not None:
-        if isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or cpu <= 0:
-            raise InvalidArgument("cpu: must be a positive number", "invalid_argument")
-        o.cpu = float(cpu)
+        o.cpu = _number(cpu, "cpu")
     if pids is not None:
-        if isinstance(pids, bool) or not isinstance(pids, int) or pids <= 0:
-            raise InvalidArgument("pids: must be a positive integer", "invalid_argument")
-        o.pids = pids
+        o.pids = _count(pids, "pids")
     if max_cost is not None:
-        if isinstance(max_cost, bool) or not isinstance(max_cost, (int, float)) or max_cost <= 0:
-            raise InvalidArgument("max_cost: must be a positive number", "invalid_argument")
-        o.max_cost_usd = float(max_cost)
+        o.max_cost_usd = _number(max_cost, "max_cost")
     if network is not None and not isinstance(network, Egress):
         raise InvalidArgument("network: use Egress.none(), Egress.open() or Egress.allow([...])",
                               "invalid_argument")
@@ -468,7 +518,8 @@ class Sandbox:
                pausable: Optional[bool] = None) -> "Sandbox":
         """Create a sandbox and wait until it runs. Sizes are bytes or strings ("2Gi"),
         durations seconds or strings ("5m"), ``max_cost`` US dollars; None keeps the
-        daemon's default. ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
+        daemon's default (0, a duration under 1ms, NaN, infinity or an integer too large for
+        its field is InvalidArgument, never "the default"). ``profile="grading"`` makes a grading sandbox (docs/GRPO.md: an
         agent and a grader user; run the grader's commands with ``user="grader"``). Raises
         NodeFull, InvalidArgument, NotFound (lease), ... ``ports=[8000]`` opens inbound ports
         (``get_host``); ``entrypoint=True`` starts the image's Entrypoint + Cmd in the
@@ -644,11 +695,9 @@ class Sandbox:
         L = _lib.lib()
         if not hasattr(L, "sbx_sandbox_fork") or not hasattr(L, "sbx_fork_opts_init"):
             raise SandboxdError("this libsbx has no sbx_sandbox_fork", "unsupported")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InvalidArgument("fork: n must be a positive integer", "invalid_argument")
         o = _lib.ForkOpts()
         L.sbx_fork_opts_init(ctypes.byref(o))
-        o.count = n
+        o.count = _count(n, "n")
         keep = _fill_create_opts(o.overrides, **overrides)
         arr = ctypes.POINTER(ctypes.c_void_p)()
         count = ctypes.c_size_t()

@@ -420,6 +420,66 @@ def test_units_and_local_validation():
         Sandbox.create(cpu=-1)
 
 
+def _refused(what, call):
+    """call() raises InvalidArgument naming ``what``; a sandbox it made anyway is ended."""
+    try:
+        made = call()
+    except InvalidArgument as e:
+        assert what in e.message, e.message
+        return
+    for sb in made if isinstance(made, list) else [made]:
+        if isinstance(sb, Sandbox):
+            sb.terminate()
+            sb.close()
+    pytest.fail(f"{what}: not refused, got {made!r}")
+
+
+def test_zero_nan_and_too_large_values_are_refused():
+    """0 means "the default" (or "no timeout") to libsbx and ctypes wraps what does not fit its
+    field: a size or duration that rounds to 0, NaN, infinity, a negative one, and an integer
+    too large for its C field are InvalidArgument naming the argument, for numbers and strings
+    alike; nothing is created."""
+    for v in (0, "0", "0Gi", 2 ** 64, -1):
+        _refused("memory", lambda: sandboxd.parse_size(v, "memory"))
+    for v in (0, "0s", "0.0004", "0.4ms", 0.0004, float("nan"), float("inf"), -1, 10 ** 400):
+        _refused("timeout", lambda: sandboxd.parse_duration_ms(v, "timeout"))
+    # numbers round to the millisecond as strings do
+    assert sandboxd.parse_duration_ms(0.0015, "t") == sandboxd.parse_duration_ms("0.0015", "t")
+    assert sandboxd.parse_duration_ms(0.0006, "t") == sandboxd.parse_duration_ms("0.6ms", "t") == 1
+    assert sandboxd.parse_size(2 ** 64 - 1, "m") == 2 ** 64 - 1
+    small = dict(SMALL, labels={"case": "refused"})
+    for kw, what in ((dict(cpu=float("nan")), "cpu"), (dict(cpu=float("inf")), "cpu"),
+                     (dict(max_cost=float("nan")), "max_cost"),
+                     (dict(max_cost=float("inf")), "max_cost"), (dict(memory=2 ** 64), "memory"),
+                     (dict(memory="0Gi"), "memory"), (dict(disk="0"), "disk"),
+                     (dict(pids=2 ** 32 + 16), "pids"), (dict(timeout="0s"), "timeout"),
+                     (dict(timeout=0), "timeout"), (dict(idle_timeout="0.4ms"), "idle_timeout"),
+                     (dict(idle_timeout=float("nan")), "idle_timeout")):
+        _refused(what, lambda: Sandbox.create(**dict(small, **kw)))
+    _refused("ttl", lambda: Lease.create("0s"))
+    with Sandbox.create(**SMALL) as sb:
+        _refused("n", lambda: sb.fork(2 ** 32 + 1))
+        _refused("pids", lambda: sb.fork(1, pids=2 ** 32 + 1))
+        _refused("timeout", lambda: sb.run("true", timeout="0s"))
+        _refused("max_output", lambda: sb.run("true", max_output="0"))
+        _refused("timeout", lambda: sb.set_timeout("0.0001"))
+
+        async def main():
+            a = AsyncSandbox(sb)
+            try:
+                await a.fork(2 ** 32 + 1)
+            except InvalidArgument as e:
+                assert "n:" in e.message
+            else:
+                pytest.fail("AsyncSandbox.fork(2**32+1) was not refused")
+            finally:
+                await a.close()
+
+        asyncio.run(main())
+        assert sb.inspect().state == "running"
+    assert not [s for s in sandboxd.Client().list(label="case=refused") if s["state"] != "ended"]
+
+
 def test_nul_in_strings_is_refused():
     """C would cut a string at a NUL and run or touch something else (echo abc instead of
     the whole argument): every string bound for libsbx with one inside is InvalidArgument
