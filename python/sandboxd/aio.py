@@ -26,7 +26,7 @@ from .errors import InvalidArgument, SandboxdError, from_err
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
 from .sandbox import (Client, Duration, Lease, Sandbox, Size, _check, _check_port, _count,
                       _create_request, _exec_args, _exec_opts, _fill_create_opts, _info,
-                      default_client)
+                      _port_body, default_client)
 T = TypeVar("T")
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -499,10 +499,13 @@ class AsyncSandbox:
         raw = await _start(eng, _bytes, lambda k: _lib.lib().sbx_async_inspect(eng.h, h, _DATA, k))
         return _info(json.loads(raw))
 
-    async def port_request(self, port: int, method: str, path: str, body: Optional[bytes] = None,
+    async def port_request(self, port: int, method: str, path: str,
+                           body: Union[bytes, str, None] = None,
                            content_type: str = "application/json") -> Tuple[int, bytes]:
-        """Sandbox.port_request: (status, body) of one HTTP request to ``port``."""
+        """Sandbox.port_request: (status, body) of one HTTP request to ``port`` (a str
+        ``body`` is sent as UTF-8)."""
         _check_port(port)
+        body = _port_body(body)
         args = (_lib.cstr(method, "method"), _lib.cstr(path, "path"),
                 _lib.cstr(content_type, "content_type"))
         eng, h = self._on()

@@ -41,6 +41,17 @@ def _check_port(port: Any) -> None:
         raise InvalidArgument("port: must be an integer 1..65535", "invalid_argument")
 
 
+def _port_body(body: Union[bytes, str, None]) -> Optional[bytes]:
+    """port_request's body as bytes: str is sent as UTF-8 (as write_file and stdin take it)."""
+    if body is None:
+        return None
+    if isinstance(body, str):
+        return body.encode()
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    raise InvalidArgument("port_request: body must be bytes or str", "invalid_argument")
+
+
 def _extra_create_fields(ports: Any, entrypoint: Any, volumes: Any = None,
                          on_idle: Optional[str] = None, pausable: Optional[bool] = None
                          ) -> Optional[str]:
@@ -777,11 +788,14 @@ class Sandbox:
         _call(_lib.lib().sbx_sandbox_port_wait, self._handle(), port,
               parse_duration_ms(timeout, "timeout"))
 
-    def port_request(self, port: int, method: str, path: str, body: Optional[bytes] = None,
+    def port_request(self, port: int, method: str, path: str,
+                     body: Union[bytes, str, None] = None,
                      content_type: str = "application/json") -> "tuple[int, bytes]":
-        """One HTTP request to the server on ``port`` through libsbx: (status, body). The
-        daemon's own refusals (port not open, nothing listening) raise."""
+        """One HTTP request to the server on ``port`` through libsbx: (status, body). A str
+        ``body`` is sent as UTF-8. The daemon's own refusals (port not open, nothing
+        listening) raise."""
         _check_port(port)
+        body = _port_body(body)
         st, out, n = ctypes.c_long(), ctypes.c_void_p(), ctypes.c_size_t()
         _call(_lib.lib().sbx_sandbox_port_request, self._handle(), port,
               _lib.cstr(method, "method"), _lib.cstr(path, "path"),

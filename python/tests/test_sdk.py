@@ -523,6 +523,41 @@ def test_nul_in_strings_is_refused():
         assert sb.read_file("/workspace/abc") == b"keep"
 
 
+ECHO_SERVER = ("import http.server as h\n"
+               "class H(h.BaseHTTPRequestHandler):\n"
+               "    def do_POST(self):\n"
+               "        b = self.rfile.read(int(self.headers['Content-Length']))\n"
+               "        self.send_response(200)\n"
+               "        self.send_header('Content-Length', str(len(b)))\n"
+               "        self.end_headers()\n"
+               "        self.wfile.write(b)\n"
+               "    def log_message(self, *a):\n"
+               "        pass\n"
+               "h.HTTPServer(('127.0.0.1', 8000), H).serve_forever()\n")
+
+
+def test_port_request_str_body():
+    """A str body is sent as its UTF-8 bytes by Sandbox.port_request and AsyncSandbox's alike
+    (it went as UTF-32 through the sync call and was a TypeError in the async one)."""
+    with Sandbox.create(ports=[8000], entrypoint=["python3", "-c", ECHO_SERVER], **SMALL) as sb:
+        sb.wait_for_port(8000, timeout="20s")
+        text = '{"message":"h\u00e9llo"}'
+        assert sb.port_request(8000, "POST", "/", text) == (200, text.encode())
+        assert sb.port_request(8000, "POST", "/", text.encode()) == (200, text.encode())
+        with pytest.raises(InvalidArgument, match="body"):
+            sb.port_request(8000, "POST", "/", 12)
+
+        async def main():
+            a = AsyncSandbox(sb)
+            try:
+                assert await a.port_request(8000, "POST", "/", text) == (200, text.encode())
+                assert await a.port_request(8000, "POST", "/", b"raw") == (200, b"raw")
+            finally:
+                await a.close()
+
+        asyncio.run(main())
+
+
 def test_unknown_options_are_refused_by_name():
     """What the SDK does not implement is refused naming it, never dropped (as the daemon's 400
     for an unknown field): create, fork, exec and run, sync and async."""
