@@ -246,6 +246,32 @@ def test_error_classes():
         assert issubclass(cls, SandboxdError)
 
 
+def test_errors_of_a_stream_and_a_reused_key():
+    """A command whose sandbox ends under it is Conflict whether its output streams (exec: the
+    stream's {"type":"error","code":"conflict"}) or not (run: the 409), not an infrastructure
+    failure; a reused Idempotency-Key with another body (422) is the caller's mistake."""
+    with Sandbox.create(**SMALL) as sb:
+        p = sb.exec("sleep", "30")
+        q = sb.client.submit(sb.run, "sleep", "30")
+        for _ in range(100):
+            if sb.inspect().usage.get("commands_running", 0) >= 2 or p.future.done():
+                break
+            time.sleep(0.05)
+        time.sleep(0.2)
+        sb.terminate()
+        with pytest.raises(Conflict) as e:
+            p.wait(30)
+        assert e.value.code == "conflict"
+        with pytest.raises(Conflict) as e:
+            q.result(30)
+        assert e.value.code == "conflict" and e.value.http_status == 409
+    key = f"py-reused-{os.getpid()}-{time.time()}"
+    with Sandbox.create(idempotency_key=key, **SMALL):
+        with pytest.raises(InvalidArgument) as e:
+            Sandbox.create(idempotency_key=key, labels={"other": "body"}, **SMALL)
+        assert e.value.code == "idempotency_key_reused" and e.value.http_status == 422
+
+
 def test_node_full():
     # the wrapper starts this daemon with --max-sandboxes 210 (room for the 200-sandbox test)
     cap = int(os.environ["SANDBOXD_MAX_SANDBOXES"])
