@@ -1,5 +1,6 @@
 /* Helpers shared by the sbx subcommands: global options (--host, --json), one-line error
- * messages, the client, the create flags that `create` and `run` share, and output helpers. */
+ * messages, the client, the create flags that `create` and `run` share, strict number parsing
+ * and output helpers. */
 #pragma once
 
 #include <jansson.h>
@@ -155,5 +156,10 @@ void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len
  * when tty. Restores the terminal. Returns the command's exit status (cli_exit_status) or
  * CLI_EXIT_ERROR. ret (may be NULL): the exit record, and no timeout/OOM note is printed. */
 int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *ret);
-/* A PID argument (positive number); 0 or CLI_EXIT_USAGE with the message printed. */
+/* A PID argument (a positive decimal number that fits a pid_t); 0 or CLI_EXIT_USAGE with the
+ * message printed. */
 int cli_parse_pid(const char *cmd, const char *s, long *ret);
+/* A finite decimal number ("1.5", "2e3"; not hex, inf or nan). 0, or -1 when s is not one. */
+int cli_parse_number(const char *s, double *ret);
+/* An unsigned decimal integer (digits only) no larger than max. 0, or -1 when s is not one. */
+int cli_parse_uint(const char *s, unsigned long long max, unsigned long long *ret);

@@ -98,14 +98,20 @@ static void print_summary(const grpo_cli *c, const sbx_grpo_summary *s) {
         printf("  warning: %s\n", s->warning);
 }
 
-static int parse_num(const char *s, double lo, double hi, double *ret, const char *flag) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end || !(v >= lo && v <= hi)) {
+/* A number flag's value in [lo, hi]: a decimal integer for F_UINT/F_ULL (no fraction, exponent or
+ * sign), else a finite decimal number. */
+static int parse_num(const char *s, bool integer, double lo, double hi, double *ret,
+                     unsigned long long *ret_int, const char *flag) {
+    unsigned long long u = 0;
+    double v = 0;
+    bool ok = integer ? cli_parse_uint(s, (unsigned long long)hi, &u) == 0 && (double)u >= lo
+                      : cli_parse_number(s, &v) == 0 && v >= lo && v <= hi;
+    if (!ok) {
         fprintf(stderr, "sbx grpo: %s: bad value \"%s\"\n", flag, s);
         return -1;
     }
     *ret = v;
+    *ret_int = u;
     return 0;
 }
 
@@ -162,7 +168,9 @@ static int apply_flag(const grpo_flag *f, const char *arg) {
     char name[40];
     snprintf(name, sizeof(name), "--%s", f->name);
     double v = 0;
-    if (f->kind >= F_UINT && f->kind <= F_DBL && parse_num(arg, f->lo, f->hi, &v, name) < 0)
+    unsigned long long u = 0;
+    if (f->kind >= F_UINT && f->kind <= F_DBL &&
+        parse_num(arg, f->kind != F_DBL, f->lo, f->hi, &v, &u, name) < 0)
         return -1;
     switch (f->kind) {
     case F_STR:
@@ -172,10 +180,10 @@ static int apply_flag(const grpo_flag *f, const char *arg) {
         *(int *)f->dst = 1;
         break;
     case F_UINT:
-        *(unsigned *)f->dst = (unsigned)v;
+        *(unsigned *)f->dst = (unsigned)u; /* every F_UINT's hi fits an unsigned */
         break;
     case F_ULL:
-        *(unsigned long long *)f->dst = (unsigned long long)v;
+        *(unsigned long long *)f->dst = u;
         break;
     case F_DBL:
         *(double *)f->dst = v;

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,10 +156,8 @@ static int network_flag(cli_create_flags *f, const char *cmd, const char *arg) {
 }
 
 static int parse_double(const char *cmd, const char *name, const char *arg, double *ret) {
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v > 0))
+    double v;
+    if (cli_parse_number(arg, &v) < 0 || !(v > 0))
         return cli_usage_error(cmd, "--%s wants a positive number, not \"%s\"", name, arg), -1;
     *ret = v;
     return 1;
@@ -352,12 +352,36 @@ void cli_command_free(cli_command *cmd) {
     free(cmd->argv);
 }
 
-int cli_parse_pid(const char *cmd, const char *s, long *ret) {
+int cli_parse_number(const char *s, double *ret) {
+    /* strtod alone also takes hex, inf, nan and leading blanks */
+    if (!*s || s[strspn(s, "0123456789.eE+-")] != 0)
+        return -1;
     char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end || v <= 0)
-        return cli_usage_error(cmd, "PID must be a positive number, not \"%s\"", s);
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
     *ret = v;
+    return 0;
+}
+
+int cli_parse_uint(const char *s, unsigned long long max, unsigned long long *ret) {
+    /* strtoull alone also takes a sign (and negates) and leading blanks */
+    if (!*s || s[strspn(s, "0123456789")] != 0)
+        return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, NULL, 10);
+    if (errno || v > max)
+        return -1;
+    *ret = v;
+    return 0;
+}
+
+int cli_parse_pid(const char *cmd, const char *s, long *ret) {
+    unsigned long long v;
+    if (cli_parse_uint(s, INT_MAX, &v) < 0 || v == 0) /* a pid_t */
+        return cli_usage_error(cmd, "PID must be a positive number, not \"%s\"", s);
+    *ret = (long)v;
     return 0;
 }
 

@@ -2,8 +2,8 @@
 # The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout), output
 # streams before the command exits, -i forwards stdin, cp both ways for a file and a directory,
 # --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
-# run removes its sandbox, placement across two daemons (one full) falls back on 503, and pause
-# and resume of a pausable sandbox.
+# run removes its sandbox, placement across two daemons (one full) falls back on 503, pause
+# and resume of a pausable sandbox, and bad numbers refused.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -275,6 +275,30 @@ test_tcp_token() {
   out=$("$SBX" --host "$url" exec "$id" -- echo tcp) || fail "exec over TCP"
   assert_eq "$out" "tcp" "exec over TCP"
   "$SBX" --host "$url" rm "$id" >/dev/null || fail "rm over TCP"
+}
+
+# Values that are no numbers of their kind are usage errors (exit 2) before any request: inf,
+# nan and hex for --cpu/--max-cost, fractions and exponents for sbx grpo's counts, a PID out of
+# range.
+test_usage_errors() {
+  set +e
+  SBX=$(bin sbx)
+  local rc args flag e=$SBX_CASE_DIR/err o=$SBX_CASE_DIR/out
+  # FLAG:ARGS, FLAG the word the message must name
+  for args in "--cpu:create --cpu inf" "--cpu:create --cpu nan" "--cpu:create --cpu 0x10" \
+    "--max-cost:create --max-cost inf" "--max-cost:create --max-cost NaN" "--cpu:run --cpu inf -- true" \
+    "--cpu:create --cpu 5x" "--steps:grpo --preview --steps 2.9" "--gpus:grpo --preview --gpus 1.5" \
+    "--group-size:grpo --preview --group-size 1e2" "--seed:grpo --preview --seed 18446744073709551616" \
+    "--steps:grpo --preview --steps -1" "PID:kill sb-x 99999999999999999999999 TERM" \
+    "PID:kill sb-x 2147483648"; do
+    flag=${args%%:*} args=${args#*:}
+    # shellcheck disable=SC2086 # the words are meant to split
+    SBX_HOST=/nonexistent.sock "$SBX" $args </dev/null >/dev/null 2>"$e"; rc=$?
+    assert_eq "$rc" 2 "sbx $args"
+    grep -q -- "$flag" "$e" || fail "sbx $args: the message does not name $flag: $(cat "$e")"
+  done
+  "$SBX" grpo --preview --steps 3 --gpus 2 --group-size 100 --seed 999999999999999999 >/dev/null ||
+    fail "grpo: whole numbers are fine"
 }
 
 TEST_TIMEOUT_cp=90
