@@ -1,11 +1,15 @@
 /* sbx: the command-line client of sandboxd. Parses the global options (--host, --json, --help,
  * --version) and dispatches to one function per subcommand (client/cli/cmd_*.c).
+ * A closed stdin, stdout or stderr is made /dev/null first.
  * Exit status: the command's own for exec and run, else 0 ok, 1 error, 2 usage. */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef SBX_VERSION
 #define SBX_VERSION "0.0.0"
@@ -56,7 +60,26 @@ static void usage(FILE *f) {
                "Run 'sbx COMMAND --help' for a command's options.\n");
 }
 
+/* A closed stdin, stdout or stderr would be the next descriptor open()ed or socket()ed: libsbx's
+ * socket, read as input or written with output. Make each closed one /dev/null (as coreutils
+ * does). Returns -1 when that fails. */
+static int open_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", O_RDWR); /* the lowest free descriptor: fd */
+        if (n != fd) {
+            if (n >= 0)
+                close(n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (open_std_fds() < 0) /* fd 2 is stderr or still closed */
+        return cli_error("cannot open /dev/null: %s", strerror(errno));
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];

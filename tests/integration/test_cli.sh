@@ -3,7 +3,8 @@
 # streams before the command exits, -i forwards stdin, cp both ways for a file and a directory,
 # --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
 # run removes its sandbox, placement across two daemons (one full) falls back on 503, pause
-# and resume of a pausable sandbox, and bad numbers refused.
+# and resume of a pausable sandbox, sbx started with stdin/stdout/stderr closed, and bad numbers
+# refused.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -275,6 +276,21 @@ test_tcp_token() {
   out=$("$SBX" --host "$url" exec "$id" -- echo tcp) || fail "exec over TCP"
   assert_eq "$out" "tcp" "exec over TCP"
   "$SBX" --host "$url" rm "$id" >/dev/null || fail "rm over TCP"
+}
+
+# sbx started with stdin, stdout or stderr closed: its own sockets must not become them.
+test_closed_std_fds() {
+  one_daemon
+  local id out rc
+  id=$(new_sandbox) || fail "create failed"
+  out=$(timeout 20 "$SBX" exec -i "$id" -- cat <&-); rc=$?
+  assert_eq "$rc/$out" "0/" "exec -i with stdin closed: an empty stdin"
+  timeout 20 "$SBX" exec -i "$id" -- sh -c 'echo hi; exit 3' </dev/null >&-; rc=$?
+  assert_eq $rc 3 "exec -i with stdout closed"
+  timeout 20 "$SBX" exec "$id" -- sh -c 'echo hi; exit 3' >&-; rc=$?
+  assert_eq $rc 3 "exec with stdout closed"
+  out=$(timeout 20 "$SBX" exec "$id" -- sh -c 'echo out; echo err >&2; exit 4' 2>&-); rc=$?
+  assert_eq "$rc/$out" "4/out" "exec with stderr closed"
 }
 
 # Values that are no numbers of their kind are usage errors (exit 2) before any request: inf,
