@@ -150,7 +150,9 @@ int cli_tty_size(unsigned *rows, unsigned *cols);
  * signal. -1 when stdin is not a terminal. */
 int cli_tty_raw(void);
 void cli_tty_restore(void);
-/* An sbx_output_cb writing stdout/stderr bytes to fds 1 and 2. */
+/* An sbx_output_cb writing stdout/stderr bytes to fds 1 and 2 (after flushing stdout). When they
+ * cannot be written (a closed pipe, a full disk) it says so and exits CLI_EXIT_ERROR: the command
+ * goes on in its sandbox, as after any disconnect (cmd_run.c removes its sandbox at exit). */
 void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len);
 /* Pump an attached process until it ends: stdin forwarded when with_stdin, SIGWINCH as resizes
  * when tty. Restores the terminal. Returns the command's exit status (cli_exit_status) or
@@ -163,3 +165,5 @@ int cli_parse_pid(const char *cmd, const char *s, long *ret);
 int cli_parse_number(const char *s, double *ret);
 /* An unsigned decimal integer (digits only) no larger than max. 0, or -1 when s is not one. */
 int cli_parse_uint(const char *s, unsigned long long max, unsigned long long *ret);
+/* Write all of data to fd, waiting (poll) while a non-blocking fd is full. 0 or -errno. */
+int cli_write_all(int fd, const void *data, size_t len);

@@ -7,7 +7,6 @@
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,23 +38,6 @@ static void help(void) {
         "  --host ENDPOINTS      daemon endpoints (see sbx --help)\n");
 }
 
-static void write_all(int fd, const char *data, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        data += n;
-        len -= (size_t)n;
-    }
-}
-
-static void on_output(void *ud, enum sbx_stream s, const char *data, size_t len) {
-    fflush(stdout);
-    write_all(s == SBX_STREAM_STDERR ? 2 : 1, data, len);
-}
-
 static json_t *data_json(const char *d, size_t n) {
     json_t *s = d ? json_stringn(d, n) : json_null();
     return s ? s : json_string("(not valid UTF-8)");
@@ -80,7 +62,7 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
     sbx_exec_result r = {0};
     sbx_err err = {0};
     if (!cli_opts.json)
-        o->on_output = on_output;
+        o->on_output = cli_stream_output;
     if (sbx_sandbox_exec(sb, o, &r, &err) != SBX_OK)
         return cli_sbx_error(&err);
     int status = cli_exit_status(&r);

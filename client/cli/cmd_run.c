@@ -1,6 +1,7 @@
 /* `sbx run [create flags] [-i] [--sh] [--cwd D] [--cmd-timeout DUR] -- CMD...`: create a sandbox,
  * run one command in it and remove it, even when the command fails or sbx gets Ctrl-C/SIGTERM
- * (a signal thread terminates the sandbox, which ends the running command). Exits like exec. */
+ * (a signal thread terminates the sandbox, which ends the running command) or sbx exits because
+ * it cannot write the output (an atexit handler). Exits like exec. */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -55,6 +56,18 @@ static void *signal_thread(void *arg) {
         terminate_id(id); /* ends the command; the main thread then cleans up and exits */
     sleep(15);
     _exit(128 + sig); /* the daemon did not end the command in time */
+}
+
+/* sbx exits from within the exec when it cannot write the output (cli_stream_output): the
+ * sandbox still goes. */
+static void terminate_at_exit(void) {
+    char id[160];
+    pthread_mutex_lock(&run_state.lock);
+    snprintf(id, sizeof(id), "%s", run_state.id);
+    run_state.id[0] = 0;
+    pthread_mutex_unlock(&run_state.lock);
+    if (id[0])
+        terminate_id(id);
 }
 
 static int interrupted(void) {
@@ -124,6 +137,9 @@ static int run(cli_create_flags *f, sbx_exec_opts *o) {
             rc = cli_exec(sb, o);
         if (sbx_sandbox_terminate(sb, &err) != SBX_OK && rc == 0)
             rc = cli_sbx_error(&err);
+        pthread_mutex_lock(&run_state.lock);
+        run_state.id[0] = 0; /* done: nothing for terminate_at_exit */
+        pthread_mutex_unlock(&run_state.lock);
     }
     if (interrupted())
         rc = 128 + interrupted();
@@ -151,8 +167,9 @@ int cmd_run(int argc, char **argv) {
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
     pthread_t th;
-    if (rc == 0 && (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
-                    pthread_create(&th, NULL, signal_thread, &set) != 0))
+    if (rc == 0 &&
+        (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+         pthread_create(&th, NULL, signal_thread, &set) != 0 || atexit(terminate_at_exit) != 0))
         rc = cli_error("cannot set up signal handling");
     if (rc == 0)
         rc = run(&f, &o);

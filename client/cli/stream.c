@@ -1,7 +1,7 @@
 /* The attached side of `sbx exec -i/-t` and `sbx attach`: the local terminal in raw mode
  * (restored on every exit path: normal, error, a fatal signal), SIGWINCH forwarded as a resize,
- * stdin forwarded as it arrives (flow-controlled by libsbx's queue), output written as it comes,
- * and the exit status of the command. */
+ * stdin forwarded as it arrives (flow-controlled by libsbx's queue), output written as it comes
+ * (also for the plain exec: cli_stream_output), and the exit status of the command. */
 #include "client/cli/cli.h"
 
 #include <errno.h>
@@ -76,25 +76,15 @@ void cli_tty_restore(void) {
     restore_tty();
 }
 
-static void write_all(int fd, const char *d, size_t n) {
-    while (n > 0) {
-        ssize_t w = write(fd, d, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && errno == EAGAIN) {
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
-            poll(&p, 1, -1);
-            continue;
-        }
-        if (w <= 0)
-            return;
-        d += w;
-        n -= (size_t)w;
-    }
-}
-
 void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len) {
-    write_all(s == SBX_STREAM_STDERR ? 2 : 1, data, len);
+    fflush(stdout);
+    int fd = s == SBX_STREAM_STDERR ? 2 : 1;
+    int r = cli_write_all(fd, data, len);
+    if (r < 0) {
+        if (fd == 1) /* else there is nowhere to say it */
+            cli_error("cannot write the command's output: %s", strerror(-r));
+        exit(CLI_EXIT_ERROR); /* the stream closes with us; the command goes on */
+    }
 }
 
 static int setup_winch(void) {

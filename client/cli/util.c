@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,27 @@ int cli_parse_pid(const char *cmd, const char *s, long *ret) {
     if (cli_parse_uint(s, INT_MAX, &v) < 0 || v == 0) /* a pid_t */
         return cli_usage_error(cmd, "PID must be a positive number, not \"%s\"", s);
     *ret = (long)v;
+    return 0;
+}
+
+int cli_write_all(int fd, const void *data, size_t len) {
+    const char *d = data;
+    while (len > 0) {
+        ssize_t w = write(fd, d, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* a non-blocking descriptor (shared with whoever gave it to us): wait for room */
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                return -errno;
+            continue;
+        }
+        if (w < 0)
+            return -errno;
+        d += w;
+        len -= (size_t)w;
+    }
     return 0;
 }
 

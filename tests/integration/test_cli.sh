@@ -3,8 +3,8 @@
 # streams before the command exits, -i forwards stdin, cp both ways for a file and a directory,
 # --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
 # run removes its sandbox, placement across two daemons (one full) falls back on 503, pause
-# and resume of a pausable sandbox, sbx started with stdin/stdout/stderr closed, and bad numbers
-# refused.
+# and resume of a pausable sandbox, output to a non-blocking or closed stdout, sbx started with
+# stdin/stdout/stderr closed, and bad numbers refused.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -276,6 +276,53 @@ test_tcp_token() {
   out=$("$SBX" --host "$url" exec "$id" -- echo tcp) || fail "exec over TCP"
   assert_eq "$out" "tcp" "exec over TCP"
   "$SBX" --host "$url" rm "$id" >/dev/null || fail "rm over TCP"
+}
+
+# stdout_nonblocking ARGS...: sbx ARGS with stdout a pipe whose write end is O_NONBLOCK (as some
+# harnesses leave it), read only after a second (the pipe is full by then) -> "BYTES RC"
+stdout_nonblocking() {
+  python3 - "$SBX" "$@" <<'PY'
+import fcntl, os, subprocess, sys, time
+r, w = os.pipe()
+fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+p = subprocess.Popen(sys.argv[1:], stdout=w)
+os.close(w)
+time.sleep(1)
+n = 0
+while True:
+    b = os.read(r, 1 << 16)
+    if not b:
+        break
+    n += len(b)
+print(n, p.wait())
+PY
+}
+
+# A non-blocking stdout gets all the output (sbx waits for room), and a stdout that cannot be
+# written (a closed pipe, SIGPIPE ignored) is an error sbx reports (exit 1), not lost output.
+TEST_TIMEOUT_output_to_stdout=90
+test_output_to_stdout() {
+  one_daemon
+  local id rc
+  id=$(new_sandbox) || fail "create failed"
+  # (the plain exec's stream is kept under max_output, 1 MiB by default: docs/API.md)
+  assert_eq "$(stdout_nonblocking exec "$id" -- head -c 1000000 /dev/zero)" "1000000 0" \
+    "exec to a non-blocking stdout"
+  assert_eq "$(stdout_nonblocking exec -i "$id" -- head -c 10000000 /dev/zero </dev/null)" \
+    "10000000 0" "exec -i to a non-blocking stdout"
+  assert_eq "$(stdout_nonblocking run --memory 128Mi -- head -c 1000000 /dev/zero)" \
+    "1000000 0" "run to a non-blocking stdout"
+  (trap '' PIPE; "$SBX" exec "$id" -- head -c 10000000 /dev/zero 2>"$T/err" | true; exit "${PIPESTATUS[0]}"); rc=$?
+  assert_eq $rc 1 "exec to a closed pipe"
+  grep -q "cannot write the command's output: Broken pipe" "$T/err" || fail "exec: $(cat "$T/err")"
+  (trap '' PIPE; "$SBX" exec -i "$id" -- head -c 10000000 /dev/zero </dev/null 2>"$T/err" | true; exit "${PIPESTATUS[0]}"); rc=$?
+  assert_eq $rc 1 "exec -i to a closed pipe"
+  grep -q "Broken pipe" "$T/err" || fail "exec -i: $(cat "$T/err")"
+  (trap '' PIPE; "$SBX" run --memory 128Mi --label cli=pipe -- head -c 10000000 /dev/zero 2>"$T/err" | true; exit "${PIPESTATUS[0]}"); rc=$?
+  assert_eq $rc 1 "run to a closed pipe"
+  grep -q "Broken pipe" "$T/err" || fail "run: $(cat "$T/err")"
+  assert_eq "$("$SBX" ls --json --label cli=pipe | json "[s['state'] for s in d]")" "['ended']" \
+    "run removed its sandbox after the write error"
 }
 
 # sbx started with stdin, stdout or stderr closed: its own sockets must not become them.
