@@ -9,15 +9,21 @@
 #include <string.h>
 #include <unistd.h>
 
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: sbx image import [--strip-setuid] FILE|- NAME[:TAG]\n"
+            "       sbx image ls\n"
+            "       sbx image inspect NAME[:TAG]\n"
+            "       sbx image rm NAME[:TAG]...\n\n"
+            "Manage the daemon's images. import reads a `docker save` archive, an OCI image\n"
+            "layout or a rootfs tarball (gzip or not; - is stdin), streamed. --strip-setuid\n"
+            "clears setuid/setgid bits instead of refusing such files. Sandboxes use an image\n"
+            "with `sbx create --image NAME`. rm fails while a sandbox or warm pool uses it; each\n"
+            "NAME is tried (exit 1 when any failed).\n");
+}
+
 static void help(void) {
-    printf("usage: sbx image import [--strip-setuid] FILE|- NAME[:TAG]\n"
-           "       sbx image ls\n"
-           "       sbx image inspect NAME[:TAG]\n"
-           "       sbx image rm NAME[:TAG]...\n\n"
-           "Manage the daemon's images. import reads a `docker save` archive, an OCI image\n"
-           "layout or a rootfs tarball (gzip or not; - is stdin), streamed. --strip-setuid\n"
-           "clears setuid/setgid bits instead of refusing such files. Sandboxes use an image\n"
-           "with `sbx create --image NAME`. rm fails while a sandbox or warm pool uses it.\n");
+    usage(stdout);
 }
 
 static int import(int argc, char **argv) {
@@ -81,9 +87,13 @@ static void print_list(json_t *a) {
 }
 
 int cmd_image(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         help();
-        return argc < 2 ? CLI_EXIT_USAGE : 0;
+        return 0;
     }
     const char *sub = argv[1];
     if (strcmp(sub, "import") == 0)

@@ -11,7 +11,9 @@
 
 static void help(void) {
     printf("usage: sbx inspect [--json] ID...\n\n"
-           "Show a sandbox's state, limits, usage, cost so far and how it ended.\n");
+           "Show a sandbox's state, limits, usage, cost so far and how it ended. Each ID is tried\n"
+           "(exit 1 when any failed); --json prints the object, or for several IDs an array of\n"
+           "those found.\n");
 }
 
 /* Flatten an object into "prefix.key: value" lines. */
@@ -39,7 +41,9 @@ static void print_flat(const char *prefix, json_t *o) {
     }
 }
 
-static int inspect_one(sbx_client *c, const char *id, json_t *all) {
+/* The sandbox object of id into *ret (json_decref it); 0, or CLI_EXIT_ERROR with the message
+ * printed. */
+static int inspect_one(sbx_client *c, const char *id, json_t **ret) {
     sbx_sandbox *sb = NULL;
     sbx_err err = {0};
     char *js = NULL;
@@ -50,19 +54,17 @@ static int inspect_one(sbx_client *c, const char *id, json_t *all) {
     json_t *o = rc == 0 ? json_loads(js, 0, NULL) : NULL;
     if (rc == 0 && !json_is_object(o))
         rc = cli_error("the daemon sent an invalid sandbox object");
-    if (rc == 0 && all)
-        json_array_append(all, o);
-    else if (rc == 0) {
-        char name[16];
-        snprintf(name, sizeof(name), "%s", "");
-        print_flat(name, o);
-    }
-    json_decref(o);
     free(js);
     sbx_sandbox_free(sb);
+    if (rc == 0)
+        *ret = o;
+    else
+        json_decref(o);
     return rc;
 }
 
+/* Each sandbox (as sbx rm, on past an id that fails: CLI_EXIT_ERROR at the end), printed as it
+ * comes, or with --json all at once: the object for one id, an array of those found for several. */
 int cmd_inspect(int argc, char **argv) {
     int prc = cli_parse_common("inspect", argc, argv, help);
     if (prc != 0)
@@ -71,14 +73,26 @@ int cmd_inspect(int argc, char **argv) {
         return cli_usage_error("inspect", "missing the sandbox id");
     sbx_client *c = NULL;
     int rc = cli_client(&c);
-    json_t *all = cli_opts.json ? json_array() : NULL;
-    for (int i = optind; rc == 0 && i < argc; i++) {
-        if (!all && i > optind)
-            printf("\n");
-        rc = inspect_one(c, argv[i], all);
+    if (rc != 0)
+        return rc;
+    json_t *all = json_array();
+    for (int i = optind; i < argc; i++) {
+        json_t *o = NULL;
+        if (inspect_one(c, argv[i], &o) != 0) {
+            rc = CLI_EXIT_ERROR;
+            continue;
+        }
+        if (!cli_opts.json) {
+            if (json_array_size(all) > 0)
+                printf("\n");
+            print_flat("", o);
+        }
+        json_array_append_new(all, o);
     }
-    if (rc == 0 && all)
-        rc = cli_print_json(argc - optind == 1 ? json_array_get(all, 0) : all);
+    json_t *one = json_array_get(all, 0);
+    if (cli_opts.json && (argc - optind > 1 || one) &&
+        cli_print_json(argc - optind == 1 ? one : all) != 0)
+        rc = CLI_EXIT_ERROR;
     json_decref(all);
     sbx_client_free(c);
     return rc;

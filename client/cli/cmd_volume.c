@@ -7,15 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: sbx volume create [--size SIZE] NAME\n"
+        "       sbx volume ls\n"
+        "       sbx volume inspect NAME\n"
+        "       sbx volume rm NAME...\n\n"
+        "Manage the daemon's named volumes: file systems of a fixed size (default 1Gi) that\n"
+        "outlive sandboxes. A sandbox mounts one with `sbx create --volume NAME:/PATH[:ro]`:\n"
+        "read-only by any number of sandboxes at once, writable by one at a time. rm deletes\n"
+        "the volume's data and fails while a sandbox uses it; each NAME is tried (exit 1 when any\n"
+        "failed).\n");
+}
+
 static void help(void) {
-    printf("usage: sbx volume create [--size SIZE] NAME\n"
-           "       sbx volume ls\n"
-           "       sbx volume inspect NAME\n"
-           "       sbx volume rm NAME...\n\n"
-           "Manage the daemon's named volumes: file systems of a fixed size (default 1Gi) that\n"
-           "outlive sandboxes. A sandbox mounts one with `sbx create --volume NAME:/PATH[:ro]`:\n"
-           "read-only by any number of sandboxes at once, writable by one at a time. rm deletes\n"
-           "the volume's data and fails while a sandbox uses it.\n");
+    usage(stdout);
 }
 
 static int create(int argc, char **argv) {
@@ -66,9 +73,13 @@ static void print_list(json_t *a) {
 }
 
 int cmd_volume(int argc, char **argv) {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         help();
-        return argc < 2 ? CLI_EXIT_USAGE : 0;
+        return 0;
     }
     const char *sub = argv[1];
     if (strcmp(sub, "create") == 0)

@@ -407,6 +407,19 @@ int cli_write_all(int fd, const void *data, size_t len) {
     return 0;
 }
 
+/* Remove each name, going on past a failure as sbx rm does; CLI_EXIT_ERROR when any failed. */
+static int store_rm(const cli_store_ops *ops, sbx_client *c, int n, char **names) {
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        sbx_err err = {0};
+        if (ops->remove(c, names[i], &err) != SBX_OK)
+            rc = cli_sbx_error(&err);
+        else
+            printf("%s\n", names[i]);
+    }
+    return rc;
+}
+
 int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **argv) {
     int prc = cli_parse_common(ops->cmd, argc, argv, ops->help);
     if (prc != 0)
@@ -419,13 +432,11 @@ int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **ar
     sbx_err err = {0};
     char *js = NULL;
     int rc = cli_client(&c);
-    for (int i = optind; rc == 0 && rm && i < argc; i++) {
-        if (ops->remove(c, argv[i], &err) != SBX_OK)
-            rc = cli_sbx_error(&err);
-        else
-            printf("%s\n", argv[i]);
-    }
-    if (rc == 0 && !rm) {
+    if (rc != 0)
+        return rc;
+    if (rm) {
+        rc = store_rm(ops, c, argc - optind, argv + optind);
+    } else {
         sbx_code code = ls ? ops->list(c, &js, &err) : ops->inspect(c, argv[optind], &js, &err);
         if (code != SBX_OK) {
             rc = cli_sbx_error(&err);

@@ -4,7 +4,7 @@
 # --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
 # run removes its sandbox, placement across two daemons (one full) falls back on 503, pause
 # and resume of a pausable sandbox, output to a non-blocking or closed stdout, sbx started with
-# stdin/stdout/stderr closed, and bad numbers refused.
+# stdin/stdout/stderr closed, bad numbers refused, and volume rm / inspect going on past a failure.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -342,7 +342,7 @@ test_closed_std_fds() {
 
 # Values that are no numbers of their kind are usage errors (exit 2) before any request: inf,
 # nan and hex for --cpu/--max-cost, fractions and exponents for sbx grpo's counts, a PID out of
-# range.
+# range. sbx image/volume without a subcommand: the usage on stderr (on stdout for --help).
 test_usage_errors() {
   set +e
   SBX=$(bin sbx)
@@ -362,6 +362,33 @@ test_usage_errors() {
   done
   "$SBX" grpo --preview --steps 3 --gpus 2 --group-size 100 --seed 999999999999999999 >/dev/null ||
     fail "grpo: whole numbers are fine"
+  for args in image volume; do
+    "$SBX" $args >"$o" 2>"$e"; rc=$?
+    assert_eq "$rc/$(wc -c <"$o")" "2/0" "sbx $args: exit 2, nothing on stdout"
+    grep -q "^usage: sbx $args" "$e" || fail "sbx $args: no usage on stderr"
+    "$SBX" $args --help 2>/dev/null | grep -q "^usage: sbx $args" || fail "sbx $args --help"
+  done
+}
+
+# sbx volume rm and sbx inspect go on past a name that fails (as sbx rm) and exit 1.
+test_rm_inspect_go_on() {
+  command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 is needed (e2fsprogs, tests/deps.sh)"
+  [ -e /dev/loop-control ] || skip "loop devices are needed (/dev/loop-control)"
+  one_daemon
+  local id rc out
+  "$SBX" volume create --size 16Mi cli-b >/dev/null || fail "volume create"
+  out=$("$SBX" volume rm cli-nope cli-b 2>"$T/err"); rc=$?
+  assert_eq "$rc/$out" "1/cli-b" "volume rm: cli-b removed after cli-nope failed"
+  grep -q "cli-nope" "$T/err" || fail "volume rm: $(cat "$T/err")"
+  "$SBX" volume inspect cli-b >/dev/null 2>&1 && fail "cli-b is still there"
+  id=$(new_sandbox) || fail "create failed"
+  out=$("$SBX" inspect sb-nope "$id" 2>"$T/err"); rc=$?
+  assert_eq $rc 1 "inspect with an unknown id"
+  echo "$out" | grep -qE "^id +$id\$" || fail "inspect did not show $id after sb-nope: $out"
+  out=$("$SBX" --json inspect sb-nope "$id" 2>/dev/null | json "[s['id'] for s in d]"); rc=${PIPESTATUS[0]}
+  assert_eq "$out" "['$id']" "inspect --json: the sandboxes found"
+  "$SBX" --json inspect sb-nope >"$T/out" 2>/dev/null; rc=$?
+  assert_eq "$rc/$(wc -c <"$T/out")" "1/0" "inspect --json of one unknown id"
 }
 
 TEST_TIMEOUT_cp=90
