@@ -10,6 +10,8 @@
 
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
+/* What a plain (streamed) exec asks to pass of each stream: the API's most (docs/API.md). */
+#define CLI_STREAM_MAX_OUTPUT (64ull << 20)
 
 typedef struct cli_global {
     const char *host; /* --host, else $SBX_HOST, else the default socket */

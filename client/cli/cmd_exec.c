@@ -19,7 +19,8 @@ static void help(void) {
         "ID -- CMD "
         "[ARGS...]\n"
         "\n"
-        "Run CMD in sandbox ID. Output streams live; sbx exits with the command's exit code,\n"
+        "Run CMD in sandbox ID. Output streams live (up to 64 MiB of each stream, with a note\n"
+        "on stderr past that; -i has no limit); sbx exits with the command's exit code,\n"
         "128+N when it was killed by signal N, 124 when --timeout expired, 137 when it was\n"
         "OOM-killed, 1 when sbx itself failed.\n\n"
         "  -i, --interactive     stream sbx's stdin to the command as it arrives (no size\n"
@@ -58,14 +59,30 @@ static int print_result_json(const sbx_exec_result *r, int status) {
     return status;
 }
 
+/* A stream the daemon cut at max: say so (the output looks whole otherwise). bytes: what the
+ * command wrote to it, which the exit record counts past the cut. */
+static void note_cut(const char *name, uint64_t bytes, uint64_t max) {
+    if (bytes > max)
+        cli_error("the command's %s was cut at %llu of its %llu bytes (a plain exec passes at most "
+                  "64 MiB of each; sbx exec -i has no limit)",
+                  name, (unsigned long long)max, (unsigned long long)bytes);
+}
+
 int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
     sbx_exec_result r = {0};
     sbx_err err = {0};
-    if (!cli_opts.json)
+    if (!cli_opts.json) { /* streamed: nothing is kept, so the most the API passes (1 MiB
+                           * is the default for answers that keep it) */
         o->on_output = cli_stream_output;
+        o->max_output = CLI_STREAM_MAX_OUTPUT;
+    }
     if (sbx_sandbox_exec(sb, o, &r, &err) != SBX_OK)
         return cli_sbx_error(&err);
     int status = cli_exit_status(&r);
+    if (!cli_opts.json) {
+        note_cut("stdout", r.stdout_bytes, o->max_output);
+        note_cut("stderr", r.stderr_bytes, o->max_output);
+    }
     if (cli_opts.json) {
         status = print_result_json(&r, status);
     } else if (strcmp(r.reason, "command_timeout") == 0) {

@@ -323,6 +323,14 @@ test_output_to_stdout() {
   grep -q "Broken pipe" "$T/err" || fail "run: $(cat "$T/err")"
   assert_eq "$("$SBX" ls --json --label cli=pipe | json "[s['state'] for s in d]")" "['ended']" \
     "run removed its sandbox after the write error"
+  # a plain exec streams up to the API's most, 64 MiB, and says when it cut (it cut at 1 MiB,
+  # the default for answers that keep the output, without a word)
+  assert_eq "$("$SBX" exec "$id" -- head -c 3000000 /dev/zero 2>"$T/err" | wc -c)" 3000000 "3 MB"
+  [ ! -s "$T/err" ] || fail "a note for output that was not cut: $(cat "$T/err")"
+  assert_eq "$("$SBX" exec "$id" -- sh -c 'head -c 67108870 /dev/zero; echo done >&2' 2>"$T/err" | wc -c)" \
+    67108864 "64 MiB and 6 bytes"
+  grep -q "stdout was cut at 67108864 of its 67108870 bytes" "$T/err" || fail "no note: $(cat "$T/err")"
+  grep -q "^done$" "$T/err" || fail "stderr: $(cat "$T/err")"
 }
 
 # sbx started with stdin, stdout or stderr closed: its own sockets must not become them.
