@@ -314,6 +314,27 @@ def _info(j: Dict[str, Any]) -> "SandboxInfo":
                        end_message=end.get("message"), raw=j)
 
 
+def _inside(root: str, path: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+def _data_member(root: str, m: tarfile.TarInfo) -> None:
+    """tarfile's "data" filter for a Python that has none: the entry lands in root, a link
+    points into root (relative: a symlink from its own directory, a hard link from root), no
+    device or FIFO, no setuid/setgid/sticky or group/other write bits, no owner taken from the
+    archive. Raises SandboxdError (unsafe_archive) for an entry that breaks them."""
+    dest = os.path.realpath(os.path.join(root, m.name))
+    bad = os.path.isabs(m.name) or not _inside(root, dest) or m.isdev() or m.isfifo()
+    if m.issym() or m.islnk():
+        base = os.path.dirname(dest) if m.issym() else root
+        bad = bad or os.path.isabs(m.linkname) or \
+            not _inside(root, os.path.realpath(os.path.join(base, m.linkname)))
+    if bad:
+        raise SandboxdError(f"download_dir: unsafe entry {m.name!r}", "unsafe_archive")
+    m.mode &= 0o755
+    m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""
+
+
 class Egress:
     """A sandbox's network policy: ``Egress.none()`` (the default), ``Egress.open()`` or
     ``Egress.allow(["10.1.2.0/24", "example.com:443"])``."""
@@ -687,14 +708,13 @@ class Sandbox:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
             if hasattr(tarfile, "data_filter"):
                 tar.extractall(local_dir, filter="data")
-            else:  # Python < 3.12 without the filter: refuse names that leave local_dir
-                root = os.path.realpath(local_dir)
-                for m in tar.getmembers():
-                    dest = os.path.realpath(os.path.join(root, m.name))
-                    if not (dest == root or dest.startswith(root + os.sep)) or m.issym() or m.islnk() \
-                            and os.path.isabs(m.linkname):
-                        raise SandboxdError(f"download_dir: unsafe entry {m.name!r}", "unsafe_archive")
-                tar.extractall(local_dir)
+                return
+            # Python without the filter (Debian 12's 3.11.2): its rules by hand
+            root = os.path.realpath(local_dir)
+            members = tar.getmembers()
+            for m in members:
+                _data_member(root, m)
+            tar.extractall(local_dir, members=members)
 
     open = _ClassOrInstance("attach", "open_file")
 
