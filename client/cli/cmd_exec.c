@@ -25,8 +25,9 @@ static void help(void) {
         "OOM-killed, 1 when sbx itself failed.\n\n"
         "  -i, --interactive     stream sbx's stdin to the command as it arrives (no size\n"
         "                        limit; end of input closes the command's stdin)\n"
-        "  -t, --tty             give the command a terminal; the local one goes to raw mode\n"
-        "                        (Ctrl-C reaches the command), window changes are forwarded\n"
+        "  -t, --tty             give the command a terminal; window changes are forwarded;\n"
+        "                        with -i the local one goes to raw mode (Ctrl-C reaches the\n"
+        "                        command), as docker exec -it\n"
         "  --term NAME           TERM for -t (default: $TERM, else xterm)\n"
         "  -d, --detach          start in the background and print the process id (see sbx\n"
         "                        ps, logs, attach, kill)\n"
@@ -161,9 +162,11 @@ static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) 
     if (sbx_process_start(sb, o, &po, &p, &err) != SBX_OK) {
         rc = cli_sbx_error(&err);
     } else {
-        /* raw mode only when our keystrokes go to the command (as docker exec -it) */
-        bool raw = m->tty && m->in && cli_tty_raw() == 0;
-        rc = cli_stream_run(p, m->in, raw, json ? &r : NULL);
+        /* raw mode only when our keystrokes go to the command (as docker exec -it); window
+         * changes go to its terminal either way (they went only with -i) */
+        if (m->tty && m->in)
+            cli_tty_raw();
+        rc = cli_stream_run(p, m->in, m->tty, json ? &r : NULL);
     }
     sbx_process_free(p);
     if (json) {

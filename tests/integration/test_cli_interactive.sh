@@ -175,6 +175,30 @@ EOS
 
 test_tty_through_tmux() { tty_through_tmux; }
 
+# -t without -i: a terminal that follows the local window (it did only with -i); no raw mode.
+test_tty_without_stdin_follows_the_window() {
+  setup
+  command -v tmux >/dev/null || skip "tmux is not installed (tests/deps.sh installs it)"
+  TM=$DAEMON_ROOT/tmux.sock
+  daemon_at_exit tmux -S "$TM" kill-server
+  cat >"$T/run.sh" <<EOS
+SBX_HOST='$SBX_HOST' '$SBX' exec -t '$ID' -- sh -c 'stty size; while [ ! -e /tmp/go ]; do sleep 0.1; done; stty size; echo END'
+echo \$? >'$T/rc'
+sleep 300
+EOS
+  tm -f /dev/null new-session -d -s t -x 80 -y 24 "bash --norc '$T/run.sh'" || fail "tmux failed"
+  wait_pane '^24 80'
+  stty -F "$(tm display-message -p -t t '#{pane_tty}')" -a | grep -q -- ' icanon' ||
+    fail "sbx exec -t without -i put the terminal in raw mode"
+  tm resize-window -t t -x 100 -y 30
+  sleep 0.5
+  "$SBX" exec "$ID" -- touch /tmp/go >/dev/null || fail "touch failed"
+  wait_pane '^END'
+  tm capture-pane -p -t t | grep -q '^30 100' || fail "the size did not follow: $(tm capture-pane -p -t t)"
+  for _ in $(seq 1 50); do [ -s "$T/rc" ] && break; sleep 0.1; done
+  assert_eq "$(cat "$T/rc")" 0 "exit code"
+}
+
 # The same under gVisor: its terminal is relayed to a host one (shim/gvisor_tty.c).
 test_gvisor_tty_through_tmux() {
   command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"
