@@ -422,6 +422,33 @@ class Client:
     def submit(self, fn: Callable, *args: Any) -> concurrent.futures.Future:
         return self._pool.submit(fn, *args)
 
+    def _release_thread(self) -> None:
+        """Free this thread's libsbx client (a thread of the SDK's own that ends calls it)."""
+        h = getattr(self._local, "h", None)
+        if h is None:
+            return
+        self._local.h = None
+        with self._lock:
+            self._all = [x for x in self._all if x is not h]
+        _lib.lib().sbx_client_free(h)
+
+    def close(self) -> None:
+        """Free the libsbx clients (and their connections) this Client made in every thread,
+        after its worker threads have finished. Not to be used after; Sandbox objects made with it
+        cannot call the daemon any more. Also as a context manager."""
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            hs, self._all = self._all, []
+        for h in hs:
+            _lib.lib().sbx_client_free(h)
+        self._local = threading.local()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
 
 _default: Optional[Client] = None
 _default_lock = threading.Lock()
@@ -470,11 +497,13 @@ class Lease:
         stop = self._stop
 
         def loop() -> None:
-            while not stop.wait(every):
-                try:
+            try:
+                while not stop.wait(every):
                     self.renew()
-                except SandboxdError:
-                    return
+            except SandboxdError:
+                pass
+            finally:
+                self.client._release_thread()  # (each renewing thread made one)
 
         self._thread = threading.Thread(target=loop, daemon=True, name=f"lease-{self.id}")
         self._thread.start()

@@ -198,6 +198,27 @@ def test_download_dir_links(tmp_path, monkeypatch, data_filter):
             sandboxd.Sandbox._unpack(_tar(bad), str(tmp_path / f"bad{i}"))
 
 
+def test_clients_and_lease_threads_free_their_connections():
+    """A Lease renewing from a thread, and a Client, give back the libsbx clients (and their
+    sockets) they made: each renewing thread leaked one, and a Client had no close()."""
+    fds = lambda: len(os.listdir("/proc/self/fd"))
+    cl = sandboxd.Client(os.environ["SBX_HOST"])
+    Lease.create("30s", client=cl, renew_every=0.05).delete()  # (the first may open shared ones)
+    before = fds()
+    for _ in range(10):
+        lease = Lease.create("30s", client=cl, renew_every=0.02)
+        time.sleep(0.1)  # a few renewals: the thread's own client is in use
+        lease.delete()
+    assert fds() <= before, (before, fds())
+    cl.close()
+    before = fds()
+    for _ in range(10):
+        with sandboxd.Client(os.environ["SBX_HOST"]) as c:
+            c.info()
+            c.submit(c.info).result()  # a worker thread's client too
+    assert fds() <= before, (before, fds())
+
+
 def test_fork_copies_the_workspace():
     if not hasattr(sandboxd._lib.lib(), "sbx_sandbox_fork"):
         if os.environ.get("CI") == "true":
