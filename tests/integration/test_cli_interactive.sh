@@ -137,11 +137,23 @@ sleeping() {
   return 1
 }
 
-tty_through_tmux() { # [sbx create flags...]
+# with_tmux [sbx create flags...]: setup, and a tmux server of the case's own on $TM (ended
+# with the daemon)
+with_tmux() {
   setup "$@"
   command -v tmux >/dev/null || skip "tmux is not installed (tests/deps.sh installs it)"
   TM=$DAEMON_ROOT/tmux.sock
   daemon_at_exit tmux -S "$TM" kill-server
+}
+
+# tm_start: $T/run.sh in a new 80x24 session "t"; pane_stty: its terminal's settings
+tm_start() {
+  tm -f /dev/null new-session -d -s t -x 80 -y 24 "bash --norc '$T/run.sh'" || fail "tmux failed"
+}
+pane_stty() { stty -F "$(tm display-message -p -t t '#{pane_tty}')" -a; }
+
+tty_through_tmux() { # [sbx create flags...]
+  with_tmux "$@"
   cat >"$T/run.sh" <<EOS
 stty -a | sed 's/rows [0-9]*; columns [0-9]*;//' >'$T/before' # the size changes on purpose
 SBX_HOST='$SBX_HOST' '$SBX' exec -it '$ID' -- /bin/sh
@@ -150,7 +162,7 @@ stty -a | sed 's/rows [0-9]*; columns [0-9]*;//' >'$T/after'
 echo DONE
 sleep 300
 EOS
-  tm -f /dev/null new-session -d -s t -x 80 -y 24 "bash --norc '$T/run.sh'" || fail "tmux failed"
+  tm_start
   wait_pane '^[$#] ?$' # the shell's prompt (capture-pane drops trailing blanks)
   tm send-keys -t t 'echo hi-$((40+2))' Enter
   wait_pane '^hi-42'
@@ -177,18 +189,15 @@ test_tty_through_tmux() { tty_through_tmux; }
 
 # -t without -i: a terminal that follows the local window (it did only with -i); no raw mode.
 test_tty_without_stdin_follows_the_window() {
-  setup
-  command -v tmux >/dev/null || skip "tmux is not installed (tests/deps.sh installs it)"
-  TM=$DAEMON_ROOT/tmux.sock
-  daemon_at_exit tmux -S "$TM" kill-server
+  with_tmux
   cat >"$T/run.sh" <<EOS
 SBX_HOST='$SBX_HOST' '$SBX' exec -t '$ID' -- sh -c 'stty size; while [ ! -e /tmp/go ]; do sleep 0.1; done; stty size; echo END'
 echo \$? >'$T/rc'
 sleep 300
 EOS
-  tm -f /dev/null new-session -d -s t -x 80 -y 24 "bash --norc '$T/run.sh'" || fail "tmux failed"
+  tm_start
   wait_pane '^24 80'
-  stty -F "$(tm display-message -p -t t '#{pane_tty}')" -a | grep -q -- ' icanon' ||
+  pane_stty | grep -q -- ' icanon' ||
     fail "sbx exec -t without -i put the terminal in raw mode"
   tm resize-window -t t -x 100 -y 30
   sleep 0.5
@@ -207,10 +216,7 @@ test_gvisor_tty_through_tmux() {
 
 # The terminal comes back when sbx is killed mid-session (SIGTERM from outside).
 test_tty_restored_on_signal() {
-  setup
-  command -v tmux >/dev/null || skip "tmux is not installed (tests/deps.sh installs it)"
-  TM=$DAEMON_ROOT/tmux.sock
-  daemon_at_exit tmux -S "$TM" kill-server
+  with_tmux
   cat >"$T/run.sh" <<EOS
 stty -a >'$T/before'
 bash -c 'echo \$\$ >"$T/pid"; exec env SBX_HOST="$SBX_HOST" "$SBX" exec -it "$ID" -- /bin/sh'
@@ -219,9 +225,9 @@ stty -a >'$T/after'
 echo DONE
 sleep 300
 EOS
-  tm -f /dev/null new-session -d -s t -x 80 -y 24 "bash --norc '$T/run.sh'" || fail "tmux failed"
+  tm_start
   wait_pane '^[$#] ?$'
-  stty -F "$(tm display-message -p -t t '#{pane_tty}')" -a | grep -q -- '-icanon' ||
+  pane_stty | grep -q -- '-icanon' ||
     fail "sbx exec -it did not put the terminal in raw mode"
   kill -TERM "$(cat "$T/pid")"
   wait_pane '^DONE'
