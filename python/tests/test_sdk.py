@@ -196,6 +196,15 @@ def test_download_dir_links(tmp_path, monkeypatch, data_filter):
                              ("/x", "file", b"", 0o644), ("p", "fifo", None, 0o644)]):
         with pytest.raises(sandboxd.SandboxdError):
             sandboxd.Sandbox._unpack(_tar(bad), str(tmp_path / f"bad{i}"))
+    # chains of the archive's own links that leave it (checked all before any was written, they
+    # passed: b/evil was written next to the directory)
+    for i, chain in enumerate([[("a", "sym", ".", 0o777), ("a/b", "sym", "..", 0o777),
+                                ("b/evil", "file", b"x", 0o644)],
+                               [("s", "sym", ".", 0o777), ("esc", "sym", "s/..", 0o777)]]):
+        (tmp_path / f"chain{i}").mkdir()
+        with pytest.raises(sandboxd.SandboxdError):
+            sandboxd.Sandbox._unpack(_tar(*chain), str(tmp_path / f"chain{i}" / "d"))
+        assert sorted(os.listdir(tmp_path / f"chain{i}")) == ["d"], os.listdir(tmp_path / f"chain{i}")
 
 
 def test_clients_and_lease_threads_free_their_connections():
@@ -217,6 +226,22 @@ def test_clients_and_lease_threads_free_their_connections():
             c.info()
             c.submit(c.info).result()  # a worker thread's client too
     assert fds() <= before, (before, fds())
+    # a lease renewing through a Client that is closed under it goes on (its thread's client is
+    # its own), and the Client and its Sandbox objects refuse calls after close
+    c = sandboxd.Client(os.environ["SBX_HOST"])
+    lease = Lease.create("30s", client=c, renew_every=0.02)
+    sb = Sandbox.create(client=c, **SMALL)
+    c.close()
+    time.sleep(0.1)
+    with pytest.raises(SandboxdError) as e:
+        c.info()
+    assert e.value.code == "closed"
+    with pytest.raises(SandboxdError):
+        sb.run("true")
+    with Sandbox.attach(sb.id, client=sandboxd.Client(os.environ["SBX_HOST"])) as again:
+        assert again.run("true").exit_code == 0
+    lease.stop()
+    Lease(lease.id, sandboxd.Client(os.environ["SBX_HOST"])).delete()
 
 
 def test_fork_copies_the_workspace():
