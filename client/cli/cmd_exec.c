@@ -20,7 +20,7 @@ static void help(void) {
         "[ARGS...]\n"
         "\n"
         "Run CMD in sandbox ID. Output streams live (up to 64 MiB of each stream, with a note\n"
-        "on stderr past that; -i has no limit); sbx exits with the command's exit code,\n"
+        "on stderr past that; -i and -t have none); sbx exits with the command's exit code,\n"
         "128+N when it was killed by signal N, 124 when --timeout expired, 137 when it was\n"
         "OOM-killed, 1 when sbx itself failed.\n\n"
         "  -i, --interactive     stream sbx's stdin to the command as it arrives (no size\n"
@@ -65,7 +65,7 @@ static int print_result_json(const sbx_exec_result *r, int status) {
 static void note_cut(const char *name, uint64_t bytes, uint64_t max) {
     if (bytes > max)
         cli_error("the command's %s was cut at %llu of its %llu bytes (a plain exec passes at most "
-                  "64 MiB of each; sbx exec -i has no limit)",
+                  "64 MiB of each; sbx exec -i or -t has no limit)",
                   name, (unsigned long long)max, (unsigned long long)bytes);
 }
 

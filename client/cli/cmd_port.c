@@ -20,9 +20,8 @@ int cmd_port(int argc, char **argv) {
     if (argc - optind < 2)
         return cli_usage_error("port", "usage: sbx port ID PORT...");
     for (int i = optind + 1; i < argc; i++) {
-        char *end = NULL;
-        long p = strtol(argv[i], &end, 10);
-        if (!*argv[i] || *end || p < 1 || p > 65535)
+        unsigned long long p;
+        if (cli_parse_uint(argv[i], 65535, &p) < 0 || p < 1)
             return cli_usage_error("port", "a port is an integer 1..65535");
     }
     sbx_client *c = NULL;

@@ -1,12 +1,13 @@
 /* sbx: the command-line client of sandboxd. Parses the global options (--host, --json, --help,
  * --version) and dispatches to one function per subcommand (client/cli/cmd_*.c).
- * A closed stdin, stdout or stderr is made /dev/null first.
+ * A closed stdin, stdout or stderr is made /dev/null first; SIGPIPE is ignored.
  * Exit status: the command's own for exec and run, else 0 ok, 1 error, 2 usage. */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,6 +81,9 @@ static int open_std_fds(void) {
 int main(int argc, char **argv) {
     if (open_std_fds() < 0) /* fd 2 is stderr or still closed */
         return cli_error("cannot open /dev/null: %s", strerror(errno));
+    /* A reader that goes away (`sbx run ... | head`) is an EPIPE, not a death: sbx run's exit
+     * handler must still end its sandbox (stream.c exits 141 for it). sbx starts no programs. */
+    signal(SIGPIPE, SIG_IGN);
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];

@@ -45,8 +45,11 @@ static void on_winch(int sig) {
 }
 
 int cli_tty_size(unsigned *rows, unsigned *cols) {
-    struct winsize ws;
-    if (ioctl(0, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0)
+    struct winsize ws = {0}; /* stdin's terminal, else stdout's or stderr's (-t without -i) */
+    int fd = 0;
+    while (fd <= 2 && (ioctl(fd, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0))
+        fd++;
+    if (fd > 2)
         return -1;
     *rows = ws.ws_row;
     *cols = ws.ws_col;
@@ -80,6 +83,8 @@ void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len
     fflush(stdout);
     int fd = s == SBX_STREAM_STDERR ? 2 : 1;
     int r = cli_write_all(fd, data, len);
+    if (r == -EPIPE)         /* the reader is gone (`| head`): quietly, with SIGPIPE's status */
+        exit(128 + SIGPIPE); /* (sbx ignores SIGPIPE, so that its exit handlers run) */
     if (r < 0) {
         if (fd == 1) /* else there is nowhere to say it */
             cli_error("cannot write the command's output: %s", strerror(-r));

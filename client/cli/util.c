@@ -184,9 +184,8 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
         *(opt == 'M' ? &o->memory : &o->disk) = v;
         return 1;
     case 'P': {
-        char *end;
-        unsigned long n = strtoul(arg, &end, 10);
-        if (*end || !*arg || n == 0 || n > 1000000)
+        unsigned long long n;
+        if (cli_parse_uint(arg, 1000000, &n) < 0 || n == 0)
             return cli_usage_error(cmd, "--pids wants a positive number, not \"%s\"", arg), -1;
         o->pids = (unsigned)n;
         return 1;
@@ -213,9 +212,8 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
     case 'N':
         return network_flag(f, cmd, arg);
     case 'G': { /* GPUs: the daemon checks the range (400 names the field) */
-        char *end;
-        unsigned long n = strtoul(arg, &end, 10);
-        if (*end || !*arg || n > 64)
+        unsigned long long n;
+        if (cli_parse_uint(arg, 64, &n) < 0)
             return cli_usage_error(cmd, "--gpus wants a number of GPUs (0-64), not \"%s\"", arg),
                    -1;
         o->gpus = (unsigned)n;

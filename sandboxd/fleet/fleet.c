@@ -23,9 +23,9 @@ bool sd_fleet_on(const sd_daemon *d) {
 }
 
 /* Sandboxes holding a slot: every one not ended or paused, warm pool entries aside (a create
- * takes them). */
+ * takes them), and the forks admitted but still copying (core/fork.c holds their room). */
 static unsigned used_slots(sd_daemon *d) {
-    unsigned n = 0;
+    unsigned n = d->fork_slots;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         n += sb->state != SD_ENDED && sb->state != SD_PAUSED && !sb->pool;
     return n;
@@ -69,7 +69,7 @@ static json_t *pools_json(sd_daemon *d) {
 
 static json_t *node_record(sd_daemon *d) {
     sd_fleet *f = d->fleet;
-    unsigned active = 0, starting = 0, used = used_slots(d), max = d->cfg.max_sandboxes;
+    unsigned active = 0, starting = d->fork_slots, used = used_slots(d), max = d->cfg.max_sandboxes;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next) {
         active += sb->state == SD_RUNNING && !sb->pool;
         starting += sb->state == SD_STARTING && !sb->pool;

@@ -13,6 +13,7 @@
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/state.h"
 #include "sandboxd/core/timers.h"
+#include "sandboxd/fleet/fleet.h"
 #include "tests/lib/test.h"
 
 #include <math.h>
@@ -203,6 +204,22 @@ TEST(freeze_holds_nest) {
     CHECK_OK(sd_cgroup_freeze_hold(d, sb->id, false)); /* the fork's */
     CHECK(!frozen_file(file));
     CHECK_EQ(sb->freeze_holds, 0);
+    sd_sandbox_forget(sb);
+}
+
+/* The room a fork holds through its copy (core/fork.c) counts wherever the node's room does:
+ * admission (sd_registry_count_active) and the fleet's (sd_fleet_full, the node record's free). */
+TEST(fork_slots_take_room) {
+    sd_daemon *d = new_daemon();
+    d->cfg.max_sandboxes = 3;
+    sd_sandbox *sb = add(d, "{}");
+    sb->state = SD_RUNNING;
+    CHECK_EQ(sd_registry_count_active(d), 1);
+    CHECK(!sd_fleet_full(d));
+    d->fork_slots = 2; /* a fork of 2, copying */
+    CHECK_EQ(sd_registry_count_active(d), 3);
+    CHECK(sd_fleet_full(d));
+    d->fork_slots = 0;
     sd_sandbox_forget(sb);
 }
 
