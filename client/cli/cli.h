@@ -152,9 +152,10 @@ int cli_tty_size(unsigned *rows, unsigned *cols);
  * signal. -1 when stdin is not a terminal. */
 int cli_tty_raw(void);
 void cli_tty_restore(void);
-/* An sbx_output_cb writing stdout/stderr bytes to fds 1 and 2 (after flushing stdout). When they
- * cannot be written (a closed pipe, a full disk) it says so and exits CLI_EXIT_ERROR: the command
- * goes on in its sandbox, as after any disconnect (cmd_run.c removes its sandbox at exit). */
+/* An sbx_output_cb writing stdout/stderr bytes to fds 1 and 2 (after flushing stdout). When the
+ * reader is gone (EPIPE) it exits 141 quietly, as SIGPIPE's death would; on another write error
+ * (a full disk) it says so and exits CLI_EXIT_ERROR. The command goes on in its sandbox, as after
+ * any disconnect (cmd_run.c removes its sandbox at exit). */
 void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len);
 /* Pump an attached process until it ends: stdin forwarded when with_stdin, SIGWINCH as resizes
  * when tty. Restores the terminal. Returns the command's exit status (cli_exit_status) or

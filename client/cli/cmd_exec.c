@@ -80,16 +80,15 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
     if (sbx_sandbox_exec(sb, o, &r, &err) != SBX_OK)
         return cli_sbx_error(&err);
     int status = cli_exit_status(&r);
-    if (!cli_opts.json) {
-        note_cut("stdout", r.stdout_bytes, o->max_output);
-        note_cut("stderr", r.stderr_bytes, o->max_output);
-    }
     if (cli_opts.json) {
         status = print_result_json(&r, status);
-    } else if (strcmp(r.reason, "command_timeout") == 0) {
-        cli_error("the command timed out after %.1fs", r.duration_s);
-    } else if (strcmp(r.reason, "oom_killed") == 0) {
-        cli_error("the command was killed: out of memory");
+    } else {
+        note_cut("stdout", r.stdout_bytes, o->max_output);
+        note_cut("stderr", r.stderr_bytes, o->max_output);
+        if (strcmp(r.reason, "command_timeout") == 0)
+            cli_error("the command timed out after %.1fs", r.duration_s);
+        else if (strcmp(r.reason, "oom_killed") == 0)
+            cli_error("the command was killed: out of memory");
     }
     sbx_exec_result_free(&r);
     return status;

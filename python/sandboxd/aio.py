@@ -24,9 +24,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import _lib
 from .errors import InvalidArgument, SandboxdError, from_err
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
-from .sandbox import (Client, Duration, Lease, Sandbox, Size, _check, _check_port, _count,
-                      _create_request, _exec_args, _exec_opts, _fill_create_opts, _info,
-                      _port_body, default_client)
+from .args import (Duration, Size, _check, _check_port, _count, _create_request, _exec_args,
+                   _exec_opts, _fill_create_opts, _info, _port_body)
+from .sandbox import Client, Lease, Sandbox, default_client
 T = TypeVar("T")
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None

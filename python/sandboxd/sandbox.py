@@ -11,40 +11,17 @@ import concurrent.futures
 import ctypes
 import io
 import json
-import math
 import os
 import tarfile
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
-from .errors import EndReason, InvalidArgument, NotFound, SandboxdError, from_err
+from .errors import InvalidArgument, NotFound, SandboxdError
 from .objects import CommandResult, Process, RemoteFile, SandboxInfo, _result
-from .volume import volumes_json
-from .args import (  # noqa: F401 (aio.py and callers import these from here)
-    Duration,
-    Size,
-    _check,
-    _call,
-    _check_port,
-    _port_body,
-    _extra_create_fields,
-    _U64_MAX,
-    _UINT_MAX,
-    _MAX_MS,
-    _positive,
-    parse_size,
-    parse_duration_ms,
-    _number,
-    _count,
-    _kv,
-    _fill_create_opts,
-    _create_request,
-    _exec_args,
-    _exec_opts,
-    _info,
-    _inside,
-    _data_member, Egress)
+from .args import (Duration, Egress, Size, _call, _check, _check_port, _count, _create_request,
+                   _data_member, _exec_args, _exec_opts, _fill_create_opts, _info, _port_body,
+                   parse_duration_ms, parse_size)  # noqa: F401 (the package takes parse_size here)
 
 
 class Client:

@@ -60,7 +60,8 @@ class Volume:
         """POST /v1/volumes: ``size`` bytes or a string like "1Gi" (None: the daemon's
         default, 1Gi). Conflict when the name is taken, InvalidArgument for a bad name or a
         size out of [16Mi, 1Ti]."""
-        from .sandbox import default_client, parse_size
+        from .args import parse_size
+        from .sandbox import default_client
         client = client or default_client()
         out = ctypes.c_void_p()
         _call(_fn("sbx_volume_create"), client.handle(), _lib.cstr(name, "name"),
