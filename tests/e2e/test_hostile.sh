@@ -102,14 +102,39 @@ test_failure_attribution() {
     echo '{"id":"fill","prompt":"[fill]","max_turns":2,"limits":{"cpu":1,"memory":"128Mi","pids":16},"failure_reward":-1,"grader":{"command":"true"}}'
   } >"$T/attr.jsonl"
   printf '%s' '{"[slow]": "true", "[crash]": "true", "[nointerp]": "true", "[binary]": "printf '"'"'\\000\\377\\376 turn'"'"'; printf x > out"}' >"$T/answers.json"
-  # [fill]: a background filler that keeps the process limit full (it retries every ms); the
-  # turn ends once it is full (a file says so; the wait uses no process of its own)
+  # [fill]: a background filler fills the process limit, wakes the turn's shell through a fifo
+  # (a wait that burns no CPU and takes no process) and, once that shell has exited (its parent
+  # changed), takes the slot it frees before turn 2 arrives: it retries fork from the moment the
+  # shell is gone, while turn 2 is still a round trip to the policy away
   /usr/bin/python3 - "$T/answers.json" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))
-a["[fill]"] = ("python3 -c 'import os, time\nwhile 1:\n try:\n  os.fork() or time.sleep(300)\n"
-               " except OSError:\n  open(\"full\", \"w\").close(); time.sleep(0.001)'"
-               " >/dev/null 2>&1 & while [ ! -e full ]; do :; done")
+filler = """import errno, os, time
+def sleeper():
+    if os.fork() == 0:
+        time.sleep(300)
+        os._exit(0)
+shell, note = os.getppid(), "full"
+try:
+    while 1:
+        sleeper()
+except OSError as e:
+    if e.errno != errno.EAGAIN:
+        note = "fork failed: %s" % e
+with open("full", "w") as f:
+    f.write(note + "\\n")
+while os.getppid() == shell:
+    time.sleep(0.0002)
+while 1:
+    try:
+        sleeper()
+        break
+    except OSError:
+        pass
+time.sleep(300)
+"""
+a["[fill]"] = ("mkfifo full && cat >fill.py <<'EOF'\n" + filler + "EOF\n"
+               "python3 fill.py >/dev/null 2>&1 &\nread note <full; echo \"$note\"")
 json.dump(a, open(sys.argv[1], "w"))
 PY
   /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port" \
@@ -139,6 +164,7 @@ for e in eps["crash"] + eps["nointerp"]:
     assert e["status"] == "infrastructure_failure" and e["fault"] == "platform", e
 assert all("exit code 127" in e["message"] for e in eps["nointerp"]), eps["nointerp"][0]
 for e in eps["fill"]:  # its sleeps fill the process limit: turn 2's 409 pids_limit is the agent's
+    assert e["trace"][0]["output"].strip() == "full", e["trace"]  # turn 1 filled it (EAGAIN)
     assert e["status"] == "scored" and e["reward"] == -1 and e["fault"] == "agent", e
     assert "fill its sandbox" in e["message"], e["message"]
 for e in eps["binary"]:  # "\0\377x" is not "x": a wrong answer, scored
