@@ -20,7 +20,8 @@ static void help(void) {
            "       sbx cp ID:PATH LOCAL\n\n"
            "Copy a file or a directory into or out of a sandbox. A file is written to PATH (or\n"
            "LOCAL; into it when LOCAL is an existing directory). A directory's contents are\n"
-           "copied into PATH (or LOCAL), which is created when missing.\n");
+           "copied into PATH (or LOCAL), which is created when missing. A file copied in keeps\n"
+           "its permission bits; one copied out is made 0644 (less the umask).\n");
 }
 
 /* "ID:PATH" with a plausible sandbox id before the colon. */
@@ -231,7 +232,8 @@ static int upload(sbx_sandbox *sb, const char *local, const char *path) {
     close(fd);
     if (r < 0)
         return cli_error("cannot read %s: %s", local, strerror(-r));
-    if (sbx_sandbox_write_file(sb, path, data, len, &err) != SBX_OK)
+    /* the file's permission bits go with it, as docker cp keeps them (0 is the default 0644) */
+    if (sbx_sandbox_write_file_mode(sb, path, data, len, st.st_mode & 0777, &err) != SBX_OK)
         rc = cli_sbx_error(&err);
     free(data);
     return rc;
