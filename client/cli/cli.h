@@ -118,7 +118,7 @@ typedef struct cli_store_ops {
 } cli_store_ops;
 int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **argv);
 
-/* Read all of a descriptor into memory (stdin for -i). Returns 0 or -errno. */
+/* Read all of a descriptor into memory (a local file for sbx cp). Returns 0 or -errno. */
 int cli_read_fd(int fd, char **ret, size_t *ret_len);
 /* Print a JSON value indented on stdout. Returns 0 or CLI_EXIT_ERROR. */
 int cli_print_json(json_t *j);
@@ -130,19 +130,24 @@ int cli_exit_status(const sbx_exec_result *r);
 /* Run a command and report it: streams output live (human mode) or prints the result as JSON
  * (--json). Returns the exit status for sbx (cli_exit_status) or CLI_EXIT_ERROR. */
 int cli_exec(sbx_sandbox *sb, sbx_exec_opts *opts);
+/* The same attached (`exec -i/-t`, `run -i`; cli_stream_run): with_stdin streams sbx's stdin to
+ * the command as it arrives (no size limit; its end closes the command's stdin); popts (NULL: no
+ * terminal) may ask for a terminal. Output streams live, or with --json and no terminal is
+ * collected and printed with the result at the end. Returns as cli_exec. */
+int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *opts, const sbx_process_opts *popts,
+                      bool with_stdin);
 /* Build the argv to send from the words after the sandbox id: with sh, one script of the words
  * joined by spaces. *script (malloc'd) must be freed. Returns 0 or -ENOMEM. */
 int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script);
 
-/* What exec and run send: the argv (cli_command_argv) and, with -i, all of stdin. */
+/* What exec and run send: the argv (cli_command_argv). */
 typedef struct cli_command {
     const char **argv;
-    char *script, *stdin_buf;
+    char *script;
 } cli_command;
-/* Fill opts' argv, shell and stdin from the words after the sandbox id. Returns 0, or
- * CLI_EXIT_ERROR with the message printed. cli_command_free releases what it holds. */
-int cli_command_prepare(cli_command *cmd, char **words, int n, bool sh, bool want_stdin,
-                        sbx_exec_opts *opts);
+/* Fill opts' argv and shell from the words after the sandbox id. Returns 0, or CLI_EXIT_ERROR
+ * with the message printed. cli_command_free releases what it holds. */
+int cli_command_prepare(cli_command *cmd, char **words, int n, bool sh, sbx_exec_opts *opts);
 void cli_command_free(cli_command *cmd);
 
 /* ---- attached processes (stream.c) ---- */

@@ -2,8 +2,8 @@
  * command in a sandbox, streaming its output live, and exit with the command's status (128+signal
  * when it was killed, 124 on command_timeout, 137 when OOM-killed). Plain: the NDJSON exec.
  * `-i`/`-t`: attached over a WebSocket (stdin streamed as it arrives, a terminal with raw mode
- * and resizes; stream.c). `-d`: in the background, printing the pid. Also cli_exec, shared
- * with `sbx run`. */
+ * and resizes; stream.c). `-d`: in the background, printing the pid. Also cli_exec (plain) and
+ * cli_exec_attached (-i/-t), shared with `sbx run`. */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -141,11 +141,11 @@ static void collect(void *ud, enum sbx_stream s, const char *d, size_t n) {
     fwrite(d, 1, n, c->f[s == SBX_STREAM_STDERR]);
 }
 
-static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) {
-    sbx_process_opts po;
-    tty_opts(m, &po);
+int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const sbx_process_opts *po,
+                      bool with_stdin) {
+    bool tty = po && po->tty;
     collected col = {0};
-    bool json = cli_opts.json && !m->tty;
+    bool json = cli_opts.json && !tty;
     if (json) {
         col.f[0] = open_memstream(&col.data[0], &col.len[0]);
         col.f[1] = open_memstream(&col.data[1], &col.len[1]);
@@ -158,14 +158,14 @@ static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) 
     sbx_err err = {0};
     int rc = 0;
     sbx_exec_result r = {0};
-    if (sbx_process_start(sb, o, &po, &p, &err) != SBX_OK) {
+    if (sbx_process_start(sb, o, po, &p, &err) != SBX_OK) {
         rc = cli_sbx_error(&err);
     } else {
         /* raw mode only when our keystrokes go to the command (as docker exec -it); window
          * changes go to its terminal either way (they went only with -i) */
-        if (m->tty && m->in)
+        if (tty && with_stdin)
             cli_tty_raw();
-        rc = cli_stream_run(p, m->in, m->tty, json ? &r : NULL);
+        rc = cli_stream_run(p, with_stdin, tty, json ? &r : NULL);
     }
     sbx_process_free(p);
     if (json) {
@@ -180,6 +180,12 @@ static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) 
         free(col.data[1]);
     }
     return rc;
+}
+
+static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) {
+    sbx_process_opts po;
+    tty_opts(m, &po);
+    return cli_exec_attached(sb, o, &po, m->in);
 }
 
 int cmd_exec(int argc, char **argv) {
@@ -279,7 +285,7 @@ int cmd_exec(int argc, char **argv) {
     if (mode.detach && mode.in)
         rc = cli_usage_error("exec", "-d and -i do not go together (attach later with sbx attach)");
     if (rc == 0)
-        rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, false, &o);
+        rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, &o);
     if (rc == 0)
         rc = cli_client(&c);
     if (rc == 0 && sbx_sandbox_open_lazy(c, id, &sb, &err) != SBX_OK)

@@ -1,7 +1,8 @@
 /* `sbx run [create flags] [-i] [--sh] [--cwd D] [--cmd-timeout DUR] -- CMD...`: create a sandbox,
  * run one command in it and remove it, even when the command fails or sbx gets Ctrl-C/SIGTERM
  * (a signal thread terminates the sandbox, which ends the running command) or sbx exits because
- * it cannot write the output (an atexit handler). Exits like exec. */
+ * it cannot write the output (an atexit handler). Exits like exec. Plain: cli_exec; -i: attached
+ * as `sbx exec -i`, stdin streamed as it arrives (cli_exec_attached). */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -17,7 +18,8 @@ static void help(void) {
     printf("usage: sbx run [FLAGS] -- CMD [ARGS...]\n\n"
            "Create a sandbox, run CMD in it, remove it (also on failure or Ctrl-C). Exits with\n"
            "the command's status like sbx exec (130 when interrupted).\n\n" CLI_CREATE_HELP
-           "  -i, --stdin           send sbx's stdin to the command (read fully first)\n"
+           "  -i, --stdin           stream sbx's stdin to the command as it arrives (no size\n"
+           "                        limit; end of input closes the command's stdin)\n"
            "  --sh                  run CMD ARGS... as one /bin/sh -c script\n"
            "  --cwd DIR             working directory (default /workspace)\n"
            "  --cmd-timeout DUR     kill the command after DUR\n"
@@ -122,7 +124,7 @@ static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, b
     return 0;
 }
 
-static int run(cli_create_flags *f, sbx_exec_opts *o) {
+static int run(cli_create_flags *f, sbx_exec_opts *o, bool want_stdin) {
     sbx_client *c = NULL;
     sbx_sandbox *sb = NULL;
     sbx_err err = {0};
@@ -134,7 +136,7 @@ static int run(cli_create_flags *f, sbx_exec_opts *o) {
         snprintf(run_state.id, sizeof(run_state.id), "%s", sbx_sandbox_id(sb));
         pthread_mutex_unlock(&run_state.lock);
         if (!interrupted())
-            rc = cli_exec(sb, o);
+            rc = want_stdin ? cli_exec_attached(sb, o, NULL, true) : cli_exec(sb, o);
         if (sbx_sandbox_terminate(sb, &err) != SBX_OK && rc == 0)
             rc = cli_sbx_error(&err);
         pthread_mutex_lock(&run_state.lock);
@@ -160,7 +162,7 @@ int cmd_run(int argc, char **argv) {
         return rc < 0 ? 0 : rc;
     }
     cli_command cmd = {0};
-    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, want_stdin, &o);
+    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, &o);
     static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -172,7 +174,7 @@ int cmd_run(int argc, char **argv) {
          pthread_create(&th, NULL, signal_thread, &set) != 0 || atexit(terminate_at_exit) != 0))
         rc = cli_error("cannot set up signal handling");
     if (rc == 0)
-        rc = run(&f, &o);
+        rc = run(&f, &o, want_stdin);
     cli_command_free(&cmd);
     cli_create_flags_free(&f);
     return rc;

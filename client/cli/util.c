@@ -330,23 +330,15 @@ int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char 
     return 0;
 }
 
-int cli_command_prepare(cli_command *cmd, char **words, int n, bool sh, bool want_stdin,
-                        sbx_exec_opts *opts) {
+int cli_command_prepare(cli_command *cmd, char **words, int n, bool sh, sbx_exec_opts *opts) {
     if (cli_command_argv(words, n, sh, &cmd->argv, &cmd->script) < 0)
         return cli_error("out of memory");
     opts->argv = cmd->argv;
     opts->shell = sh;
-    if (want_stdin) {
-        int r = cli_read_fd(0, &cmd->stdin_buf, &opts->stdin_len);
-        if (r < 0)
-            return cli_error("cannot read stdin: %s", strerror(-r));
-        opts->stdin_data = cmd->stdin_buf;
-    }
     return 0;
 }
 
 void cli_command_free(cli_command *cmd) {
-    free(cmd->stdin_buf);
     free(cmd->script);
     free(cmd->argv);
 }

@@ -2,9 +2,10 @@
 # The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout), output
 # streams before the command exits, -i forwards stdin, cp both ways for a file and a directory,
 # --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
-# run removes its sandbox, placement across two daemons (one full) falls back on 503, pause
-# and resume of a pausable sandbox, output to a non-blocking or closed stdout, sbx started with
-# stdin/stdout/stderr closed, bad numbers refused, and volume rm / inspect going on past a failure.
+# run removes its sandbox, run -i streams stdin (3 MiB) and keeps the rest of run, placement
+# across two daemons (one full) falls back on 503, pause and resume of a pausable sandbox, output
+# to a non-blocking or closed stdout, sbx started with stdin/stdout/stderr closed, bad numbers
+# refused, and volume rm / inspect going on past a failure.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -84,6 +85,56 @@ test_run_interrupted() {
   assert_eq $rc 130 "Ctrl-C exits 130"
   state=$("$SBX" ls --json --label cli=int | json "','.join(s['state'] for s in d)")
   assert_eq "$state" "ended" "the sandbox was removed after Ctrl-C"
+}
+
+# sbx run -i streams stdin as sbx exec -i does (it read all of it first and sent it in the
+# exec's JSON body, so input over the body's limit failed), keeping what run does: the exit
+# status, --cmd-timeout, --json, --cwd and env, and the sandbox removed after each, also on Ctrl-C
+test_run_stdin() {
+  one_daemon
+  local rc out want pid state i
+  head -c 3145728 /dev/urandom >"$T/in" || fail "no input"
+  want=$(sha256sum <"$T/in")
+  out=$("$SBX" run --memory 128Mi --label cli=run-i -i -- sha256sum <"$T/in" 2>"$T/err"); rc=$?
+  assert_eq "$rc/$(cat "$T/err")" "0/" "run -i with 3 MiB of stdin"
+  assert_eq "${out%% *}" "${want%% *}" "3 MiB of stdin arrive whole"
+  "$SBX" run --memory 128Mi --label cli=run-i -i --sh -- 'head -c 10 >/dev/null; exit 7' <"$T/in"; rc=$?
+  assert_eq $rc 7 "run -i passes the exit code through (stdin left unread)"
+  "$SBX" run --memory 128Mi --label cli=run-i -i --sh -- 'kill -TERM $$' </dev/null; rc=$?
+  assert_eq $rc 143 "run -i: SIGTERM gives 128+15"
+  "$SBX" run --memory 128Mi --label cli=run-i -i --cmd-timeout 1s -- sleep 30 </dev/null 2>"$T/err"; rc=$?
+  assert_eq $rc 124 "run -i: command_timeout gives 124"
+  grep -q "timed out" "$T/err" || fail "run -i: no timeout note on stderr: $(cat "$T/err")"
+  out=$(printf 'x' | "$SBX" run --memory 128Mi --label cli=run-i --env FOO=bar -i --cwd /tmp --sh -- \
+    'echo "$(cat) $FOO $(pwd)"'); rc=$?
+  assert_eq "$rc/$out" "0/x bar /tmp" "run -i with --env and --cwd"
+  out=$(printf 'abc' | "$SBX" run --json --memory 128Mi --label cli=run-i -i --sh -- 'cat; echo e >&2; exit 3'); rc=$?
+  assert_eq $rc 3 "run -i --json exits with the command's code"
+  assert_eq "$(json "[d['exit_code'], d['stdout'], d['stderr'], d['reason']]" <<<"$out")" \
+    "[3, 'abc', 'e\\n', 'exited']" "run -i --json: the output collected into the result"
+  # a reader that goes away: 141 without a word (cli_stream_output), the sandbox still goes
+  ("$SBX" run --memory 128Mi --label cli=run-i -i -- yes <"$T/in" 2>"$T/err" | head -1 >/dev/null
+    exit "${PIPESTATUS[0]}"); rc=$?
+  assert_eq "$rc/$(cat "$T/err")" "141/" "run -i to a closed pipe"
+  assert_eq "$("$SBX" ls --json --label cli=run-i | json "[s['state'] for s in d]")" \
+    "$(python3 -c "print(['ended'] * 7)")" "run -i removed each of its sandboxes"
+  # Ctrl-C while the command waits for more stdin (a fifo kept open)
+  mkfifo "$T/fifo"
+  exec 4<>"$T/fifo"
+  "$SBX" run --memory 128Mi --label cli=run-i-int -i -- cat <"$T/fifo" >"$T/out" &
+  pid=$!
+  echo hello >&4
+  for i in $(seq 100); do
+    [ "$(cat "$T/out")" == hello ] && break
+    sleep 0.1
+  done
+  assert_eq "$(cat "$T/out")" "hello" "run -i: stdin reached the command before its end"
+  kill -INT $pid
+  wait $pid; rc=$?
+  exec 4>&-
+  assert_eq $rc 130 "run -i: Ctrl-C exits 130"
+  state=$("$SBX" ls --json --label cli=run-i-int | json "','.join(s['state'] for s in d)")
+  assert_eq "$state" "ended" "run -i: the sandbox was removed after Ctrl-C"
 }
 
 test_streaming_order() {
