@@ -181,6 +181,14 @@ void sbx_fork_opts_init(sbx_fork_opts *opts);
 /* *ret_array: malloc'd array of *ret_count handles (free them with sbx_sandbox_array_free). */
 sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbox ***ret_array,
                           size_t *ret_count, sbx_err *err);
+/* The same with fork fields sbx_create_opts has no member for, as a JSON object added to the
+ * body as sbx_sandbox_create_with adds them (a key opts already sets, "count" included, or one
+ * that is not an object, is SBX_E_INVALID): the daemon's fork takes "on_idle" ("end"; "pause"
+ * is refused, and a source made with "on_idle":"pause" forks only with "end"), "volumes" ([]:
+ * none of the source's), "ports" and "pausable"; "entrypoint" is refused (400 naming it).
+ * E.g. {"on_idle":"end","ports":[8000]} (docs/API.md "Additions: warm pools and forks"). */
+sbx_code sbx_sandbox_fork_with(sbx_sandbox *sb, const sbx_fork_opts *opts, const char *extra_json,
+                               sbx_sandbox ***ret_array, size_t *ret_count, sbx_err *err);
 /* POST /v1/sandboxes/{id}/commit (client/lib/commit.c): the running sandbox's files (its
  * writable layer over its store image, /workspace, /tmp) become image name ("NAME[:TAG]") on
  * its node; flags: SBX_IMAGE_STRIP_SETUID clears setuid/setgid bits instead of refusing. The
@@ -395,6 +403,9 @@ sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opt
                         void *ud);
 sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_fork_cb cb,
                         void *ud);
+/* The same with more fork fields (sbx_sandbox_fork_with). */
+sbx_code sbx_async_fork_with(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts,
+                             const char *extra_json, sbx_fork_cb cb, void *ud);
 sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void *ud); /* JSON */
 sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud);
 /* sbx_sandbox_port_request on the loop: cb gets the server's status and body (valid during the

@@ -568,8 +568,13 @@ sbx_code sbx_async_terminate(sbx_async *as, sbx_sandbox *sb, sbx_done_cb cb, voi
 
 sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_fork_cb cb,
                         void *ud) {
+    return sbx_async_fork_with(as, sb, opts, NULL, cb, ud);
+}
+
+sbx_code sbx_async_fork_with(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts,
+                             const char *extra_json, sbx_fork_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
-    _cleanup_free_ char *body = sbxi_fork_body(opts, NULL);
+    _cleanup_free_ char *body = sbxi_fork_body_with(opts, extra_json, NULL);
     if (!body)
         return SBX_E_INVALID;
     return sb_op(as, sb, OP_FORK, FN(cb), ud, "POST", "/fork", "application/json", NULL, body,

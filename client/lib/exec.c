@@ -152,15 +152,25 @@ void sbx_fork_opts_init(sbx_fork_opts *opts) {
 }
 
 char *sbxi_fork_body(const sbx_fork_opts *op, sbx_err *err) {
+    return sbxi_fork_body_with(op, NULL, err);
+}
+
+char *sbxi_fork_body_with(const sbx_fork_opts *op, const char *extra_json, sbx_err *err) {
     unsigned count = op && op->count ? op->count : 1;
     if (count > 256) {
         sbxi_err_set(err, SBX_E_INVALID, 0, "", "fork count must be in [1, 256], not %u", count);
         return NULL;
     }
-    _cleanup_free_ char *create = sbxi_create_body(op ? &op->overrides : NULL, err);
+    _cleanup_free_ char *create =
+        sbxi_create_body_with(op ? &op->overrides : NULL, extra_json, err);
     json_t *o = create ? json_loads(create, 0, NULL) : NULL;
     if (!create)
         return NULL;
+    if (o && json_object_get(o, "count")) { /* (sbx_fork_opts.count says it) */
+        json_decref(o);
+        sbxi_err_set(err, SBX_E_INVALID, 0, "", "extra create fields: count is set twice");
+        return NULL;
+    }
     if (!o || json_object_set_new(o, "count", json_integer(count)) < 0) {
         json_decref(o);
         return finish_body(NULL, err);

@@ -218,6 +218,9 @@ char *sbxi_create_body(const sbx_create_opts *o, sbx_err *err);
 /* The same with the fields of extra_json (a JSON object, or NULL) added. */
 char *sbxi_create_body_with(const sbx_create_opts *o, const char *extra_json, sbx_err *err);
 char *sbxi_fork_body(const sbx_fork_opts *o, sbx_err *err);
+/* The same with the create fields of extra_json (sbxi_create_body_with) added; "count" there is
+ * SBX_E_INVALID (opts->count says it). */
+char *sbxi_fork_body_with(const sbx_fork_opts *o, const char *extra_json, sbx_err *err);
 char *sbxi_exec_body(const sbx_exec_opts *o, sbx_err *err);
 /* Bytes from "key" (UTF-8) or "key_b64" of o (an empty string when neither): 0 or -errno. */
 int sbxi_take_data(json_t *o, const char *key, char **ret, size_t *ret_len);

@@ -285,9 +285,14 @@ sbx_code sbx_sandbox_get_status(sbx_sandbox *sb, sbx_sandbox_status *ret, sbx_er
 
 sbx_code sbx_sandbox_fork(sbx_sandbox *sb, const sbx_fork_opts *opts, sbx_sandbox ***ret_array,
                           size_t *ret_count, sbx_err *err) {
+    return sbx_sandbox_fork_with(sb, opts, NULL, ret_array, ret_count, err);
+}
+
+sbx_code sbx_sandbox_fork_with(sbx_sandbox *sb, const sbx_fork_opts *opts, const char *extra_json,
+                               sbx_sandbox ***ret_array, size_t *ret_count, sbx_err *err) {
     if (!sb || !ret_array || !ret_count)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, ret_array or ret_count is NULL");
-    _cleanup_free_ char *body = sbxi_fork_body(opts, err);
+    _cleanup_free_ char *body = sbxi_fork_body_with(opts, extra_json, err);
     _cleanup_free_ char *path = sbxi_sandbox_path(sb, "/fork");
     if (!body)
         return err ? err->code : SBX_E_INVALID;

@@ -220,6 +220,14 @@ def lib() -> ctypes.CDLL:
             cdll.sbx_sandbox_fork.restype = c_int
             cdll.sbx_sandbox_fork.argtypes = [c_void_p, _P(ForkOpts), _P(_P(c_void_p)),
                                               _P(c_size_t), _P(SbxErr)]
+        if hasattr(cdll, "sbx_sandbox_fork_with"):  # fork fields as extra JSON (on_idle, ...)
+            cdll.sbx_sandbox_fork_with.restype = c_int
+            cdll.sbx_sandbox_fork_with.argtypes = [c_void_p, _P(ForkOpts), c_char_p,
+                                                   _P(_P(c_void_p)), _P(c_size_t), _P(SbxErr)]
+        if hasattr(cdll, "sbx_async_fork_with"):
+            cdll.sbx_async_fork_with.restype = c_int
+            cdll.sbx_async_fork_with.argtypes = [c_void_p, c_void_p, _P(ForkOpts), c_char_p,
+                                                 FORK_CB, c_void_p]
         if hasattr(cdll, "sbx_async_new_standalone"):  # an older libsbx: aio.py says so
             for name, (res, args) in _ASYNC_SIGNATURES.items():
                 fn = getattr(cdll, name)

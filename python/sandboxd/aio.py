@@ -24,8 +24,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import _lib
 from .errors import InvalidArgument, SandboxdError, from_err
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
-from .args import (Duration, Size, _check, _check_port, _count, _create_request, _exec_args,
-                   _exec_opts, _fill_create_opts, _info, _port_body)
+from .args import (Duration, Size, _check, _check_port, _create_request, _exec_args, _exec_opts,
+                   _fork_request, _info, _port_body)
 from .sandbox import Client, Lease, Sandbox, default_client
 T = TypeVar("T")
 
@@ -212,6 +212,7 @@ def _start(eng: _Engine, convert: Callable[..., Any], call: Callable[[int], int]
         raise from_err(rc, _lib.SbxErr())
     eng.kick()
     return fut
+
 
 
 def _nothing(*_: Any, orphan: Optional[_Engine] = None) -> None:
@@ -455,12 +456,11 @@ class AsyncSandbox:
 
     # ---- lifecycle ----
     async def fork(self, n: int = 1, **overrides: Any) -> List["AsyncSandbox"]:
-        """Sandbox.fork: n copies of this sandbox."""
+        """Sandbox.fork: n copies of this sandbox (the same overrides)."""
         L = _lib.lib()
-        o = _lib.ForkOpts()
-        L.sbx_fork_opts_init(ctypes.byref(o))
-        o.count = _count(n, "n")
-        keep = _fill_create_opts(o.overrides, **overrides)
+        o, keep, extra = _fork_request(n, **overrides)
+        if extra and not hasattr(L, "sbx_async_fork_with"):
+            raise SandboxdError("this libsbx has no sbx_async_fork_with", "unsupported")
         eng, h = self._on()
 
         def made(sbs: Any, count: int, orphan: Optional[_Engine] = None) -> Any:
@@ -470,7 +470,12 @@ class AsyncSandbox:
             return [AsyncSandbox(client=self.client, sandbox_id=L.sbx_sandbox_id(x).decode(),
                                  _handle=x, _engine=eng) for x in hs]
 
-        fut = _start(eng, made, lambda k: L.sbx_async_fork(eng.h, h, ctypes.byref(o), _FORK, k))
+        def call(k: int) -> int:
+            if extra:
+                return L.sbx_async_fork_with(eng.h, h, ctypes.byref(o), extra, _FORK, k)
+            return L.sbx_async_fork(eng.h, h, ctypes.byref(o), _FORK, k)
+
+        fut = _start(eng, made, call)
         del keep
         return await fut
 

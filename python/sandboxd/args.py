@@ -52,7 +52,7 @@ def _extra_create_fields(ports: Any, entrypoint: Any, volumes: Any = None,
     """The create fields sbx_create_opts has no member for, as JSON (None: none)."""
     extra: Dict[str, Any] = {}
     vols = volumes_json(volumes)
-    if vols:
+    if vols is not None:  # [] too: none (a fork's: none of its source's volumes)
         extra["volumes"] = vols
     if on_idle is not None:
         extra["on_idle"] = on_idle
@@ -247,6 +247,18 @@ def _create_request(image: Optional[str] = None, cpu: Optional[float] = None,
                              idempotency_key=idempotency_key, profile=profile, gpus=gpus,
                              isolation=isolation)
     return o, keep, extra.encode() if extra else None
+
+
+def _fork_request(n: Any, **overrides: Any) -> Any:
+    """Sandbox.fork's arguments as an sbx_fork_opts (count n, the overrides checked and named as
+    _create_request checks them), the ctypes objects it points to (keep them while it is used)
+    and the extra JSON fields for sbx_sandbox_fork_with (bytes or None)."""
+    fo = _lib.ForkOpts()
+    _lib.lib().sbx_fork_opts_init(ctypes.byref(fo))
+    fo.count = _count(n, "n")
+    o, keep, extra = _create_request(**overrides)
+    fo.overrides = o  # (a copy: its pointers are keep's)
+    return fo, keep, extra
 
 
 def _exec_args(argv: Sequence[str], stdin: Union[bytes, str, None],

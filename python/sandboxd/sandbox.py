@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from . import _lib
 from .errors import InvalidArgument, NotFound, SandboxdError
 from .objects import CommandResult, Process, RemoteFile, SandboxInfo, _result
-from .args import (Duration, Egress, Size, _call, _check, _check_port, _count, _create_request,
-                   _data_member, _exec_args, _exec_opts, _fill_create_opts, _info, _port_body,
+from .args import (Duration, Egress, Size, _call, _check, _check_port, _create_request,
+                   _data_member, _exec_args, _exec_opts, _fork_request, _info, _port_body,
                    parse_duration_ms, parse_size)  # noqa: F401 (the package takes parse_size here)
 
 
@@ -421,19 +421,26 @@ class Sandbox:
     # ---- lifecycle ----
     def fork(self, n: int = 1, **overrides: Any) -> List["Sandbox"]:
         """``n`` copies of this sandbox: each a new Sandbox whose /workspace and /tmp start as
-        copies of this one's, with its settings (``overrides``: any create field, e.g.
-        labels=). All or nothing."""
+        copies of this one's, with its settings (``overrides``: create's arguments, checked as
+        create checks them, e.g. labels=, ports=, volumes=[] for none of this one's,
+        pausable=, on_idle="end"). What the daemon's fork refuses is InvalidArgument with its
+        message: on_idle="pause", entrypoint=, and a fork of an on_idle="pause" sandbox
+        without on_idle="end" (docs/API.md "Additions: warm pools and forks"). All or
+        nothing."""
         L = _lib.lib()
         if not hasattr(L, "sbx_sandbox_fork") or not hasattr(L, "sbx_fork_opts_init"):
             raise SandboxdError("this libsbx has no sbx_sandbox_fork", "unsupported")
-        o = _lib.ForkOpts()
-        L.sbx_fork_opts_init(ctypes.byref(o))
-        o.count = _count(n, "n")
-        keep = _fill_create_opts(o.overrides, **overrides)
+        o, keep, extra = _fork_request(n, **overrides)
+        if extra and not hasattr(L, "sbx_sandbox_fork_with"):
+            raise SandboxdError("this libsbx has no sbx_sandbox_fork_with", "unsupported")
         arr = ctypes.POINTER(ctypes.c_void_p)()
         count = ctypes.c_size_t()
-        _call(L.sbx_sandbox_fork, self._handle(), ctypes.byref(o), ctypes.byref(arr),
-              ctypes.byref(count))
+        if extra:
+            _call(L.sbx_sandbox_fork_with, self._handle(), ctypes.byref(o), extra,
+                  ctypes.byref(arr), ctypes.byref(count))
+        else:
+            _call(L.sbx_sandbox_fork, self._handle(), ctypes.byref(o), ctypes.byref(arr),
+                  ctypes.byref(count))
         try:
             return [Sandbox(ctypes.c_void_p(arr[i]), self.client) for i in range(count.value)]
         finally:

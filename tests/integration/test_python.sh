@@ -39,6 +39,14 @@ test_sdk() {
   SANDBOXD_MAX_SANDBOXES=210 pytest_run test_sdk.py
 }
 
+# Forks with the fields libsbx sends as extra JSON (on_idle, ports, volumes, pausable).
+TEST_TIMEOUT_sdk_fork=200 TEST_PASS_sdk_fork=plain
+test_sdk_fork() {
+  need_pytest
+  start_daemon
+  pytest_run test_sdk_fork.py
+}
+
 TEST_TIMEOUT_sandboxfusion=500 TEST_PASS_sandboxfusion=plain
 test_sandboxfusion() {
   need_pytest

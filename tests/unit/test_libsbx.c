@@ -439,6 +439,26 @@ TEST(fork_status_lease_answers) {
     fo.count = 257;
     CHECK(sbxi_fork_body(&fo, &err) == NULL);
     CHECK_EQ(err.code, SBX_E_INVALID);
+    /* the fields sbx_create_opts has no member for, as sbx_sandbox_create_with adds them */
+    fo.count = 2;
+    b = sbxi_fork_body_with(&fo, "{\"on_idle\":\"end\",\"ports\":[8000],\"volumes\":[]}", &err);
+    j = json_loads(b, 0, NULL);
+    CHECK_EQ(json_integer_value(json_object_get(j, "count")), 2);
+    CHECK_STREQ(json_string_value(json_object_get(j, "on_idle")), "end");
+    CHECK_EQ(json_integer_value(json_array_get(json_object_get(j, "ports"), 0)), 8000);
+    CHECK_EQ(json_array_size(json_object_get(j, "volumes")), 0);
+    CHECK_EQ(json_integer_value(json_object_get(j, "memory")), 1ll << 30);
+    json_decref(j);
+    free(b);
+    static const char *const twice[][2] = {{"{\"count\":3}", "count is set twice"},
+                                           {"{\"memory\":1}", "memory is set twice"},
+                                           {"[1]", "not a JSON object"}};
+    for (size_t i = 0; i < ARRAY_SIZE(twice); i++) {
+        err = (sbx_err){0};
+        CHECK(sbxi_fork_body_with(&fo, twice[i][0], &err) == NULL);
+        CHECK_EQ(err.code, SBX_E_INVALID);
+        CHECK(strstr(err.message, twice[i][1]));
+    }
 
     sbx_client *c = NULL;
     CHECK_EQ(sbx_client_new("/tmp/a.sock,/tmp/b.sock", &c, &err), SBX_OK);
