@@ -463,6 +463,13 @@ sbx_code sbx_async_process_attach(sbx_async *as, sbx_sandbox *sb, long pid, unsi
                                   const sbx_process_cbs *cbs, sbx_process **ret, sbx_err *err);
 /* Requests in flight on this handle. */
 size_t sbx_async_pending(const sbx_async *as);
+/* Why the latest call on as that starts a request (sbx_async_create ... sbx_async_lease_delete;
+ * not sbx_async_process_*, which fill an sbx_err of their own) returned other than SBX_OK: the
+ * request was refused before it was sent and its callback will not run. Returns that call's
+ * code, or SBX_OK when it was accepted (or as is NULL); ret (may be NULL) gets the code and the
+ * library's message (http_status 0), zeroed when SBX_OK. Read it on the thread that made the
+ * call, before the next one. */
+sbx_code sbx_async_submit_error(const sbx_async *as, sbx_err *ret);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,11 @@ struct sbx_async {
     unsigned refs;
     bool closed;
     struct uv_loop_s *own_loop; /* sbx_async_new_standalone's: freed with the handle */
+    sbx_err refused;            /* why the latest call was refused (sbx_async_submit_error) */
 };
+
+/* The latest call's refusal, kept on the handle: its code is returned. */
+#define REFUSE(as, rc, ...) sbxi_err_set(&(as)->refused, (rc), 0, "", __VA_ARGS__)
 
 enum op_kind {
     OP_CREATE,
@@ -141,14 +145,34 @@ size_t sbx_async_pending(const sbx_async *as) {
     return as ? as->ops : 0;
 }
 
+sbx_code sbx_async_submit_error(const sbx_async *as, sbx_err *ret) {
+    sbx_err e = as ? as->refused : (sbx_err){0};
+    if (ret)
+        *ret = e;
+    return e.code;
+}
+
+/* Every call that starts a request begins here: the handle and the callback, and the handle's
+ * last refusal cleared. */
+static sbx_code check_handle(sbx_async *as, bool has_cb) {
+    if (!as)
+        return SBX_E_INVALID;
+    as->refused = (sbx_err){0};
+    if (as->closed)
+        return REFUSE(as, SBX_E_INVALID, "the async handle was freed (sbx_async_free)");
+    return has_cb ? SBX_OK : REFUSE(as, SBX_E_INVALID, "the callback is NULL");
+}
+
 /* The callback as its kind's type, and any callback as the generic one op_new stores. */
 #define CB(o, type) ((type)(o)->fn)
 #define FN(cb) ((void (*)(void))(cb))
 
 static op *op_new(sbx_async *as, enum op_kind kind, sbx_sandbox *sb, void (*fn)(void), void *ud) {
     op *o = calloc(1, sizeof(*o));
-    if (!o)
+    if (!o) {
+        REFUSE(as, SBX_E_NOMEM, "out of memory");
         return NULL;
+    }
     o->as = as;
     o->kind = kind;
     o->ep = sb ? sb->ep : 0;
@@ -322,19 +346,21 @@ sbx_code sbx_async_create(sbx_async *as, const sbx_create_opts *opts, sbx_create
 
 sbx_code sbx_async_create_with(sbx_async *as, const sbx_create_opts *opts, const char *extra_json,
                                sbx_create_cb cb, void *ud) {
-    if (!as || !cb || as->closed || (opts && !sbxi_header_safe(opts->idempotency_key)))
-        return SBX_E_INVALID;
+    sbx_code rc = check_handle(as, cb != NULL);
+    if (rc != SBX_OK)
+        return rc;
+    if (opts && !sbxi_header_safe(opts->idempotency_key))
+        return REFUSE(as, SBX_E_INVALID, "the idempotency key has control characters");
     sbx_client *c = as->client;
     op *o = op_new(as, OP_CREATE, NULL, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
-    sbx_err e;
-    o->body = sbxi_create_body_with(opts, extra_json, &e);
+    o->body = sbxi_create_body_with(opts, extra_json, &as->refused);
     o->order = calloc(c->n_eps, sizeof(size_t));
     if (!o->body || !o->order ||
         (opts && opts->idempotency_key &&
          asprintf(&o->idem, "Idempotency-Key: %s", opts->idempotency_key) < 0)) {
-        sbx_code rc = o->body ? SBX_E_NOMEM : e.code;
+        rc = o->body ? REFUSE(as, SBX_E_NOMEM, "out of memory") : as->refused.code;
         o->idem = NULL;
         op_free(o);
         return rc;
@@ -344,7 +370,7 @@ sbx_code sbx_async_create_with(sbx_async *as, const sbx_create_opts *opts, const
         free(o->order);
         if (!(o->order = calloc(c->n_eps ? c->n_eps : 1, sizeof(size_t)))) {
             op_free(o);
-            return SBX_E_NOMEM;
+            return REFUSE(as, SBX_E_NOMEM, "out of memory");
         }
     } else if (c->n_eps > 1 && sbxi_info_stale(c, now_mono_ms())) {
         for (size_t i = 0; i < c->n_eps; i++) {
@@ -364,14 +390,15 @@ sbx_code sbx_async_create_with(sbx_async *as, const sbx_create_opts *opts, const
     o->n_order = sbxi_placement_order(c, o->body, o->order);
     if (o->n_order == 0) {
         op_free(o);
-        return SBX_E_UNAVAILABLE;
+        return REFUSE(as, SBX_E_UNAVAILABLE,
+                      "no node of the fleet takes new sandboxes (all drained or not answering)");
     }
     /* the first attempt must not call back from inside this call: defer via the engine */
-    sbx_code rc = submit(o, "POST", "/v1/sandboxes", "application/json", NULL, o->body,
-                         strlen(o->body), on_done, NULL, o->order[0]);
+    rc = submit(o, "POST", "/v1/sandboxes", "application/json", NULL, o->body, strlen(o->body),
+                on_done, NULL, o->order[0]);
     if (rc != SBX_OK) {
         op_free(o);
-        return rc;
+        return REFUSE(as, rc, "cannot start the create request (%s)", sbx_code_name(rc));
     }
     o->ep = o->order[0];
     o->k = 1;
@@ -481,15 +508,27 @@ static sbx_code start(sbx_async *as, op *o, const char *method, const char *path
                       const char *accept, const void *body, size_t len) {
     sbx_code rc = path ? submit(o, method, path, ctype, accept, body, len, on_done, NULL, o->ep)
                        : SBX_E_NOMEM;
-    if (rc != SBX_OK)
+    if (rc != SBX_OK) {
         op_free(o);
+        REFUSE(as, rc, "cannot start the request (%s)", path ? sbx_code_name(rc) : "out of memory");
+    }
+    return rc;
+}
+
+static sbx_code check_sandbox(sbx_async *as, const sbx_sandbox *sb, bool has_cb) {
+    sbx_code rc = check_handle(as, has_cb);
+    if (rc == SBX_OK && !sb)
+        rc = REFUSE(as, SBX_E_INVALID, "the sandbox is NULL");
+    else if (rc == SBX_OK && sb->client != as->client)
+        rc = REFUSE(as, SBX_E_INVALID, "the sandbox's client is not the async handle's");
     return rc;
 }
 
 #define ASYNC_CHECK(as, sb, cb)                                                                    \
     do {                                                                                           \
-        if (!(as) || !(sb) || !(cb) || (as)->closed || (sb)->client != (as)->client)               \
-            return SBX_E_INVALID;                                                                  \
+        sbx_code check_rc_ = check_sandbox((as), (sb), (cb) != NULL);                              \
+        if (check_rc_ != SBX_OK)                                                                   \
+            return check_rc_;                                                                      \
     } while (0)
 
 /* One operation about sb (path: /v1/sandboxes/{id}<suffix>, or the files path when given). */
@@ -506,9 +545,9 @@ static sbx_code sb_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void (*
 sbx_code sbx_async_exec(sbx_async *as, sbx_sandbox *sb, const sbx_exec_opts *opts, sbx_exec_cb cb,
                         void *ud) {
     ASYNC_CHECK(as, sb, cb);
-    _cleanup_free_ char *body = sbxi_exec_body(opts, NULL);
+    _cleanup_free_ char *body = sbxi_exec_body(opts, &as->refused);
     if (!body)
-        return SBX_E_INVALID;
+        return as->refused.code;
     op *o = op_new(as, OP_EXEC, sb, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;
@@ -526,7 +565,8 @@ static sbx_code files_op(sbx_async *as, sbx_sandbox *sb, enum op_kind kind, void
                          const void *data, size_t len, unsigned mode) {
     ASYNC_CHECK(as, sb, fn);
     if (!path || (!data && len) || mode > 0777)
-        return SBX_E_INVALID;
+        return REFUSE(as, SBX_E_INVALID,
+                      "path is NULL, data NULL with a length, or mode over 0777");
     op *o = op_new(as, kind, sb, fn, ud);
     if (!o)
         return SBX_E_NOMEM;
@@ -574,9 +614,9 @@ sbx_code sbx_async_fork(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opt
 sbx_code sbx_async_fork_with(sbx_async *as, sbx_sandbox *sb, const sbx_fork_opts *opts,
                              const char *extra_json, sbx_fork_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
-    _cleanup_free_ char *body = sbxi_fork_body_with(opts, extra_json, NULL);
+    _cleanup_free_ char *body = sbxi_fork_body_with(opts, extra_json, &as->refused);
     if (!body)
-        return SBX_E_INVALID;
+        return as->refused.code;
     return sb_op(as, sb, OP_FORK, FN(cb), ud, "POST", "/fork", "application/json", NULL, body,
                  strlen(body));
 }
@@ -592,7 +632,8 @@ sbx_code sbx_async_port_request(sbx_async *as, sbx_sandbox *sb, unsigned port, c
     ASYNC_CHECK(as, sb, cb);
     char sub[48 + 1024];
     if (port < 1 || port > 65535 || !method || !path || strlen(path) > 1000)
-        return SBX_E_INVALID;
+        return REFUSE(as, SBX_E_INVALID,
+                      "port must be 1..65535, method and path (at most 1000 bytes) given");
     snprintf(sub, sizeof(sub), "/ports/%u/%s", port, path[0] == '/' ? path + 1 : path);
     return sb_op(as, sb, OP_PORT, FN(cb), ud, method, sub, body ? content_type : NULL, NULL, body,
                  body ? len : 0);
@@ -609,7 +650,7 @@ sbx_code sbx_async_commit(sbx_async *as, sbx_sandbox *sb, const char *name, unsi
     ASYNC_CHECK(as, sb, cb);
     _cleanup_free_ char *body = sbxi_commit_body(name, flags);
     if (!body)
-        return SBX_E_INVALID;
+        return REFUSE(as, SBX_E_INVALID, "commit: the name is NULL or empty");
     return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "POST", "/commit", "application/json", NULL, body,
                  strlen(body));
 }
@@ -635,7 +676,7 @@ sbx_code sbx_async_resume_on(sbx_async *as, sbx_sandbox *sb, const char *node, s
     _cleanup_free_ char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!body)
-        return SBX_E_NOMEM;
+        return REFUSE(as, SBX_E_NOMEM, "out of memory");
     return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "POST", "/resume", "application/json", NULL, body,
                  strlen(body));
 }
@@ -643,7 +684,7 @@ sbx_code sbx_async_resume_on(sbx_async *as, sbx_sandbox *sb, const char *node, s
 static sbx_code volume_op(sbx_async *as, enum op_kind kind, void (*fn)(void), void *ud,
                           const char *method, const char *path, const char *body) {
     if (!path || (!body && strcmp(method, "POST") == 0))
-        return SBX_E_INVALID;
+        return REFUSE(as, SBX_E_INVALID, "not a volume name (or out of memory)");
     op *o = op_new(as, kind, NULL, fn, ud);
     if (!o)
         return SBX_E_NOMEM;
@@ -654,36 +695,44 @@ static sbx_code volume_op(sbx_async *as, enum op_kind kind, void (*fn)(void), vo
 
 sbx_code sbx_async_volume_create(sbx_async *as, const char *name, uint64_t size, sbx_data_cb cb,
                                  void *ud) {
-    if (!as || !cb || as->closed || !name)
-        return SBX_E_INVALID;
+    sbx_code rc = check_handle(as, cb != NULL);
+    if (rc != SBX_OK)
+        return rc;
     _cleanup_free_ char *body = sbxi_volume_body(name, size);
     return volume_op(as, OP_INSPECT, FN(cb), ud, "POST", "/v1/volumes", body);
 }
 
 sbx_code sbx_async_volume_remove(sbx_async *as, const char *name, sbx_done_cb cb, void *ud) {
-    if (!as || !cb || as->closed || !name || !*name)
-        return SBX_E_INVALID;
+    sbx_code rc = check_handle(as, cb != NULL);
+    if (rc != SBX_OK)
+        return rc;
     _cleanup_free_ char *path = sbxi_volume_path(name);
     return volume_op(as, OP_DONE, FN(cb), ud, "DELETE", path, NULL);
 }
 
 /* ---- leases (on the first endpoint, as the sync API) ---- */
 sbx_code sbx_async_lease_create(sbx_async *as, uint64_t ttl_ms, sbx_lease_cb cb, void *ud) {
-    if (!as || !cb || as->closed || ttl_ms == 0)
-        return SBX_E_INVALID;
+    sbx_code rc = check_handle(as, cb != NULL);
+    if (rc != SBX_OK)
+        return rc;
+    if (ttl_ms == 0)
+        return REFUSE(as, SBX_E_INVALID, "the lease's ttl is 0");
     _cleanup_free_ char *body = sbxi_lease_body(ttl_ms);
     op *o = body ? op_new(as, OP_LEASE, NULL, FN(cb), ud) : NULL;
     if (!o)
-        return SBX_E_NOMEM;
+        return REFUSE(as, SBX_E_NOMEM, "out of memory");
     o->ep = sbxi_first_ep(as->client);
     return start(as, o, "POST", "/v1/leases", "application/json", NULL, body, strlen(body));
 }
 
 static sbx_code lease_call(sbx_async *as, const char *lease_id, bool renew, sbx_done_cb cb,
                            void *ud) {
+    sbx_code rc = check_handle(as, cb != NULL);
+    if (rc != SBX_OK)
+        return rc;
     _cleanup_free_ char *path = sbxi_lease_path(lease_id, renew ? "/renew" : "");
-    if (!as || !cb || as->closed || !path)
-        return SBX_E_INVALID;
+    if (!path)
+        return REFUSE(as, SBX_E_INVALID, "bad lease id");
     op *o = op_new(as, OP_DONE, NULL, FN(cb), ud);
     if (!o)
         return SBX_E_NOMEM;

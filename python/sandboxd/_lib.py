@@ -228,6 +228,9 @@ def lib() -> ctypes.CDLL:
             cdll.sbx_async_fork_with.restype = c_int
             cdll.sbx_async_fork_with.argtypes = [c_void_p, c_void_p, _P(ForkOpts), c_char_p,
                                                  FORK_CB, c_void_p]
+        if hasattr(cdll, "sbx_async_submit_error"):  # why an async call was refused (aio.py)
+            cdll.sbx_async_submit_error.restype = c_int
+            cdll.sbx_async_submit_error.argtypes = [c_void_p, _P(SbxErr)]
         if hasattr(cdll, "sbx_async_new_standalone"):  # an older libsbx: aio.py says so
             for name, (res, args) in _ASYNC_SIGNATURES.items():
                 fn = getattr(cdll, name)

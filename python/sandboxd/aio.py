@@ -209,10 +209,20 @@ def _start(eng: _Engine, convert: Callable[..., Any], call: Callable[[int], int]
     rc = call(key)
     if rc != 0:
         _ops.pop(key, None)
-        raise from_err(rc, _lib.SbxErr())
+        raise from_err(rc, _refusal(eng, rc))
     eng.kick()
     return fut
 
+
+def _refusal(eng: _Engine, rc: int) -> _lib.SbxErr:
+    """Why libsbx refused the call that just returned rc on eng's handle (its message), or an
+    empty sbx_err where this libsbx cannot say (no sbx_async_submit_error)."""
+    err = _lib.SbxErr()
+    L = _lib.lib()
+    if hasattr(L, "sbx_async_submit_error") and \
+            L.sbx_async_submit_error(eng.h, ctypes.byref(err)) == rc:
+        return err
+    return _lib.SbxErr()
 
 
 def _nothing(*_: Any, orphan: Optional[_Engine] = None) -> None:

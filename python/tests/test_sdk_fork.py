@@ -1,7 +1,9 @@
 """Sandbox.fork and AsyncSandbox.fork with the create fields libsbx sends as extra JSON
 (sbx_sandbox_fork_with, sbx_async_fork_with): on_idle, ports, volumes and pausable, named and
 checked as Sandbox.create names and checks them; what the daemon's fork refuses raised with its
-message (docs/API.md "Additions: warm pools and forks")."""
+message (docs/API.md "Additions: warm pools and forks"). And an AsyncSandbox call that libsbx
+refuses before sending it: the exception carries libsbx's message (sbx_async_submit_error), as
+the synchronous call's does."""
 import asyncio
 import os
 
@@ -105,3 +107,29 @@ def test_async_fork_takes_the_same_fields():
             await sb.close()
     asyncio.run(main())
 
+
+def test_async_refusal_before_sending_keeps_libsbx_message():
+    """libsbx refuses these before any request (a fork of more than 256, an idempotency key
+    with a newline): the AsyncSandbox call raises the class and message the synchronous call
+    raises, not a bare "libsbx error N"."""
+    _need("sbx_async_submit_error")
+    sid = "sb-0123456789abcdef"  # never asked for: libsbx refuses before sending
+    with pytest.raises(InvalidArgument) as sync:
+        Sandbox._lazy(sid, sandboxd.Client()).fork(300)
+    assert str(sync.value.message) == "fork count must be in [1, 256], not 300"
+    with pytest.raises(InvalidArgument) as sync_create:
+        Sandbox.create(idempotency_key="a\nb", **SMALL)
+
+    async def main():
+        with pytest.raises(InvalidArgument) as e:
+            await AsyncSandbox(sandbox_id=sid).fork(300)
+        assert e.value.message == sync.value.message
+        assert e.value.code == sync.value.code and e.value.http_status == 0
+        with pytest.raises(InvalidArgument) as e:
+            await AsyncSandbox.create(idempotency_key="a\nb", **SMALL)
+        assert e.value.message == sync_create.value.message
+        assert "control characters" in e.value.message
+        # an accepted call after a refused one: its own outcome, not the refusal
+        with pytest.raises(NotFound):
+            await AsyncSandbox(sandbox_id=sid).inspect()
+    asyncio.run(main())

@@ -39,7 +39,8 @@ test_sdk() {
   SANDBOXD_MAX_SANDBOXES=210 pytest_run test_sdk.py
 }
 
-# Forks with the fields libsbx sends as extra JSON (on_idle, ports, volumes, pausable).
+# Forks with the fields libsbx sends as extra JSON (on_idle, ports, volumes, pausable) and
+# AsyncSandbox's refusals before sending (sbx_async_submit_error's message).
 TEST_TIMEOUT_sdk_fork=200 TEST_PASS_sdk_fork=plain
 test_sdk_fork() {
   need_pytest

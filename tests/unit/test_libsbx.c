@@ -553,6 +553,84 @@ TEST(async_connect_failure) {
     CHECK_EQ(uv_loop_close(&loop), 0); /* every handle closed */
 }
 
+static void on_fork(void *ud, sbx_sandbox **sbs, size_t n, const sbx_err *err) {
+    struct acb *a = ud;
+    a->calls++;
+    if (err)
+        a->err = *err;
+    for (size_t i = 0; i < n; i++)
+        sbx_sandbox_free(sbs[i]);
+}
+
+static void on_done(void *ud, const sbx_err *err) {
+    struct acb *a = ud;
+    a->calls++;
+    if (err)
+        a->err = *err;
+}
+
+/* A call refused before its request is sent returns its code and no callback runs;
+ * sbx_async_submit_error gives the message the synchronous call would have put in its err, until
+ * the next call (an accepted one clears it). */
+TEST(async_submit_errors) {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbx_client *c = NULL;
+    sbx_sandbox *sb = NULL;
+    sbx_async *as = NULL;
+    CHECK_EQ(sbx_client_new("unix:/nonexistent-sbx-test/a.sock", &c, NULL), SBX_OK);
+    CHECK_EQ(sbx_sandbox_open_lazy(c, "sb-1", &sb, NULL), SBX_OK);
+    CHECK_EQ(sbx_async_new(c, &loop, &as, NULL), SBX_OK);
+    sbx_err e;
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_OK);
+    CHECK_EQ(sbx_async_submit_error(NULL, NULL), SBX_OK);
+    struct acb a = {0};
+    sbx_fork_opts fo;
+    sbx_fork_opts_init(&fo);
+    fo.count = 300;
+    CHECK_EQ(sbx_async_fork(as, sb, &fo, on_fork, &a), SBX_E_INVALID);
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_E_INVALID);
+    CHECK_EQ(e.code, SBX_E_INVALID);
+    CHECK_EQ(e.http_status, 0);
+    CHECK_STREQ(e.message, "fork count must be in [1, 256], not 300");
+    fo.count = 2;
+    CHECK_EQ(sbx_async_fork_with(as, sb, &fo, "{\"count\":3}", on_fork, &a), SBX_E_INVALID);
+    CHECK_EQ(sbx_async_submit_error(as, NULL), SBX_E_INVALID);
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_E_INVALID);
+    CHECK(strstr(e.message, "count is set twice"));
+    sbx_create_opts co;
+    sbx_create_opts_init(&co);
+    co.idempotency_key = "a\nb";
+    CHECK_EQ(sbx_async_create(as, &co, on_create, &a), SBX_E_INVALID);
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_E_INVALID);
+    CHECK(strstr(e.message, "idempotency key"));
+    sbx_exec_opts eo;
+    sbx_exec_opts_init(&eo);
+    CHECK_EQ(sbx_async_exec(as, sb, &eo, NULL, &a), SBX_E_INVALID); /* no callback */
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_E_INVALID);
+    CHECK(strstr(e.message, "callback"));
+    CHECK_EQ(sbx_async_lease_renew(as, "a/b", on_done, &a), SBX_E_INVALID);
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_E_INVALID);
+    CHECK(strstr(e.message, "lease id"));
+    CHECK_EQ(sbx_async_port_request(as, sb, 0, "GET", "/", NULL, NULL, 0, NULL, &a), SBX_E_INVALID);
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_E_INVALID);
+    CHECK_EQ(a.calls, 0);
+    CHECK_EQ(sbx_async_pending(as), 0);
+    /* an accepted call clears it; its failure comes through the callback */
+    CHECK_EQ(sbx_async_fork_with(as, sb, &fo, "{\"on_idle\":\"end\"}", on_fork, &a), SBX_OK);
+    CHECK_EQ(sbx_async_submit_error(as, &e), SBX_OK);
+    CHECK_EQ(e.code, SBX_OK);
+    CHECK_EQ(e.message[0], 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(a.calls, 1);
+    CHECK_EQ(a.err.code, SBX_E_CONNECT);
+    sbx_async_free(as);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+}
+
 static void stop_loop(uv_timer_t *t) {
     uv_stop(t->loop);
 }
