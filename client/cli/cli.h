@@ -25,6 +25,7 @@ enum {
     CLI_OPT_JSON,
     CLI_OPT_HELP,
     CLI_OPT_CACERT,
+    CLI_OPT_CREATE_TIMEOUT, /* --timeout of the create flags (-t is run's --tty) */
     CLI_OPT_FIRST_LOCAL = 1100,
 };
 #define CLI_COMMON_LONGOPTS                                                                        \
@@ -70,10 +71,11 @@ typedef struct cli_create_flags {
         {"memory", required_argument, NULL, 'M'}, {"disk", required_argument, NULL, 'D'},          \
         {"pids", required_argument, NULL, 'P'}, {"env", required_argument, NULL, 'e'},             \
         {"label", required_argument, NULL, 'l'}, {"idle-timeout", required_argument, NULL, 'T'},   \
-        {"timeout", required_argument, NULL, 't'}, {"max-cost", required_argument, NULL, 'X'},     \
-        {"network", required_argument, NULL, 'N'}, {"profile", required_argument, NULL, 'R'},      \
-        {"gpus", required_argument, NULL, 'G'}, {"isolation", required_argument, NULL, 'O'},       \
-        {"volume", required_argument, NULL, 'V'}, {"pausable", no_argument, NULL, 'Z'}, {          \
+        {"timeout", required_argument, NULL, CLI_OPT_CREATE_TIMEOUT},                              \
+        {"max-cost", required_argument, NULL, 'X'}, {"network", required_argument, NULL, 'N'},     \
+        {"profile", required_argument, NULL, 'R'}, {"gpus", required_argument, NULL, 'G'},         \
+        {"isolation", required_argument, NULL, 'O'}, {"volume", required_argument, NULL, 'V'},     \
+        {"pausable", no_argument, NULL, 'Z'}, {                                                    \
         "on-idle", required_argument, NULL, 'Y'                                                    \
     }
 #define CLI_CREATE_HELP                                                                            \
@@ -136,6 +138,9 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *opts);
  * collected and printed with the result at the end. Returns as cli_exec. */
 int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *opts, const sbx_process_opts *popts,
                       bool with_stdin);
+/* The process options of an attached command: with tty, a terminal of term's type (NULL: $TERM)
+ * and the local window's size. */
+void cli_tty_process_opts(bool tty, const char *term, sbx_process_opts *ret);
 /* Build the argv to send from the words after the sandbox id: with sh, one script of the words
  * joined by spaces. *script (malloc'd) must be freed. Returns 0 or -ENOMEM. */
 int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script);

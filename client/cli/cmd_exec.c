@@ -101,11 +101,11 @@ typedef struct exec_mode {
     const char *term;
 } exec_mode;
 
-static void tty_opts(const exec_mode *m, sbx_process_opts *po) {
+void cli_tty_process_opts(bool tty, const char *term, sbx_process_opts *po) {
     sbx_process_opts_init(po);
-    po->tty = m->tty;
-    if (m->tty) {
-        const char *t = m->term ? m->term : getenv("TERM");
+    po->tty = tty;
+    if (tty) {
+        const char *t = term ? term : getenv("TERM");
         po->term = t && *t ? t : NULL;
         if (cli_tty_size(&po->rows, &po->cols) < 0)
             po->rows = po->cols = 0;
@@ -114,7 +114,7 @@ static void tty_opts(const exec_mode *m, sbx_process_opts *po) {
 
 static int exec_detached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) {
     sbx_process_opts po;
-    tty_opts(m, &po);
+    cli_tty_process_opts(m->tty, m->term, &po);
     long pid = 0;
     char *json = NULL;
     sbx_err err = {0};
@@ -184,7 +184,7 @@ int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const sbx_process_opts 
 
 static int exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) {
     sbx_process_opts po;
-    tty_opts(m, &po);
+    cli_tty_process_opts(m->tty, m->term, &po);
     return cli_exec_attached(sb, o, &po, m->in);
 }
 

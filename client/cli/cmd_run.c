@@ -1,8 +1,9 @@
-/* `sbx run [create flags] [-i] [--sh] [--cwd D] [--cmd-timeout DUR] -- CMD...`: create a sandbox,
- * run one command in it and remove it, even when the command fails or sbx gets Ctrl-C/SIGTERM
- * (a signal thread terminates the sandbox, which ends the running command) or sbx exits because
- * it cannot write the output (an atexit handler). Exits like exec. Plain: cli_exec; -i: attached
- * as `sbx exec -i`, stdin streamed as it arrives (cli_exec_attached). */
+/* `sbx run [create flags] [-i] [-t] [--sh] [--cwd D] [--cmd-timeout DUR] -- CMD...`: create a
+ * sandbox, run one command in it and remove it, even when the command fails or sbx gets
+ * Ctrl-C/SIGTERM (a signal thread terminates the sandbox, which ends the running command) or sbx
+ * exits because it cannot write the output (an atexit handler). Exits like exec. Plain: cli_exec;
+ * -i/-t: attached as `sbx exec -i/-t`, stdin streamed as it arrives, a terminal
+ * (cli_exec_attached). */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -20,6 +21,7 @@ static void help(void) {
            "the command's status like sbx exec (130 when interrupted).\n\n" CLI_CREATE_HELP
            "  -i, --stdin           stream sbx's stdin to the command as it arrives (no size\n"
            "                        limit; end of input closes the command's stdin)\n"
+           "  -t, --tty             give the command a terminal (raw mode with -i: -it)\n"
            "  --sh                  run CMD ARGS... as one /bin/sh -c script\n"
            "  --cwd DIR             working directory (default /workspace)\n"
            "  --cmd-timeout DUR     kill the command after DUR\n"
@@ -81,12 +83,17 @@ static int interrupted(void) {
 
 enum { OPT_CWD = CLI_OPT_FIRST_LOCAL, OPT_CMD_TIMEOUT, OPT_SH };
 
-static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, bool *want_stdin,
-                 bool *sh) {
+typedef struct run_mode {
+    bool in, tty, sh;
+} run_mode;
+
+static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, run_mode *m) {
     static const struct option longopts[] = {
         CLI_COMMON_LONGOPTS,
         CLI_CREATE_LONGOPTS,
         {"stdin", no_argument, NULL, 'i'},
+        {"interactive", no_argument, NULL, 'i'},
+        {"tty", no_argument, NULL, 't'},
         {"cwd", required_argument, NULL, OPT_CWD},
         {"cmd-timeout", required_argument, NULL, OPT_CMD_TIMEOUT},
         {"sh", no_argument, NULL, OPT_SH},
@@ -94,7 +101,7 @@ static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, b
     };
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+hi", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+hit", longopts, NULL)) != -1) {
         if (cli_common_opt(opt, optarg))
             continue;
         int r = cli_create_flag(f, "run", opt, optarg);
@@ -106,9 +113,11 @@ static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, b
             help();
             return -1;
         } else if (opt == 'i')
-            *want_stdin = true;
+            m->in = true;
+        else if (opt == 't')
+            m->tty = true;
         else if (opt == OPT_SH)
-            *sh = true;
+            m->sh = true;
         else if (opt == OPT_CWD)
             o->cwd = optarg;
         else if (opt == OPT_CMD_TIMEOUT) {
@@ -124,7 +133,13 @@ static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, b
     return 0;
 }
 
-static int run(cli_create_flags *f, sbx_exec_opts *o, bool want_stdin) {
+static int attached(sbx_sandbox *sb, sbx_exec_opts *o, const run_mode *m) {
+    sbx_process_opts po;
+    cli_tty_process_opts(m->tty, NULL, &po);
+    return cli_exec_attached(sb, o, &po, m->in);
+}
+
+static int run(cli_create_flags *f, sbx_exec_opts *o, const run_mode *m) {
     sbx_client *c = NULL;
     sbx_sandbox *sb = NULL;
     sbx_err err = {0};
@@ -136,7 +151,7 @@ static int run(cli_create_flags *f, sbx_exec_opts *o, bool want_stdin) {
         snprintf(run_state.id, sizeof(run_state.id), "%s", sbx_sandbox_id(sb));
         pthread_mutex_unlock(&run_state.lock);
         if (!interrupted())
-            rc = want_stdin ? cli_exec_attached(sb, o, NULL, true) : cli_exec(sb, o);
+            rc = m->in || m->tty ? attached(sb, o, m) : cli_exec(sb, o);
         if (sbx_sandbox_terminate(sb, &err) != SBX_OK && rc == 0)
             rc = cli_sbx_error(&err);
         pthread_mutex_lock(&run_state.lock);
@@ -155,14 +170,14 @@ int cmd_run(int argc, char **argv) {
     cli_create_flags_init(&f);
     sbx_exec_opts o;
     sbx_exec_opts_init(&o);
-    bool want_stdin = false, sh = false;
-    int rc = parse(argc, argv, &f, &o, &want_stdin, &sh);
+    run_mode m = {0};
+    int rc = parse(argc, argv, &f, &o, &m);
     if (rc != 0) {
         cli_create_flags_free(&f);
         return rc < 0 ? 0 : rc;
     }
     cli_command cmd = {0};
-    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, &o);
+    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, m.sh, &o);
     static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
@@ -174,7 +189,7 @@ int cmd_run(int argc, char **argv) {
          pthread_create(&th, NULL, signal_thread, &set) != 0 || atexit(terminate_at_exit) != 0))
         rc = cli_error("cannot set up signal handling");
     if (rc == 0)
-        rc = run(&f, &o, want_stdin);
+        rc = run(&f, &o, &m);
     cli_command_free(&cmd);
     cli_create_flags_free(&f);
     return rc;

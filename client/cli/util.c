@@ -191,7 +191,7 @@ int cli_create_flag(cli_create_flags *f, const char *cmd, int opt, const char *a
         return 1;
     }
     case 'T':
-    case 't':
+    case CLI_OPT_CREATE_TIMEOUT:
         if (sbx_parse_duration(arg, &v) != SBX_OK || v == 0)
             return cli_usage_error(cmd, "--%s wants a duration like 30s, 5m or 1h, not \"%s\"",
                                    opt == 'T' ? "idle-timeout" : "timeout", arg),

@@ -3,8 +3,8 @@
 # 100 MB in the plain pass only, a slow trickle) with the daemon's memory bounded, stdin closed
 # early, a command that exits before reading stdin; `sbx exec -it` driven through tmux (a shell
 # prompt, `stty size` after a resize, Ctrl-C interrupts `sleep` but not the shell, `exit 3`,
-# the local terminal sane afterwards), in both isolation classes; background commands: -d, ps,
-# logs, kill, attach.
+# the local terminal sane afterwards), in both isolation classes; `sbx run -it`; background
+# commands: -d, ps, logs, kill, attach.
 
 DAEMON_TAG=cli-it
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -206,6 +206,32 @@ EOS
   tm capture-pane -p -t t | grep -q '^30 100' || fail "the size did not follow: $(tm capture-pane -p -t t)"
   for _ in $(seq 1 50); do [ -s "$T/rc" ] && break; sleep 0.1; done
   assert_eq "$(cat "$T/rc")" 0 "exit code"
+}
+
+# sbx run -it: a throwaway sandbox with a terminal (docker run -it --rm): the shell's prompt,
+# the window's size, exit 3 passed through, the local terminal sane and the sandbox removed.
+test_run_tty() {
+  with_tmux
+  cat >"$T/run.sh" <<EOS
+stty -a >'$T/before'
+SBX_HOST='$SBX_HOST' '$SBX' run --memory 128Mi --label cli=run-it -it -- /bin/sh
+echo \$? >'$T/rc'
+stty -a >'$T/after'
+echo DONE
+sleep 300
+EOS
+  tm_start
+  wait_pane '^[$#] ?$'
+  pane_stty | grep -q -- '-icanon' || fail "sbx run -it did not put the terminal in raw mode"
+  tm send-keys -t t 'tty; stty size' Enter
+  wait_pane '^24 80'
+  tm capture-pane -p -t t | grep -q '^/dev/pts/' || fail "no terminal: $(tm capture-pane -p -t t)"
+  tm send-keys -t t 'exit 3' Enter
+  wait_pane '^DONE'
+  assert_eq "$(cat "$T/rc")" 3 "sbx run -it passes exit 3 through"
+  cmp -s "$T/before" "$T/after" || fail "the local terminal changed: $(diff "$T/before" "$T/after")"
+  assert_eq "$("$SBX" ls --json --label cli=run-it | json "[s['state'] for s in d]")" "['ended']" \
+    "sbx run -it removed its sandbox"
 }
 
 # The same under gVisor: its terminal is relayed to a host one (shim/gvisor_tty.c).
