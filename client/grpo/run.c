@@ -269,8 +269,7 @@ static json_t *run_score_groups(grpo_run *run) {
             ep->advantage = adv[i];
             if (!st.trains || !valid[i] || run->o.no_train)
                 continue;
-            ep->trained = true;
-            run->trained++;
+            ep->in_batch = true;
             json_array_append_new(eps, grpo_episode_train_json(ep));
         }
         if (json_array_size(eps))
@@ -290,17 +289,34 @@ static void post_train(uv_timer_t *t) {
     step_call(run, "POST", "/v1/train_step", json_incref(run->train_body), on_trained);
 }
 
+/* The step's log and its line in steps.jsonl; trained only what the trainer took (a 200). */
+static void run_step_report(grpo_run *run, bool trained) {
+    for (size_t i = 0; trained && i < run->n_eps; i++)
+        if (run->eps[i]->in_batch) {
+            run->eps[i]->trained = true;
+            run->trained++;
+        }
+    json_decref(run->train_body);
+    run->train_body = NULL;
+    grpo_report_step(run);
+}
+
 static void on_trained(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
     if (!step_answer(run, r, post_train, "/v1/train_step"))
         return;
     json_t *j = json_loadb(r->body, r->len, 0, NULL);
     json_t *v = json_object_get(j, "policy_version");
-    if (json_is_integer(v))
-        run->policy_version = (unsigned long long)json_integer_value(v);
+    if (!json_is_integer(v)) {
+        json_decref(j);
+        grpo_run_fail(run, -EPROTO, "trainer_failed",
+                      "trainer %s/v1/train_step: answer lacks an integer \"policy_version\"",
+                      run->trainer_base);
+        return run_finish(run);
+    }
+    run->policy_version = (unsigned long long)json_integer_value(v);
     json_decref(j);
-    json_decref(run->train_body);
-    run->train_body = NULL;
+    run_step_report(run, true);
     run_next_step(run);
 }
 
@@ -318,14 +334,20 @@ static void run_train(grpo_run *run) {
         grpo_dvec_push(&run->step_reward, scored ? mean : NAN);
         grpo_dvec_push(&run->step_seconds, (double)(now_mono_ms() - run->t_step_start) / 1000.0);
     }
-    grpo_report_step(run);
     run_progress(run, true);
     if (run->fatal || json_array_size(groups) == 0) {
         json_decref(groups);
+        run_step_report(run, false);
         return run->fatal ? run_finish(run) : run_next_step(run);
     }
+    /* the step's log waits for the trainer's answer (run_step_report, or run_finish) */
     run->train_body = json_pack("{s:I, s:I, s:o}", "step", (json_int_t)run->step, "policy_version",
                                 (json_int_t)run->policy_version, "groups", groups);
+    if (!run->train_body) {
+        grpo_run_fail(run, -ENOMEM, "internal", "out of memory");
+        run_step_report(run, false);
+        return run_finish(run);
+    }
     run->train_attempts = 0;
     post_train(&run->timer);
 }
@@ -336,6 +358,8 @@ static void run_finish(grpo_run *run) {
     if (run->finished)
         return;
     run->finished = true;
+    if (run->train_body) /* the step's training failed: its log says so */
+        run_step_report(run, false);
     grpo_report_finish(run);
     uv_stop(run->loop);
 }

@@ -58,6 +58,7 @@ typedef struct grpo_episode {
     const char *fault; /* who caused a failure: "agent" (scored) or "platform" (infra); NULL */
     const char *stop;  /* "policy_stopped" or "max_turns" */
     double reward, advantage;
+    bool in_batch; /* sent in the step's /v1/train_step; trained once it answers 200 */
     bool trained, inject_failure;
     double cost_usd;
     uint64_t t_start, t_end, t_mark, gen_ms, exec_ms, grade_ms;

@@ -62,12 +62,13 @@ grpo_start_trainer() {
   TRAINER_URL=http://127.0.0.1:$(cat "$T/port")
 }
 
-# grpo_scripted_trainer ANSWERS_FILE: bench/grpo_fake_server.py as the policy (a JSON object:
-# prompt substring -> completion text), on TRAINER_URL; stopped at exit like the trainer.
+# grpo_scripted_trainer ANSWERS_FILE [fake server args...]: bench/grpo_fake_server.py as the
+# policy (a JSON object: prompt substring -> completion text), on TRAINER_URL; stopped at exit
+# like the trainer.
 grpo_scripted_trainer() {
   rm -f "$T/port"
   /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$T/port" --delay-ms 0 \
-    --answers "$1" &
+    --answers "$1" "${@:2}" &
   TRAINER_PID=$!
   for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.1; done
   [ -s "$T/port" ] || fail "the scripted server did not start"

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What `sbx grpo` takes from the trainer and writes out, checked (docs/GRPO.md "Training plane",
+# "Outputs"): the scripted trainer (bench/grpo_fake_server.py) refusing /v1/train_step or answering
+# without a required field or out of range stops the run as trainer_failed, and the step's files
+# never claim training that did not happen; an output file that cannot be written is an error
+# naming it.
+source "$(dirname "$0")/grpo_lib.sh"
+
+# A task whose grader scores at random (0..65535): the episodes of a group differ, so groups train.
+write_random_tasks() {
+  local limits='"limits":{"cpu":0.25,"memory":"64Mi","disk":"8Mi","pids":16}'
+  {
+    echo '{"task_set":"checks@1","split":{"seed":1,"held_out":0}}'
+    echo '{"id":"r","prompt":"task k0",'"$limits"',"max_completion_tokens":4,"grader":{"command":"echo score $(od -An -N2 -tu2 /dev/urandom)","reward":"score"}}'
+  } >"$T/tasks.jsonl"
+  echo '{}' >"$T/answers.json"
+}
+
+# checks_run OUT [sbx grpo args...]: one step of 2 groups of 3, stdout+stderr in OUT.log; the
+# exit status in RC.
+checks_run() {
+  RC=0
+  grpo_run --tasks "$T/tasks.jsonl" --out "$1" --steps 1 --tasks-per-step 2 --group-size 3 \
+    --trainer-retries 0 "${@:2}" >"$1.log" 2>&1 || RC=$?
+  cat "$1.log"
+}
+
+# checks_trainer [fake server args...]: a fresh scripted trainer (the last one stopped)
+checks_trainer() {
+  if [ -n "${TRAINER_PID:-}" ]; then
+    kill "$TRAINER_PID" 2>/dev/null || true
+    wait "$TRAINER_PID" 2>/dev/null || true
+    TRAINER_PID=
+  fi
+  grpo_scripted_trainer "$T/answers.json" "$@"
+}
+
+# trained in the step log, steps.jsonl and summary.json: "log steps summary"
+checks_trained() {
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+out = sys.argv[1]
+log = sum(1 for l in open(out + "/step-0001.jsonl") if json.loads(l)["trained"])
+steps = [json.loads(l)["trained"] for l in open(out + "/steps.jsonl")]
+print(log, *steps, json.load(open(out + "/summary.json"))["trained"])
+PY
+}
+
+# /v1/train_step answering 400 (or 200 without policy_version): the run fails, and nothing is
+# recorded as trained; a trainer that takes the step: all 6 trained.
+TEST_TIMEOUT_train_step_refused=90
+test_train_step_refused() {
+  require_root
+  grpo_setup
+  write_random_tasks
+  checks_trainer --train-status 400
+  checks_run "$T/o400"
+  [ "$RC" -ne 0 ] || fail "exit 0 with the trainer refusing the step"
+  grep -q 'train_step failed after 1 attempts: HTTP 400' "$T/o400.log" || fail "no clear message"
+  assert_eq "$(checks_trained "$T/o400")" "0 0 0" "trained (log, steps.jsonl, summary) after a 400"
+  assert_eq "$(json "$T/o400/summary.json" 'd["stop_reason"]')" trainer_failed "stop reason"
+  checks_trainer --malformed train-empty
+  checks_run "$T/oempty"
+  [ "$RC" -ne 0 ] || fail "exit 0 with a train_step answer of {}"
+  grep -q 'train_step: answer lacks an integer "policy_version"' "$T/oempty.log" ||
+    fail "no clear message"
+  assert_eq "$(checks_trained "$T/oempty")" "0 0 0" "trained after an answer of {}"
+  checks_trainer
+  checks_run "$T/ok"
+  assert_eq "$RC" 0 "exit status with a trainer that takes the step"
+  assert_eq "$(checks_trained "$T/ok")" "6 6 6" "trained with a trainer that takes the step"
+  assert_eq "$(json "$T/ok/summary.json" 'd["policy_version"]')" 1 "policy version"
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
+source "$(dirname "$0")/../lib/lib.sh" "$@"
