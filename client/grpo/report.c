@@ -3,17 +3,37 @@
 #include "client/grpo/runner.h"
 
 #include "common/fdutil.h"
+#include "common/filereplace.h"
 #include "common/macro.h"
 #include "common/timeutil.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-static FILE *open_out(const grpo_run *run, const char *name, const char *mode) {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", run->o.out_dir, name);
-    return fopen(path, mode);
+static void out_path(const grpo_run *run, const char *name, char *path, size_t len) {
+    snprintf(path, len, "%s/%s", run->o.out_dir, name);
+}
+
+/* An output file that could not be written (r: -errno) stops the run with a message naming it;
+ * when the run already failed, its message says so too. Returns r. */
+static int out_failed(grpo_run *run, const char *path, int r) {
+    if (!run->fatal)
+        return grpo_run_fail(run, r, "output_failed", "cannot write %s: %s", path, strerror(-r));
+    size_t n = strlen(run->fatal_msg);
+    snprintf(run->fatal_msg + n, sizeof(run->fatal_msg) - n, " (and cannot write %s: %s)", path,
+             strerror(-r));
+    return r;
+}
+
+/* fclose(f) after writes whose first failure was r (0: none): 0 or -errno. */
+static int close_out(FILE *f, int r) {
+    if (ferror(f) && r == 0)
+        r = -EIO;
+    if (fclose(f) != 0 && r == 0)
+        r = errno ? -errno : -EIO;
+    return r;
 }
 
 static int write_line(FILE *f, json_t *o) {
@@ -21,7 +41,8 @@ static int write_line(FILE *f, json_t *o) {
     json_decref(o);
     if (!s)
         return -ENOMEM;
-    fprintf(f, "%s\n", s);
+    if (fprintf(f, "%s\n", s) < 0)
+        return errno ? -errno : -EIO;
     return 0;
 }
 
@@ -67,19 +88,20 @@ static json_t *step_infra(const grpo_run *run, json_t *warnings) {
     return infra_by_task(run, eps, infra, false, warnings);
 }
 
-int grpo_report_step(grpo_run *run) {
-    char name[64];
-    snprintf(name, sizeof(name), "step-%04u.jsonl", run->step);
-    FILE *f = open_out(run, name, "we");
-    if (!f)
-        return -errno;
+/* The step's episodes, one line each, into f. */
+static int write_episodes(grpo_run *run, FILE *f) {
+    int r = 0;
+    for (size_t i = 0; i < run->n_eps && i < run->next_ep && r == 0; i++) /* started ones */
+        r = write_line(f, grpo_episode_log(run->eps[i]));
+    return r;
+}
+
+/* The step's line for steps.jsonl */
+static json_t *step_line(grpo_run *run) {
     size_t scored = 0, infra = 0, aborted = 0, trained = 0;
     double sum = 0;
-    for (size_t i = 0; i < run->n_eps; i++) {
+    for (size_t i = 0; i < run->n_eps && i < run->next_ep; i++) {
         grpo_episode *ep = run->eps[i];
-        if (i >= run->next_ep)
-            continue; /* never started */
-        write_line(f, grpo_episode_log(ep));
         scored += ep->status == GRPO_EP_SCORED;
         infra += ep->status == GRPO_EP_INFRA;
         aborted += ep->status == GRPO_EP_ABORTED;
@@ -87,10 +109,6 @@ int grpo_report_step(grpo_run *run) {
         if (ep->status == GRPO_EP_SCORED)
             sum += ep->reward;
     }
-    fclose(f);
-    f = open_out(run, "steps.jsonl", "ae");
-    if (!f)
-        return -errno;
     json_t *warnings = json_array();
     json_t *by_task = step_infra(run, warnings);
     json_t *line = json_pack(
@@ -107,9 +125,25 @@ int grpo_report_step(grpo_run *run) {
         json_decref(by_task);
         json_decref(warnings);
     }
-    write_line(f, line);
-    fclose(f);
-    return 0;
+    return line;
+}
+
+/* A failure stops the run (out_failed) and is returned. */
+int grpo_report_step(grpo_run *run) {
+    char name[64], path[1024];
+    snprintf(name, sizeof(name), "step-%04u.jsonl", run->step);
+    out_path(run, name, path, sizeof(path));
+    FILE *f = fopen(path, "we");
+    if (!f)
+        return out_failed(run, path, -errno);
+    int r = close_out(f, write_episodes(run, f));
+    if (r < 0)
+        return out_failed(run, path, r);
+    out_path(run, "steps.jsonl", path, sizeof(path));
+    if (!(f = fopen(path, "ae")))
+        return out_failed(run, path, -errno);
+    r = close_out(f, write_line(f, step_line(run)));
+    return r < 0 ? out_failed(run, path, r) : 0;
 }
 
 /* The reward curve: mean reward per step, 0..1 (or the observed range), as an SVG polyline. */
@@ -160,8 +194,10 @@ static int write_svg(grpo_run *run, const char *path) {
                     H - B + 16, i + 1);
     }
     fprintf(f, "</svg>\n");
-    return fclose(f) == 0 ? 0 : -errno;
+    return close_out(f, 0);
 }
+
+static void summary_reason(const grpo_run *run, sbx_grpo_summary *s);
 
 static void fill_summary(grpo_run *run, sbx_grpo_summary *s) {
     s->steps_done = (unsigned)run->step_reward.n;
@@ -182,6 +218,11 @@ static void fill_summary(grpo_run *run, sbx_grpo_summary *s) {
     s->mean_step_seconds = run->step_seconds.n ? tot / (double)run->step_seconds.n : 0;
     s->mean_episode_seconds = run->episodes ? run->episode_seconds / (double)run->episodes : 0;
     s->policy_version = run->policy_version;
+    summary_reason(run, s);
+}
+
+/* stop_reason and message (again after a late failure: summary.json's own) */
+static void summary_reason(const grpo_run *run, sbx_grpo_summary *s) {
     const char *reason = run->fatal       ? run->fatal_reason
                          : run->cost_stop ? "max_cost_usd"
                                           : "completed";
@@ -212,11 +253,23 @@ static void join_warnings(json_t *warnings, char *buf, size_t len) {
     }
 }
 
-int grpo_report_finish(grpo_run *run) {
-    sbx_grpo_summary *s = run->sum;
-    fill_summary(run, s);
-    snprintf(s->svg_path, sizeof(s->svg_path), "%s/reward.svg", run->o.out_dir);
-    int r = write_svg(run, s->svg_path);
+/* summary.json: a temporary file renamed over it (a reader never sees half of one). */
+static int write_summary(grpo_run *run, json_t *o) {
+    char path[1024];
+    out_path(run, "summary.json", path, sizeof(path));
+    _cleanup_free_ char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    size_t n = text ? strlen(text) : 0;
+    char *line = text ? realloc(text, n + 2) : NULL;
+    if (line) {
+        text = line;
+        memcpy(text + n, "\n", 2);
+    }
+    int r = line ? file_replace_nosync(path, text, n + 1, 0644) : -ENOMEM;
+    return r < 0 ? out_failed(run, path, r) : 0;
+}
+
+/* summary.json's object (NULL: out of memory); its warnings joined into s->warning. */
+static json_t *summary_json(grpo_run *run, sbx_grpo_summary *s) {
     json_t *curve = json_array();
     for (size_t i = 0; i < run->step_reward.n; i++)
         json_array_append_new(curve, num_or_null(run->step_reward.v[i]));
@@ -243,12 +296,21 @@ int grpo_report_finish(grpo_run *run) {
     join_warnings(o ? warnings : NULL, s->warning, sizeof(s->warning));
     if (!o)
         json_decref(warnings);
-    FILE *f = open_out(run, "summary.json", "we");
-    if (!f) {
-        json_decref(o);
-        return -errno;
-    }
-    write_line(f, o);
-    fclose(f);
-    return r;
+    return o;
+}
+
+/* The reward curve and summary.json; a failure stops the run (out_failed, the summary handed
+ * back says so) and is returned. */
+int grpo_report_finish(grpo_run *run) {
+    sbx_grpo_summary *s = run->sum;
+    snprintf(s->svg_path, sizeof(s->svg_path), "%s/reward.svg", run->o.out_dir);
+    int r = write_svg(run, s->svg_path);
+    if (r < 0)
+        out_failed(run, s->svg_path, r);
+    fill_summary(run, s);
+    json_t *o = summary_json(run, s);
+    int rs = write_summary(run, o);
+    json_decref(o);
+    summary_reason(run, s); /* summary.json's own failure */
+    return r < 0 ? r : rs;
 }

@@ -73,4 +73,37 @@ test_train_step_refused() {
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 
+# An output file that cannot be written (summary.json a directory; a file a link to /dev/full,
+# where only fclose sees the failure) fails the run with a message naming it; summary.json is
+# written through a temporary file renamed over it, so a link in its place is replaced.
+TEST_TIMEOUT_output_write_fails=90
+test_output_write_fails() {
+  require_root
+  grpo_setup
+  write_random_tasks
+  checks_trainer
+  mkdir -p "$T/odir/summary.json"
+  checks_run "$T/odir"
+  [ "$RC" -ne 0 ] || fail "exit 0 with summary.json a directory"
+  grep -q "sbx grpo: error: cannot write $T/odir/summary.json: Is a directory" "$T/odir.log" ||
+    fail "no message naming summary.json"
+  grep -q '^GRPO run output_failed' "$T/odir.log" || fail "the summary printed does not say so"
+  local f
+  for f in step-0001.jsonl steps.jsonl reward.svg summary.json; do
+    mkdir -p "$T/o-$f"
+    ln -s /dev/full "$T/o-$f/$f"
+    checks_run "$T/o-$f"
+    if [ "$f" = summary.json ]; then
+      assert_eq "$RC" 0 "exit status with summary.json a link (replaced)"
+      assert_eq "$(json "$T/o-$f/summary.json" 'd["stop_reason"]')" completed "stop reason"
+      continue
+    fi
+    [ "$RC" -ne 0 ] || fail "exit 0 with $f a link to /dev/full"
+    grep -q "sbx grpo: error: cannot write $T/o-$f/$f: No space left on device" "$T/o-$f.log" ||
+      fail "no message naming $f"
+    assert_eq "$(json "$T/o-$f/summary.json" 'd["stop_reason"]')" output_failed "stop reason ($f)"
+  done
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
