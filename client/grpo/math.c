@@ -31,7 +31,8 @@ grpo_group_stats grpo_group_advantages(const double *rewards, const bool *valid,
     for (size_t i = 0; i < n; i++)
         if (valid[i] && rewards[i] != st.mean && fabs(rewards[i] - st.mean) > 1e-12)
             all_equal = false;
-    st.trains = st.n_valid >= 2 && !all_equal;
+    /* non-finite statistics (rewards out of any sane range) train nothing */
+    st.trains = st.n_valid >= 2 && !all_equal && isfinite(st.mean) && isfinite(st.std);
     for (size_t i = 0; i < n; i++) {
         advantages[i] = 0;
         if (!st.trains || !valid[i])

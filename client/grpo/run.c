@@ -272,12 +272,14 @@ static json_t *run_score_groups(grpo_run *run) {
             ep->in_batch = true;
             json_array_append_new(eps, grpo_episode_train_json(ep));
         }
-        if (json_array_size(eps))
-            json_array_append_new(
-                groups, json_pack("{s:s, s:f, s:f, s:o}", "task_id", run->eps[start]->task->id,
-                                  "reward_mean", st.mean, "reward_std", st.std, "episodes", eps));
-        else
+        if (!json_array_size(eps)) {
             json_decref(eps);
+            continue;
+        }
+        json_t *grp = json_pack("{s:s, s:f, s:f, s:o}", "task_id", run->eps[start]->task->id,
+                                "reward_mean", st.mean, "reward_std", st.std, "episodes", eps);
+        if (!grp || json_array_append_new(groups, grp) < 0)
+            grpo_run_fail(run, -ENOMEM, "internal", "cannot build the training batch");
     }
     return groups;
 }

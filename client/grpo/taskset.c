@@ -234,6 +234,11 @@ static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, error_rec 
         long code = strtol(key, &end, 10);
         if (*end || end == key || code < 0 || code > 255 || !json_is_number(v))
             return error_set(err, -EINVAL, "\"grader.reward.exit_codes\": bad entry \"%s\"", key);
+        if (!grpo_reward_ok(json_number_value(v)))
+            return error_set(err, -EINVAL,
+                             "\"grader.reward.exit_codes\": the reward of \"%s\" must be a "
+                             "number in [-1e6, 1e6]",
+                             key);
         t->exit_codes[t->n_exit_map] = (int)code;
         t->exit_rewards[t->n_exit_map++] = json_number_value(v);
     }
@@ -350,8 +355,8 @@ static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
 static int parse_failure_reward(json_t *v, grpo_task *t, error_rec *err) {
     if (!v)
         return 0;
-    if (!json_is_number(v) || !isfinite(json_number_value(v)))
-        return error_set(err, -EINVAL, "\"failure_reward\" must be a number");
+    if (!json_is_number(v) || !grpo_reward_ok(json_number_value(v)))
+        return error_set(err, -EINVAL, "\"failure_reward\" must be a number in [-1e6, 1e6]");
     t->failure_reward = json_number_value(v);
     return 0;
 }
@@ -538,6 +543,10 @@ void grpo_taskset_split(grpo_taskset *ts) {
         }
         ts->tasks[best].held_out = true;
     }
+}
+
+bool grpo_reward_ok(double r) {
+    return isfinite(r) && fabs(r) <= GRPO_REWARD_MAX;
 }
 
 bool grpo_task_exit_reward(const grpo_task *t, int exit_code, double *ret_reward) {

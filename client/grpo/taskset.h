@@ -14,6 +14,9 @@
 #include <stdint.h>
 
 #define GRPO_MAX_EXIT_MAP 16
+/* A reward (exit_codes' values, failure_reward, a grader's score S) is within +-this: the group
+ * statistics stay finite. */
+#define GRPO_REWARD_MAX 1e6
 /* Where hidden tests are placed in the grading sandbox (the root is read-only; /tmp is not). */
 #define GRPO_GRADER_DIR "/grader" /* the grading sandbox's, uid 1001 only (docs/GRPO.md) */
 
@@ -112,3 +115,5 @@ void grpo_taskset_free(grpo_taskset *ts);
 void grpo_taskset_split(grpo_taskset *ts);
 /* Map a grader's exit code to a reward by the task's rule; false: the grader failed. */
 bool grpo_task_exit_reward(const grpo_task *t, int exit_code, double *ret_reward);
+/* A finite number within +-GRPO_REWARD_MAX. */
+bool grpo_reward_ok(double r);

@@ -49,8 +49,16 @@ static bool score_line(const sbx_exec_result *res, double *ret, char *note, size
 /* An exited grader under the "score" rule. */
 static grpo_verdict by_score(const sbx_exec_result *res, double *ret_reward, char *msg,
                              size_t len) {
-    if (!platform_exit(res->exit_code) && score_line(res, ret_reward, msg, len))
-        return GRPO_VERDICT_SCORED;
+    double v;
+    if (!platform_exit(res->exit_code) && score_line(res, &v, msg, len)) {
+        if (grpo_reward_ok(v)) {
+            *ret_reward = v;
+            return GRPO_VERDICT_SCORED;
+        }
+        snprintf(msg, len, "grader failed: score %g is outside [-1e6, 1e6] (exit code %d)", v,
+                 res->exit_code);
+        return GRPO_VERDICT_PLATFORM;
+    }
     if (platform_exit(res->exit_code))
         snprintf(msg, len, "grader failed: exit code %d (the platform could not run it): %s",
                  res->exit_code, tail(res->stderr_data, res->stderr_len));

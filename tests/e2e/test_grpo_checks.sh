@@ -106,4 +106,40 @@ test_output_write_fails() {
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 
+# A grader's "score S" outside [-1e6, 1e6] is the grader's failure (an infrastructure failure,
+# as a missing score line), never a reward: the group statistics and every file stay valid.
+TEST_TIMEOUT_score_out_of_range=90
+test_score_out_of_range() {
+  require_root
+  grpo_setup
+  local limits='"limits":{"cpu":0.25,"memory":"64Mi","disk":"8Mi","pids":16}'
+  {
+    echo '{"task_set":"scores@1","split":{"seed":1,"held_out":0}}'
+    echo '{"id":"huge","prompt":"task k0",'"$limits"',"max_completion_tokens":4,"grader":{"command":"echo score 1e308","reward":"score"}}'
+    echo '{"id":"edge","prompt":"task k1",'"$limits"',"max_completion_tokens":4,"grader":{"command":"echo score $(( $(od -An -N1 -tu1 /dev/urandom) % 2 * 1000000 ))","reward":"score"}}'
+  } >"$T/tasks.jsonl"
+  echo '{}' >"$T/answers.json"
+  checks_trainer
+  checks_run "$T/o" --seed 1
+  assert_eq "$RC" 0 "exit status"
+  /usr/bin/python3 - "$T/o" <<'PY'
+import json, sys
+out = sys.argv[1]
+eps = [json.loads(l) for l in open(out + "/step-0001.jsonl")]
+assert len(eps) == 6, eps
+for e in eps:
+    if e["task"] == "huge":
+        assert e["status"] == "infrastructure_failure" and e["reward"] is None, e
+        assert "score 1e+308 is outside [-1e6, 1e6]" in e["message"], e["message"]
+    else:
+        assert e["status"] == "scored" and e["reward"] in (0, 1e6), e
+steps = [json.loads(l) for l in open(out + "/steps.jsonl")]
+assert len(steps) == 1 and steps[0]["infrastructure_failures"] == 3, steps
+summary = json.load(open(out + "/summary.json"))
+assert summary["scored"] == 3 and summary["stop_reason"] == "completed", summary
+print("out-of-range scores: grader failures; files valid")
+PY
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -93,3 +93,13 @@ TEST(grpo_math_failures_excluded) {
     CHECK(!st.trains);
     CHECK_EQ(st.n_valid, 0);
 }
+
+TEST(grpo_math_non_finite) {
+    /* statistics that overflow (rewards past any sane range) train nothing, advantages 0 */
+    double r[] = {1e308, 0, -1e308, 1e308}, adv[4];
+    bool v[] = {1, 1, 1, 1};
+    grpo_group_stats st = grpo_group_advantages(r, v, 4, false, adv);
+    CHECK(!st.trains);
+    for (int i = 0; i < 4; i++)
+        CHECK(adv[i] == 0.0);
+}

@@ -5,6 +5,7 @@
 #include "common/fdutil.h"
 #include "tests/lib/test.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define HDR "{\"task_set\":\"toy@3\",\"split\":{\"seed\":7,\"held_out\":0.25}}\n"
@@ -104,6 +105,26 @@ TEST(grpo_tasks_failure_reward) {
     grpo_taskset_free(ts);
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"failure_reward\":\"low\"," GRADER "}\n",
               "t.jsonl:2: task \"a\": \"failure_reward\" must be a number");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"failure_reward\":-1e300," GRADER "}\n",
+              "t.jsonl:2: task \"a\": \"failure_reward\" must be a number in [-1e6, 1e6]");
+}
+
+/* Rewards stay within +-1e6, so a group's mean, std and advantages stay finite. */
+TEST(grpo_tasks_reward_bounds) {
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                  "\"reward\":{\"exit_codes\":{\"0\":1e308,\"1\":0}}}}\n",
+              "t.jsonl:2: task \"a\": \"grader.reward.exit_codes\": the reward of \"0\" must be a "
+              "number in [-1e6, 1e6]");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                  "\"reward\":{\"exit_codes\":{\"0\":1,\"1\":-1000001}}}}\n",
+              "the reward of \"1\" must be a number in [-1e6, 1e6]");
+    grpo_taskset *ts = parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                                    "\"reward\":{\"exit_codes\":{\"0\":1e6,\"1\":-1e6}}}}\n");
+    double r = 0;
+    CHECK(grpo_task_exit_reward(&ts->tasks[0], 1, &r) && r == -1e6);
+    grpo_taskset_free(ts);
+    CHECK(grpo_reward_ok(1e6) && grpo_reward_ok(-1e6) && grpo_reward_ok(0));
+    CHECK(!grpo_reward_ok(1e6 + 1) && !grpo_reward_ok(INFINITY) && !grpo_reward_ok(NAN));
 }
 
 TEST(grpo_tasks_errors) {
