@@ -404,15 +404,9 @@ static void on_generated(grpo_episode *ep, const sbxi_http_result *r) {
     json_t *c = json_array_get(json_object_get(j, "choices"), 0);
     json_t *ids = json_object_get(c, "token_ids");
     json_t *lps = json_object_get(json_object_get(c, "logprobs"), "token_logprobs");
-    if (!json_is_array(ids) || !json_is_array(lps) ||
-        json_array_size(ids) != json_array_size(lps)) {
+    if (!grpo_completion_check(ep->run, ids, lps, ep->task->max_completion_tokens)) {
         json_decref(j);
-        grpo_run_fail(ep->run, -EPROTO, "trainer_failed",
-                      "trainer %s/v1/completions: answer "
-                      "lacks choices[0].token_ids / logprobs.token_logprobs of equal length",
-                      ep->run->trainer_base);
-        ep_cleanup(ep);
-        return;
+        return ep_cleanup(ep);
     }
     size_t n = json_array_size(ids);
     json_t *detok = json_pack("{s:O}", "tokens", ids);
@@ -436,9 +430,15 @@ static void on_detokenized(grpo_episode *ep, const sbxi_http_result *r) {
     if (!j)
         return;
     const char *cmd = json_string_value(json_object_get(j, "prompt"));
+    if (!cmd) {
+        json_decref(j);
+        grpo_run_fail(ep->run, -EPROTO, "trainer_failed",
+                      "trainer %s/detokenize: answer lacks \"prompt\"", ep->run->trainer_base);
+        return ep_cleanup(ep);
+    }
     if (ep->task->completion_answer) { /* the text is the answer, not a command */
-        ep->solution = strdup(cmd ?: "");
-        json_array_append_new(ep->trace, json_pack("{s:s}", "completion", cmd ?: ""));
+        ep->solution = strdup(cmd);
+        json_array_append_new(ep->trace, json_pack("{s:s}", "completion", cmd));
         json_decref(j);
         ep->turn = 1;
         return ep_agent_done(ep, "max_turns");

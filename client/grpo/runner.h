@@ -197,6 +197,10 @@ double grpo_run_cost(const grpo_run *run);
  * res->cancelled set, when the run tears down: return at once then. */
 int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
                          sbxi_http_cb cb, void *ud);
+/* A /v1/completions answer's choices[0]: token_ids integers in [0, INT32_MAX], token_logprobs
+ * finite numbers <= 0, as many, at most max_tokens. Else the run fails (trainer_failed, naming
+ * what is wrong) and false. */
+bool grpo_completion_check(grpo_run *run, json_t *ids, json_t *lps, size_t max_tokens);
 /* "HTTP 503: message" or the transport's error, for the trainer's failures. */
 const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len);
 /* contain.c: copy the workspace tar without the symbolic links that leave /workspace (counted

@@ -1,10 +1,13 @@
 /* The trainer's HTTP for the run and its episodes: one JSON request through libsbx's internal
- * HTTP engine, and its failure as one line. Calls no other file of the folder. */
+ * HTTP engine, its failure as one line, and the check of a completion's answer (which stops the
+ * run through runstate.c's grpo_run_fail, the only other file of the folder it calls). */
 #include "client/grpo/runner.h"
 #include "client/lib/internal.h"
 
 #include "common/macro.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,4 +37,38 @@ const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len)
     snprintf(buf, len, "HTTP %ld%s%s", r->status, m ? ": " : "", m ? m : "");
     json_decref(j);
     return buf;
+}
+
+/* What is wrong with a completion's token_ids and token_logprobs (NULL: nothing). */
+static const char *completion_wrong(json_t *ids, json_t *lps, size_t max_tokens, char *buf,
+                                    size_t len) {
+    if (!json_is_array(ids) || !json_is_array(lps) || json_array_size(ids) != json_array_size(lps))
+        return "lacks choices[0].token_ids / logprobs.token_logprobs of equal length";
+    size_t n = json_array_size(ids);
+    if (n > max_tokens) {
+        snprintf(buf, len, "has %zu tokens, more than max_tokens (%zu)", n, max_tokens);
+        return buf;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *id = json_array_get(ids, i), *lp = json_array_get(lps, i);
+        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) > INT32_MAX) {
+            snprintf(buf, len, "token_ids[%zu] is not an integer in [0, %d]", i, INT32_MAX);
+            return buf;
+        }
+        if (!json_is_number(lp) || !isfinite(json_number_value(lp)) || json_number_value(lp) > 0) {
+            snprintf(buf, len, "token_logprobs[%zu] is not a finite number <= 0", i);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+bool grpo_completion_check(grpo_run *run, json_t *ids, json_t *lps, size_t max_tokens) {
+    char buf[128];
+    const char *wrong = completion_wrong(ids, lps, max_tokens, buf, sizeof(buf));
+    if (wrong)
+        grpo_run_fail(run, -EPROTO, "trainer_failed", "trainer %s/v1/completions: answer %s",
+                      run->trainer_base, wrong);
+    return !wrong;
 }

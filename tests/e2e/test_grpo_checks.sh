@@ -142,4 +142,34 @@ PY
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 
+# Trainer answers without a required field or out of range (docs/GRPO.md "Training plane"):
+# /detokenize without "prompt", /v1/completions token ids that are not integers in
+# [0, INT32_MAX], logprobs that are not finite numbers <= 0, more tokens than max_tokens (4):
+# each stops the run as trainer_failed with a message saying what was wrong.
+TEST_TIMEOUT_trainer_answers_checked=120
+test_trainer_answers_checked() {
+  require_root
+  grpo_setup
+  write_random_tasks
+  local kind want
+  while IFS='|' read -r kind want; do
+    checks_trainer --malformed "$kind"
+    checks_run "$T/o-$kind"
+    [ "$RC" -ne 0 ] || fail "exit 0 with --malformed $kind"
+    grep -qF "sbx grpo: error: trainer $TRAINER_URL$want" "$T/o-$kind.log" ||
+      fail "--malformed $kind: no message \"$want\""
+    assert_eq "$(json "$T/o-$kind/summary.json" 'd["stop_reason"], d["trained"]')" \
+      "trainer_failed 0" "--malformed $kind: stop reason, trained"
+  done <<'EOF2'
+detok-no-prompt|/detokenize: answer lacks "prompt"
+token-negative|/v1/completions: answer token_ids[0] is not an integer in [0, 2147483647]
+token-float|/v1/completions: answer token_ids[0] is not an integer in [0, 2147483647]
+token-huge|/v1/completions: answer token_ids[0] is not an integer in [0, 2147483647]
+logprob-positive|/v1/completions: answer token_logprobs[0] is not a finite number <= 0
+logprob-string|/v1/completions: answer token_logprobs[0] is not a finite number <= 0
+too-many-tokens|/v1/completions: answer has 5000 tokens, more than max_tokens (4)
+EOF2
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
