@@ -6,6 +6,7 @@
 #include "common/units.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,19 @@ static int parse_wait(json_t *v, uint64_t *ret, error_rec *err) {
     return 0;
 }
 
+/* A non-empty array of non-empty strings */
+static bool argv_ok(json_t *a) {
+    if (!json_is_array(a) || json_array_size(a) == 0)
+        return false;
+    size_t i;
+    json_t *x;
+    json_array_foreach(a, i, x) {
+        if (!json_is_string(x) || json_string_length(x) == 0)
+            return false;
+    }
+    return true;
+}
+
 int grpo_env_server_parse(json_t *v, grpo_env_server **ret, error_rec *err) {
     *ret = NULL;
     if (!v)
@@ -41,8 +55,9 @@ int grpo_env_server_parse(json_t *v, grpo_env_server **ret, error_rec *err) {
     json_t *p = json_object_get(v, "port"), *e = json_object_get(v, "entrypoint");
     if (!json_is_integer(p) || json_integer_value(p) < 1 || json_integer_value(p) > 65535)
         return error_set(err, -EINVAL, "env_server.port: must be an integer 1..65535");
-    if (e && !json_is_true(e) && !json_is_array(e))
-        return error_set(err, -EINVAL, "env_server.entrypoint: true or an argv array");
+    if (e && !json_is_true(e) && !argv_ok(e))
+        return error_set(err, -EINVAL,
+                         "env_server.entrypoint: true or an argv array (non-empty strings)");
     grpo_env_server *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;

@@ -74,9 +74,10 @@ void grpo_taskset_free(grpo_taskset *ts) {
     free(ts);
 }
 
-/* Files given as {"path": "content"}; relative paths are placed under base. */
-static int parse_files(json_t *obj, const char *base, grpo_file **ret, size_t *ret_n,
-                       const char *what, error_rec *err) {
+/* Files given as {"path": "content"}; relative paths are placed under base (absolute ones only
+ * where absolute_ok). */
+static int parse_files(json_t *obj, const char *base, bool absolute_ok, grpo_file **ret,
+                       size_t *ret_n, const char *what, error_rec *err) {
     if (!json_is_object(obj))
         return error_set(err, -EINVAL, "\"%s\" must be an object of path: content", what);
     size_t n = json_object_size(obj), i = 0;
@@ -86,12 +87,12 @@ static int parse_files(json_t *obj, const char *base, grpo_file **ret, size_t *r
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
-        if (!json_is_string(v) || !*key || strstr(key, "..")) {
+        if (!json_is_string(v) || !*key || strstr(key, "..") || (key[0] == '/' && !absolute_ok)) {
             files_free(files, i);
             return error_set(err, -EINVAL,
                              "\"%s\": file \"%s\" needs a string content and a "
-                             "path without \"..\"",
-                             what, key);
+                             "%spath without \"..\"",
+                             what, key, absolute_ok ? "" : "relative ");
         }
         if (key[0] == '/')
             files[i].path = strdup(key);
@@ -192,8 +193,8 @@ static int parse_setup(json_t *setup, grpo_task *t, error_rec *err) {
     if (jsonkeys_check(setup, setup_keys, "setup", err) < 0)
         return -EINVAL;
     if (files) {
-        int r = parse_files(files, "/workspace", &t->setup_files, &t->n_setup_files, "setup.files",
-                            err);
+        int r = parse_files(files, "/workspace", true, &t->setup_files, &t->n_setup_files,
+                            "setup.files", err);
         if (r < 0)
             return r;
     }
@@ -203,6 +204,10 @@ static int parse_setup(json_t *setup, grpo_task *t, error_rec *err) {
 }
 
 static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, error_rec *err) {
+    if (expected && rule)
+        return error_set(err, -EINVAL,
+                         "\"grader.reward\" cannot be given with \"grader.expected_output\" "
+                         "(which is its own rule)");
     if (expected) {
         if (!json_is_string(expected))
             return error_set(err, -EINVAL, "\"grader.expected_output\" must be a string");
@@ -232,7 +237,8 @@ static int parse_reward(json_t *rule, grpo_task *t, json_t *expected, error_rec 
     json_object_foreach(codes, key, v) {
         char *end;
         long code = strtol(key, &end, 10);
-        if (*end || end == key || code < 0 || code > 255 || !json_is_number(v))
+        bool canonical = key[0] >= '0' && key[0] <= '9' && (key[0] != '0' || !key[1]);
+        if (!canonical || *end || end == key || code < 0 || code > 255 || !json_is_number(v))
             return error_set(err, -EINVAL, "\"grader.reward.exit_codes\": bad entry \"%s\"", key);
         if (!grpo_reward_ok(json_number_value(v)))
             return error_set(err, -EINVAL,
@@ -265,7 +271,7 @@ static int parse_grader(json_t *g, grpo_task *t, error_rec *err) {
     if (cmd && !(t->grader_command = strdup(json_string_value(cmd))))
         return -ENOMEM;
     if (files) {
-        int r = parse_files(files, GRPO_GRADER_DIR, &t->grader_files, &t->n_grader_files,
+        int r = parse_files(files, GRPO_GRADER_DIR, false, &t->grader_files, &t->n_grader_files,
                             "grader.files", err);
         if (r < 0)
             return r;
@@ -406,6 +412,9 @@ static int parse_header(json_t *o, grpo_taskset *ts, error_rec *err) {
     ts->version = strdup(at + 1);
     if (!ts->name || !ts->version)
         return -ENOMEM;
+    if (split && !json_is_object(split))
+        return error_set(err, -EINVAL,
+                         "header: \"split\" must be an object {\"seed\":N,\"held_out\":F}");
     if (jsonkeys_check(o, header_keys, "header", err) < 0 ||
         jsonkeys_check(split, split_keys, "split", err) < 0)
         return -EINVAL;

@@ -160,6 +160,56 @@ TEST(grpo_tasks_errors) {
               "\"limits.cpu\" must be a number > 0");
 }
 
+/* Loader checks: grader files relative (placed under /grader), the header's split an object,
+ * expected_output without a reward rule, exit codes as canonical integers, an env_server
+ * entrypoint argv of non-empty strings. */
+TEST(grpo_tasks_strict_fields) {
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                  "\"files\":{\"/etc/t.sh\":\"exit 0\"}}}\n",
+              "t.jsonl:2: task \"a\": \"grader.files\": file \"/etc/t.sh\" needs a string content "
+              "and a relative path");
+    grpo_taskset *ts = parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"setup\":{\"files\":"
+                                    "{\"/tmp/x\":\"y\",\"b\":\"c\"}}," GRADER "}\n");
+    CHECK_STREQ(ts->tasks[0].setup_files[0].path, "/tmp/x"); /* setup files may be absolute */
+    CHECK_STREQ(ts->tasks[0].grader_files[0].path, "/grader/t.sh");
+    grpo_taskset_free(ts);
+    const char *splits[] = {"3", "\"train\"", "[1]", "null"};
+    for (size_t i = 0; i < sizeof(splits) / sizeof(*splits); i++) {
+        char text[512];
+        snprintf(text, sizeof(text),
+                 "{\"task_set\":\"x@1\",\"split\":%s}\n{\"id\":\"a\",\"prompt\":\"p\"," GRADER
+                 "}\n",
+                 splits[i]);
+        parse_bad(text, "t.jsonl:1: header: \"split\" must be an object");
+    }
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                  "\"expected_output\":\"42\",\"reward\":\"score\"}}\n",
+              "t.jsonl:2: task \"a\": \"grader.reward\" cannot be given with "
+              "\"grader.expected_output\"");
+    const char *codes[] = {" 0", "+0", "00", "01", "0x1", "-0", "1 "};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(*codes); i++) {
+        char text[512], want[64];
+        snprintf(text, sizeof(text),
+                 HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","
+                     "\"reward\":{\"exit_codes\":{\"%s\":1,\"1\":0}}}}\n",
+                 codes[i]);
+        snprintf(want, sizeof(want), "exit_codes\": bad entry \"%s\"", codes[i]);
+        parse_bad(text, want);
+    }
+    const char *eps[] = {"[]", "[\"\"]", "[\"python3\",1]", "[\"a\",\"\"]", "false"};
+    for (size_t i = 0; i < sizeof(eps) / sizeof(*eps); i++) {
+        char text[512];
+        snprintf(text, sizeof(text),
+                 HDR "{\"id\":\"a\",\"prompt\":\"p\",\"env_server\":{\"port\":8000,"
+                     "\"entrypoint\":%s}," GRADER "}\n",
+                 eps[i]);
+        parse_bad(text, "t.jsonl:2: task \"a\": env_server.entrypoint: true or an argv array");
+    }
+    ts = parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"env_server\":{\"port\":8000,"
+                      "\"entrypoint\":[\"python3\",\"/srv/env.py\"]}," GRADER "}\n");
+    grpo_taskset_free(ts);
+}
+
 /* A key the runner does not implement is an error naming the key and the row, never ignored. */
 TEST(grpo_tasks_unknown_keys) {
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"gpus\":1," GRADER "}\n",
