@@ -69,19 +69,36 @@ static void on_progress(void *ud, const sbx_grpo_progress *p) {
     fflush(stderr);
 }
 
+/* A number, or null when it is not finite (no step scored) */
+static json_t *num_or_null(double v) {
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* The summary as one JSON line (jansson: strings escaped, no nan/inf). */
+static void print_json(const sbx_grpo_summary *s) {
+    json_t *o = json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "stop_reason",
+        s->stop_reason, "steps", (json_int_t)s->steps_done, "episodes", (json_int_t)s->episodes,
+        "scored", (json_int_t)s->scored, "infrastructure_failures", (json_int_t)s->infra_failures,
+        "trained", (json_int_t)s->trained, "first_reward_mean", num_or_null(s->first_reward_mean),
+        "last_reward_mean", num_or_null(s->last_reward_mean), "pass_rate",
+        num_or_null(s->pass_rate), "cost_usd", num_or_null(s->cost_usd), "sandbox_cost_usd",
+        num_or_null(s->sandbox_cost_usd), "gpu_cost_usd", num_or_null(s->gpu_cost_usd), "seconds",
+        num_or_null(s->seconds), "svg", s->svg_path);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    if (text)
+        printf("%s\n", text);
+    else
+        fprintf(stderr, "sbx grpo: cannot print the summary as JSON\n");
+    free(text);
+    json_decref(o);
+}
+
 static void print_summary(const grpo_cli *c, const sbx_grpo_summary *s) {
     if (c->json && s->warning[0])
         fprintf(stderr, "sbx grpo: warning: %s\n", s->warning);
     if (c->json) {
-        printf("{\"stop_reason\":\"%s\",\"steps\":%u,\"episodes\":%zu,\"scored\":%zu,"
-               "\"infrastructure_failures\":%zu,\"trained\":%zu,\"first_reward_mean\":%.6f,"
-               "\"last_reward_mean\":%.6f,\"pass_rate\":%.6f,\"cost_usd\":%.8f,"
-               "\"sandbox_cost_usd\":%.8f,\"gpu_cost_usd\":%.8f,\"seconds\":%.3f,"
-               "\"svg\":\"%s\"}\n",
-               s->stop_reason, s->steps_done, s->episodes, s->scored, s->infra_failures, s->trained,
-               isnan(s->first_reward_mean) ? 0 : s->first_reward_mean,
-               isnan(s->last_reward_mean) ? 0 : s->last_reward_mean, s->pass_rate, s->cost_usd,
-               s->sandbox_cost_usd, s->gpu_cost_usd, s->seconds, s->svg_path);
+        print_json(s);
         return;
     }
     printf("GRPO run %s: %s\n", s->stop_reason, s->message);

@@ -172,4 +172,32 @@ EOF2
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 
+# sbx grpo --json prints valid JSON whatever the summary holds: an --out path with a quote and a
+# backslash, a run with no scored episode (no reward mean: null).
+TEST_TIMEOUT_json_summary=90
+test_json_summary() {
+  require_root
+  grpo_setup
+  local limits='"limits":{"cpu":0.25,"memory":"64Mi","disk":"8Mi","pids":16}'
+  {
+    echo '{"task_set":"broken@1","split":{"seed":1,"held_out":0}}'
+    echo '{"id":"b","prompt":"task k0",'"$limits"',"max_completion_tokens":4,"grader":{"command":"exit 3"}}'
+  } >"$T/tasks.jsonl"
+  echo '{}' >"$T/answers.json"
+  checks_trainer
+  local out="$T/o\"q\\x"
+  grpo_run --tasks "$T/tasks.jsonl" --out "$out" --steps 1 --tasks-per-step 1 --group-size 2 \
+    --json >"$T/stdout" || fail "the run failed"
+  cat "$T/stdout"
+  /usr/bin/python3 - "$T/stdout" "$out" <<'PY'
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert d["svg"] == sys.argv[2] + "/reward.svg", (d["svg"], sys.argv[2])
+assert d["first_reward_mean"] is None and d["last_reward_mean"] is None, d
+assert d["stop_reason"] == "completed" and d["infrastructure_failures"] == 2, d
+print("valid JSON:", d["svg"])
+PY
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
