@@ -1,11 +1,13 @@
 /* Inbound ports (docs/API.md "Ports"): GET/POST /v1/sandboxes/{id}/ports and the HTTP proxy
  * /v1/sandboxes/{id}/ports/{port}/REST. The proxy asks the shim for a socket connected to
  * 127.0.0.1:PORT inside the sandbox's network namespace (shimproto "port_connect"), writes the
- * request to it as HTTP/1.0 with Connection: close (so the answer is never chunked and ends with
- * the connection), reads the whole answer (bounded size and time) with a uv_poll on the loop and
- * answers with its status, Content-Type and body. A WebSocket upgrade is sent on as HTTP/1.1;
- * after the server's 101 the client is answered 101 (libmicrohttpd's upgrade) and bytes are
- * relayed both ways on the loop until either side closes. Nothing here blocks the loop. */
+ * request to it as HTTP/1.0 with Connection: close (the path escaped again: libmicrohttpd hands
+ * it over decoded), reads the whole answer (bounded size and time; interim 1xx heads skipped; a
+ * chunked body de-chunked) with a uv_poll on the loop and answers with its status, headers and
+ * body. A WebSocket upgrade is sent on as HTTP/1.1; after the server's 101 the client is
+ * answered 101 (libmicrohttpd's upgrade) and bytes are relayed both ways on the loop until either
+ * side closes; any other answer to it is passed on like a plain one. Nothing here blocks the
+ * loop. */
 #include "sandboxd/api/api.h"
 
 #include "common/jsonkeys.h"
@@ -19,6 +21,7 @@
 #include "sandboxd/core/shim_client.h"
 #include "sandboxd/core/state.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -42,6 +45,7 @@ typedef struct port_proxy {
     unsigned port;
     int fd;
     bool polling, freeing, connected;
+    bool head;      /* a HEAD request: its answer has no body whatever its head says */
     bool upgrade;   /* a WebSocket (or other) upgrade: relayed both ways after a 101 */
     bool upgrading; /* the client's 101 is queued: on_upgraded or req_gone comes, once */
     bool cut;       /* a pause came while upgrading: on_upgraded ends it */
@@ -53,6 +57,7 @@ typedef struct port_proxy {
     size_t c2u_len, c2u_off, c2u_cap;
     uv_timer_t timer;
     int handles;
+    const char *conn_list; /* the client's Connection header while build_request runs */
     char *out, *in;
     size_t out_len, out_off, out_cap, in_len, in_cap;
 } port_proxy;
@@ -172,64 +177,35 @@ static const struct {
     {"TE", HOP_BOTH},
     {"Trailer", HOP_BOTH},
     {"Authorization", HOP_REQUEST},
+    {"Proxy-Authorization", HOP_REQUEST},
+    {"Expect", HOP_REQUEST},
     {"Sec-WebSocket-Extensions", HOP_REQUEST},
     {"Date", HOP_ANSWER},
     {"Proxy-Authenticate", HOP_ANSWER},
 };
 
-static bool hop_header(const char *k, size_t n, unsigned dir) {
+/* Whether the comma-separated list (a Connection header's value; NULL: none) names k[0..n). */
+static bool list_names(const char *list, const char *k, size_t n) {
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " \t,");
+        size_t m = strcspn(p, ","), t = m;
+        while (t && (p[t - 1] == ' ' || p[t - 1] == '\t'))
+            t--;
+        if (t == n && strncasecmp(p, k, n) == 0)
+            return true;
+        p += m;
+    }
+    return false;
+}
+
+/* A header that stays with the hop: one of hop_headers, or one the sender's Connection header
+ * (conn) names (RFC 9110 7.6.1). */
+static bool hop_header(const char *k, size_t n, unsigned dir, const char *conn) {
     for (size_t i = 0; i < ARRAY_SIZE(hop_headers); i++)
         if ((hop_headers[i].dir & dir) && strlen(hop_headers[i].name) == n &&
             strncasecmp(k, hop_headers[i].name, n) == 0)
             return true;
-    return false;
-}
-
-/* Split the answer's header lines (head NUL-terminated at its blank line) in place into
- * name, value pairs in hdrs (2 * PORT_HEADERS_MAX + 1 slots), hop-by-hop ones left out. */
-static void answer_headers(char *head, const char **hdrs) {
-    size_t n = 0;
-    char *l = strstr(head, "\r\n");
-    for (l = l ? l + 2 : NULL; l && *l && n < 2 * PORT_HEADERS_MAX;) {
-        char *eol = strstr(l, "\r\n"), *colon = strchr(l, ':');
-        if (!eol)
-            break;
-        *eol = 0;
-        if (colon && colon > l && colon < eol && !hop_header(l, (size_t)(colon - l), HOP_ANSWER)) {
-            *colon = 0;
-            char *v = colon + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            hdrs[n++] = l;
-            hdrs[n++] = v;
-        }
-        l = eol + 2;
-    }
-    hdrs[n] = NULL;
-}
-
-/* The answer read whole: "HTTP/1.x NNN reason\r\nheaders\r\n\r\nbody": its status, headers
- * (less hop-by-hop ones) and body go back. */
-static void px_answer(port_proxy *px) {
-    char *head_end = px->in ? memmem(px->in, px->in_len, "\r\n\r\n", 4) : NULL;
-    unsigned status = 0;
-    if (!head_end || sscanf(px->in, "HTTP/%*d.%*d %u", &status) != 1 || status < 100 ||
-        status > 599)
-        return px_fail(px, 502, "port_bad_answer", "the answer is not HTTP");
-    head_end[2] = 0; /* the head keeps its last line's CRLF */
-    size_t off = (size_t)(head_end + 4 - px->in), len = px->in_len - off;
-    const char *hdrs[2 * PORT_HEADERS_MAX + 1];
-    answer_headers(px->in, hdrs);
-    char *body = malloc(len ? len : 1);
-    if (!body)
-        return px_fail(px, 500, "internal", "out of memory");
-    memcpy(body, px->in + off, len);
-    sd_request *req = px_take_req(px);
-    if (req)
-        sd_reply_data_headers(req, status, hdrs, body, len);
-    else
-        free(body);
-    px_free(px);
+    return list_names(conn, k, n);
 }
 
 /* The value of header name in the answer's head (NUL-terminated at its blank line), or "". */
@@ -244,6 +220,165 @@ static void head_value(const char *head, const char *name, char *buf, size_t cap
             snprintf(buf, cap, "%.*s", (int)strcspn(v, "\r\n"), v);
             return;
         }
+}
+
+/* Split the answer's header lines (head NUL-terminated at its blank line) in place into
+ * name, value pairs in hdrs (2 * PORT_HEADERS_MAX + 1 slots), hop-by-hop ones left out. */
+static void answer_headers(char *head, const char **hdrs) {
+    size_t n = 0;
+    char conn[512];
+    head_value(head, "Connection", conn, sizeof(conn));
+    char *l = strstr(head, "\r\n");
+    for (l = l ? l + 2 : NULL; l && *l && n < 2 * PORT_HEADERS_MAX;) {
+        char *eol = strstr(l, "\r\n"), *colon = strchr(l, ':');
+        if (!eol)
+            break;
+        *eol = 0;
+        if (colon && colon > l && colon < eol &&
+            !hop_header(l, (size_t)(colon - l), HOP_ANSWER, conn)) {
+            *colon = 0;
+            char *v = colon + 1;
+            while (*v == ' ' || *v == '\t')
+                v++;
+            hdrs[n++] = l;
+            hdrs[n++] = v;
+        }
+        l = eol + 2;
+    }
+    hdrs[n] = NULL;
+}
+
+/* The status of the head at in (NUL-terminated), or 0 when it is not an HTTP head. */
+static unsigned head_status(const char *in) {
+    unsigned status = 0;
+    if (sscanf(in, "HTTP/%*d.%*d %u", &status) != 1 || status < 100 || status > 599)
+        return 0;
+    return status;
+}
+
+/* Interim answers (1xx: 100 Continue, 103 Early Hints; an upgrade's 101 is not one) before the
+ * final one are for this hop only: their heads are dropped as they come whole. */
+static void skip_interim(port_proxy *px) {
+    for (;;) {
+        char *he = px->in_len ? memmem(px->in, px->in_len, "\r\n\r\n", 4) : NULL;
+        unsigned st = he ? head_status(px->in) : 0;
+        if (st < 100 || st > 199 || st == 101)
+            return;
+        size_t off = (size_t)(he + 4 - px->in);
+        memmove(px->in, px->in + off, px->in_len - off + 1); /* (with its NUL) */
+        px->in_len -= off;
+    }
+}
+
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : isxdigit((unsigned char)c) ? tolower(c) - 'a' + 10 : -1;
+}
+
+/* A chunked body p[0..n) de-chunked into out (NULL: only measured; out may be p: the body only
+ * shrinks): its length; -EAGAIN while its last chunk (and trailers) have not all come;
+ * -EBADMSG when it is not chunked framing. */
+static ssize_t dechunk(const char *p, size_t n, char *out) {
+    size_t i = 0, len = 0;
+    for (;;) {
+        const char *eol = memmem(p + i, n - i, "\r\n", 2);
+        size_t sz = 0, h = 0;
+        for (int v; i + h < n && h < 8 && (v = hex_digit(p[i + h])) >= 0; h++)
+            sz = sz * 16 + (size_t)v;
+        if (!eol)
+            return n - i > 4096 ? -EBADMSG : -EAGAIN;
+        if (h == 0 || !strchr(";\r \t", p[i + h]))
+            return -EBADMSG;
+        i = (size_t)(eol + 2 - p);
+        for (const char *t; sz == 0; i = (size_t)(t + 2 - p)) /* the trailers, to a blank line */
+            if (!(t = memmem(p + i, n - i, "\r\n", 2)) || t == p + i)
+                return t ? (ssize_t)len : -EAGAIN;
+        if (n - i < sz + 2)
+            return -EAGAIN;
+        if (memcmp(p + i + sz, "\r\n", 2) != 0)
+            return -EBADMSG;
+        if (out)
+            memmove(out + len, p + i, sz);
+        len += sz, i += sz + 2;
+    }
+}
+
+/* The framing of the answer's body: its head ends at he (the blank line's CRLFCRLF). */
+typedef enum { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_TO_CLOSE } body_kind;
+
+static body_kind body_framing(port_proxy *px, char *he, unsigned long long *ret_len) {
+    unsigned st = head_status(px->in);
+    if (st < 200 || st == 204 || st == 304 || px->head)
+        return BODY_NONE;
+    char te[256], cl[32], save = *he;
+    *he = 0;
+    head_value(px->in, "Transfer-Encoding", te, sizeof(te));
+    head_value(px->in, "Content-Length", cl, sizeof(cl));
+    *he = save;
+    size_t tn = strlen(te);
+    while (tn && (te[tn - 1] == ' ' || te[tn - 1] == '\t'))
+        tn--;
+    if (tn >= 7 && strncasecmp(te + tn - 7, "chunked", 7) == 0) /* (the last coding) */
+        return BODY_CHUNKED;
+    if (*te || !*cl)
+        return BODY_TO_CLOSE;
+    *ret_len = strtoull(cl, NULL, 10);
+    return BODY_LENGTH;
+}
+
+/* The answer is whole: its head and its body as its framing says came (or the connection
+ * ended: the caller sees that). */
+static bool answer_whole(port_proxy *px, char **ret_head_end) {
+    char *he = px->in_len ? memmem(px->in, px->in_len, "\r\n\r\n", 4) : NULL;
+    *ret_head_end = he;
+    if (!he)
+        return false;
+    size_t have = px->in_len - (size_t)(he + 4 - px->in);
+    unsigned long long cl = 0;
+    switch (body_framing(px, he, &cl)) {
+    case BODY_NONE:
+        return true;
+    case BODY_LENGTH:
+        return have >= cl;
+    case BODY_CHUNKED:
+        return dechunk(he + 4, have, NULL) != -EAGAIN;
+    default:
+        return false;
+    }
+}
+
+/* The answer read whole: "HTTP/1.x NNN reason\r\nheaders\r\n\r\nbody": its status, headers
+ * (less hop-by-hop ones) and body (de-chunked, cut to its Content-Length) go back. */
+static void px_answer(port_proxy *px) {
+    char *head_end = px->in_len ? memmem(px->in, px->in_len, "\r\n\r\n", 4) : NULL;
+    unsigned status = head_end ? head_status(px->in) : 0;
+    if (!status)
+        return px_fail(px, 502, "port_bad_answer", "the answer is not HTTP");
+    if (status < 200)
+        return px_fail(px, 502, "port_bad_answer", "no final answer after an interim one");
+    size_t off = (size_t)(head_end + 4 - px->in), len = px->in_len - off;
+    unsigned long long cl = 0;
+    body_kind bk = body_framing(px, head_end, &cl);
+    ssize_t n = bk == BODY_CHUNKED ? dechunk(px->in + off, len, px->in + off) : 0;
+    if (n < 0)
+        return px_fail(px, 502, "port_bad_answer",
+                       n == -EAGAIN ? "the chunked answer ended early" : "bad chunked framing");
+    len = bk == BODY_CHUNKED              ? (size_t)n
+          : bk == BODY_NONE               ? 0
+          : bk == BODY_LENGTH && cl < len ? cl
+                                          : len;
+    head_end[2] = 0; /* the head keeps its last line's CRLF */
+    const char *hdrs[2 * PORT_HEADERS_MAX + 1];
+    answer_headers(px->in, hdrs);
+    char *body = malloc(len ? len : 1);
+    if (!body)
+        return px_fail(px, 500, "internal", "out of memory");
+    memcpy(body, px->in + off, len);
+    sd_request *req = px_take_req(px);
+    if (req)
+        sd_reply_data_headers(req, status, hdrs, body, len);
+    else
+        free(body);
+    px_free(px);
 }
 
 /* ---- after an upgrade: bytes both ways (u2c: in[out_off..in_len), c2u: c2u[c2u_off..]) ---- */
@@ -366,19 +501,6 @@ static void px_upgrade(port_proxy *px, char *head_end) {
     sd_reply_upgrade(px->req, accept, *proto ? proto : NULL, on_upgraded, px);
 }
 
-/* The answer is whole: the connection ended, or its head and Content-Length bytes came. */
-static bool answer_whole(port_proxy *px, char **ret_head_end) {
-    char *he = memmem(px->in, px->in_len, "\r\n\r\n", 4);
-    *ret_head_end = he;
-    if (!he)
-        return false;
-    char cl[32], save = *he;
-    *he = 0;
-    head_value(px->in, "Content-Length", cl, sizeof(cl));
-    *he = save;
-    return *cl && px->in_len - (size_t)(he + 4 - px->in) >= strtoull(cl, NULL, 10);
-}
-
 static void on_io(uv_poll_t *h, int status, int events) {
     port_proxy *px = h->data;
     if (px->freeing)
@@ -414,6 +536,7 @@ static void on_io(uv_poll_t *h, int status, int events) {
             }
             px->in_len += (size_t)n;
             px->in[px->in_len] = 0;
+            skip_interim(px);
             char *he = NULL;
             bool whole = answer_whole(px, &he);
             if (he && px->upgrade && px->in_len > 12 && strncmp(px->in + 8, " 101", 4) == 0)
@@ -441,11 +564,29 @@ static int put(port_proxy *px, const char *s, size_t n) {
 static enum MHD_Result header_cb(void *cls, enum MHD_ValueKind kind, const char *k, const char *v) {
     (void)kind;
     port_proxy *px = cls;
-    if (!hop_header(k, strlen(k), HOP_REQUEST) && v && !strpbrk(v, "\r\n"))
+    if (!hop_header(k, strlen(k), HOP_REQUEST, px->conn_list) && v && !strpbrk(v, "\r\n"))
         if (put(px, k, strlen(k)) < 0 || put(px, ": ", 2) < 0 || put(px, v, strlen(v)) < 0 ||
             put(px, "\r\n", 2) < 0)
             return MHD_NO;
     return MHD_YES;
+}
+
+/* The path rest as libmicrohttpd hands it over, decoded, escaped again for the request line:
+ * a byte that is not a path character of RFC 3986 (unreserved, sub-delims, ':', '@', '/') goes
+ * as %XX, so an encoded space, '?', '%', CR or LF reaches the server encoded as the client sent
+ * it, never as request syntax. (An encoded '/' or unreserved byte reaches it decoded.) */
+static int put_path(port_proxy *px, const char *rest) {
+    static const char keep[] = "-._~!$&'()*+,;=:@/";
+    if (put(px, "/", 1) < 0)
+        return -ENOMEM;
+    for (const unsigned char *p = (const unsigned char *)rest; *p; p++) {
+        char esc[4] = {(char)*p};
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || strchr(keep, *p);
+        if (put(px, esc, plain ? 1 : (size_t)snprintf(esc, sizeof(esc), "%%%02X", *p)) < 0)
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 /* The request to the port: METHOD /REST?query HTTP/1.0, its headers less hop-by-hop ones and
@@ -455,11 +596,14 @@ static int build_request(port_proxy *px, sd_request *req, const char *rest) {
     _cleanup_free_ char *q = sd_req_query_string(req, NULL, NULL);
     _cleanup_free_ char *line = NULL;
     char cl[64];
-    if (!q || asprintf(&line, "%s /%s%s HTTP/1.%d\r\n", req->method, rest, q, px->upgrade) < 0)
+    if (!q || put(px, req->method, strlen(req->method)) < 0 || put(px, " ", 1) < 0 ||
+        put_path(px, rest) < 0 || asprintf(&line, "%s HTTP/1.%d\r\n", q, px->upgrade) < 0)
         return -ENOMEM;
     if (put(px, line, strlen(line)) < 0)
         return -ENOMEM;
+    px->conn_list = sd_req_header(req, "Connection");
     MHD_get_connection_values(req->conn, MHD_HEADER_KIND, header_cb, px);
+    px->conn_list = NULL;
     int n = px->upgrade
                 ? snprintf(cl, sizeof(cl), "Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
                 : snprintf(cl, sizeof(cl), "Content-Length: %zu\r\nConnection: close\r\n\r\n",
@@ -499,10 +643,13 @@ static void on_connected(void *ud, json_t *reply) {
 }
 
 static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub) {
-    char *end = NULL;
-    unsigned long port = strtoul(sub, &end, 10);
-    if (end == sub || port < 1 || port > 65535 || (*end && *end != '/'))
+    size_t digits = strspn(sub, "0123456789");
+    const char *end = sub + digits;
+    unsigned long port = digits && digits <= 5 && *sub != '0' ? strtoul(sub, NULL, 10) : 0;
+    if (port < 1 || port > 65535 || (*end && *end != '/'))
         return sd_reply_error(req, 400, "invalid_argument", "port: must be an integer 1..65535");
+    if (sd_req_query_with_nul(req))
+        return sd_reply_error(req, 400, "invalid_argument", "the query holds an encoded NUL");
     if (sb->state == SD_ENDED) /* its ports end with it */
         return sd_reply_error(req, 404, "port_not_open",
                               "sandbox %s has ended: its ports are closed", sb->id);
@@ -521,8 +668,13 @@ static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub
     port_proxy *px = calloc(1, sizeof(*px));
     if (!px)
         return sd_reply_error(req, 500, "internal", "out of memory");
-    *px = (port_proxy){
-        .d = d, .req = req, .port = (unsigned)port, .fd = -1, .cfd = -1, .upgrade = up != NULL};
+    *px = (port_proxy){.d = d,
+                       .req = req,
+                       .port = (unsigned)port,
+                       .fd = -1,
+                       .cfd = -1,
+                       .upgrade = up != NULL,
+                       .head = strcmp(req->method, "HEAD") == 0};
     snprintf(px->sb_id, sizeof(px->sb_id), "%s", sb->id);
     if (build_request(px, req, *end ? end + 1 : "") < 0) {
         free(px->out), free(px);

@@ -93,6 +93,118 @@ test_proxy() {
   expect 404 '.code == "port_not_open" or .code == "not_found"'
 }
 
+# A server that echoes the request target it got and the names of the headers it got.
+ECHO_SERVER='
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        names = ",".join(sorted(k.lower() for k in self.headers.keys()))
+        out = ("path=" + self.path + " headers=" + names).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'
+start_py() { # ID PORT SCRIPT: run a python3 server in the background, wait until its port answers
+  req POST "/v1/sandboxes/$1/exec" -d "$(jq -nc --arg s "$3" --arg p "$2" \
+    '{argv:["python3","-c",$s,$p], background:true}')"
+  expect 201 '.background == true'
+  local i
+  for i in $(seq 100); do
+    req GET "/v1/sandboxes/$1/ports/$2/ready"
+    [ "$CODE" == 200 ] && return 0
+    sleep 0.1
+  done
+  fail "the server on port $2 of $1 did not answer through the proxy in 10 s: $CODE $BODY"
+}
+
+# The path goes on as the client encoded it (libmicrohttpd decodes it; the proxy escapes it
+# again): an encoded space, '?' or CRLF is never request syntax at the server (no injected
+# header); the query goes on; hop-by-hop request headers (Proxy-Authorization, Expect, the
+# ones the client's Connection names) do not.
+TEST_TIMEOUT_proxy_target=60
+test_proxy_target() {
+  "$PY" -c 'import http.server' 2>/dev/null || skip "python3 is not installed"
+  start_daemon
+  create '{"ports":[8000], "network":"none"}'
+  start_py "$ID" 8000 "$ECHO_SERVER"
+  local u="/v1/sandboxes/$ID/ports/8000"
+  req GET "$u/a%20b/c%3Fd%25e?x=1&y=two%20three"
+  expect 200
+  [ "${BODY%% headers=*}" == "path=/a%20b/c%3Fd%25e?x=1&y=two%20three" ] || fail "encoded path: $BODY"
+  req GET "$u/x%20HTTP/1.0%0D%0AX-Injected:%20yes%0D%0AY:"
+  expect 200
+  [ "${BODY%% headers=*}" == "path=/x%20HTTP/1.0%0D%0AX-Injected:%20yes%0D%0AY:" ] || fail "CRLF in the path: $BODY"
+  [[ "$BODY" != *x-injected* && "$BODY" != *",y,"* ]] || fail "a header was injected: $BODY"
+  req GET "$u/h" -H 'Proxy-Authorization: Basic eDp5' -H 'Connection: X-Secret, keep-alive' \
+    -H 'X-Secret: s' -H 'X-Kept: k' -H 'Expect: 100-continue'
+  expect 200
+  [[ "$BODY" == *x-kept* ]] || fail "X-Kept did not reach the server: $BODY"
+  [[ "$BODY" != *proxy-authorization* && "$BODY" != *x-secret* && "$BODY" != *expect* ]] ||
+    fail "a hop-by-hop header reached the server: $BODY"
+  # an encoded NUL in the query is refused, not cut
+  req GET "$u/q?a=b%00c"
+  expect 400 '.code == "invalid_argument"'
+}
+
+# A raw server: /ready answers 200; /interim a 103 Early Hints, then the final 200, and keeps
+# the connection open; /refuse answers a WebSocket upgrade 403 with a chunked body and keeps
+# the connection open (HTTP/1.1).
+RAW_SERVER='
+import socket, sys, threading, time
+def serve(c):
+    d = b""
+    while b"\r\n\r\n" not in d:
+        b = c.recv(4096)
+        if not b: return
+        d += b
+    path = d.split(b" ")[1]
+    if path.endswith(b"/interim"):
+        c.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n")
+        time.sleep(0.2)
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nfinal")
+    elif path.endswith(b"/refuse"):
+        c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"6\r\nno ws \r\n4;x=y\r\nhere\r\n0\r\nX-Trailer: t\r\n\r\n")
+    else:
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        c.close()
+        return
+    time.sleep(60)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'
+
+# An interim 1xx answer is skipped: the client gets the final one at once, not the 103 (nor a
+# 504 after the answer timeout). A refused WebSocket upgrade whose 403 is chunked on a kept
+# connection comes back at once, de-chunked.
+TEST_TIMEOUT_proxy_framing=60
+test_proxy_framing() {
+  "$PY" -c 'import socket' 2>/dev/null || skip "python3 is not installed"
+  start_daemon
+  create '{"ports":[8000], "network":"none"}'
+  start_py "$ID" 8000 "$RAW_SERVER"
+  local u="http://sd/v1/sandboxes/$ID/ports/8000" t0=$SECONDS
+  CODE=$(curl -s --max-time 10 --unix-socket "$SOCK" -o "$D/body" -D "$D/headers" -w '%{http_code}' \
+    "$u/interim") || true
+  BODY=$(cat "$D/body" 2>/dev/null)
+  [ "$CODE" == 200 ] && [ "$BODY" == final ] || fail "after a 103: $CODE $BODY"
+  grep -qi '^content-type: text/plain' "$D/headers" || fail "the final head's headers: $(cat "$D/headers")"
+  CODE=$(curl -s --max-time 10 --unix-socket "$SOCK" -o "$D/body" -D "$D/headers" -w '%{http_code}' \
+    -H 'Upgrade: websocket' -H 'Connection: Upgrade' -H 'Sec-WebSocket-Version: 13' \
+    -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' "$u/refuse") || true
+  BODY=$(cat "$D/body" 2>/dev/null)
+  [ "$CODE" == 403 ] && [ "$BODY" == "no ws here" ] || fail "a refused upgrade: $CODE $BODY"
+  [ $((SECONDS - t0)) -lt 10 ] || fail "the answers took $((SECONDS - t0)) s"
+}
+
 # A WebSocket upgrade through the proxy: an echo server (python3-websockets) in the sandbox.
 WS_SERVER='
 import asyncio, sys, websockets
@@ -275,6 +387,11 @@ test_bad_ports() {
   expect 400 '.message | startswith("port")'
   req GET "/v1/sandboxes/$ID/ports/70000/"
   expect 400 '.message | startswith("port")'
+  local p
+  for p in +8000 08000 8000x 123456 0; do # digits only, no leading zero
+    req GET "/v1/sandboxes/$ID/ports/$p/"
+    expect 400 '.message | startswith("port")'
+  done
   req GET "/v1/sandboxes/$ID/ports"
   expect 200 'length == 0'
   # the daemon is fine afterwards
