@@ -286,7 +286,7 @@ static ssize_t dechunk(const char *p, size_t n, char *out) {
             sz = sz * 16 + (size_t)v;
         if (!eol)
             return n - i > 4096 ? -EBADMSG : -EAGAIN;
-        if (h == 0 || !strchr(";\r \t", p[i + h]))
+        if (h == 0 || !p[i + h] || !strchr(";\r \t", p[i + h]))
             return -EBADMSG;
         i = (size_t)(eol + 2 - p);
         for (const char *t; sz == 0; i = (size_t)(t + 2 - p)) /* the trailers, to a blank line */
