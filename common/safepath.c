@@ -13,6 +13,7 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static int open_component(int dir, const char *name, int flags, int *ret_fd) {
@@ -110,9 +111,19 @@ static int check_fd(const safepath *sp, int fd, bool write) {
 
 /* One step of a walk: the directory name in cur, checked; create: mkdir it when missing (the
  * directory the walk made is given to uid; its mount is checked first). */
+/* A directory component that is not one: -ELOOP if it is a symlink (which O_DIRECTORY |
+ * O_NOFOLLOW reports as -ENOTDIR), else r. */
+static int not_dir(int cur, const char *name, int r) {
+    struct stat st;
+    if (r == -ENOTDIR && fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        return -ELOOP;
+    return r;
+}
+
 static int step(const safepath *sp, int cur, char *name, bool write, bool create, uid_t uid,
                 int *ret_fd) {
     int fd, r = open_component(cur, name, O_RDONLY | O_DIRECTORY, &fd);
+    r = not_dir(cur, name, r);
     if (r == -ENOENT && create) {
         bool made = mkdirat(cur, name, 0755) == 0;
         if (!made && errno != EEXIST)
@@ -195,65 +206,144 @@ int safepath_reopen(int path_fd, int flags, int *ret_fd) {
     return 0;
 }
 
-/* A regular file that exists: reopened for writing (never by name), emptied, given mode/uid. */
-static int reuse_file(const safepath *sp, int pfd, const struct stat *st, mode_t mode, uid_t uid,
-                      int *ret_fd) {
-    int r = safepath_allowed(sp, pfd, st, true);
+/* Whether name in dir may be replaced by a new node: missing, or a regular file, symlink, FIFO or
+ * socket on an allowed mount, owned by the range (a directory: -EISDIR; a device: -EPERM).
+ * ino: the inode there, 0 when none. */
+static int replaceable(const safepath *sp, int dir, const char *name, ino_t *ret_ino,
+                       dev_t *ret_dev) {
+    _cleanup_close_ int pfd = -1;
+    struct stat st;
+    int r = safepath_node(dir, name, &pfd, &st);
+    if (r == -ENOENT) {
+        *ret_ino = 0;
+        *ret_dev = 0;
+        return 0;
+    }
     if (r < 0)
         return r;
-    _cleanup_close_ int fd = -1;
-    if ((r = safepath_reopen(pfd, O_WRONLY | O_NONBLOCK, &fd)) < 0)
+    if (S_ISDIR(st.st_mode))
+        return -EISDIR;
+    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) && !S_ISFIFO(st.st_mode) &&
+        !S_ISSOCK(st.st_mode))
+        return -EPERM; /* a device node: never touched */
+    if ((r = safepath_allowed(sp, pfd, &st, true)) < 0)
         return r;
-    struct stat st2;
-    if (fstat(fd, &st2) < 0)
-        return negative_errno();
-    if (!S_ISREG(st2.st_mode) || st2.st_ino != st->st_ino || st2.st_dev != st->st_dev)
-        return -EPERM;
-    if (ftruncate(fd, 0) < 0 || fchown(fd, uid, uid) < 0 || fchmod(fd, mode) < 0)
-        return negative_errno();
-    *ret_fd = TAKE_FD(fd);
+    *ret_ino = st.st_ino;
+    *ret_dev = st.st_dev;
     return 0;
 }
 
-int safepath_create_file(const safepath *sp, int dir, const char *name, mode_t mode, uid_t uid,
-                         int *ret_fd) {
-    if (!*name || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-        return -EINVAL;
-    for (int tries = 0; tries < 8; tries++) {
-        _cleanup_close_ int pfd = -1;
-        struct stat st;
-        int r = safepath_node(dir, name, &pfd, &st);
-        if (r == -ENOENT) {
-            int fd = openat(
-                dir, name,
-                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, mode);
-            if (fd < 0 && errno == EEXIST)
-                continue; /* made meanwhile: look again */
-            if (fd < 0)
-                return negative_errno();
-            if (fchown(fd, uid, uid) < 0 || fchmod(fd, mode) < 0) {
-                r = negative_errno();
-                safe_close(fd);
-                return r;
-            }
-            *ret_fd = fd;
-            return 0;
-        }
-        if (r < 0)
-            return r;
-        if (S_ISREG(st.st_mode))
-            return reuse_file(sp, pfd, &st, mode, uid, ret_fd);
-        if (S_ISDIR(st.st_mode))
-            return -EISDIR;
-        if (!S_ISLNK(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
-            return -EPERM; /* a device node: never touched */
-        if ((r = safepath_allowed(sp, pfd, &st, true)) < 0)
-            return r;
-        /* a link, FIFO or socket the sandbox made: replaced, not followed or opened */
-        if (unlinkat(dir, name, 0) < 0 && errno != ENOENT)
+static bool valid_base(const char *name) {
+    return *name && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+static void tmp_name(char buf[SAFEPATH_TMP_NAME]) {
+    static unsigned n;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(buf, SAFEPATH_TMP_NAME, ".sbx-new-%d-%u-%lx", (int)getpid(), n++,
+             (unsigned long)ts.tv_nsec);
+}
+
+int safepath_replace(const safepath *sp, int dir, const char *tmp, const char *name) {
+    ino_t ino;
+    dev_t dev;
+    int r = valid_base(name) ? replaceable(sp, dir, name, &ino, &dev) : -EINVAL;
+    if (r == 0 && renameat(dir, tmp, dir, name) < 0)
+        r = negative_errno();
+    if (r < 0)
+        (void)unlinkat(dir, tmp, 0);
+    return r;
+}
+
+int safepath_file_new(const safepath *sp, int dir, const char *name, mode_t mode, uid_t uid,
+                      safepath_file *ret) {
+    ino_t ino;
+    dev_t dev;
+    int r = valid_base(name) ? replaceable(sp, dir, name, &ino, &dev) : -EINVAL;
+    if (r < 0)
+        return r;
+    safepath_file f = {.fd = -1};
+    /* unnamed until it is whole: nothing is left behind by a failure or a kill */
+    f.fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_NOCTTY | O_CLOEXEC, mode);
+    for (int tries = 0; f.fd < 0 && tries < 8; tries++) { /* no O_TMPFILE here: a hidden name */
+        tmp_name(f.tmp);
+        f.fd = openat(dir, f.tmp,
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC,
+                      mode);
+        if (f.fd < 0 && errno != EEXIST)
             return negative_errno();
     }
-    return -EAGAIN;
+    if (f.fd < 0)
+        return -EEXIST;
+    if (fchown(f.fd, uid, uid) < 0 || fchmod(f.fd, mode) < 0) {
+        r = negative_errno();
+        safepath_file_discard(dir, &f);
+        return r;
+    }
+    *ret = f;
+    return 0;
+}
+
+void safepath_file_discard(int dir, safepath_file *f) {
+    f->fd = safe_close(f->fd);
+    if (f->tmp[0])
+        (void)unlinkat(dir, f->tmp, 0);
+    f->tmp[0] = 0;
+}
+
+int safepath_link_over(const safepath *sp, int fd, int dir, const char *name) {
+    struct stat st;
+    ino_t ino;
+    dev_t dev;
+    int r = valid_base(name) ? replaceable(sp, dir, name, &ino, &dev) : -EINVAL;
+    if (r < 0)
+        return r;
+    if (fstat(fd, &st) < 0)
+        return negative_errno();
+    if (st.st_ino == ino && st.st_dev == dev)
+        return 0; /* name is that file already */
+    if (ino == 0 && linkat(fd, "", dir, name, AT_EMPTY_PATH) == 0)
+        return 0; /* nothing there: linked in place (it fails if something came meanwhile) */
+    if (ino == 0 && errno != EEXIST)
+        return negative_errno();
+    char tmp[SAFEPATH_TMP_NAME];
+    for (int tries = 0;; tries++) {
+        tmp_name(tmp);
+        if (linkat(fd, "", dir, tmp, AT_EMPTY_PATH) == 0)
+            break;
+        if (errno != EEXIST || tries == 8)
+            return negative_errno();
+    }
+    return safepath_replace(sp, dir, tmp, name);
+}
+
+int safepath_symlink_over(const safepath *sp, const char *target, int dir, const char *name,
+                          uid_t uid) {
+    if (!valid_base(name))
+        return -EINVAL;
+    char tmp[SAFEPATH_TMP_NAME];
+    for (int tries = 0;; tries++) {
+        tmp_name(tmp);
+        if (symlinkat(target, dir, tmp) == 0)
+            break;
+        if (errno != EEXIST || tries == 8)
+            return negative_errno();
+    }
+    if (fchownat(dir, tmp, uid, uid, AT_SYMLINK_NOFOLLOW) < 0) {
+        int r = negative_errno();
+        (void)unlinkat(dir, tmp, 0);
+        return r;
+    }
+    return safepath_replace(sp, dir, tmp, name);
+}
+
+int safepath_file_commit(const safepath *sp, int dir, const char *name, safepath_file *f) {
+    int r = f->tmp[0] ? safepath_replace(sp, dir, f->tmp, name)
+                      : safepath_link_over(sp, f->fd, dir, name);
+    f->tmp[0] = 0; /* renamed, or removed by safepath_replace */
+    f->fd = safe_close(f->fd);
+    return r;
 }
 
 static int copy_range(int in, int out, off_t off, off_t end) {

@@ -47,12 +47,36 @@ int safepath_node(int dir, const char *name, int *ret_fd, struct stat *ret_st);
  * Only for regular files and directories the caller has checked. */
 int safepath_reopen(int path_fd, int flags, int *ret_fd);
 
-/* Write side: a regular file name in dir (checked with safepath_dir(write)), opened O_WRONLY
- * and emptied. An existing regular file is reused (if allowed); a symlink, FIFO or socket
- * there is removed first (never followed, never opened); anything else is refused. A new file
- * gets mode and uid:uid; an existing one is given them. */
-int safepath_create_file(const safepath *sp, int dir, const char *name, mode_t mode, uid_t uid,
-                         int *ret_fd);
+/* Write side, atomically: a file is written whole under no name (O_TMPFILE; where the file
+ * system has none, a hidden temporary name in dir) and only then put in place of name by
+ * renameat within dir, so a failure leaves the old node as it was and a reader of the old file
+ * keeps it whole. What name holds may be replaced if it is a regular file, symlink, FIFO or
+ * socket the range owns on an allowed mount (never followed, opened or changed: the rename
+ * replaces the node itself); a directory is -EISDIR, a device -EPERM. */
+#define SAFEPATH_TMP_NAME 64
+typedef struct safepath_file {
+    int fd;                      /* O_WRONLY */
+    char tmp[SAFEPATH_TMP_NAME]; /* its name in dir while it has one ("" for O_TMPFILE) */
+} safepath_file;
+/* A new empty file of mode and uid:uid in dir (checked with safepath_dir(write)), to become
+ * name; name is checked now (and again at the commit). */
+int safepath_file_new(const safepath *sp, int dir, const char *name, mode_t mode, uid_t uid,
+                      safepath_file *ret);
+/* Put f in place of name (f's fd is closed either way; on failure nothing of f is left). */
+int safepath_file_commit(const safepath *sp, int dir, const char *name, safepath_file *f);
+/* Drop f: closed, its temporary name (if any) removed. */
+void safepath_file_discard(int dir, safepath_file *f);
+/* Make name in dir a hard link of fd (a regular file): linked under a temporary name first,
+ * then renamed over name, so the old node stays until the new one is there; nothing to do
+ * when name is that file already. */
+int safepath_link_over(const safepath *sp, int fd, int dir, const char *name);
+/* Make name in dir a symlink to target owned by uid:uid, the same way (made under a temporary
+ * name, renamed over name). */
+int safepath_symlink_over(const safepath *sp, const char *target, int dir, const char *name,
+                          uid_t uid);
+/* Rename tmp over name (both in dir, names without '/'), if name may be replaced; on failure
+ * tmp is removed. */
+int safepath_replace(const safepath *sp, int dir, const char *tmp, const char *name);
 
 /* Copy size bytes of a regular file in to out (both at offset 0), keeping holes as holes
  * (SEEK_DATA/SEEK_HOLE); out is truncated to size. Never reads past size. */

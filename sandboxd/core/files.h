@@ -18,14 +18,21 @@
  * of "/", "/workspace" and "/tmp"; changes only to nodes owned by [uid_base, uid_base+65536). */
 int sd_files_safepath(int root, uid_t uid_base, safepath *ret);
 
+/* Who owns what a PUT makes: the agent (uid_base + 1000); in a grading sandbox every path under
+ * /grader is the grader's (uid_base + 1001; (uid_t)-1 elsewhere), chosen per path (per entry of
+ * a tar put at / too: docs/GRPO.md). */
+typedef struct sd_files_owners {
+    uid_t agent, grader;
+} sd_files_owners;
+
 /* Operations (run in the worker; they block and may take long). room: bytes the sandbox's
  * memory may still take (its files live in memory): more data is refused (-EFBIG) up front. */
 /* src: a file holding the data (a spooled request body), read from its start with pread or
  * lseek (the archive is read twice: checked whole before anything is written). */
 int sd_files_write(const safepath *sp, const char *path, int src, uint64_t len, mode_t mode,
-                   uid_t uid, uint64_t room, error_rec *err);
-int sd_files_untar(const safepath *sp, const char *dest, int src, uid_t uid, uint64_t room,
-                   error_rec *err);
+                   const sd_files_owners *o, uint64_t room, error_rec *err);
+int sd_files_untar(const safepath *sp, const char *dest, int src, const sd_files_owners *o,
+                   uint64_t room, error_rec *err);
 /* A tar of the directory dirfd (entries relative to it) written to out as it is made; every
  * file's data is read up to the size its header promised, never more. */
 int sd_files_tar(const safepath *sp, int dirfd, int out, error_rec *err);

@@ -74,6 +74,27 @@ test_hidden_files() {
   assert_eq "$BODY" "SECRET-41" "GET of a grader file"
 }
 
+# A tar put at / (above /grader) gives each entry the owner of its own path: grader/... the
+# grader's, the rest the agent's; a "grader/" entry of mode 0755 leaves /grader 0700.
+test_tar_at_root_owners() {
+  start_daemon
+  grading
+  python3 -c 'import io,sys,tarfile
+t=tarfile.open(sys.argv[1],"w")
+def add(n, d=b"x"):
+    i=tarfile.TarInfo(n); i.size=len(d); t.addfile(i,io.BytesIO(d))
+i=tarfile.TarInfo("grader"); i.type=tarfile.DIRTYPE; i.mode=0o755; t.addfile(i)
+add("grader/t2/hidden.txt", b"H"); add("workspace/w/seen.txt", b"W"); add("./grader/top.txt")
+t.close()' "$D/root.tar"
+  req PUT "/v1/sandboxes/$ID/files?path=/" -H 'Content-Type: application/x-tar' --data-binary @"$D/root.tar"
+  expect 204
+  ex "$ID" grader 'stat -c "%n %u" /grader/t2 /grader/t2/hidden.txt /grader/top.txt /workspace/w /workspace/w/seen.txt; stat -c "%n %u %a" /grader'
+  assert_eq "$(out)" "$(printf '/grader/t2 1001\n/grader/t2/hidden.txt 1001\n/grader/top.txt 1001\n/workspace/w 1000\n/workspace/w/seen.txt 1000\n/grader 1001 700')" \
+    "owners of a tar put at / (and /grader keeps its mode)"
+  ex "$ID" agent 'cat /grader/t2/hidden.txt; echo rc=$?'
+  assert_eq "$(out)" "rc=1" "the agent cannot read what the tar put under /grader"
+}
+
 # The agent's program gets the grader's pid and tries everything against it.
 ATTACK='import ctypes, os, sys
 gp = int(sys.argv[1]); libc = ctypes.CDLL(None, use_errno=True)
