@@ -441,6 +441,31 @@ static int spool_open(sd_daemon *d) {
     return fd;
 }
 
+static void upload_open(sd_request *req, int fd) {
+    if (fd >= 0)
+        req->upload_fd = fd;
+    else
+        req->upload_err = fd;
+}
+
+/* Bodies are held in memory up to SD_BODY_MAX (SandboxFusion's, SD_SF_BODY_MAX); only the two
+ * uploads, which go to disk, may be larger. A TCP request without a valid token is answered 401
+ * before its body is read (access_cb): it gets no upload file and no upload's limit. */
+static void body_limit(sd_request *req, const char *method, const char *url) {
+    req->body_max = sf_body(url) ? SD_SF_BODY_MAX : SD_BODY_MAX;
+    uint64_t max = 0;
+    if (req->sandboxfusion || req->unauthorized)
+        return; /* neither upload is served here */
+    if (strcmp(method, "POST") == 0 && strcmp(url, "/v1/images") == 0) {
+        upload_open(req, sd_images_upload_open(req->d, &req->upload_path, &max));
+        if (req->upload_fd >= 0)
+            req->body_max = max;
+    } else if (files_put(method, url)) {
+        req->body_max = SD_UPLOAD_MAX;
+        upload_open(req, spool_open(req->d));
+    }
+}
+
 static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const char *url,
                            const char *method) {
     sd_request *req = calloc(1, sizeof(*req));
@@ -453,27 +478,9 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
     req->tcp = in->tcp;
     req->sandboxfusion = in->sandboxfusion;
     req->start_us = now_mono_us();
-    req->body_max = strcmp(method, "PUT") == 0 ? SD_UPLOAD_MAX
-                    : sf_body(url)             ? SD_SF_BODY_MAX
-                                               : SD_BODY_MAX;
     req->upload_fd = -1;
-    /* images: an import's body goes to disk (only for a client that may import) */
-    if (!req->sandboxfusion && strcmp(method, "POST") == 0 && strcmp(url, "/v1/images") == 0 &&
-        (!req->tcp || sd_req_token_ok(req->d, req))) {
-        uint64_t max = 0;
-        int fd = sd_images_upload_open(req->d, &req->upload_path, &max);
-        if (fd >= 0)
-            req->upload_fd = fd, req->body_max = max;
-        else
-            req->upload_err = fd;
-    } else if (!req->sandboxfusion && files_put(method, url) &&
-               (!req->tcp || sd_req_token_ok(req->d, req))) {
-        int fd = spool_open(req->d);
-        if (fd >= 0)
-            req->upload_fd = fd;
-        else
-            req->upload_err = fd;
-    }
+    req->unauthorized = req->tcp && !sd_req_token_ok(req->d, req);
+    body_limit(req, method, url);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > req->body_max)
         req->too_large = true;
@@ -516,6 +523,26 @@ static enum MHD_Result queue_answer(sd_request *req) {
     return ret;
 }
 
+/* Answered before the body is read (libmicrohttpd then reads no body and closes the
+ * connection): a framing error, a TCP request without a valid token (nothing of an
+ * unauthenticated client's body is held), a Content-Length over the route's limit. */
+static bool refused_early(sd_request *req, const char *version) {
+    char msg[192];
+    if (sd_http_framing_error(req->conn, version, msg, sizeof(msg)))
+        sd_reply_error(req, 400, "invalid_argument", "%s", msg);
+    else if (req->unauthorized)
+        sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
+    else if (req->too_large)
+        sd_reply_error(req, 413, "too_large", "request body is larger than %zu bytes",
+                       req->body_max);
+    else
+        return false;
+    req->dispatched = req->early = true;
+    if (req->response) /* (for a GET too: it lingers, sd_http_linger) */
+        MHD_add_response_header(req->response, "Connection", "close");
+    return true;
+}
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
                                  const char *method, const char *version, const char *upload_data,
                                  size_t *upload_data_size, void **con_cls) {
@@ -523,16 +550,13 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     sd_request *req = *con_cls;
     if (!req) {
         *con_cls = req = req_new(in, conn, url, method);
-        char msg[192];
-        if (!req || !sd_http_framing_error(conn, version, msg, sizeof(msg)))
-            return req ? MHD_YES : MHD_NO;
-        /* Answered before the body is read: libmicrohttpd then closes the connection. */
-        req->dispatched = true;
-        sd_reply_error(req, 400, "invalid_argument", "%s", msg);
-        return queue_answer(req);
+        if (!req)
+            return MHD_NO;
+        return refused_early(req, version) ? queue_answer(req) : MHD_YES;
     }
     if (*upload_data_size) {
-        req_body(req, upload_data, *upload_data_size);
+        if (!req->dispatched) /* (nothing is kept after an answer) */
+            req_body(req, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
@@ -570,6 +594,10 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     log_debug("request method=%s path=%s status=%u duration_ms=%.3f", req->method, req->path,
               req->status, (double)(now_mono_us() - req->start_us) / 1000.0);
     req->d->active_requests--;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (req->early && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && ci)
+        sd_http_linger(req->d, ci->connect_fd);
     safe_close(req->upload_fd);
     if (req->upload_path)
         unlink(req->upload_path);

@@ -26,6 +26,8 @@ struct sd_request {
     char *path;
     bool tcp;
     bool sandboxfusion; /* came in on the --sandboxfusion-listen socket */
+    bool unauthorized;  /* TCP without a valid token: 401 before the body is read */
+    bool early;         /* answered before the body was read: the connection lingers */
     char *body;
     size_t body_len, body_max, body_cap;
     bool too_large, dispatched, suspended, answered, closed;
@@ -94,6 +96,10 @@ void sd_reply_error_rec(sd_request *req, const error_rec *err);
  * a Transfer-Encoding other than one "chunked", or both. conn is the MHD_Connection, version
  * the access callback's; call it on the request's first callback, before the body is read. */
 bool sd_http_framing_error(void *conn, const char *version, char *msg, size_t cap);
+/* After a connection answered before its body was read (linger.c): keep a duplicate of its
+ * socket fd, reading and dropping what still comes, so that libmicrohttpd's close does not reset
+ * the connection before the client, still sending, has read the answer. */
+void sd_http_linger(sd_daemon *d, int fd);
 /* 307 Temporary Redirect to location (the fleet's routing: docs/FLEET.md). */
 void sd_reply_redirect(sd_request *req, const char *location);
 /* The request's query string, re-encoded ("?a=b&c", "" when none), without argument skip,

@@ -337,6 +337,151 @@ test_tcp_needs_token() {
   req GET /v1/info; expect 200 # the Unix socket needs no token
 }
 
+# What a client may not send is refused before the body is read (docs/API.md): over TCP a
+# request without a valid token is 401 at once and none of its body is held (it was read whole
+# into memory before the 401: a 200 MB PUT grew the daemon by 200 MB); a Content-Length over
+# the route's limit is 413 at once (it waited for the whole body); only PUT .../files may be
+# larger than 1 MiB (every PUT had the upload's 256 MiB, in memory); a chunked body over the
+# limit is 413 after it, none of it held. None of that leaks a connection.
+TEST_TIMEOUT_refused_before_the_body=90
+test_refused_before_the_body() {
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok"
+  python3 - "$SOCK" "$port" "$tok" "$DPID" <<'PY' || fail "refused before the body (above)"
+import json, os, socket, sys, time
+sock, port, tok, pid = sys.argv[1:]
+AUTH = "Authorization: Bearer %s\r\n" % tok
+bad = []
+
+def status(field):
+    for line in open("/proc/%s/status" % pid):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) << 10
+def fds():
+    return len(os.listdir("/proc/%s/fd" % pid))
+
+def conn(via):
+    if via == "unix":
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock)
+        return s
+    return socket.create_connection(("127.0.0.1", int(port)))
+
+def answer(s, timeout):
+    """The answer's status and JSON code, or None if none came within timeout."""
+    s.settimeout(timeout)
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    except (socket.timeout, ConnectionResetError):
+        pass
+    if not data.startswith(b"HTTP/1."):
+        return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    try:
+        code = json.loads(body).get("code")
+    except ValueError:
+        code = None
+    return int(head.split(b" ")[1]), code
+
+def send(name, via, method, path, auth, n, want, chunked=False, body=True):
+    """Send the head, wait 2 s for an early answer, else n bytes of body (1 MiB at a time;
+    none if not body); want: (status, code, early). The daemon may not grow by 16 MiB."""
+    with open("/proc/%s/clear_refs" % pid, "w") as f:
+        f.write("5")  # VmHWM from now on: this request's peak
+    rss = status("VmRSS")
+    s = conn(via)
+    framing = "Transfer-Encoding: chunked" if chunked else "Content-Length: %d" % n
+    s.sendall(("%s %s HTTP/1.1\r\nHost: sd\r\n%s%s\r\nContent-Type: application/octet-stream"
+               "\r\n\r\n" % (method, path, auth, framing)).encode())
+    t0 = time.monotonic()
+    got, early = answer(s, 2), True
+    if got is None and body:
+        early, chunk = False, b"x" * (1 << 20)
+        try:
+            for i in range(0, n, len(chunk)):
+                part = chunk[:n - i]
+                s.sendall(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part)
+            if chunked:
+                s.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        got = answer(s, 30)
+    s.close()
+    took, grew = time.monotonic() - t0, status("VmHWM") - rss
+    if got != want[:2] or early != want[2] or (early and took > 1):
+        bad.append((name, via, "answer", got, "early" if early else "after the body", took))
+    if grew > 16 << 20:
+        bad.append((name, via, "the daemon held the body: VmHWM +%d MiB" % (grew >> 20)))
+    print(name, via, got, "early" if early else "after the body", "%.2f s" % took,
+          "VmHWM +%d MiB" % (grew >> 20))
+
+MB = 50 << 20
+base_fds = fds()
+# (a) no token over TCP: 401 before the body, none of it held
+for method, path in (("PUT", "/v1/whatever"), ("PUT", "/v1/sandboxes/sb-0123456789abcdef/files?path=/a"),
+                     ("POST", "/v1/images"), ("PATCH", "/v1/sandboxes")):
+    for auth in ("", "Authorization: Bearer x%s\r\n" % tok):
+        send("no token " + path, "tcp", method, path, auth, MB, (401, "unauthorized", True))
+# (b) a PUT other than the files upload: 1 MiB like every body, refused at once by its
+# Content-Length; a chunked one after the body, nothing of it held
+for via, auth in (("unix", ""), ("tcp", AUTH)):
+    for path in ("/v1/whatever", "/v1/sandboxes/sb-0123456789abcdef/ports/8080/x",
+                 "/v1/sandboxes/sb-0123456789abcdef"):
+        send("PUT " + path, via, "PUT", path, auth, MB, (413, "too_large", True))
+    send("chunked PUT", via, "PUT", "/v1/leases", auth, MB, (413, "too_large", False), True)
+# (c) a head whose Content-Length is over the limit, and no body: 413 within a second
+for via, auth in (("unix", ""), ("tcp", AUTH)):
+    for method, path in (("POST", "/v1/sandboxes"), ("PUT", "/v1/sandboxes/sb-0123456789abcdef/files?path=/a"),
+                         ("POST", "/run_code")):
+        send("head only " + path, via, method, path, auth, 300000000, (413, "too_large", True),
+             body=False)
+# a client that sends its whole body before it reads still gets the answer: the daemon reads and
+# drops the rest (lingering close), libmicrohttpd's close would reset the connection
+for via, method, path, auth, want in (("tcp", "PUT", "/v1/whatever", "", 401),
+                                      ("unix", "PUT", "/v1/whatever", "", 413),
+                                      ("tcp", "POST", "/v1/leases", AUTH, 413)):
+    s = conn(via)
+    try:
+        s.sendall(("%s %s HTTP/1.1\r\nHost: sd\r\n%sContent-Length: %d\r\n\r\n"
+                   % (method, path, auth, 8 << 20)).encode() + b" " * (8 << 20))
+        got = answer(s, 5)
+    except OSError as e:
+        got = e
+    s.close()
+    if not isinstance(got, tuple) or got[0] != want:
+        bad.append(("whole body, then the answer", via, method, path, got))
+# a lingering connection is closed after 5 s even if its client never ends
+s = conn("tcp")
+s.sendall(b"PUT /v1/whatever HTTP/1.1\r\nHost: sd\r\nContent-Length: 1000\r\n\r\n")
+got, n = answer(s, 2), fds()
+time.sleep(6)
+if got != (401, "unauthorized") or fds() != n - 1:
+    bad.append(("a lingering connection", got, n, fds()))
+s.close()
+# what is within the limits is served as before
+for via, auth in (("unix", ""), ("tcp", AUTH)):
+    s = conn(via)
+    s.sendall(("POST /v1/leases HTTP/1.1\r\nHost: sd\r\n%sContent-Length: 12\r\n\r\n"
+               '{"ttl":"5m"}' % auth).encode())
+    got = answer(s, 5)
+    s.close()
+    if got is None or got[0] != 201:
+        bad.append(("a lease within the limit", via, got))
+time.sleep(0.5)
+if fds() > base_fds + 2:
+    bad.append(("descriptors left", base_fds, fds()))
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+  req GET /healthz; expect 200
+}
+
 test_socket_activation_and_notify() {
   require_root
   start_daemon # only for the temp dirs and cleanup
