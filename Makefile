@@ -109,7 +109,8 @@ $(AS_AGENT): $(AS_AGENT_SRC) common/shimproto.h common/fdpass.h common/macro.h
 
 # sbx-gvisor-init is the command runner inside gvisor-class sandboxes (shim/gvisor.h), whatever
 # their image: static like sbx-as-agent, the shim's own exec service; unused code is dropped.
-GV_INIT_SRC := shim/gvinit/sbx_gvisor_init.c shim/gvinit/tty_relay.c shim/exec.c shim/proctree.c \
+GV_INIT_SRC := shim/gvinit/sbx_gvisor_init.c shim/gvinit/tty_relay.c shim/exec.c shim/exec_path.c \
+               shim/proctree.c \
                shim/sigdisp.c shim/ipc.c shim/grading.c shim/seccomp.c common/fdpass.c \
                common/fdutil.c policy/seccomp.c
 $(GV_INIT): $(GV_INIT_SRC) $(wildcard shim/*.h common/*.h policy/*.h)

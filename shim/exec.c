@@ -6,6 +6,7 @@
 #include "common/macro.h"
 #include "common/fdutil.h"
 #include "shim/grading.h"
+#include "shim/exec_path.h"
 #include "shim/init.h"
 #include "shim/proctree.h"
 #include "shim/rawsys.h"
@@ -34,7 +35,6 @@
 #endif
 
 #define MAX_ARGS (4096 + 2) /* argv and env entries: the API's 4096 (policy), and "sh -c" */
-#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
 struct reaper {
     uint64_t id;
@@ -99,43 +99,6 @@ static _Noreturn void fail_exec(int e) {
     _exit(127);
 }
 
-static const char *env_path(char *const envp[]) {
-    for (size_t i = 0; envp[i]; i++)
-        if (strncmp(envp[i], "PATH=", 5) == 0)
-            return envp[i] + 5;
-    return DEFAULT_PATH;
-}
-
-/* execvpe() that searches the command's own PATH (not ours). */
-static int exec_search(char *const argv[], char *const envp[]) {
-    const char *file = argv[0];
-    if (strchr(file, '/')) {
-        execve(file, argv, envp);
-        return -errno;
-    }
-    int best = -ENOENT;
-    const char *p = env_path(envp);
-    char buf[4096];
-    size_t fl = str_len(file);
-    while (*p) {
-        const char *end = strchr(p, ':');
-        size_t dl = end ? (size_t)(end - p) : str_len(p);
-        if (dl + fl + 2 <= sizeof(buf)) {
-            memcpy(buf, dl ? p : ".", dl ? dl : 1);
-            size_t o = dl ? dl : 1;
-            buf[o] = '/';
-            memcpy(buf + o + 1, file, fl + 1);
-            execve(buf, argv, envp);
-            if (errno != ENOENT && errno != ENOTDIR)
-                best = -errno;
-        }
-        if (!end)
-            break;
-        p = end + 1;
-    }
-    return best;
-}
-
 /* The signals that init does not leave at SIG_DFL (bit s-1 for signal s): what it ignores
  * (SIGPIPE, the shim's SIGHUP, glibc's own 32 and 33, which the daemon's posix_spawn left
  * ignored) and a sanitizer's handlers; read once when init starts serving, and init changes none
@@ -165,7 +128,9 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     for (int i = 0; i < 3; i++)
         if (dup2(fds[i], i) < 0)
             fail_exec(errno);
-    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    int cr = shim_exec_cloexec_from(3); /* (fds[] are 0..2 now) */
+    if (cr < 0)
+        fail_exec(-cr);
     /* Init and the reapers run at -999; the command is a normal candidate. Not once its reaper
      * is gone (killed meanwhile): a vfork child that is no longer waited for would pass its
      * value on to every process of this memory, init too (a reaper on init's memory). (A reaper
@@ -188,7 +153,7 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
         }
     }
     /* The seccomp filter is init's, inherited (init.c, step seccomp): not loaded per command. */
-    fail_exec(-exec_search(argv, envp));
+    fail_exec(-shim_exec_search(argv, envp));
 }
 
 /* ---- the reaper: a subreaper for one command's process tree ---- */

@@ -294,6 +294,8 @@ static int step_reexec(shim_init_ctx *c, error_rec *err) {
         return error_set_errno(err, negative_errno(), "the seccomp program's memfd");
     if (fd != SHIM_INIT_BPF_FD)
         close(fd);
+    if (fd_set_cloexec(c->ipc, false) < 0) /* the channel goes on (shim_init_again sets it) */
+        return error_set_errno(err, negative_errno(), "the channel to the shim");
     char *argv[] = {"sbx-init", SHIM_INIT_AGAIN, times, NULL}, *envp[] = {NULL};
     if (!c->loader) { /* the host's /usr is the sandbox's */
         execve(SHIM_INIT_BINARY, argv, envp);
@@ -514,9 +516,11 @@ _Noreturn void shim_init_main(shim_init_ctx *c) {
     int ipc = fcntl(c->ipc, F_DUPFD, SHIM_INIT_LIB_FD + 1);
     int tree = exe ? fcntl(c->exe_tree, F_DUPFD, SHIM_INIT_LIB_FD + 1) : -1;
     int libs = exe && c->loader ? fcntl(c->lib_tree, F_DUPFD, SHIM_INIT_LIB_FD + 1) : -1;
-    if (ipc < 0 || dup2(ipc, SHIM_INIT_IPC_FD) < 0 ||
-        (exe && (tree < 0 || dup2(tree, SHIM_INIT_EXE_FD) < 0)) ||
-        (c->loader && (libs < 0 || dup2(libs, SHIM_INIT_LIB_FD) < 0)))
+    /* close-on-exec, as every descriptor: no command inherits the channel (step_reexec clears
+     * it for its own exec only) */
+    if (ipc < 0 || dup3(ipc, SHIM_INIT_IPC_FD, O_CLOEXEC) < 0 ||
+        (exe && (tree < 0 || dup3(tree, SHIM_INIT_EXE_FD, O_CLOEXEC) < 0)) ||
+        (c->loader && (libs < 0 || dup3(libs, SHIM_INIT_LIB_FD, O_CLOEXEC) < 0)))
         _exit(1);
     c->ipc = SHIM_INIT_IPC_FD;
     close_range(libs >= 0 ? SHIM_INIT_LIB_FD + 1
@@ -531,7 +535,9 @@ _Noreturn void shim_init_again(const char *times_so_far) {
     static shim_init_ctx c = {.spec = &spec, .ipc = SHIM_INIT_IPC_FD};
     times_len = (size_t)snprintf(times, sizeof(times), "%s", times_so_far);
     times_len = MIN(times_len, sizeof(times) - 1);
-    set_title(); /* (clears argv, times_so_far included) */
+    set_title();                                    /* (clears argv, times_so_far included) */
+    if (fd_set_cloexec(SHIM_INIT_IPC_FD, true) < 0) /* (step_reexec cleared it) */
+        _exit(1);
     char *bpf = NULL;
     size_t len = 0, first = 0;
     int r = fd_read_all(SHIM_INIT_BPF_FD, 1 << 20, &bpf, &len);

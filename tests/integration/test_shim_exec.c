@@ -139,6 +139,24 @@ TEST(shim_background_process_survives_its_command) {
     free(out);
 }
 
+/* Init's channel to the shim (fd 3) is close-on-exec: no command inherits it. */
+TEST(shim_init_channel_is_cloexec) {
+    shimdrv *d = start();
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/fdinfo/3", d->init_pid);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f, "%s: %s", path, strerror(errno));
+    unsigned long flags = 0;
+    while (fgets(buf, sizeof(buf), f))
+        sscanf(buf, "flags: %lo", &flags);
+    fclose(f);
+    CHECK_MSG(flags & O_CLOEXEC, "init's fd 3 flags %lo", flags);
+    int code;
+    char *out = shimdrv_sh_out(d, "ls /proc/self/fd | sort -n | tr '\\n' ' '", &code);
+    CHECK_MSG(strcmp(out, "0 1 2 3 ") == 0, "a command's descriptors: %s", out); /* 3: ls's dir */
+    free(out);
+}
+
 TEST(shim_kill_message) {
     shimdrv *d = start();
     const char *argv[] = {"sleep", "1000", NULL};
