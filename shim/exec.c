@@ -34,6 +34,9 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+/* A reaper's exit code: 0 (it reported the end), 1 (it reported a failed start), 2 (it could
+ * not report the end), with this bit when it left children behind, which are init's now. */
+#define REAPER_LEFT 4
 #define MAX_ARGS (4096 + 2) /* argv and env entries: the API's 4096 (policy), and "sh -c" */
 
 struct reaper {
@@ -341,7 +344,10 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
                 reap_children();
             }
             shim_ipc_send(ipc, SHIM_IPC_EXIT, id, cmd_status, 0, NULL, 0, NULL, 0);
-            _exit(0);
+            pid_t w;
+            while ((w = waitpid(-1, NULL, WNOHANG)) > 0)
+                ;
+            _exit(w == 0 ? REAPER_LEFT : 0);
         }
     }
 }
@@ -393,6 +399,10 @@ __attribute__((no_sanitize_address)) static _Noreturn void reaper_wait_raw(int i
             done = true;
         }
     }
+    long w;
+    while ((w = shim_raw_syscall(SYS_wait4, -1, 0, WNOHANG, 0)) > 0)
+        ;
+    code |= w == 0 ? REAPER_LEFT : 0; /* (0: a child, none ended) */
     for (;;)
         shim_raw_syscall(SYS_exit_group, code, 0, 0, 0);
 }
@@ -609,23 +619,53 @@ static void kill_exec(shim_ipc_msg *m) {
             shim_proctree_signal(reapers[i].pid, m->a);
 }
 
+static bool is_reaper(pid_t p) {
+    for (size_t i = 0; i < n_reapers; i++)
+        if (reapers[i].pid == p)
+            return true;
+    return false;
+}
+
+/* Reap what has ended. A reaper that left children (REAPER_LEFT) gave init its command's
+ * leftovers, kept; one that did not exit 0/1 died before reporting (killed by its command):
+ * its command's tree, init's now, is killed first (proctree.h), then init reports for it. The
+ * leftovers of a batch are kept before any tree is killed. */
 static void reap_all(int ipc) {
-    int st;
-    pid_t p;
-    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-        for (size_t i = 0; i < n_reapers; i++) {
-            if (reapers[i].pid != p)
+    for (bool full = true; full;) {
+        uint64_t dead[8];
+        int dead_st[8];
+        size_t n_dead = 0;
+        bool left = false;
+        int st;
+        pid_t p;
+        while (n_dead < ARRAY_SIZE(dead) && (p = waitpid(-1, &st, WNOHANG)) > 0) {
+            size_t i = 0;
+            while (i < n_reapers && reapers[i].pid != p)
+                i++;
+            if (i == n_reapers) {
+                shim_proctree_forget(p);
                 continue;
-            /* A reaper that did not exit 0/1 died before reporting: report for it. */
-            if (!(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1)))
-                shim_ipc_send(ipc, SHIM_IPC_EXIT, reapers[i].id, st, 1, NULL, 0, NULL, 0);
+            }
+            int code = WIFEXITED(st) ? WEXITSTATUS(st) & ~REAPER_LEFT : -1;
+            left |= WIFEXITED(st) && (WEXITSTATUS(st) & REAPER_LEFT);
+            if (code != 0 && code != 1) {
+                dead_st[n_dead] = code == 2 ? 2 << 8 : st; /* (REAPER_LEFT off) */
+                dead[n_dead++] = reapers[i].id;
+            }
 #ifdef SHIM_RAW_SYSCALL
             if (reapers[i].stack)
                 stack_put(reapers[i].stack);
 #endif
             reapers[i] = reapers[--n_reapers];
-            break;
         }
+        if (left)
+            shim_proctree_keep_orphans(is_reaper);
+        if (n_dead)
+            shim_proctree_kill_orphans(is_reaper);
+        for (size_t k = 0; k < n_dead; k++)
+            shim_ipc_send(ipc, SHIM_IPC_EXIT, dead[k], dead_st[k], 1, NULL, 0, NULL, 0);
+        full = n_dead == ARRAY_SIZE(dead);
+    }
 }
 
 /* A connection on lfd from outside the sandbox's pid namespace (its pid reads 0 here); anything
@@ -639,8 +679,8 @@ static int accept_shim(int lfd, int sfd) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof(si)) > 0)
                 ;
-            while (waitpid(-1, NULL, WNOHANG) > 0)
-                ;
+            for (pid_t c; (c = waitpid(-1, NULL, WNOHANG)) > 0;)
+                shim_proctree_forget(c);
         }
         if (!p[0].revents)
             continue;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -73,12 +74,13 @@ static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
     return n;
 }
 
-/* Signal every live descendant of root; returns how many were signalled. */
-static size_t tree_signal_once(pid_t root, int sig) {
-    static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
-    static bool in[MAX_PROCS];
-    size_t n = proc_table(pids, ppids, MAX_PROCS), hit = 0;
-    memset(in, 0, sizeof(in));
+static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
+static bool in[MAX_PROCS];
+
+/* Mark every live descendant of root (none for root 0) and of what is marked already among the
+ * n read; signal the marked. Returns how many were signalled. */
+static size_t signal_marked(size_t n, pid_t root, int sig) {
+    size_t hit = 0;
     for (bool grew = true; grew;) {
         grew = false;
         for (size_t i = 0; i < n; i++) {
@@ -97,6 +99,13 @@ static size_t tree_signal_once(pid_t root, int sig) {
     return hit;
 }
 
+/* Signal every live descendant of root; returns how many were signalled. */
+static size_t tree_signal_once(pid_t root, int sig) {
+    size_t n = proc_table(pids, ppids, MAX_PROCS);
+    memset(in, 0, sizeof(in));
+    return signal_marked(n, root, sig);
+}
+
 /* Signal root's whole tree (root is a reaper: a subreaper, so nothing escapes it while it
  * lives). For SIGKILL, repeat until nothing is left alive: a killed process cannot fork again
  * and whatever was forked meanwhile is caught in the next round. Run by init, which the
@@ -109,6 +118,60 @@ void shim_proctree_signal(pid_t root, int sig) {
     }
     for (int round = 0; round < 500; round++) {
         if (tree_signal_once(root, SIGKILL) == 0)
+            return;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---- init's children that are no reaper ---- */
+
+static pid_t *kept;
+static size_t n_kept, cap_kept;
+static bool kept_lost; /* one could not be recorded: kill none (shim_proctree_kill_orphans) */
+
+static bool is_kept(pid_t p) {
+    for (size_t i = 0; i < n_kept; i++)
+        if (kept[i] == p)
+            return true;
+    return false;
+}
+
+void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t)) {
+    size_t n = proc_table(pids, ppids, MAX_PROCS);
+    pid_t self = getpid();
+    for (size_t i = 0; i < n; i++) {
+        if (ppids[i] != self || is_reaper(pids[i]) || is_kept(pids[i]))
+            continue;
+        if (n_kept == cap_kept) {
+            size_t nc = cap_kept ? cap_kept * 2 : 16;
+            pid_t *nk = realloc(kept, nc * sizeof(*nk));
+            if (!nk) {
+                kept_lost = true;
+                return;
+            }
+            kept = nk;
+            cap_kept = nc;
+        }
+        kept[n_kept++] = pids[i];
+    }
+}
+
+void shim_proctree_forget(pid_t pid) {
+    for (size_t i = 0; i < n_kept; i++)
+        if (kept[i] == pid) {
+            kept[i] = kept[--n_kept];
+            return;
+        }
+}
+
+void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t)) {
+    pid_t self = getpid();
+    for (int round = 0; round < 500 && !kept_lost; round++) {
+        size_t n = proc_table(pids, ppids, MAX_PROCS);
+        for (size_t i = 0; i < n; i++)
+            in[i] = ppids[i] == self && !is_reaper(pids[i]) && !is_kept(pids[i]);
+        if (signal_marked(n, 0, SIGKILL) == 0)
             return;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);

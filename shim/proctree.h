@@ -3,9 +3,22 @@
  * while it lives). Async-signal-safe, for init and a forked reaper. */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* Continue root, then signal every live descendant of it with sig. For SIGKILL, repeat until
  * nothing is left alive (bounded): a killed process cannot fork again and whatever was forked
  * meanwhile is caught in the next round. */
 void shim_proctree_signal(pid_t root, int sig);
+
+/* Init's children that are no reaper. A reaper's children go to init when it ends: after an
+ * ordinary end, the processes its command deliberately left behind (SECURITY.md, "Commands and
+ * their process trees"), which init keeps: shim_proctree_keep_orphans records every child of
+ * init now that is_reaper does not name, shim_proctree_forget drops one init has reaped. After a
+ * reaper was killed (by its own command: same user), its command's tree: shim_proctree_kill_orphans
+ * kills every tree below init that is neither a reaper's nor kept, round after round until none
+ * is left (a killed process's children come to init too). Init's only, not async-signal-safe
+ * (keep_orphans allocates). */
+void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t));
+void shim_proctree_forget(pid_t pid);
+void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t));

@@ -88,9 +88,13 @@ static bool on_output(void *ud, int which, const char *data, size_t len) {
 
 /* The result's small fields; a JSON answer adds the output (api/exec_answer.c). */
 static json_t *result_json(const sd_exec_result *r) {
-    return json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
-                     "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
-                     (json_int_t)r->bytes[0], "stderr_bytes", (json_int_t)r->bytes[1]);
+    json_t *j =
+        json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
+                  "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
+                  (json_int_t)r->bytes[0], "stderr_bytes", (json_int_t)r->bytes[1]);
+    if (j && r->message) /* e.g. "the command's reaper was killed" */
+        json_object_set_new(j, "message", json_string(r->message));
+    return j;
 }
 
 static void on_exited(void *ud, const sd_exec_result *r) {

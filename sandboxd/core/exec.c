@@ -235,6 +235,7 @@ static void result_of(sd_exec *e, json_t *ev, sd_exec_result *r) {
         .reason =
             reason >= END_EXITED && reason <= END_OOM_KILLED ? (end_reason)reason : END_EXITED,
         .duration = json_number_value(json_object_get(ev, "duration_ms")) / 1000.0,
+        .message = json_string_value(json_object_get(ev, "message")),
     };
     for (int i = 0; i < 2; i++) {
         r->bytes[i] = e->ob[i].bytes;

@@ -20,7 +20,8 @@ typedef struct sd_exec_result {
     const char *data[2];        /* buffered output (not live): the first max_output bytes */
     size_t len[2];
     bool truncated[2];
-    bool over_budget; /* cut short by the daemon-wide output budget, not only by max_output */
+    bool over_budget;    /* cut short by the daemon-wide output budget, not only by max_output */
+    const char *message; /* borrowed: how it ended, when the shim says (a killed reaper); NULL */
 } sd_exec_result;
 
 /* Output buffered for JSON answers, all commands together: past it, a command's buffered

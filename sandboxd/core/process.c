@@ -169,6 +169,8 @@ static void on_exited(void *ud, const sd_exec_result *r) {
         json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
                   "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
                   (json_int_t)p->bytes[0], "stderr_bytes", (json_int_t)p->bytes[1]);
+    if (exit && r->message)
+        json_object_set_new(exit, "message", json_string(r->message));
     finish(p, exit, NULL);
 }
 

@@ -201,6 +201,22 @@ test_background_kill_tree_and_bound() {
   req GET "/v1/sandboxes/$ID/processes/$PID"; expect 404
 }
 
+# A command that kills its own reaper (same user: SECURITY.md, "Commands and their process
+# trees") ends with it, tree and all, before the answer: signaled 9 with the message; a
+# background command's record keeps the message too.
+TEST_TIMEOUT_killed_reaper_message=60
+test_killed_reaper_message() {
+  start_daemon
+  create
+  run_cmd "$ID" '{"argv":["sh","-c","sleep 0.3; kill -9 $PPID; sleep 5; echo still-here"],"timeout":2}'
+  echo "$BODY" | jq -e '.signal == 9 and .reason == "signaled" and .message == "the command'"'"'s reaper was killed" and .stdout == ""' >/dev/null ||
+    fail "answer: $BODY"
+  run_cmd "$ID" '{"argv":["sh","-c","cat /proc/[0-9]*/comm | grep -c sleep || true"]}'
+  echo "$BODY" | jq -e '.stdout == "0\n"' >/dev/null || fail "the command outlived its answer: $BODY"
+  bg '{"argv":["sh","-c","sleep 0.2; kill -9 $PPID; sleep 5"],"background":true}'
+  wait_proc "$PID" '.state == "exited" and .signal == 9 and .message == "the command'"'"'s reaper was killed"' 10
+}
+
 TEST_TIMEOUT_background_idle_timeout=60
 test_background_idle_timeout() {
   start_daemon

@@ -139,6 +139,51 @@ TEST(shim_background_process_survives_its_command) {
     free(out);
 }
 
+/* The sandbox's sleeps, "sleep ARG" a line, sorted. */
+static char *sleeps(shimdrv *d) {
+    int code;
+    return shimdrv_sh_out(d,
+                          "for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline 2>/dev/null; echo; "
+                          "done | grep '^sleep' | sort",
+                          &code);
+}
+
+/* A command that kills its own reaper (same user) ends with it: its tree, reparented to init,
+ * is killed (what it had daemonized too), before the exit is reported; what an earlier command
+ * deliberately left behind stays. */
+TEST(shim_killed_reaper_takes_its_command_down) {
+    shimdrv *d = start();
+    shimdrv_result res;
+    CHECK_EQ(shimdrv_sh(d,
+                        "setsid sleep 1000 </dev/null >/dev/null 2>&1 & "
+                        "until cat /proc/[0-9]*/comm 2>/dev/null | grep -qx sleep; do :; done",
+                        &res),
+             0);
+    shimdrv_result_free(&res);
+    const char *argv[] = {"sh", "-c",
+                          "(setsid sleep 1001 </dev/null >/dev/null 2>&1 &); sleep 0.3; "
+                          "kill -9 $PPID; sleep 5; echo still-here",
+                          NULL};
+    shimdrv_exec_opts o = {.timeout_ms = 2000};
+    CHECK_OK(shimdrv_exec(d, argv, &o, &res));
+    CHECK_STREQ(res.reason, "signaled");
+    CHECK_EQ(res.signal, SIGKILL);
+    CHECK_STREQ(res.message, "the command's reaper was killed");
+    CHECK_MSG(!strstr(res.out, "still-here"), "out: %s", res.out);
+    shimdrv_result_free(&res);
+    char *out = sleeps(d);
+    CHECK_MSG(strcmp(out, "sleep 1000 \n") == 0, "sleeps left: %s", out);
+    free(out);
+    /* at once: the kill races the reaper's start report */
+    const char *argv2[] = {"sh", "-c", "kill -9 $PPID; sleep 5", NULL};
+    int r = shimdrv_exec(d, argv2, &o, &res);
+    CHECK_MSG(r != 0 || res.signal == SIGKILL, "r=%d reason=%s", r, res.reason);
+    shimdrv_result_free(&res);
+    out = sleeps(d);
+    CHECK_MSG(strcmp(out, "sleep 1000 \n") == 0, "sleeps left: %s", out);
+    free(out);
+}
+
 /* Init's channel to the shim (fd 3) is close-on-exec: no command inherits it. */
 TEST(shim_init_channel_is_cloexec) {
     shimdrv *d = start();

@@ -439,6 +439,8 @@ static void fill_result(shimdrv_result *res, json_t *ex) {
     res->duration_ms = (uint64_t)json_integer_value(json_object_get(ex, "duration_ms"));
     const char *reason = json_string_value(json_object_get(ex, "reason"));
     snprintf(res->reason, sizeof(res->reason), "%s", reason ? reason : "?");
+    const char *msg = json_string_value(json_object_get(ex, "message"));
+    snprintf(res->message, sizeof(res->message), "%s", msg ? msg : "");
 }
 
 int shimdrv_exec_start(shimdrv *d, const char *const *argv, const shimdrv_exec_opts *o,

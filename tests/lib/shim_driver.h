@@ -34,7 +34,8 @@ typedef struct shimdrv {
 typedef struct shimdrv_result {
     int exit_code, signal;
     char reason[32];
-    char *out, *err; /* NUL-terminated, malloc'd */
+    char message[128]; /* the exit's message ("" for none) */
+    char *out, *err;   /* NUL-terminated, malloc'd */
     size_t out_len, err_len;
     uint64_t duration_ms;
     int start_errno; /* set when the exec was refused (error reply) */
