@@ -221,15 +221,17 @@ static int exec_new(server *s, conn *c, json_t *xid, json_t *seq, uint64_t timeo
 }
 
 /* The timeout runs from the request, so a command that stops its reaper before it reported
- * the start is still killed. */
-static void arm_timeout(server *s, exec_rec *e) {
+ * the start is still killed. Armed before the request goes to init: a command that could not
+ * have its timeout does not start. */
+static int arm_timeout(server *s, exec_rec *e) {
     if (e->timeout_ms == 0)
-        return;
+        return 0;
     e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     struct itimerspec its = {.it_value = {.tv_sec = (time_t)(e->timeout_ms / 1000),
                                           .tv_nsec = (long)(e->timeout_ms % 1000) * 1000000}};
-    if (e->tfd < 0 || timerfd_settime(e->tfd, 0, &its, NULL) < 0 || ep_add(s, e->tfd, e) < 0)
-        log_error("cannot arm the command timeout xid_iid=%llu", (unsigned long long)e->iid);
+    if (e->tfd < 0 || timerfd_settime(e->tfd, 0, &its, NULL) < 0)
+        return -errno;
+    return ep_add(s, e->tfd, e);
 }
 
 /* The init request for an exec: the grader user only in a grading sandbox, only from the
@@ -295,13 +297,16 @@ static void handle_exec(server *s, conn *c, json_t *msg, json_t *seq, int *fds, 
         e->owner = c;
         e->helper = true;
     }
+    if ((r = arm_timeout(s, e)) < 0) {
+        exec_remove(s, e);
+        return reply_error(c, seq, r, "cannot arm the command's timeout");
+    }
     type |= (tty ? SHIM_IPC_TTY : 0) | (file ? SHIM_IPC_FILE : 0);
     r = shim_ipc_send(s->sb->ipc, type, e->iid, argc, envc, buf, len, fds, 3);
     if (r < 0) {
         exec_remove(s, e);
         return reply_error(c, seq, r, "cannot reach init");
     }
-    arm_timeout(s, e);
 }
 
 /* port_connect {port} -> connected {port} with the socket attached (shim/ports.c), or error. */
@@ -479,7 +484,7 @@ static void on_exit_report(server *s, exec_rec *e, int st, bool reaper_died) {
     }
     check_oom(s);
     uint64_t ooms = 0;
-    if (e->timed_out)
+    if (e->timed_out && sig == SIGKILL && !reaper_died) /* not an end that raced the timer */
         reason = END_COMMAND_TIMEOUT;
     else if (sig == SIGKILL && shim_cgroup_oom_kills(s->sb->cg, &ooms) == 0 && ooms > e->oom0)
         reason = END_OOM_KILLED;

@@ -217,6 +217,26 @@ test_killed_reaper_message() {
   wait_proc "$PID" '.state == "exited" and .signal == 9 and .message == "the command'"'"'s reaper was killed"' 10
 }
 
+# command_timeout only for a command the timeout's kill ended (signal 9, exit code 137:
+# docs/API.md); one that exited as the timeout fired keeps its own end.
+TEST_TIMEOUT_timeout_reason_is_the_kill=90
+test_timeout_reason_is_the_kill() {
+  start_daemon
+  create
+  local i to n_to=0
+  for i in $(seq 0 99); do # it ends in about a millisecond: 1 to 4 ms races it
+    to=0.00$((1 + i % 4))
+    run_cmd "$ID" "{\"argv\":[\"sh\",\"-c\",\"exit 3\"],\"timeout\":$to}"
+    if echo "$BODY" | jq -e '.reason == "command_timeout"' >/dev/null; then
+      echo "$BODY" | jq -e '.signal == 9 and .exit_code == 137' >/dev/null || fail "timeout $to: $BODY"
+      n_to=$((n_to + 1))
+    else
+      echo "$BODY" | jq -e '.reason == "exited" and .exit_code == 3 and .signal == null' >/dev/null || fail "timeout $to: $BODY"
+    fi
+  done
+  echo "$n_to of 100 ended by their timeout" >&2
+}
+
 TEST_TIMEOUT_background_idle_timeout=60
 test_background_idle_timeout() {
   start_daemon

@@ -184,6 +184,30 @@ TEST(shim_killed_reaper_takes_its_command_down) {
     free(out);
 }
 
+/* command_timeout only for a command the timeout's kill ended: one that exited as it fired
+ * keeps its own end. */
+TEST(shim_timeout_reason_is_the_kill) {
+    shimdrv *d = start();
+    const char *argv[] = {"sh", "-c", "exit 3", NULL}; /* it ends in about a millisecond */
+    int timeouts = 0, exits = 0;
+    for (int i = 0; i < 400; i++) {
+        shimdrv_exec_opts o = {.timeout_ms = 1 + (uint64_t)i % 4};
+        shimdrv_result res;
+        CHECK_OK(shimdrv_exec(d, argv, &o, &res));
+        if (strcmp(res.reason, "command_timeout") == 0) {
+            CHECK_MSG(res.signal == SIGKILL, "command_timeout with exit %d signal %d",
+                      res.exit_code, res.signal);
+            timeouts++;
+        } else {
+            CHECK_STREQ(res.reason, "exited");
+            CHECK_EQ(res.exit_code, 3);
+            exits++;
+        }
+        shimdrv_result_free(&res);
+    }
+    fprintf(stderr, "%d timeouts, %d exits\n", timeouts, exits);
+}
+
 /* Init's channel to the shim (fd 3) is close-on-exec: no command inherits it. */
 TEST(shim_init_channel_is_cloexec) {
     shimdrv *d = start();
