@@ -627,9 +627,9 @@ static bool is_reaper(pid_t p) {
 }
 
 /* Reap what has ended. A reaper that left children (REAPER_LEFT) gave init its command's
- * leftovers, kept; one that did not exit 0/1 died before reporting (killed by its command):
- * its command's tree, init's now, is killed first (proctree.h), then init reports for it. The
- * leftovers of a batch are kept before any tree is killed. */
+ * leftovers, kept (and so did a kept process that ended); one that did not exit 0/1 died before
+ * reporting (killed by its command): its command's tree, init's now, is killed first (proctree.h),
+ * then init reports for it. The leftovers of a batch are kept before any tree is killed. */
 static void reap_all(int ipc) {
     for (bool full = true; full;) {
         uint64_t dead[8];
@@ -642,8 +642,8 @@ static void reap_all(int ipc) {
             size_t i = 0;
             while (i < n_reapers && reapers[i].pid != p)
                 i++;
-            if (i == n_reapers) {
-                shim_proctree_forget(p);
+            if (i == n_reapers) { /* a kept one's children are init's now: kept too */
+                left |= shim_proctree_forget(p);
                 continue;
             }
             int code = WIFEXITED(st) ? WEXITSTATUS(st) & ~REAPER_LEFT : -1;
@@ -679,8 +679,11 @@ static int accept_shim(int lfd, int sfd) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof(si)) > 0)
                 ;
+            bool left = false; /* (no reaper while paused) */
             for (pid_t c; (c = waitpid(-1, NULL, WNOHANG)) > 0;)
-                shim_proctree_forget(c);
+                left |= shim_proctree_forget(c);
+            if (left)
+                shim_proctree_keep_orphans(is_reaper);
         }
         if (!p[0].revents)
             continue;

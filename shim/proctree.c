@@ -14,15 +14,22 @@
 
 #define MAX_PROCS 8192
 
-/* ppid from /proc/PID/stat ("pid (comm) S ppid ..."); a zombie (state Z) gives -1. */
-static long parse_ppid(const char *stat) {
+/* ppid and session from /proc/PID/stat ("pid (comm) S ppid pgrp session ..."); a zombie
+ * (state Z) gives ppid -1. */
+static long parse_ppid(const char *stat, pid_t *sid) {
     const char *p = strrchr(stat, ')');
     if (!p || p[1] != ' ' || !p[2] || p[3] != ' ' || p[2] == 'Z')
         return -1;
-    long v = 0;
-    for (p += 4; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (*p - '0');
-    return v;
+    long v[3] = {0, 0, 0}; /* ppid, pgrp, session */
+    p += 4;
+    for (int f = 0; f < 3; f++, p += *p == ' ') {
+        for (; *p >= '0' && *p <= '9'; p++)
+            v[f] = v[f] * 10 + (*p - '0');
+        if (*p != ' ')
+            break;
+    }
+    *sid = (pid_t)v[2];
+    return v[0];
 }
 
 static long parse_long(const char *s) {
@@ -37,8 +44,8 @@ static long parse_long(const char *s) {
     return v;
 }
 
-/* Read (pid, ppid) of every live process in the sandbox (zombies get ppid -1). */
-static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
+/* Read (pid, ppid, session) of every live process in the sandbox (zombies get ppid -1). */
+static size_t proc_table(pid_t *pids, pid_t *ppids, pid_t *sids, size_t max) {
     int dfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return 0;
@@ -67,14 +74,15 @@ static size_t proc_table(pid_t *pids, pid_t *ppids, size_t max) {
                 continue;
             stat[k] = '\0';
             pids[n] = (pid_t)pid;
-            ppids[n++] = (pid_t)parse_ppid(stat);
+            ppids[n] = (pid_t)parse_ppid(stat, &sids[n]);
+            n++;
         }
     }
     close(dfd);
     return n;
 }
 
-static pid_t pids[MAX_PROCS], ppids[MAX_PROCS];
+static pid_t pids[MAX_PROCS], ppids[MAX_PROCS], sids[MAX_PROCS];
 static bool in[MAX_PROCS];
 
 /* Mark every live descendant of root (none for root 0) and of what is marked already among the
@@ -101,7 +109,7 @@ static size_t signal_marked(size_t n, pid_t root, int sig) {
 
 /* Signal every live descendant of root; returns how many were signalled. */
 static size_t tree_signal_once(pid_t root, int sig) {
-    size_t n = proc_table(pids, ppids, MAX_PROCS);
+    size_t n = proc_table(pids, ppids, sids, MAX_PROCS);
     memset(in, 0, sizeof(in));
     return signal_marked(n, root, sig);
 }
@@ -126,26 +134,29 @@ void shim_proctree_signal(pid_t root, int sig) {
 
 /* ---- init's children that are no reaper ---- */
 
-static pid_t *kept;
+/* The kept: init's children left by a command, and their sessions (a kept process's
+ * descendants that come to init later, when their parent below it ends, are in its session
+ * unless they left it). */
+static struct kept_proc { pid_t pid, sid; } * kept;
 static size_t n_kept, cap_kept;
 static bool kept_lost; /* one could not be recorded: kill none (shim_proctree_kill_orphans) */
 
-static bool is_kept(pid_t p) {
+static bool is_kept(pid_t pid, pid_t sid) {
     for (size_t i = 0; i < n_kept; i++)
-        if (kept[i] == p)
+        if (kept[i].pid == pid || (sid > 0 && kept[i].sid == sid))
             return true;
     return false;
 }
 
 void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t)) {
-    size_t n = proc_table(pids, ppids, MAX_PROCS);
+    size_t n = proc_table(pids, ppids, sids, MAX_PROCS);
     pid_t self = getpid();
     for (size_t i = 0; i < n; i++) {
-        if (ppids[i] != self || is_reaper(pids[i]) || is_kept(pids[i]))
+        if (ppids[i] != self || is_reaper(pids[i]) || is_kept(pids[i], 0))
             continue;
         if (n_kept == cap_kept) {
             size_t nc = cap_kept ? cap_kept * 2 : 16;
-            pid_t *nk = realloc(kept, nc * sizeof(*nk));
+            struct kept_proc *nk = realloc(kept, nc * sizeof(*nk));
             if (!nk) {
                 kept_lost = true;
                 return;
@@ -153,24 +164,25 @@ void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t)) {
             kept = nk;
             cap_kept = nc;
         }
-        kept[n_kept++] = pids[i];
+        kept[n_kept++] = (struct kept_proc){pids[i], sids[i]};
     }
 }
 
-void shim_proctree_forget(pid_t pid) {
+bool shim_proctree_forget(pid_t pid) {
     for (size_t i = 0; i < n_kept; i++)
-        if (kept[i] == pid) {
+        if (kept[i].pid == pid) {
             kept[i] = kept[--n_kept];
-            return;
+            return true;
         }
+    return false;
 }
 
 void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t)) {
     pid_t self = getpid();
     for (int round = 0; round < 500 && !kept_lost; round++) {
-        size_t n = proc_table(pids, ppids, MAX_PROCS);
+        size_t n = proc_table(pids, ppids, sids, MAX_PROCS);
         for (size_t i = 0; i < n; i++)
-            in[i] = ppids[i] == self && !is_reaper(pids[i]) && !is_kept(pids[i]);
+            in[i] = ppids[i] == self && !is_reaper(pids[i]) && !is_kept(pids[i], sids[i]);
         if (signal_marked(n, 0, SIGKILL) == 0)
             return;
         struct timespec ts = {0, 1000000};

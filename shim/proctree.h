@@ -14,11 +14,13 @@ void shim_proctree_signal(pid_t root, int sig);
 /* Init's children that are no reaper. A reaper's children go to init when it ends: after an
  * ordinary end, the processes its command deliberately left behind (SECURITY.md, "Commands and
  * their process trees"), which init keeps: shim_proctree_keep_orphans records every child of
- * init now that is_reaper does not name, shim_proctree_forget drops one init has reaped. After a
- * reaper was killed (by its own command: same user), its command's tree: shim_proctree_kill_orphans
- * kills every tree below init that is neither a reaper's nor kept, round after round until none
- * is left (a killed process's children come to init too). Init's only, not async-signal-safe
- * (keep_orphans allocates). */
+ * init now that is_reaper does not name, with its session; shim_proctree_forget drops one init
+ * has reaped (true when it was kept: its children are init's now, to keep in turn). After a
+ * reaper was killed (by its own command: same user), its command's tree:
+ * shim_proctree_kill_orphans kills every tree below init whose top is neither a reaper, nor
+ * kept, nor in a kept one's session (a kept process's descendant that came to init later),
+ * round after round until none is left (a killed process's children come to init too).
+ * Init's only, not async-signal-safe (keep_orphans allocates). */
 void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t));
-void shim_proctree_forget(pid_t pid);
+bool shim_proctree_forget(pid_t pid);
 void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t));

@@ -150,16 +150,19 @@ static char *sleeps(shimdrv *d) {
 
 /* A command that kills its own reaper (same user) ends with it: its tree, reparented to init,
  * is killed (what it had daemonized too), before the exit is reported; what an earlier command
- * deliberately left behind stays. */
+ * deliberately left behind stays, and so does what that one double-forks later (it comes to
+ * init in its session). */
 TEST(shim_killed_reaper_takes_its_command_down) {
     shimdrv *d = start();
     shimdrv_result res;
     CHECK_EQ(shimdrv_sh(d,
-                        "setsid sleep 1000 </dev/null >/dev/null 2>&1 & "
+                        "setsid sh -c 'sleep 0.2; (sleep 1002 &); exec sleep 1000' "
+                        "</dev/null >/dev/null 2>&1 & "
                         "until cat /proc/[0-9]*/comm 2>/dev/null | grep -qx sleep; do :; done",
                         &res),
              0);
     shimdrv_result_free(&res);
+    usleep(400 * 1000); /* sleep 1002 is init's now */
     const char *argv[] = {"sh", "-c",
                           "(setsid sleep 1001 </dev/null >/dev/null 2>&1 &); sleep 0.3; "
                           "kill -9 $PPID; sleep 5; echo still-here",
@@ -172,7 +175,7 @@ TEST(shim_killed_reaper_takes_its_command_down) {
     CHECK_MSG(!strstr(res.out, "still-here"), "out: %s", res.out);
     shimdrv_result_free(&res);
     char *out = sleeps(d);
-    CHECK_MSG(strcmp(out, "sleep 1000 \n") == 0, "sleeps left: %s", out);
+    CHECK_MSG(strcmp(out, "sleep 1000 \nsleep 1002 \n") == 0, "sleeps left: %s", out);
     free(out);
     /* at once: the kill races the reaper's start report */
     const char *argv2[] = {"sh", "-c", "kill -9 $PPID; sleep 5", NULL};
@@ -180,7 +183,7 @@ TEST(shim_killed_reaper_takes_its_command_down) {
     CHECK_MSG(r != 0 || res.signal == SIGKILL, "r=%d reason=%s", r, res.reason);
     shimdrv_result_free(&res);
     out = sleeps(d);
-    CHECK_MSG(strcmp(out, "sleep 1000 \n") == 0, "sleeps left: %s", out);
+    CHECK_MSG(strcmp(out, "sleep 1000 \nsleep 1002 \n") == 0, "sleeps left: %s", out);
     free(out);
 }
 
