@@ -219,6 +219,22 @@ static bool step_answer(grpo_run *run, const sbxi_http_result *r, uv_timer_cb re
     return false;
 }
 
+/* The answer's integer "policy_version" into run->policy_version; false (the run failed:
+ * trainer_failed) when it has none. */
+static bool take_policy_version(grpo_run *run, const sbxi_http_result *r, const char *path) {
+    json_t *j = json_loadb(r->body, r->len, 0, NULL);
+    json_t *v = json_object_get(j, "policy_version");
+    bool ok = json_is_integer(v);
+    if (ok)
+        run->policy_version = (unsigned long long)json_integer_value(v);
+    else
+        grpo_run_fail(run, -EPROTO, "trainer_failed",
+                      "trainer %s%s: answer lacks an integer \"policy_version\"", run->trainer_base,
+                      path);
+    json_decref(j);
+    return ok;
+}
+
 static void get_state(uv_timer_t *t) {
     step_call(t->data, "GET", "/v1/state", NULL, on_state);
 }
@@ -227,17 +243,8 @@ static void on_state(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
     if (!step_answer(run, r, get_state, "/v1/state"))
         return;
-    json_t *j = json_loadb(r->body, r->len, 0, NULL);
-    json_t *v = json_object_get(j, "policy_version");
-    if (!json_is_integer(v)) {
-        json_decref(j);
-        grpo_run_fail(run, -EPROTO, "trainer_failed",
-                      "trainer %s/v1/state: answer lacks an integer \"policy_version\"",
-                      run->trainer_base);
+    if (!take_policy_version(run, r, "/v1/state"))
         return run_finish(run);
-    }
-    run->policy_version = (unsigned long long)json_integer_value(v);
-    json_decref(j);
     run_start_episodes(run);
 }
 
@@ -307,17 +314,8 @@ static void on_trained(void *ud, const sbxi_http_result *r) {
     grpo_run *run = ud;
     if (!step_answer(run, r, post_train, "/v1/train_step"))
         return;
-    json_t *j = json_loadb(r->body, r->len, 0, NULL);
-    json_t *v = json_object_get(j, "policy_version");
-    if (!json_is_integer(v)) {
-        json_decref(j);
-        grpo_run_fail(run, -EPROTO, "trainer_failed",
-                      "trainer %s/v1/train_step: answer lacks an integer \"policy_version\"",
-                      run->trainer_base);
+    if (!take_policy_version(run, r, "/v1/train_step"))
         return run_finish(run);
-    }
-    run->policy_version = (unsigned long long)json_integer_value(v);
-    json_decref(j);
     run_step_report(run, true);
     run_next_step(run);
 }
