@@ -640,14 +640,15 @@ static void server_dispatch(server *s, void *ptr) {
     }
 }
 
-/* Whether an event's timer (its exec record) or connection is still there: one handled earlier
- * in the same batch may have removed it. */
+/* Whether an event's source is still there: one handled earlier in the same batch may have
+ * removed (freed) its timer's exec record or its connection, so ptr is only compared, never
+ * read, until it is found. */
 static bool source_alive(server *s, void *ptr) {
-    enum src_kind k = *(enum src_kind *)ptr;
-    bool alive = k != SRC_TIMER && k != SRC_CONN;
-    for (size_t i = 0; !alive && k == SRC_TIMER && i < s->n_execs; i++)
+    bool alive = ptr == &src_listen || ptr == &src_agent_listen || ptr == &src_ipc ||
+                 ptr == &src_sig || ptr == &src_oom;
+    for (size_t i = 0; !alive && i < s->n_execs; i++)
         alive = s->execs[i] == ptr;
-    for (size_t i = 0; !alive && k == SRC_CONN && i < MAX_CONNS; i++)
+    for (size_t i = 0; !alive && i < MAX_CONNS; i++)
         alive = s->conns[i] == ptr;
     return alive;
 }
