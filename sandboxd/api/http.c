@@ -410,8 +410,9 @@ static bool token_eq(const char *h, const char *tok) {
     return diff == 0;
 }
 
-/* --token, or the fleet's --fleet-token (docs/FLEET.md). */
-bool sd_req_token_ok(sd_daemon *d, sd_request *req) {
+/* The request carries the daemon's --token or the fleet's --fleet-token (docs/FLEET.md): every
+ * TCP request needs one. */
+static bool token_ok(sd_daemon *d, sd_request *req) {
     const char *h = sd_req_header(req, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0) /* (the scheme: any case, RFC 9110) */
         return false;
@@ -479,7 +480,7 @@ static sd_request *req_new(http_inst *in, struct MHD_Connection *conn, const cha
     req->sandboxfusion = in->sandboxfusion;
     req->start_us = now_mono_us();
     req->upload_fd = -1;
-    req->unauthorized = req->tcp && !sd_req_token_ok(req->d, req);
+    req->unauthorized = req->tcp && !token_ok(req->d, req);
     body_limit(req, method, url);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > req->body_max)

@@ -66,8 +66,6 @@ void sd_http_stop(sd_daemon *d);
 int sd_http_start_sandboxfusion(sd_daemon *d, int fd, error_rec *err);
 
 const char *sd_req_header(sd_request *req, const char *name);
-/* The request carries the daemon's bearer token (every TCP request needs it). */
-bool sd_req_token_ok(sd_daemon *d, sd_request *req);
 const char *sd_req_query(sd_request *req, const char *key);
 /* All values of a repeated query argument (at most max); returns how many. */
 size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max);

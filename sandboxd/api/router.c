@@ -199,7 +199,7 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
             sd_api_sandboxfusion(d, req);
         return;
     }
-    if (req->tcp && !sd_req_token_ok(d, req)) {
+    if (req->unauthorized) { /* (answered before the body already: api/http.c) */
         sd_reply_error(req, 401, "unauthorized", "a valid bearer token is required");
         return;
     }
