@@ -86,20 +86,9 @@ static bool on_output(void *ud, int which, const char *data, size_t len) {
     return sd_stream_full(a->req);
 }
 
-/* The result's small fields; a JSON answer adds the output (api/exec_answer.c). */
-static json_t *result_json(const sd_exec_result *r) {
-    json_t *j =
-        json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
-                  "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
-                  (json_int_t)r->bytes[0], "stderr_bytes", (json_int_t)r->bytes[1]);
-    if (j && r->message) /* e.g. "the command's reaper was killed" */
-        json_object_set_new(j, "message", json_string(r->message));
-    return j;
-}
-
 static void on_exited(void *ud, const sd_exec_result *r) {
     api_exec *a = ud;
-    json_t *res = result_json(r);
+    json_t *res = sd_exec_result_json(r, r->bytes); /* a JSON answer adds the output */
     if (a->stream) {
         for (int i = 0; i < 2; i++)
             if (a->carry_len[i])

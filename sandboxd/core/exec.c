@@ -224,6 +224,16 @@ static void exec_detach(sd_exec *e) {
     exec_maybe_free(e);
 }
 
+json_t *sd_exec_result_json(const sd_exec_result *r, const uint64_t bytes[2]) {
+    json_t *j =
+        json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
+                  "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
+                  (json_int_t)bytes[0], "stderr_bytes", (json_int_t)bytes[1]);
+    if (j && r->message) /* e.g. "the command's reaper was killed" */
+        json_object_set_new(j, "message", json_string(r->message));
+    return j;
+}
+
 static void result_of(sd_exec *e, json_t *ev, sd_exec_result *r) {
     json_t *code = json_object_get(ev, "exit_code"), *sig = json_object_get(ev, "signal");
     int reason = end_reason_from_name(json_string_value(json_object_get(ev, "reason")));

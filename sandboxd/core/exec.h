@@ -24,6 +24,10 @@ typedef struct sd_exec_result {
     const char *message; /* borrowed: how it ended, when the shim says (a killed reaper); NULL */
 } sd_exec_result;
 
+/* The end's small fields as the API shows them: exit_code, signal, reason, duration,
+ * stdout_bytes and stderr_bytes (bytes: the caller's count), and message when there is one. */
+json_t *sd_exec_result_json(const sd_exec_result *r, const uint64_t bytes[2]);
+
 /* Output buffered for JSON answers, all commands together: past it, a command's buffered
  * output is cut (truncated, over_budget) until other answers have gone out. */
 #define SD_OUTPUT_BUDGET (64ull << 20)

@@ -165,13 +165,7 @@ static void finish(sd_process *p, json_t *exit, const error_rec *err) {
 
 static void on_exited(void *ud, const sd_exec_result *r) {
     sd_process *p = ud;
-    json_t *exit =
-        json_pack("{s:O,s:O,s:s,s:f,s:I,s:I}", "exit_code", r->exit_code, "signal", r->signal,
-                  "reason", end_reason_name(r->reason), "duration", r->duration, "stdout_bytes",
-                  (json_int_t)p->bytes[0], "stderr_bytes", (json_int_t)p->bytes[1]);
-    if (exit && r->message)
-        json_object_set_new(exit, "message", json_string(r->message));
-    finish(p, exit, NULL);
+    finish(p, sd_exec_result_json(r, p->bytes), NULL);
 }
 
 static void on_failed(void *ud, bool started, const error_rec *err) {
