@@ -19,7 +19,7 @@ import itertools
 import json
 import os
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import _lib
 from .errors import InvalidArgument, SandboxdError, from_err
