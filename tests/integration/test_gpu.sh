@@ -28,7 +28,7 @@ open_errno_in_cgroup() {
   if [ -d "/sys/fs/cgroup/devices/$CG/$1" ]; then
     procs=/sys/fs/cgroup/devices/$CG/$1/cgroup.procs
   else
-    procs=$(find /sys/fs/cgroup -maxdepth 4 -type d -path "*$CG*/$1" | head -1)/cgroup.procs
+    procs=$(find /sys/fs/cgroup -maxdepth 4 -type d -path "*$CG*/$1" 2>/dev/null | head -1 || true)/cgroup.procs
   fi
   python3 -c '
 import os, sys

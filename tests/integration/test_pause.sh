@@ -414,7 +414,7 @@ test_pause_probe_killed() {
     curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd/v1/sandboxes/$ID/pause" >/dev/null &
     bg=$! pid='' state=''
     for _ in $(seq 200); do
-      pid=$(pgrep -f "^sh -c .* $mark\$" | head -1) && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+      pid=$(pgrep -f "^sh -c .* $mark\$" | head -1) && state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
       [ "$state" == T ] && break
       sleep 0.05
     done

@@ -120,7 +120,7 @@ parked_init() { # SPARE -> its parked init's pid, once it is in the spare's cgro
 no_spare_cgroups() { # WHAT SECONDS: no spare-* cgroup under the daemon's parent within SECONDS
   local left i
   for ((i = 0; i <= $2 * 10; i++)); do
-    left=$(find /sys/fs/cgroup -maxdepth 4 -type d -path "*$CG*" -name 'spare-*' 2>/dev/null)
+    left=$(find /sys/fs/cgroup -maxdepth 4 -type d -path "*$CG*" -name 'spare-*' 2>/dev/null || true)
     [ -z "$left" ] && return 0
     sleep 0.1
   done

@@ -33,7 +33,11 @@ if [ "${1:-}" == "--list" ]; then
   done
   exit 0
 elif [ -n "${1:-}" ]; then
-  set -euo pipefail
+  set -Eeuo pipefail
+  # A command that fails where errexit applies ends the case: say which, or the log is empty
+  # (a race that makes `x=$(find ...)` fail once in a thousand runs showed only "rc=1"). The
+  # trap is inherited (-E) by command substitutions too, where bash clears errexit: silent there.
+  trap 'sbx_err=$?; [[ $- != *e* ]] || echo "FAIL: status $sbx_err from \`$BASH_COMMAND\` (${BASH_SOURCE[0]##*/}:$LINENO)" >&2' ERR
   # A timeout's SIGTERM comes twice (to the case, then to its group). With only an EXIT trap,
   # bash dies of the second one when it lands as the first one's EXIT trap begins, before that
   # trap can ignore it (tests/integration/test_runner.sh). Trapped, the second one waits.
