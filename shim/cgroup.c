@@ -93,6 +93,7 @@ void shim_cgroup_free(shim_cgroup *cg) {
         return;
     for (size_t i = 0; i < cg->n; i++)
         free(cg->dirs[i]);
+    safe_close(cg->oom_fd);
     free(cg);
 }
 
@@ -142,6 +143,7 @@ int shim_cgroup_open(int version, const char *parent, const char *id, bool devic
     if (!cg)
         return -ENOMEM;
     cg->version = version;
+    cg->oom_fd = -1;
     if (version == 2) {
         char dir[2048];
         snprintf(dir, sizeof(dir), "%s/%s", parent, id);
@@ -166,21 +168,25 @@ static int knob_write(const char *dir, const char *knob, const char *val, error_
     return 0;
 }
 
-/* "key value" lines (memory.events, cpu.stat, memory.oom_control). */
-static int knob_read_key(const char *dir, const char *knob, const char *key, uint64_t *ret) {
-    char path[2200];
-    snprintf(path, sizeof(path), "%s/%s", dir, knob);
-    _cleanup_free_ char *s = NULL;
-    int r = file_read_all(path, 65536, &s, NULL);
-    if (r < 0)
-        return r;
+/* The value of the line "key N" in s: a flat-keyed file's text (memory.events, cpu.stat,
+ * memory.oom_control). */
+static int key_value(const char *s, const char *key, uint64_t *ret) {
     size_t kl = strlen(key);
-    for (char *p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    for (const char *p = s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
         if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
             *ret = strtoull(p + kl + 1, NULL, 10);
             return 0;
         }
     return -ENOENT;
+}
+
+/* The value of key in the file dir/knob. */
+static int knob_read_key(const char *dir, const char *knob, const char *key, uint64_t *ret) {
+    char path[2200];
+    snprintf(path, sizeof(path), "%s/%s", dir, knob);
+    _cleanup_free_ char *s = NULL;
+    int r = file_read_all(path, 65536, &s, NULL);
+    return r < 0 ? r : key_value(s, key, ret);
 }
 
 static const char *dir_of(shim_cgroup *cg, const char *ctrl) {
@@ -397,6 +403,7 @@ int shim_cgroup_kill_all(shim_cgroup *cg) {
 
 int shim_cgroup_destroy(shim_cgroup *cg, error_rec *err) {
     int ret = shim_cgroup_kill_all(cg);
+    cg->oom_fd = safe_close(cg->oom_fd); /* nothing of it held open while it goes */
     for (size_t i = 0; i < cg->n; i++) {
         int r = -EBUSY;
         for (int tries = 0; tries < 200; tries++) {
@@ -416,10 +423,26 @@ int shim_cgroup_destroy(shim_cgroup *cg, error_rec *err) {
     return ret < 0 ? ret : 0;
 }
 
+/* Read twice per command (server.c): through a descriptor kept open, as a pread at 0 reads a
+ * cgroup file afresh, which saves the path walk, the second read and the close of each time. */
 int shim_cgroup_oom_kills(shim_cgroup *cg, uint64_t *ret) {
-    if (cg->version == 2)
-        return knob_read_key(cg->dirs[0], "memory.events", "oom_kill", ret);
-    return knob_read_key(dir_of(cg, "memory"), "memory.oom_control", "oom_kill", ret);
+    if (cg->oom_fd < 0) {
+        const char *dir = cg->version == 2 ? cg->dirs[0] : dir_of(cg, "memory");
+        char path[2200];
+        if (!dir)
+            return -ENOENT;
+        snprintf(path, sizeof(path), "%s/%s", dir,
+                 cg->version == 2 ? "memory.events" : "memory.oom_control");
+        cg->oom_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (cg->oom_fd < 0)
+            return negative_errno();
+    }
+    char buf[1024];
+    ssize_t n = pread(cg->oom_fd, buf, sizeof(buf) - 1, 0);
+    if (n < 0)
+        return negative_errno();
+    buf[n] = 0;
+    return key_value(buf, "oom_kill", ret);
 }
 
 int shim_cgroup_pids_denials(shim_cgroup *cg, uint64_t *ret) {

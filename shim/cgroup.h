@@ -15,6 +15,7 @@ typedef struct shim_cgroup {
     size_t n;                              /* v1: controllers found; v2: 1 */
     char *dirs[SHIM_CGROUP_V1_MAX];        /* the sandbox's directories */
     const char *ctrls[SHIM_CGROUP_V1_MAX]; /* v1 controller of each dir (memory first) */
+    int oom_fd; /* the OOM kill count's file, opened at its first read (-1 until then) */
 } shim_cgroup;
 
 typedef struct shim_cgroup_stats {

@@ -267,6 +267,7 @@ static void get_dir(sd_daemon *d, sd_sandbox *sb, files_job *j) {
     fd_set_nonblock(j->data_r, 1);
     if (uv_poll_init(d->loop, &j->data_poll, j->data_r) < 0) {
         sd_reply_error(j->req, 500, "internal", "files: cannot watch the tar's pipe");
+        j->data_r = safe_close(j->data_r); /* not data_open: job_free_if_done leaves it */
         job_abandon(j);
         return;
     }

@@ -427,11 +427,26 @@ static int exec_send_tty(sd_exec *e, policy_exec *pe, error_rec *err) {
     return 0;
 }
 
+/* A command with nothing to read gets /dev/null as its stdin (as `docker exec` without -i):
+ * end of file at once, without a pipe to make, watch, shut and close on the exec's path.
+ * Else a pipe; in[0] is the command's end. */
+static int stdin_make(sd_exec *e, int in[2], error_rec *err) {
+    if (e->stdin_len > 0 || e->keep_stdin)
+        return pipe2(in, O_CLOEXEC) < 0 ? error_set_errno(err, negative_errno(), "pipe") : 0;
+    in[1] = -1;
+    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in[0] < 0)
+        return error_set_errno(err, negative_errno(), "open /dev/null");
+    e->stdin_closed = true; /* nothing to close at the start */
+    return 0;
+}
+
 /* Make the pipes, send the exec request. Returns 0 or -errno (message in err). */
 static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
     int in[2], out[2], errp[2];
-    if (pipe2(in, O_CLOEXEC) < 0)
-        return error_set_errno(err, negative_errno(), "pipe");
+    int r = stdin_make(e, in, err);
+    if (r < 0)
+        return r;
     if (pipe2(out, O_CLOEXEC) < 0) {
         safe_close(in[0]), safe_close(in[1]);
         return error_set_errno(err, negative_errno(), "pipe");
@@ -442,9 +457,9 @@ static int exec_send(sd_exec *e, policy_exec *pe, error_rec *err) {
     }
     json_t *msg = exec_msg(e, pe);
     int fds[3] = {in[0], out[1], errp[1]};
-    int r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
+    r = sd_shim_request(e->sb->shim, "exec", msg, fds, 3, started_reply, e);
     safe_close(in[0]), safe_close(out[1]), safe_close(errp[1]);
-    e->in = open_pipe(e, in[1]);
+    e->in = in[1] < 0 ? NULL : open_pipe(e, in[1]);
     e->out[0] = open_pipe(e, out[0]);
     e->out[1] = open_pipe(e, errp[0]);
     if (!e->in)

@@ -110,6 +110,11 @@ test_exec_json() {
     and .stdout_bytes == 4 and .signal == null and .duration >= 0' >/dev/null || fail "$BODY"
   run_cmd "$id" '{"argv":["cat"],"stdin":"hello"}'
   echo "$BODY" | jq -e '.stdout == "hello"' >/dev/null || fail "stdin: $BODY"
+  # no stdin: /dev/null (as `docker exec` without -i), at its end at once; with stdin: a pipe
+  run_cmd "$id" '{"argv":["sh","-c","cat; test -p /dev/stdin && echo pipe || echo not-a-pipe"],"timeout":"5s"}'
+  echo "$BODY" | jq -e '.exit_code == 0 and .stdout == "not-a-pipe\n"' >/dev/null || fail "no stdin: $BODY"
+  run_cmd "$id" '{"argv":["sh","-c","cat; test -p /dev/stdin && echo pipe"],"stdin":"x","timeout":"5s"}'
+  echo "$BODY" | jq -e '.exit_code == 0 and .stdout == "xpipe\n"' >/dev/null || fail "stdin pipe: $BODY"
   run_cmd "$id" '{"argv":["cat"],"stdin_b64":"AAEC/w=="}'
   echo "$BODY" | jq -e '.stdout_b64 == "AAEC/w==" and .stdout_bytes == 4' >/dev/null || fail "b64: $BODY"
   run_cmd "$id" '{"argv":["sh","-c","head -c 100000 /dev/zero | tr \"\\\\0\" x"],"max_output":"1000"}'

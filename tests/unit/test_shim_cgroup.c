@@ -16,6 +16,7 @@ static shim_cgroup *stand_in(const char *tmp, size_t n, const char *name) {
     shim_cgroup *cg = calloc(1, sizeof(*cg));
     CHECK(cg);
     cg->version = 1;
+    cg->oom_fd = -1;
     for (size_t i = 0; i < n; i++) {
         char d[512];
         snprintf(d, sizeof(d), "%s/c%zu", tmp, i);
