@@ -3,7 +3,8 @@
  * dumped object without its closing brace, then per stream its key, its text and the quote,
  * then the brace) that sd_reply_reader's callback writes into the connection's buffer as the
  * client takes it. The output stays in the session's buffers, charged to the daemon's output
- * budget, until the answer is over. */
+ * budget, until the answer is over. An answer of little output (ANSWER_WHOLE_MAX) is written
+ * out whole at once instead and goes with its length. */
 #include "sandboxd/api/exec_answer.h"
 
 #include "common/b64.h"
@@ -12,6 +13,8 @@
 
 #include <stdio.h>
 #include <string.h>
+
+#define ANSWER_WHOLE_MAX (16 << 10) /* output bytes up to which an answer is built whole */
 
 typedef enum { PIECE_LIT, PIECE_TEXT, PIECE_B64 } piece_kind;
 
@@ -100,6 +103,26 @@ static void add(answer *a, piece_kind kind, const char *data, size_t len) {
 
 static const char *const names[2] = {"stdout", "stderr"};
 
+/* A small answer goes whole, with its length: libmicrohttpd then sends the head and the body in
+ * one call, where a streamed answer takes three (the head, the chunk, the last chunk), and the
+ * client wakes once for it. Its output's share of the budget goes back at once. */
+static bool answer_whole(sd_request *req, answer *a) {
+    if (a->out_len[0] + a->out_len[1] > ANSWER_WHOLE_MAX)
+        return false;
+    size_t max = a->p[0].len + 128 + 6 * (a->out_len[0] + a->out_len[1]); /* \u00XX: 6 each */
+    char *buf = malloc(max);
+    if (!buf)
+        return false;
+    size_t n = answer_read(a, buf, max);
+    if (a->k != a->n || a->pend_len > 0) { /* (cannot be: max is over any answer's length) */
+        free(buf);
+        return false;
+    }
+    answer_free(a);
+    sd_reply_data(req, 200, "application/json", buf, n);
+    return true;
+}
+
 void sd_api_exec_answer(sd_request *req, sd_exec *e, const sd_exec_result *r, json_t *head) {
     answer *a = calloc(1, sizeof(*a));
     for (int i = 0; i < 2; i++) {
@@ -131,7 +154,8 @@ void sd_api_exec_answer(sd_request *req, sd_exec *e, const sd_exec_result *r, js
         add(a, PIECE_LIT, "\"", 1);
     }
     add(a, PIECE_LIT, "}\n", 2);
-    sd_reply_reader(req, 200, "application/json", answer_read, answer_free, a);
+    if (!answer_whole(req, a))
+        sd_reply_reader(req, 200, "application/json", answer_read, answer_free, a);
 }
 
 void sd_api_exec_reply_error(sd_request *req, const error_rec *err) {

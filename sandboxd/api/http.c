@@ -204,7 +204,9 @@ void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *da
     }
     struct MHD_Response *r = MHD_create_response_from_buffer(
         len, data ? data : (void *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (r && ctype)
+    if (!r)
+        free(data); /* not taken */
+    else if (ctype)
         MHD_add_response_header(r, "Content-Type", ctype);
     set_response(req, status, r);
 }

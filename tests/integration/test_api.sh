@@ -117,6 +117,19 @@ test_exec_json() {
   echo "$BODY" | jq -e '.exit_code == 0 and .stdout == "xpipe\n"' >/dev/null || fail "stdin pipe: $BODY"
   run_cmd "$id" '{"argv":["cat"],"stdin_b64":"AAEC/w=="}'
   echo "$BODY" | jq -e '.stdout_b64 == "AAEC/w==" and .stdout_bytes == 4' >/dev/null || fail "b64: $BODY"
+  # up to 16 KiB of output the answer goes whole, with its length (one send); past that, chunked;
+  # 16384 bytes of \x01 (6 each once escaped) at the edge, exact
+  local n
+  for n in 16384 16385; do
+    run_cmd "$id" '{"argv":["sh","-c","head -c '$n' /dev/zero | tr \"\\0\" \"\\1\""]}'
+    echo "$BODY" | jq -e --argjson n $n '.stdout == ([range($n)] | map("\u0001") | add) and .stdout_bytes == $n
+      and (.stdout_truncated | not)' >/dev/null || fail "$n bytes of \\x01: $(head -c 300 "$D/body")"
+    if [ $n == 16384 ]; then
+      grep -qi '^content-length: ' "$D/headers" || fail "a small answer without its length: $(cat "$D/headers")"
+    else
+      grep -qi '^transfer-encoding: chunked' "$D/headers" || fail "a large answer not chunked: $(cat "$D/headers")"
+    fi
+  done
   run_cmd "$id" '{"argv":["sh","-c","head -c 100000 /dev/zero | tr \"\\\\0\" x"],"max_output":"1000"}'
   echo "$BODY" | jq -e '.stdout_bytes == 100000 and .stdout_truncated and (.stdout | length) == 1000' >/dev/null \
     || fail "truncation: $(echo "$BODY" | head -c 300)"
