@@ -424,11 +424,11 @@ test_pause_probe_killed() {
     [ $round == subreaper ] || wait "$DPID" 2>/dev/null || true # (the subreaper waits for the shim)
     wait "$bg" 2>/dev/null || true
     for _ in $(seq 50); do
-      [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || break
+      pid_alive "$pid" || break
       sleep 0.1
     done
-    if [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; then
-      left=$(ps -o pid,ppid,pgid,sid,stat,args -p "$pid" | tail -1)
+    if pid_alive "$pid"; then
+      left=$(ps -o pid,ppid,pgid,sid,stat,args -p "$pid" | tail -1 || true)
       kill -9 "$pid" 2>/dev/null || true # this case's own process
       fail "$round: the probe's stopped child outlived the daemon by 5 s: $left"
     fi

@@ -10,8 +10,9 @@ need_criu() {
 }
 
 # The Python process: its counter lives in its memory (x), written to /tmp/count every 50 ms;
-# a restarted one would start again at 1000. A background sleep, and a file in /workspace.
-STATEFUL='{"argv":["sh","-c","echo kept > /workspace/f; sleep 1000 </dev/null >/dev/null 2>&1 & python3 -c \"import time\nx = 1000\nwhile True:\n    x += 1\n    open(\\\"/tmp/count.new\\\", \\\"w\\\").write(str(x))\n    __import__(\\\"os\\\").rename(\\\"/tmp/count.new\\\", \\\"/tmp/count\\\")\n    time.sleep(0.05)\" </dev/null >/dev/null 2>&1 &"]}'
+# a restarted one would start again at 1000. Two background sleeps, one holding the exec's own
+# stdin (/dev/null from the host: sandboxd/core/exec.c), and a file in /workspace.
+STATEFUL='{"argv":["sh","-c","echo kept > /workspace/f; sleep 1000 </dev/null >/dev/null 2>&1 & sleep 1001 >/dev/null 2>&1 & python3 -c \"import time\nx = 1000\nwhile True:\n    x += 1\n    open(\\\"/tmp/count.new\\\", \\\"w\\\").write(str(x))\n    __import__(\\\"os\\\").rename(\\\"/tmp/count.new\\\", \\\"/tmp/count\\\")\n    time.sleep(0.05)\" </dev/null >/dev/null 2>&1 &"]}'
 
 run_in() { # ID ARGV-JSON -> OUT (stdout)
   req POST "/v1/sandboxes/$1/exec" -d "{\"argv\":$2}"

@@ -237,9 +237,10 @@ move_killed() { # NODE DELAY
   wait "$client" 2>/dev/null || true
   fleet_daemon "$victim" --fleet-ca "$DAEMON_ROOT/cert.pem"
   wait_view a "[$(node a), $(node b)] | length == 2" 30
-  local on_a on_b moving
+  local on_a on_b moving end_a
   daemon_use a; req GET "/v1/sandboxes/$id"; on_a=$CODE:$(echo "$BODY" | jq -r '.state // empty')
   moving=$(echo "$BODY" | jq -r '.pause.moving_to // empty' 2>/dev/null)
+  end_a=$(echo "$BODY" | jq -c '.end // empty' 2>/dev/null || true)
   daemon_use b; req GET "/v1/sandboxes/$id"; on_b=$CODE:$(echo "$BODY" | jq -r '.state // empty')
   echo "kill -9 of $victim at ${delay}s: a $on_a${moving:+ (moving to $moving)}, b $on_b" >&2
   case "$on_a/$on_b" in
@@ -247,7 +248,9 @@ move_killed() { # NODE DELAY
   307:/200:running | 307:/200:paused) ;;
   200:paused/200:*) # both have a copy: a's move is unsettled, and a never resumes it unasked
     [ "$moving" == b ] || fail "a and b both hold it after kill -9 of $victim: $on_a/$on_b" ;;
-  *) fail "after kill -9 of $victim at ${delay}s: a says $on_a, b says $on_b" ;;
+  *)
+    grep -h "$id" "$DAEMON_ROOT"/*/log 2>/dev/null | tail -20 >&2
+    fail "after kill -9 of $victim at ${delay}s: a says $on_a${end_a:+ ($end_a)}, b says $on_b" ;;
   esac
   # settles an unknown move, then resumes where it is (or answers as the node that resumed
   # it); a sandbox that b already runs, and a forwards to, is not paused: 409 there
