@@ -552,7 +552,7 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
     /* a pool entry: nobody pays for it; a moved one goes on costing on its new node, which
      * counts its whole cost when it ends there */
     sb->end_cost = sb->pool || reason == END_MOVED ? 0 : sd_sandbox_cost(sb);
-    bool was_starting = sb->state == SD_STARTING;
+    bool was_starting = sb->state == SD_STARTING, was_paused = sb->state == SD_PAUSED;
     sb->state = SD_ENDED;
     sb->ended_ms = now_real_ms();
     sb->end_reason = reason;
@@ -564,6 +564,11 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
         end_starting(sb);
     if ((was_starting && !sb->resuming) || sb->start_unconfirmed) /* a create that never ran: */
         sd_registry_set_idem_key(sb, NULL);                       /* a retry tries again */
+    /* paused: the record says ended before ended's listeners remove the checkpoint (a daemon
+     * killed in between found a paused sandbox without its checkpoint: an infrastructure
+     * failure, and no forward to the node a move gave it to). It holds nothing else to undo. */
+    if (was_paused)
+        sd_state_save(sb);
     TELL(d, ended, sb);
     sd_gpu_release(sb); /* GPUs: free again on every end path */
     sd_network_teardown(sb);
