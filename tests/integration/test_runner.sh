@@ -70,6 +70,31 @@ test_timed_out_cases_leave_nothing() {
   grep -q 'runtime error: (planted by the test)' <<<"$out" || fail "the report was not shown"
 }
 
+# The runner stopped by SIGTERM (Ctrl-C, CI's own timeout) mid-case: it stops the case, exits
+# 130 and leaves no wrapper of a shell case (/tmp/sbx-runsh.*: it left one before).
+TEST_TIMEOUT_stopped_runner_leaves_nothing=60
+test_stopped_runner_leaves_nothing() {
+  daemon_init
+  local f=$DAEMON_ROOT/fixture runner rc=0 w left=''
+  mkdir -p "$f/stop"
+  cat >"$f/stop/test_stop.sh" <<EOF2
+#!/usr/bin/env bash
+test_wait() { touch "$f/started"; sleep 100; }
+source "$SBX_SRC_DIR/tests/lib/lib.sh" "\$@"
+EOF2
+  SBX_TESTS_DIR=$f "$SBX_SRC_DIR/tests/run" --build "$SBX_BUILD_DIR" --suite stop >"$f/out" 2>&1 &
+  runner=$!
+  for _ in $(seq 200); do [ -e "$f/started" ] && break; sleep 0.05; done
+  [ -e "$f/started" ] || { kill -TERM "$runner"; fail "the fixture's case did not start: $(cat "$f/out")"; }
+  kill -TERM "$runner"
+  wait "$runner" || rc=$?
+  assert_eq "$rc" 130 "the stopped runner's status"
+  for w in /tmp/sbx-runsh.*; do
+    grep -qF "$f/stop/" "$w" 2>/dev/null && left+=" $w"
+  done
+  [ -z "$left" ] || { rm -f $left; fail "the stopped runner left its wrapper:$left"; }
+}
+
 # A case's EXIT trap runs when its SIGTERM comes twice (as from `timeout`: to the case, then to
 # its group), the second one as the first one's trap begins (tests/lib/lib.sh traps SIGTERM for
 # that): 60 tries, the second SIGTERM 0 to 1 ms after the first (with only the EXIT trap, bash
