@@ -114,8 +114,9 @@ static bool answer_whole(sd_request *req, answer *a) {
     if (!buf)
         return false;
     size_t n = answer_read(a, buf, max);
-    if (a->k != a->n || a->pend_len > 0) { /* (cannot be: max is over any answer's length) */
+    if (a->k != a->n || a->pend_len > 0) { /* (max is over any answer's length: never) */
         free(buf);
+        a->k = a->pos = a->pend_len = a->pend_pos = 0; /* streamed then, from its start */
         return false;
     }
     answer_free(a);
