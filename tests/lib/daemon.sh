@@ -43,8 +43,10 @@ SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:'
 
 # ---- cleanup of one instance directory (also run by the C helper and by tests/run) ----
 
-pid_alive() { # PID: a process that has not exited (a zombie has); one read of its state (a
-  local st   # check that /proc/PID exists, then a read of its state, raced the zombie's reaping)
+# PID: a process that has not exited (a zombie has). One read of its state: a check that
+# /proc/PID exists and then a read of its state raced the zombie's reaping ("" is not Z).
+pid_alive() {
+  local st
   st=$(awk '{print $3}' "/proc/${1:-none}/stat" 2>/dev/null || true)
   [ -n "$st" ] && [ "$st" != Z ]
 }

@@ -396,7 +396,7 @@ test_pool_placement() {
 TEST_TIMEOUT_grpo_node_killed=150 TEST_PASS_grpo_node_killed=sanitized
 test_grpo_node_killed() {
   fleet3 --max-sandboxes 12
-  local r=$DAEMON_ROOT gpid tpid port held='' n agents=0 on_c victim=''
+  local r=$DAEMON_ROOT gpid tpid port held='' n agents=0 on_victim=0 victim=''
   # nsenter execs: $! is the server itself, which the cleanup ends
   nsenter --net="/proc/$HUBPID/ns/net" /usr/bin/python3 "$SBX_SRC_DIR/bench/grpo_fake_server.py" --port-file "$r/port" \
     --delay-ms 100 --hold-file "$r/go" --command 'echo red > b.txt' >"$r/trainer.log" 2>&1 &
@@ -425,14 +425,15 @@ test_grpo_node_killed() {
   # the node killed: c, or another that holds episodes when placement (two random choices per
   # template) left c none
   for n in c b a; do
-    [ -z "$victim" ] && [ "$(count_on $n grpo_role=agent)" -gt 0 ] && victim=$n
+    on_victim=$(count_on $n grpo_role=agent)
+    if [ "$on_victim" -gt 0 ]; then victim=$n; break; fi
   done
-  on_c=$(count_on "$victim" grpo_role=agent)
-  echo "killing node $victim with $on_c episode sandboxes"
+  [ -n "$victim" ] || fail "no node holds an episode's sandbox"
+  echo "killing node $victim with $on_victim episode sandboxes"
   node_host_kill "$victim"
   touch "$r/go"
   wait "$gpid" || { cat "$r/grpo.err" >&2; fail "the GRPO run failed"; }
-  /usr/bin/python3 - "$r/out/summary.json" "$on_c" <<'PY' || fail "GRPO summary: $(cat "$r/out/summary.json")"
+  /usr/bin/python3 - "$r/out/summary.json" "$on_victim" <<'PY' || fail "GRPO summary: $(cat "$r/out/summary.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
 print(d["stop_reason"], d["episodes"], d["scored"], d["infrastructure_failures"])
