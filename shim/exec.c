@@ -64,10 +64,9 @@ static size_t str_len(const char *s) {
  * it starts the reaper. */
 static unsigned tty_rows, tty_cols;
 
-/* Who is starting the current command, for init while it waits on a reaper of its memory
- * (wait_release): the reaper, set before it starts the command, and the command before its
- * exec, set by the kernel before the command first runs (CLONE_PARENT_SETTID). */
-static volatile pid_t start_reaper, start_cmd;
+/* The command being started, for init while it waits on a reaper of its memory (wait_release):
+ * set by the kernel before the command first runs (CLONE_PARENT_SETTID). */
+static volatile pid_t start_cmd;
 
 /* The command is started as vfork's child is: it shares our memory until it execs or exits, so
  * a failure is reported by storing errno here before _exit. */
@@ -134,16 +133,6 @@ static _Noreturn void command_main(int fds[3], const char *cwd, char **argv, cha
     int cr = shim_exec_cloexec_from(3); /* (fds[] are 0..2 now) */
     if (cr < 0)
         fail_exec(-cr);
-    /* Init and the reapers run at -999; the command is a normal candidate. Not once its reaper
-     * is gone (killed meanwhile): a vfork child that is no longer waited for would pass its
-     * value on to every process of this memory, init too (a reaper on init's memory). (A reaper
-     * killed between this check and the write still lets it through: by its own user.) */
-    int oom =
-        getppid() == start_reaper ? open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
-    if (oom >= 0) {
-        ssize_t _unused_ w = write(oom, "0", 1);
-        close(oom);
-    }
     if (chdir(cwd) < 0) {
         exec_failed_at = FAILED_CWD;
         fail_exec(errno);
@@ -288,7 +277,6 @@ static pid_t reaper_start(int ipc, uint64_t id, int fds[3], const char *cwd, cha
     sigprocmask(SIG_BLOCK, &chld, NULL); /* (init's already: the reaper's wait relies on it) */
     exec_errno = 0;
     exec_failed_at = FAILED_EXEC;
-    start_reaper = getpid();
     start_cmd = 0;
     /* vfork's clone (no page-table copy: the command only execs or _exits), on a stack of its own
      * as posix_spawn's, with its pid in start_cmd before it runs */

@@ -166,11 +166,6 @@ static _Noreturn void exec_runsc(shim_init_ctx *c, int chan) {
     if (dup2(chan, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
         _exit(126);
     close_range(3, ~0U, 0);
-    int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-    if (oom >= 0) { /* init runs at -999; gVisor's processes are the sandbox's own */
-        ssize_t _unused_ w = write(oom, "0", 1);
-        close(oom);
-    }
     const char *argv[] = {c->spec->runsc,
                           root,
                           "--platform=ptrace",

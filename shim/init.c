@@ -322,11 +322,15 @@ static int step_gvisor_chroot(shim_init_ctx *c, error_rec *err) {
     return r;
 }
 
-/* The OOM killer should pick a command, not init or a reaper (a dead init is a platform
- * failure, a killed command is the command's own). Commands reset theirs to 0 (exec.c).
- * Best effort: lowering needs CAP_SYS_RESOURCE, which a containerized host may lack. */
+/* Every process of the sandbox, init included, is an ordinary candidate for the OOM killer
+ * (0, as a Docker container's are), whatever the daemon's own value: a daemon that protects
+ * itself never shields a sandbox's memory hog from the host's OOM killer. In the sandbox's own
+ * memory cgroup the killer picks the largest process, a command rather than init. Init is not
+ * lowered below its commands: they share its memory until their exec, which is not dumpable, so
+ * they could not open their /proc/self/oom_score_adj to raise theirs back (docs/SECURITY.md).
+ * Best effort: the kernel refuses to go below a minimum that a privileged process set. */
 static int step_oom_score(shim_init_ctx *c, error_rec *err) {
-    int r = file_write_str("/proc/self/oom_score_adj", "-999");
+    int r = file_write_str("/proc/self/oom_score_adj", "0");
     if (r < 0 && r != -EACCES && r != -EPERM)
         return error_set_errno(err, r, "oom_score_adj");
     return 0;

@@ -87,6 +87,41 @@ TEST(shim_command_starts_with_default_signals) {
     }
 }
 
+/* The OOM score a child of this process ends with after writing 0 to its own: 0, or what it
+ * inherited where the kernel refuses that (a minimum set above 0 by a privileged writer). */
+static int oom_score_after_reset(void) {
+    FILE *p = popen("echo 0 2>/dev/null >/proc/self/oom_score_adj; cat /proc/self/oom_score_adj",
+                    "re"); /* (echo: the shell's builtin, for its own score) */
+    CHECK(p != NULL);
+    int v = 1;
+    CHECK_EQ(fscanf(p, "%d", &v), 1);
+    CHECK_EQ(pclose(p), 0);
+    return v;
+}
+
+/* Init and every command run at 0, whatever the shim had (docs/SECURITY.md, "OOM choice"): a
+ * negative value is raised; a positive one stays only where the kernel refuses to lower it. */
+TEST(shim_command_oom_score) {
+    FILE *f = fopen("/proc/self/oom_score_adj", "we"); /* (raising needs no privilege) */
+    CHECK(f != NULL);
+    CHECK(fputs("500", f) >= 0);
+    CHECK_EQ(fclose(f), 0); /* the shim starts at 500: init must bring it down */
+    int want_v = oom_score_after_reset();
+    char want[64];
+    snprintf(want, sizeof(want), "%d\n%d\n%d\n", want_v, want_v, want_v);
+    shimdrv *d = start();
+    for (int round = 0; round < 2; round++) { /* the second on a reused reaper stack */
+        shimdrv_result res;
+        const char *argv[] = {
+            "sh", "-c", "cat /proc/1/oom_score_adj /proc/$$/oom_score_adj /proc/self/oom_score_adj",
+            NULL};
+        CHECK_OK(shimdrv_exec(d, argv, NULL, &res));
+        CHECK_EQ(res.exit_code, 0);
+        CHECK_STREQ(res.out, want);
+        shimdrv_result_free(&res);
+    }
+}
+
 TEST(shim_timeout_kills_whole_tree) {
     shimdrv *d = start();
     const char *argv[] = {"sh", "-c",
