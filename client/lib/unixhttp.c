@@ -346,10 +346,12 @@ static int exchange(int fd, const req *q, sbxi_response *resp, bool *retryable) 
     if (q->body_fd >= 0 && (r = send_fd_body(fd, q->body_fd, q->fd_size)) != 0)
         return r > 0 ? fail(resp, CURLE_READ_ERROR, 0, "cannot read the body to upload")
                      : fail(resp, CURLE_SEND_ERROR, -r, "send failure");
-    _cleanup_free_ reader *rd = calloc(1, sizeof(*rd));
+    _cleanup_free_ reader *rd = malloc(sizeof(*rd)); /* (its 64 KiB buffer is not zeroed) */
     if (!rd)
         return fail(resp, CURLE_OUT_OF_MEMORY, 0, "out of memory");
     rd->fd = fd;
+    rd->off = rd->end = 0;
+    rd->got_any = false;
     head_info hi;
     if (read_head(rd, resp, &hi) < 0) {
         *retryable = !rd->got_any && q->body_fd < 0;
