@@ -7,7 +7,9 @@
 #   3. `strace -c` on the daemon and the shim: system calls per exec (strace slows the loop);
 # then `perf sched record` of ten execs spaced 50 ms apart, and the scheduler's view of the
 # fifth one (`perf sched timehist -w`: who woke whom, on which CPU, the wait for a CPU and the
-# run time of each step). Usage: bench/exec_trace.sh [BUILD_DIR]; SBX_BENCH_N execs per pass
+# run time of each step); and 5. `perf sched record` of half a second of back-to-back execs,
+# summed by process: how often each was switched in, how long it ran and how long it waited for a CPU, per
+# exec (on a VM where a switch between address spaces is dear, the count says much). Usage: bench/exec_trace.sh [BUILD_DIR]; SBX_BENCH_N execs per pass
 # (default 1000). Needs root, perf and strace (each pass without its tool is said loudly).
 set -euo pipefail
 B=${1:-build}
@@ -108,5 +110,27 @@ if command -v perf >/dev/null; then
       start && /sbx-init/ { init = 1 }
       { l[NR] = $0 }
       start && init && /sandboxd.*awakened: python3/ { a = start; z = NR; if (++k == 5) exit }
-      END { for (i = a; i <= z; i++) print l[i] }'
+      END { for (i = a; i <= z; i++) print l[i] }' || true # (grep's SIGPIPE when awk is done)
+fi
+
+if command -v perf >/dev/null; then
+  INIT=$(for p in /proc/[0-9]*; do
+    [ "$(cat "$p/comm" 2>/dev/null)" = sbx-init ] && [ "$(awk '{print $4}' "$p/stat" 2>/dev/null)" = "$SH" ] && echo "${p#/proc/}"
+  done | head -1 || true)
+  loop 1500 >/dev/null &
+  s2=$!
+  sleep 1 # (the client started and warmed up)
+  perf record -q -e sched:sched_switch -e sched:sched_wakeup -e sched:sched_wakeup_new -a -o "$T/sched5.data" -- sleep 0.5
+  wait "$s2"
+  echo "5. per exec, back to back, from the scheduler: switched in, ran, waited for a CPU"
+  perf sched timehist -i "$T/sched5.data" 2>/dev/null | awk -v d="$DPID" -v s="$SH" -v i="${INIT:-none}" '
+    NF >= 6 && $1 ~ /^[0-9.]+$/ {
+      t = $3; pid = t; sub(/^.*\[/, "", pid); sub(/\].*$/, "", pid); sub(/^.*\//, "", pid)
+      r = pid == d ? "daemon" : pid == s ? "shim" : pid == i ? "init" : t ~ /^sbx-init/ ? "reapers, commands before exec" : t ~ /^true\[/ ? "the command (true)" : t ~ /^python3/ ? "client (python3)" : ""
+      if (r == "") next
+      if (t ~ /^true\[/) execs[t] = 1
+      n[r]++; w[r] += $(NF - 1); x[r] += $NF }
+    END { for (e in execs) k++
+      printf "   (%d execs)\n", k
+      for (r in n) printf "   %-30s %5.2f times  %7.1f us ran  %7.1f us waited\n", r, n[r] / k, x[r] * 1e3 / k, w[r] * 1e3 / k }' | sort
 fi
