@@ -8,9 +8,10 @@
 # then `perf sched record` of ten execs spaced 50 ms apart, and the scheduler's view of the
 # fifth one (`perf sched timehist -w`: who woke whom, on which CPU, the wait for a CPU and the
 # run time of each step); and 5. `perf sched record` of half a second of back-to-back execs,
-# summed by process: how often each was switched in, how long it ran and how long it waited for a CPU, per
-# exec (on a VM where a switch between address spaces is dear, the count says much). Usage: bench/exec_trace.sh [BUILD_DIR]; SBX_BENCH_N execs per pass
-# (default 1000). Needs root, perf and strace (each pass without its tool is said loudly).
+# summed by process: how often each was switched in, how long it ran and how long it waited
+# for a CPU, per exec (on a VM where a switch between address spaces is dear, the count says
+# much; the tracing adds to the times). Usage: bench/exec_trace.sh [BUILD_DIR]; SBX_BENCH_N
+# execs per pass (default 1000). Needs root, perf and strace (each pass without its tool is said loudly).
 set -euo pipefail
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
