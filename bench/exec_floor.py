@@ -11,6 +11,8 @@
 # command in a sandbox that already runs (see peers(); bench/exec_peers.sh sets them up).
 # bench/exec_floor.py --sdk SOCK [N]: the goal's loop for the Python SDK too (see sdk(); the
 # package from python/, libsbx from $SANDBOXD_LIBSBX, e.g. build/libsbx.so.0).
+# bench/exec_floor.py --model EXEC_MODEL SOCK [N]: the goal's loop for bench/exec_model.c's
+# lower bound, 0 to 2 hops, pipes and reapers, beside the daemon's exec from the minimal client (see model()).
 # Standard library only (and, for --sdk, the project's own Python SDK).
 import http.client
 import json
@@ -178,6 +180,70 @@ def sdk(sock, n):
               % (pairs[k][0][0], n, ex, pct(t[(k, 0)], 99), ex / fl, fl))
 
 
+def paired(rows, n):
+    """The goal's loop for each row: each call right after a floor's run, the pairs in a
+    rotating order; prints each row's p50 and its ratio to the floors that followed it."""
+    floor = lambda: subprocess.run(["/bin/true"], check=True)
+    t = [([], []) for _ in rows]
+    for i in range(n + 20):
+        for k in [(i + j) % len(rows) for j in range(len(rows))]:
+            for j, fn in enumerate((rows[k][1], floor)):
+                a = time.perf_counter()
+                fn()
+                if i >= 20:
+                    t[k][j].append((time.perf_counter() - a) * 1e3)
+    for (name, _), (ex, fl) in zip(rows, t):
+        m, f = statistics.median(ex), statistics.median(fl)
+        print("%-48s n=%d p50 %.3f ms p99 %.3f ms  %.2fx its floor (p50 %.3f ms)"
+              % (name, n, m, pct(ex, 99), m / f, f))
+
+
+MODELS = [["0"], ["1"], ["2"], ["2", "pipes"], ["2", "reaper"], ["2", "pipes", "reaper"],
+          ["3", "pipes"]]
+
+
+def model(exe, sock, n):
+    """--model: bench/exec_model.c (a listener and 0-2 persistent helper processes, the last of
+    which runs /bin/true with posix_spawn and waits for it, each waiting in epoll_wait as an event
+    loop does; then the same with the command's pipes made by the listener and passed down, with
+    a reaper per command cloned by the last hop, and with both: the shape of sandboxd's exec
+    without its HTTP, JSON, sandbox or messages; and 3 hops with pipes, that shape with a reaper
+    that would stay for the next command instead of one per command) from a client as small as the minimal one, beside
+    the daemon's exec from the minimal client, in the goal's loop: what a daemon with helpers
+    can reach at best on this machine, against what this one does."""
+    st, b = req(UnixConn(sock), "POST", "/v1/sandboxes", "{}")
+    assert st == 201, (st, b)
+    sid = json.loads(b)["id"]
+    procs, rows = [], [("exec true (sandboxd, the minimal client)", exec_true_minimal(sock, sid))]
+    try:
+        for i, args in enumerate(MODELS):
+            path = "%s.model%d" % (sock, i)
+            procs.append(subprocess.Popen([exe, path] + args))
+            for _ in range(100):
+                if os.path.exists(path):
+                    break
+                time.sleep(0.02)
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(path)
+
+            def call(s=s):
+                s.send(b"x")
+                assert s.recv(16) == b"0"
+            name = "model: %s hop%s" % (args[0], "" if args[0] == "1" else "s")
+            rows.append((" + ".join([name] + args[1:]), call))
+        paired(rows, n)
+    finally:
+        for p in procs:  # SIGTERM: the listener ends its hops and reaps them
+            p.terminate()
+            p.wait()
+        for i in range(len(MODELS)):
+            try:
+                os.unlink("%s.model%d" % (sock, i))
+            except FileNotFoundError:
+                pass
+        req(UnixConn(sock), "DELETE", "/v1/sandboxes/" + sid)
+
+
 def sandbox_pid(root):
     """The first process under root (a bwrap) whose name is sleep: the sandbox's own process."""
     for _ in range(100):
@@ -238,6 +304,9 @@ def peers(sock, n):
 
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--model"]:
+        model(args[1], args[2], int(args[3]) if len(args) > 3 else 300)
+        return
     if args[:1] in (["--parts"], ["--peers"], ["--sdk"]):
         mode = {"--parts": parts, "--peers": peers, "--sdk": sdk}[args[0]]
         mode(args[1], int(args[2]) if len(args) > 2 else 300)
