@@ -286,27 +286,36 @@ def _exec_args(argv: Sequence[str], stdin: Union[bytes, str, None],
 
 def _exec_opts(a: Dict[str, Any], cb: Any) -> Any:
     """An sbx_exec_opts from _exec_args's dict (cb: an OUTPUT_CB or None), and the ctypes
-    objects it points to (keep them while it is used)."""
+    objects it points to (keep them while it is used). ctypes zeroes a new structure as
+    sbx_exec_opts_init does (tests/test_sdk_unit.py checks it), so that call is not made: this
+    runs on every command, and each call into C costs a round trip's percent."""
     o = _lib.ExecOpts()
-    _lib.lib().sbx_exec_opts_init(ctypes.byref(o))
-    argv = _lib.strv(a["argv"], "argv")
-    o.argv = ctypes.cast(argv, ctypes.POINTER(ctypes.c_char_p))
-    o.shell = 1 if a["shell"] else 0
-    envv = _lib.strv(a["env"], "env")
-    if envv is not None:
-        o.env = ctypes.cast(envv, ctypes.POINTER(ctypes.c_char_p))
+    av = a["argv"]  # (bytes, checked by _exec_args)
+    argv = (ctypes.c_char_p * (len(av) + 1))(*av, None)
+    o.argv = argv
+    if a["shell"]:
+        o.shell = 1
+    ev = a["env"]
+    envv = None
+    if ev is not None:
+        envv = (ctypes.c_char_p * (len(ev) + 1))(*ev, None)
+        o.env = envv
     cwd = a["cwd"]
-    o.cwd = cwd
+    if cwd is not None:
+        o.cwd = cwd
     stdin = a["stdin"]
     sbuf = None
     if stdin is not None:
         sbuf = ctypes.create_string_buffer(bytes(stdin), len(stdin))
         o.stdin_data = ctypes.cast(sbuf, ctypes.c_void_p)
         o.stdin_len = len(stdin)
-    o.timeout_ms = a["timeout_ms"]
-    o.max_output = a["max_output"]
+    if a["timeout_ms"]:
+        o.timeout_ms = a["timeout_ms"]
+    if a["max_output"]:
+        o.max_output = a["max_output"]
     user = a["user"]
-    o.user = user
+    if user is not None:
+        o.user = user
     if cb is not None:
         o.on_output = cb
     return o, [argv, envv, cwd, sbuf, user, cb]

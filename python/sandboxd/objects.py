@@ -44,19 +44,20 @@ class CommandResult:
         return self.exit_code if self.exit_code is not None else -(self.signal or 0)
 
 
+_REASONS = {m.value.encode(): m for m in CommandReason}
+
+
 def _result(r: _lib.ExecResult, text: bool) -> CommandResult:
-    def buf(p, n):
-        b = ctypes.string_at(p, n) if p and n else b""
+    """A CommandResult from libsbx's sbx_exec_result (read once per field: each read is a call
+    into ctypes, on every command)."""
+    def buf(p: Any, n: int) -> Union[bytes, str]:
+        b = ctypes.string_at(p, n) if n and p else b""
         return b.decode("utf-8", "replace") if text else b
 
-    reason = r.reason.decode() or "exited"
-    try:
-        cr = CommandReason(reason)
-    except ValueError:
-        cr = CommandReason.EXITED
+    sig, code = r.signal, r.exit_code
     return CommandResult(
-        exit_code=None if r.signal and r.exit_code < 0 else r.exit_code,
-        signal=r.signal or None, reason=cr, duration=r.duration_s,
+        exit_code=None if sig and code < 0 else code, signal=sig or None,
+        reason=_REASONS.get(r.reason, CommandReason.EXITED), duration=r.duration_s,
         stdout=buf(r.stdout_data, r.stdout_len), stderr=buf(r.stderr_data, r.stderr_len),
         stdout_bytes=r.stdout_bytes, stderr_bytes=r.stderr_bytes,
         stdout_truncated=bool(r.stdout_truncated), stderr_truncated=bool(r.stderr_truncated))

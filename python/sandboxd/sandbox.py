@@ -302,8 +302,7 @@ class Sandbox:
         if self.client._closed:  # (its handles hold the closed Client's)
             raise SandboxdError("this Sandbox's Client is closed", "closed")
         tid = threading.get_ident()
-        with self._lock:
-            h = self._handles.get(tid)
+        h = self._handles.get(tid)  # (a dict read needs no lock: only this thread adds tid's)
         if h is not None:
             return h
         h = ctypes.c_void_p()  # another thread's handle: no GET for a sandbox already known

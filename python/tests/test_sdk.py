@@ -534,6 +534,28 @@ def test_units_and_local_validation():
         Sandbox.create(cpu=-1)
 
 
+def test_exec_opts_need_no_init_call():
+    """_exec_opts skips sbx_exec_opts_init because ctypes zeroes a new structure as that call
+    does: if the call ever sets something, this fails. And every field reaches the structure."""
+    import ctypes
+    from sandboxd import _lib
+    from sandboxd.args import _exec_args, _exec_opts
+    o = _lib.ExecOpts()
+    ctypes.memset(ctypes.byref(o), 0xA5, ctypes.sizeof(o))
+    _lib.lib().sbx_exec_opts_init(ctypes.byref(o))
+    assert bytes(o) == bytes(_lib.ExecOpts())
+    a = _exec_args(["echo", "x"], "in", {"A": "b"}, "/tmp", "2s", True, "1Ki", "agent")
+    o, keep = _exec_opts(a, None)
+    assert [o.argv[0], o.argv[1], o.argv[2]] == [b"echo", b"x", None]
+    assert [o.env[0], o.env[1]] == [b"A=b", None]
+    assert (o.shell, o.cwd, o.stdin_len, o.timeout_ms, o.max_output, o.user) == \
+        (1, b"/tmp", 2, 2000, 1024, b"agent")
+    assert ctypes.string_at(o.stdin_data, o.stdin_len) == b"in"
+    o, keep = _exec_opts(_exec_args(["true"], None, None, None, None, False, None), None)
+    assert (o.shell, bool(o.env), o.cwd, o.stdin_data, o.timeout_ms, o.max_output, o.user) == \
+        (0, False, None, None, 0, 0, None)
+
+
 def _refused(what, call):
     """call() raises InvalidArgument naming ``what``; a sandbox it made anyway is ended."""
     try:
