@@ -198,17 +198,18 @@ def paired(rows, n):
               % (name, n, m, pct(ex, 99), m / f, f))
 
 
-MODELS = [["0"], ["1"], ["2"], ["2", "pipes"], ["2", "reaper"], ["2", "pipes", "reaper"],
-          ["3", "pipes"]]
+MODELS = [["0"], ["1"], ["2"], ["2", "pipes"], ["2", "pipes", "reaper"], ["2", "pipes", "keep"],
+          ["2", "pipes", "keep", "norelease"], ["1", "pipes", "keep"]]
 
 
 def model(exe, sock, n):
     """--model: bench/exec_model.c (a listener and 0-2 persistent helper processes, the last of
     which runs /bin/true with posix_spawn and waits for it, each waiting in epoll_wait as an event
     loop does; then the same with the command's pipes made by the listener and passed down, with
-    a reaper per command cloned by the last hop, and with both: the shape of sandboxd's exec
-    without its HTTP, JSON, sandbox or messages; and 3 hops with pipes, that shape with a reaper
-    that would stay for the next command instead of one per command) from a client as small as the minimal one, beside
+    a reaper per command cloned by the last hop (the shape of sandboxd's exec without its HTTP,
+    JSON, sandbox or messages); the same with one forked reaper kept for all commands instead,
+    waited for until it has started each (as init waits) or not, and that kept reaper sent the
+    command by the first hop directly) from a client as small as the minimal one, beside
     the daemon's exec from the minimal client, in the goal's loop: what a daemon with helpers
     can reach at best on this machine, against what this one does."""
     st, b = req(UnixConn(sock), "POST", "/v1/sandboxes", "{}")

@@ -1,17 +1,19 @@
 /* bench/exec_model.c: the least any daemon with helper processes could do for an exec on this
  * machine, as a model to measure the real one against (issue 28 goal 4; bench/exec_floor.py
- * --model). Usage: exec_model SOCK HOPS [pipes] [reaper]. It listens on the Unix socket SOCK
- * and, for each read from a client, has /bin/true run and answers "0" when it has ended. The
- * request travels through HOPS processes (0-3) after the listener, each a persistent process
- * that passes it on over a socketpair and the answer back; the last one runs the command with
- * posix_spawn (glibc: clone(CLONE_VM|CLONE_VFORK), as Python's subprocess does) and waits for
+ * --model). Usage: exec_model SOCK HOPS [pipes] [reaper|keep [norelease]]. It listens on the Unix
+ * socket SOCK and, for each read from a client, has /bin/true run and answers "0" when it has
+ * ended. The request travels through HOPS processes (0-3) after the listener, each a persistent
+ * process that passes it on over a socketpair and the answer back; the last one runs the command
+ * with posix_spawn (glibc: clone(CLONE_VM|CLONE_VFORK), as Python's subprocess does) and waits for
  * it. Every process waits in epoll_wait before it reads, as an event loop does. With "pipes"
  * the listener makes the command's stdout and stderr pipes for each request, sends their write
  * ends and /dev/null down the chain with SCM_RIGHTS, and answers after both pipes' ends too.
  * With "reaper" the last hop runs each command from a clone(CLONE_VM) child of its own (as
  * sandboxd's init does: it waits until the command has started, and reaps the child through a
- * signalfd), which waits for the command and sends the answer itself. No HTTP, no JSON, no
- * namespaces, no seccomp: a lower bound, not a sandbox. */
+ * signalfd), which waits for the command and sends the answer itself. With "keep" instead, the
+ * last hop keeps one forked reaper for all commands: it sends it each request with its pipes
+ * and waits until it has started the command (not with "norelease"); the reaper answers. No
+ * HTTP, no JSON, no namespaces, no seccomp: a lower bound, not a sandbox. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <poll.h>
@@ -30,7 +32,8 @@
 #include <unistd.h>
 
 extern char **environ;
-static int use_pipes, use_reaper;
+static int use_pipes, use_reaper, use_keep, use_release = 1;
+static int keeper = -1; /* the last hop's socket to its kept reaper */
 
 static void die(const char *what) {
     perror(what);
@@ -161,6 +164,47 @@ static void run_reaped(int in, const int *fds, int nf) {
     close(rel[0]);
 }
 
+/* A reaper kept for the next command (keep): a forked child of the last hop that runs each
+ * command it is sent, tells the hop it has started (unless norelease: the hop waits for that,
+ * as sandboxd's init waits for its reaper's start), and answers on in itself. */
+static void keeper_main(int in, int ch) {
+    char buf[16];
+    int fds[3], nf;
+    while (recv_fds(-1, ch, buf, sizeof(buf), fds, &nf) > 0) {
+        pid_t pid = spawn_true(fds, nf);
+        for (int i = 0; i < nf; i++)
+            close(fds[i]);
+        if (use_release && write(ch, "r", 1) != 1)
+            break;
+        char answer = wait_answer(pid);
+        if (write(in, &answer, 1) != 1)
+            break;
+    }
+    _exit(0);
+}
+
+static void keeper_start(int in) {
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+        die("socketpair");
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(sp[0]);
+        keeper_main(in, sp[1]);
+    }
+    close(sp[1]);
+    keeper = sp[0];
+}
+
+static void run_kept(const int *fds, int nf) {
+    char r;
+    if (send_fds(keeper, "x", 1, fds, nf) < 0 || (use_release && read(keeper, &r, 1) != 1))
+        die("keeper");
+}
+
 /* ---- the chain ---- */
 
 /* The listener's wait for the answer from next (-1: none) and, with out, both pipes' ends. */
@@ -231,6 +275,9 @@ static void hop_request(int in, int next, int ep_next, const int *fds, int nf) {
         int f[3], k;
         if (recv_fds(ep_next, next, &answer, 1, f, &k) != 1)
             answer = '1';
+    } else if (use_keep) {
+        run_kept(fds, nf);
+        return; /* the kept reaper answers */
     } else if (use_reaper) {
         run_reaped(in, fds, nf);
         return; /* the reaper answers */
@@ -244,6 +291,8 @@ static void hop_request(int in, int next, int ep_next, const int *fds, int nf) {
 /* Serve requests from in; the listener (listener true) answers its client with one byte. */
 static void serve(int in, int next, int listener) {
     int ep = epoll_for(in), ep_next = next >= 0 ? epoll_for(next) : -1, sfd = -1;
+    if (!listener && next < 0 && use_keep)
+        keeper_start(in);
     if (!listener && next < 0 && use_reaper) { /* reapers end as SIGCHLD, read by a signalfd */
         sigset_t chld;
         sigemptyset(&chld);
@@ -331,14 +380,16 @@ static int chain(int hops) {
 
 int main(int argc, char **argv) {
     if (argc < 3 || atoi(argv[2]) < 0 || atoi(argv[2]) > 3) {
-        fprintf(stderr, "usage: exec_model SOCK HOPS(0-3) [pipes] [reaper]\n");
+        fprintf(stderr, "usage: exec_model SOCK HOPS(0-3) [pipes] [reaper|keep [norelease]]\n");
         return 2;
     }
     for (int i = 3; i < argc; i++) {
         use_pipes |= strcmp(argv[i], "pipes") == 0;
         use_reaper |= strcmp(argv[i], "reaper") == 0;
+        use_keep |= strcmp(argv[i], "keep") == 0;
+        use_release &= strcmp(argv[i], "norelease") != 0;
     }
-    if (use_reaper && atoi(argv[2]) == 0) {
+    if ((use_reaper || use_keep) && atoi(argv[2]) == 0) {
         fprintf(stderr, "exec_model: a reaper needs a hop\n");
         return 2;
     }
