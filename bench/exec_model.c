@@ -15,6 +15,7 @@
  * and waits until it has started the command (not with "norelease"); the reaper answers. No
  * HTTP, no JSON, no namespaces, no seccomp: a lower bound, not a sandbox. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -167,7 +168,7 @@ static void run_reaped(int in, const int *fds, int nf) {
 /* A reaper kept for the next command (keep): a forked child of the last hop that runs each
  * command it is sent, tells the hop it has started (unless norelease: the hop waits for that,
  * as sandboxd's init waits for its reaper's start), and answers on in itself. */
-static void keeper_main(int in, int ch) {
+static _Noreturn void keeper_main(int in, int ch) {
     char buf[16];
     int fds[3], nf;
     while (recv_fds(-1, ch, buf, sizeof(buf), fds, &nf) > 0) {
@@ -183,20 +184,27 @@ static void keeper_main(int in, int ch) {
     _exit(0);
 }
 
-static void keeper_start(int in) {
+/* A child on a socketpair: returns its pid and our end in *sock, or 0 in the child with its end
+ * in *sock (it dies with its parent). */
+static pid_t fork_peer(int *sock) {
     int sp[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
         die("socketpair");
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
-    if (pid == 0) {
+    if (pid == 0)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(sp[0]);
-        keeper_main(in, sp[1]);
-    }
-    close(sp[1]);
-    keeper = sp[0];
+    close(sp[pid == 0 ? 0 : 1]);
+    *sock = sp[pid == 0 ? 1 : 0];
+    return pid;
+}
+
+static void keeper_start(int in) {
+    int ch;
+    if (fork_peer(&ch) == 0)
+        keeper_main(in, ch);
+    keeper = ch;
 }
 
 static void run_kept(const int *fds, int nf) {
@@ -342,13 +350,15 @@ static void serve(int in, int next, int listener) {
 static pid_t hop_pids[3];
 static int n_hops;
 
-/* SIGTERM: the hops end with the listener, reaped (async-signal-safe calls only). */
+/* SIGTERM: the hops end with the listener, and what they started (a reaper kept by the last
+ * one comes to the listener, a subreaper, when its hop ends, and is killed by its
+ * PR_SET_PDEATHSIG): all reaped here, with async-signal-safe calls only. */
 static void on_term(int sig) {
     (void)sig;
-    for (int i = 0; i < n_hops; i++) {
+    for (int i = 0; i < n_hops; i++)
         kill(hop_pids[i], SIGKILL);
-        waitpid(hop_pids[i], NULL, 0);
-    }
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
     _exit(0);
 }
 
@@ -357,23 +367,16 @@ static void on_term(int sig) {
 static int chain(int hops) {
     int prev = -1;
     for (int h = hops; h > 0; h--) { /* built from the last hop up */
-        int sp[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
-            die("socketpair");
-        pid_t pid = fork();
-        if (pid < 0)
-            die("fork");
+        int sock;
+        pid_t pid = fork_peer(&sock);
         if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            close(sp[0]);
-            serve(sp[1], prev, 0);
+            serve(sock, prev, 0);
             _exit(0);
         }
         hop_pids[n_hops++] = pid;
-        close(sp[1]);
         if (prev >= 0)
             close(prev);
-        prev = sp[0];
+        prev = sock;
     }
     return prev;
 }
@@ -393,6 +396,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "exec_model: a reaper needs a hop\n");
         return 2;
     }
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     int first = chain(atoi(argv[2]));
     signal(SIGTERM, on_term); /* (before: the hops' PR_SET_PDEATHSIG) */
     int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
