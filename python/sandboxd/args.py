@@ -287,8 +287,9 @@ def _exec_args(argv: Sequence[str], stdin: Union[bytes, str, None],
 def _exec_opts(a: Dict[str, Any], cb: Any) -> Any:
     """An sbx_exec_opts from _exec_args's dict (cb: an OUTPUT_CB or None), and the ctypes
     objects it points to (keep them while it is used). ctypes zeroes a new structure as
-    sbx_exec_opts_init does (tests/test_sdk_unit.py checks it), so that call is not made: this
-    runs on every command, and each call into C costs a round trip's percent."""
+    sbx_exec_opts_init does (python/tests/test_sdk.py test_exec_opts_need_no_init_call checks
+    it), so that call is not made: this runs for every command, and each call into C costs
+    about a percent of a round trip."""
     o = _lib.ExecOpts()
     av = a["argv"]  # (bytes, checked by _exec_args)
     argv = (ctypes.c_char_p * (len(av) + 1))(*av, None)
