@@ -39,7 +39,8 @@ void fdpass_close_all(int *fds, size_t n) {
         fds[i] = safe_close(fds[i]);
 }
 
-ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, size_t max_fds, size_t *ret_n_fds) {
+ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, size_t max_fds, size_t *ret_n_fds,
+                    int flags) {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     fdpass_control control;
     struct msghdr mh = {.msg_iov = &iov,
@@ -48,7 +49,7 @@ ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, size_t max_fds, s
                         .msg_controllen = sizeof(control.buf)};
     ssize_t n;
     do
-        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;

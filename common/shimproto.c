@@ -5,6 +5,7 @@
 #include "common/macro.h"
 
 #include <string.h>
+#include <sys/socket.h>
 
 int shimproto_send(int sock, json_t *msg, const int *fds, size_t n_fds) {
     if (n_fds > SHIMPROTO_MAX_FDS)
@@ -21,13 +22,13 @@ int shimproto_send(int sock, json_t *msg, const int *fds, size_t n_fds) {
     return fdpass_send(sock, &iov, 1, fds, n_fds);
 }
 
-int shimproto_recv(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n_fds) {
+static int recv_msg(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n_fds, int flags) {
     _cleanup_free_ char *buf = malloc(SHIMPROTO_MSG_MAX + 1);
     if (!buf)
         return -ENOMEM;
     int tmp[SHIMPROTO_MAX_FDS];
     size_t got = 0;
-    ssize_t n = fdpass_recv(sock, buf, SHIMPROTO_MSG_MAX, tmp, SHIMPROTO_MAX_FDS, &got);
+    ssize_t n = fdpass_recv(sock, buf, SHIMPROTO_MSG_MAX, tmp, SHIMPROTO_MAX_FDS, &got, flags);
     if (n < 0)
         return (int)n;
     buf[n] = '\0';
@@ -47,6 +48,14 @@ int shimproto_recv(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n
         *n_fds = fds ? got : 0;
     *ret = msg;
     return 0;
+}
+
+int shimproto_recv(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n_fds) {
+    return recv_msg(sock, ret, fds, n_fds, 0);
+}
+
+int shimproto_recv_nowait(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n_fds) {
+    return recv_msg(sock, ret, fds, n_fds, MSG_DONTWAIT);
 }
 
 json_t *shimproto_error(json_t *seq, const error_rec *err) {

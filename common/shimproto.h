@@ -101,6 +101,9 @@ int shimproto_send(int sock, json_t *msg, const int *fds, size_t n_fds);
  * -ECONNRESET when the peer closed, -EAGAIN on a nonblocking socket with nothing to read,
  * -EPROTO for a malformed message or wrong version (any attached fds are closed). */
 int shimproto_recv(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n_fds);
+/* The same without waiting on a blocking socket: -EAGAIN when nothing is there (so that an event
+ * loop needs no poll before it). */
+int shimproto_recv_nowait(int sock, json_t **ret, int fds[SHIMPROTO_MAX_FDS], size_t *n_fds);
 /* Build {"type":"error","seq":seq,"errno":-err->code,"message":...}. */
 json_t *shimproto_error(json_t *seq, const error_rec *err);
 /* Convert an error reply into an error_rec; returns its negative errno. */

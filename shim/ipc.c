@@ -17,10 +17,10 @@ int shim_ipc_send(int fd, uint32_t type, uint64_t id, int32_t a, int32_t b, cons
     return fdpass_send(fd, iov, len ? 2 : 1, fds, n_fds);
 }
 
-int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds) {
+static int recv_record(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds, int flags) {
     *n_fds = 0;
     size_t got = 0;
-    ssize_t n = fdpass_recv(fd, buf, SHIM_IPC_MAX, fds, 3, &got);
+    ssize_t n = fdpass_recv(fd, buf, SHIM_IPC_MAX, fds, 3, &got, flags);
     if (n < 0)
         return (int)n;
     if ((size_t)n < sizeof(shim_ipc_msg) || buf->len != (size_t)n - sizeof(shim_ipc_msg)) {
@@ -29,6 +29,14 @@ int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds) {
     }
     *n_fds = got;
     return 0;
+}
+
+int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds) {
+    return recv_record(fd, buf, fds, n_fds, 0);
+}
+
+int shim_ipc_recv_nowait(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds) {
+    return recv_record(fd, buf, fds, n_fds, MSG_DONTWAIT);
 }
 
 socklen_t shim_ipc_pause_addr(struct sockaddr_un *a) {

@@ -76,3 +76,5 @@ int shim_ipc_send(int fd, uint32_t type, uint64_t id, int32_t a, int32_t b, cons
 /* buf must hold SHIM_IPC_MAX bytes. Received fds (up to 3) land in fds. Returns 0, -ECONNRESET
  * on EOF, -EAGAIN, or -EPROTO for a short record (fds closed). */
 int shim_ipc_recv(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds);
+/* The same without waiting: -EAGAIN when nothing is there (the shim's event loop). */
+int shim_ipc_recv_nowait(int fd, shim_ipc_msg *buf, int fds[3], size_t *n_fds);

@@ -15,7 +15,6 @@
 #include "shim/ports.h"
 
 #include <inttypes.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -386,18 +385,13 @@ static void conn_close(server *s, conn *c) {
     free(c);
 }
 
-static bool readable(int fd) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) > 0;
-}
-
+/* A connection's message; nothing when an event found it read already (the sockets block for the
+ * sends, not for this receive). */
 static void on_conn(server *s, conn *c) {
-    if (!readable(c->fd))
-        return;
     json_t *msg = NULL;
     int fds[SHIMPROTO_MAX_FDS];
     size_t nf = 0;
-    int r = shimproto_recv(c->fd, &msg, fds, &nf);
+    int r = shimproto_recv_nowait(c->fd, &msg, fds, &nf);
     if (r == -EAGAIN)
         return;
     if (r == -EPROTO) {
@@ -526,9 +520,7 @@ static void on_exec_failed(server *s, exec_rec *e, const shim_ipc_msg *m) {
 static void on_ipc(server *s) {
     int fds[3];
     size_t nf = 0;
-    if (!readable(s->sb->ipc))
-        return;
-    int r = shim_ipc_recv(s->sb->ipc, s->ipc_buf, fds, &nf);
+    int r = shim_ipc_recv_nowait(s->sb->ipc, s->ipc_buf, fds, &nf);
     shim_ipc_msg *m = s->ipc_buf;
     exec_rec *e = r == 0 ? exec_by_iid(s, m->id) : NULL;
     if (e && m->type == SHIM_IPC_STARTED)

@@ -64,31 +64,35 @@ static void close_cb(uv_handle_t *h) {
     free(s);
 }
 
+/* One message: an error ends the shim's channel, EPROTO is ignored (as the protocol says), and
+ * EAGAIN means nothing was there. */
+static void receive_one(sd_shim *s) {
+    json_t *msg = NULL;
+    int fds[SHIMPROTO_MAX_FDS];
+    size_t n_fds = 0;
+    int r = shimproto_recv(s->fd, &msg, fds, &n_fds);
+    if (r < 0) {
+        if (r != -EAGAIN && r != -EPROTO)
+            shim_lost(s);
+        return;
+    }
+    s->rx_fds = fds;
+    s->rx_n = n_fds;
+    handle_message(s, msg);
+    s->rx_fds = NULL;
+    s->rx_n = 0;
+    for (size_t k = 0; k < n_fds; k++)
+        safe_close(fds[k]);
+    json_decref(msg);
+}
+
+/* One message per call: the poll is level-triggered, so a next one that is already there calls
+ * again at once, and the usual single message costs no receive that finds nothing. */
 static void poll_cb(uv_poll_t *h, int status, int events) {
     sd_shim *s = h->data;
     s->in_dispatch = true;
-    for (int i = 0; i < 64 && !s->closing && !s->lost; i++) {
-        json_t *msg = NULL;
-        int fds[SHIMPROTO_MAX_FDS];
-        size_t n_fds = 0;
-        int r = shimproto_recv(s->fd, &msg, fds, &n_fds);
-        if (r == -EAGAIN)
-            break;
-        if (r == -EPROTO)
-            continue; /* ignored, as the protocol says */
-        if (r < 0) {
-            shim_lost(s);
-            break;
-        }
-        s->rx_fds = fds;
-        s->rx_n = n_fds;
-        handle_message(s, msg);
-        s->rx_fds = NULL;
-        s->rx_n = 0;
-        for (size_t k = 0; k < n_fds; k++)
-            safe_close(fds[k]);
-        json_decref(msg);
-    }
+    if (!s->closing && !s->lost)
+        receive_one(s);
     if (status < 0 && !s->closing)
         shim_lost(s);
     s->in_dispatch = false;
