@@ -147,39 +147,6 @@ def parts(sock, n):
     print("best ratio with no rest (GET + spawn in the sandbox) / floor: %.2fx" % ((p50[0] + spawn_in) / floor))
 
 
-def sdk(sock, n):
-    """--sdk: the goal's loop (each exec right after a floor's run) for two clients in one run:
-    the Python SDK's Sandbox.run("true") (ctypes over libsbx, which speaks HTTP with libcurl) and
-    http.client, as the default mode; each round runs the SDK, the floor, http.client, the floor,
-    the two pairs swapped every other round."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    import sandboxd
-    sb = sandboxd.Sandbox.create(client=sandboxd.Client("unix:" + sock))
-    c = UnixConn(sock)
-
-    def sdk_true():
-        r = sb.run("true")
-        assert r.exit_code == 0, r
-    floor = lambda: subprocess.run(["/bin/true"], check=True)
-    pairs = [[("exec true, the Python SDK (Sandbox.run)", sdk_true), ("floor after it", floor)],
-             [("exec true, http.client", exec_true(c, sb.id)), ("floor after it", floor)]]
-    t = {}
-    try:
-        for i in range(n + 20):
-            for k in ((0, 1) if i % 2 else (1, 0)):
-                for j, (_, fn) in enumerate(pairs[k]):
-                    a = time.perf_counter()
-                    fn()
-                    if i >= 20:
-                        t.setdefault((k, j), []).append((time.perf_counter() - a) * 1e3)
-    finally:
-        sb.terminate()
-    for k in (0, 1):
-        ex, fl = statistics.median(t[(k, 0)]), statistics.median(t[(k, 1)])
-        print("%-44s n=%d p50 %.3f ms p99 %.3f ms  %.2fx its floor (p50 %.3f ms)"
-              % (pairs[k][0][0], n, ex, pct(t[(k, 0)], 99), ex / fl, fl))
-
-
 def paired(rows, n):
     """The goal's loop for each row: each call right after a floor's run, the pairs in a
     rotating order; prints each row's p50 and its ratio to the floors that followed it."""
@@ -196,6 +163,25 @@ def paired(rows, n):
         m, f = statistics.median(ex), statistics.median(fl)
         print("%-48s n=%d p50 %.3f ms p99 %.3f ms  %.2fx its floor (p50 %.3f ms)"
               % (name, n, m, pct(ex, 99), m / f, f))
+
+
+def sdk(sock, n):
+    """--sdk: the goal's loop (each exec right after a floor's run) for two clients in one run:
+    the Python SDK's Sandbox.run("true") (ctypes over libsbx, which speaks HTTP with libcurl) and
+    http.client, as the default mode (paired())."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import sandboxd
+    sb = sandboxd.Sandbox.create(client=sandboxd.Client("unix:" + sock))
+    c = UnixConn(sock)
+
+    def sdk_true():
+        r = sb.run("true")
+        assert r.exit_code == 0, r
+    try:
+        paired([("exec true, the Python SDK (Sandbox.run)", sdk_true),
+                ("exec true, http.client", exec_true(c, sb.id))], n)
+    finally:
+        sb.terminate()
 
 
 MODELS = [["0"], ["1"], ["2"], ["2", "pipes"], ["2", "pipes", "reaper"], ["2", "pipes", "keep"],

@@ -244,7 +244,7 @@ static char await_all(int next, const int out[2]) {
 
 /* The listener's side of one request: the pipes, the request down the chain, the answer. */
 static char listener_request(int next) {
-    int out[2], err[2], fds[3] = {-1, -1, -1}, nf = 0;
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, fds[3] = {-1, -1, -1}, nf = 0;
     if (use_pipes) {
         if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
             (fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
@@ -254,18 +254,17 @@ static char listener_request(int next) {
         nf = 3;
     }
     char answer = '1';
-    if (next < 0) {
+    if (next < 0)
         answer = wait_answer(spawn_true(fds, nf));
-    } else {
-        if (send_fds(next, "x", 1, fds, nf) < 0)
-            die("send");
-    }
+    else if (send_fds(next, "x", 1, fds, nf) < 0)
+        die("send");
     for (int i = 0; i < nf; i++)
         close(fds[i]);
+    int rd[2] = {out[0], err[0]};
     if (next >= 0 || use_pipes) {
-        int rd[2] = {out[0], err[0]};
-        char a = await_all(next >= 0 ? next : -1, use_pipes ? rd : NULL);
-        answer = next >= 0 ? a : answer;
+        char a = await_all(next, use_pipes ? rd : NULL);
+        if (next >= 0)
+            answer = a;
     }
     if (use_pipes) {
         close(out[0]);
@@ -298,7 +297,8 @@ static void hop_request(int in, int next, int ep_next, const int *fds, int nf) {
 
 /* Serve requests from in; the listener (listener true) answers its client with one byte. */
 static void serve(int in, int next, int listener) {
-    int ep = epoll_for(in), ep_next = next >= 0 ? epoll_for(next) : -1, sfd = -1;
+    int ep = epoll_for(in), sfd = -1;
+    int ep_next = !listener && next >= 0 ? epoll_for(next) : -1; /* (the listener: await_all) */
     if (!listener && next < 0 && use_keep)
         keeper_start(in);
     if (!listener && next < 0 && use_reaper) { /* reapers end as SIGCHLD, read by a signalfd */
