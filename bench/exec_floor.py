@@ -189,15 +189,11 @@ MODELS = [["0"], ["1"], ["2"], ["2", "pipes"], ["2", "pipes", "reaper"], ["2", "
 
 
 def model(exe, sock, n):
-    """--model: bench/exec_model.c (a listener and 0-2 persistent helper processes, the last of
-    which runs /bin/true with posix_spawn and waits for it, each waiting in epoll_wait as an event
-    loop does; then the same with the command's pipes made by the listener and passed down, with
-    a reaper per command cloned by the last hop (the shape of sandboxd's exec without its HTTP,
-    JSON, sandbox or messages); the same with one forked reaper kept for all commands instead,
-    waited for until it has started each (as init waits) or not, and that kept reaper sent the
-    command by the first hop directly) from a client as small as the minimal one, beside
-    the daemon's exec from the minimal client, in the goal's loop: what a daemon with helpers
-    can reach at best on this machine, against what this one does."""
+    """--model: sandboxd's exec from the minimal client beside each variant in MODELS of
+    bench/exec_model.c (a listener and 0-2 persistent helpers, the last of which runs /bin/true;
+    optionally the command's pipes passed down, and a reaper per command or one kept), all in the
+    goal's loop (paired()): what a daemon with helpers can reach at best here, against this one.
+    No HTTP, JSON or sandbox in the model; its variants are described in exec_model.c."""
     st, b = req(UnixConn(sock), "POST", "/v1/sandboxes", "{}")
     assert st == 201, (st, b)
     sid = json.loads(b)["id"]

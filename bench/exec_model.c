@@ -396,6 +396,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "exec_model: a reaper needs a hop\n");
         return 2;
     }
+    if (use_reaper && use_keep) {
+        fprintf(stderr, "exec_model: reaper or keep, not both\n");
+        return 2;
+    }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     int first = chain(atoi(argv[2]));
     signal(SIGTERM, on_term); /* (before: the hops' PR_SET_PDEATHSIG) */

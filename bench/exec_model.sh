@@ -2,8 +2,8 @@
 # bench/exec_model.sh: the exec round trip against a model of the least a daemon with helper
 # processes could do on this machine (issue 28 goal 4). Builds bench/exec_model.c, starts a
 # daemon of its own, and runs `bench/exec_floor.py --model`: sandboxd's exec from the minimal
-# Python client beside the model's variants (0-3 hops, the command's pipes passed down, a reaper
-# per command), each in the goal's loop (right after a `subprocess.run(["/bin/true"])`, its
+# Python client beside the model's variants (0-2 hops, the command's pipes passed down, a reaper
+# per command or one kept), each in the goal's loop (right after a `subprocess.run(["/bin/true"])`, its
 # floor). Usage: bench/exec_model.sh [BUILD_DIR]; SBX_BENCH_N rounds (default 500). Needs root
 # and a C compiler.
 set -euo pipefail
