@@ -296,8 +296,10 @@ static int parse_network(json_t *v, policy_create *c, error_rec *err) {
     size_t i;
     json_t *e;
     json_array_foreach(allow, i, e) {
-        if (!json_is_string(e) || json_string_length(e) == 0 || json_string_length(e) > 261)
+        if (!json_is_string(e) || json_string_length(e) == 0)
             return error_set(err, -EINVAL, "network.allow[%zu]: must be a non-empty string", i);
+        if (json_string_length(e) > 261) /* (a 253-byte name with a port fits) */
+            return error_set(err, -EINVAL, "network.allow[%zu]: longer than 261 bytes", i);
     }
     c->net_mode = POLICY_NET_ALLOW;
     c->net_allow = json_deep_copy(allow);
@@ -378,6 +380,9 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
     int r = jsonkeys_check(body, policy_create_keys, NULL, err);
     if (r < 0)
         return r;
+    /* null is "no cap" (docs/API.md), not "the operator's default" as for the other fields */
+    json_t *cost =
+        json_is_null(json_object_get(body, "max_cost_usd")) ? NULL : pick(body, d, "max_cost_usd");
     if ((r = parse_image(pick(body, d, "image"), &c.image, err)) < 0 ||
         (r = parse_cpu(pick(body, d, "cpu"), host, &c.cpu, err)) < 0 ||
         (r = parse_size_range(pick(body, d, "memory"), "memory",
@@ -392,7 +397,7 @@ int policy_limits_parse_create(json_t *body, json_t *defaults, const policy_host
                                   POLICY_MAX_DURATION_MS, &c.idle_timeout_ms, err)) < 0 ||
         (r = parse_duration_range(pick(body, d, "timeout"), "timeout", 3600000, 1000,
                                   POLICY_MAX_DURATION_MS, &c.timeout_ms, err)) < 0 ||
-        (r = parse_cost(pick(body, d, "max_cost_usd"), &c.max_cost_usd, err)) < 0 ||
+        (r = parse_cost(cost, &c.max_cost_usd, err)) < 0 ||
         (r = parse_network(pick(body, d, "network"), &c, err)) < 0 ||
         (r = parse_lease(pick(body, NULL, "lease"), &c.lease, err)) < 0 ||
         (r = parse_profile(pick(body, NULL, "profile"), &c.grading, err)) < 0 ||

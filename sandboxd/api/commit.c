@@ -52,7 +52,9 @@ void sd_api_commit(sd_daemon *d, sd_request *req, sd_sandbox *sb) {
         goto out;
     }
     if (!name) {
-        sd_reply_error(req, 400, "invalid_argument", "name: required (a string NAME[:TAG])");
+        sd_reply_error(req, 400, "invalid_argument", "name: %s",
+                       json_object_get(body, "name") ? "must be a string NAME[:TAG]"
+                                                     : "required (a string NAME[:TAG])");
     } else if (setuid &&
                (!json_is_string(setuid) || (strcmp(json_string_value(setuid), "strip") != 0 &&
                                             strcmp(json_string_value(setuid), "refuse") != 0))) {

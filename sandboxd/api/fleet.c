@@ -187,6 +187,8 @@ static void drain(sd_daemon *d, sd_request *req, const char *rest) {
                        req->method, req->path);
         return;
     }
+    if (!sd_req_no_fields(req))
+        return;
     if (sd_fleet_drain(d, name, on, drained, req) < 0) {
         sd_reply_error(req, 500, "internal", "out of memory");
         return;

@@ -5,6 +5,7 @@
 #include "sandboxd/api/http.h"
 
 #include "common/grow.h"
+#include "common/jsonkeys.h"
 #include "common/macro.h"
 #include "common/fdutil.h"
 #include "common/timeutil.h"
@@ -87,6 +88,20 @@ json_t *sd_req_json(sd_request *req) {
         sd_reply_error(req, 400, "invalid_json", "request body is not valid JSON: %s (line %d)",
                        je.text, je.line);
     return j;
+}
+
+bool sd_req_no_fields(sd_request *req) {
+    static const char *const none[] = {NULL};
+    json_t *body = sd_req_json(req);
+    if (!body)
+        return false;
+    error_rec err = {0};
+    int r = json_is_object(body) ? jsonkeys_check(body, none, NULL, &err)
+                                 : error_set(&err, -EINVAL, "the body must be a JSON object");
+    json_decref(body);
+    if (r < 0)
+        sd_reply_error_rec(req, &err);
+    return r >= 0;
 }
 
 static void set_response(sd_request *req, unsigned status, struct MHD_Response *resp) {

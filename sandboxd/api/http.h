@@ -69,14 +69,19 @@ const char *sd_req_header(sd_request *req, const char *name);
 const char *sd_req_query(sd_request *req, const char *key);
 /* All values of a repeated query argument (at most max); returns how many. */
 size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size_t max);
-/* The first query parameter whose name is none of keys[0..n) (NULL entries end it early), or
- * NULL when there is none. */
-const char *sd_req_query_other(sd_request *req, const char *const *keys, size_t n);
+/* The first query parameter that is none of keys[0..n) (NULL entries end it early), has no value
+ * ("?k"), or comes twice ("label" aside: each is a filter): its name, with why in *ret_why; NULL
+ * when there is none. */
+const char *sd_req_query_bad(sd_request *req, const char *const *keys, size_t n,
+                             const char **ret_why);
 /* The name of a query argument whose name or value holds an encoded NUL ("%00"), or NULL. */
 const char *sd_req_query_with_nul(sd_request *req);
 /* Parse the body as JSON (empty body: an empty object); on failure answers 400 and returns
  * NULL. */
 json_t *sd_req_json(sd_request *req);
+/* For a request that takes no fields: true when its body is empty or {}; else answers 400
+ * (naming the first field, or saying it is not an object or not JSON) and returns false. */
+bool sd_req_no_fields(sd_request *req);
 
 /* Answers; the first one counts. A handler that returns without answering leaves the
  * connection suspended until one of these is called (from any later loop callback). */

@@ -2,7 +2,6 @@
  * (the leases themselves: core/leases.c). */
 #include "sandboxd/api/api.h"
 
-#include "common/jsonkeys.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/fleet/fleet.h"
@@ -77,16 +76,11 @@ void sd_api_lease_create(sd_daemon *d, sd_request *req) {
 
 /* The body is empty or {}: a renew keeps the lease's ttl (any field is refused, never ignored). */
 void sd_api_lease_renew(sd_daemon *d, sd_request *req, const char *id) {
-    static const char *const none[] = {NULL};
     sd_lease *l;
     error_rec err = {0};
-    json_t *body = sd_req_json(req);
-    if (!body)
+    if (!sd_req_no_fields(req))
         return;
-    int r = json_is_object(body) ? jsonkeys_check(body, none, NULL, &err)
-                                 : error_set(&err, -EINVAL, "the body must be a JSON object");
-    json_decref(body);
-    if (r < 0 || sd_lease_renew(d, id, &l, &err) < 0) {
+    if (sd_lease_renew(d, id, &l, &err) < 0) {
         sd_reply_error_rec(req, &err);
         return;
     }

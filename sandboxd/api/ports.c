@@ -91,6 +91,9 @@ static void ports_add(sd_request *req, sd_sandbox *sb) {
         return sd_reply_error_rec(req, &err);
     if (sb->state == SD_ENDED)
         return sd_reply_error(req, 409, "sandbox_ended", "sandbox %s has ended", sb->id);
+    if (sb->state == SD_PAUSED || sb->pausing) /* (as commands, files, commit and fork) */
+        return sd_reply_error(req, 409, "conflict", "sandbox %s is %s", sb->id,
+                              sb->pausing ? "pausing" : "paused (resume it first)");
     if (policy_ports_add(sb->spec.ports, &sb->spec.n_ports, p) < 0)
         return sd_reply_error(req, 400, "invalid_argument", "port: at most %d ports are open",
                               POLICY_PORTS_MAX);

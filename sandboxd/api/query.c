@@ -1,7 +1,9 @@
 /* The request's query arguments (libmicrohttpd's GET arguments; see http.h): one value, all
- * values of a repeated one, the first name outside a list, the whole query again (for a
- * redirect), and the check for an encoded NUL. */
+ * values of a repeated one, the first parameter a route does not take as it came, the whole
+ * query again (for a redirect), and the check for an encoded NUL. */
 #include "sandboxd/api/http.h"
+
+#include "common/macro.h"
 
 #include <ctype.h>
 #include <microhttpd.h>
@@ -36,25 +38,39 @@ size_t sd_req_query_all(sd_request *req, const char *key, const char **out, size
 typedef struct {
     const char *const *keys;
     size_t n;
-    const char *other;
-} query_other;
+    unsigned seen; /* a bit per key */
+    const char *bad, *why;
+} query_check;
 
-static enum MHD_Result other_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+static enum MHD_Result check_cb(void *cls, enum MHD_ValueKind kind, const char *key,
                                 const char *value) {
-    query_other *q = cls;
+    query_check *q = cls;
     if (!key)
         return MHD_YES;
-    for (size_t i = 0; i < q->n && q->keys[i]; i++)
-        if (strcmp(key, q->keys[i]) == 0)
-            return MHD_YES;
-    q->other = key;
+    size_t i = 0;
+    while (i < q->n && q->keys[i] && strcmp(key, q->keys[i]) != 0)
+        i++;
+    if (i == q->n || !q->keys[i])
+        q->why = "unknown query parameter (this daemon does not implement it)";
+    else if (!value)
+        q->why = "needs a value (name=value)";
+    else if ((q->seen & (1u << i)) && strcmp(key, "label") != 0)
+        q->why = "given more than once";
+    else {
+        q->seen |= 1u << i;
+        return MHD_YES;
+    }
+    q->bad = key;
     return MHD_NO;
 }
 
-const char *sd_req_query_other(sd_request *req, const char *const *keys, size_t n) {
-    query_other q = {.keys = keys, .n = n};
-    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, other_cb, &q);
-    return q.other;
+const char *sd_req_query_bad(sd_request *req, const char *const *keys, size_t n,
+                             const char **ret_why) {
+    query_check q = {.keys = keys, .n = MIN(n, 32u)};
+    MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, check_cb, &q);
+    if (q.bad)
+        *ret_why = q.why;
+    return q.bad;
 }
 
 static void url_escape(FILE *f, const char *s) {

@@ -50,6 +50,8 @@ static bool path_matches(const char *pattern, const char *path, bool prefix) {
         if (pn == 1 && *pattern == '*' ? n == 0 : (pn != n || strncmp(pattern, path, n) != 0))
             return false;
         pattern += pn, path += n;
+        if (!*pattern)
+            break;
         if (*pattern != *path)
             return false;
         if (*pattern)
@@ -58,11 +60,18 @@ static bool path_matches(const char *pattern, const char *path, bool prefix) {
     return prefix || !*path || strcmp(path, "/") == 0;
 }
 
-/* False (answered 400) when the request has a query parameter its endpoint does not take. Checked
+/* A request to a sandbox's port (api/ports.c), as opposed to its port list (".../ports" or
+ * ".../ports/"): its query, body and encoding are the sandbox server's. */
+static bool port_request(const char *path) {
+    return path_matches("/v1/sandboxes/*/ports/*", path, true);
+}
+
+/* False (answered 400) when the request has a query parameter its endpoint does not take, one
+ * without a value, or one twice (api/query.c). Checked
  * before routing, so a path that is not an endpoint gets the 400 before its 404; a method that
  * is wrong for a path some rule names is left to the router's 405. */
 static bool query_ok(sd_request *req) {
-    if (path_matches("/v1/sandboxes/*/ports/", req->path, true) || sd_sf_path(req->path))
+    if (port_request(req->path) || sd_sf_path(req->path))
         return true;
     const char *const *keys = NULL;
     bool other_method = false;
@@ -75,11 +84,11 @@ static bool query_ok(sd_request *req) {
         }
     if (!keys && other_method)
         return true;
-    const char *bad = sd_req_query_other(req, keys, keys ? ARRAY_SIZE(query_rules[0].keys) : 0);
+    const char *why,
+        *bad = sd_req_query_bad(req, keys, keys ? ARRAY_SIZE(query_rules[0].keys) : 0, &why);
     if (!bad)
         return true;
-    sd_reply_error(req, 400, "invalid_argument",
-                   "%.64s: unknown query parameter (this daemon does not implement it)", bad);
+    sd_reply_error(req, 400, "invalid_argument", "%.64s: %s", bad, why);
     return false;
 }
 
@@ -88,12 +97,20 @@ static bool query_ok(sd_request *req) {
  * requests are its server's business. */
 static bool encoding_ok(sd_request *req) {
     const char *e = sd_req_header(req, "Content-Encoding");
-    if (!e || strcasecmp(e, "identity") == 0 ||
-        path_matches("/v1/sandboxes/*/ports/", req->path, true))
+    if (!e || strcasecmp(e, "identity") == 0 || port_request(req->path))
         return true;
     sd_reply_error(req, 415, "unsupported_media_type",
                    "Content-Encoding %.32s: not implemented (send the body as it is)", e);
     return false;
+}
+
+/* False (answered 400) when a GET or DELETE comes with fields in its body: none of them takes
+ * any, and one ignored would mislead ("keep_files" on a DELETE). Not checked, as for the query:
+ * a sandbox port's requests and SandboxFusion's endpoints. */
+static bool body_ok(sd_request *req) {
+    if ((!is(req, "GET") && !is(req, "DELETE")) || port_request(req->path) || sd_sf_path(req->path))
+        return true;
+    return sd_req_no_fields(req);
 }
 
 static void sandbox_route(sd_daemon *d, sd_request *req, const char *rest) {
@@ -207,7 +224,7 @@ void sd_api_dispatch(sd_daemon *d, sd_request *req) {
         sd_reply_error(req, 503, "shutting_down", "the daemon is shutting down");
         return;
     }
-    if (!query_ok(req) || !encoding_ok(req))
+    if (!query_ok(req) || !encoding_ok(req) || !body_ok(req))
         return;
     if (strcmp(p, "/healthz") == 0)
         is(req, "GET") ? sd_api_healthz(d, req) : not_allowed(req);

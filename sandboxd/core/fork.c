@@ -365,6 +365,9 @@ static int fork_spec(sd_daemon *d, sd_sandbox *src, json_t *body, policy_create 
         return error_set(err, -EINVAL,
                          "entrypoint: a fork starts none (its sandboxes get the source's files, "
                          "not its processes): start it with an exec in each fork");
+    json_t *g = json_object_get(body, "gpus"); /* (none to take: a fork takes no GPUs) */
+    if (g && !json_is_null(g) && !(json_is_integer(g) && json_integer_value(g) == 0))
+        return error_set(err, -EINVAL, "gpus: a fork takes no GPUs (only a create does)");
     json_t *merged = policy_create_to_json(&src->spec);
     if (!merged)
         return error_set(err, -ENOMEM, "out of memory");

@@ -107,6 +107,12 @@ test_unknown_fields_refused() {
   local pid; pid=$(echo "$BODY" | jq -r .pid)
   unknown_field POST "$S/processes/$pid/signal" '{"signal":"TERM","group":true}' group
   req POST "$S/processes/$pid/signal" -d '{"signal":"TERM"}'; expect 204
+  # a commit's name of the wrong type says so (it said "required")
+  req POST "$S/commit" -d '{"name":5}'; expect 400 '.message == "name: must be a string NAME[:TAG]"'
+  # a fork takes no GPUs: asking for some is refused, not ignored (it was billed for them)
+  req POST "$S/fork" -d '{"count":1,"gpus":1}'
+  expect 400 '.message | startswith("gpus: a fork takes no GPUs")'
+  req POST "$S/fork" -d '{"count":1,"gpus":["GPU-x"]}'; expect 400 '.message | startswith("gpus:")'
   # nothing was created by the refused creates and forks (the /run_code above made its own)
   req GET /v1/sandboxes; expect 200 '[.[] | select(.labels.sandboxfusion == null)] | length == 1'
   # the same bodies without the field work
@@ -332,6 +338,52 @@ test_unknown_query_refused() {
   req GET "$S/files?path=/workspace/z.gz"; expect 404
   req POST "/run_code?x=1" -d '{"code":"print(1)","language":"python"}'
   expect 200 '.status == "Success"'
+  # a parameter the endpoint takes, without a value or twice, is refused too (it read as absent,
+  # or the first one won); several labels are several filters
+  for q in "GET /v1/sandboxes?label label needs a value (name=value)"     "GET $S/processes/1?tail tail needs a value (name=value)"     "PUT $S/files?path=/workspace/a&mode mode needs a value (name=value)"     "PUT $S/files?path=/workspace/b&path=/workspace/c path given more than once"     "PUT $S/files?path=/workspace/d&mode=0600&mode=0777 mode given more than once"; do
+    set -- $q
+    req "$1" "$2" -H 'Content-Type: application/octet-stream' --data-binary x
+    expect 400 ".message == \"$3: ${*:4}\""
+  done
+  req GET "$S/files?path=/workspace/b"; expect 404
+  req GET "/v1/sandboxes?label=a=1&label=b=2"; expect 200 'length == 0'
+  # the list and create with a trailing slash take their parameters; the port list with one
+  # refuses what it does not take (only a port's own requests keep their query)
+  req GET "/v1/sandboxes/?label=none=1"; expect 200 'length == 0'
+  req GET "$S/ports/?bogus=1"; expect 400 '.message | startswith("bogus: unknown query parameter")'
+  req POST "$S/ports/?bogus=1" -d '{"port":8001}'
+  expect 400 '.message | startswith("bogus: unknown query parameter")'
+  req GET "$S/ports"; expect 200 'length == 0'
+}
+
+# "max_cost_usd": null is no cap (docs/API.md), even where the operator's defaults set one; the
+# other fields' null takes the default, and a create without the field gets the default cap.
+TEST_TIMEOUT_null_cost_is_no_cap=60
+test_null_cost_is_no_cap() {
+  daemon_dirs
+  echo '{"defaults":{"max_cost_usd":1,"idle_timeout":"10m"}}' >"$D/config.json"
+  start_daemon --config "$D/config.json"
+  req POST /v1/sandboxes -d '{"max_cost_usd":null,"idle_timeout":null}'
+  expect 201 '.limits.max_cost_usd == null and .limits.idle_timeout == 600'
+  req POST /v1/sandboxes -d '{}'; expect 201 '.limits.max_cost_usd == 1'
+  req POST /v1/sandboxes -d '{"max_cost_usd":2}'; expect 201 '.limits.max_cost_usd == 2'
+}
+
+# A GET or DELETE takes no fields: one in its body is a 400 naming it, never ignored (a DELETE
+# with "keep_files" kept nothing); an empty body or {} is fine. So are drain and a lease's renew.
+TEST_TIMEOUT_bodyless_refuse_fields=60
+test_bodyless_refuse_fields() {
+  start_daemon
+  create; local S=/v1/sandboxes/$ID
+  unknown_field DELETE "$S" '{"keep_files":true}' keep_files
+  unknown_field GET /v1/sandboxes '{"label":"x"}' label
+  unknown_field GET "$S/ports" '{"port":9}' port
+  req DELETE "$S" -d 'garbage'; expect 400 '.code == "invalid_json"'
+  req DELETE "$S" -d '[1]'; expect 400 '.message == "the body must be a JSON object"'
+  req GET "$S"; expect 200 '.state == "running"'
+  req GET "$S" -d '{}'; expect 200 '.state == "running"'
+  req DELETE "$S" -d '{}'; expect 204
+  req GET "$S"; expect 200 '.state == "ended"'
 }
 
 # A command whose argv and env do not fit in the shim's request (64 KiB of JSON) is the

@@ -40,6 +40,8 @@ test_pause_resume() {
   # paused: no command, no second pause; the counter stands still meanwhile
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'; expect 409 '.message | contains("paused")'
   req POST "/v1/sandboxes/$id/pause"; expect 409
+  req POST "/v1/sandboxes/$id/ports" -d '{"port":8000}' # (docs/API.md: ports too)
+  expect 409 '.message | endswith("is paused (resume it first)")'
   sleep 4 # paused: a counter that ran on would gain 80 (every 50 ms)
   resume "$id"
   expect 200 '.state == "running" and .pause.last_resume_ms > 0 and (.pause.checkpoint == null)'

@@ -189,6 +189,9 @@ test_drain() { # a drained node takes no new creates, its running sandboxes go o
   fexpect 201
   local id
   id=$(jq -r .id <<<"$BODY")
+  freq a POST /v1/fleet/nodes/b/drain -d '{"force":true}' # a drain takes no fields: not ignored
+  fexpect 400 '.message | startswith("force: unknown field")'
+  assert_eq "$(etcd_key "$PREFIX/drain/b")" "" "P/drain/b after a refused drain"
   freq a POST /v1/fleet/nodes/b/drain
   fexpect 204
   assert_eq "$(etcd_key "$PREFIX/drain/b")" 1 "P/drain/b"

@@ -251,6 +251,40 @@ TEST(create_operator_defaults) {
     json_decref(defs);
 }
 
+/* "max_cost_usd": null is no cap even where the defaults set one (docs/API.md); the other
+ * fields' null takes the default. */
+TEST(create_null_cost_is_no_cap) {
+    json_t *defs = J("{\"max_cost_usd\":1,\"idle_timeout\":\"10m\"}");
+    json_t *body = J("{\"max_cost_usd\":null,\"idle_timeout\":null}");
+    policy_create c;
+    error_rec err = {0};
+    CHECK_OK(policy_limits_parse_create(body, defs, &host, &c, &err));
+    CHECK(c.max_cost_usd == 0);
+    CHECK_EQ(c.idle_timeout_ms, 600000);
+    policy_create_done(&c);
+    json_decref(body);
+    body = J("{}");
+    CHECK_OK(policy_limits_parse_create(body, defs, &host, &c, &err));
+    CHECK(c.max_cost_usd == 1);
+    policy_create_done(&c);
+    json_decref(body);
+    json_decref(defs);
+}
+
+/* An egress entry too long says so (it said "must be a non-empty string"). */
+TEST(create_allow_entry_too_long) {
+    char e[263];
+    memset(e, 'a', sizeof(e) - 1);
+    e[sizeof(e) - 1] = 0;
+    json_t *body = json_pack("{s:{s:[s]}}", "network", "allow", e);
+    policy_create c = {0};
+    error_rec err = {0};
+    CHECK(policy_limits_parse_create(body, NULL, &host, &c, &err) == -EINVAL);
+    CHECK_MSG(strcmp(err.message, "network.allow[0]: longer than 261 bytes") == 0, "%s",
+              err.message);
+    json_decref(body);
+}
+
 TEST(exec_parse) {
     policy_exec e;
     error_rec err = {0};
