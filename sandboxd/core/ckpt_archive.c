@@ -101,7 +101,7 @@ static int pack_node(pack *p, int dfd, const char *name, int depth) {
 static int pack_dir(pack *p, int dfd, int depth) {
     if (depth > DEPTH_MAX)
         return error_set(p->err, -ELOOP, "%s: directories nested too deep", p->rel);
-    int fd = dup(dfd);
+    int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3); /* (a worker thread: another may spawn meanwhile) */
     DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
     if (!dir) {
         safe_close(fd);
