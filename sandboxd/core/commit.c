@@ -5,7 +5,8 @@
  * pausable sandbox's shim: shim/pause.h) and the
  * sandbox's /workspace and /tmp (through /proc/<init>/root, as a fork does) into a directory
  * under the store's tmp/; then it is thawed and a second worker makes the copy a store layer:
- * owners shifted back from the sandbox's uid range to the image's own ids, overlay whiteouts
+ * owners shifted back from the sandbox's uid range to the image's own ids (each inode once,
+ * whatever its number of names: cp -a keeps hard links), overlay whiteouts
  * (0/0 character devices: the store's deletions, image_archive.c) and opaque markers kept, every
  * other trusted.overlay.* attribute dropped, other devices, FIFOs and sockets left out, and a
  * setuid/setgid file refused (or its bits cleared with "setuid":"strip", as an import). The loop
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <search.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -82,9 +84,12 @@ static void finish(sd_commit *c, const error_rec *err) {
 
 /* Run args (a host tool) and wait for it; it dies with the worker. */
 static int run_tool(char **args, error_rec *err) {
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) /* the worker died before the line above */
+            _exit(127);
         execvpe(args[0], args, (char **)spec_host_env);
         _exit(127);
     }
@@ -125,25 +130,87 @@ static sd_commit *fix_c; /* nftw has no user pointer (the worker is a process of
 static error_rec *fix_err;
 static const char *fix_root;
 
+/* The inodes of more than one name met so far (cp -a keeps hard links): each is fixed once, at
+ * its first name; unshifting its owner twice would make it nobody's, its size count twice.
+ * A tsearch(3) tree of (dev, ino), freed after the walk. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+} inode_key;
+static void *seen;
+
+static int inode_cmp(const void *a, const void *b) {
+    const inode_key *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* 1: another name of st's inode came first; 0: the first, now remembered; -ENOMEM. */
+static int seen_before(const struct stat *st) {
+    inode_key *k = malloc(sizeof(*k));
+    if (!k)
+        return -ENOMEM;
+    *k = (inode_key){st->st_dev, st->st_ino};
+    inode_key **found = tsearch(k, &seen, inode_cmp);
+    if (found && *found == k)
+        return 0;
+    free(k);
+    return found ? 1 : -ENOMEM;
+}
+
 static uid_t unshift(uint32_t id) {
     uint32_t base = fix_c->uid_base;
     return id >= base && id - base < SHIM_UID_RANGE ? id - base : 65534;
 }
 
+/* The names of path's attributes (*ret: malloc'd, *ret_len bytes), sized by asking first. */
+static int list_xattrs(const char *path, char **ret, size_t *ret_len) {
+    for (int tries = 0; tries < 8; tries++) {
+        ssize_t n = llistxattr(path, NULL, 0);
+        if (n < 0)
+            return negative_errno();
+        char *names = malloc((size_t)n + 1);
+        if (!names)
+            return -ENOMEM;
+        ssize_t m = n ? llistxattr(path, names, (size_t)n) : 0;
+        if (m >= 0) {
+            *ret = names;
+            *ret_len = (size_t)m;
+            return 0;
+        }
+        int r = negative_errno();
+        free(names);
+        if (r != -ERANGE) /* ERANGE: the list grew since the size was asked */
+            return r;
+    }
+    return -ERANGE;
+}
+
 /* The overlay's own attributes: trusted.overlay.opaque kept (a pausable sandbox's overlay
  * keeps it as user.overlay.opaque, shim/rootfs.c: made trusted.*, as the store's layers have
- * it; anywhere else user.* attributes are the sandbox's own), every other one dropped. */
-static void drop_overlay_xattrs(const char *path) {
-    char names[4096];
-    ssize_t n = llistxattr(path, names, sizeof(names));
-    for (ssize_t o = 0; o < n; o += (ssize_t)strlen(names + o) + 1) {
+ * it; anywhere else user.* attributes are the sandbox's own), every other one dropped. A list
+ * that cannot be read fails the commit: its overlay attributes would stay in the layer. */
+static int drop_overlay_xattrs(const char *path, const char *rel) {
+    _cleanup_free_ char *names = NULL;
+    size_t n = 0;
+    int r = list_xattrs(path, &names, &n);
+    if (r == -EOPNOTSUPP) /* the store's file system has none, so none were copied */
+        return 0;
+    if (r < 0)
+        return error_set_errno(fix_err, r, "commit: %s: cannot list its attributes", rel);
+    for (size_t o = 0; o < n; o += strlen(names + o) + 1) {
         const char *a = names + o;
-        if (fix_c->pausable && strcmp(a, "user.overlay.opaque") == 0)
-            (void)lsetxattr(path, "trusted.overlay.opaque", "y", 1, 0);
-        if ((strncmp(a, "trusted.overlay.", 16) == 0 && strcmp(a, "trusted.overlay.opaque")) ||
-            (fix_c->pausable && strncmp(a, "user.overlay.", 13) == 0))
-            (void)lremovexattr(path, a);
+        if (fix_c->pausable && strcmp(a, "user.overlay.opaque") == 0 &&
+            lsetxattr(path, "trusted.overlay.opaque", "y", 1, 0) < 0)
+            return error_set_errno(fix_err, negative_errno(), "commit: %s: set %s", rel,
+                                   "trusted.overlay.opaque");
+        if (((strncmp(a, "trusted.overlay.", 16) == 0 && strcmp(a, "trusted.overlay.opaque")) ||
+             (fix_c->pausable && strncmp(a, "user.overlay.", 13) == 0)) &&
+            lremovexattr(path, a) < 0 && errno != ENODATA)
+            return error_set_errno(fix_err, negative_errno(), "commit: %s: remove %s", rel, a);
     }
+    return 0;
 }
 
 static int fix_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -160,6 +227,11 @@ static int fix_one(const char *path, const struct stat *st, int flag, struct FTW
             return error_set_errno(fix_err, negative_errno(), "commit: remove %s", rel), 1;
         return 0;
     }
+    int r = t != S_IFDIR && st->st_nlink > 1 ? seen_before(st) : 0;
+    if (r < 0)
+        return error_set(fix_err, r, "commit: out of memory"), 1;
+    if (r > 0) /* another name of an inode fixed at its first */
+        return 0;
     mode_t perm = st->st_mode & 07777;
     if (t == S_IFDIR)
         perm &= ~(mode_t)S_ISUID; /* setgid on a directory only passes its group on */
@@ -174,8 +246,8 @@ static int fix_one(const char *path, const struct stat *st, int flag, struct FTW
     if (lchown(path, unshift(st->st_uid), unshift(st->st_gid)) < 0 ||
         (t != S_IFLNK && chmod(path, perm) < 0))
         return error_set_errno(fix_err, negative_errno(), "commit: set %s", rel), 1;
-    if (t != S_IFLNK)
-        drop_overlay_xattrs(path);
+    if (t != S_IFLNK && drop_overlay_xattrs(path, rel) < 0)
+        return 1;
     if (t == S_IFREG)
         fix_c->size += (uint64_t)st->st_blocks * 512;
     return 0;
@@ -186,8 +258,11 @@ static int fix_run(void *ud, error_rec *err) {
     fix_err = err;
     fix_root = fix_c->layer;
     int r = nftw(fix_c->layer, fix_one, 64, FTW_PHYS | FTW_MOUNT);
+    int walk_errno = r < 0 ? negative_errno() : 0;
+    tdestroy(seen, free);
+    seen = NULL;
     if (r < 0)
-        return error_set_errno(err, negative_errno(), "commit: walk the copy");
+        return error_set_errno(err, walk_errno, "commit: walk the copy");
     if (r > 0)
         return err->code;
     /* the size travels back through the record's message */

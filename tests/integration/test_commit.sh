@@ -5,15 +5,16 @@
 # that the sandbox deleted stays deleted; FIFOs are left out; a setuid file is refused (400
 # naming it) unless "setuid":"strip"; name clash 409, bad name 400, unknown field 400, unknown
 # sandbox 404, a sandbox of the host image 409; the CLI and Python; a commit survives a daemon
-# restart and serves warm pools and forks; a gvisor sandbox commits too. Each case starts its own
-# daemon and removes what it made.
+# restart and serves warm pools and forks; a gvisor sandbox commits too; hard-linked files keep
+# their owner and one inode, counted once in the size; a file with more attribute names than
+# 4 KiB loses the overlay's own. Each case starts its own daemon and removes what it made.
 
 DAEMON_TAG=commit
 source "$(dirname "$0")/../lib/daemon.sh"
 MK="$(dirname "$0")/mkimage.py"
 
-import_base() { # a two-layer OCI image t:v1 with mkfifo and chmod besides mkimage.py's tools
-  MKIMAGE_EXTRA_BINS="mkfifo chmod" python3 "$MK" oci "$D/base.tar" || fail "mkimage"
+import_base() { # a two-layer OCI image t:v1 with mkfifo, chmod, ln and head besides mkimage.py's
+  MKIMAGE_EXTRA_BINS="mkfifo chmod ln head" python3 "$MK" oci "$D/base.tar" || fail "mkimage"
   req POST "/v1/images?name=t:v1" -H 'Content-Type: application/x-tar' --data-binary @"$D/base.tar"
   expect 201 '(.layers | length) == 2'
 }
@@ -21,6 +22,10 @@ run_in() { # ID SCRIPT -> BODY (exit code 0 expected)
   local body; body=$(jq -cn --arg s "$2" '{argv:["sh","-c",$s]}')
   req POST "/v1/sandboxes/$1/exec" -d "$body"
   expect 200 '.exit_code == 0'
+}
+new_layer() { # IMAGE -> LAYER: the host directory of its top layer (the commit's own)
+  req GET "/v1/images/$1"; expect 200
+  LAYER=$D/state/images/layers/$(echo "$BODY" | jq -r '.layers[-1].digest | ltrimstr("sha256:")')
 }
 tmp_empty() { # the store's tmp/ holds nothing of a commit (bounded wait)
   for _ in $(seq 50); do
@@ -138,6 +143,96 @@ test_commit_setuid() {
   run_in "$ID" 'stat -c %a /workspace/s /app/g'
   [ "$(echo "$BODY" | jq -r .stdout)" == "755
 2775" ] || fail "stripped: $BODY"
+}
+
+# Hard links (cp -a keeps them): each inode is fixed once, so every name of it keeps the
+# sandbox user's ids (a second unshift made it nobody's) and its size counts once.
+TEST_TIMEOUT_commit_hard_links=60
+test_commit_hard_links() {
+  start_daemon
+  import_base
+  create '{"image":"t:v1"}'
+  local src=$ID l1 size0 out want
+  run_in "$src" 'head -c 1048576 /dev/urandom > /workspace/a && ln /workspace/a /workspace/b &&
+    echo p > /workspace/plain && mkdir /workspace/d && ln /workspace/a /workspace/d/c &&
+    ln -s a /workspace/s && ln -P /workspace/s /workspace/s2 &&
+    echo u > /app/u && mkdir /app/d && ln /app/u /app/d/u2 && echo q > /app/plain'
+  req POST "/v1/sandboxes/$src/commit" -d '{"name":"hl:1"}'; expect 201
+  new_layer hl:1; l1=$LAYER
+  out=$(cd "$l1" && stat -c '%n %u %g %h' workspace/a workspace/b workspace/d/c workspace/plain \
+    workspace/s workspace/s2 app/u app/d/u2 app/plain)
+  want='workspace/a 1000 1000 3
+workspace/b 1000 1000 3
+workspace/d/c 1000 1000 3
+workspace/plain 1000 1000 1
+workspace/s 1000 1000 2
+workspace/s2 1000 1000 2
+app/u 1000 1000 2
+app/d/u2 1000 1000 2
+app/plain 1000 1000 1'
+  [ "$out" == "$want" ] || fail "the layer's owners and links: $out"
+  [ "$(stat -c %i "$l1/workspace/a")" == "$(stat -c %i "$l1/workspace/d/c")" ] &&
+    [ "$(stat -c %i "$l1/app/u")" == "$(stat -c %i "$l1/app/d/u2")" ] || fail "links broken in the layer"
+  # the same commit without the links has the same size: the 1 MiB file counts once
+  run_in "$src" 'rm /workspace/b /workspace/d/c /workspace/s2 /app/d/u2'
+  req POST "/v1/sandboxes/$src/commit" -d '{"name":"hl:0"}'; expect 201
+  size0=$(echo "$BODY" | jq '.layers[-1].size')
+  req GET /v1/images/hl:1
+  expect 200 ".layers[-1].size >= 1048576 and ([.layers[-1].size - $size0, $size0 - .layers[-1].size] | max) < 262144"
+  # a sandbox of the commit: one inode of the sandbox user's (as a plain file) under each name
+  create '{"image":"hl:1"}'
+  run_in "$ID" 'stat -c "%u %g %h %i" /workspace/plain /workspace/a /workspace/b /app/plain \
+    /app/u /app/d/u2'
+  out=$(echo "$BODY" | jq -r .stdout)
+  [ "$(awk '{print $1, $2}' <<<"$out" | sort -u)" == "1000 1000" ] ||
+    fail "owners in a sandbox of the commit: $out"
+  [ "$(awk '{printf "%s ", $3}' <<<"$out")" == "1 3 3 1 2 2 " ] &&
+    [ "$(awk 'NR == 2 || NR == 3 {print $4}' <<<"$out" | sort -u | wc -l)" == 1 ] &&
+    [ "$(awk 'NR == 5 || NR == 6 {print $4}' <<<"$out" | sort -u | wc -l)" == 1 ] ||
+    fail "links in a sandbox of the commit: $out"
+  tmp_empty
+}
+
+# A file with more attribute names than the 4 KiB a fixed buffer held (the sandbox user may set
+# any number of user.* ones): the overlay's own trusted.overlay.* are still dropped, the
+# sandbox's user.* kept. The store is a tmpfs, which holds such a list (ext4 holds one block).
+TEST_TIMEOUT_commit_many_xattrs=60
+test_commit_many_xattrs() {
+  daemon_dirs
+  mkdir -p "$D/state"
+  mount -t tmpfs -o size=256m sbx-commit-xattrs "$D/state" || fail "mount a tmpfs" # (the sweep
+  # unmounts it)
+  start_daemon
+  import_base
+  create '{"image":"t:v1"}'
+  local init l
+  run_in "$ID" 'echo x > /workspace/x && echo y > /app/y'
+  init=$(jq .init_pid "$D/state/sandboxes/$ID.json")
+  # /app/y in the upper directory itself, where the overlay's own attributes are (init holds it
+  # open on fd 900: SHIM_UPPER_FD)
+  python3 - "/proc/$init/root/workspace/x" "/proc/$init/fd/900/app/y" <<'EOF' || fail "setxattr"
+import os, sys
+for p in sys.argv[1:]:
+    for i in range(40):  # 40 names of 209 bytes: 8 KiB
+        os.setxattr(p, "user.%03d.%s" % (i, "n" * 200), b"v")
+    os.setxattr(p, "trusted.overlay.sbx-test", b"y")
+EOF
+  req POST "/v1/sandboxes/$ID/commit" -d '{"name":"xa:1"}'; expect 201
+  new_layer xa:1; l=$LAYER
+  python3 - "$l/workspace/x" "$l/app/y" <<'EOF' || fail "the layer's attributes"
+import os, sys
+for p in sys.argv[1:]:
+    names = os.listxattr(p, follow_symlinks=False)
+    user = [n for n in names if n.startswith("user.")]
+    left = [n for n in names if n.startswith("trusted.overlay.")]
+    if len(user) != 40 or left:
+        sys.exit("%s: %d user.* attributes, the overlay's left: %s" % (p, len(user), left))
+EOF
+  create '{"image":"xa:1"}'
+  run_in "$ID" 'cat /workspace/x /app/y'
+  [ "$(echo "$BODY" | jq -r .stdout)" == "x
+y" ] || fail "a sandbox of the commit: $BODY"
+  tmp_empty
 }
 
 TEST_TIMEOUT_commit_bad_input=60
