@@ -32,7 +32,9 @@ static void published(sd_daemon *d, void *ud, int r, const char *value) {
     req->on_close = NULL;
     sd_lease *l;
     error_rec err = {0};
-    if (sd_lease_renew(d, p->id, &l, &err) < 0) { /* deleted meanwhile */
+    if (sd_lease_renew(d, p->id, &l, &err) < 0) { /* deleted meanwhile, or not saved */
+        if (err.code != -ENOENT) /* refused: no lease the client was not told of stays */
+            sd_lease_end_id(d, p->id, "its state could not be saved");
         sd_reply_error_rec(req, &err);
     } else {
         json_t *j = lease_json(l);

@@ -46,30 +46,53 @@ static const char *digest_hex(json_t *v) {
     return s + 7;
 }
 
-static bool in_store(img_job *j, const char *hex) {
+/* Whether the store, or one of this import's first n layers, has layer hex. */
+static bool in_store(img_job *j, const char *hex, size_t n) {
     char p[PATH_MAX + 80];
     struct stat st;
     snprintf(p, sizeof(p), "%s/%s", j->layers_dir, hex);
     if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
         return true;
-    for (size_t i = 0; i < j->n_layers; i++)
+    for (size_t i = 0; i < n; i++)
         if (strcmp(j->layers[i].diff_id, hex) == 0)
             return true;
     return false;
 }
 
+/* Make l the job's layer i (i == n_layers: appended) under the store's lock, since the loop
+ * thread reads the list meanwhile (images.c: a layer a running import uses is not deleted).
+ * check: when the store has l's layer, the entry says so (no tmp_dir; the caller's stays its
+ * own) and 1 is returned, decided in the same lock: an image delete either removed the layer
+ * before (then it is unpacked here) or sees this import use it and keeps it. -ENOMEM. */
+static int put_layer(img_job *j, size_t i, img_layer l, bool check) {
+    uv_mutex_lock(j->lock);
+    int r = check && in_store(j, l.diff_id, i) ? 1 : 0;
+    img_layer *v = i < j->n_layers ? j->layers : realloc(j->layers, (i + 1) * sizeof(*v));
+    if (!v) {
+        r = -ENOMEM;
+    } else {
+        j->layers = v;
+        if (r == 1)
+            l.tmp_dir = NULL;
+        v[i] = l;
+        j->n_layers = i < j->n_layers ? j->n_layers : i + 1;
+    }
+    uv_mutex_unlock(j->lock);
+    return r;
+}
+
 /* Unpack (or, when the store has it, only hash) one layer; expect: its diff_id hex or NULL. */
 static int add_layer(img_job *j, const char *blob, const char *expect, error_rec *err) {
-    img_layer *v = realloc(j->layers, (j->n_layers + 1) * sizeof(*v));
-    if (!v)
-        return error_set(err, -ENOMEM, "out of memory");
-    j->layers = v;
+    size_t i = j->n_layers;
     img_layer l = {0};
+    snprintf(l.diff_id, sizeof(l.diff_id), "%s", expect ? expect : "");
+    int skip = put_layer(j, i, l, expect != NULL); /* listed (and held, if reused) from here */
+    if (skip < 0)
+        return error_set(err, -ENOMEM, "out of memory");
     char dir[PATH_MAX + 32];
-    snprintf(dir, sizeof(dir), "%s/l%zu", j->work, j->n_layers);
-    bool skip = expect && in_store(j, expect);
+    snprintf(dir, sizeof(dir), "%s/l%zu", j->work, i);
     _cleanup_close_ int fd = -1;
-    if (!skip) {
+    if (!skip) { /* on failure, what it made is removed with work/ */
         if (mkdir(dir, 0755) < 0 ||
             (fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
             return error_set_errno(err, negative_errno(), "image: create %s", dir);
@@ -81,13 +104,11 @@ static int add_layer(img_job *j, const char *blob, const char *expect, error_rec
         r = error_set(err, -EINVAL,
                       "image: layer %zu: its content has sha256:%s, the config says sha256:%s "
                       "(digest mismatch)",
-                      j->n_layers + 1, l.diff_id, expect);
-    if (r >= 0 && !expect && in_store(j, l.diff_id)) {
+                      i + 1, l.diff_id, expect);
+    if (put_layer(j, i, l, r >= 0 && !expect) == 1) { /* even on failure: job_free frees it */
         rm_rf(dir);
         free(l.tmp_dir);
-        l.tmp_dir = NULL;
     }
-    j->layers[j->n_layers++] = l; /* even on failure: its directory is removed with work/ */
     return r;
 }
 

@@ -109,6 +109,11 @@ int sd_images_init(sd_daemon *d, error_rec *err) {
     sd_images *s = calloc(1, sizeof(*s));
     if (!s)
         return error_set(err, -ENOMEM, "out of memory");
+    int r = uv_mutex_init(&s->lock);
+    if (r < 0) {
+        free(s);
+        return error_set(err, -ENOMEM, "image store: %s", uv_strerror(r));
+    }
     d->images = s;
     snprintf(s->root, sizeof(s->root), "%s/images", d->cfg.state_dir);
     char p[PATH_MAX + 16];
@@ -117,11 +122,10 @@ int sd_images_init(sd_daemon *d, error_rec *err) {
     rm_rf(p); /* uploads and imports that a previous run did not finish */
     for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
         sub(s, p, sizeof(p), dirs[i], NULL);
-        int r = mkdir_p(p, 0700);
-        if (r < 0)
+        if ((r = mkdir_p(p, 0700)) < 0)
             return error_set_errno(err, r, "image store: mkdir %s", p);
     }
-    int r = load_meta(s);
+    r = load_meta(s);
     if (r < 0)
         return error_set_errno(err, r, "image store: read %s/meta", s->root);
     return load_config(d, s, err);
@@ -136,6 +140,7 @@ void sd_images_done(sd_daemon *d) {
         s->list = im->next;
         image_free(im);
     }
+    uv_mutex_destroy(&s->lock); /* after the loop: no import runs */
     free(s);
     d->images = NULL;
 }
@@ -301,19 +306,35 @@ static void trash(sd_daemon *d, const char *path) {
     }
 }
 
-static bool layer_used(sd_daemon *d, const char *digest) {
+/* Whether an image or a running import uses layer hex; the lock held (the imports' workers
+ * add to their lists meanwhile). */
+static bool layer_used(sd_daemon *d, const char *hex) {
     for (sd_image *im = d->images->list; im; im = im->next) {
         json_t *l;
         size_t i;
-        json_array_foreach(json_object_get(im->meta, "layers"), i,
-                           l) if (strcmp(json_string_value(json_object_get(l, "digest")), digest) ==
-                                  0) return true;
+        json_array_foreach(json_object_get(im->meta, "layers"), i, l) {
+            const char *dg = json_string_value(json_object_get(l, "digest"));
+            if (dg && strncmp(dg, "sha256:", 7) == 0 && strcmp(dg + 7, hex) == 0)
+                return true;
+        }
     }
     for (img_job *j = d->images->jobs; j; j = j->next)
         for (size_t i = 0; i < j->n_layers; i++)
-            if (strcmp(j->layers[i].diff_id, digest + 7) == 0)
+            if (strcmp(j->layers[i].diff_id, hex) == 0)
                 return true;
     return false;
+}
+
+/* Remove layers/<hex> unless it is used, in one lock with the check: a running import that
+ * decides to reuse the layer (image_import.c put_layer) does so before or after, never between. */
+static void trash_unused(sd_daemon *d, const char *hex) {
+    char p[PATH_MAX + 100];
+    uv_mutex_lock(&d->images->lock);
+    if (!layer_used(d, hex)) {
+        sub(d->images, p, sizeof(p), "layers", hex);
+        trash(d, p);
+    }
+    uv_mutex_unlock(&d->images->lock);
 }
 
 int sd_images_delete(sd_daemon *d, const char *name, error_rec *err) {
@@ -337,10 +358,8 @@ int sd_images_delete(sd_daemon *d, const char *name, error_rec *err) {
     size_t i;
     json_array_foreach(json_object_get(im->meta, "layers"), i, l) {
         const char *dg = json_string_value(json_object_get(l, "digest"));
-        if (dg && strlen(dg) == 7 + IMG_DIGEST_HEX && !layer_used(d, dg)) {
-            sub(s, p, sizeof(p), "layers", dg + 7);
-            trash(d, p);
-        }
+        if (dg && strncmp(dg, "sha256:", 7) == 0 && strlen(dg) == 7 + IMG_DIGEST_HEX)
+            trash_unused(d, dg + 7);
     }
     log_info("image deleted name=%s", name);
     image_free(im);
@@ -421,13 +440,8 @@ static void import_done(uv_work_t *w, int status) {
     int r = j->status;
     if (r >= 0 && (r = commit(d, j, &err)) < 0) {
         for (size_t i = 0; i < j->n_layers; i++) /* layers no image holds (this one failed) */
-            if (j->layers[i].tmp_dir) {
-                char dg[80], p[PATH_MAX + 100];
-                snprintf(dg, sizeof(dg), "sha256:%s", j->layers[i].diff_id);
-                sub(d->images, p, sizeof(p), "layers", j->layers[i].diff_id);
-                if (!layer_used(d, dg))
-                    trash(d, p);
-            }
+            if (j->layers[i].tmp_dir)
+                trash_unused(d, j->layers[i].diff_id);
         trash(d, j->work);
     } else if (r >= 0 && j->work && rmdir(j->work) < 0 && errno == ENOTEMPTY) {
         trash(d, j->work); /* a layer another import stored first (commit): this copy goes */
@@ -453,6 +467,7 @@ img_job *sd_images_import(sd_daemon *d, const char *name, char *upload, bool str
     }
     j->upload = upload;
     j->d = d, j->done = done, j->ud = ud;
+    j->lock = &s->lock;
     j->budget = (img_budget){.unpacked_max = s->max_unpacked, .strip_setuid = strip_setuid};
     sub(s, j->layers_dir, sizeof(j->layers_dir), "layers", NULL);
     char p[PATH_MAX + 32];

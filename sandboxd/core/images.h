@@ -33,6 +33,7 @@ typedef struct sd_images {
     sd_image *list;
     uint64_t max_archive, max_unpacked;
     struct img_job *jobs; /* imports in flight */
+    uv_mutex_t lock;      /* the jobs' layers: their workers add, the loop reads (layer_used) */
 } sd_images;
 
 /* Store start-up: directories, tmp/ emptied, meta files and config directory images loaded. */
@@ -97,6 +98,9 @@ typedef struct img_job {
     int status;
     error_rec err;
     json_t *meta;
+    /* Written by the worker under *lock (the store's), which the loop thread takes to read
+     * them while the job runs; after it (import_done) they are the loop thread's alone. */
+    uv_mutex_t *lock;
     img_layer *layers;
     size_t n_layers;
 } img_job;

@@ -9,11 +9,28 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Leases outlive sandboxes and are rare: their records are durable (fsynced). */
-static int lease_save(sd_daemon *d, const sd_lease *l) {
+/* Leases outlive sandboxes and are rare: their records are durable (fsynced). A lease (or a
+ * renewal) the state directory cannot keep is refused, as a sandbox is (core/create.c): a
+ * restart would not know it (its sandboxes would never expire) or would end it early. */
+static int lease_save(sd_daemon *d, const sd_lease *l, error_rec *err) {
     json_t *j = json_pack("{s:s,s:I,s:I,s:b}", "id", l->id, "ttl_ms", (json_int_t)l->ttl_ms,
                           "expires_ms", (json_int_t)l->expires_ms, "remote", l->remote);
-    return j ? sd_state_write(d, "leases", l->id, j, true) : -ENOMEM;
+    int r = j ? sd_state_write(d, "leases", l->id, j, true) : -ENOMEM;
+    if (r < 0)
+        return error_set(err, -EDQUOT, "cannot save the lease's state: %s", strerror(-r));
+    return 0;
+}
+
+/* Link a new lease in, saved; on failure it is freed. */
+static int lease_add(sd_daemon *d, sd_lease *l, error_rec *err) {
+    int r = lease_save(d, l, err);
+    if (r < 0) {
+        free(l);
+        return r;
+    }
+    l->next = d->leases;
+    d->leases = l;
+    return 0;
 }
 
 static sd_lease *lease_find(sd_daemon *d, const char *id) {
@@ -57,9 +74,9 @@ int sd_lease_create(sd_daemon *d, uint64_t ttl_ms, sd_lease **ret, error_rec *er
     sd_node_id(d, "ls-", l->id, sizeof(l->id));
     l->ttl_ms = ttl_ms;
     l->expires_ms = now_real_ms() + ttl_ms;
-    l->next = d->leases;
-    d->leases = l;
-    lease_save(d, l);
+    int r = lease_add(d, l, err);
+    if (r < 0)
+        return r;
     log_info("lease created lease=%s ttl_s=%.3f", l->id, ttl_ms / 1000.0);
     *ret = l;
     return 0;
@@ -69,8 +86,13 @@ int sd_lease_renew(sd_daemon *d, const char *id, sd_lease **ret, error_rec *err)
     sd_lease *l = lease_find(d, id);
     if (!l)
         return error_set(err, -ENOENT, "lease %s not found", id);
+    uint64_t was = l->expires_ms;
     l->expires_ms = now_real_ms() + l->ttl_ms;
-    lease_save(d, l);
+    int r = lease_save(d, l, err);
+    if (r < 0) {
+        l->expires_ms = was; /* as its record still says */
+        return r;
+    }
     *ret = l;
     return 0;
 }
@@ -92,9 +114,9 @@ int sd_lease_adopt(sd_daemon *d, const char *id, error_rec *err) {
     snprintf(l->id, sizeof(l->id), "%s", id);
     l->remote = true;
     l->adopted_ms = now_mono_ms();
-    l->next = d->leases;
-    d->leases = l;
-    lease_save(d, l);
+    int r = lease_add(d, l, err);
+    if (r < 0)
+        return r;
     log_info("lease adopted lease=%s (another node's)", l->id);
     return 0;
 }

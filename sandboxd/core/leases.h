@@ -15,6 +15,8 @@ typedef struct sd_lease {
     uint64_t adopted_ms; /* remote: now_mono_ms() when adopted (0: restored) */
 } sd_lease;
 
+/* -EDQUOT (create, renew, adopt) when its record cannot be saved (a full or read-only state
+ * directory): nothing changes (a renew keeps the lease's expiry). */
 int sd_lease_create(sd_daemon *d, uint64_t ttl_ms, sd_lease **ret, error_rec *err);
 /* -ENOENT when there is no lease id. */
 int sd_lease_renew(sd_daemon *d, const char *id, sd_lease **ret, error_rec *err);

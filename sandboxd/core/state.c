@@ -1,7 +1,7 @@
 /* Persistence: each sandbox's record (limits, labels, times, cost, uid slot, lease,
  * Idempotency-Key, end) in state-dir/sandboxes/<id>.json and other records (leases) in
  * state-dir/<kind>/<id>.json, written atomically, and read back at start-up (core/restore.c
- * decides what becomes of them). */
+ * decides what becomes of them; volumes' records are never removed here: core/volumes.c). */
 #include "sandboxd/core/state.h"
 
 #include "common/fdutil.h"
@@ -165,7 +165,9 @@ int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
     return 0;
 }
 
-void sd_state_foreach(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, json_t *j)) {
+/* fn's records (an unreadable one, or one fn refuses, is removed), or keep's (none removed). */
+static void each(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, json_t *j),
+                 sd_state_keep_fn keep) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, kind);
     DIR *dir = opendir(path);
@@ -174,7 +176,7 @@ void sd_state_foreach(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, js
     struct dirent *de;
     while ((de = readdir(dir))) {
         size_t n = strlen(de->d_name);
-        char file[PATH_MAX + 256];
+        char file[PATH_MAX + 256], id[256];
         snprintf(file, sizeof(file), "%s/%s", path, de->d_name);
         if (strstr(de->d_name, ".json.tmp.")) {
             unlink(file); /* a write that a crash interrupted; the record before it stands */
@@ -182,13 +184,24 @@ void sd_state_foreach(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, js
         }
         if (n < 6 || strcmp(de->d_name + n - 5, ".json") != 0)
             continue;
-        json_t *j = json_load_file(file, 0, NULL);
-        int r = j ? fn(d, j) : -EINVAL;
-        if (r < 0) {
+        json_error_t je;
+        json_t *j = json_load_file(file, 0, &je);
+        if (keep) {
+            snprintf(id, sizeof(id), "%.*s", (int)(n - 5), de->d_name);
+            keep(d, id, j, j ? NULL : je.text);
+        } else if ((j ? fn(d, j) : -EINVAL) < 0) {
             log_warn("ignoring unreadable state file=%s", file);
             unlink(file);
         }
         json_decref(j);
     }
     closedir(dir);
+}
+
+void sd_state_foreach(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, json_t *j)) {
+    each(d, kind, fn, NULL);
+}
+
+void sd_state_foreach_keep(sd_daemon *d, const char *kind, sd_state_keep_fn keep) {
+    each(d, kind, NULL, keep);
 }

@@ -27,3 +27,7 @@ void sd_state_unlink(sd_daemon *d, const char *kind, const char *id);
 /* Call fn with every readable <kind>/<id>.json record; an unreadable one, or one fn refuses
  * (returns < 0), is removed, as are interrupted writes. */
 void sd_state_foreach(sd_daemon *d, const char *kind, int (*fn)(sd_daemon *d, json_t *j));
+/* For records that guard data (volumes): keep gets every <kind>/<id>.json by its id, j NULL
+ * and why saying so when it is not valid JSON; no record is removed (interrupted writes are). */
+typedef void (*sd_state_keep_fn)(sd_daemon *d, const char *id, json_t *j, const char *why);
+void sd_state_foreach_keep(sd_daemon *d, const char *kind, sd_state_keep_fn keep);

@@ -10,7 +10,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 typedef enum { VOL_CREATING, VOL_READY, VOL_DELETING, VOL_BROKEN } vol_state;
 
@@ -73,28 +75,55 @@ static sd_volume *add_vol(sd_daemon *d, const char *name, uint64_t size, const c
 
 /* ---- start-up ---- */
 
-static int load_record(sd_daemon *d, json_t *j) {
+/* A record that cannot be read: its data stays (nothing of it is removed, the record neither),
+ * listed as broken so it can be seen and deleted; a valid record restores it at a restart. */
+static void load_broken(sd_daemon *d, const char *name, const char *why) {
+    char img[PATH_MAX], mnt[PATH_MAX];
+    sd_vdisk_paths(d->volumes->dir, name, img, mnt, sizeof(img));
+    struct stat st;
+    sd_volume *v = add_vol(d, name, stat(img, &st) == 0 ? (uint64_t)st.st_size : 0, "");
+    if (!v) /* not known: the sweep keeps its image anyway, since its record is there */
+        return;
+    v->state = VOL_BROKEN;
+    snprintf(v->message, sizeof(v->message),
+             "its record %s.json cannot be read (%s): its data is kept; put the record right and "
+             "restart the daemon, or delete the volume",
+             name, why);
+    log_error("volume=%s error=\"%s\"", name, v->message);
+}
+
+static void load_record(sd_daemon *d, const char *id, json_t *j, const char *why) {
     const char *name = json_string_value(json_object_get(j, "name"));
     json_t *size = json_object_get(j, "size");
     const char *created = json_string_value(json_object_get(j, "created"));
-    if (!policy_volume_name_ok(name) || !json_is_integer(size) || sd_volume_find(d, name))
-        return -EINVAL;
-    sd_volume *v = add_vol(d, name, (uint64_t)json_integer_value(size), created ? created : "");
-    if (!v)
-        return -ENOMEM;
+    if (!policy_volume_name_ok(id)) { /* not the daemon's: left alone, and its image too */
+        log_warn("ignoring state file=%s/%s.json: not a volume's name", d->volumes->dir, id);
+        return;
+    }
+    if (!why && (!name || strcmp(name, id) != 0))
+        why = "its name is not the file's";
+    else if (!why && (!json_is_integer(size) || json_integer_value(size) <= 0))
+        why = "its size is not a number of bytes";
+    sd_volume *v = why ? NULL : add_vol(d, name, (uint64_t)json_integer_value(size), created ?: "");
     error_rec err = {0};
-    if (sd_vdisk_mount(d->volumes->dir, name, &err) < 0) {
+    if (why || !v) {
+        load_broken(d, id, why ?: "out of memory");
+    } else if (sd_vdisk_mount(d->volumes->dir, name, &err) < 0) {
         v->state = VOL_BROKEN;
         snprintf(v->message, sizeof(v->message), "cannot mount it: %s", err.message);
         log_error("volume=%s error=\"%s\"", name, v->message);
     } else {
         v->state = VOL_READY;
     }
-    return 0;
 }
 
+/* An image or mount point is the volume's while the volume or its record exists; else it is
+ * what an interrupted create (the record is written last) or delete (removed first) left. */
 static bool known(void *ud, const char *name) {
-    return sd_volume_find(ud, name) != NULL;
+    sd_daemon *d = ud;
+    char rec[PATH_MAX + 300];
+    snprintf(rec, sizeof(rec), "%s/%s.json", d->volumes->dir, name);
+    return sd_volume_find(d, name) != NULL || access(rec, F_OK) == 0 || errno != ENOENT;
 }
 
 int sd_volumes_init(sd_daemon *d, error_rec *err) {
@@ -105,7 +134,7 @@ int sd_volumes_init(sd_daemon *d, error_rec *err) {
     int r = mkdir_p(d->volumes->dir, 0700);
     if (r < 0)
         return error_set_errno(err, r, "mkdir %s", d->volumes->dir);
-    sd_state_foreach(d, kind, load_record);
+    sd_state_foreach_keep(d, kind, load_record);
     sd_vdisk_sweep(d->volumes->dir, known, d);
     return 0;
 }

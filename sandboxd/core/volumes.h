@@ -2,7 +2,8 @@
  *
  * On disk, under <state-dir>/volumes/ (mode 0700):
  *   <name>.json   the record (name, size, created_ms), written last at create, first removed
- *                 at delete (durable): a volume exists exactly when its record does
+ *                 at delete (durable): a volume exists exactly when its record does (one that
+ *                 cannot be read is kept, and so is its data: the volume is listed as broken)
  *   <name>.img    a sparse file holding an ext4 file system of the volume's size: the size
  *                 limit (a full volume is ENOSPC inside the sandbox)
  *   <name>.mnt/   its mount (loop device, nosuid, nodev), kept while the volume exists and
@@ -18,8 +19,9 @@
 typedef struct sd_volume sd_volume;
 
 /* At start-up, before restore: read the records, mount what is not mounted, remove what no
- * record names (an interrupted create or delete). A volume that cannot be mounted is listed
- * with its error and refused to creates. */
+ * record names (an interrupted create or delete). A volume that cannot be mounted, or whose
+ * record cannot be read (its record and data are kept), is listed with its error and refused
+ * to creates; it can be deleted. */
 int sd_volumes_init(sd_daemon *d, error_rec *err);
 
 /* Done callbacks: err NULL on success; v is the new volume (create). */

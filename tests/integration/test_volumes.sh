@@ -4,7 +4,8 @@
 # volume used by one sandbox at a time (409s naming the holder, forks refused, released by
 # DELETE, by a timeout, by the cost cap and across a daemon kill -9), whose files outlive the sandbox and a
 # restart and keep their owner in sandboxes of other uid ranges (id-mapped mounts); the size
-# limit (ENOSPC inside, the daemon fine); every bad input a 4xx naming the field; "on_idle"; and
+# limit (ENOSPC inside, the daemon fine); every bad input a 4xx naming the field; "on_idle"; a
+# record the restart cannot read (the data kept, the volume listed as broken, deletable); and
 # nothing left behind (image file, mount, loop device) after a delete.
 
 DAEMON_TAG=volumes
@@ -231,6 +232,41 @@ test_restart_sweeps() { # an interrupted create or delete leaves nothing after a
   req DELETE "/v1/sandboxes/$ID"; expect 204
   req DELETE /v1/volumes/keep; expect 204
   no_leaks keep
+}
+
+TEST_TIMEOUT_unreadable_record=90
+test_unreadable_record() { # a record that cannot be read never costs the volume's data
+  need_tools
+  start_daemon
+  vol_create rec 16Mi
+  create '{"volumes":[{"name":"rec","path":"/r"}]}'
+  run_in "$ID" 'echo precious > /r/f'
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  stop_daemon
+  local dir="$D/state/volumes"
+  cp "$dir/rec.json" "$D/rec.json"
+  echo '{' >"$dir/rec.json"
+  start_daemon
+  [ -f "$dir/rec.img" ] && [ -f "$dir/rec.json" ] || fail "the restart removed: $(ls "$dir")"
+  req GET /v1/volumes
+  expect 200 'length == 1 and .[0].name == "rec" and .[0].state == "error" and .[0].size == 16777216 and (.[0].message | contains("rec.json cannot be read") and contains("data is kept"))'
+  req POST /v1/sandboxes -d '{"volumes":[{"name":"rec","path":"/r"}]}'
+  expect 409 '.message | contains("rec.json cannot be read")'
+  req POST /v1/volumes -d '{"name":"rec","size":"16Mi"}'; expect 409
+  stop_daemon
+  cp "$D/rec.json" "$dir/rec.json" # put right: the volume and its data are back
+  start_daemon
+  req GET /v1/volumes/rec; expect 200 '.state == "ready" and (has("message") | not)'
+  create '{"volumes":[{"name":"rec","path":"/r","read_only":true}]}'
+  run_in "$ID" 'cat /r/f'; [ "$(echo "$BODY" | jq -r .stdout)" == precious ] || fail "after the fix: $BODY"
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  stop_daemon
+  echo '{"name":"rec","size":"big"}' >"$dir/rec.json" # valid JSON, refused: kept the same way
+  start_daemon
+  req GET /v1/volumes/rec; expect 200 '.state == "error" and (.message | contains("size"))'
+  [ -f "$dir/rec.img" ] || fail "the restart removed the image: $(ls "$dir")"
+  req DELETE /v1/volumes/rec; expect 204
+  no_leaks rec
 }
 
 TEST_TIMEOUT_clients=90

@@ -2,7 +2,8 @@
 # Reliability under faults, against a real daemon and real sandboxes (root): sandboxd killed -9
 # while 64 commands stream output (and in a loop during create/delete churn), a killed shim,
 # clients that vanish mid-stream, a full state directory, OOM and a command writing 1 GiB,
-# slow readers and 2000 idle connections, a full state directory under a fork and a warm pool,
+# slow readers and 2000 idle connections, a full state directory under a fork, a warm pool and
+# leases,
 # a daemon stopped during a /run_code request. Each case checks that state survives (re-adoption,
 # parseable state files consistent with the live shims) and that nothing leaks: shims, sandbox
 # processes, cgroups, mounts, network namespaces, veths, nft chains, run dirs and daemon fds.
@@ -280,6 +281,40 @@ test_full_state_dir() {
   req POST /v1/sandboxes -H 'Idempotency-Key: full-1' -d '{}'; expect 201 ".id != \"$first\""
   check_alive "$(echo "$BODY" | jq -r .id)"
   delete_all
+  wait_no_leaks 20
+}
+
+# A lease whose record cannot be saved (a full state directory) is 507 as a sandbox is, and so
+# is a renew, which leaves the record (and the expiry) as it was: both were answered 201/200
+# unsaved, so a restart forgot the lease (its sandboxes never expired) or ended it early.
+TEST_TIMEOUT_full_state_dir_leases=60
+test_full_state_dir_leases() {
+  rel_setup
+  small_state_dir
+  start_daemon
+  req POST /v1/leases -d '{"ttl":"10m"}'; expect 201
+  local lease; lease=$(echo "$BODY" | jq -r .id)
+  create "{\"lease\":\"$lease\"}"; local sb=$ID
+  local recs="$D/state/leases" before after
+  before=$(nsenter -t "$DPID" -m cat "$recs/$lease.json") || fail "no record of $lease"
+  fill_state_dir
+  req POST /v1/leases -d '{"ttl":"10m"}'
+  expect 507 '.code == "insufficient_storage" and (.message | contains("lease") and test("space"))'
+  sleep 0.05 # a renew that saved would write another expiry
+  req POST "/v1/leases/$lease/renew"
+  expect 507 '.code == "insufficient_storage" and (.message | contains("lease"))'
+  after=$(nsenter -t "$DPID" -m cat "$recs/$lease.json")
+  [ "$after" == "$before" ] || fail "a refused renew changed the record: $before -> $after"
+  [ "$(nsenter -t "$DPID" -m ls "$recs")" == "$lease.json" ] ||
+    fail "records after a refused create: $(nsenter -t "$DPID" -m ls "$recs")"
+  [ "$(grep -c "lease created" "$D/log")" == 1 ] || fail "a refused lease was made: $(grep "lease " "$D/log")"
+  nsenter -t "$DPID" -m rm -f "$D/state/fill"
+  req POST "/v1/leases/$lease/renew"; expect 200 ".id == \"$lease\""
+  after=$(nsenter -t "$DPID" -m cat "$recs/$lease.json")
+  [ "$after" != "$before" ] || fail "the renew was not saved: $after"
+  check_alive "$sb"
+  req DELETE "/v1/leases/$lease"; expect 204
+  req GET "/v1/sandboxes/$sb"; expect 200 '.state == "ended" and .end.message == "lease deleted"'
   wait_no_leaks 20
 }
 
