@@ -1,4 +1,5 @@
-/* `sbx create [flags]`: create a sandbox and print its id (or its object with --json). */
+/* `sbx create [flags]`: create a sandbox and print its id (or its object with --json; a
+ * sandbox whose object cannot be read back is terminated, not left running unnamed). */
 #include "client/cli/cli.h"
 #include "client/cli/commands.h"
 
@@ -9,8 +10,25 @@
 static void help(void) {
     printf("usage: sbx create [FLAGS]\n\n"
            "Create a sandbox and print its id.\n\n" CLI_CREATE_HELP
-           "  --json                print the sandbox object\n"
+           "  --json                print the sandbox object (if it cannot be read back, the\n"
+           "                        sandbox is terminated and the command fails)\n"
            "  --host ENDPOINTS      daemon endpoints (see sbx --help)\n");
+}
+
+/* --json: the new sandbox's object. When it cannot be had (the inspect after the create
+ * failed), the command fails, and so that it leaves nothing behind, the sandbox is terminated
+ * (named on stderr if even that fails). */
+static int print_object(sbx_sandbox *sb) {
+    sbx_err err = {0};
+    char *js = NULL;
+    int rc = sbx_sandbox_inspect(sb, &js, &err) == SBX_OK ? cli_print_json_text(js)
+                                                          : cli_sbx_error(&err);
+    free(js);
+    const char *id = sbx_sandbox_id(sb);
+    if (rc != 0 && sbx_sandbox_terminate(sb, &err) != SBX_OK)
+        cli_error("sandbox %s was created but could not be terminated: %s (`sbx rm %s` ends it)",
+                  id, err.message, id);
+    return rc;
 }
 
 int cmd_create(int argc, char **argv) {
@@ -43,12 +61,9 @@ int cmd_create(int argc, char **argv) {
         sbx_err err = {0};
         if (cli_create_sandbox(c, &f, &sb, &err) != SBX_OK)
             rc = cli_sbx_error(&err);
-        else if (cli_opts.json) {
-            char *js = NULL;
-            rc = sbx_sandbox_inspect(sb, &js, &err) == SBX_OK ? cli_print_json_text(js)
-                                                              : cli_sbx_error(&err);
-            free(js);
-        } else
+        else if (cli_opts.json)
+            rc = print_object(sb);
+        else
             printf("%s\n", sbx_sandbox_id(sb));
         sbx_sandbox_free(sb);
     }

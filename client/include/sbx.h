@@ -69,7 +69,9 @@ typedef struct sbx_client sbx_client;
 /* hosts: NULL means $SBX_HOST, else the default socket. */
 sbx_code sbx_client_new(const char *hosts, sbx_client **ret, sbx_err *err);
 void sbx_client_free(sbx_client *client); /* accepts NULL */
-/* Bearer token for TCP endpoints (NULL means $SBX_TOKEN). */
+/* Bearer token for TCP endpoints (NULL means $SBX_TOKEN), sent whole whatever its length.
+ * SBX_E_INVALID for one with a control character (e.g. a token file's trailing newline): the
+ * client keeps the token it had. */
 sbx_code sbx_client_set_token(sbx_client *client, const char *token);
 /* GET /v1/info of the first endpoint (or all, as a JSON array, when several). */
 sbx_code sbx_client_info(sbx_client *client, char **ret_json, sbx_err *err);
@@ -252,7 +254,9 @@ sbx_code sbx_sandbox_port_request(sbx_sandbox *sb, unsigned port, const char *me
                                   sbx_err *err);
 /* Wait until something answers HTTP on the port (GET /, any status), polling every 100 ms while
  * the daemon says nothing listens yet; SBX_E_CONFLICT "port_wait_timeout" after timeout_ms
- * with the last reason, and at once for a port not opened or a sandbox that ended. */
+ * with the last reason, and at once for a port not opened or a sandbox that ended. Each probe
+ * is given only the time left (at least 100 ms), so a server that accepts but does not answer
+ * does not hold it past timeout_ms. */
 sbx_code sbx_sandbox_port_wait(sbx_sandbox *sb, unsigned port, uint64_t timeout_ms, sbx_err *err);
 /* DELETE: idempotent. The handle stays valid (for its id) until sbx_sandbox_free. */
 sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err);

@@ -230,10 +230,15 @@ sbx_code sbx_client_info(sbx_client *c, char **ret_json, sbx_err *err) {
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < c->n_eps; i++) {
         json_t *j = NULL;
-        sbx_err e;
+        sbx_err e = {0};
         if (c->fleet && c->eps[i].gone)
             continue;
-        if (get_json(c, i, "/v1/info", &j, &e) != SBX_OK || !json_is_object(j)) {
+        sbx_code rc = get_json(c, i, "/v1/info", &j, &e);
+        if (rc == SBX_OK && !json_is_object(j))
+            rc = sbxi_err_set(&e, SBX_E_PROTOCOL, 200, "",
+                              "sandboxd at %s sent JSON that is not an object for /v1/info",
+                              c->eps[i].display);
+        if (rc != SBX_OK) {
             json_decref(j);
             j = json_pack("{ss}", "error", e.message);
         }

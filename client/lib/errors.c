@@ -172,6 +172,10 @@ static sbx_code err_connect(const sbxi_endpoint *ep, const sbxi_response *r, sbx
 }
 
 sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r, sbx_err *err) {
+    if (r->timed_out) /* the client's own limit (sbx_client.timeout_ms) */
+        return sbxi_err_set(err, SBX_E_CONNECT, r->status, "request_timeout",
+                            "no whole answer from sandboxd at %s within the time given (%s)",
+                            ep->display, r->curl_error);
     if (r->overflow)
         return sbxi_err_set(err, SBX_E_TOO_LARGE, r->status, "",
                             "the answer from %s is larger than %llu bytes", ep->display,

@@ -123,32 +123,34 @@ void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r) {
     r->easy = NULL;
 }
 
+/* line appended to *l (left as it was on OOM). */
+static bool append(struct curl_slist **l, const char *line) {
+    struct curl_slist *n = curl_slist_append(*l, line); /* (copies line) */
+    if (n)
+        *l = n;
+    return n != NULL;
+}
+
+/* prefix and value as one line, sized to fit: no header is cut short (a long bearer token). */
+static bool append2(struct curl_slist **l, const char *prefix, const char *value) {
+    _cleanup_free_ char *line = NULL;
+    return asprintf(&line, "%s%s", prefix, value) >= 0 && append(l, line);
+}
+
 /* The one place request headers are built (sync API, async API, the runner's trainer calls). */
 struct curl_slist *sbxi_headers(const char *content_type, const char *accept, const char *bearer,
                                 const char *extra) {
-    char line[1024];
-    struct curl_slist *l = NULL, *n;
-#define ADD(s)                                                                                     \
-    do {                                                                                           \
-        n = curl_slist_append(l, s);                                                               \
-        if (!n)                                                                                    \
-            goto oom;                                                                              \
-        l = n;                                                                                     \
-    } while (0)
-    snprintf(line, sizeof(line), "Content-Type: %s", content_type ? content_type : "");
-    ADD(content_type ? line : "Content-Type:");
-    snprintf(line, sizeof(line), "Accept: %s", accept ? accept : "application/json");
-    ADD(line);
-    ADD("Expect:"); /* no 100-continue round trip for uploads */
-    if (bearer && bearer[0]) {
-        snprintf(line, sizeof(line), "Authorization: Bearer %s", bearer);
-        ADD(line);
-    }
-    if (extra)
-        ADD(extra);
-#undef ADD
-    return l;
-oom:
+    struct curl_slist *l = NULL;
+    bool ok = content_type ? append2(&l, "Content-Type: ", content_type)
+                           : append(&l, "Content-Type:"); /* "Name:" alone: not sent */
+    ok = ok && append2(&l, "Accept: ", accept ? accept : "application/json");
+    ok = ok && append(&l, "Expect:"); /* no 100-continue round trip for uploads */
+    if (ok && bearer && bearer[0])
+        ok = append2(&l, "Authorization: Bearer ", bearer);
+    if (ok && extra)
+        ok = append(&l, extra);
+    if (ok)
+        return l;
     curl_slist_free_all(l);
     return NULL;
 }
@@ -211,8 +213,11 @@ sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *meth
                             c->easy ? "out of memory" : "cannot create a libcurl handle");
     }
     sbxi_easy_setup(c->easy, method, url, e->unix_path, hdrs, body, len, resp);
+    if (c->timeout_ms)
+        curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
     CURLcode rc = curl_easy_perform(c->easy);
     sbxi_response_finish(c->easy, rc, resp);
+    resp->timed_out = c->timeout_ms && rc == CURLE_OPERATION_TIMEDOUT;
     curl_slist_free_all(hdrs);
     return sbxi_err_from_response(e, resp, err);
 }

@@ -1,6 +1,7 @@
 /* Inbound ports (docs/API.md "Ports"): sbx_sandbox_port_url opens a port of a sandbox
  * (POST .../ports, idempotent) and names the daemon's URL that proxies HTTP to it;
- * sbx_sandbox_port_request and _wait go through that proxy. */
+ * sbx_sandbox_port_request and _wait go through that proxy (_wait's probes within its timeout:
+ * the proxy itself waits up to 30 s for a server that accepts but does not answer). */
 #include "client/lib/internal.h"
 
 #include "common/macro.h"
@@ -86,19 +87,33 @@ sbx_code sbx_sandbox_port_request(sbx_sandbox *sb, unsigned port, const char *me
     return *ret_body ? SBX_OK : sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
 }
 
+/* The shortest time a probe is given, even when the wait's time is (nearly) up. */
+#define PROBE_MIN_MS 100
+
+/* One GET / through the proxy, answered (any status) within the time left before end. */
+static sbx_code port_probe(sbx_sandbox *sb, unsigned port, uint64_t end, sbx_err *e) {
+    uint64_t now = now_mono_ms(), left = end > now ? end - now : 0;
+    if (!sb)
+        return sbxi_err_set(e, SBX_E_INVALID, 0, "", "sandbox is NULL");
+    long st = 0;
+    char *b = NULL;
+    sb->client->timeout_ms = left > PROBE_MIN_MS ? left : PROBE_MIN_MS;
+    sbx_code rc = sbx_sandbox_port_request(sb, port, "GET", "", NULL, NULL, 0, &st, &b, NULL, e);
+    sb->client->timeout_ms = 0;
+    free(b);
+    return rc;
+}
+
 sbx_code sbx_sandbox_port_wait(sbx_sandbox *sb, unsigned port, uint64_t timeout_ms, sbx_err *err) {
     uint64_t end = now_mono_ms() + timeout_ms;
     sbx_err e = {0};
     for (;;) {
-        long st = 0;
-        char *b = NULL;
-        sbx_code rc =
-            sbx_sandbox_port_request(sb, port, "GET", "", NULL, NULL, 0, &st, &b, NULL, &e);
-        free(b);
+        sbx_code rc = port_probe(sb, port, end, &e);
         if (rc == SBX_OK)
             return SBX_OK;
         bool later = strcmp(e.api_code, "port_unreachable") == 0 ||
                      strcmp(e.api_code, "port_timeout") == 0 ||
+                     strcmp(e.api_code, "request_timeout") == 0 ||
                      strcmp(e.api_code, "sandbox_not_running") == 0;
         if (!later) {
             if (err)

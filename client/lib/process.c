@@ -124,12 +124,9 @@ static void on_text(sbx_process *p, const uint8_t *data, size_t len) {
         snprintf(p->last_error, sizeof(p->last_error), "%s: %s", c ? c : "error",
                  m ? m : "(no message)");
         if (p->state == SBXI_PROC_STARTING) { /* the command did not start */
-            c = c ? c : "";
-            sbx_code code = strcmp(c, "invalid_argument") == 0 ? SBX_E_INVALID
-                            : strcmp(c, "conflict") == 0       ? SBX_E_CONFLICT
-                            : strcmp(c, "pids_limit") == 0     ? SBX_E_UNAVAILABLE
-                                                               : SBX_E_SERVER;
-            proc_fail(p, code, 0, c, "%s", m ? m : "the daemon refused the command");
+            c = c ? c : ""; /* the class a plain exec's answer has (pids_limit: 409) */
+            proc_fail(p, sbxi_code_from_status(0, c), 0, c, "%s",
+                      m ? m : "the daemon refused the command");
         }
     }
     json_decref(o);

@@ -24,5 +24,7 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
                                     len, resp, err);
     if (code == SBX_OK && c->fleet)
         c->eps[ep].down_until_ms = 0; /* it answers again */
+    if (resp->timed_out)
+        return code; /* the caller's own time limit ran out, not a node that is down */
     return sbxi_fleet_failed(c, ep, code, err);
 }

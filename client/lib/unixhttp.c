@@ -2,12 +2,15 @@
  * kept-alive connection per client, the request written with its body (in memory, or streamed
  * from a descriptor with Content-Length or chunked), the answer read with Content-Length,
  * chunked or close-delimited framing and handed to the same collection/streaming rules as the
- * libcurl path (sbxi_response). TCP and TLS endpoints still go through libcurl (http.c). */
+ * libcurl path (sbxi_response), within the client's timeout_ms when it has one. TCP and TLS
+ * endpoints still go through libcurl (http.c). */
 #include "client/lib/internal.h"
 #include "common/grow.h"
+#include "common/timeutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,12 +153,33 @@ static int send_fd_body(int sock, int fd, int64_t size) {
 typedef struct reader {
     int fd;
     size_t off, end;
-    bool got_any; /* a byte of the answer arrived */
+    bool got_any;         /* a byte of the answer arrived */
+    uint64_t deadline_ms; /* monotonic; 0: none */
     char buf[65536];
 } reader;
 
-/* More bytes into the buffer: > 0, 0 at the end of the stream, -errno. */
+/* 0 once fd is readable, -ETIMEDOUT at the deadline, -errno. */
+static int wait_readable(int fd, uint64_t deadline_ms) {
+    for (;;) {
+        uint64_t now = now_mono_ms();
+        if (now >= deadline_ms)
+            return -ETIMEDOUT;
+        uint64_t left = deadline_ms - now;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int r = poll(&pfd, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+/* More bytes into the buffer: > 0, 0 at the end of the stream, -errno (-ETIMEDOUT past the
+ * deadline). */
 static ssize_t fill(reader *rd) {
+    int w = rd->deadline_ms ? wait_readable(rd->fd, rd->deadline_ms) : 0;
+    if (w < 0)
+        return w;
     if (rd->off == rd->end)
         rd->off = rd->end = 0;
     if (rd->end == sizeof(rd->buf)) {
@@ -324,6 +348,7 @@ typedef struct req {
     size_t len;
     int body_fd;
     int64_t fd_size;
+    uint64_t deadline_ms; /* monotonic; 0: none */
 } req;
 
 /* Send the request and read the answer on fd. 0, 1 (the connection must not be reused), or -1
@@ -352,9 +377,10 @@ static int exchange(int fd, const req *q, sbxi_response *resp, bool *retryable) 
     rd->fd = fd;
     rd->off = rd->end = 0;
     rd->got_any = false;
+    rd->deadline_ms = q->deadline_ms;
     head_info hi;
     if (read_head(rd, resp, &hi) < 0) {
-        *retryable = !rd->got_any && q->body_fd < 0;
+        *retryable = !rd->got_any && q->body_fd < 0 && resp->os_errno != ETIMEDOUT;
         return -1;
     }
     bool no_body = strcmp(q->method, "HEAD") == 0 || resp->status == 204 || resp->status == 304;
@@ -370,7 +396,8 @@ static int exchange(int fd, const req *q, sbxi_response *resp, bool *retryable) 
 void sbxi_unix_request(sbx_client *c, size_t ep, const char *method, const char *path,
                        const struct curl_slist *hdrs, const void *body, size_t len, int body_fd,
                        int64_t fd_size, sbxi_response *resp) {
-    const req q = {method, path, hdrs, body, len, body_fd, fd_size};
+    uint64_t deadline = c->timeout_ms ? now_mono_ms() + c->timeout_ms : 0;
+    const req q = {method, path, hdrs, body, len, body_fd, fd_size, deadline};
     if (c->ufd >= 0 && c->ufd_ep != ep) {
         close(c->ufd);
         c->ufd = -1;
@@ -388,6 +415,12 @@ void sbxi_unix_request(sbx_client *c, size_t ep, const char *method, const char 
         }
         bool retryable;
         int r = exchange(c->ufd, &q, resp, &retryable);
+        if (r < 0 && q.deadline_ms && resp->os_errno == ETIMEDOUT) {
+            resp->curl_code = CURLE_OPERATION_TIMEDOUT;
+            resp->timed_out = true;
+            snprintf(resp->curl_error, sizeof(resp->curl_error), "timed out after %llu ms",
+                     (unsigned long long)c->timeout_ms);
+        }
         if (r != 0) {
             close(c->ufd);
             c->ufd = -1;

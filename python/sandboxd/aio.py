@@ -26,7 +26,7 @@ from .errors import InvalidArgument, SandboxdError, from_err
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
 from .args import (Duration, Size, _check, _check_port, _create_request, _exec_args, _exec_opts,
                    _fork_request, _info, _port_body)
-from .sandbox import Client, Lease, Sandbox, default_client
+from .sandbox import Client, Lease, Sandbox, _set_token, default_client
 T = TypeVar("T")
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -61,8 +61,7 @@ class _Engine:
         err = _lib.SbxErr()
         _check(L.sbx_client_new(_lib.cstr(client.hosts or None, "hosts"),
                                 ctypes.byref(self.c), ctypes.byref(err)), err)
-        if client.token:
-            L.sbx_client_set_token(self.c, _lib.cstr(client.token, "token"))
+        _set_token(self.c, client.token)  # (frees self.c when it raises)
         rc = L.sbx_async_new_standalone(self.c, ctypes.byref(self.h), ctypes.byref(err))
         if rc != 0:
             L.sbx_client_free(self.c)

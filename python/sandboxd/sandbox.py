@@ -62,8 +62,7 @@ class Client:
         L = _lib.lib()
         _check(L.sbx_client_new(_lib.cstr(self.hosts or None, "hosts"), ctypes.byref(h),
                                 ctypes.byref(err)), err)
-        if self.token:
-            L.sbx_client_set_token(h, _lib.cstr(self.token, "token"))
+        _set_token(h, self.token)
         return h
 
     def info(self) -> Dict[str, Any]:
@@ -115,6 +114,23 @@ class Client:
         self.close()
 
 
+def _set_token(h: ctypes.c_void_p, token: Optional[str]) -> None:
+    """Give the libsbx client h the token (None or "": keep $SBX_TOKEN's). libsbx refuses one
+    with a control character (a token file's trailing newline): h is freed and InvalidArgument
+    naming ``token`` raised, rather than going on with $SBX_TOKEN or no token."""
+    if not token:
+        return
+    L = _lib.lib()
+    try:
+        rc = L.sbx_client_set_token(h, _lib.cstr(token, "token"))
+        if rc != 0:
+            raise InvalidArgument("token: refused by libsbx (a control character, such as a "
+                                  "trailing newline?)", "invalid_argument", 0, rc)
+    except BaseException:
+        L.sbx_client_free(h)
+        raise
+
+
 _default: Optional[Client] = None
 _default_lock = threading.Lock()
 
@@ -131,13 +147,21 @@ def default_client() -> Client:
 class Lease:
     """A lease: sandboxes created with ``lease=`` end when it is not renewed within its ttl.
     ``with Lease.create("60s", renew_every=20) as lease:`` renews it from a thread until the
-    block ends."""
+    block ends. ``error``: the last failure of that thread's renewals (None when none failed);
+    ``renewing``: whether the thread still runs."""
 
     def __init__(self, lease_id: str, client: Optional[Client] = None):
         self.id = lease_id
         self.client = client or default_client()
+        self.error: Optional[SandboxdError] = None
         self._stop: Optional[threading.Event] = None
         self._thread: Optional[threading.Thread] = None
+
+    @property
+    def renewing(self) -> bool:
+        """Whether a keep_alive thread is renewing the lease (False after stop(), and once a
+        renewal found the lease gone)."""
+        return self._thread is not None and self._thread.is_alive()
 
     @classmethod
     def create(cls, ttl: Duration = "60s", client: Optional[Client] = None,
@@ -157,7 +181,11 @@ class Lease:
               _lib.cstr(self.id, "lease"))
 
     def keep_alive(self, every: float) -> None:
-        """Renew every ``every`` seconds from a background thread until ``stop()``."""
+        """Renew every ``every`` seconds from a background thread until ``stop()``. A renewal
+        that fails (the daemon restarting or unreachable, a 5xx, a 503) is kept in ``error``
+        and tried again, after 0.5 s, then twice as long each time up to ``every``: a short
+        outage within the ttl costs nothing. Only NotFound (the lease expired or was deleted:
+        its sandboxes are gone) ends the thread."""
         self.stop()
         self._stop = threading.Event()
         stop = self._stop
@@ -165,16 +193,33 @@ class Lease:
         h = self.client._new_handle()  # the thread's own: Client.close() leaves it alone
 
         def loop() -> None:
+            wait, retry = every, 0.0
             try:
-                while not stop.wait(every):
-                    self.renew(h)
-            except SandboxdError:
+                while not stop.wait(wait):
+                    if self._renew_for_thread(h):
+                        wait, retry = every, 0.0
+                    else:
+                        retry = min(every, retry * 2 if retry else 0.5)
+                        wait = retry
+            except NotFound:
                 pass
             finally:
                 _lib.lib().sbx_client_free(h)
 
         self._thread = threading.Thread(target=loop, daemon=True, name=f"lease-{self.id}")
         self._thread.start()
+
+    def _renew_for_thread(self, h: ctypes.c_void_p) -> bool:
+        """keep_alive's renewal: True when it went through, False (kept in ``error``) when it
+        failed; NotFound is kept and raised (the lease is gone)."""
+        try:
+            self.renew(h)
+            return True
+        except SandboxdError as e:
+            self.error = e
+            if isinstance(e, NotFound):
+                raise
+            return False
 
     def stop(self) -> None:
         """Stop renewing (its sandboxes then end when the ttl runs out)."""
@@ -509,7 +554,8 @@ class Sandbox:
     def wait_for_port(self, port: int, timeout: Duration = "30s") -> None:
         """Wait until a server answers HTTP on ``port`` (through the daemon's proxy, any
         status). Raises Conflict (``port_wait_timeout``, with the last reason) when nothing
-        answers within ``timeout``, NotFound when the port is not open."""
+        answers within ``timeout`` (also when a server accepts but does not answer: it returns
+        about then), NotFound when the port is not open."""
         _check_port(port)
         _call(_lib.lib().sbx_sandbox_port_wait, self._handle(), port,
               parse_duration_ms(timeout, "timeout"))

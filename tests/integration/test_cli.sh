@@ -5,7 +5,8 @@
 # run removes its sandbox, run -i streams stdin (3 MiB) and keeps the rest of run, placement
 # across two daemons (one full) falls back on 503, pause and resume of a pausable sandbox, output
 # to a non-blocking or closed stdout, sbx started with stdin/stdout/stderr closed, bad numbers
-# refused, and volume rm / inspect going on past a failure.
+# refused, volume rm / inspect going on past a failure, and create --json terminating a sandbox
+# it cannot read back.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -465,6 +466,23 @@ test_rm_inspect_go_on() {
   assert_eq "$out" "['$id']" "inspect --json: the sandboxes found"
   "$SBX" --json inspect sb-nope >"$T/out" 2>/dev/null; rc=$?
   assert_eq "$rc/$(wc -c <"$T/out")" "1/0" "inspect --json of one unknown id"
+}
+
+# sbx create --json whose inspect after the create fails (a stand-in daemon,
+# fake_sandboxd.py): exit 1, nothing on stdout, and the sandbox terminated, not left running
+# with an id nobody saw.
+test_create_json_inspect_fails() {
+  setup
+  local rc pid log=$T/requests
+  python3 "$SBX_SRC_DIR/tests/integration/fake_sandboxd.py" "$T/port" "$log" & pid=$!
+  daemon_at_exit kill "$pid"
+  for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+  [ -s "$T/port" ] || fail "fake_sandboxd.py did not start"
+  "$SBX" --host "http://127.0.0.1:$(cat "$T/port")" create --json >"$T/out" 2>"$T/err"; rc=$?
+  assert_eq "$rc/$(wc -c <"$T/out")" "1/0" "create --json with a failing inspect"
+  grep -q "inspect broke" "$T/err" || fail "the inspect's error is not shown: $(cat "$T/err")"
+  grep -qx "DELETE /v1/sandboxes/sb-0123456789abcdef0123456789abcdef" "$log" ||
+    fail "the sandbox was not terminated: $(cat "$log")"
 }
 
 TEST_TIMEOUT_cp=90

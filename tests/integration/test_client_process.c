@@ -1,7 +1,8 @@
 /* libsbx's attached and background processes against a real sandboxd: stdin streamed byte-exact
  * while output comes back (sync, poll loop), a terminal's size and device, a signal to a running
- * command, a background command attached later with replay and the one-writer rule, and several
- * attached commands at once on one libuv loop. */
+ * command, a background command attached later with replay and the one-writer rule, several
+ * attached commands at once on one libuv loop, and an attached command refused at the pids
+ * limit (the class a plain exec's 409 pids_limit has). */
 #include "client/lib/internal.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
@@ -10,6 +11,7 @@
 #include <sbx.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #define LEN (3u << 20)
@@ -318,6 +320,49 @@ TEST_T(process_async_many, 120) {
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(uv_loop_close(&loop), 0);
     sbx_sandbox_terminate(sb, &err);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+/* ---- refused at the pids limit: SBX_E_CONFLICT "pids_limit", as the plain exec's 409 ---- */
+TEST_T(process_refused_at_pids_limit, 120) {
+    const char *sock = test_daemon_up("d", &(test_daemon_opts){.log_level = ""})->sock;
+    sbx_client *c = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(sock, &c, &err), SBX_OK);
+    sbx_create_opts co;
+    sbx_create_opts_init(&co);
+    co.memory = 256u << 20;
+    co.pids = 8;
+    sbx_sandbox *sb = NULL;
+    CHECK_MSG(sbx_sandbox_create(c, &co, &sb, &err) == SBX_OK, "create: %s", err.message);
+    /* forks until the kernel refuses, marks /workspace/full and holds every pid */
+    static const char *const fill[] = {
+        "python3", "-c",
+        "import os,time\nwhile True:\n    try:\n        pid=os.fork()\n    except OSError:\n"
+        "        break\n    if pid==0:\n        time.sleep(60); os._exit(0)\n"
+        "open('/workspace/full','w').write('1')\ntime.sleep(60)\n",
+        NULL};
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    o.argv = fill;
+    long pid = 0;
+    CHECK_MSG(sbx_sandbox_process_start(sb, &o, NULL, &pid, NULL, &err) == SBX_OK, "fill: %s",
+              err.message);
+    void *data = NULL;
+    size_t len = 0;
+    for (int i = 0; i < 200 && sbx_sandbox_read_file(sb, "/workspace/full", &data, &len, &err); i++)
+        usleep(50 * 1000);
+    CHECK_MSG(data != NULL, "the filler did not reach the pids limit: %s", err.message);
+    free(data);
+    static const char *const t[] = {"true", NULL};
+    sink k = {0};
+    exec_opts(&o, t, &k);
+    sbx_process *p = NULL;
+    CHECK_EQ(sbx_process_start(sb, &o, NULL, &p, &err), SBX_E_CONFLICT);
+    CHECK_STREQ(err.api_code, "pids_limit");
+    CHECK(p == NULL);
+    CHECK_EQ(sbx_sandbox_terminate(sb, &err), SBX_OK);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
 }

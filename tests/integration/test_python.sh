@@ -39,6 +39,20 @@ test_sdk() {
   SANDBOXD_MAX_SANDBOXES=210 pytest_run test_sdk.py
 }
 
+# The SDK's client side (python/tests/test_sdk_client.py): a refused token raises, a token of
+# 1600 bytes reaches the TCP port whole (sbx here, the SDK sync and async there), an endpoint
+# whose /v1/info is not an object is named, a lease's renewing goes on past failed renewals,
+# and wait_for_port keeps its timeout. Both passes: short, on libsbx's header and timeout paths.
+TEST_TIMEOUT_sdk_client=120
+test_sdk_client() {
+  need_pytest
+  local port token; port=$(free_port); token=$(head -c 1600 /dev/zero | tr '\0' t)
+  start_daemon --tcp "127.0.0.1:$port" --token "$token"
+  SBX_TOKEN=$token "$(bin sbx)" --host "http://127.0.0.1:$port" ls >/dev/null ||
+    fail "sbx ls with a token of 1600 bytes"
+  SBX_TCP_HOST="http://127.0.0.1:$port" SBX_TCP_TOKEN=$token pytest_run test_sdk_client.py
+}
+
 # Forks with the fields libsbx sends as extra JSON (on_idle, ports, volumes, pausable) and
 # AsyncSandbox's refusals before sending (sbx_async_submit_error's message).
 TEST_TIMEOUT_sdk_fork=200 TEST_PASS_sdk_fork=plain
