@@ -172,6 +172,8 @@ static void ws_close(ws_conn *c, unsigned code, const char *why) {
 
 /* ---- the process's news ---- */
 
+/* The body's stdin is queued by now (core/exec.c): the frames that came before the start are
+ * parsed (ws_flush), in order after it. */
 static void w_started(void *ud, sd_process *p) {
     ws_conn *c = ud;
     ws_send_json(c, json_pack("{s:s,s:i}", "type", "start", "pid", p->pid));
@@ -341,11 +343,20 @@ static void message(ws_conn *c, unsigned op, const unsigned char *data, size_t l
         binary_message(c, data, len);
 }
 
+/* A status code a close frame may carry (RFC 6455 7.4, and the IANA registry's 1012-1014):
+ * not 1004 (reserved), 1005, 1006 or 1015 (never sent), 1016-2999 (reserved) or past 4999. */
+static bool close_code_ok(unsigned code) {
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
+
 static void close_frame(ws_conn *c, const ws_frame *f) {
     c->got_close = true;
     unsigned code = f->len >= 2 ? (unsigned)f->payload[0] << 8 | f->payload[1] : WS_CLOSE_NORMAL;
-    if (f->len == 1 || (f->len >= 2 && (code < 1000 || code == 1005 || code == 1006)))
+    if (f->len == 1 || (f->len >= 2 && !close_code_ok(code)))
         return ws_close(c, WS_CLOSE_PROTOCOL, "bad close frame");
+    if (f->len > 2 && !ws_utf8_ok(f->payload + 2, f->len - 2))
+        return ws_close(c, WS_CLOSE_BAD_DATA, "a close reason must be UTF-8");
     ws_close(c, code, "");
 }
 
@@ -383,9 +394,11 @@ static void frame_in(ws_conn *c, const ws_frame *f) {
     }
 }
 
-/* The process holds enough of our stdin, or the client is not taking what we send. */
+/* The process holds enough of our stdin, or the client is not taking what we send, or the
+ * starter's command has not started yet: frames sent before the start wait in rx until
+ * w_started, so that they reach the command after the body's stdin (docs/API.md). */
 static bool reads_paused(const ws_conn *c) {
-    return tx_pending(c) >= WS_TX_HIGH ||
+    return tx_pending(c) >= WS_TX_HIGH || (c->w && !sd_watch_process(c->w)->running) ||
            (c->w && sd_watch_has_stdin(c->w) && sd_watch_stdin_pending(c->w) >= SD_EXEC_STDIN_HIGH);
 }
 
@@ -546,6 +559,16 @@ static bool header_has(sd_request *req, const char *name, const char *token) {
     return false;
 }
 
+/* 426 with the version we speak (RFC 6455 4.4), which sd_reply_error cannot add. */
+static void reply_version(sd_request *req) {
+    static const char body[] =
+        "{\"message\":\"Sec-WebSocket-Version must be 13\",\"code\":\"upgrade_required\"}\n";
+    static const char *const hdrs[] = {"Content-Type", "application/json", "Sec-WebSocket-Version",
+                                       "13", NULL};
+    char *b = strdup(body);
+    sd_reply_data_headers(req, 426, hdrs, b, b ? strlen(b) : 0);
+}
+
 /* Checks the upgrade request; answers it (and returns NULL) when it is not one. */
 static ws_conn *handshake(sd_daemon *d, sd_request *req, sd_sandbox *sb, char accept[29]) {
     const char *ver = sd_req_header(req, "Sec-WebSocket-Version");
@@ -556,7 +579,7 @@ static ws_conn *handshake(sd_daemon *d, sd_request *req, sd_sandbox *sb, char ac
         return NULL;
     }
     if (!ver || strcmp(ver, "13") != 0) {
-        sd_reply_error(req, 426, "upgrade_required", "Sec-WebSocket-Version must be 13");
+        reply_version(req);
         return NULL;
     }
     if (ws_accept_key(sd_req_header(req, "Sec-WebSocket-Key"), accept) < 0) {

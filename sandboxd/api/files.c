@@ -72,6 +72,8 @@ typedef struct files_job {
     mode_t mode;
     sd_files_owners owners;
     char memcg[PATH_MAX + 64]; /* the sandbox's memory cgroup directory */
+    sd_daemon *d;
+    char sb_id[64];
     char buf[65536];
 } files_job;
 
@@ -167,14 +169,27 @@ static void job_req_closed(sd_request *req, void *ud) {
     data_close(j);
 }
 
+/* A worker killed (-ENOMEM, files_worker.c) while its sandbox ended or paused was killed with
+ * it, not for memory: the sandbox ended (409), as for -ESRCH. */
+static void killed_with_sandbox(files_job *j) {
+    if (j->err.code != -ENOMEM)
+        return;
+    sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
+    if (sb && sb->state == SD_RUNNING)
+        return;
+    error_set(&j->err, -ESRCH, "sandbox %s is %s: the files worker was killed with it", j->sb_id,
+              sb ? sd_state_name(sb->state) : "gone");
+}
+
 static void job_done(void *ud, const error_rec *err) {
     files_job *j = ud;
     j->worker_done = true;
     j->err = *err;
+    killed_with_sandbox(j);
     if (j->get) /* a directory GET: finished once the tar has been read to its end */
         stream_finish(j);
-    else if (j->req && err->code < 0)
-        reply_err(j->req, err, true);
+    else if (j->req && j->err.code < 0)
+        reply_err(j->req, &j->err, true);
     else if (j->req)
         sd_reply_json(j->req, 204, NULL);
     job_free_if_done(j);
@@ -182,6 +197,8 @@ static void job_done(void *ud, const error_rec *err) {
 
 static int job_start(sd_daemon *d, sd_sandbox *sb, files_job *j, sd_files_fn fn) {
     sd_cgroup_memcg_dir(d, sb->id, j->memcg, sizeof(j->memcg));
+    j->d = d;
+    snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->id);
     int keep[] = {j->root, j->dirfd, j->data_w, j->body_fd};
     error_rec err = {0};
     int r = sd_files_worker_start(d->loop, j->memcg, keep, ARRAY_SIZE(keep), fn, j, job_done, j,

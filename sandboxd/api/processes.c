@@ -74,8 +74,8 @@ typedef struct bg_start {
 static void bg_started(void *ud, sd_process *p) {
     bg_start *b = ud;
     b->req->on_close = NULL;
+    sd_watch_leave(b->w); /* the command goes on without an attachment: "attached" is 0 */
     sd_reply_json(b->req, 201, process_json(p));
-    sd_watch_leave(b->w); /* the command goes on without an attachment */
     free(b);
 }
 

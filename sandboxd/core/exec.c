@@ -376,9 +376,11 @@ static void started_reply(void *ud, json_t *reply) {
         exec_fail(e, -EIO, "the shim sent no terminal");
         return;
     }
+    /* the body's stdin is queued before the owner hears of the start: what it writes from
+     * then on (an attachment's early frames, api/attach.c) comes after it */
+    start_io(e);
     if (e->ops && e->ops->started)
         e->ops->started(e->ud, json_object_get(reply, "pid") ?: json_null());
-    start_io(e);
 }
 
 /* The command's environment: the sandbox's, with the command's laid over it. */

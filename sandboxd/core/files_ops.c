@@ -221,19 +221,36 @@ static bool valid_name(const char *p) {
     return true;
 }
 
+/* name without its empty and "." components ("x//./l/" is "x/l"), in place: the checks and
+ * the extraction see one spelling of each path. */
+static void drop_dot_components(char *name) {
+    char *out = name;
+    for (const char *p = name; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n > 0 && !(n == 1 && p[0] == '.')) {
+            if (out != name)
+                *out++ = '/';
+            memmove(out, p, n);
+            out += n;
+        }
+        p += n + (p[n] == '/');
+    }
+    *out = 0;
+}
+
 /* The absolute path in the sandbox of an archive name: 1 and the path (malloc'd), 0 for the
  * archive's root itself ("." or "/"), -EINVAL for a name with ".." components. */
 static int entry_path(const char *dest, const char *name, char **ret) {
-    while (name && (*name == '/' || strncmp(name, "./", 2) == 0))
-        name += *name == '/' ? 1 : 2;
-    if (!name || !*name || strcmp(name, ".") == 0)
+    _cleanup_free_ char *norm = name ? strdup(name) : NULL;
+    if (name && !norm)
+        return -ENOMEM;
+    if (norm)
+        drop_dot_components(norm);
+    if (!norm || !*norm)
         return 0;
     char *full;
-    if (asprintf(&full, "%s/%s", strcmp(dest, "/") ? dest : "", name) < 0)
+    if (asprintf(&full, "%s/%s", strcmp(dest, "/") ? dest : "", norm) < 0)
         return -ENOMEM;
-    size_t fl = strlen(full);
-    while (fl > 1 && full[fl - 1] == '/')
-        full[--fl] = 0;
     if (!valid_name(full)) {
         free(full);
         return -EINVAL;

@@ -138,6 +138,16 @@ test_put_through_planted_dirs() {
   put "$id" /workspace "@$D/mk.tar" application/x-tar; expect 400
   mktar "$D/mk2.tar" "link('e', '/etc/ssl'); add('e/host.cnf')"
   put "$id" /workspace "@$D/mk2.tar" application/x-tar; expect 400
+  # the link's name spelled with "." or empty components: refused whole, before any entry is
+  # written (the names are checked as they are extracted)
+  run_ok "$id" 'mkdir /workspace/tt'
+  local n
+  for n in x/./l x//l ./x/./l/ x/l; do
+    mktar "$D/mk3.tar" "add('first.txt'); link('$n', '/etc/ssl'); add('x/l/host.cnf')"
+    put "$id" /workspace/tt "@$D/mk3.tar" application/x-tar
+    expect 400 '.message | contains("beneath a symlink the archive makes")'
+    run_ok "$id" '[ -z "$(ls -A /workspace/tt)" ]'
+  done
   # a tar PUT whose destination is a link, or a device, or /dev
   for p in /workspace/l_devdir /dev /workspace/l_null /proc; do
     mktar "$D/plain.tar" "add('null'); add('host.cnf')"

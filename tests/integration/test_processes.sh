@@ -23,7 +23,7 @@ run_cmd() { # ID json -> BODY
 ws() { "$PY" "$WS" "$SOCK" "$ID" "$@"; } # SCENARIO [ARGS]
 bg() { # JSON exec body with background -> PID
   req POST "/v1/sandboxes/$ID/exec" -d "$1"
-  expect 201 '.state == "running" and .background == true and .pid > 0'
+  expect 201 '.state == "running" and .background == true and .pid > 0 and .attached == 0'
   PID=$(echo "$BODY" | jq -r .pid)
 }
 wait_proc() { # PID jq-expr seconds: until GET .../processes/PID satisfies it
@@ -290,6 +290,16 @@ mem_bound() { # BEFORE_KB LIMIT_KB WHAT
   [ $(( after - $1 )) -lt "$2" ] || fail "daemon peak memory grew by $(( after - $1 )) KiB for $3"
 }
 
+# stdin frames and an eof sent before the start come after the body's stdin, in order; with a
+# tty they are not refused (they waited for the start: api/attach.c)
+TEST_TIMEOUT_early_stdin=60
+test_early_stdin() {
+  need_ws
+  start_daemon
+  create
+  ws early_stdin || fail "frames sent before the start"
+}
+
 TEST_TIMEOUT_stdin_8mb_bounded=120
 test_stdin_8mb_bounded() {
   need_ws
@@ -349,6 +359,8 @@ test_bad_input() {
   req GET "/v1/sandboxes/$ID/exec/attach" -H 'Upgrade: websocket' -H 'Connection: Upgrade' \
     -H 'Sec-WebSocket-Version: 8' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='
   expect 426 '.code == "upgrade_required"'
+  tr -d '\r' <"$D/headers" | grep -qix 'Sec-WebSocket-Version: 13' ||
+    fail "426 without Sec-WebSocket-Version: 13"
   req GET "/v1/sandboxes/$ID/exec/attach" -H 'Upgrade: websocket' -H 'Connection: Upgrade' \
     -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: short'
   expect 400 '.code == "invalid_argument"'
@@ -366,6 +378,14 @@ test_bad_input() {
   done
   # text that is not UTF-8 -> 1007; a message of fragments past 1 MiB -> 1009
   ws raw_frame "$pid" 818200000000fffe 1007 || fail "bad UTF-8"
+  # close frames (RFC 6455 7.4): codes 5000, 1015, 1004, 2999 -> 1002; a reason that is not
+  # UTF-8 -> 1007; 3000 and 1014 are echoed
+  for f in 1388 03f7 03ec 0bb7; do
+    ws raw_frame "$pid" "888200000000$f" 1002 || fail "close code 0x$f"
+  done
+  ws raw_frame "$pid" 88840000000003e8fffe 1007 || fail "a close reason not UTF-8"
+  ws raw_frame "$pid" 888200000000$(printf %04x 3000) 3000 || fail "close code 3000"
+  ws raw_frame "$pid" 888200000000$(printf %04x 1014) 1014 || fail "close code 1014"
   req GET "/v1/sandboxes/$ID/processes/$pid"; expect 200 '.state == "running" and .attached == 0'
   ws attach "$pid" attached-input 1 0 || fail "attach again after the bad frames"
   wait_proc "$pid" '.state == "exited" and .exit_code == 0' 10

@@ -256,17 +256,21 @@ async def sc_bad_frames(sock, sb):
     print(s.pid)
 
 
-async def raw_attach(sock, sb, pid, query=""):
+async def raw_upgrade(sock, path):
     """The opening handshake by hand, for frames the library would not send: (reader, writer)."""
     r, w = await asyncio.open_unix_connection(sock)
-    w.write(("GET /v1/sandboxes/%s/processes/%s/attach%s HTTP/1.1\r\nHost: sd\r\n"
+    w.write(("GET %s HTTP/1.1\r\nHost: sd\r\n"
              "Upgrade: websocket\r\nConnection: Upgrade\r\n"
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-             % (sb, pid, query)).encode())
+             % path).encode())
     head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
     if b" 101 " not in head.split(b"\r\n")[0] or b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" not in head:
         fail("handshake: %r" % head)
     return r, w
+
+
+async def raw_attach(sock, sb, pid, query=""):
+    return await raw_upgrade(sock, "/v1/sandboxes/%s/processes/%s/attach%s" % (sb, pid, query))
 
 
 async def read_frame(r):
@@ -330,6 +334,50 @@ async def sc_linger(sock, sb, pid):
     if end != b"":
         fail("data after the server's close frame: %r" % end)
     w.close()
+
+
+async def early_frames(sock, sb, frames):
+    """Upgrade .../exec/attach and send FRAMES in one write, without waiting for the start:
+    (stdout, the text messages) up to the server's close."""
+    r, w = await raw_upgrade(sock, "/v1/sandboxes/%s/exec/attach" % sb)
+    w.write(b"".join(frames))
+    await w.drain()
+    out, msgs = b"", []
+    while True:
+        try:
+            op, payload = await read_frame(r)
+        except asyncio.TimeoutError:
+            fail("no close within 10 s: out=%r messages=%r" % (out, msgs))
+        if op == 0x2 and payload[:1] == b"\x01":
+            out += payload[1:]
+        elif op == 0x1:
+            msgs.append(json.loads(payload))
+        elif op == 0x8:
+            w.write(masked(0x8, payload[:2]))
+            w.close()
+            return out, msgs
+
+
+async def sc_early_stdin(sock, sb):
+    """Stdin frames and an eof sent with the exec body, before its start: the body's stdin is
+    written first, then the frames, in order, then the eof; with a tty too."""
+    def body(b):
+        return masked(0x1, json.dumps(b).encode())
+    eof = masked(0x1, b'{"type":"eof"}')
+    cases = [
+        ([body({"argv": ["cat"], "stdin": "A\n"}), eof], b"A\n"),
+        ([body({"argv": ["cat"], "stdin": "A\n"}), masked(0x2, b"\x00B\n"),
+          masked(0x2, b"\x00C\n"), eof], b"A\nB\nC\n"),
+        ([body({"argv": ["cat"]}), masked(0x2, b"\x00B\n"), eof], b"B\n"),
+        ([body({"argv": ["sh", "-c", "read x; echo got=$x"], "tty": True}),
+          masked(0x2, b"\x00hello\n")], b"got=hello"),
+    ]
+    for frames, want in cases:
+        out, msgs = await early_frames(sock, sb, frames)
+        types = [m.get("type") for m in msgs]
+        ok = out == want if b"got=" not in want else want in out
+        if not ok or types != ["start", "exit"] or msgs[-1].get("exit_code") != 0:
+            fail("early frames: want %r, got %r, messages %r" % (want, out, msgs))
 
 
 async def sc_stdin_stalled(sock, sb):

@@ -152,6 +152,42 @@ for i in range(20000): entry("%s/f%d" % (deep, i))'
   [ "$n" == 20000 ] || fail "the tar has $n files under the deep path, not 20000"
 }
 
+# The files worker of sandbox ID: the daemon's child (the daemon's own binary) once it is in
+# the sandbox's memory cgroup.
+files_worker() { # ID -> PID
+  local c exe; exe=$(readlink "/proc/$DPID/exe")
+  for c in $(pgrep -P "$DPID"); do
+    [ "$(readlink "/proc/$c/exe" 2>/dev/null)" == "$exe" ] || continue
+    grep -q "/$1\$" "/proc/$c/cgroup" 2>/dev/null && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# A tar PUT cut off by the sandbox's end (DELETE) is 409 conflict ("the sandbox ended"), not 413
+# out of memory: the end kills the worker in the sandbox's cgroup. The worker is stopped
+# (SIGSTOP) once seen in the cgroup, so that the end surely finds it running.
+TEST_TIMEOUT_put_cut_by_the_end=120
+test_put_cut_by_the_end() {
+  start_daemon
+  create '{"disk":"1Gi","memory":"1Gi"}'; local id=$ID
+  mktar "$D/many.tar" 'for i in range(60000): entry("d%d/f%d" % (i // 1000, i))'
+  bg_req "$D/put" PUT "/v1/sandboxes/$id/files?path=/workspace/many" \
+    -H 'Content-Type: application/x-tar' --data-binary @"$D/many.tar"
+  local w=""
+  for _ in $(seq 3000); do
+    w=$(files_worker "$id") && break
+    kill -0 "$BGPID" 2>/dev/null || break
+    sleep 0.01
+  done
+  [ -n "$w" ] || { bg_expect "$D/put" 204; fail "the files worker was never seen"; }
+  kill -STOP "$w" || fail "the files worker ended before it was stopped"
+  req DELETE "/v1/sandboxes/$id"
+  expect 204
+  bg_expect "$D/put" 409
+  jq -e '.code == "conflict" and (.message | contains("the sandbox ended"))' "$D/put.body" \
+    >/dev/null || fail "the answer: $(cat "$D/put.body")"
+}
+
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status"; }
 
 TEST_TIMEOUT_slow_readers=180
