@@ -104,8 +104,13 @@ static void print_summary(const grpo_cli *c, const sbx_grpo_summary *s) {
     printf("GRPO run %s: %s\n", s->stop_reason, s->message);
     printf("  episodes: %zu (%zu scored, %zu infrastructure failures), %zu sent to the trainer\n",
            s->episodes, s->scored, s->infra_failures, s->trained);
-    printf("  reward: first step %.3f -> last step %.3f; pass rate %.1f%%; policy version %llu\n",
-           s->first_reward_mean, s->last_reward_mean, s->pass_rate * 100, s->policy_version);
+    char first[32] = "none", last[32] = "none"; /* nothing scored: JSON's null */
+    if (isfinite(s->first_reward_mean))
+        snprintf(first, sizeof(first), "%.3f", s->first_reward_mean);
+    if (isfinite(s->last_reward_mean))
+        snprintf(last, sizeof(last), "%.3f", s->last_reward_mean);
+    printf("  reward: first step %s -> last step %s; pass rate %.1f%%; policy version %llu\n",
+           first, last, s->pass_rate * 100, s->policy_version);
     printf("  cost: $%.6f (sandboxes $%.6f, GPU $%.6f); %.1f s, %.1f s per step, %.2f s per "
            "episode\n",
            s->cost_usd, s->sandbox_cost_usd, s->gpu_cost_usd, s->seconds, s->mean_step_seconds,

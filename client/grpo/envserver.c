@@ -57,6 +57,10 @@ void grpo_env_begin(grpo_episode *ep) {
 /* The server's JSON answer (2xx), or NULL after calling the episode an infrastructure failure. */
 static json_t *env_answer(grpo_episode *ep, const char *what, long status, const void *body,
                           size_t len, const sbx_err *err) {
+    if (err && err->code == SBX_E_CONFLICT) { /* the agent's actions may have ended it */
+        grpo_episode_refused(ep, err, what);
+        return NULL;
+    }
     if (err) {
         env_infra(ep, "environment server %s: %s", what, err->message);
         return NULL;

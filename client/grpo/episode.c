@@ -101,19 +101,9 @@ static void ep_cleanup(grpo_episode *ep) {
     ep_release_next(ep);
 }
 
-/* Text the agent may have written (its output, a grader's stderr) as valid UTF-8 for the logs:
- * cut at the first NUL, every byte of a string that is not UTF-8 as '?'. */
-static void text_for_log(char *s) {
-    json_t *valid = json_string(s);
-    for (char *p = s; !valid && *p; p++)
-        if ((unsigned char)*p >= 0x80)
-            *p = '?';
-    json_decref(valid);
-}
-
 static void ep_set_message(grpo_episode *ep, const char *fmt, va_list ap) {
     vsnprintf(ep->message, sizeof(ep->message), fmt, ap);
-    text_for_log(ep->message);
+    grpo_text_for_log(ep->message);
 }
 
 /* The platform failed (docs/GRPO.md "Failure attribution"): infrastructure_failure, excluded
@@ -143,8 +133,11 @@ static void ep_agent_fault(grpo_episode *ep, const char *fmt, ...) {
     ep->fault = "agent";
 }
 
-static void ep_submit_failed(grpo_episode *ep, int r) {
-    grpo_run_fail(ep->run, r, "internal", "cannot start a request: %s", strerror(-r));
+/* A request that could not start: why (libsbx's reason for a sandbox call, naming the option
+ * that was wrong), else the errno. */
+static void ep_submit_failed(grpo_episode *ep, int r, const char *why) {
+    grpo_run_fail(ep->run, r, "internal", "task \"%s\": cannot start a request: %s", ep->task->id,
+                  why && *why ? why : strerror(-r));
     ep_cleanup(ep);
 }
 
@@ -161,7 +154,7 @@ static void ep_send(grpo_episode *ep) {
     int r = grpo_trainer_request(ep->run, "POST", ep->req_path, json_incref(ep->req_body),
                                  ep_on_trainer, ep);
     if (r < 0)
-        ep_submit_failed(ep, r);
+        ep_submit_failed(ep, r, NULL);
 }
 
 /* A trainer POST, retried on transport errors and 5xx. */
@@ -242,8 +235,11 @@ static bool ep_daemon_ok(grpo_episode *ep, const sbx_err *err, const char *what)
 
 static void ep_call(grpo_episode *ep, int state, sbx_code rc) {
     ep->state = state;
-    if (rc != SBX_OK)
-        ep_submit_failed(ep, rc == SBX_E_NOMEM ? -ENOMEM : -EINVAL);
+    sbx_err e = {0};
+    if (rc != SBX_OK) {
+        sbx_async_submit_error(ep->run->sbx, &e); /* libsbx's reason, when it gave one */
+        ep_submit_failed(ep, rc == SBX_E_NOMEM ? -ENOMEM : -EINVAL, e.message);
+    }
 }
 
 /* ---- the agent's sandbox ---- */
@@ -390,7 +386,7 @@ static void ep_agent_done(grpo_episode *ep, const char *stop) {
     ep->stop = stop;
     if (ep->task->completion_answer) { /* graded on its text: no sandbox to archive or release */
         if (!ep->solution && !(ep->solution = strdup("")))
-            return ep_submit_failed(ep, -ENOMEM);
+            return ep_submit_failed(ep, -ENOMEM, NULL);
         return ep_release_next(ep);
     }
     ep_call(ep, S_ARCHIVE,
@@ -475,7 +471,7 @@ void grpo_episode_observe(grpo_episode *ep, const char *text, bool turn) {
 /* What the policy sees next (a turn's output, or a server environment's first observation). */
 static void observe(grpo_episode *ep, char *obs, bool turn) {
     ep->exec_ms += ep_lap(ep);
-    text_for_log(obs); /* output that is not UTF-8 goes on as ASCII */
+    grpo_text_for_log(obs); /* output that is not UTF-8 goes on as ASCII */
     if (turn) {
         ep->turn++;
         json_object_set_new(json_array_get(ep->trace, json_array_size(ep->trace) - 1), "output",
@@ -543,8 +539,8 @@ static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err 
         ep_cleanup(ep);
         return;
     }
-    if (!ep_daemon_ok(ep, err, "get the workspace"))
-        return;
+    if (err) /* its programs may have ended the sandbox: the agent's fault */
+        return grpo_episode_refused(ep, err, "get the workspace");
     error_rec e = {0};
     if (grpo_workspace_contain(data, len, &ep->tar, &ep->tar_len, &ep->dropped_symlinks, &e) < 0) {
         ep_infra(ep, "%s", e.message); /* the daemon's own tar: a platform fault */
@@ -562,13 +558,6 @@ static void ep_grade(grpo_episode *ep) {
     ep_start_create(ep);
 }
 
-static bool task_has_file(const grpo_task *t, const char *path) {
-    for (size_t i = 0; i < t->n_grader_files; i++)
-        if (strcmp(t->grader_files[i].path, path) == 0)
-            return true;
-    return false;
-}
-
 /* The hidden tests, then the episode's own files (envserver's /state, a completion's answer, the
  * set's reward file) and the grading helper library beside them (a task's own file of the same
  * name wins), then the grader command. */
@@ -580,7 +569,7 @@ static void ep_grader_files_next(grpo_episode *ep) {
     for (size_t i; (i = ep->setup_i++) < t->n_grader_files + n;) {
         bool own = i < t->n_grader_files;
         const grpo_file *f = own ? &t->grader_files[i] : &more[i - t->n_grader_files];
-        if (own || !task_has_file(t, f->path))
+        if (own || !grpo_task_has_file(t, f->path))
             return ep_put_file(ep, S_G_FILE, ep->grader, f);
     }
     /* Failure injection (a test hook): the grader process crashes. */
@@ -607,7 +596,7 @@ static void on_graded(grpo_episode *ep, const sbx_exec_result *res) {
         ep->status = GRPO_EP_SCORED;
         ep->reward = reward;
         snprintf(ep->message, sizeof(ep->message), "%s", msg);
-        text_for_log(ep->message);
+        grpo_text_for_log(ep->message);
         break;
     case GRPO_VERDICT_AGENT:
         ep_agent_fault(ep, "%s", msg);
@@ -720,28 +709,35 @@ static void ep_on_put(void *ud, const sbx_err *err) {
     }
 }
 
-/* A turn's command refused: the agent's fault when its own programs fill the process limit
- * (409 pids_limit) or ended the sandbox (oom_killed, pids_limit: grpo_end_is_agents). */
+/* A call on the agent's sandbox refused: the agent's fault when its own programs fill the
+ * process limit (409 pids_limit) or ended the sandbox (oom_killed, pids_limit:
+ * grpo_end_is_agents, asked after a 409 such as "not running"); else the platform's, with what
+ * was refused (kept in ep->message while the end reason is asked). */
 static void ep_on_gone(void *ud, const sbx_sandbox_status *st, const sbx_err *err) {
     grpo_episode *ep = ud;
     if (!ep_live(ep))
         return;
+    char was[sizeof(ep->message)];
+    snprintf(was, sizeof(was), "%s", ep->message);
     if (err)
-        return ep_infra(ep, "exec refused; then: %s", err->message);
+        return ep_infra(ep, "%s; then: %s", was, err->message);
     if (!grpo_end_is_agents(st->end_reason))
-        return ep_infra(ep, "exec refused: the sandbox is %s %s", st->state, st->end_reason);
+        return ep_infra(ep, "%s (the sandbox is %s %s)", was, st->state, st->end_reason);
     ep_agent_fault(ep, "the agent's programs ended its sandbox (%s)", st->end_reason);
     ep_cleanup(ep);
 }
 
-static void ep_exec_refused(grpo_episode *ep, const sbx_err *err) {
+void grpo_episode_refused(grpo_episode *ep, const sbx_err *err, const char *what) {
     if (strcmp(err->api_code, "pids_limit") == 0) {
         ep_agent_fault(ep, "the agent's processes fill its sandbox: %s", err->message);
         return ep_cleanup(ep);
     }
-    if (err->code != SBX_E_CONFLICT ||
-        sbx_async_get_status(ep->run->sbx, ep->agent, ep_on_gone, ep) != SBX_OK)
-        ep_daemon_ok(ep, err, "exec");
+    if (err->code == SBX_E_CONFLICT && ep->agent) {
+        snprintf(ep->message, sizeof(ep->message), "%s: %s", what, err->message);
+        if (sbx_async_get_status(ep->run->sbx, ep->agent, ep_on_gone, ep) == SBX_OK)
+            return;
+    }
+    ep_daemon_ok(ep, err, what);
 }
 
 static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err) {
@@ -754,7 +750,7 @@ static void ep_on_exec(void *ud, const sbx_exec_result *res, const sbx_err *err)
             on_setup_cmd(ep, res);
         return;
     case S_EXEC:
-        return err ? ep_exec_refused(ep, err) : on_executed(ep, res);
+        return err ? grpo_episode_refused(ep, err, "exec") : on_executed(ep, res);
     case S_G_EXEC:
         if (ep_daemon_ok(ep, err, "grader exec"))
             on_graded(ep, res);

@@ -138,3 +138,20 @@ size_t grpo_text_append(char *buf, size_t at, size_t max, const char *src, size_
         buf[at++] = src[i] ? src[i] : '?';
     return at;
 }
+
+bool grpo_task_has_file(const grpo_task *t, const char *path) {
+    for (size_t i = 0; i < t->n_grader_files; i++)
+        if (strcmp(t->grader_files[i].path, path) == 0)
+            return true;
+    return false;
+}
+
+/* Text the agent may have written (its output, a grader's stderr) as valid UTF-8 for the logs:
+ * cut at the first NUL, every byte of a string that is not UTF-8 as '?'. */
+void grpo_text_for_log(char *s) {
+    json_t *valid = json_string(s);
+    for (char *p = s; !valid && *p; p++)
+        if ((unsigned char)*p >= 0x80)
+            *p = '?';
+    json_decref(valid);
+}

@@ -3,7 +3,8 @@
  * waiting episodes get sandboxes forked from it (sbx_async_fork, one call per batch of waiting
  * episodes). Setup commands still run in each episode's own sandbox: they may
  * draw something per episode (docs/GRPO.md). The template is
- * deleted (its cost counted) once every episode of the group has a sandbox. Any failure of
+ * deleted (its cost counted) once every episode of the group has a sandbox, or once launching
+ * stopped (grpo_group_stop: the cost cap, a failed run) and no episode waits. Any failure of
  * the template, its setup or a fork sends the episodes down the cold path (each creates its
  * own sandbox and runs the setup, as without forks), so infrastructure failures are reported
  * exactly as before. SBX_GRPO_FORK=0 in the environment turns forks off. */
@@ -26,6 +27,7 @@ struct grpo_group {
     sbx_sandbox *tmpl; /* the template, until its end record was read */
     bool tmpl_live;    /* the template is not terminated yet */
     bool busy, orphan; /* busy: a call is in flight; orphan: free when it ends */
+    bool stop;         /* no more episodes start: release once none waits */
     grpo_episode **waiting;
     size_t n_waiting;
     grpo_episode **forking;
@@ -52,8 +54,19 @@ grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes)
     return g;
 }
 
-static void g_free_now(grpo_group *g) {
+/* The template's handle goes (its end record read, or given up): the run learns when the last
+ * one went (run->templates_gone), to report the cost only once it is all counted. */
+static void g_tmpl_free(grpo_group *g) {
+    if (!g->tmpl)
+        return;
     sbx_sandbox_free(g->tmpl);
+    g->tmpl = NULL;
+    if (--g->run->templates == 0 && g->run->templates_gone)
+        g->run->templates_gone(g->run);
+}
+
+static void g_free_now(grpo_group *g) {
+    g_tmpl_free(g);
     free(g->waiting);
     free(g->forking);
     free(g);
@@ -143,6 +156,7 @@ static void g_on_created(void *ud, sbx_sandbox *sb, const sbx_err *err) {
     if (sb) {
         g->tmpl = sb;
         g->tmpl_live = true;
+        g->run->templates++;
     }
     if (g->orphan)
         return g_after(g);
@@ -161,6 +175,15 @@ static void g_on_setup(void *ud, const sbx_err *err) {
     if (err)
         return g_fail(g); /* the episodes write it again and report it as before */
     g_setup_next(g);
+}
+
+/* Launching stopped and nothing waits for a fork: no episode will need the template (one that
+ * still asks creates its own sandbox), so it goes now rather than when the step ends. */
+static void g_stop_check(grpo_group *g) {
+    if (!g->stop || g->busy || g->orphan || g->n_waiting || g->n_forking || g->state == G_FAILED)
+        return;
+    g->state = G_FAILED;
+    g_release(g);
 }
 
 static void g_on_forked(void *ud, sbx_sandbox **sbs, size_t n, const sbx_err *err) {
@@ -182,17 +205,19 @@ static void g_on_forked(void *ud, sbx_sandbox **sbs, size_t n, const sbx_err *er
         g_fork(g);
     else if (g->remaining == 0)
         g_release(g);
+    else
+        g_stop_check(g);
 }
 
 static void g_on_status(void *ud, const sbx_sandbox_status *st, const sbx_err *err) {
     grpo_group *g = ud;
     if (g_closing(g))
         return;
-    if (st && !g->orphan)
+    if (st) /* orphaned or not: the run paid for it */
         g->run->sandbox_cost += st->cost_usd;
-    sbx_sandbox_free(g->tmpl);
-    g->tmpl = NULL;
-    g_after(g);
+    if (g->orphan)
+        return g_after(g); /* frees the group and the template's handle */
+    g_tmpl_free(g);        /* last: the run may go on (and free the groups) once it was the last */
 }
 
 static void g_on_terminated(void *ud, const sbx_err *err) {
@@ -224,6 +249,13 @@ bool grpo_group_want(grpo_episode *ep) {
         g_fork(g);
     }
     return true;
+}
+
+void grpo_group_stop(grpo_group *g) {
+    if (!g)
+        return;
+    g->stop = true;
+    g_stop_check(g);
 }
 
 void grpo_group_free(grpo_group *g) {

@@ -85,6 +85,8 @@ static void run_launch(grpo_run *run) {
         run->episodes++;
         grpo_episode_start(ep);
     }
+    for (size_t i = 0; (run->fatal || run->cost_stop) && i < run->n_groups; i++)
+        grpo_group_stop(run->groups[i]); /* their templates go now, their cost counted */
 }
 
 static void check_cost(grpo_run *run) {
@@ -127,17 +129,24 @@ static double unit_hash(uint64_t x) {
     return (double)(x >> 11) / 9007199254740992.0;
 }
 
+/* Detached first: a group freed may end the last template, and the run go on from there. */
+static void run_free_groups(grpo_run *run) {
+    grpo_group **gs = run->groups;
+    size_t n = run->n_groups;
+    run->groups = NULL;
+    run->n_groups = 0;
+    for (size_t i = 0; i < n; i++)
+        grpo_group_free(gs[i]);
+    free(gs);
+}
+
 static void run_free_episodes(grpo_run *run) {
     for (size_t i = 0; i < run->n_eps; i++)
         grpo_episode_free(run->eps[i]);
     free(run->eps);
     run->eps = NULL;
     run->n_eps = run->next_ep = run->done = run->inflight = 0;
-    for (size_t i = 0; i < run->n_groups; i++)
-        grpo_group_free(run->groups[i]);
-    free(run->groups);
-    run->groups = NULL;
-    run->n_groups = 0;
+    run_free_groups(run);
 }
 
 static void run_start_episodes(grpo_run *run) {
@@ -250,6 +259,9 @@ static void on_state(void *ud, const sbxi_http_result *r) {
 
 static void run_next_step(grpo_run *run) {
     run_free_episodes(run);
+    run->step_waits = run->templates > 0 && !run->finished;
+    if (run->step_waits)
+        return; /* the templates' cost first: run_templates_gone */
     check_cost(run);
     if (run->fatal || run->cost_stop || run->step >= run->o.steps)
         return run_finish(run);
@@ -354,14 +366,34 @@ static void run_train(grpo_run *run) {
 
 /* ---- start and end ---- */
 
+static void run_report(grpo_run *run) {
+    if (run->reported)
+        return;
+    run->reported = true;
+    grpo_report_finish(run);
+    uv_stop(run->loop);
+}
+
+/* The summary once every template's cost is in: the groups go first (their templates with
+ * them), and run_templates_gone reports when the last one went. */
 static void run_finish(grpo_run *run) {
     if (run->finished)
         return;
     run->finished = true;
     if (run->train_body) /* the step's training failed: its log says so */
         run_step_report(run, false);
-    grpo_report_finish(run);
-    uv_stop(run->loop);
+    run_free_groups(run);
+    if (run->templates == 0)
+        run_report(run);
+}
+
+static void run_templates_gone(grpo_run *run) {
+    if (run->closing)
+        return;
+    if (run->finished)
+        return run_report(run);
+    if (run->step_waits)
+        run_next_step(run);
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -514,6 +546,7 @@ sbx_code sbx_grpo_run(const sbx_grpo_opts *opts, sbx_grpo_summary *ret, sbx_err 
                     .sum = &sum,
                     .episode_done = grpo_run_episode_done,
                     .group_want = grpo_group_want,
+                    .templates_gone = run_templates_gone,
                     .env_begin = grpo_env_begin,
                     .env_poll = grpo_env_poll,
                     .env_step = grpo_env_step,

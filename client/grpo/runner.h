@@ -103,6 +103,9 @@ struct grpo_run {
     char fatal_msg[512];
     bool cost_stop;
     double sandbox_cost;
+    size_t templates; /* groups' template sandboxes whose cost is not counted yet */
+    bool step_waits;  /* the next step (or the summary) waits for them: templates_gone */
+    bool reported;    /* summary written */
     uint64_t t_run_start, t_step_start;
     unsigned train_attempts;
     uv_timer_t timer;
@@ -121,6 +124,7 @@ struct grpo_run {
      * sandbox (group.c's grpo_group_want; NULL: every episode creates its own). */
     void (*episode_done)(grpo_run *run, grpo_episode *ep);
     bool (*group_want)(grpo_episode *ep);
+    void (*templates_gone)(grpo_run *run); /* the last template's cost was counted */
     /* server environments: envserver.c's grpo_env_*, set by run.c */
     void (*env_begin)(grpo_episode *ep);
     void (*env_poll)(grpo_episode *ep);
@@ -137,6 +141,9 @@ void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop
  * turn's when turn is true: logged, counted against max_turns); the agent is done. */
 bool grpo_episode_live(grpo_episode *ep);
 void grpo_episode_infra(grpo_episode *ep, const char *msg);
+/* A call on the agent's sandbox refused (err): the agent's fault when its programs filled or
+ * ended the sandbox (docs/GRPO.md "Failure attribution"), else the platform's. */
+void grpo_episode_refused(grpo_episode *ep, const sbx_err *err, const char *what);
 void grpo_episode_later(grpo_episode *ep, uint64_t ms);
 void grpo_episode_observe(grpo_episode *ep, const char *obs, bool turn);
 void grpo_episode_agent_done(grpo_episode *ep, const char *stop);
@@ -178,6 +185,8 @@ bool grpo_end_is_agents(const char *end_reason); /* oom_killed, pids_limit */
  * '?'), returning the end (episode_view.c). */
 bool grpo_text_blank(const char *s);
 size_t grpo_text_append(char *buf, size_t at, size_t max, const char *src, size_t len);
+void grpo_text_for_log(char *s); /* valid UTF-8: cut at a NUL, other bytes '?' */
+bool grpo_task_has_file(const grpo_task *t, const char *path); /* among its grader files */
 /* The file's mode: 0755 for scripts ("#!"), else the default. */
 unsigned grpo_file_mode(const grpo_file *f);
 /* group.c: a task's group sets up one template sandbox and forks its episodes from it
@@ -186,6 +195,7 @@ grpo_group *grpo_group_new(grpo_run *run, const grpo_task *t, size_t n_episodes)
 /* True when the group takes care of ep's sandbox (grpo_episode_forked or _create_cold).
  * Registered by run.c as run->group_want; episode.c calls it only through that. */
 bool grpo_group_want(grpo_episode *ep);
+void grpo_group_stop(grpo_group *g); /* no more episodes start: release the template soon */
 void grpo_group_free(grpo_group *g);
 /* run.c: an episode reached its final status (episode.c calls it through run->episode_done) */
 void grpo_run_episode_done(grpo_run *run, grpo_episode *ep);

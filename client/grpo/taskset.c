@@ -347,7 +347,8 @@ static int parse_sandbox(json_t *o, grpo_task *t, error_rec *err) {
         return error_set(err, -EINVAL, "\"isolation\" must be \"native\" or \"gvisor\"");
     if (is && !(t->isolation = strdup(is)))
         return -ENOMEM;
-    if (net && !json_is_string(net) && !json_is_object(net))
+    const char *ns = json_string_value(net); /* what libsbx takes (its sbx_create_opts) */
+    if (net && !json_is_object(net) && !(ns && (!strcmp(ns, "none") || !strcmp(ns, "open"))))
         return error_set(err, -EINVAL, "\"network\" must be \"none\", \"open\" or {\"allow\":[]}");
     t->network = net ? json_deep_copy(net) : NULL;
     if (net && !(t->network_text = json_is_string(net) ? strdup(json_string_value(net))

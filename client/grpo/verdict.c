@@ -23,7 +23,8 @@ static const char *tail(const char *s, size_t n) {
 }
 
 /* "score S [remark]" as the last non-blank line of the grader's stdout: S finite into *ret, the
- * remark (why a verl scorer gave 0: "(reward function timed out after 10s)") into note. */
+ * remark (why a verl scorer gave 0: "(reward function timed out after 10s)") into note, cut to
+ * note_len: a remark of any length leaves the score readable. */
 static bool score_line(const sbx_exec_result *res, double *ret, char *note, size_t note_len) {
     const char *s = res->stdout_data;
     size_t n = s ? res->stdout_len : 0;
@@ -32,17 +33,24 @@ static bool score_line(const sbx_exec_result *res, double *ret, char *note, size
     size_t a = n;
     while (a && s[a - 1] != '\n')
         a--;
-    char line[128];
-    if (n - a < 7 || n - a >= sizeof(line) || memcmp(s + a, "score ", 6) != 0)
+    if (n - a < 7 || memcmp(s + a, "score ", 6) != 0)
         return false;
-    memcpy(line, s + a + 6, n - a - 6);
-    line[n - a - 6] = 0;
-    char *end;
-    double v = strtod(line, &end);
-    if (end == line || !isfinite(v) || (*end && *end != ' '))
+    size_t i = a + 6, k = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    while (i + k < n && s[i + k] != ' ')
+        k++;
+    char num[64], *end;
+    if (k == 0 || k >= sizeof(num))
+        return false;
+    memcpy(num, s + i, k);
+    num[k] = 0;
+    double v = strtod(num, &end);
+    if (end != num + k || !isfinite(v))
         return false;
     *ret = v;
-    snprintf(note, note_len, "%s", *end ? end + 1 : "");
+    i += k < n - i ? k + 1 : k;
+    snprintf(note, note_len, "%.*s", (int)(n - i), s + i);
     return true;
 }
 

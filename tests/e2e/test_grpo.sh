@@ -326,6 +326,35 @@ print(sum(1 for s in json.load(sys.stdin)))')" 1 "templates made"
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 
+# When the cost cap stops a group before all its episodes started, its template sandbox is
+# released at once and its cost counted: summary.json's sandbox cost is what the daemon billed
+# for every sandbox of the run (the agents', the graders' and the template's).
+TEST_TIMEOUT_cost_cap_counts_templates=60
+test_cost_cap_counts_templates() {
+  require_root
+  grpo_setup
+  {
+    echo '{"task_set":"cap@1","split":{"seed":1,"held_out":0}}'
+    echo '{"id":"c","prompt":"task c","limits":{"cpu":0.25,"memory":"64Mi","disk":"8Mi","pids":16},"max_completion_tokens":4,"grader":{"command":"true"}}'
+  } >"$T/tasks.jsonl"
+  echo '{}' >"$T/answers.json"
+  grpo_scripted_trainer "$T/answers.json"
+  grpo_run --tasks "$T/tasks.jsonl" --out "$T/out" --steps 3 --tasks-per-step 1 --group-size 4 \
+    --max-inflight 1 --max-cost-usd 1e-9 >"$T/summary.txt" || fail "the run failed"
+  grpo_api /v1/sandboxes >"$T/sandboxes.json"
+  /usr/bin/python3 - "$T/out/summary.json" "$T/sandboxes.json" <<'PY'
+import json, sys
+s, sbs = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+roles = sorted(b.get("labels", {}).get("grpo_role", "?") for b in sbs)
+billed = sum(b["cost_usd"] for b in sbs)
+print("summary", s["sandbox_cost_usd"], "daemon", billed, roles)
+assert s["stop_reason"] == "max_cost_usd" and s["episodes"] == 1, s
+assert roles == ["agent", "grader", "template"] and billed > 0, roles
+assert abs(s["sandbox_cost_usd"] - billed) <= 1e-6 * billed, (s["sandbox_cost_usd"], billed)
+PY
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 test_cost_preview() {
   local out
   out=$("$SBX_BUILD_DIR/sbx" grpo --preview --steps 100 --step-seconds 36 --gpus 8 \

@@ -173,7 +173,7 @@ EOF2
 }
 
 # sbx grpo --json prints valid JSON whatever the summary holds: an --out path with a quote and a
-# backslash, a run with no scored episode (no reward mean: null).
+# backslash, a run with no scored episode (no reward mean: null; "none" in the text summary).
 TEST_TIMEOUT_json_summary=90
 test_json_summary() {
   require_root
@@ -197,6 +197,10 @@ assert d["first_reward_mean"] is None and d["last_reward_mean"] is None, d
 assert d["stop_reason"] == "completed" and d["infrastructure_failures"] == 2, d
 print("valid JSON:", d["svg"])
 PY
+  grpo_run --tasks "$T/tasks.jsonl" --out "$T/text" --steps 1 --tasks-per-step 1 --group-size 2 \
+    >"$T/text.txt" || fail "the run failed"
+  grep -q 'reward: first step none -> last step none;' "$T/text.txt" ||
+    fail "the text summary does not say none: $(grep reward: "$T/text.txt")"
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 

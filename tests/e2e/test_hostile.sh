@@ -185,4 +185,29 @@ PY
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
 }
 
+# An agent whose program ends its own sandbox after its last command (gvisor: running out of
+# memory ends the whole sandbox oom_killed) is scored with failure_reward as the agent's fault:
+# the workspace fetch that the ended sandbox refuses (409) is not an infrastructure failure.
+TEST_TIMEOUT_sandbox_ended_by_agent=90
+test_sandbox_ended_by_agent() {
+  require_root
+  command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"
+  grpo_setup
+  echo '{"task_set":"hog@1","split":{"seed":1,"held_out":0}}' >"$T/hog.jsonl"
+  echo '{"id":"hog","prompt":"[hog]","isolation":"gvisor","max_turns":1,"failure_reward":-1,"limits":{"memory":"128Mi"},"grader":{"command":"true"}}' >>"$T/hog.jsonl"
+  echo '{"[hog]": "python3 -c \"b = bytearray(1 << 30)\""}' >"$T/answers.json"
+  grpo_scripted_trainer "$T/answers.json"
+  grpo_run --tasks "$T/hog.jsonl" --out "$T/out" --steps 1 --tasks-per-step 1 --group-size 2 \
+    --no-train >"$T/summary.txt" 2>&1 || fail "the run failed: $(cat "$T/summary.txt")"
+  /usr/bin/python3 - "$T/out" <<'PY'
+import json, sys
+for l in open(sys.argv[1] + "/step-0001.jsonl"):
+    e = json.loads(l)
+    print(e["status"], e["reward"], e.get("fault"), e.get("message"))
+    assert e["status"] == "scored" and e["reward"] == -1 and e["fault"] == "agent", e
+    assert "ended its sandbox (oom_killed)" in e["message"], e["message"]
+PY
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -222,6 +222,11 @@ TEST(grpo_tasks_unknown_keys) {
     /* "isolation" is a task key (the agent's sandbox), with its two values only */
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"isolation\":\"kata\"," GRADER "}\n",
               "t.jsonl:2: task \"a\": \"isolation\" must be \"native\" or \"gvisor\"");
+    /* "network": what libsbx takes, else refused at load (not when the run creates it) */
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"network\":\"closed\"," GRADER "}\n",
+              "t.jsonl:2: task \"a\": \"network\" must be \"none\", \"open\" or {\"allow\":[]}");
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"network\":[]," GRADER "}\n",
+              "t.jsonl:2: task \"a\": \"network\" must be \"none\", \"open\" or {\"allow\":[]}");
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"setup\":{\"ports\":[8000]}," GRADER "}\n",
               "t.jsonl:2: task \"a\": setup.ports: unknown field");
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"x\","

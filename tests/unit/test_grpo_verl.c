@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define PROMPT "\"prompt\":[{\"role\":\"user\",\"content\":\"What is 48+24?\"}]"
@@ -180,4 +181,34 @@ TEST(grpo_verl_parquet) {
     CHECK_EQ(ts->n_tasks, 64);
     CHECK(!ts->tasks[0].completion_answer);
     grpo_taskset_free(ts);
+}
+
+/* The "score S [remark]" line (client/grpo/verdict.c): a remark of any length leaves the score
+ * readable (a verl scorer's raised message), cut into the message; a score that is not a number
+ * or not on the last line is the grader's failure. */
+static grpo_verdict verdict_of(const char *out, double *reward, char *msg, size_t len) {
+    grpo_task t = {.reward_kind = GRPO_REWARD_SCORE, .completion_answer = true};
+    sbx_exec_result res = {.stdout_data = (char *)out, .stdout_len = strlen(out)};
+    snprintf(res.reason, sizeof(res.reason), "exited");
+    return grpo_verdict_of(&t, &res, false, reward, msg, len);
+}
+
+TEST(grpo_verdict_score_line) {
+    char out[600], msg[64];
+    double r = -1;
+    int n = snprintf(out, sizeof(out), "noise\nscore 0 (reward function raised ValueError: ");
+    memset(out + n, 'x', 400);
+    snprintf(out + n + 400, sizeof(out) - n - 400, ")\n");
+    CHECK_EQ(verdict_of(out, &r, msg, sizeof(msg)), GRPO_VERDICT_SCORED);
+    CHECK(r == 0);
+    CHECK_STREQ(msg, "(reward function raised ValueError: xxxxxxxxxxxxxxxxxxxxxxxxxxx");
+    CHECK_EQ(verdict_of("score 0.25\n", &r, msg, sizeof(msg)), GRPO_VERDICT_SCORED);
+    CHECK(r == 0.25 && msg[0] == 0);
+    CHECK_EQ(verdict_of("score  -1 ok\r\n", &r, msg, sizeof(msg)), GRPO_VERDICT_SCORED);
+    CHECK(r == -1);
+    CHECK_STREQ(msg, "ok");
+    CHECK_EQ(verdict_of("score 0 (why)\nmore\n", &r, msg, sizeof(msg)), GRPO_VERDICT_PLATFORM);
+    CHECK_EQ(verdict_of("score 1x\n", &r, msg, sizeof(msg)), GRPO_VERDICT_PLATFORM);
+    CHECK_EQ(verdict_of("score nan\n", &r, msg, sizeof(msg)), GRPO_VERDICT_PLATFORM);
+    CHECK_EQ(verdict_of("score \n", &r, msg, sizeof(msg)), GRPO_VERDICT_PLATFORM);
 }

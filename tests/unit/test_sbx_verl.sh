@@ -43,6 +43,8 @@ import time
 def compute_score(data_source, solution_str, ground_truth, extra_info=None):
     if solution_str == "raise":
         raise ValueError("cannot parse")
+    if solution_str == "long":
+        raise ValueError("could not parse:\n" + "x" * 300 + "\n\tend")
     if solution_str == "slow":
         time.sleep(30)
     if solution_str == "dict":
@@ -62,6 +64,12 @@ PY
   assert_eq "$(score mine g ok "$T/r.py")" "score 0.3 rc=3" "float, arguments as verl passes them"
   assert_eq "$(score mine g dict "$T/r.py")" "score 0.5 rc=5" "dict with score"
   assert_eq "$(score mine g raise "$T/r.py")" "score 0 (reward function raised ValueError: cannot parse) rc=0" "raise: zero"
+  # a long, multi-line message: one score line, the message on it collapsed and cut short
+  printf long >"$T/sol.txt"
+  local out
+  out=$(/usr/bin/python3 "$LIB/sbx_verl.py" "$T/row.json" "$T/sol.txt" "$T/r.py")
+  assert_eq "$out" "score 0 (reward function raised ValueError: could not parse: $(printf 'x%.0s' $(seq 51)))" \
+    "raise with a long, multi-line message: one short line"
   assert_eq "$(score mine g slow "$T/r.py")" "score 0 (reward function timed out after 2s) rc=0" "timeout: zero"
   assert_eq "$(score mine g str "$T/r.py")" "reward function returned 'high', not a number rc=125" "not a number: 125"
   assert_eq "$(score mine g die "$T/r.py" | sed 's/.* rc=/rc=/')" "rc=125" "killed scorer: 125"

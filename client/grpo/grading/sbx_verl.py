@@ -11,7 +11,8 @@ Prints "score S" as its only stdout line (the scorer's own prints go to stderr) 
 round(S * 10) clamped to 0..10: a task maps exit k to reward k/10, or reads S itself with
 "reward": "score" (the runner does so for verl rows).
 Failure rule: the scorer raising on the model's output, or running past --timeout seconds
-(else $SBX_VERL_TIMEOUT, default 10), is a zero reward (exit 0); a missing/unloadable reward
+(else $SBX_VERL_TIMEOUT, default 10), is a zero reward (exit 0; the score line says why, a
+raised message on one line cut to REMARK_MAX characters); a missing/unloadable reward
 file, no compute_score in it, an unknown data_source, a result that is not a number, or the
 scoring child dying by a signal we did not send (e.g. OOM-killed) is a platform/configuration
 failure (exit 125 with the reason on stderr: infrastructure, never the agent's)."""
@@ -22,6 +23,7 @@ import re
 import sys
 
 PLATFORM_EXIT = 125
+REMARK_MAX = 80  # characters of a raised message kept, on one line, in the score line's remark
 _GSM8K_ANSWER = re.compile(r"#### (-?[0-9.,]+)")
 
 
@@ -122,7 +124,8 @@ def score(row, solution, reward_file=None, timeout=10.0):
         return PLATFORM_EXIT, "scoring process died (exit %s) before answering" % p.exitcode
     kind, val = got
     if kind == "raised":
-        return 0, "score 0 (reward function raised %s)" % val
+        # one line, cut short: the score line must stay the last line and be read back whole
+        return 0, "score 0 (reward function raised %s)" % " ".join(val.split())[:REMARK_MAX]
     if isinstance(val, dict):
         val = val.get("score")
     if isinstance(val, bool) or not isinstance(val, (int, float)) or val != val:
