@@ -1,6 +1,7 @@
 /* The agent's workspace on its way into a grading sandbox: the tar from the agent's sandbox,
  * copied entry by entry without the symbolic links whose target leaves /workspace (absolute
- * elsewhere, or ".." past its top), which are counted (docs/GRPO.md "Grading sandboxes"). */
+ * elsewhere, or ".." past its top), which are counted (docs/GRPO.md "Grading sandboxes"); and
+ * whether the daemon's refusal of it was the agent's doing. */
 #include "client/grpo/runner.h"
 
 #include "common/archive.h"
@@ -24,6 +25,10 @@ static la_ssize_t mem_write(struct archive *a, void *ud, const void *buf, size_t
     memcpy(m->data + m->len, buf, n);
     m->len += n;
     return (la_ssize_t)n;
+}
+
+bool grpo_workspace_refused(const sbx_err *err) {
+    return err && (err->code == SBX_E_TOO_LARGE || err->code == SBX_E_INVALID);
 }
 
 /* Does the link at path (relative to /workspace) with this target stay under /workspace?

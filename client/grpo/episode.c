@@ -175,6 +175,11 @@ static void ep_on_timer(uv_timer_t *t) {
         ep_send(ep);
 }
 
+void grpo_episode_hurry(grpo_episode *ep) {
+    if (uv_is_active((uv_handle_t *)&ep->timer))
+        uv_timer_start(&ep->timer, ep_on_timer, 0, 0);
+}
+
 /* true when the request will be retried (the caller returns); false: give up. The trainer gets
  * an exponential backoff, sandboxd (full while busy) a short jittered one. */
 static bool ep_retry(grpo_episode *ep, unsigned max) {
@@ -523,13 +528,6 @@ static void on_tokenized(grpo_episode *ep, const sbxi_http_result *r, bool promp
 
 /* ---- grading ---- */
 
-/* The daemon refused the agent's workspace for its size (413: too large, the grading sandbox's
- * disk is full) or its content (400: an entry it will not unpack): the agent made it so. 507 is
- * the daemon's own disk: not the agent's. */
-static bool workspace_refused(const sbx_err *err) {
-    return err && (err->code == SBX_E_TOO_LARGE || err->code == SBX_E_INVALID);
-}
-
 static void ep_on_archive(void *ud, const void *data, size_t len, const sbx_err *err) {
     grpo_episode *ep = ud;
     if (!ep_live(ep))
@@ -665,9 +663,9 @@ static void ep_on_terminated(void *ud, const sbx_err *err) {
 
 static void ep_on_trainer(void *ud, const sbxi_http_result *r) {
     grpo_episode *ep = ud;
-    if (r->cancelled)
+    if (r->cancelled && ep->run->closing)
         return;
-    if (ep->run->fatal)
+    if (ep->run->fatal) /* a signal's cancel too */
         return ep_cleanup(ep);
     switch (ep->state) {
     case S_PROMPT:
@@ -691,7 +689,7 @@ static void ep_on_put(void *ud, const sbx_err *err) {
             ep_setup_next(ep);
         return;
     case S_G_WORKSPACE:
-        if (workspace_refused(err)) {
+        if (grpo_workspace_refused(err)) {
             ep_agent_fault(ep, "the grading sandbox refused the workspace: %s", err->message);
             ep_cleanup(ep);
         } else if (ep_daemon_ok(ep, err, "put the workspace into the grading sandbox")) {

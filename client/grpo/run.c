@@ -211,11 +211,11 @@ static void step_call(grpo_run *run, const char *method, const char *path, json_
     }
 }
 
-/* true: a 200 answer to act on. false: cancelled, retried (retry runs later), or the run
- * stopped. */
+/* true: a 200 answer to act on. false: cancelled at the teardown, retried (retry runs later), or
+ * the run stopped (a signal's cancel included). */
 static bool step_answer(grpo_run *run, const sbxi_http_result *r, uv_timer_cb retry,
                         const char *what) {
-    if (r->cancelled)
+    if (r->cancelled && run->closing)
         return false;
     run->step_request = false;
     if (!run->fatal && r->status == 200)
@@ -396,9 +396,17 @@ static void run_templates_gone(grpo_run *run) {
         run_next_step(run);
 }
 
+/* The first signal stops the run: the episodes' retries and polls, and the trainer's requests in
+ * flight (their callbacks, cancelled, see the run failed), end now, so every episode releases
+ * its sandboxes at once. Stopped, the handlers leave the default action to a second signal. */
 static void on_signal(uv_signal_t *s, int signum) {
     grpo_run *run = s->data;
+    uv_signal_stop(&run->sig_int);
+    uv_signal_stop(&run->sig_term);
     grpo_run_fail(run, -EINTR, "interrupted", "interrupted by signal %d", signum);
+    for (size_t i = 0; i < run->n_eps; i++)
+        grpo_episode_hurry(run->eps[i]);
+    sbxi_http_async_cancel(run->trainer);
     if (run->inflight == 0 && !run->step_request)
         run_finish(run);
 }

@@ -136,6 +136,9 @@ struct grpo_run {
 grpo_episode *grpo_episode_new(grpo_run *run, const grpo_task *t, size_t group, size_t index);
 void grpo_episode_start(grpo_episode *ep);
 void grpo_episode_free(grpo_episode *ep); /* closes its timer; frees on the loop */
+/* The run failed (a signal): a retry or poll waiting on the episode's timer goes now (and, the
+ * run failed, releases the episode's sandboxes). */
+void grpo_episode_hurry(grpo_episode *ep);
 /* For envserver.c (episode.c): whether a callback may act (grpo_episode_live); an
  * infrastructure failure; envserver's poll again after ms; an observation for the policy (a
  * turn's when turn is true: logged, counted against max_turns); the agent is done. */
@@ -204,7 +207,8 @@ int grpo_run_fail(grpo_run *run, int code, const char *reason, const char *fmt, 
     __attribute__((format(printf, 4, 5)));
 double grpo_run_cost(const grpo_run *run);
 /* trainer.c. A JSON request to the trainer (body may be NULL; it is stolen). cb also runs, with
- * res->cancelled set, when the run tears down: return at once then. */
+ * res->cancelled set, when the run tears down (run->closing: return at once then) and when a
+ * signal stops the run (run->fatal is set: clean up as after any failure). */
 int grpo_trainer_request(grpo_run *run, const char *method, const char *path, json_t *body,
                          sbxi_http_cb cb, void *ud);
 /* A /v1/completions answer's choices[0]: token_ids integers in [0, INT32_MAX], token_logprobs
@@ -219,6 +223,10 @@ int grpo_workspace_contain(const void *tar, size_t len, void **ret, size_t *ret_
                            unsigned *ret_dropped, error_rec *err);
 /* Whether a link at path (relative to /workspace) to target stays under /workspace. */
 bool grpo_link_contained(const char *path, const char *target);
+/* The daemon refused the agent's workspace for its size (413: too large, the grading sandbox's
+ * disk is full) or its content (400: an entry it will not unpack): the agent made it so. 507 is
+ * the daemon's own disk: not the agent's. */
+bool grpo_workspace_refused(const sbx_err *err);
 /* gradelib.c: the grading helper library's files (paths under GRPO_GRADER_DIR, static data),
  * at most max into ret; returns how many there are. */
 #define GRPO_GRADELIB_FILES 3

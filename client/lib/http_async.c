@@ -18,6 +18,7 @@ typedef struct areq {
     sbxi_response resp;
     sbxi_http_cb cb;
     void *ud;
+    bool doomed; /* sbxi_http_async_cancel picked it */
 } areq;
 
 typedef struct pollctx {
@@ -288,6 +289,28 @@ int sbxi_http_async_request(sbxi_http_async *e, const char *method, const char *
                             const char *const *headers, const void *body, size_t len,
                             sbxi_http_cb cb, void *ud) {
     return sbxi_http_async_request_ex(e, method, url, headers, body, len, NULL, cb, ud);
+}
+
+static areq *first_doomed(sbxi_http_async *e) {
+    areq *r = e->reqs;
+    while (r && !r->doomed)
+        r = r->next;
+    return r;
+}
+
+void sbxi_http_async_cancel(sbxi_http_async *e) {
+    if (!e || e->freeing)
+        return;
+    for (areq *r = e->reqs; r; r = r->next)
+        r->doomed = true;
+    e->in_dispatch++;
+    for (areq *r; !e->freeing && (r = first_doomed(e));) {
+        curl_multi_remove_handle(e->multi, r->easy);
+        complete(e, r, true);
+    }
+    e->in_dispatch--;
+    if (e->free_requested && e->in_dispatch == 0 && !e->freeing)
+        engine_destroy(e);
 }
 
 size_t sbxi_http_async_pending(const sbxi_http_async *e) {

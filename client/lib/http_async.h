@@ -39,7 +39,7 @@ typedef struct sbxi_http_result {
     long retry_after;                   /* seconds from a Retry-After header, else 0 */
     int curl_code;                      /* CURLcode of the transfer, 0 when it completed */
     const char *error;                  /* "" when curl_code is 0; libcurl's message otherwise */
-    int cancelled;                      /* 1 when sbxi_http_async_free cancelled the request */
+    int cancelled;                      /* 1 when sbxi_http_async_free or _cancel cancelled it */
     const struct sbxi_response *detail; /* libsbx-internal detail (errno for messages) */
 } sbxi_http_result;
 
@@ -73,5 +73,9 @@ int sbxi_http_async_request(sbxi_http_async *e, const char *method, const char *
 int sbxi_http_async_request_ex(sbxi_http_async *e, const char *method, const char *url,
                                const char *const *headers, const void *body, size_t len,
                                const sbxi_http_opts *opts, sbxi_http_cb cb, void *ud);
+/* Cancel every request in flight now (their callbacks run from inside this call, with
+ * result->cancelled = 1); the engine stays usable, and requests submitted by those callbacks
+ * go on. */
+void sbxi_http_async_cancel(sbxi_http_async *e); /* accepts NULL */
 /* Requests accepted and not yet called back. */
 size_t sbxi_http_async_pending(const sbxi_http_async *e);

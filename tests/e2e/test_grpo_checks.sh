@@ -3,7 +3,8 @@
 # "Outputs"): the scripted trainer (bench/grpo_fake_server.py) refusing /v1/train_step or answering
 # without a required field or out of range stops the run as trainer_failed, and the step's files
 # never claim training that did not happen; an output file that cannot be written is an error
-# naming it.
+# naming it; SIGINT stops a run at once, even while the trainer holds every generation, and a
+# second SIGINT ends the process.
 source "$(dirname "$0")/grpo_lib.sh"
 
 # A task whose grader scores at random (0..65535): the episodes of a group differ, so groups train.
@@ -202,6 +203,80 @@ PY
   grep -q 'reward: first step none -> last step none;' "$T/text.txt" ||
     fail "the text summary does not say none: $(grep reward: "$T/text.txt")"
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
+# sigint_runner OUT [sbx grpo args...]: one step of 2 groups of 2 in the background
+# (GRPO_RUNNER_PID: sbx itself, stopped at exit), stdout+stderr in OUT.log.
+sigint_runner() {
+  "$SBX_BUILD_DIR/sbx" grpo --host "$SOCK" --trainer "$TRAINER_URL" --tasks "$T/tasks.jsonl" --out "$1" --steps 1 --tasks-per-step 2 --group-size 2 \
+    --trainer-retries 0 "${@:2}" >"$1.log" 2>&1 &
+  GRPO_RUNNER_PID=$!
+}
+
+# sigint_wait_stats FIELD N: until the scripted trainer's /v1/fake_stats FIELD reaches N
+sigint_wait_stats() {
+  local v=''
+  for _ in $(seq 300); do
+    v=$(curl -s --max-time 5 "$TRAINER_URL/v1/fake_stats" | jq -r ".$1") || v=''
+    [ "$v" == "$2" ] && return 0
+    kill -0 "$GRPO_RUNNER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  fail "the trainer's $1 did not reach $2 ($v)"
+}
+
+# sigint_exit SECONDS: RC, the runner's exit status, once it ended within SECONDS (else fail)
+sigint_exit() {
+  for _ in $(seq $(($1 * 10))); do
+    kill -0 "$GRPO_RUNNER_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$GRPO_RUNNER_PID" 2>/dev/null && fail "sbx grpo still runs $1 s after the signal"
+  RC=0
+  wait "$GRPO_RUNNER_PID" || RC=$?
+  GRPO_RUNNER_PID=
+}
+
+# SIGINT while all 4 episodes wait at their first generation (the trainer holds it: --hold-file):
+# the trainer's requests are cancelled, the run stops at once as interrupted (docs/GRPO.md
+# "Training plane") with its summary, and no sandbox of the run is left running.
+TEST_TIMEOUT_sigint_while_generating=90
+test_sigint_while_generating() {
+  require_root
+  grpo_setup
+  write_random_tasks
+  daemon_at_exit touch "$T/go" # never leave the trainer holding the runner
+  checks_trainer --hold-file "$T/go"
+  sigint_runner "$T/o"
+  sigint_wait_stats held 4
+  [ "$(grpo_running_sandboxes)" -gt 0 ] || fail "no sandbox runs while the episodes are held"
+  kill -INT "$GRPO_RUNNER_PID"
+  sigint_exit 5
+  cat "$T/o.log"
+  [ "$RC" -ne 0 ] || fail "exit 0 after SIGINT"
+  grep -q 'sbx grpo: error: interrupted by signal 2' "$T/o.log" || fail "no message"
+  assert_eq "$(json "$T/o/summary.json" 'd["stop_reason"], d["trained"]')" "interrupted 0" \
+    "stop reason, trained"
+  assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
+}
+
+# A second SIGINT ends the process at once (the default action) while the first one's stop
+# waits: here for the agents' commands (sleep 60) that are running.
+TEST_TIMEOUT_sigint_twice=90
+test_sigint_twice() {
+  require_root
+  grpo_setup
+  write_random_tasks
+  checks_trainer --command 'sleep 60'
+  sigint_runner "$T/o"
+  sigint_wait_stats completions 4
+  sleep 2 # the commands start (detokenize, exec)
+  kill -INT "$GRPO_RUNNER_PID"
+  sleep 1
+  kill -0 "$GRPO_RUNNER_PID" 2>/dev/null || fail "the first SIGINT did not wait for the commands"
+  kill -INT "$GRPO_RUNNER_PID"
+  sigint_exit 3
+  assert_eq "$RC" 130 "exit status after a second SIGINT"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

@@ -1,7 +1,7 @@
 /* Unit tests of the async HTTP engine (client/lib/http_async.h) against a tiny loopback HTTP
  * server in a thread: arbitrary http:// URLs with headers and bodies (how the GRPO runner calls a
- * trainer), many requests in flight on one loop, streamed bodies, error statuses, and freeing the
- * engine from inside a callback. */
+ * trainer), many requests in flight on one loop, streamed bodies, error statuses, freeing the
+ * engine from inside a callback, and cancelling what is in flight. */
 #include "client/lib/http_async.h"
 #include "tests/lib/test.h"
 
@@ -85,6 +85,18 @@ static void start_server(void) {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, server, NULL) == 0);
     pthread_detach(t);
+}
+
+/* A listening socket that never answers; its URL into url. */
+static int mute_listener(char *url, size_t len) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    CHECK_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)));
+    CHECK_OK(listen(fd, 4));
+    CHECK_OK(getsockname(fd, (struct sockaddr *)&sa, &sl));
+    snprintf(url, len, "http://127.0.0.1:%d/never", ntohs(sa.sin_port));
+    return fd;
 }
 
 /* ---- callbacks ---- */
@@ -202,14 +214,8 @@ TEST(async_http_stream_and_free_in_callback) {
     struct got first = {0}, second = {0};
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/one", srv_port);
     CHECK_OK(sbxi_http_async_request(e, "GET", url, NULL, NULL, 0, free_from_callback, &first));
-    int mute = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* listens, never answers */
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    CHECK_OK(bind(mute, (struct sockaddr *)&sa, sizeof(sa)));
-    CHECK_OK(listen(mute, 4));
-    CHECK_OK(getsockname(mute, (struct sockaddr *)&sa, &sl));
     char mute_url[128];
-    snprintf(mute_url, sizeof(mute_url), "http://127.0.0.1:%d/never", ntohs(sa.sin_port));
+    int mute = mute_listener(mute_url, sizeof(mute_url));
     CHECK_OK(sbxi_http_async_request(e, "GET", mute_url, NULL, NULL, 0, on_res, &second));
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(first.calls, 1);
@@ -217,6 +223,49 @@ TEST(async_http_stream_and_free_in_callback) {
     CHECK_EQ(second.calls, 1);
     CHECK_EQ(second.cancelled, 1);
     CHECK_EQ(late.calls, 0);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    close(mute);
+}
+
+static sbxi_http_async *engine_to_reuse;
+static struct got after;
+
+/* A cancelled request's callback submits another, which goes on. */
+static void resubmit_on_cancel(void *ud, const sbxi_http_result *r) {
+    on_res(ud, r);
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/after", srv_port);
+    CHECK_OK(sbxi_http_async_request(engine_to_reuse, "GET", url, NULL, NULL, 0, on_res, &after));
+}
+
+/* sbxi_http_async_cancel: what is in flight is called back cancelled from inside the call; the
+ * engine stays usable. */
+TEST(async_http_cancel) {
+    start_server();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbxi_http_async *e = NULL;
+    CHECK_OK(sbxi_http_async_new(&loop, &e));
+    engine_to_reuse = e;
+    char mute_url[128];
+    int mute = mute_listener(mute_url, sizeof(mute_url));
+    struct got a = {0}, b = {0};
+    CHECK_OK(sbxi_http_async_request(e, "GET", mute_url, NULL, NULL, 0, resubmit_on_cancel, &a));
+    CHECK_OK(sbxi_http_async_request(e, "POST", mute_url, NULL, "{}", 2, on_res, &b));
+    for (int i = 0; i < 5; i++)
+        uv_run(&loop, UV_RUN_NOWAIT); /* connected, waiting for an answer */
+    sbxi_http_async_cancel(e);
+    CHECK(a.calls == 1 && a.cancelled == 1 && a.status == 0);
+    CHECK(b.calls == 1 && b.cancelled == 1 && b.status == 0);
+    CHECK_EQ(sbxi_http_async_pending(e), 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK(after.calls == 1 && after.cancelled == 0 && after.status == 200);
+    CHECK_STREQ(after.body, "GET /after auth=0 x=no body=");
+    sbxi_http_async_cancel(e); /* nothing in flight */
+    sbxi_http_async_cancel(NULL);
+    CHECK_EQ(a.calls + b.calls + after.calls, 3);
+    sbxi_http_async_free(e);
+    uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(uv_loop_close(&loop), 0);
     close(mute);
 }
