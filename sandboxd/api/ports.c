@@ -668,6 +668,9 @@ static void proxy(sd_daemon *d, sd_request *req, sd_sandbox *sb, const char *sub
     if (up && strcasecmp(up, "websocket") != 0)
         return sd_reply_error(req, 400, "invalid_argument",
                               "Upgrade: only websocket upgrades are proxied");
+    if (up && req->body_len) /* (it goes unframed: a server that declines would read a request) */
+        return sd_reply_error(req, 400, "invalid_argument",
+                              "Upgrade: a websocket upgrade carries no body");
     port_proxy *px = calloc(1, sizeof(*px));
     if (!px)
         return sd_reply_error(req, 500, "internal", "out of memory");

@@ -184,7 +184,7 @@ while True:
 
 # An interim 1xx answer is skipped: the client gets the final one at once, not the 103 (nor a
 # 504 after the answer timeout). A refused WebSocket upgrade whose 403 is chunked on a kept
-# connection comes back at once, de-chunked.
+# connection comes back at once, de-chunked. An upgrade with a body is a 400.
 TEST_TIMEOUT_proxy_framing=60
 test_proxy_framing() {
   "$PY" -c 'import socket' 2>/dev/null || skip "python3 is not installed"
@@ -202,6 +202,12 @@ test_proxy_framing() {
     -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' "$u/refuse") || true
   BODY=$(cat "$D/body" 2>/dev/null)
   [ "$CODE" == 403 ] && [ "$BODY" == "no ws here" ] || fail "a refused upgrade: $CODE $BODY"
+  # an upgrade with a body is refused here: it would go unframed (no Content-Length), and a
+  # server that declines the upgrade would read the body as a request of its own
+  req GET "/v1/sandboxes/$ID/ports/8000/refuse" -H 'Upgrade: websocket' -H 'Connection: Upgrade' \
+    -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' \
+    --data-binary $'GET /smuggled HTTP/1.0\r\n\r\n'
+  expect 400 '.message == "Upgrade: a websocket upgrade carries no body"'
   [ $((SECONDS - t0)) -lt 10 ] || fail "the answers took $((SECONDS - t0)) s"
 }
 
