@@ -9,6 +9,7 @@
 #include "common/fdutil.h"
 #include "common/jsonkeys.h"
 #include "sandboxd/core/checkpoint.h"
+#include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/fleet/fleet.h"
 #include "sandboxd/fleet/move.h"
@@ -135,7 +136,7 @@ static void probed(void *ud, const error_rec *perr) {
         err = *perr;
     else if (!url)
         error_set(&err, -ENOENT, "from: no live node %s in the fleet", t->from);
-    else if (sd_registry_count_active(d) >= d->cfg.max_sandboxes)
+    else if (!sd_pool_make_room(d, 1, "a sandbox moving here"))
         error_set(&err, -EAGAIN, "node %s is full (%u sandboxes)", d->cfg.node_name,
                   d->cfg.max_sandboxes);
     else if (mkdir_p(parent, 0700) < 0 || !realpath(parent, real))

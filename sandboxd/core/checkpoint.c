@@ -18,6 +18,7 @@
 #include "sandboxd/core/images.h"
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
+#include "sandboxd/core/pool.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
 #include "sandboxd/core/state.h"
@@ -469,10 +470,10 @@ int sd_checkpoint_resume(sd_sandbox *sb, sd_checkpoint_done_fn done, void *ud, e
         return error_set(err, -EBUSY, "sandbox %s is still cleaning up a failed resume", sb->id);
     if (sb->move_to[0])
         return error_set(err, -EBUSY, "sandbox %s is moving to node %s", sb->id, sb->move_to);
-    if (sd_registry_count_active(d) >= d->cfg.max_sandboxes)
-        return error_set(err, -EAGAIN, "the node is full (%u sandboxes)", d->cfg.max_sandboxes);
     if (!checkpoint_whole(sb))
         return error_set(err, -EIO, "sandbox %s: its checkpoint is missing", sb->id);
+    if (!sd_pool_make_room(d, 1, "a resume")) /* (pool entries never keep a sandbox out) */
+        return error_set(err, -EAGAIN, "the node is full (%u sandboxes)", d->cfg.max_sandboxes);
     sb->resuming = true;
     sb->ckpt_done = done, sb->ckpt_ud = ud;
     sd_sandbox_resume(sb); /* (saved "starting", resuming, before its shim starts) */

@@ -71,7 +71,7 @@ static int admit(sd_daemon *d, policy_create *c, const sd_idem *idem, policy_egr
         *ret = sb;
         return from_pool(sb, c, idem, err);
     }
-    if (sd_registry_count_active(d) >= d->cfg.max_sandboxes && !sd_pool_evict(d)) {
+    if (!sd_pool_make_room(d, 1, "a create")) {
         sd_metrics_create(&d->m, SD_CREATE_FULL, 0);
         return error_set(err, -EAGAIN, "the node is full (%u sandboxes)", d->cfg.max_sandboxes);
     }

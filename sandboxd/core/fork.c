@@ -391,13 +391,6 @@ static int net_ok(sd_daemon *d, const policy_create *c, error_rec *err) {
     return r;
 }
 
-static bool room_for(sd_daemon *d, unsigned n) {
-    while (sd_registry_count_active(d) + n > d->cfg.max_sandboxes)
-        if (!sd_pool_evict(d))
-            return false;
-    return true;
-}
-
 /* The checks before anything is copied; c gets the forks' create. */
 static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *c, error_rec *err) {
     sd_daemon *d = src->d;
@@ -423,7 +416,7 @@ static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *
                              ? "on_idle: a fork cannot pause when idle (\"pause\" is a create's)"
                              : "on_idle: the source pauses when idle, which a fork cannot: pass "
                                "\"on_idle\": \"end\"");
-    if (!room_for(d, n))
+    if (!sd_pool_make_room(d, n, "a fork"))
         return error_set(err, -EAGAIN, "no room for %u more sandboxes (at most %u)", n,
                          d->cfg.max_sandboxes);
     return 0;

@@ -371,7 +371,7 @@ bool sd_pool_uses_image(sd_daemon *d, const char *name) {
     return false;
 }
 
-bool sd_pool_evict(sd_daemon *d) {
+static bool evict(sd_daemon *d, const char *what) {
     sd_sandbox *victim = NULL;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         if (sb->pool && sb->state != SD_ENDED &&
@@ -380,7 +380,14 @@ bool sd_pool_evict(sd_daemon *d) {
     if (!victim)
         return false;
     d->m.pool_evictions++;
-    sd_sandbox_end(victim, END_TERMINATED, "warm pool entry ended to make room for a create");
+    sd_sandbox_end(victim, END_TERMINATED, "warm pool entry ended to make room for %s", what);
+    return true;
+}
+
+bool sd_pool_make_room(sd_daemon *d, unsigned n, const char *what) {
+    while (sd_registry_count_active(d) + n > d->cfg.max_sandboxes)
+        if (!evict(d, what))
+            return false;
     return true;
 }
 

@@ -24,8 +24,10 @@ void sd_pool_refill(sd_daemon *d);
 /* The same once the loop has run what is due (timers: the request that took an entry sends its
  * first command before the refill forks new shims). */
 void sd_pool_refill_later(sd_daemon *d);
-/* End one pool entry to make room for a cold create. Returns true when one was ended. */
-bool sd_pool_evict(sd_daemon *d);
+/* Room for n more sandboxes on the node (--max-sandboxes), ending pool entries (those still
+ * starting first) as needed, for `what` ("a create", "a fork", "a resume": their end message
+ * says so). False when ending every entry would not make it. */
+bool sd_pool_make_room(sd_daemon *d, unsigned n, const char *what);
 /* After restore: keep restored entry sb when its template is still configured and not full
  * (true); else it is marked as an orphan entry for the caller to end (false). */
 bool sd_pool_adopt_restored(sd_sandbox *sb);

@@ -26,6 +26,22 @@ cgroup_gone() { # ID: no cgroup directory of the sandbox under the daemon's pare
     fail "the paused sandbox's cgroup is still there"
 }
 
+# A resume on a node whose room warm-pool entries took ends one of them, as a create does (pools
+# never keep a sandbox out): it was 503 node_full while /v1/info said a slot was free.
+TEST_TIMEOUT_resume_evicts_pool_entry=120
+test_resume_evicts_pool_entry() {
+  need_criu
+  start_daemon --pool 'size=2,cpu=0.5,memory=256Mi' --max-sandboxes 2
+  stateful_sandbox; local id=$ID before=$COUNT pids=$PIDS
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  wait_ready 2 30 # the paused sandbox's room is the pool's now: the node is full
+  req GET /v1/info; expect 200 '.free_slots == 2'
+  local ended; ended=$(metric sandboxd_pool_evictions_total)
+  req POST "/v1/sandboxes/$id/resume"; expect 200 '.state == "running"'
+  check_resumed "$id" "$before" "$pids"
+  [ "$(metric sandboxd_pool_evictions_total)" == $((ended + 1)) ] || fail "no pool entry was ended"
+}
+
 TEST_TIMEOUT_pause_resume=120
 test_pause_resume() {
   need_criu
