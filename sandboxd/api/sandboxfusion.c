@@ -107,6 +107,7 @@ typedef struct sf_job {
     bool timer_on;
     bool finishing;      /* being answered: the listener ignores it */
     bool last_ok;        /* the last command exited 0 */
+    bool retried;        /* queued again for room: counted (demand, metrics) at its first try */
     json_t *last_result; /* the last command's result object */
     char *last_out;      /* its stdout (fetch, jupyter driver) */
     size_t last_out_len;
@@ -419,8 +420,11 @@ static int job_create(sf_job *j, error_rec *err) {
     sd_sandbox *sb;
     bool starting = false, is_new = false;
     int r = create_spec(j, &c, err);
-    if (r >= 0) {
-        sd_pool_demand(j->d, &c); /* this shape's warm pool grows with its requests */
+    if (r >= 0 && j->retried && !sd_pool_make_room(j->d, 1, "a SandboxFusion request"))
+        r = -EAGAIN; /* still full: not a new miss, nor more demand (once per request) */
+    else if (r >= 0) {
+        if (!j->retried)
+            sd_pool_demand(j->d, &c); /* this shape's warm pool grows with its requests */
         r = sd_create(j->d, &c, NULL, &sb, &starting, &is_new, err);
     }
     policy_create_done(&c);
@@ -637,6 +641,7 @@ static void sf_admit(sd_daemon *d) {
         error_rec err = {0};
         int r = job_create(j, &err);
         if (r == -EAGAIN) { /* back to the head of the queue */
+            j->retried = true;
             list_remove(&sf->running, j);
             sf->n_running--;
             set_step(j, SF_QUEUED);

@@ -113,6 +113,31 @@ test_sandboxfusion_node_full() {
   expect 200 '.status == "Success"'
 }
 
+# A request that waits for room is counted once (one "full" create, one pool miss, one request
+# toward its shape's demand), however long it waits: each 100 ms retry counted them all, and
+# the demand pool grew with them.
+TEST_TIMEOUT_sandboxfusion_wait_counted_once=60
+test_sandboxfusion_wait_counted_once() {
+  start_daemon --max-sandboxes 1
+  create '{"cpu":0.25,"memory":"64Mi"}'
+  local full0 miss0 bg
+  full0=$(metric 'sandboxd_sandbox_creates_total{outcome="full"}')
+  miss0=$(metric sandboxd_pool_misses_total)
+  curl -s --max-time 30 --unix-socket "$SOCK" -o "$D/rc.json" http://sd/run_code \
+    -d '{"code":"print(7)","language":"python"}' &
+  bg=$!
+  sleep 2 # about 20 retries
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  wait "$bg" || fail "the waiting request failed"
+  jq -e '.status == "Success" and .run_result.stdout == "7\n"' "$D/rc.json" >/dev/null ||
+    fail "the waiting request: $(cat "$D/rc.json")"
+  local full miss
+  full=$(metric 'sandboxd_sandbox_creates_total{outcome="full"}')
+  miss=$(metric sandboxd_pool_misses_total)
+  [ "$full" == $((${full0:-0} + 1)) ] || fail "full creates counted: ${full0:-0} -> $full"
+  [ "$miss" -le $((${miss0:-0} + 2)) ] || fail "pool misses counted: ${miss0:-0} -> $miss"
+}
+
 # Sandboxes whose environment is large (20,000 bytes from the daemon's defaults): code near the
 # inline bound no longer fits in the shim's request with it, so it is written by a command of
 # its own first; the program runs whole, with the environment, for a run and for a compile
