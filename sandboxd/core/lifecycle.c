@@ -388,7 +388,9 @@ void sd_sandbox_connection(sd_sandbox *sb, bool open) {
 }
 
 void sd_sandbox_set_timeout(sd_sandbox *sb, uint64_t ms) {
-    sb->expires_ms = now_real_ms() + ms;
+    /* paused: from the pause, which the resume moves on by the time away (core/checkpoint.c) */
+    bool away = sb->state == SD_PAUSED || sb->resuming;
+    sb->expires_ms = (away ? sb->paused_ms : now_real_ms()) + ms;
     sd_state_save(sb);
 }
 

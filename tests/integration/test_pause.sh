@@ -42,6 +42,26 @@ test_resume_evicts_pool_entry() {
   [ "$(metric sandboxd_pool_evictions_total)" == $((ended + 1)) ] || fail "no pool entry was ended"
 }
 
+# A new timeout given while paused is running time from the resume, as the lifetime does not run
+# while paused: it counted from the request, and the resume added the time paused before it too.
+TEST_TIMEOUT_timeout_while_paused=90
+test_timeout_while_paused() {
+  need_criu
+  start_daemon
+  stateful_sandbox; local id=$ID
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  sleep 3
+  req POST "/v1/sandboxes/$id/timeout" -d '{"timeout":"30m"}'; expect 200
+  req POST "/v1/sandboxes/$id/resume"; expect 200 '.state == "running"'
+  local now left
+  now=$(date +%s.%N)
+  left=$(echo "$BODY" | jq -r .expires_at | xargs -I{} date -d {} +%s.%N)
+  left=$(awk -v e="$left" -v n="$now" 'BEGIN { printf "%.3f", e - n }')
+  echo "expires $left s after the resume"
+  awk -v l="$left" 'BEGIN { exit !(l > 1797 && l <= 1800.5) }' ||
+    fail "a 30m timeout given while paused left $left s after the resume"
+}
+
 TEST_TIMEOUT_pause_resume=120
 test_pause_resume() {
   need_criu
