@@ -554,6 +554,9 @@ void sd_sandbox_end(sd_sandbox *sb, end_reason reason, const char *fmt, ...) {
     /* a pool entry: nobody pays for it; a moved one goes on costing on its new node, which
      * counts its whole cost when it ends there */
     sb->end_cost = sb->pool || reason == END_MOVED ? 0 : sd_sandbox_cost(sb);
+    /* the cap is what it costs: not the start's and the 250 ms check's time past it */
+    if (reason == END_COST_LIMIT && sb->spec.max_cost_usd > 0)
+        sb->end_cost = MIN(sb->end_cost, sb->spec.max_cost_usd);
     bool was_starting = sb->state == SD_STARTING, was_paused = sb->state == SD_PAUSED;
     sb->state = SD_ENDED;
     sb->ended_ms = now_real_ms();

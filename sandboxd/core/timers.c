@@ -23,8 +23,7 @@
 int sd_timers_check(const sd_sandbox *sb, uint64_t now, char *msg, size_t len) {
     double cost = sd_sandbox_cost(sb);
     if (sb->spec.max_cost_usd > 0 && cost >= sb->spec.max_cost_usd) {
-        snprintf(msg, len, "the sandbox reached its cost cap of $%g (spent $%.7f)",
-                 sb->spec.max_cost_usd, cost);
+        snprintf(msg, len, "the sandbox reached its cost cap of $%g", sb->spec.max_cost_usd);
         return END_COST_LIMIT;
     }
     if (now >= sb->expires_ms) {
