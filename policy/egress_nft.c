@@ -164,6 +164,19 @@ static void add_antispoof(json_t *cmds, const char *table, const policy_egress_s
                            verdict("drop"))));
 }
 
+/* Host side only: whatever the host would deliver to itself goes to deny. Not only its own
+ * addresses (local): broadcasts (255.255.255.255, an interface's directed broadcast), multicast
+ * and IPv6 anycast are delivered locally too, to every socket bound to the wildcard address. On
+ * the forward hook no routed destination has these types. ND was accepted above. */
+static void add_host_deny(json_t *cmds, const char *table, const char *chain) {
+    char deny[64];
+    deny_chain_name(chain, deny, sizeof(deny));
+    json_t *fib = json_pack("{s:{s:s,s:[s]}}", "fib", "result", "type", "flags", "daddr");
+    json_t *types = json_pack("{s:[s,s,s,s]}", "set", "local", "broadcast", "multicast", "anycast");
+    json_array_append_new(
+        cmds, rule(table, chain, json_pack("[o,o]", match("==", fib, types), verdict_goto(deny))));
+}
+
 /* The filter: neighbour discovery, always-denied, the allow-list, private ranges, the mode. */
 static void add_filter(json_t *cmds, const char *table, const char *chain, bool host,
                        const policy_egress_host *h, const policy_egress_sandbox *s,
@@ -189,14 +202,7 @@ static void add_filter(json_t *cmds, const char *table, const char *chain, bool 
                              verdict("drop"))));
     if (host) {
         add_antispoof(cmds, table, s);
-        json_array_append_new(cmds,
-                              rule(table, chain,
-                                   json_pack("[o,o]",
-                                             match("==",
-                                                   json_pack("{s:{s:s,s:[s]}}", "fib", "result",
-                                                             "type", "flags", "daddr"),
-                                                   json_string("local")),
-                                             verdict_goto(deny))));
+        add_host_deny(cmds, table, chain);
     }
     if (s->addr6.family != AF_INET6)
         json_array_append_new(

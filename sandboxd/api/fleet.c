@@ -18,11 +18,12 @@
 static void redirect(sd_request *req, const char *base, const char *path, const char *skip,
                      const char *add) {
     _cleanup_free_ char *q = sd_req_query_string(req, skip, add);
+    _cleanup_free_ char *p = sd_url_path_escape(path); /* path: decoded by libmicrohttpd */
     size_t blen = strlen(base);
     while (blen && base[blen - 1] == '/')
         blen--;
     char *loc = NULL;
-    if (!q || asprintf(&loc, "%.*s%s%s", (int)blen, base, path, q) < 0) {
+    if (!q || !p || asprintf(&loc, "%.*s%s%s", (int)blen, base, p, q) < 0) {
         sd_reply_error(req, 500, "internal", "out of memory");
         return;
     }

@@ -108,6 +108,10 @@ void sd_reply_redirect(sd_request *req, const char *location);
 /* The request's query string, re-encoded ("?a=b&c", "" when none), without argument skip,
  * with "add" (already encoded, "placed=1") appended; malloc'ed, NULL on ENOMEM. */
 char *sd_req_query_string(sd_request *req, const char *skip, const char *add);
+/* A decoded path (libmicrohttpd's url) escaped again for a URL or a request line: every byte
+ * but RFC 3986's path characters (unreserved, sub-delims, ':', '@', '/') as %XX, so an encoded
+ * '?', '#', '%', space, CR or LF stays data. Malloc'ed, NULL on ENOMEM. */
+char *sd_url_path_escape(const char *path);
 void sd_reply_data(sd_request *req, unsigned status, const char *ctype, void *data /* stolen */,
                    size_t len);
 /* The same with headers: hdrs is name, value, name, value, ..., NULL (copied). */

@@ -579,16 +579,9 @@ static enum MHD_Result header_cb(void *cls, enum MHD_ValueKind kind, const char 
  * as %XX, so an encoded space, '?', '%', CR or LF reaches the server encoded as the client sent
  * it, never as request syntax. (An encoded '/' or unreserved byte reaches it decoded.) */
 static int put_path(port_proxy *px, const char *rest) {
-    static const char keep[] = "-._~!$&'()*+,;=:@/";
-    if (put(px, "/", 1) < 0)
+    _cleanup_free_ char *p = sd_url_path_escape(rest);
+    if (!p || put(px, "/", 1) < 0 || put(px, p, strlen(p)) < 0)
         return -ENOMEM;
-    for (const unsigned char *p = (const unsigned char *)rest; *p; p++) {
-        char esc[4] = {(char)*p};
-        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9') || strchr(keep, *p);
-        if (put(px, esc, plain ? 1 : (size_t)snprintf(esc, sizeof(esc), "%%%02X", *p)) < 0)
-            return -ENOMEM;
-    }
     return 0;
 }
 

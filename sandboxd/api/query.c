@@ -1,11 +1,10 @@
 /* The request's query arguments (libmicrohttpd's GET arguments; see http.h): one value, all
  * values of a repeated one, the first parameter a route does not take as it came, the whole
- * query again (for a redirect), and the check for an encoded NUL. */
+ * query again (for a redirect), the path escaped again, and the check for an encoded NUL. */
 #include "sandboxd/api/http.h"
 
 #include "common/macro.h"
 
-#include <ctype.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,12 +72,32 @@ const char *sd_req_query_bad(sd_request *req, const char *const *keys, size_t n,
     return q.bad;
 }
 
-static void url_escape(FILE *f, const char *s) {
+/* s onto f: ASCII letters, digits and the bytes of keep as they are, any other byte as %XX. */
+static void escape_keep(FILE *f, const char *s, const char *keep) {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (isalnum(*p) || strchr("-._~", *p))
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr(keep, *p))
             fputc(*p, f);
         else
             fprintf(f, "%%%02X", *p);
+}
+
+static void url_escape(FILE *f, const char *s) {
+    escape_keep(f, s, "-._~");
+}
+
+char *sd_url_path_escape(const char *path) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    escape_keep(f, path, "-._~!$&'()*+,;=:@/");
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 typedef struct query_out {

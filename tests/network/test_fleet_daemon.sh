@@ -139,6 +139,18 @@ test_routing() { # any node answers for any sandbox: 307 to its owner
   fexpect 200
   assert_eq "$BODY" "POST /step left" "the port's answer through b"
   assert_eq "$(header X-Node-Test)" "yes" "the server's header through b"
+  # an encoded '?', '#', '%', space and '/' in the path: the server sees the request line the
+  # owner itself would send it ('/' arrives decoded: api/ports.c put_path), through b as from a
+  local enc="/v1/sandboxes/$id/ports/8000/a%3Fq%23f%2541%2Fb%20c?x=1"
+  for n in a b; do
+    freq "$n" POST "$enc" --data-binary 'enc'
+    fexpect 200
+    assert_eq "$BODY" "POST /a%3Fq%23f%2541/b%20c?x=1 enc" "an encoded path through $n"
+  done
+  freq0 b GET "/v1/sandboxes/$id/ports/8000/x%0D%0Ay"
+  fexpect 307
+  assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes/$id/ports/8000/x%0D%0Ay" \
+    "Location of an encoded CR LF"
   freq0 b GET "/v1/sandboxes/$id/ports/8000/state?q=1"
   fexpect 307
   assert_eq "$(header Location)" "https://127.0.0.1:7441/v1/sandboxes/$id/ports/8000/state?q=1" "Location"

@@ -6,6 +6,10 @@
  * PR_SET_PDEATHSIG, so nothing outlives the case even when it is killed. */
 #include "tests/network/world.h"
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 static sd_net_sandbox *setup(const char *id, pid_t pid, const char *network) {
     json_error_t je;
     json_t *j = json_loads(network, JSON_DECODE_ANY, &je);
@@ -106,6 +110,66 @@ TEST_T(net_allow_list, 60) {
     json_decref(j);
     CHECK_OK(sd_net_sandbox_teardown(net, s));
     sd_net_sandbox_free(s);
+    expect_clean();
+}
+
+/* A UDP socket on 0.0.0.0:port in this netns (the host's): what host services bind. */
+static int udp_listen(int port) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    CHECK_MSG(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0, "bind: %s", strerror(errno));
+    return fd;
+}
+
+/* One UDP datagram to dst:port from pid's netns, with SO_BROADCAST (no privilege needed). */
+static void udp_send(pid_t in, const char *dst, int port) {
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "nsenter -t %d -n python3 -c 'import socket,sys;s=socket.socket(2,2);"
+             "s.setsockopt(socket.SOL_SOCKET,socket.SO_BROADCAST,1);"
+             "s.sendto(b\"x\",(sys.argv[1],int(sys.argv[2])))' %s %d",
+             (int)in, dst, port);
+    CHECK_MSG(system(cmd) == 0, "%s", cmd);
+}
+
+/* How many datagrams reach fd within ms milliseconds (stopping at max). */
+static int udp_received(int fd, int ms, int max) {
+    int n = 0;
+    char buf[64];
+    for (struct pollfd p = {.fd = fd, .events = POLLIN}; n < max && poll(&p, 1, ms) > 0;)
+        while (recv(fd, buf, sizeof(buf), 0) >= 0)
+            n++;
+    return n;
+}
+
+/* Broadcasts are not host addresses (fib type broadcast, not local), yet the host delivers
+ * them: a host service on 0.0.0.0 must hear nothing from a sandbox, in open mode (the host
+ * interface's directed broadcast) or with an allow entry covering 255.255.255.255. */
+TEST_T(net_no_broadcast_to_host, 60) {
+    world_up(NULL);
+    pid_t po = sandbox_proc(), pa = sandbox_proc();
+    sd_net_sandbox *so = setup("sb-bc-open", po, "\"open\"");
+    sd_net_sandbox *sa =
+        setup("sb-bc-allow", pa, "{\"allow\":[\"255.255.255.255:5599\",\"198.51.100.0/24\"]}");
+    int fd = udp_listen(5599);
+    udp_send(inet_pid, "198.51.100.255", 5599); /* control: the host hears a broadcast */
+    CHECK_EQ(udp_received(fd, 2000, 1), 1);
+    udp_send(po, "198.51.100.255", 5599);
+    udp_send(pa, "255.255.255.255", 5599);
+    udp_send(pa, "198.51.100.255", 5599);
+    CHECK_EQ(udp_received(fd, 700, 3), 0);
+    json_t *io = sd_net_sandbox_to_json(so), *ia = sd_net_sandbox_to_json(sa);
+    CHECK(last_denied_has(io, "198.51.100.255", 5599)); /* sent, and denied by the filter */
+    CHECK(last_denied_has(ia, "255.255.255.255", 5599));
+    CHECK(last_denied_has(ia, "198.51.100.255", 5599));
+    json_decref(io);
+    json_decref(ia);
+    close(fd);
+    CHECK_OK(sd_net_sandbox_teardown(net, so));
+    CHECK_OK(sd_net_sandbox_teardown(net, sa));
+    sd_net_sandbox_free(so);
+    sd_net_sandbox_free(sa);
     expect_clean();
 }
 
