@@ -108,7 +108,8 @@ static bool encoding_ok(sd_request *req) {
  * any, and one ignored would mislead ("keep_files" on a DELETE). Not checked, as for the query:
  * a sandbox port's requests and SandboxFusion's endpoints. */
 static bool body_ok(sd_request *req) {
-    if ((!is(req, "GET") && !is(req, "DELETE")) || port_request(req->path) || sd_sf_path(req->path))
+    if (req->body_len == 0 || (!is(req, "GET") && !is(req, "DELETE")) || port_request(req->path) ||
+        sd_sf_path(req->path))
         return true;
     return sd_req_no_fields(req);
 }

@@ -3,8 +3,7 @@
 # while 64 commands stream output (and in a loop during create/delete churn), a killed shim,
 # clients that vanish mid-stream, a full state directory, OOM and a command writing 1 GiB,
 # slow readers and 2000 idle connections, a full state directory under a fork, a warm pool and
-# leases,
-# a daemon stopped during a /run_code request. Each case checks that state survives (re-adoption,
+# leases, a daemon stopped during a /run_code request. Each case checks that state survives (re-adoption,
 # parseable state files consistent with the live shims) and that nothing leaks: shims, sandbox
 # processes, cgroups, mounts, network namespaces, veths, nft chains, run dirs and daemon fds.
 # Helpers: rel.sh (daemon, HTTP, leak_counts), sdclient.py (HTTP for the Python drivers).
