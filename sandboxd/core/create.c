@@ -37,14 +37,14 @@ static int cold_start(sd_daemon *d, policy_create *c, const sd_idem *idem, polic
     if (sd_registry_add(d, c, &sb, err) < 0)
         return err->code = -EAGAIN;
     sd_registry_set_idem_key(sb, idem);
-    int r = sd_gpu_claim(sb, err); /* GPUs: reserved by admit, so this cannot fail here */
+    sd_network_attach(sb, TAKE_PTR(*eg)); /* before its first record: its names' addresses */
+    int r = sd_gpu_claim(sb, err);        /* GPUs: reserved by admit, so this cannot fail here */
     if (r < 0 || (r = sd_state_save(sb)) < 0) {
         sd_gpu_release(sb);
         sd_sandbox_discard(sb);
         sd_metrics_create(&d->m, SD_CREATE_ERROR, 0);
         return r == -ENODEV ? r : not_saved(err, r);
     }
-    sd_network_attach(sb, TAKE_PTR(*eg));
     log_info("sandbox created sandbox=%s cpu=%g memory=%llu", sb->id, sb->spec.cpu,
              (unsigned long long)sb->spec.memory);
     *ret = sb;

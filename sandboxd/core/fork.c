@@ -161,15 +161,14 @@ static int fork_one(sd_fork *f, unsigned i, error_rec *err) {
         policy_egress_free(eg);
         return r;
     }
+    sd_network_attach(sb, eg); /* before its first record: its names' addresses */
     r = sd_registry_set_seed(sb, f->layer, f->src_uid_base, f->src_id);
     if (r < 0 || (r = sd_state_save(sb)) < 0) { /* never run a sandbox a restart would not know */
-        policy_egress_free(eg);
         sd_sandbox_discard(sb);
         return r == -ENOMEM
                    ? error_set(err, r, "out of memory")
                    : error_set(err, -EDQUOT, "cannot save a fork's state: %s", strerror(-r));
     }
-    sd_network_attach(sb, eg);
     sb->fork = f;
     f->sbs[i] = sb;
     f->pending++;

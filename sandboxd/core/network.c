@@ -138,18 +138,21 @@ void sd_network_attach(sd_sandbox *sb, policy_egress *eg) {
     sb->egress = eg;
 }
 
-/* Running networked sandboxes get their policy back from their spec (names are resolved
- * again), then sd_net_restore re-adds their rules and drops unclaimed veths. */
-void sd_network_restore(sd_daemon *d, void (*lost)(sd_sandbox *sb)) {
+/* Running networked sandboxes get their policy back from their record (or from their spec,
+ * resolved again, for a record without the addresses), then sd_net_restore re-adds their
+ * rules and drops unclaimed veths. */
+void sd_network_restore(sd_daemon *d, void (*lost)(sd_sandbox *sb, const char *why)) {
     if (!d->net)
         return;
-    size_t n = 0, k = 0;
+    size_t n = 0, k = 0, nbad = 0;
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         n++;
     sd_net_restore_entry *e = calloc(n ? n : 1, sizeof(*e));
-    sd_sandbox **who = calloc(n ? n : 1, sizeof(*who));
+    sd_sandbox **who = calloc(n ? n : 1, sizeof(*who)), **bad = calloc(n ? n : 1, sizeof(*bad));
     sd_net_sandbox **got = calloc(n ? n : 1, sizeof(*got));
-    for (sd_sandbox *sb = d->sandboxes; e && who && got && sb; sb = sb->next) {
+    char(*why)[ERROR_MSG_MAX] = calloc(n ? n : 1, sizeof(*why));
+    bool ok = e && who && bad && got && why;
+    for (sd_sandbox *sb = d->sandboxes; ok && sb; sb = sb->next) {
         error_rec err = {0};
         /* pausing or resuming: its network went at the pause, and comes back once its shim
          * answers (core/checkpoint.c); a veth of it is dropped here as unclaimed */
@@ -157,21 +160,80 @@ void sd_network_restore(sd_daemon *d, void (*lost)(sd_sandbox *sb)) {
             sb->resuming)
             continue;
         if (!sb->egress && sd_network_check(d, &sb->spec, &sb->egress, &err) < 0) {
-            log_warn("network restore sandbox=%s error=\"%s\"", sb->id, err.message);
+            snprintf(why[nbad], sizeof(why[nbad]), "%s", err.message);
+            bad[nbad++] = sb;
             continue;
         }
         e[k] = (sd_net_restore_entry){sb->id, sb->init_pid, sb->egress};
         who[k++] = sb;
     }
     error_rec err = {0};
-    if (e && who && got && sd_net_restore(d->net, e, k, got, &err) < 0)
+    if (ok && sd_net_restore(d->net, e, k, got, &err) < 0)
         log_warn("network restore incomplete: %s", err.message);
-    for (size_t i = 0; e && who && got && i < k; i++) {
+    for (size_t i = 0; ok && i < k; i++) {
         who[i]->net = got[i];
         if (!got[i])
-            lost(who[i]);
+            lost(who[i], NULL);
     }
+    for (size_t i = 0; ok && i < nbad; i++)
+        lost(bad[i], why[i]);
     free(e);
     free(who);
+    free(bad);
     free(got);
+    free(why);
+}
+
+json_t *sd_network_resolved_json(const sd_sandbox *sb) {
+    const policy_egress *p = sb->egress;
+    bool names = false;
+    for (size_t i = 0; p && p->mode == POLICY_EGRESS_ALLOW && i < p->n_entries; i++)
+        names |= p->entries[i].host != NULL;
+    if (!names)
+        return NULL;
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < p->n_entries; i++) {
+        json_t *addrs = json_array();
+        for (size_t j = 0; addrs && j < p->entries[i].n_addrs; j++) {
+            char ip[64];
+            policy_cidr_format_addr(&p->entries[i].addrs[j], ip, sizeof(ip));
+            json_array_append_new(addrs, json_string(ip));
+        }
+        json_array_append_new(a, addrs);
+    }
+    return a;
+}
+
+/* Entry i's resolved addresses from the record's list v; false when they do not fit. */
+static bool load_entry(policy_egress *p, size_t i, json_t *v) {
+    policy_cidr addrs[POLICY_EGRESS_MAX_ADDRS];
+    size_t n = json_array_size(v);
+    if (!json_is_array(v) || (p->entries[i].host == NULL) != (n == 0) ||
+        n > POLICY_EGRESS_MAX_ADDRS)
+        return false;
+    for (size_t j = 0; j < n; j++) {
+        policy_cidr *c = &addrs[j];
+        if (policy_cidr_parse(json_string_value(json_array_get(v, j)), c) < 0 ||
+            c->len != (c->family == AF_INET ? 32 : 128))
+            return false;
+    }
+    return !p->entries[i].host ||
+           (policy_egress_set_resolved(p, i, addrs, n) == 0 && p->entries[i].n_addrs > 0);
+}
+
+void sd_network_load(sd_sandbox *sb, json_t *resolved) {
+    policy_egress *p = NULL;
+    json_t *v = network_value(&sb->spec);
+    int r = resolved ? policy_egress_parse(v, &p, NULL) : -ENOENT;
+    json_decref(v);
+    if (r < 0)
+        return;
+    bool fits = p->mode == POLICY_EGRESS_ALLOW && json_array_size(resolved) == p->n_entries;
+    for (size_t i = 0; fits && i < p->n_entries; i++)
+        fits = load_entry(p, i, json_array_get(resolved, i));
+    if (!fits) {
+        policy_egress_free(p);
+        return;
+    }
+    sd_network_attach(sb, p);
 }

@@ -11,9 +11,16 @@
 
 /* At start-up: sd_net_init from cfg.network (a failure is logged, networking stays off). */
 void sd_network_init(sd_daemon *d);
-/* After a restart: re-adopt the running networked sandboxes' rules; lost(sb) for each one
- * whose network could not be restored. */
-void sd_network_restore(sd_daemon *d, void (*lost)(sd_sandbox *sb));
+/* After a restart: re-adopt the running networked sandboxes' rules; lost(sb, why) for each one
+ * whose network could not be restored (why: NULL when not known). */
+void sd_network_restore(sd_daemon *d, void (*lost)(sd_sandbox *sb, const char *why));
+/* The addresses sb's allow-listed names resolved to at its create, for its record: its
+ * /etc/hosts and guard table hold them for its life, so a restart or a move keeps them too.
+ * NULL when it has no names. [[], ["203.0.113.20"], ...]: one list per allow entry. */
+json_t *sd_network_resolved_json(const sd_sandbox *sb);
+/* From the record: sb->egress parsed from its spec with those addresses. A record without
+ * them (or with a list that does not fit its spec) leaves sb->egress NULL: resolved again. */
+void sd_network_load(sd_sandbox *sb, json_t *resolved);
 /* Validate and resolve the `network` value of c. Mode none gives *ret NULL. */
 int sd_network_check(sd_daemon *d, const policy_create *c, policy_egress **ret, error_rec *err);
 /* Give sb its checked policy (moved; NULL: none). */

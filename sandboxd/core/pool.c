@@ -306,13 +306,12 @@ static int start_entry(sd_daemon *d, sd_pool *p, int t) {
     }
     sb->pool = t + 1;
     sd_registry_set_hidden(sb, true);
+    sd_network_attach(sb, eg);         /* before its first record: its names' addresses */
     if ((r = sd_state_save(sb)) < 0) { /* never run a sandbox a restart would not know */
-        policy_egress_free(eg);
         sd_sandbox_discard(sb);
         log_error("warm pool %d: cannot save an entry's state: %s", t, strerror(-r));
         return r;
     }
-    sd_network_attach(sb, eg);
     sd_sandbox_start_or_queue(sb);
     return 0;
 }

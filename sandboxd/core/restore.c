@@ -56,8 +56,10 @@ static int restore_sandbox(sd_daemon *d, json_t *j) {
     return 0;
 }
 
-static void network_lost(sd_sandbox *sb) {
-    sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox's network could not be restored");
+static void network_lost(sd_sandbox *sb, const char *why) {
+    sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE,
+                   "the sandbox's network could not be restored%s%s", why ? ": " : "",
+                   why ? why : "");
 }
 
 void sd_restore(sd_daemon *d) {

@@ -7,6 +7,7 @@
 #include "common/fdutil.h"
 #include "common/filereplace.h"
 #include "common/timeutil.h"
+#include "sandboxd/core/network.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -59,6 +60,9 @@ json_t *sd_state_record(const sd_sandbox *sb) {
                             json_pack("{s:I,s:I,s:b,s:b}", "paused_ms", (json_int_t)sb->paused_ms,
                                       "paused_total_ms", (json_int_t)sb->paused_total_ms, "pausing",
                                       sb->pausing, "resuming", sb->resuming));
+    json_t *resolved = j ? sd_network_resolved_json(sb) : NULL;
+    if (resolved) /* core/network.c: what its names resolved to at its create */
+        json_object_set_new(j, "network_resolved", resolved);
     if (j && sb->move_to[0]) /* core/checkpoint.c */
         json_object_set_new(j, "move_to", json_string(sb->move_to));
     if (j && sb->state == SD_ENDED)
@@ -150,6 +154,7 @@ int sd_state_load(sd_daemon *d, json_t *j, sd_sandbox **ret, bool *ret_pool) {
     snprintf(sb->id, sizeof(sb->id), "%s", id);
     sb->spec = spec;
     load_fields(sb, j);
+    sd_network_load(sb, json_object_get(j, "network_resolved"));
     bool pool = json_is_true(json_object_get(j, "pool"));
     json_t *end = json_object_get(j, "end");
     if (strcmp(state, "ended") == 0 && json_is_object(end))

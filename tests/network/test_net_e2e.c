@@ -295,6 +295,57 @@ TEST_T(e2e_rules_survive_restart, 120) {
     gone_and_stop();
 }
 
+/* /etc/hosts of the world (a bind mount: written in place, not replaced) */
+static void set_hosts(const char *text) {
+    FILE *f = fopen("/etc/hosts", "w");
+    CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+/* The record of sandbox id without its names' addresses, as an older daemon wrote it. */
+static void strip_resolved(const char *id) {
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); "
+             "assert j.pop(\"network_resolved\"); json.dump(j,open(p,\"w\"))' "
+             "%s/state/sandboxes/%s.json && echo stripped",
+             dir, id);
+    char *out = shell(cmd);
+    CHECK_MSG(strstr(out, "stripped"), "the record of %s: %s", id, out);
+    free(out);
+}
+
+/* An allow-listed name keeps the addresses it had at the create across restarts, as the
+ * sandbox's /etc/hosts and guard table do: a changed answer, or none, changes nothing. A record
+ * without them is resolved again; a name that no longer resolves ends the sandbox, saying so. */
+TEST_T(e2e_allow_names_survive_restart, 150) {
+    e2e_up();
+    char *id = dupid(create("{\"allow\":[\"named.test:8080\"]}"));
+    sbx_ok(id, "named.test", 8080); /* 203.0.113.20 */
+    daemon_stop();
+    set_hosts("127.0.0.1 localhost\n203.0.113.10 named.test\n");
+    daemon_start();
+    json_t *j = inspect(id);
+    CHECK_STREQ(jstr(j, "state"), "running");
+    json_decref(j);
+    sbx_ok(id, "named.test", 8080);
+    sbx_denied(id, "203.0.113.10", 8080);
+    daemon_stop();
+    set_hosts("127.0.0.1 localhost\n");
+    daemon_start();
+    sbx_ok(id, "named.test", 8080);
+    daemon_stop();
+    strip_resolved(id);
+    daemon_start();
+    j = inspect(id);
+    CHECK_STREQ(jstr(j, "state"), "ended");
+    const char *msg = jstr(json_object_get(j, "end"), "message");
+    CHECK_MSG(msg && strstr(msg, "network could not be restored") && strstr(msg, "named.test"),
+              "end: %s", msg ? msg : "(none)");
+    json_decref(j);
+    free(id);
+    gone_and_stop();
+}
+
 /* Under gVisor: none reaches nothing; open reaches the internet (v4, v6) but never metadata,
  * the host, the daemon's port or another sandbox; an allow-list only what it lists (a name
  * through /etc/hosts); the rules hold across a daemon restart that re-adopts the sandboxes.
