@@ -4,6 +4,7 @@
 
 #include "common/jsonkeys.h"
 #include "common/macro.h"
+#include "policy/egress.h"
 #include "policy/limits.h"
 
 #include <ctype.h>
@@ -214,12 +215,45 @@ static int load_labels(sd_config *c, json_t *labels, const char *path, error_rec
     return 0;
 }
 
+/* "network" (docs/NETWORK.md; its values are checked by sd_net_init): the keys and types that
+ * sandboxd/core/network.c reads, so that a typo is not a daemon without the setting. */
+static int check_network(json_t *n, error_rec *err) {
+    static const char *const keys[] = {"enabled", "pool4", "pool6",    "uplink", "dns",
+                                       "table",   "guard", "ifprefix", NULL};
+    static const char *const strings[] = {"pool4", "pool6", "uplink", "table", "ifprefix"};
+    static const char *const bools[] = {"enabled", "guard"};
+    if (!n)
+        return 0;
+    if (!json_is_object(n))
+        return error_set(err, -EINVAL, "network: must be an object {\"enabled\": true, ...}");
+    int r = jsonkeys_check(n, keys, "network", err);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < ARRAY_SIZE(strings); i++)
+        if (json_object_get(n, strings[i]) && !json_is_string(json_object_get(n, strings[i])))
+            return error_set(err, -EINVAL, "network.%s: must be a string", strings[i]);
+    for (size_t i = 0; i < ARRAY_SIZE(bools); i++)
+        if (json_object_get(n, bools[i]) && !json_is_boolean(json_object_get(n, bools[i])))
+            return error_set(err, -EINVAL, "network.%s: must be true or false", bools[i]);
+    json_t *dns = json_object_get(n, "dns"), *v;
+    size_t i;
+    if (dns && (!json_is_array(dns) || json_array_size(dns) > POLICY_EGRESS_MAX_DNS))
+        return error_set(err, -EINVAL, "network.dns: must be a list of at most %d addresses",
+                         POLICY_EGRESS_MAX_DNS);
+    json_array_foreach(dns, i, v) {
+        if (!json_is_string(v))
+            return error_set(err, -EINVAL, "network.dns[%zu]: must be a string", i);
+    }
+    return 0;
+}
+
 /* The file's keys: those of the flags' rows and the objects below; any other is refused. */
 static int check_file_keys(json_t *j, const char *path, error_rec *err) {
     static const char *const objects[] = {"price",   "defaults",     "pools",
                                           "images",  "image_import", "node_labels",
                                           "network", "gpus",         "gpu_control"};
     static const char *const price_keys[] = {"vcpu_hour_usd", "gib_hour_usd", "gpu_hour_usd", NULL};
+    static const char *const import_keys[] = {"max_archive", "max_unpacked", NULL};
     const char *keys[ARRAY_SIZE(rows) + ARRAY_SIZE(objects) + 1];
     size_t n = 0;
     for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
@@ -231,6 +265,10 @@ static int check_file_keys(json_t *j, const char *path, error_rec *err) {
     int r = jsonkeys_check(j, keys, NULL, err);
     if (r >= 0)
         r = jsonkeys_check(json_object_get(j, "price"), price_keys, "price", err);
+    if (r >= 0)
+        r = jsonkeys_check(json_object_get(j, "image_import"), import_keys, "image_import", err);
+    if (r >= 0)
+        r = check_network(json_object_get(j, "network"), err);
     if (r >= 0)
         r = jsonkeys_check(json_object_get(j, "defaults"), policy_create_keys, "defaults", err);
     const char *own = jsonkeys_other(json_object_get(j, "defaults"), policy_defaults_keys);
@@ -290,7 +328,7 @@ static int load_file(sd_config *c, const char *path, bool required, error_rec *e
         c->gpus = json_incref(json_object_get(j, "gpus"));
         c->gpu_control = json_incref(json_object_get(j, "gpu_control"));
     }
-    if (r >= 0 && json_is_object(json_object_get(j, "network")))
+    if (r >= 0 && json_object_get(j, "network"))
         c->network = json_incref(json_object_get(j, "network"));
     json_decref(j);
     return r;

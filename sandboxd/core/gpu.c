@@ -2,6 +2,7 @@
 #include "sandboxd/core/gpu.h"
 
 #include "common/fdutil.h"
+#include "common/jsonkeys.h"
 #include "common/macro.h"
 #include "common/capture.h"
 #include "policy/gpu.h"
@@ -89,6 +90,7 @@ static int from_config(struct sd_gpus *g, json_t *list, json_t *ctl, error_rec *
         return error_set(err, -EINVAL, "config gpus: must be a list of at most %d objects",
                          MAX_GPUS);
     json_array_foreach(list, i, e) {
+        static const char *const keys[] = {"device", "uuid", "memory", "bus_id", NULL};
         const char *dev = json_string_value(json_object_get(e, "device"));
         const char *uuid = json_string_value(json_object_get(e, "uuid"));
         const char *bus = json_string_value(json_object_get(e, "bus_id"));
@@ -100,7 +102,8 @@ static int from_config(struct sd_gpus *g, json_t *list, json_t *ctl, error_rec *
                              "config gpus[%zu]: needs \"device\" (an absolute path) and a "
                              "\"uuid\" of [A-Za-z0-9-_]",
                              i);
-        if (mem && !json_is_null(mem) && policy_parse_size(mem, "memory", &p->memory, err) < 0)
+        if (jsonkeys_check(e, keys, NULL, err) < 0 ||
+            (mem && !json_is_null(mem) && policy_parse_size(mem, "memory", &p->memory, err) < 0))
             return error_prefix(err, "config gpus[%zu]", i);
         node_name(dev, name, sizeof(name));
         if (node_fill(&p->node, dev, name, err) < 0)

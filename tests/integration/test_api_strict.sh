@@ -131,6 +131,17 @@ test_unknown_fields_refused() {
   bad_config '{"defaults":{"memory":"1Gi","labels":{"team":"a"}}}' \
     "defaults.labels: a create's own field, not a default"
   bad_config '{"pools":[{"size":1,"entrypoint":["sleep","9"]}]}' 'pools: entrypoint: a warm'
+  # the objects read elsewhere, key by key and type by type (each was ignored: a typo there
+  # gave a daemon without the setting, or without networking)
+  bad_config '{"network":true}' 'network: must be an object'
+  bad_config '{"network":{"enabled":"yes"}}' 'network.enabled: must be true or false'
+  bad_config '{"network":{"enabled":false,"pool":"10.9.0.0/16"}}' 'network.pool: unknown field'
+  bad_config '{"network":{"enabled":false,"uplink":["eth0"]}}' 'network.uplink: must be a string'
+  bad_config '{"network":{"enabled":false,"dns":["1.1.1.1","1.0.0.1","8.8.8.8","8.8.4.4","9.9.9.9"]}}' \
+    'network.dns: must be a list of at most 4'
+  bad_config '{"image_import":{"max_archiv":"1Gi"}}' 'image_import.max_archiv: unknown field'
+  bad_config "{\"gpus\":[{\"device\":\"$DAEMON_ROOT/no-gpu\",\"uid\":\"GPU-1\"}]}" \
+    'gpus[0]: uid: unknown field'
 }
 
 bad_config() { # JSON WANT: a daemon with this config file exits at start, saying WANT
