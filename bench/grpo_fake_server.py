@@ -28,6 +28,9 @@ state = {"version": 0, "completions": 0, "held": 0}
 MALFORMED = {
     "train-empty": ("/v1/train_step", {"policy_version": None, "loss": None, "episodes": None}),
     "detok-no-prompt": ("/detokenize", {"prompt": None}),
+    "tokenize-negative": ("/tokenize", {"tokens": [-1]}),
+    "tokenize-float": ("/tokenize", {"tokens": [1.5]}),
+    "tokenize-huge": ("/tokenize", {"tokens": [2**31]}),
     "token-negative": ("/v1/completions", {"token_ids": [-1]}),
     "token-float": ("/v1/completions", {"token_ids": [1.5]}),
     "token-huge": ("/v1/completions", {"token_ids": [2**31]}),

@@ -186,7 +186,7 @@ static bool ep_retry(grpo_episode *ep, unsigned max) {
     if (ep->attempts >= max || ep->run->fatal)
         return false;
     bool daemon = ep->state == S_CREATE || ep->state == S_G_CREATE;
-    uint64_t delay = daemon ? 20u + (uint64_t)(rand() % 60) : 250u << MIN(ep->attempts, 4u);
+    uint64_t delay = daemon ? 20u + (uint64_t)(rand() % 60) : grpo_trainer_backoff_ms(ep->attempts);
     ep->attempts++;
     uv_timer_start(&ep->timer, ep_on_timer, delay, 0);
     return true;
@@ -496,9 +496,7 @@ static void observe(grpo_episode *ep, char *obs, bool turn) {
 
 static bool take_tokens(grpo_episode *ep, json_t *j, grpo_ivec *dst, bool observation) {
     json_t *toks = json_object_get(j, "tokens");
-    if (!json_is_array(toks)) {
-        grpo_run_fail(ep->run, -EPROTO, "trainer_failed",
-                      "trainer %s/tokenize: answer lacks \"tokens\"", ep->run->trainer_base);
+    if (!grpo_tokenize_check(ep->run, toks)) {
         ep_cleanup(ep);
         return false;
     }

@@ -187,7 +187,7 @@ static bool trainer_retry(grpo_run *run, const sbxi_http_result *r, uv_timer_cb 
     if (run->fatal || !(r->status == 0 || r->status >= 500) ||
         run->train_attempts >= run->o.trainer_retries)
         return false;
-    uint64_t delay = 500u << MIN(run->train_attempts, 4u);
+    uint64_t delay = grpo_trainer_backoff_ms(run->train_attempts);
     run->train_attempts++;
     uv_timer_start(&run->timer, cb, delay, 0);
     return true;

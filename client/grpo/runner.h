@@ -215,6 +215,12 @@ int grpo_trainer_request(grpo_run *run, const char *method, const char *path, js
  * finite numbers <= 0, as many, at most max_tokens. Else the run fails (trainer_failed, naming
  * what is wrong) and false. */
 bool grpo_completion_check(grpo_run *run, json_t *ids, json_t *lps, size_t max_tokens);
+/* A /tokenize answer's "tokens": an array of integers in [0, INT32_MAX]. Else the run fails
+ * (trainer_failed, naming what is wrong) and false. */
+bool grpo_tokenize_check(grpo_run *run, json_t *toks);
+/* The wait before retrying a trainer request that failed `attempts` times already (docs/GRPO.md
+ * "Retries": 250 ms, doubling, at most 4 s). */
+uint64_t grpo_trainer_backoff_ms(unsigned attempts);
 /* "HTTP 503: message" or the transport's error, for the trainer's failures. */
 const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len);
 /* contain.c: copy the workspace tar without the symbolic links that leave /workspace (counted

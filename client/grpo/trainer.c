@@ -1,6 +1,7 @@
 /* The trainer's HTTP for the run and its episodes: one JSON request through libsbx's internal
- * HTTP engine, its failure as one line, and the check of a completion's answer (which stops the
- * run through runstate.c's grpo_run_fail, the only other file of the folder it calls). */
+ * HTTP engine, its failure as one line, its retries' backoff, and the check of /tokenize's and
+ * /v1/completions' answers (which stops the run through runstate.c's grpo_run_fail, the only
+ * other file of the folder it calls). */
 #include "client/grpo/runner.h"
 #include "client/lib/internal.h"
 
@@ -39,6 +40,16 @@ const char *grpo_trainer_error(const sbxi_http_result *r, char *buf, size_t len)
     return buf;
 }
 
+/* A token id the trainer sent: an integer in [0, INT32_MAX]. */
+static bool token_id_ok(json_t *id) {
+    return json_is_integer(id) && json_integer_value(id) >= 0 &&
+           json_integer_value(id) <= INT32_MAX;
+}
+
+uint64_t grpo_trainer_backoff_ms(unsigned attempts) {
+    return 250u << MIN(attempts, 4u);
+}
+
 /* What is wrong with a completion's token_ids and token_logprobs (NULL: nothing). */
 static const char *completion_wrong(json_t *ids, json_t *lps, size_t max_tokens, char *buf,
                                     size_t len) {
@@ -51,8 +62,7 @@ static const char *completion_wrong(json_t *ids, json_t *lps, size_t max_tokens,
     }
     for (size_t i = 0; i < n; i++) {
         json_t *id = json_array_get(ids, i), *lp = json_array_get(lps, i);
-        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-            json_integer_value(id) > INT32_MAX) {
+        if (!token_id_ok(id)) {
             snprintf(buf, len, "token_ids[%zu] is not an integer in [0, %d]", i, INT32_MAX);
             return buf;
         }
@@ -62,6 +72,21 @@ static const char *completion_wrong(json_t *ids, json_t *lps, size_t max_tokens,
         }
     }
     return NULL;
+}
+
+bool grpo_tokenize_check(grpo_run *run, json_t *toks) {
+    char buf[96] = "lacks \"tokens\"";
+    bool ok = json_is_array(toks);
+    for (size_t i = 0; ok && i < json_array_size(toks); i++) {
+        if (!token_id_ok(json_array_get(toks, i))) {
+            snprintf(buf, sizeof(buf), "tokens[%zu] is not an integer in [0, %d]", i, INT32_MAX);
+            ok = false;
+        }
+    }
+    if (!ok)
+        grpo_run_fail(run, -EPROTO, "trainer_failed", "trainer %s/tokenize: answer %s",
+                      run->trainer_base, buf);
+    return ok;
 }
 
 bool grpo_completion_check(grpo_run *run, json_t *ids, json_t *lps, size_t max_tokens) {

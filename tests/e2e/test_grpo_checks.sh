@@ -144,9 +144,10 @@ PY
 }
 
 # Trainer answers without a required field or out of range (docs/GRPO.md "Training plane"):
-# /detokenize without "prompt", /v1/completions token ids that are not integers in
-# [0, INT32_MAX], logprobs that are not finite numbers <= 0, more tokens than max_tokens (4):
-# each stops the run as trainer_failed with a message saying what was wrong.
+# /detokenize without "prompt", /tokenize and /v1/completions token ids that are not integers in
+# [0, INT32_MAX] (a /tokenize one was taken as 0 or cut to an int), logprobs that are not
+# finite numbers <= 0, more tokens than max_tokens (4): each stops the run as trainer_failed
+# with a message saying what was wrong.
 TEST_TIMEOUT_trainer_answers_checked=120
 test_trainer_answers_checked() {
   require_root
@@ -163,6 +164,9 @@ test_trainer_answers_checked() {
       "trainer_failed 0" "--malformed $kind: stop reason, trained"
   done <<'EOF2'
 detok-no-prompt|/detokenize: answer lacks "prompt"
+tokenize-negative|/tokenize: answer tokens[0] is not an integer in [0, 2147483647]
+tokenize-float|/tokenize: answer tokens[0] is not an integer in [0, 2147483647]
+tokenize-huge|/tokenize: answer tokens[0] is not an integer in [0, 2147483647]
 token-negative|/v1/completions: answer token_ids[0] is not an integer in [0, 2147483647]
 token-float|/v1/completions: answer token_ids[0] is not an integer in [0, 2147483647]
 token-huge|/v1/completions: answer token_ids[0] is not an integer in [0, 2147483647]
