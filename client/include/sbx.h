@@ -73,7 +73,8 @@ void sbx_client_free(sbx_client *client); /* accepts NULL */
  * SBX_E_INVALID for one with a control character (e.g. a token file's trailing newline): the
  * client keeps the token it had. */
 sbx_code sbx_client_set_token(sbx_client *client, const char *token);
-/* GET /v1/info of the first endpoint (or all, as a JSON array, when several). */
+/* GET /v1/info of the first endpoint (or all, as a JSON array, when several; an endpoint that
+ * fails is an entry with "error"). SBX_E_PROTOCOL when one endpoint's answer is not an object. */
 sbx_code sbx_client_info(sbx_client *client, char **ret_json, sbx_err *err);
 /* GET /v1/sandboxes; label_filter "k=v" or NULL. Returns the JSON array. */
 sbx_code sbx_client_list(sbx_client *client, const char *label_filter, char **ret_json,

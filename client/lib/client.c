@@ -219,12 +219,27 @@ static sbx_code dump(json_t *j, char **ret, sbx_err *err) {
     return SBX_OK;
 }
 
+/* GET /v1/info of endpoint ep: a JSON object, else an error. */
+static sbx_code get_info(sbx_client *c, size_t ep, json_t **ret, sbx_err *err) {
+    json_t *j = NULL;
+    sbx_code rc = get_json(c, ep, "/v1/info", &j, err);
+    if (rc == SBX_OK && !json_is_object(j)) {
+        json_decref(j);
+        return sbxi_err_set(err, SBX_E_PROTOCOL, 200, "",
+                            "sandboxd at %s sent JSON that is not an object for /v1/info",
+                            c->eps[ep].display);
+    }
+    if (rc == SBX_OK)
+        *ret = j;
+    return rc;
+}
+
 sbx_code sbx_client_info(sbx_client *c, char **ret_json, sbx_err *err) {
     if (!c || !ret_json)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "client or ret_json is NULL");
     if (c->n_eps == 1) {
         json_t *j = NULL;
-        sbx_code rc = get_json(c, 0, "/v1/info", &j, err);
+        sbx_code rc = get_info(c, 0, &j, err);
         return rc == SBX_OK ? dump(j, ret_json, err) : rc;
     }
     json_t *arr = json_array();
@@ -233,11 +248,7 @@ sbx_code sbx_client_info(sbx_client *c, char **ret_json, sbx_err *err) {
         sbx_err e = {0};
         if (c->fleet && c->eps[i].gone)
             continue;
-        sbx_code rc = get_json(c, i, "/v1/info", &j, &e);
-        if (rc == SBX_OK && !json_is_object(j))
-            rc = sbxi_err_set(&e, SBX_E_PROTOCOL, 200, "",
-                              "sandboxd at %s sent JSON that is not an object for /v1/info",
-                              c->eps[i].display);
+        sbx_code rc = get_info(c, i, &j, &e);
         if (rc != SBX_OK) {
             json_decref(j);
             j = json_pack("{ss}", "error", e.message);

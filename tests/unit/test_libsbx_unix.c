@@ -3,7 +3,8 @@
  * close-delimited answers, NDJSON streamed to on_chunk, an error answer collected even when
  * streaming was asked, Retry-After, a kept connection the server closed (transparent
  * reconnect), uploads from a descriptor (sized and chunked), removed headers, a socket nobody
- * listens on, and that none of it loads libcurl. */
+ * listens on, and that none of it loads libcurl; sbx_client_info refusing a /v1/info answer
+ * that is not an object. */
 #include "client/lib/internal.h"
 #include "tests/lib/test.h"
 
@@ -110,6 +111,9 @@ static bool answer(int fd, const char *head, const char *body, size_t blen) {
                  strlen(e), e);
         return put(fd, out);
     }
+    if (strcmp(path, "/v1/info") == 0) /* JSON, but not the object sandboxd sends */
+        return put(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                       "Content-Length: 5\r\n\r\n[1,2]");
     if (strcmp(path, "/close") == 0) { /* no length: the body ends with the connection */
         snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n%s", echo);
         put(fd, out);
@@ -265,6 +269,26 @@ TEST(unix_http_uploads_from_a_descriptor) {
     CHECK(strstr(json, "CHUNKED=1") != NULL);
     CHECK(strstr(json, want) != NULL);
     free(json);
+    sbx_client_free(c);
+}
+
+/* A /v1/info answer that is not an object: an error naming the endpoint with one endpoint (it
+ * was returned as the daemon's info), as in each entry with several. */
+TEST(unix_http_info_not_an_object) {
+    sbx_client *c = start();
+    sbx_err err;
+    char *js = NULL;
+    CHECK_EQ(sbx_client_info(c, &js, &err), SBX_E_PROTOCOL);
+    CHECK(js == NULL);
+    CHECK_MSG(strstr(err.message, "not an object for /v1/info") && strstr(err.message, srv_path),
+              "message: %s", err.message);
+    sbx_client_free(c);
+    char hosts[300];
+    snprintf(hosts, sizeof(hosts), "unix:%s,unix:%s", srv_path, srv_path);
+    CHECK_EQ(sbx_client_new(hosts, &c, &err), SBX_OK);
+    CHECK_EQ(sbx_client_info(c, &js, &err), SBX_OK);
+    CHECK_MSG(strstr(js, "not an object for /v1/info"), "info: %s", js);
+    free(js);
     sbx_client_free(c);
 }
 
