@@ -17,7 +17,7 @@ import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
-from .errors import InvalidArgument, NotFound, SandboxdError
+from .errors import InvalidArgument, NotFound, SandboxdError, Unauthorized
 from .objects import CommandResult, Process, RemoteFile, SandboxInfo, _result
 from .args import (Duration, Egress, Size, _call, _check, _check_port, _create_request,
                    _data_member, _exec_args, _exec_opts, _fork_request, _info, _port_body,
@@ -160,7 +160,7 @@ class Lease:
     @property
     def renewing(self) -> bool:
         """Whether a keep_alive thread is renewing the lease (False after stop(), and once a
-        renewal found the lease gone)."""
+        renewal found the lease gone or the token refused)."""
         return self._thread is not None and self._thread.is_alive()
 
     @classmethod
@@ -185,7 +185,8 @@ class Lease:
         that fails (the daemon restarting or unreachable, a 5xx, a 503) is kept in ``error``
         and tried again, after 0.5 s, then twice as long each time up to ``every``: a short
         outage within the ttl costs nothing. Only NotFound (the lease expired or was deleted:
-        its sandboxes are gone) ends the thread."""
+        its sandboxes are gone) and Unauthorized (a wrong or missing token: trying again cannot
+        help) end the thread."""
         self.stop()
         self._stop = threading.Event()
         stop = self._stop
@@ -201,7 +202,7 @@ class Lease:
                     else:
                         retry = min(every, retry * 2 if retry else 0.5)
                         wait = retry
-            except NotFound:
+            except (NotFound, Unauthorized):
                 pass
             finally:
                 _lib.lib().sbx_client_free(h)
@@ -211,13 +212,14 @@ class Lease:
 
     def _renew_for_thread(self, h: ctypes.c_void_p) -> bool:
         """keep_alive's renewal: True when it went through, False (kept in ``error``) when it
-        failed; NotFound is kept and raised (the lease is gone)."""
+        failed; NotFound (the lease is gone) and Unauthorized (the token is refused) are kept
+        and raised."""
         try:
             self.renew(h)
             return True
         except SandboxdError as e:
             self.error = e
-            if isinstance(e, NotFound):
+            if isinstance(e, (NotFound, Unauthorized)):
                 raise
             return False
 

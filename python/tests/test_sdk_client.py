@@ -2,7 +2,8 @@
 its Unix socket in SBX_HOST, its token-protected TCP port in SBX_TCP_HOST with a 1600-byte token
 in SBX_TCP_TOKEN) and a local stand-in endpoint: a token libsbx refuses raises, a long token is
 sent whole, an endpoint whose /v1/info is not an object is named, a lease's renewing thread
-goes on past failures, and wait_for_port keeps its timeout against a server that never answers."""
+goes on past failures and stops when its token is refused, and wait_for_port keeps its
+timeout against a server that never answers."""
 import asyncio
 import contextlib
 import http.server
@@ -14,7 +15,7 @@ import pytest
 
 import sandboxd
 from sandboxd import (AsyncSandbox, Conflict, InfrastructureFailure, InvalidArgument, Lease,
-                      NotFound, Sandbox)
+                      NotFound, Sandbox, Unauthorized)
 
 SMALL = dict(cpu=0.5, memory="256Mi")
 
@@ -109,6 +110,26 @@ def test_lease_keep_alive_goes_on_past_failures():
     assert sb.inspect().state == "ended"
     lease.stop()
     sb.close()
+
+
+def test_lease_keep_alive_stops_when_the_token_is_refused():
+    """A renewing client with a wrong token (401): trying again cannot help, so the thread
+    ends with the error kept, as for NotFound (it renewed forever)."""
+    host, token = os.environ["SBX_TCP_HOST"], os.environ["SBX_TCP_TOKEN"]
+    with sandboxd.Client(host, token=token) as good, \
+            sandboxd.Client(host, token="wrong-token") as bad:
+        lease = Lease.create("60s", client=good)
+        renewer = Lease(lease.id, client=bad)
+        try:
+            renewer.keep_alive(0.2)
+            deadline = time.monotonic() + 10
+            while renewer.renewing and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not renewer.renewing, f"still renewing after {renewer.error!r}"
+            assert isinstance(renewer.error, Unauthorized), repr(renewer.error)
+        finally:
+            renewer.stop()
+            lease.delete()
 
 
 SILENT = ("import socket\n"

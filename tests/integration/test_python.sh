@@ -41,8 +41,9 @@ test_sdk() {
 
 # The SDK's client side (python/tests/test_sdk_client.py): a refused token raises, a token of
 # 1600 bytes reaches the TCP port whole (sbx here, the SDK sync and async there), an endpoint
-# whose /v1/info is not an object is named, a lease's renewing goes on past failed renewals,
-# and wait_for_port keeps its timeout. Both passes: short, on libsbx's header and timeout paths.
+# whose /v1/info is not an object is named, a lease's renewing goes on past failed renewals
+# and stops when the token is refused, and wait_for_port keeps its timeout. Both passes: short,
+# on libsbx's header and timeout paths.
 TEST_TIMEOUT_sdk_client=120
 test_sdk_client() {
   need_pytest
