@@ -3,6 +3,7 @@
  * directory, serves the API on the libuv loop and tells systemd it is ready. SIGTERM/SIGINT
  * stop serving and exit 0, leaving sandboxes (and their shims) running for the next start. */
 #include "common/fdutil.h"
+#include "policy/limits.h"
 #include "policy/seccomp.h"
 #include "sandboxd/api/api.h"
 #include "sandboxd/api/listen.h"
@@ -96,6 +97,20 @@ static void host_limits(sd_daemon *d) {
     d->slots = calloc(d->n_slots, 1);
 }
 
+/* The config's "defaults" against this host: values no create here could have (e.g. more CPUs
+ * than the host has) stop the start, instead of a 400 for every create that sets none. */
+static int check_defaults(sd_daemon *d, error_rec *err) {
+    json_t *none = json_object();
+    policy_create c = {0};
+    int r = none ? policy_limits_parse_create(none, d->cfg.defaults, &d->host, &c, err)
+                 : error_set(err, -ENOMEM, "out of memory");
+    json_decref(none);
+    if (r < 0)
+        return error_prefix(err, "config defaults");
+    policy_create_done(&c);
+    return 0;
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
     sd_daemon *d = s->data;
     log_info("signal %d: stopping (sandboxes keep running)", signum);
@@ -148,6 +163,8 @@ static int setup(sd_daemon *d, error_rec *err) {
     host_limits(d);
     if (!d->slots)
         return error_set(err, -ENOMEM, "out of memory");
+    if ((r = check_defaults(d, err)) < 0)
+        return r;
     if (!d->cfg.shim_path)
         d->cfg.shim_path = find_shim();
     if (!d->cfg.shim_path || access(d->cfg.shim_path, X_OK) < 0)

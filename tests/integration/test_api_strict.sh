@@ -131,6 +131,8 @@ test_unknown_fields_refused() {
   bad_config '{"defaults":{"memory":"1Gi","labels":{"team":"a"}}}' \
     "defaults.labels: a create's own field, not a default"
   bad_config '{"pools":[{"size":1,"entrypoint":["sleep","9"]}]}' 'pools: entrypoint: a warm'
+  # defaults no create here could have: every create that set none was a 400 blaming its cpu
+  bad_config '{"defaults":{"cpu":1000}}' 'config defaults: cpu: must be in'
   # the objects read elsewhere, key by key and type by type (each was ignored: a typo there
   # gave a daemon without the setting, or without networking)
   bad_config '{"network":true}' 'network: must be an object'
