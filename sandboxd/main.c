@@ -179,7 +179,7 @@ static int setup(sd_daemon *d, error_rec *err) {
     int ufd = sd_listen_activated(), tfd = -1;
     if (ufd < 0 && (r = sd_listen_unix(d->cfg.socket_path, &ufd, err)) < 0)
         return r;
-    if (d->cfg.tcp && (r = sd_listen_tcp(d->cfg.tcp, &tfd, err)) < 0)
+    if (d->cfg.tcp && (r = sd_listen_tcp("--tcp", d->cfg.tcp, &tfd, err)) < 0)
         return r;
     if ((r = wire(d, err)) < 0)
         return r;
@@ -188,7 +188,7 @@ static int setup(sd_daemon *d, error_rec *err) {
         return r;
     if (d->cfg.sf_listen) {
         int sfd;
-        if ((r = sd_listen_tcp(d->cfg.sf_listen, &sfd, err)) < 0 ||
+        if ((r = sd_listen_tcp("--sandboxfusion-listen", d->cfg.sf_listen, &sfd, err)) < 0 ||
             (r = sd_http_start_sandboxfusion(d, sfd, err)) < 0)
             return r;
         if (!sd_listen_is_loopback(sfd))

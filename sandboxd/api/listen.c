@@ -9,6 +9,8 @@
 
 #include "common/fdutil.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -51,11 +53,17 @@ int sd_listen_unix(const char *path, int *ret_fd, error_rec *err) {
     return 0;
 }
 
-int sd_listen_tcp(const char *hostport, int *ret_fd, error_rec *err) {
+int sd_listen_tcp(const char *what, const char *hostport, int *ret_fd, error_rec *err) {
     char host[256];
     const char *colon = strrchr(hostport, ':');
     if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof(host))
-        return error_set(err, -EINVAL, "--tcp: expected HOST:PORT, got \"%s\"", hostport);
+        return error_set(err, -EINVAL, "%s: expected HOST:PORT, got \"%s\"", what, hostport);
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (!isdigit((unsigned char)colon[1]) || *end || errno || port < 1 || port > 65535)
+        return error_set(err, -EINVAL, "%s %s: the port must be a number in [1, 65535]", what,
+                         hostport);
     memcpy(host, hostport, (size_t)(colon - hostport));
     host[colon - hostport] = 0;
     char *h = host;
@@ -63,10 +71,11 @@ int sd_listen_tcp(const char *hostport, int *ret_fd, error_rec *err) {
         h[strlen(h) - 1] = 0;
         h++;
     }
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *ai;
     int r = getaddrinfo(h, colon + 1, &hints, &ai);
     if (r != 0)
-        return error_set(err, -EINVAL, "--tcp %s: %s", hostport, gai_strerror(r));
+        return error_set(err, -EINVAL, "%s %s: %s", what, hostport, gai_strerror(r));
     _cleanup_close_ int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd >= 0)

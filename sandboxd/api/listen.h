@@ -6,7 +6,8 @@
 #include <stdbool.h>
 
 int sd_listen_unix(const char *path, int *ret_fd, error_rec *err);
-int sd_listen_tcp(const char *hostport, int *ret_fd, error_rec *err);
+/* `what`: the flag that named hostport, for messages ("--tcp"). */
+int sd_listen_tcp(const char *what, const char *hostport, int *ret_fd, error_rec *err);
 int sd_listen_activated(void);
 /* Whether a bound socket listens on a loopback address only. */
 bool sd_listen_is_loopback(int fd);

@@ -133,6 +133,10 @@ test_unknown_fields_refused() {
   bad_config '{"pools":[{"size":1,"entrypoint":["sleep","9"]}]}' 'pools: entrypoint: a warm'
   # defaults no create here could have: every create that set none was a 400 blaming its cpu
   bad_config '{"defaults":{"cpu":1000}}' 'config defaults: cpu: must be in'
+  # a port past 65535 listened on another one (99999 on 34463), and the SandboxFusion
+  # listener's errors named --tcp
+  bad_config '{"tcp":"127.0.0.1:99999","token":"t"}' '--tcp 127.0.0.1:99999: the port must be'
+  bad_config '{"sandboxfusion_listen":"127.0.0.1:x"}' '--sandboxfusion-listen 127.0.0.1:x: the port'
   # the objects read elsewhere, key by key and type by type (each was ignored: a typo there
   # gave a daemon without the setting, or without networking)
   bad_config '{"network":true}' 'network: must be an object'
