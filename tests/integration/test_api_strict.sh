@@ -157,7 +157,7 @@ bad_config() { # JSON WANT: a daemon with this config file exits at start, sayin
     --socket "$DAEMON_ROOT/bad.sock" --run-dir "$DAEMON_ROOT/bad-run" \
     --state-dir "$DAEMON_ROOT/bad-state" 2>&1) || rc=$?
   [ "$rc" -ne 0 ] || fail "the config $1 started the daemon: $out"
-  echo "$out" | grep -qF "$2" || fail "the config $1: the error does not say \"$2\": $out"
+  echo "$out" | grep -qF -- "$2" || fail "the config $1: the error does not say \"$2\": $out"
 }
 
 # Raw requests over the Unix socket (curl normalises what these tests need to get wrong).
