@@ -125,10 +125,18 @@ static int open_dir(layer_ctx *c, const char *rel, size_t n, int *ret_fd) {
 static int open_parent(layer_ctx *c, const char *rel, int *ret_fd, const char **ret_name) {
     const char *slash = strrchr(rel, '/');
     *ret_name = slash ? slash + 1 : rel;
+    if (strlen(*ret_name) > NAME_MAX)
+        return error_set(c->err, -EINVAL, "image: %s: name too long", c->path);
     return open_dir(c, rel, slash ? (size_t)(slash - rel) : 0, ret_fd);
 }
 
-/* Remove what the same layer put at dirfd/name before (a tar may repeat a path). */
+/* A whiteout this unpacker made (the layer itself may hold no device). */
+static bool is_whiteout(const struct stat *st) {
+    return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
+}
+
+/* Remove what the same layer put at dirfd/name before (a tar may repeat a path). 1: it was a
+ * whiteout (the layer deletes the lower layers' name, then makes its own). */
 static int clear_name(layer_ctx *c, int dirfd, const char *name, bool keep_dir) {
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -142,7 +150,31 @@ static int clear_name(layer_ctx *c, int dirfd, const char *name, bool keep_dir) 
     }
     if (unlinkat(dirfd, name, 0) < 0)
         return disk_err(c->err, negative_errno(), "replace", c->path);
+    return is_whiteout(&st) ? 1 : 0;
+}
+
+/* trusted.overlay.opaque=y: what the lower layers have under the directory is hidden. */
+static int mark_opaque(layer_ctx *c, int fd) {
+    if (fsetxattr(fd, "trusted.overlay.opaque", "y", 1, 0) < 0)
+        return disk_err(c->err, negative_errno(), "mark opaque", c->path);
     return 0;
+}
+
+/* ".wh.NAME" deletes NAME of the lower layers only (OCI image spec, layer.md "Whiteouts"): a
+ * NAME this layer has already stays, and a directory of it then hides the lower ones' content. */
+static int whiteout_name(layer_ctx *c, int dfd, const char *target) {
+    struct stat st;
+    if (fstatat(dfd, target, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno != ENOENT)
+            return disk_err(c->err, negative_errno(), "stat", c->path);
+        if (mknodat(dfd, target, S_IFCHR | 0, makedev(0, 0)) < 0)
+            return disk_err(c->err, negative_errno(), "write the whiteout", c->path);
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return 0; /* this layer's file, symlink or whiteout already hides the lower ones */
+    _cleanup_close_ int fd = openat(dfd, target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd < 0 ? disk_err(c->err, negative_errno(), "open", c->path) : mark_opaque(c, fd);
 }
 
 static int whiteout(layer_ctx *c, const char *rel, const char *base) {
@@ -151,20 +183,13 @@ static int whiteout(layer_ctx *c, const char *rel, const char *base) {
     int r = open_parent(c, rel, &dfd, &name);
     if (r < 0)
         return r;
-    if (strcmp(base, ".wh..wh..opq") == 0) {
-        if (fsetxattr(dfd, "trusted.overlay.opaque", "y", 1, 0) < 0)
-            return disk_err(c->err, negative_errno(), "mark opaque", c->path);
-        return 0;
-    }
+    if (strcmp(base, ".wh..wh..opq") == 0)
+        return mark_opaque(c, dfd);
     const char *target = base + 4;
     if (strncmp(base, ".wh..wh.", 8) == 0 || !*target || strcmp(target, ".") == 0 ||
         strcmp(target, "..") == 0)
         return error_set(c->err, -EINVAL, "image: %s: unsupported whiteout", c->path);
-    if ((r = clear_name(c, dfd, target, false)) < 0)
-        return r;
-    if (mknodat(dfd, target, S_IFCHR | 0, makedev(0, 0)) < 0)
-        return disk_err(c->err, negative_errno(), "write the whiteout", c->path);
-    return 0;
+    return whiteout_name(c, dfd, target);
 }
 
 static int copy_data(layer_ctx *c, struct archive *a, int fd) {
@@ -283,10 +308,13 @@ static int write_entry(layer_ctx *c, struct archive *a, struct archive_entry *e,
     if (r < 0 || (r = open_parent(c, rel, &dfd, &name)) < 0 ||
         (r = clear_name(c, dfd, name, !hl && type == AE_IFDIR)) < 0)
         return r;
+    bool replaces_whiteout = r == 1; /* a directory then hides the lower layers' one */
     if (hl)
         return hard_link(c, dfd, name, hl);
     if (type == AE_IFLNK) {
         const char *t = la.archive_entry_symlink(e);
+        if (t && strlen(t) >= PATH_MAX)
+            return error_set(c->err, -EINVAL, "image: %s: symlink target too long", c->path);
         if (!t || !*t || !link_stays(rel, t))
             return error_set(c->err, -EINVAL, "image: %s: symlink to \"%s\" leaves the image",
                              c->path, t ? t : "");
@@ -306,6 +334,8 @@ static int write_entry(layer_ctx *c, struct archive *a, struct archive_entry *e,
     }
     if (fd < 0)
         return disk_err(c->err, negative_errno(), "create", c->path);
+    if (type == AE_IFDIR && replaces_whiteout && (r = mark_opaque(c, fd)) < 0)
+        return r;
     if (type == AE_IFREG) {
         la_int64_t size = la.archive_entry_size(e);
         if ((r = copy_data(c, a, fd)) < 0)
@@ -348,8 +378,11 @@ static int unpack_entries(layer_ctx *c, struct archive *t) {
             return error_set(c->err, -EINVAL, "image: layer is not a valid tar: %s",
                              la.archive_error_string(t));
         const char *p = la.archive_entry_pathname(e);
-        if (libarchive_clean_path(p, c->path, sizeof(c->path)) < 0)
-            return error_set(c->err, -EINVAL, "image: unsafe path \"%.200s\" (absolute or \"..\")",
+        if ((r = libarchive_clean_path(p, c->path, sizeof(c->path))) < 0)
+            return error_set(c->err, -EINVAL,
+                             r == -ENAMETOOLONG
+                                 ? "image: path too long: \"%.200s...\""
+                                 : "image: unsafe path \"%.200s\" (absolute or \"..\")",
                              p ? p : "");
         la_int64_t sz = la.archive_entry_size(e);
         if ((c->b->unpacked += 512) > c->b->unpacked_max)
@@ -573,7 +606,7 @@ int img_members_save(const char *path, const char *dir, img_budget *b, img_membe
 const img_member *img_members_find(const img_members *m, const char *path) {
     for (int hops = 0; hops < 2; hops++) {
         const img_member *hit = NULL;
-        for (size_t i = 0; i < m->n && !hit; i++)
+        for (size_t i = m->n; i-- > 0 && !hit;) /* a later copy replaces an earlier, as in tar */
             if (strcmp(m->v[i].path, path) == 0)
                 hit = &m->v[i];
         if (!hit || !hit->link)

@@ -23,11 +23,13 @@ int img_sha256_file(const char *path, char ret_hex[IMG_DIGEST_HEX + 1], error_re
 
 /* Unpack the layer tar in blob_path (uncompressed, gzip, zstd...) into the empty directory
  * dest_fd; dest_fd -1 only hashes. Writes the SHA-256 of the uncompressed tar (the layer's
- * diff_id) and the bytes of file data written. Refuses absolute paths, "..", paths through
- * symlinks, devices, FIFOs, sockets, setuid/setgid files (unless b->strip_setuid), owners
- * outside 0..65535, hard links to anything but a regular file earlier in the same layer and
- * relative symlinks that climb above the image's root. -EINVAL (bad input), -EFBIG (over the
- * budget), -ENOSPC/-EDQUOT (disk) or another -errno, message naming the entry. */
+ * diff_id) and the bytes of file data written. A whiteout leaves the same layer's entry of its
+ * name (a directory of it is made opaque). Refuses absolute paths, "..", names and paths the
+ * file system cannot hold, paths through symlinks, devices, FIFOs, sockets, setuid/setgid
+ * files (unless b->strip_setuid), owners outside 0..65535, hard links to anything but a
+ * regular file earlier in the same layer and relative symlinks that climb above the image's
+ * root. -EINVAL (bad input), -EFBIG (over the budget), -ENOSPC/-EDQUOT (disk) or another
+ * -errno, message naming the entry. */
 int img_unpack_layer(const char *blob_path, int dest_fd, img_budget *b,
                      char ret_diff_id[IMG_DIGEST_HEX + 1], uint64_t *ret_size, error_rec *err);
 
@@ -50,7 +52,8 @@ typedef struct img_members {
  * docker save / OCI layout name: a rootfs tarball), 0 when saved, or -errno. */
 int img_members_save(const char *path, const char *dir, img_budget *b, img_members *ret,
                      error_rec *err);
-/* The member at path (following one symlink member), or NULL. */
+/* The member at path (its last copy, as tar extraction leaves it; following one symlink
+ * member), or NULL. */
 const img_member *img_members_find(const img_members *m, const char *path);
 void img_members_done(img_members *m);
 

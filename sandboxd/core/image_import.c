@@ -357,7 +357,9 @@ static bool workdir_exists(img_job *j, const char *wd) {
             safe_close(fd);
             fd = next;
             char y;
-            opaque = fd >= 0 && fgetxattr(fd, "trusted.overlay.opaque", &y, 1) == 1 && y == 'y';
+            /* an opaque directory on the way hides everything below it in the lower layers */
+            opaque = opaque ||
+                     (fd >= 0 && fgetxattr(fd, "trusted.overlay.opaque", &y, 1) == 1 && y == 'y');
         }
         if (opaque)
             return false;

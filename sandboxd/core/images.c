@@ -533,7 +533,7 @@ int sd_images_add_commit(sd_daemon *d, const char *name, const char *base, const
         json_object_set_new(m, "committed_from", json_string(from)) < 0 ||
         json_object_set_new(m, "created", json_string(created)) < 0 ||
         json_object_set_new(m, "size", json_integer(total)) < 0) {
-        rm_rf(p);
+        trash_unused(d, hex); /* in the store's lock, as every removal of a layer */
         return error_set(err, -ENOMEM, "out of memory");
     }
     _cleanup_free_ char *text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
@@ -541,7 +541,7 @@ int sd_images_add_commit(sd_daemon *d, const char *name, const char *base, const
     snprintf(mp, sizeof(mp), "%s/meta/%s.json", s->root, name);
     int r = text ? file_write_atomic(mp, text, strlen(text), 0600) : -ENOMEM;
     if (r < 0) {
-        trash(d, p);
+        trash_unused(d, hex);
         return error_set_errno(err, r, "image store: write %s", mp);
     }
     if ((r = image_add(s, name, NULL, json_incref(m))) < 0)

@@ -4,7 +4,8 @@
 mkimage.py FORMAT OUT [BAD]
   FORMAT: docker (classic docker save), docker-oci (docker save >= 25: OCI blobs plus
           manifest.json), oci (OCI image layout, second layer gzip), rootfs (one plain tarball)
-  BAD:    one hostile or broken variant (see BAD_LAYERS, BAD_ENV and the digest cases below)
+  BAD:    one hostile or broken variant (see BAD_LAYERS, BAD_ENV and the digest cases below), or
+          good layers on top (GOOD_LAYERS, GOOD_TWO)
 
 The image: layer 1 is a tiny runnable root (dash as /usr/bin/sh, a few coreutils and the
 libraries they need, copied from the host) with files that layer 2 changes, deletes with a
@@ -157,7 +158,26 @@ BAD_LAYERS = {
     "symlink-out": lambda l: l.link("a/b", tarfile.SYMTYPE, "../../../etc"),
     "through-symlink": lambda l: (l.link("lnk", tarfile.SYMTYPE, "/tmp"),
                                   l.file("lnk/evil", "x", parents=False)),
+    "long-name": lambda l: l.file("srv/" + "n" * 256, "x"),  # over NAME_MAX
+    "long-link": lambda l: l.link("srv/l", tarfile.SYMTYPE, "d/" * 2100),  # over PATH_MAX
+    "long-path": lambda l: l.file("p/" * 2100 + "f", "x", parents=False),
 }
+
+# a third layer that is no error: whiteouts beside their own layer's entries of the same name,
+# which they leave (OCI layer.md: a whiteout applies to the lower layers only)
+GOOD_LAYERS = {
+    "same-layer-whiteouts": lambda l: (
+        l.file(".wh.opq", ""), l.dir("opq"), l.file("opq/fresh", "fresh\n"),  # opq recreated
+        l.file("data/keep3", "k3\n"), l.file("data/.wh.keep3", ""),  # a file, then its whiteout
+        l.file("data/sub/s", "s\n"), l.file("data/.wh.sub", "")),  # a directory, then its whiteout
+}
+# two good layers on top: the WorkingDir w/s/deep (the fourth), hidden by the opaque w/ that
+# the fifth has (with only its own w/s/)
+GOOD_TWO = {
+    "workdir-hidden": (lambda l: l.dir("w/s/deep"),
+                       lambda l: (l.dir("w"), l.file("w/.wh..wh..opq", ""), l.dir("w/s"))),
+}
+WORKDIR = {"workdir-hidden": "/w/s/deep"}
 
 
 def sha(b):
@@ -182,7 +202,7 @@ def config(diff_ids, bad=""):
     return json.dumps({
         "architecture": "amd64", "os": "linux",
         "config": {"Env": env + BAD_ENV.get(bad, []) + EDGE_ENV.get(bad, []),
-                   "WorkingDir": "/app", "Cmd": ["sh"]},
+                   "WorkingDir": WORKDIR.get(bad, "/app"), "Cmd": ["sh"]},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + d for d in diff_ids]},
     }).encode()
 
@@ -195,9 +215,13 @@ def add(tar, name, data):
 
 def build(fmt, out, bad):
     layers = [layer1(), layer2()]
-    if bad in BAD_LAYERS:
+    if bad in BAD_LAYERS or bad in GOOD_LAYERS:
         l = Layer()
-        BAD_LAYERS[bad](l)
+        (BAD_LAYERS.get(bad) or GOOD_LAYERS[bad])(l)
+        layers.append(l.bytes())
+    for make in GOOD_TWO.get(bad, ()):
+        l = Layer()
+        make(l)
         layers.append(l.bytes())
     diff_ids = [sha(x) for x in layers]
     if bad == "diffid":
@@ -221,6 +245,8 @@ def build(fmt, out, bad):
                 paths.append(f"{lid}/layer.tar")
             name = sha(cfg) if bad != "config-digest" else sha(b"x")
             add(tar, f"{name}.json", cfg)
+            if bad == "manifest-appended":  # replaced by a later copy (tar -rf): the last counts
+                add(tar, "manifest.json", b'[{"Config":"nowhere.json","Layers":[]}]')
             add(tar, "manifest.json", json.dumps(
                 [{"Config": f"{name}.json", "RepoTags": ["test:v1"], "Layers": paths}]).encode())
             add(tar, "repositories", b'{"test":{"v1":"%s"}}' % sha(cfg).encode())

@@ -67,6 +67,10 @@ test_formats_and_sharing() {
     local want="changed"; [ $f == rootfs ] && want="base"
     echo "$BODY" | jq -e --arg w "$want" '.stdout == $w + "\n1000\n"' >/dev/null || fail "$f: $BODY"
   done
+  # a member appended again (tar -rf) replaces the earlier copy, as when tar or docker load
+  # extracts it: the first copy of manifest.json was read (400, its config "is missing")
+  import t-appended "$(img docker manifest-appended)"
+  expect 201 '.format == "docker" and (.layers | length) == 2'
 }
 
 # Two imports at once that carry the same layers both unpack them (neither finds them stored
@@ -185,6 +189,50 @@ EOF
   import su:v1 "$(img oci setuid)" setuid=strip; expect 201
   create '{"image":"su:v1"}'
   run_in "$ID" 'stat -c %a /usr/bin/su'; expect 200 '.stdout == "755\n"'
+}
+
+# Names the file system cannot hold are the archive's fault: 400 naming the entry (a name over
+# 255 bytes, a symlink target over 4095 were 500 "File name too long"), and nothing is left.
+TEST_TIMEOUT_long_names=90
+test_long_names() {
+  start_daemon
+  local before; before=$(store_state)
+  local bad want
+  while IFS='|' read -r bad want; do
+    import "bad-$bad" "$(img oci "$bad")"
+    expect 400 '.code == "invalid_image"'
+    echo "$BODY" | jq -e --arg w "$want" '.message | contains($w)' >/dev/null || fail "$bad: expected \"$want\" in $BODY"
+    nothing_left "$before"
+  done <<'EOF'
+long-name|nnnnnnnn: name too long
+long-link|srv/l: symlink target too long
+long-path|image: path too long: "p/p/p/
+EOF
+}
+
+# A whiteout deletes its name in the lower layers only (OCI layer.md "Whiteouts"): the same
+# layer's file of that name stays, and its directory hides the lower layers' one. A directory
+# recreated after its whiteout showed the lower layers' files again, a file before its whiteout
+# was deleted, and a directory before its whiteout failed the import.
+TEST_TIMEOUT_same_layer_whiteouts=90
+test_same_layer_whiteouts() {
+  start_daemon
+  import t:v1 "$(img oci same-layer-whiteouts)"; expect 201 '(.layers | length) == 3'
+  create '{"image":"t:v1"}'
+  run_in "$ID" 'ls /opq; ls /data; cat /data/keep3 /data/sub/s'
+  echo "$BODY" | jq -e '.stdout == "fresh\nhard\nkeep\nkeep2\nkeep3\nsub\nk3\ns\n"' >/dev/null || fail "merged view: $BODY"
+}
+
+# A WorkingDir below a directory that a higher layer made opaque is gone, even where that layer
+# has the directories above it: it was found in the lower layer (workdir_exists true), and every
+# command without a cwd then failed (400 "exec chdir /w/s/deep: No such file or directory").
+TEST_TIMEOUT_workdir_under_opaque=90
+test_workdir_under_opaque() {
+  start_daemon
+  import w:v1 "$(img oci workdir-hidden)"
+  expect 201 '(.layers | length) == 4 and .workdir == "/w/s/deep" and .workdir_exists == false'
+  create '{"image":"w:v1"}'
+  run_in "$ID" 'pwd'; expect 200 '.stdout == "/workspace\n"'
 }
 
 TEST_TIMEOUT_limits_and_full_disk=120
