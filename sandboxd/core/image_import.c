@@ -239,10 +239,13 @@ static const char *host_arch(void) {
                                                : "unknown";
 }
 
-/* From an index: the one manifest, or the one for linux on this host's architecture. */
+/* From an index: the one manifest, else the one for linux on this host's architecture, else the
+ * first without a platform (`docker save` lists one per tag); one for other platforms only is
+ * refused, as `docker pull` does, rather than run binaries this host cannot execute. */
 static json_t *pick_manifest(json_t *index, error_rec *err) {
-    json_t *list = json_object_get(index, "manifests"), *d;
+    json_t *list = json_object_get(index, "manifests"), *d, *any = NULL;
     size_t i;
+    char others[256] = "";
     if (!json_is_array(list) || json_array_size(list) == 0) {
         bad(err, "image: %s has no manifests", "index.json");
         return NULL;
@@ -253,10 +256,19 @@ static json_t *pick_manifest(json_t *index, error_rec *err) {
         json_t *p = json_object_get(d, "platform");
         const char *os = json_string_value(json_object_get(p, "os"));
         const char *arch = json_string_value(json_object_get(p, "architecture"));
+        if (!p && !any)
+            any = d;
         if (os && arch && strcmp(os, "linux") == 0 && strcmp(arch, host_arch()) == 0)
             return d;
+        size_t n = strlen(others);
+        if (p && n < sizeof(others) - 1)
+            snprintf(others + n, sizeof(others) - n, "%s%.32s/%.32s", n ? ", " : "", os ? os : "?",
+                     arch ? arch : "?");
     }
-    return json_array_get(list, 0);
+    if (!any)
+        error_set(err, -EINVAL, "image: the index has no manifest for linux/%s (only %s)",
+                  host_arch(), others);
+    return any;
 }
 
 static bool is_index(json_t *desc, json_t *doc) {

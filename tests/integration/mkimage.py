@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import os
+import platform
 import subprocess
 import sys
 import tarfile
@@ -180,6 +181,9 @@ GOOD_TWO = {
 WORKDIR = {"workdir-hidden": "/w/s/deep"}
 
 
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), "unknown")
+
+
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 
@@ -263,10 +267,14 @@ def build(fmt, out, bad):
                                      "digest": "sha256:" + sha(cfg), "size": len(cfg)},
                           "layers": descs}).encode()
         add(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
-        add(tar, "index.json", json.dumps({"schemaVersion": 2, "manifests": [
-            {"mediaType": "application/vnd.oci.image.manifest.v1+json",
-             "digest": "sha256:" + sha(man), "size": len(man),
-             "annotations": {"org.opencontainers.image.ref.name": "v1"}}]}).encode())
+        entry = {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                 "digest": "sha256:" + sha(man), "size": len(man),
+                 "annotations": {"org.opencontainers.image.ref.name": "v1"}}
+        # an index of other platforms only (refused), or with this host's second (taken)
+        arches = {"other-arch": ["arm64", "s390x"], "multi-arch": ["s390x", HOST_ARCH]}
+        entries = [dict(entry, platform={"os": "linux", "architecture": a})
+                   for a in arches.get(bad, [])] or [entry]
+        add(tar, "index.json", json.dumps({"schemaVersion": 2, "manifests": entries}).encode())
         for b in [cfg, man] + blobs:
             add(tar, "blobs/sha256/" + sha(b) if b is not blobs[0] or bad != "blob-digest"
                 else "blobs/sha256/" + descs[0]["digest"][7:], b)

@@ -71,6 +71,10 @@ test_formats_and_sharing() {
   # extracts it: the first copy of manifest.json was read (400, its config "is missing")
   import t-appended "$(img docker manifest-appended)"
   expect 201 '.format == "docker" and (.layers | length) == 2'
+  # an index for several platforms: this host's manifest, wherever it is (the first is refused
+  # for another platform in test_bad_archives)
+  import t-multi "$(img oci multi-arch)"
+  expect 201 '.format == "oci" and (.layers | length) == 2'
 }
 
 # Two imports at once that carry the same layers both unpack them (neither finds them stored
@@ -171,6 +175,7 @@ env-many|image: config Env: has too many entries (at most 256)
 env-value|image: config Env.BIG: value too long
 env-big|image: config Env: too large (
 env-noeq|image: config Env: NOEQUALS is not NAME=VALUE
+other-arch|no manifest for linux/amd64 (only linux/arm64, linux/s390x)
 EOF
   import bad-dig "$(img docker diffid)"; expect 400 '.message | contains("digest mismatch")'
   import bad-cfg "$(img docker config-digest)"; expect 400 '.message | contains("digest mismatch")'
