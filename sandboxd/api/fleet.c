@@ -67,19 +67,20 @@ bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const polic
     const char *placed = sd_req_query(req, "placed"), *key = sd_req_header(req, "Idempotency-Key");
     if (!sd_fleet_on(d) || (key && sd_registry_find_idem(d, key))) /* a replay: answered here */
         return false;
-    if (c->volumes) /* volumes live on this node: such a create runs here or not at all */
-        return false;
-    /* a create that was placed here already is never sent on again; one with room here goes
-     * on only to a ready warm pool entry (none here, one elsewhere), else it is cold-started */
-    bool again = placed && strcmp(placed, "1") == 0, draining = sd_fleet_draining(d);
+    /* a create that was placed here already is never sent on again, nor one with volumes or
+     * named GPUs (they are this node's: it runs here or not at all, and not on a drained node);
+     * one with room here goes on only to a ready warm pool entry (none here, one elsewhere),
+     * else it is cold-started */
+    bool bound = c->volumes || c->gpu_uuids, draining = sd_fleet_draining(d);
+    bool stay = bound || (placed && strcmp(placed, "1") == 0);
     bool room = !draining && !sd_fleet_full(d);
     const char *url = NULL;
-    bool gpus = !again && c->gpus && !c->gpu_uuids; /* GPUs: enough free here, or fleet/gpu.c */
+    bool gpus = !stay && c->gpus; /* GPUs: enough free here, or fleet/gpu.c */
     if (gpus && room && sd_gpu_free(d) >= c->gpus)
         return false;
     if (gpus)
         url = sd_fleet_pick_gpus(d, c->gpus); /* none: gpu_unavailable here (or node_draining) */
-    else if (!again && !(room && sd_pool_has_ready(d, c))) {
+    else if (!stay && !(room && sd_pool_has_ready(d, c))) {
         json_t *shape = c->net_mode == POLICY_NET_ALLOW ? NULL : poolshape_from_body(body);
         url = shape || !room ? sd_fleet_pick(d, shape, room) : NULL;
         json_decref(shape);
@@ -91,8 +92,9 @@ bool sd_api_fleet_place(sd_daemon *d, sd_request *req, json_t *body, const polic
     if (!draining)
         return false; /* room here, or full everywhere: the core answers 503 node_full */
     req->retry_after = SD_RETRY_AFTER_S;
-    sd_reply_error(req, 503, "node_draining", "node %s is drained and no other node has room",
-                   d->cfg.node_name);
+    sd_reply_error(req, 503, "node_draining", "node %s is drained and %s", d->cfg.node_name,
+                   bound ? "the create's volumes or GPUs are this node's"
+                         : "no other node has room");
     return true;
 }
 

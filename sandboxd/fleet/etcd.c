@@ -255,10 +255,12 @@ int etcd_get(etcd_client *c, const char *key, char **ret, int64_t *ret_rev, erro
     return 0;
 }
 
-int etcd_delete(etcd_client *c, const char *key, error_rec *err) {
+int etcd_delete(etcd_client *c, const char *key, int64_t *ret_rev, error_rec *err) {
     json_t *b = json_object(), *ans = NULL;
     json_object_set_new(b, "key", b64_json(key, strlen(key)));
     int r = call(c, "/v3/kv/deleterange", b, &ans, err);
+    if (r >= 0 && ret_rev)
+        *ret_rev = header_rev(ans);
     json_decref(ans);
     return r;
 }

@@ -25,7 +25,7 @@ int etcd_get_prefix(etcd_client *c, const char *prefix, json_t **ret, int64_t *r
                     error_rec *err);
 /* One key's value (malloc'ed); -ENOENT when absent. */
 int etcd_get(etcd_client *c, const char *key, char **ret, int64_t *ret_rev, error_rec *err);
-int etcd_delete(etcd_client *c, const char *key, error_rec *err);
+int etcd_delete(etcd_client *c, const char *key, int64_t *ret_rev, error_rec *err);
 int etcd_lease_grant(etcd_client *c, unsigned ttl_s, int64_t *ret_id, error_rec *err);
 /* -ENOENT when the lease has expired (or never was). */
 int etcd_lease_keepalive(etcd_client *c, int64_t id, error_rec *err);

@@ -188,7 +188,7 @@ static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *le
     json_object_foreach(nodes, name, v) json_object_set_new(f->seen, name, json_true());
     char key[512];
     snprintf(key, sizeof(key), "%s/drain/%s", f->d->cfg.fleet_prefix, f->d->cfg.node_name);
-    bool drained = json_object_get(drain, key) != NULL;
+    bool drained = rev >= f->drain_rev ? json_object_get(drain, key) != NULL : f->draining;
     if (drained != f->draining)
         log_info("fleet: node %s %s", f->d->cfg.node_name, drained ? "drained" : "undrained");
     f->draining = drained;
@@ -206,7 +206,8 @@ static void job_settle(sd_fleet *f, fleet_job *j) {
         snprintf(id, sizeof(id), "%lld", (long long)j->lease);
         json_object_set_new(f->own, j->lease_id, json_string(id));
     } else if ((j->op == JOB_PUT || j->op == JOB_DELETE) && j->r >= 0 && j->self_drain) {
-        f->draining = j->op == JOB_PUT; /* at once: no create slips in before the next read */
+        f->draining = j->op == JOB_PUT; /* at once: no create slips in before the next read, */
+        f->drain_rev = j->rev;          /* nor one read before the write */
     } else if (j->op == JOB_KEEPALIVE && j->r == -ENOENT) {
         json_object_del(f->own, j->lease_id);
         if (sd_lease_exists(f->d, j->lease_id))

@@ -16,7 +16,7 @@ typedef struct fleet_job {
     char *key, *value; /* value: a put's, or a get's answer (thread) */
     unsigned ttl_s;    /* JOB_LEASE_PUT: grant a lease of this TTL for the key */
     int64_t lease;     /* JOB_LEASE_PUT's granted id (thread); KEEPALIVE/REVOKE's */
-    int64_t rev;       /* JOB_GET: the revision the answer was read at (thread) */
+    int64_t rev;       /* JOB_GET: the revision the answer was read at; PUT, DELETE: made at */
     int r;             /* thread: the result */
     char lease_id[64]; /* the sandboxd lease a LEASE_PUT or KEEPALIVE is for */
     bool self_drain;   /* a PUT/DELETE of this node's own P/drain key */
@@ -56,6 +56,7 @@ typedef struct sd_fleet {
     uint64_t t_retry, t_keepalive, t_put, t_poll, backoff_ms;
     unsigned t_nodes; /* n_nodes as last seen */
     bool record_dirty, etcd_ok_thread;
+    bool member_due, record_due; /* a lease was granted: P/members/NAME and the record go next */
     /* the watch thread (fleet/watch.c) */
     uv_thread_t wthread;
     bool wthread_started;
@@ -73,6 +74,8 @@ typedef struct sd_fleet {
     json_t *leases;        /* P/leases/ keys present in the last read */
     json_t *adopted;       /* P/leases/ key -> the revision its lookup read it at */
     int64_t rev;           /* the last read's revision */
+    int64_t drain_rev;     /* this node's own drain or undrain was written at: no older view
+                            * undoes it */
     json_t *watch;         /* the watch's counts, as GET /v1/fleet shows them */
     json_t *own;           /* lease id -> etcd lease id (string) of leases made here */
     json_t *defaults;      /* the pool shape of a create that sets nothing (node record) */

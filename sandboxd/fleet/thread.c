@@ -43,10 +43,10 @@ static void run_job(sd_fleet *f, fleet_job *j) {
     error_rec err = {0};
     switch (j->op) {
     case JOB_PUT:
-        j->r = etcd_put(f->etcd, j->key, j->value, 0, NULL, &err);
+        j->r = etcd_put(f->etcd, j->key, j->value, 0, &j->rev, &err);
         break;
     case JOB_DELETE:
-        j->r = etcd_delete(f->etcd, j->key, &err);
+        j->r = etcd_delete(f->etcd, j->key, &j->rev, &err);
         break;
     case JOB_GET:
         free(TAKE_PTR(j->value));
@@ -68,16 +68,11 @@ static void run_job(sd_fleet *f, fleet_job *j) {
 
 /* Register (grant a lease) when needed, keep the lease alive, put the record. */
 static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
-    bool force = false;
     int r;
-    if (!f->node_lease) {
+    if (!f->node_lease) { /* (the puts below are owed until they are made, even after a failure) */
         if ((r = etcd_lease_grant(f->etcd, f->d->cfg.fleet_ttl, &f->node_lease, err)) < 0)
             return r;
-        char mkey[512]; /* a member for good: its ids answer 503 once it is gone, never 404 */
-        key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
-        if ((r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, NULL, err)) < 0)
-            return r;
-        force = true;
+        f->member_due = f->record_due = true;
         f->t_keepalive = now + beat_ms(f);
     } else if (now >= f->t_keepalive) {
         r = etcd_lease_keepalive(f->etcd, f->node_lease, err);
@@ -87,7 +82,14 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
             return r == -ENOENT && !again ? beat(f, now, err, true) : r;
         f->t_keepalive = now + beat_ms(f);
     }
-    force = force || now >= f->t_put + heartbeat_ms(f);
+    if (f->member_due) { /* a member for good: its ids answer 503 once it is gone, never 404 */
+        char mkey[512];
+        key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
+        if ((r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, NULL, err)) < 0)
+            return r;
+        f->member_due = false;
+    }
+    bool force = f->record_due || now >= f->t_put + heartbeat_ms(f);
     if (!f->record || (!force && (!f->record_dirty || now < f->t_put + put_min_ms(f))))
         return 0;
     json_object_set_new(f->record, "heartbeat", json_real((double)now_real_ms() / 1000.0));
@@ -104,7 +106,7 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
     }
     if (r >= 0) {
         f->t_put = now;
-        f->record_dirty = false;
+        f->record_dirty = f->record_due = false;
         uv_mutex_lock(&f->mu); /* the watch must bring this put back (watch.c) */
         f->put_rev = rev, f->put_ms = now;
         uv_mutex_unlock(&f->mu);

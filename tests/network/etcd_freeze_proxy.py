@@ -3,7 +3,9 @@
 # stuck proxy or a lost NAT entry leaves it). On SIGUSR1 every connection open at that moment
 # whose client has sent a `/v3/watch` request stops getting etcd's bytes (they are read and
 # dropped); its socket stays open. Connections made later are relayed as before. Prints
-# "frozen N" on stderr for each SIGUSR1. Standard library only.
+# "frozen N" on stderr for each SIGUSR1. On SIGUSR2 the next `/v3/kv/put` request is answered
+# 503 here (not relayed) and its connection closed: an etcd call that fails once; prints "armed"
+# and then "failed a put". Standard library only.
 import selectors
 import signal
 import socket
@@ -13,6 +15,7 @@ LISTEN, UP = int(sys.argv[1]), int(sys.argv[2])
 sel = selectors.DefaultSelector()
 pairs = {}  # socket -> its peer
 state = {}  # client socket -> {"watch": bool, "frozen": bool}
+fail_puts = [0]  # puts still to fail (SIGUSR2)
 
 
 def freeze(*_):
@@ -22,6 +25,11 @@ def freeze(*_):
             st["frozen"] = True
             n += 1
     print("frozen %d" % n, file=sys.stderr, flush=True)
+
+
+def arm(*_):
+    fail_puts[0] += 1
+    print("armed", file=sys.stderr, flush=True)
 
 
 def close(s):
@@ -51,6 +59,11 @@ def relay(s):
     if not data:
         return close(s)
     if s in state:  # from the client
+        if fail_puts[0] and b"/v3/kv/put" in data:
+            fail_puts[0] -= 1
+            s.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            print("failed a put", file=sys.stderr, flush=True)
+            return close(s)
         if b"/v3/watch" in data:
             state[s]["watch"] = True
         pairs[s].sendall(data)
@@ -61,6 +74,7 @@ def relay(s):
 
 
 signal.signal(signal.SIGUSR1, freeze)
+signal.signal(signal.SIGUSR2, arm)
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", LISTEN))

@@ -4,8 +4,10 @@
 # (loopback only: nothing leaves it), each on its own TCP port with TLS (a certificate made here
 # with openssl) and the shared fleet token. Checked: registration with capacity, 307 routing
 # (curl --location-trusted with the token), placement away from a full node, the 503 when all
-# are full, drain and undrain, a kill -9 (the node leaves within its TTL, its ids answer 503
-# node_unavailable, a restart re-registers and serves its sandboxes again), etcd stopped and
+# are full, drain and undrain (a create with volumes or GPU uuids is not run or sent on from a
+# drained node), a re-registration whose first put fails, a kill -9 (the node leaves within its
+# TTL, its ids answer 503 node_unavailable, a restart re-registers and serves its sandboxes
+# again), etcd stopped and
 # restarted, leases across nodes, a sandbox's port proxy reached through another node (307 to
 # the owner, the server's answer and headers back). The bigger world: test_fleet.sh.
 DAEMON_TAG=fleetd
@@ -216,6 +218,8 @@ test_drain() { # a drained node takes no new creates, its running sandboxes go o
   fexpect 201 '.id | endswith(".a")'
   freq0 b POST '/v1/sandboxes?placed=1' -d '{}' # sent here by another node: still refused
   fexpect 503 '.code == "node_draining"'
+  freq0 b POST /v1/sandboxes -d '{"gpus":["GPU-b-0"]}' # named GPUs are b's: never sent on
+  fexpect 503 '.code == "node_draining"'
   freq b POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'
   fexpect 200 '.exit_code == 0'
   freq b POST /v1/fleet/nodes/b/undrain
@@ -223,6 +227,63 @@ test_drain() { # a drained node takes no new creates, its running sandboxes go o
   wait_view a "$(node b) | .state == \"ready\" and .free > 0"
   freq b POST /v1/sandboxes -d '{}'
   fexpect 201 '.id | endswith(".b")'
+}
+
+TEST_TIMEOUT_drain_volumes=60
+test_drain_volumes() { # a create with volumes (this node's) on a drained node: refused, not run
+  command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 is needed (e2fsprogs, tests/deps.sh)"
+  [ -e /dev/loop-control ] || skip "loop devices are needed (/dev/loop-control)"
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq b POST /v1/volumes -d '{"name":"vb","size":"16Mi"}'
+  fexpect 201
+  daemon_at_exit "${NS[@]}" curl -s --max-time 10 --cacert "$DAEMON_ROOT/cert.pem" \
+    -H "Authorization: Bearer ftok" -X DELETE https://127.0.0.1:7442/v1/volumes/vb
+  freq a POST /v1/fleet/nodes/b/drain
+  fexpect 204
+  wait_view b "$(node b) | .state == \"draining\""
+  freq0 b POST /v1/sandboxes -d '{"volumes":[{"name":"vb","path":"/cache"}]}'
+  fexpect 503 '.code == "node_draining"'
+  freq b GET /v1/sandboxes
+  fexpect 200 'length == 0'
+  freq b POST /v1/fleet/nodes/b/undrain
+  fexpect 204
+  wait_view b "$(node b) | .state == \"ready\""
+  freq0 b POST /v1/sandboxes -d '{"volumes":[{"name":"vb","path":"/cache"}]}'
+  fexpect 201 '.id | endswith(".b")'
+  freq b DELETE "/v1/sandboxes/$(jq -r .id <<<"$BODY")"
+  fexpect 204
+}
+
+TEST_TIMEOUT_reregister_after_a_failed_put=60
+test_reregister_after_a_failed_put() { # a node whose lease expired registers again in full,
+  # even when a call fails halfway (its lease granted, the put after it not made)
+  world
+  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
+  local proxy=$! i lease
+  daemon_at_exit kill "$proxy"
+  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view b "[$(node a), $(node b)] | length == 2"
+  # a's etcd lease ends (as after a partition longer than the TTL); the first put a makes after
+  # it found out and got a new lease fails
+  kill -USR2 "$proxy"
+  for i in $(seq 50); do grep -q armed "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  lease=$("${NS[@]}" curl -s http://127.0.0.1:2379/v3/kv/range \
+    -d "{\"key\":\"$(printf %s "$PREFIX/nodes/a" | base64 -w0)\"}" | jq -r '.kvs[0].lease')
+  [[ "$lease" =~ ^[0-9]+$ ]] || fail "P/nodes/a's lease: $lease"
+  "${NS[@]}" curl -s http://127.0.0.1:2379/v3/lease/revoke -d "{\"ID\":\"$lease\"}" | jq -e .header >/dev/null ||
+    fail "revoke a's lease"
+  wait_view b "[$(node a)] | length == 0"
+  for i in $(seq 100); do grep -q 'failed a put' "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q 'failed a put' "$DAEMON_ROOT/proxy.log" || fail "a made no put: $(cat "$DAEMON_ROOT/proxy.log")"
+  # a is back in the node list (well before its 30 s heartbeat), and a member
+  wait_view b "$(node a) | .url == \"https://127.0.0.1:7441\"" 10
+  assert_eq "$(etcd_key "$PREFIX/members/a")" "https://127.0.0.1:7441" "P/members/a"
 }
 
 TEST_TIMEOUT_kill9=90

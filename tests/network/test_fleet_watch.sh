@@ -7,7 +7,8 @@
 # old way, --fleet-read poll, reads four prefixes a second); a stream broken by an etcd restart
 # resumes from its revision and brings the changes made while it was down; a resume point
 # etcd compacted away makes the node read everything again; a stream that stays open but goes
-# silent (etcd_freeze_proxy.py) is given up once the node's own put has not come back in 5 s.
+# silent (etcd_freeze_proxy.py) is given up once the node's own put has not come back in 5 s;
+# a node's own drain holds while its view is older than the drain.
 DAEMON_TAG=fleetw
 source "$(dirname "$0")/../lib/daemon.sh"
 source "$(dirname "$0")/fleetd_world.sh"
@@ -149,6 +150,31 @@ test_watch_silent_stream() { # a stream that stays open but brings nothing is gi
   fexpect 204
   wait_view a "$(node b) | .draining == false"
   wait_view a '.watch.reads == 2'
+}
+
+TEST_TIMEOUT_watch_own_drain_holds=60
+test_watch_own_drain_holds() { # a node's own drain is not undone by a view read before it
+  world
+  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
+  local proxy=$! i
+  daemon_at_exit kill "$proxy"
+  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view a "([$(node a), $(node b)] | length == 2) and .watch.reads == 1 and .watch.streams == 1"
+  kill -USR1 "$proxy" # a's stream goes silent: its view stays the one before the drain
+  for i in $(seq 50); do grep -q 'frozen [1-9]' "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q 'frozen 1$' "$DAEMON_ROOT/proxy.log" || fail "the relay froze no single stream: $(cat "$DAEMON_ROOT/proxy.log")"
+  freq a POST /v1/fleet/nodes/a/drain
+  fexpect 204
+  # the watch hands its (old) copy over each second: for 3 s, a takes no create all the same
+  for i in $(seq 6); do
+    freq0 a POST /v1/sandboxes -d '{}'
+    fexpect 307
+    sleep 0.5
+  done
+  ! grep -q "node a undrained" "${DAEMON_DIR[a]}/log" || fail "a's drain was undone by an older view"
 }
 
 TEST_TIMEOUT_poll_mode=60
