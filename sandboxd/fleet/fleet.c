@@ -300,6 +300,22 @@ static int defaults_shape(sd_daemon *d, json_t **ret, error_rec *err) {
     return *ret ? 0 : error_set(err, -ENOMEM, "out of memory");
 }
 
+/* This node's leases read back after a restart: their etcd leases were granted by the daemon
+ * before, whose ids are gone with it; each gets a new one now, so that a delete or an expiry
+ * here revokes it at once (the old one went on for up to its TTL, and other nodes' sandboxes of
+ * a deleted lease with it) and a renew keeps it alive. */
+static void republish_own(sd_daemon *d) {
+    char suffix[128];
+    snprintf(suffix, sizeof(suffix), ".%s", d->cfg.node_name);
+    size_t n = strlen(suffix);
+    for (sd_lease *l = d->leases; l; l = l->next) {
+        size_t k = strlen(l->id);
+        if (!l->remote && k > n && strcmp(l->id + k - n, suffix) == 0 &&
+            sd_fleet_lease_publish(d, l->id, l->ttl_ms, NULL, NULL) < 0)
+            log_warn("fleet: cannot publish lease %s again: out of memory", l->id);
+    }
+}
+
 int sd_fleet_init(sd_daemon *d, error_rec *err) {
     if (!d->cfg.fleet_etcd)
         return 0;
@@ -335,6 +351,7 @@ int sd_fleet_init(sd_daemon *d, error_rec *err) {
     uv_timer_start(&f->timer, timer_cb, RECORD_MS, RECORD_MS);
     if ((r = fleet_thread_start(f, err)) < 0)
         return r;
+    republish_own(d);
     log_info("fleet: node %s (%s) in %s at %s, ttl %us, %s", d->cfg.node_name, d->cfg.advertise_url,
              d->cfg.fleet_prefix, d->cfg.fleet_etcd, d->cfg.fleet_ttl,
              f->poll ? "polling each second" : "watching");

@@ -385,4 +385,34 @@ test_leases() { # a trainer's lease covers its sandboxes on every node
   fexpect 404 '.code == "not_found"'
 }
 
+TEST_TIMEOUT_lease_after_owner_restart=90
+test_lease_after_owner_restart() { # a lease deleted on its owner after the owner restarted ends
+  # its sandboxes elsewhere at once (the old etcd lease's id was gone with the old daemon: the
+  # key stayed for the rest of the lease's TTL, and so did the sandboxes)
+  world
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq a POST /v1/leases -d '{"ttl":300}'
+  fexpect 201
+  local lease on_b i
+  lease=$(jq -r .id <<<"$BODY")
+  freq b POST /v1/sandboxes -d "{\"lease\":\"$lease\"}"
+  fexpect 201
+  on_b=$(jq -r .id <<<"$BODY")
+  daemon_use a
+  stop_daemon
+  fleet_daemon a
+  wait_view b "[$(node a)] | length == 1"
+  freq a DELETE "/v1/leases/$lease"
+  fexpect 204
+  for i in $(seq 100); do
+    freq b GET "/v1/sandboxes/$on_b"
+    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
+    sleep 0.1
+  done
+  fexpect 200 '.state == "ended"'
+  [ -z "$(etcd_key "$PREFIX/leases/$lease")" ] || fail "P/leases/$lease outlived its deletion"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
