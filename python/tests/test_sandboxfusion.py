@@ -182,6 +182,18 @@ def test_other_languages(lang, code, expect):
     assert out["run_result"]["stdout"] == expect
 
 
+def test_java_assertions_are_enabled():
+    # SandboxFusion runs java with -ea: a failed assert is the program's failure (a test's
+    # assert(...) that passed silently scored a wrong program as right)
+    if not shutil.which("javac"):
+        pytest.skip("SKIP (prerequisite missing): javac is not installed (tests/deps.sh)")
+    code = "public class Main { public static void main(String[] a){ assert 1 == 2 : \"bad\"; } }"
+    out = run_code(code=code, language="java", compile_timeout=120, memory_limit_MB=2048)
+    assert out["status"] == "Failed", out
+    rr = out["run_result"]
+    assert rr["return_code"] == 1 and "java.lang.AssertionError: bad" in rr["stderr"], out
+
+
 def test_pytest_language():
     out = run_code(code="def test_ok():\n    assert 1 + 1 == 2\n\ndef test_bad():\n    assert 1 == 2\n",
                    language="pytest")

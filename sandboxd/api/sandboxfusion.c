@@ -107,6 +107,7 @@ typedef struct sf_job {
     bool timer_on;
     bool finishing;      /* being answered: the listener ignores it */
     bool last_ok;        /* the last command exited 0 */
+    bool last_cut;       /* its stdout was cut at max_output (a fetched file too large) */
     bool retried;        /* queued again for room: counted (demand, metrics) at its first try */
     json_t *last_result; /* the last command's result object */
     char *last_out;      /* its stdout (fetch, jupyter driver) */
@@ -281,6 +282,10 @@ static void cmd_reset(sf_job *j) {
 static void cmd_exited(void *ud, const sd_exec_result *r) {
     sf_job *j = ud;
     cmd_reset(j);
+    if (r->over_budget && !j->failure) /* not all its output: SandboxError, never a result */
+        j->failure = strdup("a command's output was cut by the daemon's output budget (64 MiB "
+                            "buffered for all commands at once, held by others): try again");
+    j->last_cut = r->truncated[0];
     j->last_result = sd_sf_command_result(r, &j->last_ok);
     j->last_out = malloc(r->len[0] + 1);
     if (j->last_out) {
@@ -493,11 +498,14 @@ static void step_files(sf_job *j) {
 
 static void step_fetch(sf_job *j) {
     json_t *fetch = json_object_get(j->body, "fetch_files");
+    const char *prev = json_string_value(json_array_get(fetch, j->index - 1));
+    if (j->index > 0 && j->last_result && j->last_ok && j->last_cut) {
+        job_fail(j, "fetch_files: %s is larger than 64 MiB, more than this daemon returns", prev);
+        return;
+    }
     if (j->index > 0 && j->last_result && j->last_ok) { /* the previous fetch's answer */
         char *b = b64_encode(j->last_out ? j->last_out : "", j->last_out_len);
-        json_object_set_new(json_object_get(j->resp, "files"),
-                            json_string_value(json_array_get(fetch, j->index - 1)),
-                            json_string(b ? b : ""));
+        json_object_set_new(json_object_get(j->resp, "files"), prev, json_string(b ? b : ""));
         free(b);
     }
     if (j->index >= json_array_size(fetch)) {

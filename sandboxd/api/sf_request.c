@@ -8,7 +8,9 @@
 #include "common/jsonkeys.h"
 #include "common/end_reason.h"
 #include "common/macro.h"
+#include "policy/image_name.h"
 #include "policy/limits.h"
+#include "sandboxd/core/images.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -35,7 +37,11 @@ static const sf_lang langs[] = {
      "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
      {"./main"},
      {"go"}},
-    {"java", "Main.java", "javac Main.java", {"java", "-cp", ".", "Main"}, {"javac", "java"}},
+    {"java",
+     "Main.java",
+     "javac Main.java",
+     {"java", "-ea", "-cp", ".", "Main"},
+     {"javac", "java"}},
     {"rust", "main.rs", "rustc -O -o main main.rs", {"./main"}, {"rustc"}},
 };
 
@@ -82,25 +88,21 @@ json_t *sd_sf_lossy_string(const char *s, size_t n) {
     return j ? j : json_string("");
 }
 
-static bool program_present(const char *image, const char *prog) {
-    const char *root = strcmp(image, "host") == 0 ? "" : image;
-    char path[PATH_MAX];
-    if (prog[0] == '/') {
-        snprintf(path, sizeof(path), "%s%s", root, prog);
-        return access(path, F_OK) == 0;
-    }
+/* The image a /run_code sandbox gets: the operator's default, normalized as a create does. */
+static bool program_present(sd_daemon *d, const char *prog) {
+    json_t *img = json_object_get(d->cfg.defaults, "image");
+    char name[POLICY_IMAGE_NAME_MAX] = "host", path[PATH_MAX];
+    if (json_is_string(img) && policy_image_name(json_string_value(img), "image", name, NULL) < 0)
+        return true; /* the create refuses it, naming it */
+    if (prog[0] == '/')
+        return sd_images_has_path(d, name, prog, false);
     static const char *const dirs[] = {"/usr/local/bin", "/usr/bin", "/bin"};
     for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-        snprintf(path, sizeof(path), "%s%s/%s", root, dirs[i], prog);
-        if (access(path, X_OK) == 0)
+        snprintf(path, sizeof(path), "%s/%s", dirs[i], prog);
+        if (sd_images_has_path(d, name, path, true))
             return true;
     }
     return false;
-}
-
-static const char *sandbox_image(const sd_daemon *d) {
-    json_t *img = json_object_get(d->cfg.defaults, "image");
-    return json_is_string(img) ? json_string_value(img) : "host";
 }
 
 /* A timeout in seconds: 0..3 days, so that a request's sum (compile + run, or total, plus the
@@ -210,9 +212,9 @@ const char *sd_sf_check_run_code(json_t *b, const char **ret_refusal, const sf_l
     return "language: unknown (python, pytest, bash, cpp, c, nodejs, go, java, rust)";
 }
 
-const char *sd_sf_missing_program(const sd_daemon *d, const sf_lang *l) {
+const char *sd_sf_missing_program(sd_daemon *d, const sf_lang *l) {
     for (size_t i = 0; i < ARRAY_SIZE(l->need) && l->need[i]; i++)
-        if (!program_present(sandbox_image(d), l->need[i]))
+        if (!program_present(d, l->need[i]))
             return l->need[i];
     return NULL;
 }

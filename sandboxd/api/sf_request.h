@@ -35,7 +35,7 @@ const char *sd_sf_check_run_code(json_t *b, const char **ret_refusal, const sf_l
 const char *sd_sf_check_jupyter(json_t *b);
 /* The toolchain a language needs, missing from the daemon's default image (NULL: none missing):
  * refused as SandboxError. */
-const char *sd_sf_missing_program(const sd_daemon *d, const sf_lang *l);
+const char *sd_sf_missing_program(sd_daemon *d, const sf_lang *l);
 /* b's number at key, else dflt. */
 double sd_sf_num_or(json_t *b, const char *key, double dflt);
 /* A command's result object (status, execution_time, return_code, stdout, stderr);

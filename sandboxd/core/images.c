@@ -12,9 +12,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 #define DEFAULT_MAX_ARCHIVE (8ull << 30)
 #define DEFAULT_MAX_UNPACKED (32ull << 30)
@@ -226,6 +229,50 @@ json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env) {
     spec_env_append(arr, env);
     json_decref(env);
     return arr;
+}
+
+/* Whether the tree at root has path (absolute): 1 an executable file (!exec: anything), or a
+ * symbolic link into another layer (the sandbox may well resolve it); 0 something there hides
+ * it (a whiteout; exec: a directory or another file); -1 nothing there. Links resolve inside
+ * root (RESOLVE_IN_ROOT), never on the host. */
+static int probe_root(const char *root, const char *path, bool exec) {
+    _cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    struct stat st;
+    if (rfd < 0)
+        return -1;
+    _cleanup_close_ int fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
+    if (fd < 0) {
+        how.flags |= O_NOFOLLOW;
+        _cleanup_close_ int lfd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
+        return lfd >= 0 && fstat(lfd, &st) == 0 && S_ISLNK(st.st_mode) ? 1 : -1;
+    }
+    if (fstat(fd, &st) < 0)
+        return -1;
+    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) /* a whiteout */
+        return 0;
+    return !exec || (S_ISREG(st.st_mode) && (st.st_mode & 0111)) ? 1 : 0;
+}
+
+bool sd_images_has_path(sd_daemon *d, const char *name, const char *path, bool exec) {
+    sd_image *im = strcmp(name, "host") ? sd_images_find(d, name) : NULL;
+    if (!im)
+        return strcmp(name, "host") != 0 || probe_root("/", path, exec) == 1;
+    if (im->dir_path)
+        return probe_root(im->dir_path, path, exec) == 1;
+    json_t *layers = json_object_get(im->meta, "layers");
+    for (size_t i = json_array_size(layers); i-- > 0;) { /* the top layer first */
+        const char *dg = json_string_value(json_object_get(json_array_get(layers, i), "digest"));
+        char p[PATH_MAX + 100];
+        if (!dg || strlen(dg) < 8)
+            continue;
+        sub(d->images, p, sizeof(p), "layers", dg + 7);
+        int r = probe_root(p, path, exec);
+        if (r >= 0)
+            return r == 1;
+    }
+    return false;
 }
 
 const char *sd_images_workdir(sd_daemon *d, const char *name) {

@@ -47,6 +47,11 @@ int sd_images_spec_fill(sd_daemon *d, const char *name, struct shim_spec *s, err
 /* The environment of a sandbox (["K=V", ...]): the defaults (common/spec.h), overridden by the
  * image's Env, overridden by create_env (an object of strings, or NULL). */
 json_t *sd_images_env_json(sd_daemon *d, const char *name, json_t *create_env);
+/* Whether image `name` ("host" or a store NAME:TAG) has `path` (absolute), as its sandboxes see
+ * it (a store image's layers from the top; a whiteout there hides the lower ones'); exec: an
+ * executable file. True for a name not in the store (its create says so), and when a link
+ * leads into another layer. */
+bool sd_images_has_path(sd_daemon *d, const char *name, const char *path, bool exec);
 /* The default cwd of commands: the image's WorkingDir when it exists in the image, else NULL. */
 const char *sd_images_workdir(sd_daemon *d, const char *name);
 

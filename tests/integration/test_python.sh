@@ -166,13 +166,59 @@ $pad"
   expect 200 '.status == "Success" and .run_result.stdout == "42\n"'
 }
 
-# An image without the toolchains: every language is refused by name, as SandboxError.
+# A request whose program fills the daemon's output budget (64 MiB buffered for all commands)
+# and holds it: another request's output is cut to nothing by it, which must be SandboxError (a
+# platform fault), never Success with an empty stdout (a wrong answer to verl). A fetched file
+# larger than the 64 MiB a command's output keeps is SandboxError naming it, never returned cut.
+TEST_TIMEOUT_sandboxfusion_output_budget=120
+test_sandboxfusion_output_budget() {
+  start_daemon
+  curl -s --max-time 90 --unix-socket "$SOCK" -o "$D/hog.json" http://sd/run_code -d '{"language":"python",
+    "run_timeout":40,"code":"import sys, time\nsys.stdout.write(\"x\" * (64 << 20)); sys.stdout.flush()\nopen(\"/workspace/full\", \"w\").close(); time.sleep(60)"}' &
+  local hog=$! i sb=''
+  for i in $(seq 300); do # until the hog has written its 64 MiB (its file says so)
+    req GET '/v1/sandboxes?label=sandboxfusion=run_code'
+    sb=$(echo "$BODY" | jq -r '[.[] | select(.state == "running")][0].id // empty')
+    [ -n "$sb" ] && req GET "/v1/sandboxes/$sb/files?path=/workspace/full" && [ "$CODE" == 200 ] && break
+    sleep 0.1
+  done
+  [ "$CODE" == 200 ] || fail "the hog did not write its output: $BODY"
+  req POST /run_code -d '{"code":"print(6*7)","language":"python"}'
+  expect 200 '.status == "SandboxError" and (.message | test("output budget")) and .run_result == null'
+  req DELETE "/v1/sandboxes/$sb"; expect 204
+  wait "$hog" || true
+  req POST /run_code -d '{"code":"print(6*7)","language":"python"}'
+  expect 200 '.status == "Success" and .run_result.stdout == "42\n"'
+  req POST /run_code -d '{"language":"python","fetch_files":["big","small"],
+    "code":"open(\"big\", \"wb\").write(b\"a\" * ((64 << 20) + 1)); open(\"small\", \"w\").write(\"s\")"}'
+  expect 200 '.status == "SandboxError" and (.message | test("fetch_files: big is larger than 64 MiB"))'
+}
+
+# A store image as the operator's default: its layers are looked into for the language's
+# programs, as its sandboxes see them (its name was looked for as a directory relative to the
+# daemon's cwd, so every language was refused as missing, even one the image has).
+TEST_TIMEOUT_sandboxfusion_store_image=60
+test_sandboxfusion_store_image() {
+  echo '{"defaults":{"image":"withbash:v1"}}' >"$D/cfg.json"
+  start_daemon --config "$D/cfg.json"
+  MKIMAGE_EXTRA_BINS=bash python3 "$(dirname "$0")/mkimage.py" oci "$D/img.tar" || fail "mkimage"
+  req POST '/v1/images?name=withbash:v1' -H 'Content-Type: application/x-tar' \
+    --data-binary @"$D/img.tar"
+  expect 201
+  req POST /run_code -d '{"code":"echo in $BASH_VERSION; cat /etc/base.txt","language":"bash"}'
+  expect 200 '.status == "Success" and (.run_result.stdout | startswith("in 5.")) and (.run_result.stdout | endswith("changed\n"))'
+  req POST /run_code -d '{"code":"print(1)","language":"python"}'
+  expect 200 '.status == "SandboxError" and (.message | contains("no python3"))'
+}
+
+# An image without the toolchains (the operator's default, a config directory image): every
+# language is refused by name, as SandboxError.
 TEST_TIMEOUT_sandboxfusion_missing_toolchain=60
 test_sandboxfusion_missing_toolchain() {
   IMG=$(mktemp -d /tmp/sbx-pyimg.XXXXXX)
   local img=$IMG
   mkdir -p "$img/usr/bin"
-  printf '{"defaults":{"image":"%s"}}' "$img" >"$img.json"
+  printf '{"images":{"bare":"%s"},"defaults":{"image":"bare"}}' "$img" >"$img.json"
   start_daemon --config "$img.json"
   trap 'daemon_cleanup; rm -rf "$IMG" "$IMG.json"' EXIT
   local lang prog
