@@ -607,6 +607,10 @@ static void kill_exec(shim_ipc_msg *m) {
             shim_proctree_signal(reapers[i].pid, m->a);
 }
 
+/* No subreaper here (gVisor's kernel: PR_SET_CHILD_SUBREAPER is EINVAL): what a command leaves
+ * behind comes to init while it runs, so every ordinary end of a reaper keeps init's orphans. */
+static bool no_subreaper;
+
 static bool is_reaper(pid_t p) {
     for (size_t i = 0; i < n_reapers; i++)
         if (reapers[i].pid == p)
@@ -635,7 +639,8 @@ static void reap_all(int ipc) {
                 continue;
             }
             int code = WIFEXITED(st) ? WEXITSTATUS(st) & ~REAPER_LEFT : -1;
-            left |= WIFEXITED(st) && (WEXITSTATUS(st) & REAPER_LEFT);
+            left |= WIFEXITED(st) &&
+                    ((WEXITSTATUS(st) & REAPER_LEFT) || (no_subreaper && (code == 0 || code == 1)));
             if (code != 0 && code != 1) {
                 dead_st[n_dead] = code == 2 ? 2 << 8 : st; /* (REAPER_LEFT off) */
                 dead[n_dead++] = reapers[i].id;
@@ -732,6 +737,8 @@ _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     init_sigs = shim_sigdisp_changed(); /* (after the last disposition init sets) */
+    int sub = 0;
+    no_subreaper = prctl(PR_GET_CHILD_SUBREAPER, &sub, 0, 0, 0) < 0;
     int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0)
         _exit(1);

@@ -85,20 +85,47 @@ static size_t proc_table(pid_t *pids, pid_t *ppids, pid_t *sids, size_t max) {
 static pid_t pids[MAX_PROCS], ppids[MAX_PROCS], sids[MAX_PROCS];
 static bool in[MAX_PROCS];
 
-/* Mark every live descendant of root (none for root 0) and of what is marked already among the
- * n read; signal the marked. Returns how many were signalled. */
+/* The sessions of root's tree (shim_proctree_signal), the caller's own left out. Where there is
+ * no subreaper (gVisor's kernel answers PR_SET_CHILD_SUBREAPER with EINVAL) a process whose
+ * parent ends while the command runs goes to init at once, out of the reaper's tree: it is
+ * still the command's by its session (each command leads one), unless it left it (setsid). */
+#define MAX_SESSIONS 256
+static pid_t sessions[MAX_SESSIONS];
+static size_t n_sessions;
+static bool follow;   /* sessions are followed (not by shim_proctree_kill_orphans) */
+static pid_t own_sid; /* the caller's (0: its leader is outside the pid namespace) */
+
+static bool in_sessions(pid_t sid) {
+    for (size_t i = 0; i < n_sessions && sid > 0; i++)
+        if (sessions[i] == sid)
+            return true;
+    return false;
+}
+
+static void add_session(pid_t sid) {
+    if (follow && sid > 0 && sid != own_sid && n_sessions < MAX_SESSIONS && !in_sessions(sid))
+        sessions[n_sessions++] = sid;
+}
+
+/* Mark every live descendant of root (none for root 0), of what is marked already among the n
+ * read and, while sessions are followed, every process of their sessions but root and the caller;
+ * signal the marked. Returns how many were signalled. */
 static size_t signal_marked(size_t n, pid_t root, int sig) {
     size_t hit = 0;
+    pid_t self = getpid();
     for (bool grew = true; grew;) {
         grew = false;
         for (size_t i = 0; i < n; i++) {
-            if (in[i] || ppids[i] <= 0)
+            if (in[i] || ppids[i] <= 0 || pids[i] == self)
                 continue;
-            bool parent_in = ppids[i] == root;
+            bool parent_in =
+                ppids[i] == root || (follow && pids[i] != root && in_sessions(sids[i]));
             for (size_t k = 0; !parent_in && k < n; k++)
                 parent_in = in[k] && pids[k] == ppids[i];
-            if (parent_in)
+            if (parent_in) {
                 in[i] = grew = true;
+                add_session(sids[i]);
+            }
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -115,11 +142,15 @@ static size_t tree_signal_once(pid_t root, int sig) {
 }
 
 /* Signal root's whole tree (root is a reaper: a subreaper, so nothing escapes it while it
- * lives). For SIGKILL, repeat until nothing is left alive: a killed process cannot fork again
- * and whatever was forked meanwhile is caught in the next round. Run by init, which the
- * sandbox cannot stop or kill, so a command that stops its own reaper still dies. */
+ * lives; without one, its sessions' members too). For SIGKILL, repeat until nothing is left alive:
+ * a killed process cannot fork again and whatever was forked meanwhile is caught in the next round.
+ * Run by init, which the sandbox cannot stop or kill, so a command that stops its own reaper still
+ * dies. */
 void shim_proctree_signal(pid_t root, int sig) {
     kill(root, SIGCONT);
+    n_sessions = 0; /* (kept across the rounds: what the first found may have no member left) */
+    follow = true;
+    own_sid = getsid(0);
     if (sig != SIGKILL) {
         tree_signal_once(root, sig);
         return;
@@ -179,6 +210,7 @@ bool shim_proctree_forget(pid_t pid) {
 
 void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t)) {
     pid_t self = getpid();
+    follow = false;
     for (int round = 0; round < 500 && !kept_lost; round++) {
         size_t n = proc_table(pids, ppids, sids, MAX_PROCS);
         for (size_t i = 0; i < n; i++)

@@ -1,14 +1,17 @@
 /* Signalling a process's whole tree inside the sandbox: every live descendant of a root, found
  * through /proc's parent links (shim/exec.c's reapers are subreapers, so nothing escapes one
- * while it lives). Async-signal-safe, for init and a forked reaper. */
+ * while it lives), and every process of the sessions in that tree (gVisor's kernel has no
+ * subreaper: there an orphan goes to init at once, in its command's session). Async-signal-safe,
+ * for init and a forked reaper. */
 #pragma once
 
 #include <stdbool.h>
 #include <sys/types.h>
 
-/* Continue root, then signal every live descendant of it with sig. For SIGKILL, repeat until
- * nothing is left alive (bounded): a killed process cannot fork again and whatever was forked
- * meanwhile is caught in the next round. */
+/* Continue root, then signal every live descendant of it, and the other members of their
+ * sessions (but the caller's), with sig. For SIGKILL, repeat until nothing is left alive
+ * (bounded): a killed process cannot fork again and whatever was forked meanwhile is caught in
+ * the next round. */
 void shim_proctree_signal(pid_t root, int sig);
 
 /* Init's children that are no reaper. A reaper's children go to init when it ends: after an

@@ -66,6 +66,13 @@ test_gvisor_sandbox() {
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","sleep 0.2; echo bg"],"background":true}'
   expect 201; local pid; pid=$(echo "$BODY" | jq -r .pid)
   req_until 20 '.state == "exited"' GET "/v1/sandboxes/$id/processes/$pid"
+  # a timeout kills the command's whole tree, what it double-forked too (gVisor has no
+  # subreaper: its orphans go to the runner at once; shim/proctree.h)
+  req POST "/v1/sandboxes/$id/exec" \
+    -d '{"argv":["sh","-c","(sleep 1001 </dev/null >/dev/null 2>&1 &); exec sleep 1002"],"timeout":"3s"}'
+  expect 200 '.reason == "command_timeout"'
+  x "$id" 'for p in /proc/[0-9]*; do tr "\0" " " <$p/cmdline; echo; done | grep -c "^sleep 100" || true'
+  echo "$BODY" | jq -e '.stdout == "0\n"' >/dev/null || fail "the timed-out command's tree: $BODY"
   # a terminal (gVisor's, relayed to a host one: shim/gvisor_tty.c), background too
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sh","-c","stty size; test -t 0 && echo tty; exit 4"],"tty":true,"tty_size":{"rows":7,"cols":9}}'
   expect 200 '.exit_code == 4 and .stdout == "7 9\r\ntty\r\n"'

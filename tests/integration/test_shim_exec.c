@@ -20,12 +20,18 @@ static void cleanup(void) {
     shimdrv_destroy(&drv);
 }
 
-static shimdrv *start(void) {
+/* A sandbox of the native class, or of the gvisor class with runsc. */
+static shimdrv *start_class(const char *runsc) {
     test_require_root();
     atexit(cleanup);
-    int r = shimdrv_start(&drv, NULL);
+    shimdrv_opts o = {.runsc = runsc};
+    int r = shimdrv_start(&drv, &o);
     CHECK_MSG(r == 0, "shim start: %d %s", r, drv.start_error);
     return &drv;
+}
+
+static shimdrv *start(void) {
+    return start_class(NULL);
 }
 
 TEST(shim_exec_results) {
@@ -180,12 +186,66 @@ static char *sleeps(shimdrv *d) {
                           &code);
 }
 
+/* What a running command double-forked (its orphans, which gVisor's kernel, without a
+ * subreaper, gives to init at once) is part of the tree that its kill or timeout signals; what
+ * left its session on purpose and what another command left behind are not. */
+static void kill_takes_orphans(const char *runsc) {
+    shimdrv *d = start_class(runsc);
+    shimdrv_result res;
+    CHECK_EQ(shimdrv_sh(d, "(sleep 1000 </dev/null >/dev/null 2>&1 &)", &res), 0); /* kept */
+    shimdrv_result_free(&res);
+    const char *argv[] = {"sh", "-c",
+                          "(sleep 1001 </dev/null >/dev/null 2>&1 &); "
+                          "(sleep 1002 </dev/null >/dev/null 2>&1 &); exec sleep 1003",
+                          NULL};
+    for (int sig = SIGTERM; sig; sig = sig == SIGTERM ? SIGKILL : 0) {
+        shimdrv_pending pe;
+        CHECK_OK(shimdrv_exec_start(d, argv, NULL, &pe));
+        char *out = NULL;
+        for (int i = 0; i < 200; i++) { /* until its orphans and the command itself run */
+            free(out);
+            out = sleeps(d);
+            if (strcmp(out, "sleep 1000 \nsleep 1001 \nsleep 1002 \nsleep 1003 \n") == 0)
+                break;
+            usleep(50 * 1000);
+        }
+        free(out);
+        json_t *reply = NULL;
+        CHECK_OK(shimdrv_request(
+            d, json_pack("{s:s, s:O, s:i}", "type", "kill", "xid", pe.xid, "signal", sig), &reply));
+        json_decref(reply);
+        CHECK_OK(shimdrv_exec_finish(d, &pe, &res));
+        CHECK_EQ(res.signal, sig);
+        shimdrv_result_free(&res);
+        for (int i = 0; i < 100; i++) { /* (a SIGTERM's end is not at once) */
+            out = sleeps(d);
+            if (strcmp(out, "sleep 1000 \n") == 0)
+                break;
+            free(out);
+            out = NULL;
+            usleep(50 * 1000);
+        }
+        if (!out)
+            out = sleeps(d);
+        CHECK_MSG(strcmp(out, "sleep 1000 \n") == 0, "signal %d: sleeps left: %s", sig, out);
+        free(out);
+    }
+}
+
+TEST(shim_kill_takes_orphans) {
+    kill_takes_orphans(NULL);
+}
+
+TEST_T(gvisor_shim_kill_takes_orphans, 90) {
+    kill_takes_orphans(shimdrv_runsc());
+}
+
 /* A command that kills its own reaper (same user) ends with it: its tree, reparented to init,
  * is killed (what it had daemonized too), before the exit is reported; what an earlier command
  * deliberately left behind stays, and so does what that one double-forks later (it comes to
  * init in its session). */
-TEST(shim_killed_reaper_takes_its_command_down) {
-    shimdrv *d = start();
+static void killed_reaper_takes_its_command_down(const char *runsc) {
+    shimdrv *d = start_class(runsc);
     shimdrv_result res;
     CHECK_EQ(shimdrv_sh(d,
                         "setsid sh -c 'sleep 0.2; (sleep 1002 &); exec sleep 1000' "
@@ -217,6 +277,15 @@ TEST(shim_killed_reaper_takes_its_command_down) {
     out = sleeps(d);
     CHECK_MSG(strcmp(out, "sleep 1000 \nsleep 1002 \n") == 0, "sleeps left: %s", out);
     free(out);
+}
+
+TEST(shim_killed_reaper_takes_its_command_down) {
+    killed_reaper_takes_its_command_down(NULL);
+}
+
+/* (without a subreaper: what the earlier commands left came to init while they ran) */
+TEST_T(gvisor_shim_killed_reaper_takes_its_command_down, 90) {
+    killed_reaper_takes_its_command_down(shimdrv_runsc());
 }
 
 /* command_timeout only for a command the timeout's kill ended: one that exited as it fired
