@@ -122,6 +122,8 @@ int cli_store_cmd(const cli_store_ops *ops, const char *sub, int argc, char **ar
 
 /* Read all of a descriptor into memory (a local file for sbx cp). Returns 0 or -errno. */
 int cli_read_fd(int fd, char **ret, size_t *ret_len);
+/* Standard base64 (with padding) of len bytes, NUL-terminated (free it); NULL out of memory. */
+char *cli_base64(const void *data, size_t len);
 /* Print a JSON value indented on stdout. Returns 0 or CLI_EXIT_ERROR. */
 int cli_print_json(json_t *j);
 /* Print a JSON text (as returned by libsbx) indented on stdout. */
@@ -167,10 +169,20 @@ void cli_tty_restore(void);
  * (a full disk) it says so and exits CLI_EXIT_ERROR. The command goes on in its sandbox, as after
  * any disconnect (cmd_run.c removes its sandbox at exit). */
 void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len);
+/* Catch what cli_stream_run handles: SIGWINCH when tty, SIGINT/SIGTERM/SIGHUP when fwd (to be
+ * forwarded to the command). Called before the command starts, a signal that comes meanwhile is
+ * forwarded once it runs. 0, or CLI_EXIT_ERROR with the message printed. cli_stream_run (or
+ * cli_signals_unwatch, when the command did not start) puts the old dispositions back. */
+int cli_signals_watch(bool tty, bool fwd);
+void cli_signals_unwatch(void);
 /* Pump an attached process until it ends: stdin forwarded when with_stdin, SIGWINCH as resizes
- * when tty. Restores the terminal. Returns the command's exit status (cli_exit_status) or
- * CLI_EXIT_ERROR. ret (may be NULL): the exit record, and no timeout/OOM note is printed. */
-int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *ret);
+ * when tty, and with sig_to (p's sandbox; NULL: sbx's own dispositions stay) SIGINT, SIGTERM
+ * and SIGHUP sent to the command, whose exit status then ends sbx as usual (a Ctrl-C that only
+ * ended sbx left the command running). Restores the terminal. Returns the command's exit status
+ * (cli_exit_status) or CLI_EXIT_ERROR. ret (may be NULL): the exit record, and no timeout/OOM
+ * note is printed. */
+int cli_stream_run(sbx_process *p, sbx_sandbox *sig_to, bool with_stdin, bool tty,
+                   sbx_exec_result *ret);
 /* A PID argument (a positive decimal number that fits a pid_t); 0 or CLI_EXIT_USAGE with the
  * message printed. */
 int cli_parse_pid(const char *cmd, const char *s, long *ret);

@@ -76,7 +76,7 @@ int cmd_attach(int argc, char **argv) {
             if (cli_tty_size(&rows, &cols) == 0)
                 sbx_process_resize(p, rows, cols, &err);
         }
-        rc = cli_stream_run(p, flags & SBX_ATTACH_STDIN, raw, NULL);
+        rc = cli_stream_run(p, NULL, flags & SBX_ATTACH_STDIN, raw, NULL);
     }
     sbx_process_free(p);
     sbx_sandbox_free(sb);

@@ -19,9 +19,10 @@ static void help(void) {
     printf("usage: sbx cp LOCAL ID:PATH\n"
            "       sbx cp ID:PATH LOCAL\n\n"
            "Copy a file or a directory into or out of a sandbox. A file is written to PATH (or\n"
-           "LOCAL; into it when LOCAL is an existing directory). A directory's contents are\n"
-           "copied into PATH (or LOCAL), which is created when missing. A file copied in keeps\n"
-           "its permission bits; one copied out is made 0644 (less the umask).\n");
+           "LOCAL), or into it under the file's own name when it is an existing directory (or\n"
+           "PATH ends with /). A directory's contents are copied into PATH (or LOCAL), which\n"
+           "is created when missing. A file copied in keeps its permission bits; one copied\n"
+           "out is made 0644 (less the umask).\n");
 }
 
 /* "ID:PATH" with a plausible sandbox id before the colon. */
@@ -202,6 +203,38 @@ static int write_local_file(const char *local, const char *remote_path, const vo
     return rc;
 }
 
+/* Whether a write failed because path is a directory in the sandbox (the daemon's 400 names
+ * the errno: "path: /workspace: Is a directory"). */
+static bool is_a_directory(const sbx_err *err) {
+    static const char tail[] = ": Is a directory";
+    size_t n = strlen(err->message);
+    return err->http_status == 400 && n >= sizeof(tail) - 1 &&
+           strcmp(err->message + n - (sizeof(tail) - 1), tail) == 0;
+}
+
+/* One file to PATH, or into PATH under the local file's name when PATH ends with '/' or is a
+ * directory, as docker cp does (`sbx cp main.py ID:/workspace` failed: "Is a directory"). The
+ * file's permission bits go with it, as docker cp keeps them (0 is the default 0644). */
+static int upload_file(sbx_sandbox *sb, const char *local, const char *path, const char *data,
+                       size_t len, unsigned mode) {
+    sbx_err err = {0};
+    size_t n = strlen(path);
+    bool dir = n > 0 && path[n - 1] == '/';
+    if (!dir && sbx_sandbox_write_file_mode(sb, path, data, len, mode, &err) == SBX_OK)
+        return 0;
+    if (!dir && !is_a_directory(&err))
+        return cli_sbx_error(&err);
+    char *copy = strdup(local), *into = NULL;
+    int rc = copy && asprintf(&into, "%s%s%s", path, dir ? "" : "/", basename(copy)) >= 0
+                 ? 0
+                 : cli_error("out of memory");
+    if (rc == 0 && sbx_sandbox_write_file_mode(sb, into, data, len, mode, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    free(into);
+    free(copy);
+    return rc;
+}
+
 static int upload(sbx_sandbox *sb, const char *local, const char *path) {
     struct stat st;
     sbx_err err = {0};
@@ -232,9 +265,7 @@ static int upload(sbx_sandbox *sb, const char *local, const char *path) {
     close(fd);
     if (r < 0)
         return cli_error("cannot read %s: %s", local, strerror(-r));
-    /* the file's permission bits go with it, as docker cp keeps them (0 is the default 0644) */
-    if (sbx_sandbox_write_file_mode(sb, path, data, len, st.st_mode & 0777, &err) != SBX_OK)
-        rc = cli_sbx_error(&err);
+    rc = upload_file(sb, local, path, data, len, st.st_mode & 0777);
     free(data);
     return rc;
 }

@@ -22,7 +22,8 @@ static void help(void) {
         "Run CMD in sandbox ID. Output streams live (up to 64 MiB of each stream, with a note\n"
         "on stderr past that; -i and -t have none); sbx exits with the command's exit code,\n"
         "128+N when it was killed by signal N, 124 when --timeout expired, 137 when it was\n"
-        "OOM-killed, 1 when sbx itself failed.\n\n"
+        "OOM-killed, 1 when sbx itself failed. With -i or -t, Ctrl-C (SIGINT), SIGTERM and\n"
+        "SIGHUP sent to sbx go to the command (with -it on a terminal Ctrl-C is a keystroke).\n\n"
         "  -i, --interactive     stream sbx's stdin to the command as it arrives (no size\n"
         "                        limit; end of input closes the command's stdin)\n"
         "  -t, --tty             give the command a terminal; window changes are forwarded;\n"
@@ -36,26 +37,37 @@ static void help(void) {
         "  --timeout DUR         kill the command after DUR, e.g. 30s\n"
         "  --sh                  run CMD ARGS... as one /bin/sh -c script\n"
         "  --user USER           agent (default) or grader (grading sandboxes only)\n"
-        "  --json                print the result as JSON instead of streaming\n"
+        "  --json                print the result as JSON instead of streaming (output that is\n"
+        "                        not UTF-8 as stdout_b64/stderr_b64, base64)\n"
         "  --host ENDPOINTS      daemon endpoints (see sbx --help)\n");
 }
 
-static json_t *data_json(const char *d, size_t n) {
+/* A stream's bytes into o as name when they are UTF-8, else base64 as name_b64 (as the API sends
+ * them: "(not valid UTF-8)" stood where binary output was). 0, or -1 out of memory. */
+static int set_data(json_t *o, const char *name, const char *d, size_t n) {
     json_t *s = d ? json_stringn(d, n) : json_null();
-    return s ? s : json_string("(not valid UTF-8)");
+    if (s)
+        return json_object_set_new(o, name, s);
+    char key[16], *b = cli_base64(d, n);
+    snprintf(key, sizeof(key), "%s_b64", name);
+    int r = b ? json_object_set_new(o, key, json_string(b)) : -1;
+    free(b);
+    return r;
 }
 
 /* The result as one JSON object (--json); returns status or CLI_EXIT_ERROR. */
 static int print_result_json(const sbx_exec_result *r, int status) {
-    json_t *j =
-        json_pack("{si so ss sf so so sI sI sb sb}", "exit_code", r->exit_code, "signal",
-                  r->signal ? json_integer(r->signal) : json_null(), "reason", r->reason,
-                  "duration", r->duration_s, "stdout", data_json(r->stdout_data, r->stdout_len),
-                  "stderr", data_json(r->stderr_data, r->stderr_len), "stdout_bytes",
-                  (json_int_t)r->stdout_bytes, "stderr_bytes", (json_int_t)r->stderr_bytes,
-                  "stdout_truncated", r->stdout_truncated, "stderr_truncated", r->stderr_truncated);
-    if (cli_print_json(j) != 0)
+    json_t *j = json_pack("{si so ss sf}", "exit_code", r->exit_code, "signal",
+                          r->signal ? json_integer(r->signal) : json_null(), "reason", r->reason,
+                          "duration", r->duration_s);
+    json_t *counts = json_pack("{sI sI sb sb}", "stdout_bytes", (json_int_t)r->stdout_bytes,
+                               "stderr_bytes", (json_int_t)r->stderr_bytes, "stdout_truncated",
+                               r->stdout_truncated, "stderr_truncated", r->stderr_truncated);
+    if (!j || !counts || set_data(j, "stdout", r->stdout_data, r->stdout_len) < 0 ||
+        set_data(j, "stderr", r->stderr_data, r->stderr_len) < 0 ||
+        json_object_update(j, counts) < 0 || cli_print_json(j) != 0)
         status = CLI_EXIT_ERROR;
+    json_decref(counts);
     json_decref(j);
     return status;
 }
@@ -158,14 +170,19 @@ int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const sbx_process_opts 
     sbx_err err = {0};
     int rc = 0;
     sbx_exec_result r = {0};
-    if (sbx_process_start(sb, o, po, &p, &err) != SBX_OK) {
+    /* raw mode only when our keystrokes go to the command (as docker exec -it), Ctrl-C with
+     * them; else SIGINT (and SIGTERM, SIGHUP) is forwarded to it. Window changes go to its
+     * terminal either way (they went only with -i). */
+    bool raw = tty && with_stdin && isatty(0);
+    if (cli_signals_watch(tty, !raw) != 0) {
+        rc = CLI_EXIT_ERROR;
+    } else if (sbx_process_start(sb, o, po, &p, &err) != SBX_OK) {
+        cli_signals_unwatch();
         rc = cli_sbx_error(&err);
     } else {
-        /* raw mode only when our keystrokes go to the command (as docker exec -it); window
-         * changes go to its terminal either way (they went only with -i) */
-        if (tty && with_stdin)
+        if (raw)
             cli_tty_raw();
-        rc = cli_stream_run(p, with_stdin, tty, json ? &r : NULL);
+        rc = cli_stream_run(p, raw ? NULL : sb, with_stdin, tty, json ? &r : NULL);
     }
     sbx_process_free(p);
     if (json) {

@@ -1,7 +1,8 @@
 /* The attached side of `sbx exec -i/-t` and `sbx attach`: the local terminal in raw mode
  * (restored on every exit path: normal, error, a fatal signal), SIGWINCH forwarded as a resize,
- * stdin forwarded as it arrives (flow-controlled by libsbx's queue), output written as it comes
- * (also for the plain exec: cli_stream_output), and the exit status of the command. */
+ * SIGINT/SIGTERM/SIGHUP forwarded to the command (exec, no raw mode), stdin forwarded as it arrives
+ * (flow-controlled by libsbx's queue), output written as it comes (also for the plain exec:
+ * cli_stream_output), and the exit status of the command. */
 #include "client/cli/cli.h"
 
 #include <errno.h>
@@ -20,7 +21,9 @@
 
 static struct termios saved_tio;
 static volatile sig_atomic_t raw_on;
-static int sig_pipe[2] = {-1, -1};
+static int sig_pipe[2] = {-1, -1}; /* the numbers of the signals caught while a command runs */
+/* What cli_stream_run forwards to the command (as `docker run` proxies them). */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
 
 static void restore_tty(void) {
     if (raw_on) {
@@ -35,11 +38,11 @@ static void on_fatal(int sig) {
     raise(sig);
 }
 
-static void on_winch(int sig) {
+static void on_signal(int sig) {
     int saved = errno;
-    char c = 'w';
+    unsigned char c = (unsigned char)sig;
     if (sig_pipe[1] >= 0 && write(sig_pipe[1], &c, 1) < 0) {
-        /* full pipe: a resize is already pending */
+        /* full pipe: signals are already pending */
     }
     errno = saved;
 }
@@ -92,21 +95,67 @@ void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len
     }
 }
 
-static int setup_winch(void) {
-    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-        return -1;
-    struct sigaction sa = {.sa_handler = on_winch, .sa_flags = SA_RESTART};
+/* What cli_signals_watch set up (one attached command at a time). */
+static struct {
+    bool on, tty, fwd;
+    struct sigaction old[sizeof(forwarded) / sizeof(forwarded[0])]; /* put back at the end */
+} watch;
+
+int cli_signals_watch(bool tty, bool fwd) {
+    if (watch.on)
+        return 0;
+    watch.on = true, watch.tty = tty, watch.fwd = fwd;
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaction(forwarded[i], NULL, &watch.old[i]);
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
     sigemptyset(&sa.sa_mask);
-    return sigaction(SIGWINCH, &sa, NULL);
+    int r = pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK);
+    if (r == 0 && tty)
+        r = sigaction(SIGWINCH, &sa, NULL);
+    for (size_t i = 0; r == 0 && fwd && i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        r = sigaction(forwarded[i], &sa, NULL);
+    if (r < 0) {
+        int e = errno;
+        cli_signals_unwatch();
+        return cli_error("cannot watch signals: %s", strerror(e));
+    }
+    return 0;
 }
 
-static void forward_resize(sbx_process *p) {
-    char buf[64];
-    while (read(sig_pipe[0], buf, sizeof(buf)) > 0)
-        ;
-    unsigned rows, cols;
+void cli_signals_unwatch(void) {
+    if (!watch.on)
+        return;
+    if (watch.tty)
+        signal(SIGWINCH, SIG_DFL);
+    for (size_t i = 0; watch.fwd && i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaction(forwarded[i], &watch.old[i], NULL);
+    if (sig_pipe[0] >= 0) {
+        close(sig_pipe[0]);
+        close(sig_pipe[1]);
+    }
+    sig_pipe[0] = sig_pipe[1] = -1;
+    watch.on = false;
+}
+
+/* The signals caught since the last call: a window change becomes a resize, SIGINT, SIGTERM or
+ * SIGHUP goes to the command (over HTTP, which data queued on the stream cannot hold up); the
+ * command's exit record then comes as usual. */
+static void forward_signals(sbx_process *p, sbx_sandbox *sb) {
+    unsigned char sigs[64];
+    bool winch = false;
+    ssize_t n;
     sbx_err err;
-    if (cli_tty_size(&rows, &cols) == 0)
+    while ((n = read(sig_pipe[0], sigs, sizeof(sigs))) > 0)
+        for (ssize_t i = 0; i < n; i++) {
+            char name[8];
+            snprintf(name, sizeof(name), "%d", sigs[i]);
+            if (sigs[i] == SIGWINCH)
+                winch = true;
+            else if (sb) /* an ended process: the loop sees its exit */
+                sbx_sandbox_process_signal(sb, sbx_process_pid(p), name, &err);
+        }
+    unsigned rows, cols;
+    if (winch && cli_tty_size(&rows, &cols) == 0)
         sbx_process_resize(p, rows, cols, &err); /* an ended process: the loop sees it */
 }
 
@@ -131,9 +180,10 @@ static int forward_stdin(sbx_process *p, bool *open) {
     return 0;
 }
 
-int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *ret) {
-    if (tty && setup_winch() < 0)
-        return cli_error("cannot watch window changes: %s", strerror(errno));
+int cli_stream_run(sbx_process *p, sbx_sandbox *sig_to, bool with_stdin, bool tty,
+                   sbx_exec_result *ret) {
+    if (cli_signals_watch(tty, sig_to) != 0)
+        return CLI_EXIT_ERROR;
     bool in_open = with_stdin;
     int rc = 0;
     sbx_err err = {0};
@@ -142,7 +192,7 @@ int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *r
             {.fd = sbx_process_fd(p), .events = sbx_process_poll_events(p)},
             {.fd = in_open && sbx_process_write_pending(p) < STDIN_HIGH_WATER ? 0 : -1,
              .events = POLLIN},
-            {.fd = tty ? sig_pipe[0] : -1, .events = POLLIN},
+            {.fd = sig_pipe[0], .events = POLLIN},
         };
         if (poll(fds, 3, -1) < 0) {
             if (errno == EINTR)
@@ -151,18 +201,13 @@ int cli_stream_run(sbx_process *p, bool with_stdin, bool tty, sbx_exec_result *r
             break;
         }
         if (fds[2].revents)
-            forward_resize(p);
+            forward_signals(p, sig_to);
         if (fds[1].revents)
             rc = forward_stdin(p, &in_open);
         if (rc == 0 && fds[0].revents && sbx_process_dispatch(p, &err) != SBX_OK)
             break;
     }
-    if (tty) {
-        signal(SIGWINCH, SIG_DFL);
-        close(sig_pipe[0]);
-        close(sig_pipe[1]);
-        sig_pipe[0] = sig_pipe[1] = -1;
-    }
+    cli_signals_unwatch();
     restore_tty();
     if (rc)
         return rc;

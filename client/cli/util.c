@@ -270,6 +270,23 @@ int cli_read_fd(int fd, char **ret, size_t *ret_len) {
     return 0;
 }
 
+char *cli_base64(const void *data, size_t len) {
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *d = data;
+    char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
+    for (size_t i = 0; out && i < len; i += 3) {
+        unsigned v = (unsigned)d[i] << 16 | (i + 1 < len ? (unsigned)d[i + 1] << 8 : 0) |
+                     (i + 2 < len ? d[i + 2] : 0);
+        *o++ = abc[v >> 18 & 63];
+        *o++ = abc[v >> 12 & 63];
+        *o++ = i + 1 < len ? abc[v >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? abc[v & 63] : '=';
+    }
+    if (out)
+        *o = 0;
+    return out;
+}
+
 int cli_print_json(json_t *j) {
     if (!j || json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
         return cli_error("cannot print JSON");

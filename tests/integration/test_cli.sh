@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout), output
-# streams before the command exits, -i forwards stdin, cp both ways for a file and a directory,
-# --json output parses, a helpful error when the daemon is not running, usage errors exit 2,
-# run removes its sandbox, run -i streams stdin (3 MiB) and keeps the rest of run, placement
-# across two daemons (one full) falls back on 503, pause and resume of a pausable sandbox, output
-# to a non-blocking or closed stdout, sbx started with stdin/stdout/stderr closed, bad numbers
-# refused, volume rm / inspect going on past a failure, and create --json terminating a sandbox
-# it cannot read back.
+# streams before the command exits, -i forwards stdin, cp both ways for a file and a directory
+# (a file into a directory), --json output parses (binary output as base64), a helpful error
+# when the daemon is not running, usage errors exit 2, run removes its sandbox, run -i streams
+# stdin (3 MiB) and keeps the rest of run, placement across two daemons (one full) falls back on
+# 503, pause and resume of a pausable sandbox, output to a non-blocking or closed stdout, sbx
+# started with stdin/stdout/stderr closed, bad numbers refused, volume rm / inspect going on past
+# a failure, and create --json terminating a sandbox it cannot read back.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -208,6 +208,13 @@ test_cp() {
   assert_eq $rc 1 "missing remote path"
   "$SBX" cp "$T/dir" "$T/dir2" 2>/dev/null; rc=$?
   assert_eq $rc 2 "two local paths is a usage error"
+  # a file copied to a directory goes into it under its own name, as with docker cp (the
+  # daemon's "Is a directory" / "names a directory" was the answer)
+  echo into >"$T/into.txt"
+  "$SBX" cp "$T/into.txt" "$id:/workspace/made" || fail "cp a file to an existing directory"
+  assert_eq "$("$SBX" exec "$id" -- cat /workspace/made/into.txt)" "into" "the file in the directory"
+  "$SBX" cp "$T/into.txt" "$id:/workspace/" || fail "cp a file to a path ending with /"
+  assert_eq "$("$SBX" exec "$id" -- cat /workspace/into.txt)" "into" "the file under /workspace/"
 }
 
 test_json_output() {
@@ -223,6 +230,11 @@ test_json_output() {
   assert_eq "$v" "True" "ls --json --label"
   v=$("$SBX" exec --json "$id" -- sh -c 'echo hi; exit 4' | json "(d['exit_code'], d['stdout'], d['reason'])")
   assert_eq "$v" "(4, 'hi\\n', 'exited')" "exec --json"
+  # output that is not UTF-8 comes whole as base64, as the API sends it ("(not valid UTF-8)")
+  v=$("$SBX" exec --json "$id" -- printf '\377\376abc' | json "(d.get('stdout'), d['stdout_b64'], d['stderr'])")
+  assert_eq "$v" "(None, '//5hYmM=', '')" "exec --json of binary output"
+  v=$(printf '\377' | "$SBX" exec -i --json "$id" -- cat | json "(d.get('stdout'), d['stdout_b64'])")
+  assert_eq "$v" "(None, '/w==')" "exec -i --json of binary output"
   "$SBX" inspect "$id" | grep '^cost_usd ' >/dev/null || fail "human inspect shows cost_usd"
   "$SBX" ls | grep "^$id " >/dev/null || fail "human ls lists the sandbox"
 }

@@ -4,7 +4,8 @@
 # early, a command that exits before reading stdin; `sbx exec -it` driven through tmux (a shell
 # prompt, `stty size` after a resize, Ctrl-C interrupts `sleep` but not the shell, `exit 3`,
 # the local terminal sane afterwards), in both isolation classes; `sbx run -it`; background
-# commands: -d, ps, logs, kill, attach.
+# commands: -d, ps, logs, kill, attach; SIGINT/SIGTERM/SIGHUP to `sbx exec -i/-t` reach the
+# command.
 
 DAEMON_TAG=cli-it
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -317,6 +318,33 @@ test_attach() {
   grep -qi "ended" "$T/err" || fail "no clear message: $(cat "$T/err")"
   "$SBX" attach "$ID" 999999 </dev/null 2>/dev/null && fail "attach to an unknown pid must fail"
   return 0
+}
+
+# SIGINT (Ctrl-C where stdin is no terminal: no raw mode), SIGTERM or SIGHUP to `sbx exec -i/-t`
+# goes to the command, and sbx exits with the command's status once it ended (sbx died alone,
+# and the command went on in the sandbox). `env --default-signal=INT` undoes the SIGINT that bash
+# ignores for background jobs.
+test_signals_reach_the_command() {
+  setup
+  local each flag sig want pid rc remote= n=0
+  for each in "-i:INT:2" "-t:INT:2" "-i:TERM:15" "-it:HUP:1"; do
+    IFS=: read -r flag sig want <<<"$each"
+    n=$((n + 1))
+    env --default-signal=INT "$SBX" exec "$flag" "$ID" -- sleep "30$n" </dev/null >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+      remote=$("$SBX" --json ps "$ID" |
+        json "''.join(str(p['pid']) for p in d['processes'] if p['argv'] == ['sleep', '30$n'])")
+      [ -n "$remote" ] && break
+      sleep 0.1
+    done
+    [ -n "$remote" ] || fail "sbx exec $flag: the command never showed in ps"
+    kill "-$sig" "$pid"
+    wait "$pid"; rc=$?
+    wait_state "$remote" exited
+    assert_eq "$(proc_field "$remote" "['signal']")/$rc" "$want/$((128 + want))" \
+      "sbx exec $flag: SIG$sig ended the command and sbx exited with its status"
+  done
 }
 
 # Usage errors exit 2 before any request (no daemon needed).
