@@ -9,11 +9,16 @@
 #define CLI_ARCHIVE_FUNCS(X)                                                                       \
     X(archive_entry_filetype)                                                                      \
     X(archive_entry_free)                                                                          \
+    X(archive_entry_hardlink)                                                                      \
     X(archive_entry_new)                                                                           \
     X(archive_entry_pathname)                                                                      \
     X(archive_entry_set_gid)                                                                       \
+    X(archive_entry_set_filetype)                                                                  \
     X(archive_entry_set_gname)                                                                     \
+    X(archive_entry_set_hardlink)                                                                  \
     X(archive_entry_set_pathname)                                                                  \
+    X(archive_entry_set_perm)                                                                      \
+    X(archive_entry_set_size)                                                                      \
     X(archive_entry_set_uid)                                                                       \
     X(archive_entry_set_uname)                                                                     \
     X(archive_entry_size)                                                                          \
@@ -68,6 +73,11 @@ int cli_archive_load(void);
 #define archive_entry_set_uname CLI_LA_ROUTE(archive_entry_set_uname)
 #define archive_entry_size CLI_LA_ROUTE(archive_entry_size)
 #define archive_entry_sourcepath CLI_LA_ROUTE(archive_entry_sourcepath)
+#define archive_entry_hardlink CLI_LA_ROUTE(archive_entry_hardlink)
+#define archive_entry_set_filetype CLI_LA_ROUTE(archive_entry_set_filetype)
+#define archive_entry_set_hardlink CLI_LA_ROUTE(archive_entry_set_hardlink)
+#define archive_entry_set_perm CLI_LA_ROUTE(archive_entry_set_perm)
+#define archive_entry_set_size CLI_LA_ROUTE(archive_entry_set_size)
 #define archive_error_string CLI_LA_ROUTE(archive_error_string)
 #define archive_read_data_block CLI_LA_ROUTE(archive_read_data_block)
 #define archive_read_disk_descend CLI_LA_ROUTE(archive_read_disk_descend)

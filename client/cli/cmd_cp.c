@@ -22,7 +22,10 @@ static void help(void) {
            "LOCAL), or into it under the file's own name when it is an existing directory (or\n"
            "PATH ends with /). A directory's contents are copied into PATH (or LOCAL), which\n"
            "is created when missing. A file copied in keeps its permission bits; one copied\n"
-           "out is made 0644 (less the umask).\n");
+           "out is made 0644 (less the umask).\n\n"
+           "LOCAL \"-\" is a tar stream, as with docker cp: `sbx cp ID:PATH -` writes PATH\n"
+           "(a file or a directory, under its own name) as a tar to stdout, and\n"
+           "`sbx cp - ID:DIR` unpacks the tar read from stdin into the directory DIR.\n");
 }
 
 /* "ID:PATH" with a plausible sandbox id before the colon. */
@@ -40,9 +43,10 @@ static bool split_remote(const char *arg, char *id, size_t idlen, const char **p
 }
 
 /* ---- packing a directory ---- */
-static la_ssize_t mem_write(struct archive *a, void *ud, const void *buf, size_t n) {
-    if (fwrite(buf, 1, n, (FILE *)ud) != n) { /* a memory stream (open_memstream) */
-        archive_set_error(a, ENOMEM, "out of memory");
+/* To a stream: a memory one (open_memstream) or stdout (`sbx cp ID:PATH -`). */
+static la_ssize_t stream_write(struct archive *a, void *ud, const void *buf, size_t n) {
+    if (fwrite(buf, 1, n, (FILE *)ud) != n) {
+        archive_set_error(a, errno ? errno : ENOMEM, "%s", strerror(errno ? errno : ENOMEM));
         return -1;
     }
     return (la_ssize_t)n;
@@ -75,7 +79,7 @@ static int pack_dir(const char *dir, FILE *out) {
         dlen--;
     archive_write_set_format_pax_restricted(w);
     archive_read_disk_set_symlink_physical(disk);
-    if (archive_write_open2(w, out, NULL, mem_write, NULL, NULL) != ARCHIVE_OK ||
+    if (archive_write_open2(w, out, NULL, stream_write, NULL, NULL) != ARCHIVE_OK ||
         archive_read_disk_open(disk, dir) != ARCHIVE_OK)
         rc = cli_error("cannot read %s: %s", dir, archive_error_string(disk));
     while (rc == 0) {
@@ -287,6 +291,136 @@ static int download(sbx_sandbox *sb, const char *path, const char *local) {
     return rc;
 }
 
+/* ---- "-": a tar on stdin or stdout, as docker cp reads and writes one ---- */
+
+/* `sbx cp - ID:DIR`: the tar on stdin, unpacked into DIR. */
+static int upload_tar(sbx_sandbox *sb, const char *path) {
+    char *data = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&data, &len);
+    char buf[65536];
+    size_t n;
+    int rc = m ? 0 : cli_error("out of memory");
+    while (rc == 0 && (n = fread(buf, 1, sizeof(buf), stdin)) > 0)
+        if (fwrite(buf, 1, n, m) != n)
+            rc = cli_error("out of memory");
+    if (rc == 0 && ferror(stdin))
+        rc = cli_error("cannot read stdin: %s", strerror(errno));
+    if (m && fclose(m) != 0 && rc == 0)
+        rc = cli_error("out of memory");
+    sbx_err err = {0};
+    if (rc == 0 && sbx_sandbox_put_archive(sb, path, data, len, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
+    free(data);
+    return rc;
+}
+
+/* One regular file `name` (0644: the API gives a file's data only), or a directory (0755). */
+static int tar_file(struct archive *w, const char *name, bool dir, const void *data, size_t len) {
+    struct archive_entry *e = archive_entry_new();
+    archive_entry_set_pathname(e, name);
+    archive_entry_set_filetype(e, dir ? AE_IFDIR : AE_IFREG);
+    archive_entry_set_perm(e, dir ? 0755 : 0644);
+    archive_entry_set_size(e, (la_int64_t)len);
+    int rc = 0;
+    if (archive_write_header(w, e) != ARCHIVE_OK ||
+        (len && archive_write_data(w, data, len) != (la_ssize_t)len))
+        rc = cli_error("cannot write the archive: %s", archive_error_string(w));
+    archive_entry_free(e);
+    return rc;
+}
+
+/* `prefix` + "/" + a name of the daemon's archive ("." or "./x": its directory's own). */
+static char *under(const char *prefix, const char *name) {
+    char *full = NULL;
+    while (name[0] == '.' && name[1] == '/')
+        name += 2;
+    bool top = !*name || strcmp(name, ".") == 0;
+    return asprintf(&full, "%s%s%s", prefix, top ? "" : "/", top ? "" : name) < 0 ? NULL : full;
+}
+
+/* The daemon's tar of a directory (names relative to it) again, under `name`/ (its entry
+ * first). */
+static int tar_dir(struct archive *w, const char *name, const void *tar, size_t len) {
+    struct archive *r = archive_read_new();
+    struct archive_entry *e;
+    archive_read_support_format_tar(r);
+    int rc = archive_read_open_memory(r, tar, len) == ARCHIVE_OK
+                 ? tar_file(w, name, true, NULL, 0)
+                 : cli_error("the daemon sent a bad archive: %s", archive_error_string(r));
+    while (rc == 0) {
+        int x = archive_read_next_header(r, &e);
+        if (x == ARCHIVE_EOF)
+            break;
+        char *full = x == ARCHIVE_OK ? under(name, archive_entry_pathname(e)) : NULL;
+        char *link =
+            full && archive_entry_hardlink(e) ? under(name, archive_entry_hardlink(e)) : NULL;
+        if (x != ARCHIVE_OK || !full || (archive_entry_hardlink(e) && !link)) {
+            free(full);
+            rc = cli_error("bad archive: %s", archive_error_string(r));
+            break;
+        }
+        if (strcmp(full, name) == 0) { /* the directory's own entry: written first */
+            free(full);
+            free(link);
+            continue;
+        }
+        archive_entry_set_pathname(e, full);
+        if (link)
+            archive_entry_set_hardlink(e, link);
+        free(full);
+        free(link);
+        const void *buf;
+        size_t n;
+        la_int64_t off;
+        if (archive_write_header(w, e) != ARCHIVE_OK)
+            rc = cli_error("cannot write the archive: %s", archive_error_string(w));
+        while (rc == 0 && (x = archive_read_data_block(r, &buf, &n, &off)) == ARCHIVE_OK)
+            if (archive_write_data(w, buf, n) != (la_ssize_t)n)
+                rc = cli_error("cannot write the archive: %s", archive_error_string(w));
+        if (rc == 0 && x != ARCHIVE_EOF)
+            rc = cli_error("bad archive: %s", archive_error_string(r));
+    }
+    archive_read_free(r);
+    return rc;
+}
+
+/* `sbx cp ID:PATH -`: a tar of PATH on stdout, PATH's own name its top entry. */
+static int download_tar(sbx_sandbox *sb, const char *path) {
+    void *data = NULL;
+    size_t len = 0;
+    sbx_err err = {0};
+    bool dir = false;
+    int rc = cli_archive_load();
+    if (rc == 0 && sbx_sandbox_read_file(sb, path, &data, &len, &err) != SBX_OK) {
+        dir = strcmp(err.api_code, "is_a_directory") == 0;
+        if (!dir || sbx_sandbox_get_archive(sb, path, &data, &len, &err) != SBX_OK)
+            rc = cli_sbx_error(&err);
+    }
+    char *copy = rc == 0 ? strdup(path) : NULL;
+    const char *name = copy ? basename(copy) : NULL;
+    if (rc == 0 && !copy)
+        rc = cli_error("out of memory");
+    if (name && (!*name || strcmp(name, "/") == 0))
+        name = ".";
+    struct archive *w = rc == 0 ? archive_write_new() : NULL;
+    if (w) {
+        archive_write_set_format_pax_restricted(w);
+        if (archive_write_open2(w, stdout, NULL, stream_write, NULL, NULL) != ARCHIVE_OK)
+            rc = cli_error("cannot write the archive: %s", archive_error_string(w));
+        if (rc == 0)
+            rc = dir ? tar_dir(w, name, data, len) : tar_file(w, name, false, data, len);
+        if (archive_write_close(w) != ARCHIVE_OK && rc == 0)
+            rc = cli_error("cannot write the archive: %s", archive_error_string(w));
+        archive_write_free(w);
+    }
+    if (rc == 0 && fflush(stdout) != 0)
+        rc = cli_error("cannot write stdout: %s", strerror(errno));
+    free(copy);
+    free(data);
+    return rc;
+}
+
 int cmd_cp(int argc, char **argv) {
     int prc = cli_parse_common("cp", argc, argv, help);
     if (prc != 0)
@@ -305,8 +439,11 @@ int cmd_cp(int argc, char **argv) {
     int rc = cli_client(&c);
     if (rc == 0 && sbx_sandbox_open(c, rs ? id_src : id_dst, &sb, &err) != SBX_OK)
         rc = cli_sbx_error(&err);
-    if (rc == 0)
-        rc = rs ? download(sb, p_src, argv[optind + 1]) : upload(sb, argv[optind], p_dst);
+    const char *local = argv[optind + (rs ? 1 : 0)];
+    if (rc == 0 && strcmp(local, "-") == 0)
+        rc = rs ? download_tar(sb, p_src) : upload_tar(sb, p_dst);
+    else if (rc == 0)
+        rc = rs ? download(sb, p_src, local) : upload(sb, local, p_dst);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
     return rc;

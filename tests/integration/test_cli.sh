@@ -215,6 +215,19 @@ test_cp() {
   assert_eq "$("$SBX" exec "$id" -- cat /workspace/made/into.txt)" "into" "the file in the directory"
   "$SBX" cp "$T/into.txt" "$id:/workspace/" || fail "cp a file to a path ending with /"
   assert_eq "$("$SBX" exec "$id" -- cat /workspace/into.txt)" "into" "the file under /workspace/"
+  # "-" is a tar stream, as with docker cp (it made a local directory named "-", and read no
+  # stdin): a directory and a file out under their own names, a tar in unpacked into a directory
+  (cd "$T" && "$SBX" cp "$id:/workspace/d" - >"$T/d.tar") || fail "cp a directory to -"
+  assert_eq "$(tar -tf "$T/d.tar" | sort | tr '\n' ' ')" \
+    "d/ d/a.txt d/sub/ d/sub/b.txt d/sub/deeper/ d/sub/deeper/run.sh " "the directory's tar"
+  [ ! -e "$T/-" ] || fail "a local file named - was made"
+  mkdir "$T/untar" && tar -xf "$T/d.tar" -C "$T/untar" || fail "untar"
+  diff -r "$T/dir" "$T/untar/d" || fail "the directory differs after cp ... -"
+  assert_eq "$("$SBX" cp "$id:/workspace/d/sub/b.txt" - | tar -xOf - b.txt)" "two" "a file's tar"
+  "$SBX" exec "$id" -- touch /workspace/empty || fail "touch"
+  assert_eq "$("$SBX" cp "$id:/workspace/empty" - | tar -tvf - | cut -c1)" "-" "an empty file's tar"
+  tar -cf - -C "$T/dir" . | "$SBX" cp - "$id:/workspace/fromtar" || fail "cp - into a directory"
+  assert_eq "$("$SBX" exec "$id" -- /workspace/fromtar/sub/deeper/run.sh)" "x" "the tar unpacked"
 }
 
 test_json_output() {
