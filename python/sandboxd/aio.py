@@ -41,6 +41,14 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
     return _pool
 
 
+def _new_pool_in_child() -> None:
+    global _pool
+    _pool = None  # a child of os.fork() has none of the parent's worker threads: it would hang
+
+
+os.register_at_fork(after_in_child=_new_pool_in_child)
+
+
 async def _off(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor(), functools.partial(fn, *args, **kw))

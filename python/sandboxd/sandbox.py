@@ -3,7 +3,8 @@ processes, results and files, lives in objects.py; the argument checks in args.p
 
 Every call goes through libsbx (ctypes), so endpoint selection, placement and error mapping
 are the C library's. libsbx's client handle is not thread-safe, so each thread gets its own
-(``Client`` keeps one per thread) and a ``Sandbox`` opens a handle per thread that uses it.
+(``Client`` keeps one per thread) and a ``Sandbox`` opens a handle per thread that uses it. A
+child made by os.fork() starts over with handles and worker threads of its own.
 """
 from __future__ import annotations
 
@@ -23,6 +24,23 @@ from .args import (Duration, Egress, Size, _call, _check, _check_port, _create_r
                    _data_member, _exec_args, _exec_opts, _fork_request, _info, _port_body,
                    parse_duration_ms, parse_size)  # noqa: F401 (the package takes parse_size here)
 
+# Bumped in a child made by os.fork() (multiprocessing's default on Linux): the libsbx clients
+# it inherited share their kept-alive connections with the parent (both processes' answers
+# would cross) and the worker threads they hand work to are not in the child. Client and
+# Sandbox compare it with the value they were set up under and start over when it differs.
+_forks = 0
+_fork_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _forks, _fork_lock, _default_lock
+    _forks += 1
+    _fork_lock = threading.Lock()  # (either could have been held by a thread of the parent)
+    _default_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 class Client:
     """Where the daemon is: ``hosts`` as libsbx takes it (None: $SBX_HOST, else the default
@@ -34,18 +52,34 @@ class Client:
                  max_threads: int = 256):
         self.hosts = hosts
         self.token = token
+        self._max_threads = max_threads
+        self._closed = False
+        self._start()
+        self.handle()  # fail early on a bad host list
+
+    def _start(self) -> None:
+        """No libsbx clients yet, a new worker pool (also in a child after os.fork(): what
+        was inherited is the parent's, left alone there: freeing it could close or shut down
+        a connection the parent still uses)."""
         self._local = threading.local()
         self._all: List[ctypes.c_void_p] = []
         self._lock = threading.Lock()
-        self._closed = False
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_threads,
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self._max_threads,
                                                            thread_name_prefix="sandboxd-exec")
-        self.handle()  # fail early on a bad host list
+        self._forks = _forks
+
+    def _check_open(self) -> None:
+        """SandboxdError ("closed") after close(); in a child after os.fork(), start over."""
+        if self._closed:
+            raise SandboxdError("this Client is closed", "closed")
+        if self._forks != _forks:
+            with _fork_lock:
+                if self._forks != _forks:
+                    self._start()
 
     def handle(self) -> ctypes.c_void_p:
         """This thread's libsbx client (made on first use)."""
-        if self._closed:
-            raise SandboxdError("this Client is closed", "closed")
+        self._check_open()
         h = getattr(self._local, "h", None)
         if h is not None:
             return h
@@ -90,6 +124,7 @@ class Client:
               1 if drain else 0)
 
     def submit(self, fn: Callable, *args: Any) -> concurrent.futures.Future:
+        self._check_open()
         return self._pool.submit(fn, *args)
 
     def close(self) -> None:
@@ -165,13 +200,18 @@ class Lease:
 
     @classmethod
     def create(cls, ttl: Duration = "60s", client: Optional[Client] = None,
-               renew_every: Optional[float] = None) -> "Lease":
+               renew_every: Optional[Duration] = None) -> "Lease":
+        """A new lease of ``ttl``; ``renew_every`` (seconds or a duration like "20s"; None:
+        no renewing) starts keep_alive. A bad ttl or renew_every is InvalidArgument naming it,
+        before the lease is made."""
         client = client or default_client()
+        if renew_every is not None:
+            _renew_seconds(renew_every)
         out = ctypes.c_void_p()
         _call(_lib.lib().sbx_lease_create, client.handle(), parse_duration_ms(ttl, "ttl"),
               ctypes.byref(out))
         lease = cls(_lib.take_string(out), client)
-        if renew_every:
+        if renew_every is not None:
             lease.keep_alive(renew_every)
         return lease
 
@@ -180,13 +220,16 @@ class Lease:
         _call(_lib.lib().sbx_lease_renew, _handle or self.client.handle(),
               _lib.cstr(self.id, "lease"))
 
-    def keep_alive(self, every: float) -> None:
-        """Renew every ``every`` seconds from a background thread until ``stop()``. A renewal
+    def keep_alive(self, every: Duration) -> None:
+        """Renew every ``every`` seconds (or a duration like "20s": 0, negative, NaN and
+        infinite ones are InvalidArgument naming renew_every) from a background thread until
+        ``stop()``. A renewal
         that fails (the daemon restarting or unreachable, a 5xx, a 503) is kept in ``error``
         and tried again, after 0.5 s, then twice as long each time up to ``every``: a short
         outage within the ttl costs nothing. Only NotFound (the lease expired or was deleted:
         its sandboxes are gone) and Unauthorized (a wrong or missing token: trying again cannot
         help) end the thread."""
+        every = _renew_seconds(every)
         self.stop()
         self._stop = threading.Event()
         stop = self._stop
@@ -255,6 +298,23 @@ class Lease:
         return f"Lease({self.id!r})"
 
 
+def _end_unowned(handles: List[Optional[int]]) -> None:
+    """Sandboxes libsbx made that no Sandbox object came to own (an exception right after the
+    call: a KeyboardInterrupt from a Ctrl-C during it is raised there): ended and freed, else
+    they would run on, out of the caller's reach, until their timeouts."""
+    L = _lib.lib()
+    for h in handles:
+        if h:
+            L.sbx_sandbox_terminate(h, ctypes.byref(_lib.SbxErr()))
+            L.sbx_sandbox_free(h)
+
+
+def _renew_seconds(every: Duration) -> float:
+    """Lease renewals' period in seconds, checked as durations are (a string "20s" was a
+    TypeError that ended the renewing thread; 0, a negative or NaN renewed without pause)."""
+    return parse_duration_ms(every, "renew_every") / 1000.0
+
+
 class _ClassOrInstance:
     """``Sandbox.open(id)`` attaches to a sandbox; ``sb.open(path, mode)`` opens a file in
     one: the same name, told apart by what it is looked up on."""
@@ -277,6 +337,7 @@ class Sandbox:
         self.id: str = _lib.lib().sbx_sandbox_id(handle).decode()
         self._handles: Dict[int, ctypes.c_void_p] = {threading.get_ident(): handle}
         self._lock = threading.Lock()
+        self._forks = _forks
 
     # ---- making and finding ----
     @classmethod
@@ -319,13 +380,18 @@ class Sandbox:
                                          isolation=isolation, pausable=pausable)
         L = _lib.lib()
         h = ctypes.c_void_p()
-        if extra:
-            _call(L.sbx_sandbox_create_with, client.handle(), ctypes.byref(o), extra,
-                  ctypes.byref(h))
-        else:
-            _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
-        del keep
-        return cls(h, client)
+        try:
+            if extra:
+                _call(L.sbx_sandbox_create_with, client.handle(), ctypes.byref(o), extra,
+                      ctypes.byref(h))
+            else:
+                _call(L.sbx_sandbox_create, client.handle(), ctypes.byref(o), ctypes.byref(h))
+            return cls(h, client)
+        except BaseException:
+            _end_unowned([h.value])
+            raise
+        finally:
+            del keep
 
     @classmethod
     def attach(cls, sandbox_id: str, client: Optional[Client] = None) -> "Sandbox":
@@ -348,6 +414,10 @@ class Sandbox:
     def _handle(self) -> ctypes.c_void_p:
         if self.client._closed:  # (its handles hold the closed Client's)
             raise SandboxdError("this Sandbox's Client is closed", "closed")
+        if self._forks != _forks:  # a child of os.fork(): its handles hold the parent's clients
+            with _fork_lock:
+                if self._forks != _forks:
+                    self._handles, self._lock, self._forks = {}, threading.Lock(), _forks
         tid = threading.get_ident()
         h = self._handles.get(tid)  # (a dict read needs no lock: only this thread adds tid's)
         if h is not None:
@@ -481,14 +551,17 @@ class Sandbox:
             raise SandboxdError("this libsbx has no sbx_sandbox_fork_with", "unsupported")
         arr = ctypes.POINTER(ctypes.c_void_p)()
         count = ctypes.c_size_t()
-        if extra:
-            _call(L.sbx_sandbox_fork_with, self._handle(), ctypes.byref(o), extra,
-                  ctypes.byref(arr), ctypes.byref(count))
-        else:
-            _call(L.sbx_sandbox_fork, self._handle(), ctypes.byref(o), ctypes.byref(arr),
-                  ctypes.byref(count))
         try:
+            if extra:
+                _call(L.sbx_sandbox_fork_with, self._handle(), ctypes.byref(o), extra,
+                      ctypes.byref(arr), ctypes.byref(count))
+            else:
+                _call(L.sbx_sandbox_fork, self._handle(), ctypes.byref(o), ctypes.byref(arr),
+                      ctypes.byref(count))
             return [Sandbox(ctypes.c_void_p(arr[i]), self.client) for i in range(count.value)]
+        except BaseException:
+            _end_unowned([arr[i] for i in range(count.value)] if arr else [])
+            raise
         finally:
             _lib.free(arr)  # the array only: the handles now belong to the Sandbox objects
             del keep

@@ -63,6 +63,17 @@ test_sdk_fork() {
   pytest_run test_sdk_fork.py
 }
 
+# The SDK's object lifetimes (python/tests/test_sdk_lifecycle.py): a KeyboardInterrupt right
+# after a create or fork ends the sandboxes it made, a child of os.fork() gets connections and
+# worker threads of its own, a lease's renew_every is checked, exec through a closed Client
+# raises "closed".
+TEST_TIMEOUT_sdk_lifecycle=120
+test_sdk_lifecycle() {
+  need_pytest
+  start_daemon
+  pytest_run test_sdk_lifecycle.py
+}
+
 TEST_TIMEOUT_sandboxfusion=500 TEST_PASS_sandboxfusion=plain
 test_sandboxfusion() {
   need_pytest
