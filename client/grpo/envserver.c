@@ -120,8 +120,11 @@ static void on_step(void *ud, long status, const void *body, size_t len, const s
     bool done = json_is_true(json_object_get(j, "done"));
     char *obs = observation_text(json_object_get(j, "observation"));
     json_decref(j);
-    if (done) {
-        json_object_set_new(last, "output", json_string(obs ? obs : ""));
+    if (done) { /* the last observation: logged as bounded as any turn's output */
+        char out[GRPO_OBS_MAX];
+        out[grpo_text_append(out, 0, sizeof(out) - 1, obs, obs ? strlen(obs) : 0)] = 0;
+        grpo_text_for_log(out);
+        json_object_set_new(last, "output", json_string(out));
         ep->turn++;
         grpo_episode_agent_done(ep, "env_done");
     } else {

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define OBS_MAX 4096
 /* sandboxd answers 503 while it is full or starting many sandboxes at once: retry soon, with
  * jitter, for about a minute before calling it an infrastructure failure. */
 #define CREATE_RETRIES 1000
@@ -460,17 +459,19 @@ static void on_detokenized(grpo_episode *ep, const sbxi_http_result *r) {
 static void observe(grpo_episode *ep, char *obs, bool turn);
 
 static void on_executed(grpo_episode *ep, const sbx_exec_result *res) {
-    char obs[OBS_MAX + 64];
-    size_t n = grpo_text_append(obs, 0, OBS_MAX - 1, res->stdout_data, res->stdout_len);
-    obs[grpo_text_append(obs, n, OBS_MAX - 1, res->stderr_data, res->stderr_len)] = 0;
+    char obs[GRPO_OBS_MAX + 64];
+    size_t n = grpo_text_append(obs, 0, GRPO_OBS_MAX - 1, res->stdout_data, res->stdout_len);
+    if (n == res->stdout_len) /* stderr after the whole of stdout, never after a cut */
+        n = grpo_text_append(obs, n, GRPO_OBS_MAX - 1, res->stderr_data, res->stderr_len);
+    obs[n] = 0;
     if (strcmp(res->reason, "command_timeout") == 0)
         strcat(obs, "\n[command timed out]\n");
     observe(ep, obs, true);
 }
 
 void grpo_episode_observe(grpo_episode *ep, const char *text, bool turn) {
-    char obs[OBS_MAX + 64];
-    obs[grpo_text_append(obs, 0, OBS_MAX - 1, text, strlen(text))] = 0;
+    char obs[GRPO_OBS_MAX + 64];
+    obs[grpo_text_append(obs, 0, GRPO_OBS_MAX - 1, text, strlen(text))] = 0;
     observe(ep, obs, turn);
 }
 /* What the policy sees next (a turn's output, or a server environment's first observation). */

@@ -132,11 +132,19 @@ bool grpo_text_blank(const char *s) {
     return true;
 }
 
-/* Appends len bytes of src at buf[at] (up to max in all), a NUL byte as '?'; returns the end. */
+/* Appends len bytes of src at buf[at] (up to max in all), a NUL byte as '?'; returns the end.
+ * Cut short, it never ends inside a UTF-8 character src goes on to complete: a character split
+ * there made the whole text invalid UTF-8, and grpo_text_for_log then turned all of it to '?'. */
 size_t grpo_text_append(char *buf, size_t at, size_t max, const char *src, size_t len) {
-    for (size_t i = 0; src && i < len && at < max; i++)
+    size_t start = at, i = 0;
+    for (; src && i < len && at < max; i++)
         buf[at++] = src[i] ? src[i] : '?';
-    return at;
+    if (i == len || i == 0 || ((unsigned char)src[i] & 0xc0) != 0x80)
+        return at;    /* all of it, or the cut falls between characters */
+    size_t lead = at; /* back to the character's first byte (at most 3 before) */
+    while (lead > start && at - lead < 4 && ((unsigned char)buf[lead - 1] & 0xc0) == 0x80)
+        lead--;
+    return lead > start && (unsigned char)buf[lead - 1] >= 0xc0 ? lead - 1 : at;
 }
 
 bool grpo_task_has_file(const grpo_task *t, const char *path) {

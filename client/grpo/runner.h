@@ -184,8 +184,10 @@ typedef enum grpo_verdict {
 grpo_verdict grpo_verdict_of(const grpo_task *t, const sbx_exec_result *res, bool injected,
                              double *ret_reward, char *msg, size_t len);
 bool grpo_end_is_agents(const char *end_reason); /* oom_killed, pids_limit */
+#define GRPO_OBS_MAX 4096 /* bytes of a turn's output (or observation) the policy and log get */
 /* Only blanks (or NULL); append len bytes of src at buf[at] (up to max in all, a NUL byte as
- * '?'), returning the end (episode_view.c). */
+ * '?', never ending inside a UTF-8 character that src completes), returning the end
+ * (episode_view.c). */
 bool grpo_text_blank(const char *s);
 size_t grpo_text_append(char *buf, size_t at, size_t max, const char *src, size_t len);
 void grpo_text_for_log(char *s); /* valid UTF-8: cut at a NUL, other bytes '?' */

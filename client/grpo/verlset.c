@@ -16,9 +16,9 @@
 
 /* The data_source names /grader/sbx_verl.py scores itself: equal to its BUILTINS
  * (tests/unit/test_sbx_verl.sh compares the two lists). */
-static const char *const verl_builtins[] = {
-    "openai/gsm8k", "gsm8k", "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "math",
-    "exact_match",  NULL};
+static const char *const verl_builtins[] = {"openai/gsm8k",   "gsm8k",
+                                            "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval",
+                                            "exact_match",    NULL};
 
 typedef struct verl_ctx {
     grpo_taskset *ts;

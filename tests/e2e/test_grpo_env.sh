@@ -27,6 +27,12 @@ print(json.dumps({"id": "word", "prompt": "play", "image": "openenv:v1", "max_tu
                   "max_completion_tokens": 16, "limits": lim, "grader": grader,
                   "env_server": {"port": 8000, "wait": "20s",
                                  "entrypoint": ["python3", "/srv/env.py", "8000"]}}))
+# long observations (9 KB of three-byte characters, the last one with "done"): each is cut to 4 KiB
+# for the policy and the log, on a character boundary (still UTF-8, not turned into '?')
+print(json.dumps({"id": "long", "prompt": "play", "image": "openenv:v1", "max_turns": 3,
+                  "max_completion_tokens": 16, "limits": lim, "grader": grader,
+                  "env_server": {"port": 8000, "wait": "20s",
+                                 "entrypoint": ["python3", "/srv/env.py", "8000", "3000"]}}))
 print(json.dumps({"id": "closed", "prompt": "play", "image": "openenv:v1", "max_turns": 3,
                   "max_completion_tokens": 16, "limits": lim, "grader": grader,
                   "env_server": {"port": 8000, "wait": "2s",
@@ -34,20 +40,27 @@ print(json.dumps({"id": "closed", "prompt": "play", "image": "openenv:v1", "max_
 PY
   printf 'blue\nit is red\nnever sent\n' >"$T/script.txt"
   grpo_start_trainer --scripted "$T/script.txt"
-  grpo_run --tasks "$T/env.jsonl" --out "$T/out" --steps 1 --tasks-per-step 2 --group-size 2 \
+  grpo_run --tasks "$T/env.jsonl" --out "$T/out" --steps 1 --tasks-per-step 3 --group-size 2 \
     --no-train --json >"$T/run.txt" || { cat "$T/run.txt"; fail "sbx grpo failed"; }
   /usr/bin/python3 - "$T/out/step-0001.jsonl" <<'PY'
 import json, sys
 eps = [json.loads(l) for l in open(sys.argv[1])]
 word = [e for e in eps if e["task"] == "word"]
 closed = [e for e in eps if e["task"] == "closed"]
-assert len(word) == 2 and len(closed) == 2, eps
+long = [e for e in eps if e["task"] == "long"]
+assert len(word) == 2 and len(closed) == 2 and len(long) == 2, eps
 for e in word:
     assert e["status"] == "scored" and e["reward"] == 1.0, e
     t = e["trace"]
     assert [s["command"] for s in t] == ["blue", "it is red"], t
     assert "you said 'blue'" in t[0]["output"] and t[0]["env_reward"] == 0.0, t
     assert t[1]["env_reward"] == 1.0, t
+for e in long:
+    assert e["status"] == "scored" and e["reward"] == 1.0 and e["stop"] == "env_done", e
+    for s, want in zip(e["trace"], ["turn 1: you said 'blue'", "turn 2: you said 'it is red'"]):
+        out = s["output"]
+        assert out.startswith(want) and out.endswith("\u20ac"), out[:80] + " ... " + out[-40:]
+        assert 4000 < len(out.encode()) < 4096 and "?" not in out, (len(out.encode()), out[-40:])
 for e in closed:
     assert e["status"] == "infrastructure_failure", e
     assert "port 8000 did not answer within 2.0 s" in e["message"], e["message"]

@@ -6,7 +6,8 @@ The toy task: say the secret word. Each step's action is {"message": TEXT}; the 
 echoes it with the turn number and a hint; reward 1.0 and done when TEXT contains the word
 (ENV_WORD, default "red"), else 0.0, done after ENV_MAX_TURNS (3) turns.
 
-openenv_server.py [PORT]   (default 8000; listens on 127.0.0.1)
+openenv_server.py [PORT [PAD]]   (default 8000; listens on 127.0.0.1; PAD: each step's
+observation text ends with PAD characters "\u20ac", 3 bytes each in UTF-8: a long observation)
 """
 import http.server
 import json
@@ -16,6 +17,7 @@ import uuid
 
 WORD = os.environ.get("ENV_WORD", "red")
 MAX_TURNS = int(os.environ.get("ENV_MAX_TURNS", "3"))
+PAD = ""
 STATE = {"episode_id": None, "step_count": 0, "actions": [], "solved": False, "done": False}
 
 
@@ -37,7 +39,7 @@ def step(action):
     STATE["solved"] = STATE["solved"] or solved
     STATE["done"] = solved or STATE["step_count"] >= MAX_TURNS
     hint = "yes" if solved else "no: it is the colour of a stop sign"
-    return {"observation": {"text": f"turn {STATE['step_count']}: you said {msg!r}; {hint}",
+    return {"observation": {"text": f"turn {STATE['step_count']}: you said {msg!r}; {hint}{PAD}",
                             "turn": STATE["step_count"]},
             "reward": 1.0 if solved else 0.0, "done": STATE["done"]}
 
@@ -74,4 +76,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8000
+    PAD = " " + "\u20ac" * int(sys.argv[2]) if len(sys.argv) > 2 else ""
     http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()

@@ -421,3 +421,33 @@ TEST(grader_argv) {
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[]}}\n", "must start with");
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"argv\":[1]}}\n", "grader.argv");
 }
+
+/* A turn's output cut at its bound (4 KiB) stays valid UTF-8: a character split at the cut made
+ * grpo_text_for_log turn every non-ASCII byte into '?' (what the policy then saw). */
+TEST(output_cut_keeps_utf8) {
+    static const char *const chars[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (size_t c = 0; c < 3; c++)
+        for (size_t pad = 0; pad < 4; pad++) {
+            char src[6000], buf[4096 + 64];
+            size_t n = 0, k = strlen(chars[c]);
+            for (; n < pad; n++)
+                src[n] = 'a';
+            while (n + k < sizeof(src)) {
+                memcpy(src + n, chars[c], k);
+                n += k;
+            }
+            size_t end = grpo_text_append(buf, 0, 4095, src, n);
+            buf[end] = 0;
+            CHECK_MSG(end <= 4095 && end + k > 4095, "char %zu pad %zu: %zu bytes", c, pad, end);
+            grpo_text_for_log(buf);
+            CHECK_MSG(memcmp(buf, src, end) == 0, "char %zu pad %zu: became %.12s", c, pad,
+                      buf + pad);
+        }
+    char buf[16]; /* cut between characters, or the whole text: nothing dropped */
+    CHECK_EQ(grpo_text_append(buf, 0, 4, "ab\xc3\xa9z", 5), 4);
+    CHECK_EQ(grpo_text_append(buf, 0, 15, "ab\xc3\xa9", 4), 4);
+    CHECK_EQ(grpo_text_append(buf, 2, 4, "\xc3\xa9\xc3\xa9", 4), 4);
+    CHECK_EQ(grpo_text_append(buf, 1, 3, "\xe2\x82\xac", 3), 1);
+    CHECK_EQ(grpo_text_append(buf, 0, 3, "a\0b\0", 4), 3);
+    CHECK_EQ(memcmp(buf, "a?b", 3), 0);
+}

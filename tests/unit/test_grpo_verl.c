@@ -164,6 +164,9 @@ TEST(grpo_verl_bad_rows) {
     rows_bad("{\"data_source\":\"gsm8k\"," PROMPT ",\"reward_model\":{\"ground_truth\":\"1\"},"
              "\"ability\":3}",
              "data.jsonl:3: ability: must be a string");
+    /* verl scores "math" with DAPO's "Answer:" rule (+1/-1): not the built-in \boxed{} rule */
+    rows_bad("{\"data_source\":\"math\"," PROMPT ",\"reward_model\":{\"ground_truth\":\"1\"}}",
+             "data.jsonl:3: data_source: no built-in scorer for \"math\"");
     rows_bad("{\"data_source\":\"gsm8k\", oops", "data.jsonl:3: invalid JSON");
     rows_bad("[1,2]", "data.jsonl:3: a verl row must be a JSON object");
 }

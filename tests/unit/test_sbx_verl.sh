@@ -24,11 +24,18 @@ test_builtins() {
   verl_setup
   assert_eq "$(score openai/gsm8k 72 'so 48+24 = 72 #### 72')" "score 1.0 rc=10" "gsm8k right"
   assert_eq "$(score openai/gsm8k 72 '#### 1,072')" "score 0.0 rc=0" "gsm8k wrong"
-  # verl's strict gsm8k rule: the number right after the first "#### ", commas dropped, text-equal
+  # verl's strict gsm8k rule (verl/utils/reward_score/gsm8k.py): in the last 300 characters, the
+  # number right after the last "#### ", commas dropped, text-equal
   assert_eq "$(score openai/gsm8k 1072 'it is #### 1,072 in all')" "score 1.0 rc=10" "gsm8k commas"
   assert_eq "$(score openai/gsm8k 1072 'it is #### 1,072.')" "score 0.0 rc=0" "gsm8k: a trailing dot stays"
   assert_eq "$(score openai/gsm8k 5 'no marker, last number 5')" "score 0.0 rc=0" "gsm8k no marker: 0"
-  assert_eq "$(score openai/gsm8k 72 '#### 72 or #### 5')" "score 1.0 rc=10" "gsm8k: the first marker"
+  assert_eq "$(score openai/gsm8k 72 '#### 5, no: 48+24 is #### 72')" "score 1.0 rc=10" \
+    "gsm8k: the last marker"
+  assert_eq "$(score openai/gsm8k 72 '#### 72 or #### 5')" "score 0.0 rc=0" "gsm8k: not the first"
+  assert_eq "$(score openai/gsm8k 72 "#### 72 $(printf 'x%.0s' $(seq 300))")" "score 0.0 rc=0" \
+    "gsm8k: a marker before the last 300 characters is not read"
+  # "math" is verl's DAPO rule ("Answer: 3" -> 1, else -1): no built-in here, never another rule
+  assert_eq "$(score math 3 'Answer: 3' | sed 's/.* rc=/rc=/')" "rc=125" "data_source math: 125"
   assert_eq "$(score DigitalLearningGmbH/MATH-lighteval 3 '\boxed{3}')" "score 1.0 rc=10" "MATH alias"
   assert_eq "$(score lighteval/MATH '\\frac{1}{2}' 'so \boxed{\frac{1}{2}}')" "score 1.0 rc=10" "boxed"
   assert_eq "$(score exact_match yes ' yes ')" "score 1.0 rc=10" "exact"

@@ -25,13 +25,15 @@ import sys
 PLATFORM_EXIT = 125
 REMARK_MAX = 80  # characters of a raised message kept, on one line, in the score line's remark
 _GSM8K_ANSWER = re.compile(r"#### (-?[0-9.,]+)")
+_GSM8K_TAIL = 300  # verl matches only the solution's last 300 characters
 
 
 def gsm8k(data_source, solution_str, ground_truth, extra_info=None):
-    """As verl scores openai/gsm8k by default (its strict method): the number right after the
-    first '#### ', commas dropped, equal as text to the ground truth; no '#### N' scores 0."""
-    m = _GSM8K_ANSWER.search(solution_str)
-    return 1.0 if m is not None and m.group(1).replace(",", "") == str(ground_truth) else 0.0
+    """As verl scores openai/gsm8k by default (its strict method): in the solution's last 300
+    characters, the number right after the last '#### ', commas dropped, equal as text to the
+    ground truth; no '#### N' there scores 0."""
+    found = _GSM8K_ANSWER.findall(solution_str[-_GSM8K_TAIL:])
+    return 1.0 if found and found[-1].replace(",", "") == str(ground_truth) else 0.0
 
 
 def _boxed(s):
@@ -58,11 +60,11 @@ def exact_match(data_source, solution_str, ground_truth, extra_info=None):
     return 1.0 if solution_str.strip() == str(ground_truth).strip() else 0.0
 
 
-# data_source -> scorer: verl's names for these datasets (examples/data_preprocess), two short
-# aliases, exact_match. Kept equal to client/grpo/verlset.c's list (tests/unit/test_sbx_verl.sh).
+# data_source -> scorer: verl's names for these datasets (examples/data_preprocess), a short
+# alias, exact_match. Never a name verl scores another way ("math" is DAPO's "Answer:" rule
+# there, +1/-1). Kept equal to client/grpo/verlset.c's list (tests/unit/test_sbx_verl.sh).
 BUILTINS = {"openai/gsm8k": gsm8k, "gsm8k": gsm8k, "lighteval/MATH": boxed_match,
-            "DigitalLearningGmbH/MATH-lighteval": boxed_match, "math": boxed_match,
-            "exact_match": exact_match}
+            "DigitalLearningGmbH/MATH-lighteval": boxed_match, "exact_match": exact_match}
 
 
 class ConfigError(Exception):
