@@ -448,7 +448,12 @@ static int parse_line(grpo_taskset *ts, const char *line, size_t len, bool heade
         return error_set(err, -EINVAL, "invalid JSON: %s (column %d)", jerr.text, jerr.column);
     int r;
     if (header) {
-        r = json_is_object(o) ? parse_header(o, ts, err) : error_set(err, -EINVAL, "bad header");
+        r = json_is_object(o) ? parse_header(o, ts, err)
+            : json_is_array(o)
+                ? error_set(err, -EINVAL,
+                            "the file is JSON Lines (one JSON object per line: a task set's "
+                            "header and its tasks, or verl rows), not a JSON array")
+                : error_set(err, -EINVAL, "the first line must be the header, a JSON object");
     } else {
         grpo_task *nt = realloc(ts->tasks, (ts->n_tasks + 1) * sizeof(*nt));
         if (!nt) {

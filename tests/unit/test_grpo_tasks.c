@@ -131,6 +131,8 @@ TEST(grpo_tasks_errors) {
     parse_bad("", "no header");
     parse_bad("{\"name\":\"x\"}\n", "t.jsonl:1: the first line must be the header");
     parse_bad("{\"task_set\":\"x\"}\n", "t.jsonl:1:");
+    /* a dataset saved as one JSON array: said so (it was "bad header") */
+    parse_bad("[{\"data_source\":\"openai/gsm8k\"}]\n", "t.jsonl:1: the file is JSON Lines");
     parse_bad(HDR, "no tasks");
     parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\"," GRADER "}\n{not json\n",
               "t.jsonl:3: invalid JSON");
