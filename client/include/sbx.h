@@ -387,8 +387,9 @@ typedef void (*sbx_status_cb)(void *userdata, const sbx_sandbox_status *st, cons
 /* All callbacks run on loop. err is NULL on success. The result/data passed to a callback is
  * only valid during the callback; a created sbx_sandbox is owned by the callee. */
 sbx_code sbx_async_new(sbx_client *client, struct uv_loop_s *loop, sbx_async **ret, sbx_err *err);
-/* Cancels what is in flight (their callbacks run with SBX_E_IO) and frees; accepts NULL. A
- * standalone handle's loop is closed too (free its sbx_process handles first). */
+/* Cancels what is in flight (their callbacks run with SBX_E_IO) and frees; accepts NULL; may
+ * be called from one of its callbacks. A standalone handle's loop is closed too (free its
+ * sbx_process handles first), from a callback once sbx_async_run returns. */
 void sbx_async_free(sbx_async *as);
 /* For event loops that are not libuv (Python's asyncio, a poll loop): a handle on a libuv loop
  * of its own. Wait until sbx_async_fd is readable or sbx_async_timeout_ms has passed (-1: no

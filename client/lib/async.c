@@ -22,6 +22,7 @@ struct sbx_async {
     unsigned refs;
     bool closed;
     struct uv_loop_s *own_loop; /* sbx_async_new_standalone's: freed with the handle */
+    bool in_run;                /* inside sbx_async_run (a callback may free the handle) */
     sbx_err refused;            /* why the latest call was refused (sbx_async_submit_error) */
 };
 
@@ -112,9 +113,20 @@ int sbx_async_timeout_ms(const sbx_async *as) {
     return as && as->own_loop ? uv_backend_timeout(as->own_loop) : -1;
 }
 
+static void own_loop_close(uv_loop_t *loop);
+
 void sbx_async_run(sbx_async *as) {
-    if (as && as->own_loop && !as->closed)
-        uv_run(as->own_loop, UV_RUN_NOWAIT);
+    if (!as || !as->own_loop || as->closed || as->in_run) /* (never the loop inside itself) */
+        return;
+    uv_loop_t *own = as->own_loop;
+    as->refs++; /* freed by a callback: it stays until the round is over */
+    as->in_run = true;
+    uv_run(own, UV_RUN_NOWAIT);
+    as->in_run = false;
+    bool closed = as->closed;
+    as_unref(as);
+    if (closed) /* sbx_async_free was called in the round: its loop goes now */
+        own_loop_close(own);
 }
 
 /* The own loop goes once its handles are closed; one still held (an sbx_process not freed) keeps
@@ -130,7 +142,7 @@ void sbx_async_free(sbx_async *as) {
     if (!as || as->closed)
         return;
     as->closed = true;
-    uv_loop_t *own = as->own_loop;
+    uv_loop_t *own = as->in_run ? NULL : as->own_loop; /* else sbx_async_run closes it */
     sbxi_http_async_free(as->engine); /* in-flight operations are called back with SBX_E_IO */
     as_unref(as);
     if (own)

@@ -5,6 +5,7 @@
 #include "client/lib/process.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -163,6 +164,73 @@ static int on_message(void *ud, int op, const uint8_t *data, size_t len) {
     return 0;
 }
 
+static const sbxi_endpoint *proc_ep(const sbx_process *p) {
+    return &p->client->eps[p->ep];
+}
+
+/* The upgrade request for path to host, at the front of out (before what waits there). */
+static int queue_upgrade(sbx_process *p, const char *path, const char *host, int host_len) {
+    _cleanup_free_ char *req = NULL;
+    const char *b = p->bearer;
+    int n = asprintf(&req,
+                     "GET %s HTTP/1.1\r\nHost: %.*s\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: v1.sandboxd\r\n"
+                     "%s%s%s\r\n",
+                     path, host_len, host, p->key, b ? "Authorization: Bearer " : "", b ? b : "",
+                     b ? "\r\n" : "");
+    sbxi_buf nb = {0};
+    /* an older request's unsent rest is dropped; frames queued behind it stay */
+    size_t skip = p->hs_left, rest = sbxi_buf_pending(&p->out) - skip;
+    if (n < 0 || sbxi_buf_append(&nb, req, (size_t)n) < 0 ||
+        (rest && sbxi_buf_append(&nb, p->out.data + p->out.off + skip, rest) < 0)) {
+        sbxi_buf_free(&nb);
+        return -ENOMEM;
+    }
+    sbxi_buf_free(&p->out);
+    p->out = nb;
+    p->hs_left = (size_t)n;
+    return 0;
+}
+
+/* A fleet node answers 307 for a sandbox another node holds (docs/FLEET.md): the upgrade goes
+ * again to the Location on a new connection, with the token, as libcurl follows plain requests
+ * (http.c). The socket keeps its descriptor number (the caller's poll or uv_poll watches it). */
+static sbx_code follow(sbx_process *p, const char *location) {
+    const sbxi_endpoint *ep = proc_ep(p);
+    if (p->redirects++ >= 3)
+        return proc_fail(p, SBX_E_PROTOCOL, 0, "", "too many redirects (last to %s)", location);
+    if (strncmp(location, "https://", 8) == 0)
+        return proc_fail(p, SBX_E_INVALID, 0, "",
+                         "attached processes over https:// are not supported yet (%s redirected "
+                         "to %s)",
+                         ep->display, location);
+    const char *host = location + 7, *path = host + strcspn(host, "/?#");
+    if (strncmp(location, "http://", 7) != 0 || *path != '/' || path == host)
+        return proc_fail(p, SBX_E_PROTOCOL, 0, "", "%s redirected to \"%s\", not an http:// URL",
+                         ep->display, location);
+    int fd = sbxi_conn_open(NULL, location);
+    if (fd < 0)
+        return proc_fail(
+            p, SBX_E_NODE_UNAVAILABLE, 0, "node_unavailable",
+            "the node that holds it (%.180s, where %s redirected) is not answering: %s", location,
+            ep->display, strerror(-fd));
+    if (p->hook)
+        p->hook(p, SBXI_PROC_EV_RECONNECT);
+    int r = dup3(fd, p->fd, O_CLOEXEC) < 0 ? negative_errno() : 0;
+    safe_close(fd);
+    if (r < 0)
+        return proc_fail(p, SBX_E_IO, 0, "", "following the redirect: %s", strerror(-r));
+    sbxi_buf_free(&p->head);
+    if (queue_upgrade(p, path, host, (int)(path - host)) < 0)
+        return proc_fail(p, SBX_E_NOMEM, 0, "", "%s", "out of memory");
+    return SBX_OK;
+}
+
+static bool is_redirect(int status) {
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
 /* The answer's head is complete: upgraded, or a refusal whose body we may still need. */
 static sbx_code on_head(sbx_process *p) {
     sbxi_ws_answer a;
@@ -173,6 +241,8 @@ static sbx_code on_head(sbx_process *p) {
         return SBX_OK;
     if (a.status == 101 && !a.upgraded)
         return proc_fail(p, SBX_E_PROTOCOL, 101, "", "bad WebSocket upgrade: %s", a.why);
+    if (is_redirect(a.status) && a.location[0] && !proc_ep(p)->unix_path)
+        return follow(p, a.location); /* (a unix socket's daemon is not followed, as http.c) */
     if (a.status != 101) {
         size_t have = p->head.len - a.header_len;
         if (a.content_length > 0 && have < (size_t)a.content_length)
@@ -181,7 +251,7 @@ static sbx_code on_head(sbx_process *p) {
             .status = a.status, .body = (char *)p->head.data + a.header_len, .len = have};
         snprintf(resp.content_type, sizeof(resp.content_type), "%s", a.content_type);
         sbx_err e;
-        sbx_code code = sbxi_err_from_response(p->ep, &resp, &e);
+        sbx_code code = sbxi_err_from_response(proc_ep(p), &resp, &e);
         if (code == SBX_OK)
             code = SBX_E_PROTOCOL, snprintf(e.message, sizeof(e.message), "no upgrade");
         return proc_fail(p, code, a.status, e.api_code, "%s", e.message);
@@ -239,10 +309,15 @@ static sbx_code do_read(sbx_process *p) {
     return SBX_OK;
 }
 
+/* Bytes of out that may go now: during the upgrade only the request (frames wait for it). */
+static size_t sendable(const sbx_process *p) {
+    size_t n = sbxi_buf_pending(&p->out);
+    return p->state == SBXI_PROC_HANDSHAKE && n > p->hs_left ? p->hs_left : n;
+}
+
 static sbx_code do_write(sbx_process *p) {
-    while (sbxi_buf_pending(&p->out)) {
-        ssize_t n = send(p->fd, p->out.data + p->out.off, sbxi_buf_pending(&p->out),
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (sendable(p)) {
+        ssize_t n = send(p->fd, p->out.data + p->out.off, sendable(p), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return SBX_OK;
         if (n < 0) {
@@ -253,6 +328,7 @@ static sbx_code do_write(sbx_process *p) {
             return proc_fail(p, SBX_E_IO, 0, "", "writing the stream: %s", strerror(errno));
         }
         sbxi_buf_consume(&p->out, (size_t)n);
+        p->hs_left -= (size_t)n < p->hs_left ? (size_t)n : p->hs_left;
     }
     return SBX_OK;
 }
@@ -265,8 +341,8 @@ sbx_code sbxi_process_io(sbx_process *p, short revents) {
         rc = do_write(p);
     if (rc == SBX_OK && (revents & (POLLIN | POLLHUP | POLLERR)))
         rc = do_read(p);
-    if (rc == SBX_OK && p->state != SBXI_PROC_DONE && sbxi_buf_pending(&p->out))
-        rc = do_write(p); /* pongs, the first message */
+    if (rc == SBX_OK && p->state != SBXI_PROC_DONE && sendable(p))
+        rc = do_write(p); /* pongs, the first message, a redirected request */
     if (rc == SBX_OK && p->got_exit && p->state != SBXI_PROC_DONE && p->sent_close)
         proc_done(p); /* exit record and close: nothing more to wait for */
     return rc;
@@ -275,7 +351,7 @@ sbx_code sbxi_process_io(sbx_process *p, short revents) {
 short sbxi_process_events(const sbx_process *p) {
     if (p->state == SBXI_PROC_DONE)
         return 0;
-    return (short)(POLLIN | (sbxi_buf_pending(&p->out) ? POLLOUT : 0));
+    return (short)(POLLIN | (sendable(p) ? POLLOUT : 0));
 }
 
 sbx_code sbxi_process_open(sbx_sandbox *sb, const char *path, char *first_msg,
@@ -286,7 +362,8 @@ sbx_code sbxi_process_open(sbx_sandbox *sb, const char *path, char *first_msg,
     sbx_process *p = calloc(1, sizeof(*p));
     if (!p)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    p->ep = ep;
+    p->client = sb->client;
+    p->ep = sb->ep;
     p->fd = -1;
     p->pid = -1;
     p->on_output = on_output;
@@ -305,16 +382,9 @@ sbx_code sbxi_process_open(sbx_sandbox *sb, const char *path, char *first_msg,
     }
     p->fd = fd;
     const char *bearer = sbxi_bearer(sb->client, ep);
-    _cleanup_free_ char *req = NULL;
     const char *host = ep->unix_path ? "localhost" : ep->base_url + strcspn(ep->base_url, "/") + 2;
-    int n = asprintf(&req,
-                     "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\n"
-                     "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
-                     "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: v1.sandboxd\r\n"
-                     "%s%s%s\r\n",
-                     path, host, p->key, bearer ? "Authorization: Bearer " : "",
-                     bearer ? bearer : "", bearer ? "\r\n" : "");
-    if (n < 0 || sbxi_buf_append(&p->out, req, (size_t)n) < 0) {
+    if ((bearer && !(p->bearer = strdup(bearer))) ||
+        queue_upgrade(p, path, host, (int)strcspn(host, "/?#")) < 0) {
         sbxi_process_release(p);
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     }
@@ -332,6 +402,7 @@ void sbxi_process_release(sbx_process *p) {
     sbxi_buf_free(&p->head);
     sbxi_ws_parser_done(&p->parser);
     free(p->first_msg);
+    free(p->bearer);
     free(p);
 }
 
@@ -550,6 +621,7 @@ void sbx_process_free(sbx_process *p) {
         p->sent_close = true;
         do_write(p); /* best effort: the daemon treats a vanished client the same way */
     }
+    p->on_output = NULL; /* freed inside a callback of the async form: no more output */
     if (p->on_free)
         p->on_free(p);
     else

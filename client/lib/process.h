@@ -13,15 +13,26 @@ enum sbxi_proc_state {
     SBXI_PROC_DONE, /* exit record, close or failure */
 };
 
-/* What the async form hears about (hook). */
-enum sbxi_proc_event { SBXI_PROC_EV_STARTED, SBXI_PROC_EV_DONE, SBXI_PROC_EV_QUEUED };
+/* What the async form hears about (hook). RECONNECT: a redirect is followed, the socket behind
+ * fd is about to be replaced (under the same number): stop watching it until the next round. */
+enum sbxi_proc_event {
+    SBXI_PROC_EV_STARTED,
+    SBXI_PROC_EV_DONE,
+    SBXI_PROC_EV_QUEUED,
+    SBXI_PROC_EV_RECONNECT
+};
 
 /* Stdin bytes per frame (the daemon refuses frames over 1 MiB). */
 #define SBXI_PROC_STDIN_FRAME (256u * 1024)
 
 struct sbx_process {
-    const sbxi_endpoint *ep;
+    sbx_client *client; /* its endpoint is client->eps[ep] (eps may move: a fleet node joins) */
+    size_t ep;
+    char *bearer; /* the token for a TCP endpoint (sent again when a redirect is followed) */
     int fd;
+    int redirects;  /* followed so far (a fleet node sends the stream to the sandbox's node) */
+    size_t hs_left; /* bytes of the upgrade request at the front of out not sent yet; what
+                     * follows them waits for the upgrade */
     enum sbxi_proc_state state;
     bool expect_start; /* a started command (not an attach): wait for the start message */
     char key[25];

@@ -67,6 +67,13 @@ static void update_events(proc_async *pa) {
 
 static void hook(sbx_process *p, enum sbxi_proc_event ev) {
     proc_async *pa = p->async;
+    if (ev == SBXI_PROC_EV_RECONNECT) { /* its socket changes under the same number */
+        uv_poll_stop(&pa->poll);
+        pa->events = 0; /* (update_events watches it again after this round) */
+        return;
+    }
+    if (pa->free_wanted)
+        return; /* sbx_process_free was called inside a callback: none after it */
     if (ev == SBXI_PROC_EV_QUEUED) {
         if (!pa->in_io)
             update_events(pa);

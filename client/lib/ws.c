@@ -283,6 +283,10 @@ int sbxi_ws_answer_parse(const char *data, size_t len, const char *key, sbxi_ws_
         snprintf(a.content_type, sizeof(a.content_type), "%s", v);
     if (header_value(data, hlen, "Content-Length", v, sizeof(v)))
         a.content_length = strtol(v, NULL, 10);
+    char loc[sizeof(a.location) + 1]; /* one byte more: a longer one is cut, so refused */
+    if (a.status / 100 == 3 && header_value(data, hlen, "Location", loc, sizeof(loc)) &&
+        strlen(loc) < sizeof(a.location))
+        snprintf(a.location, sizeof(a.location), "%s", loc);
     if (a.status == 101) {
         char want[29];
         sbxi_ws_accept(key, want);

@@ -86,13 +86,16 @@ typedef struct sbxi_ws_answer {
     size_t header_len;   /* bytes of the status line and headers, \r\n\r\n included */
     long content_length; /* -1 when absent */
     char why[128];       /* when a 101 is not a valid upgrade */
+    char location[1024]; /* a redirect's Location ("" when absent or longer) */
 } sbxi_ws_answer;
 /* Parse the answer's head in data[0..len). Returns 1 when complete (ret filled), 0 when more
  * bytes are needed, -EPROTO when it is not HTTP (or over 16 KiB). */
 int sbxi_ws_answer_parse(const char *data, size_t len, const char *key, sbxi_ws_answer *ret);
 
 /* ---- the connection: a raw socket to an endpoint ---- */
-/* Connect to a unix socket path, or to the host:port of an http:// base URL (blocking connect,
- * then the descriptor is made non-blocking). Returns the fd or -errno; https:// gives
- * -EPROTONOSUPPORT. */
+/* How long a TCP connect may take (libcurl's limit for the plain requests, http.c). */
+#define SBXI_CONNECT_TIMEOUT_MS 10000
+/* Connect to a unix socket path, or to the host:port of an http:// base URL (a connect that
+ * waits at most SBXI_CONNECT_TIMEOUT_MS), the descriptor then non-blocking. Returns the fd or
+ * -errno; https:// gives -EPROTONOSUPPORT. */
 int sbxi_conn_open(const char *unix_path, const char *base_url);

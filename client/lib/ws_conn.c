@@ -6,12 +6,14 @@
 #include "client/lib/ws.h"
 
 #include "common/macro.h"
+#include "common/timeutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -37,6 +39,33 @@ static int split_url(const char *url, char *host, size_t hn, char *port, size_t 
     return host[0] && port[0] ? 0 : -EINVAL;
 }
 
+/* Connect fd (non-blocking) to a, within SBXI_CONNECT_TIMEOUT_MS: a node that is down or
+ * unreachable drops the SYNs, and a blocking connect would wait minutes for the kernel to give
+ * up (libcurl's requests give up after the same limit). 0 or -errno. */
+static int connect_within(int fd, const struct addrinfo *a) {
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+        return 0;
+    if (errno != EINPROGRESS)
+        return negative_errno();
+    uint64_t deadline = now_mono_ms() + SBXI_CONNECT_TIMEOUT_MS;
+    for (;;) {
+        uint64_t now = now_mono_ms();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int r = poll(&pfd, 1, (int)(deadline - now));
+        if (r < 0 && errno != EINTR)
+            return negative_errno();
+        if (r > 0) {
+            int e = 0;
+            socklen_t l = sizeof(e);
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
+                return negative_errno();
+            return -e;
+        }
+    }
+}
+
 static int connect_tcp(const char *url) {
     char host[256], port[16];
     int r = split_url(url, host, sizeof(host), port, sizeof(port));
@@ -47,18 +76,19 @@ static int connect_tcp(const char *url) {
         return -EHOSTUNREACH;
     r = -ECONNREFUSED;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        int fd =
+            socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
         if (fd < 0) {
             r = negative_errno();
             continue;
         }
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        r = connect_within(fd, a);
+        if (r == 0) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
             r = fd;
             break;
         }
-        r = negative_errno();
         safe_close(fd);
     }
     freeaddrinfo(ai);

@@ -5,7 +5,9 @@
 #include "client/lib/internal.h"
 #include "tests/lib/test.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <uv.h>
@@ -667,4 +669,54 @@ TEST(async_cancel_on_free) {
     CHECK_EQ(uv_loop_close(&loop), 0);
     sbx_client_free(c);
     close(fd);
+}
+
+static int open_fds(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL);
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* The standalone handle freed inside one of its callbacks (inside sbx_async_run): its loop is
+ * closed once that round ends. It ran the loop again from inside itself and, the engine's
+ * handles still open then, gave up on closing it: the loop and its descriptors leaked. */
+static sbx_async *free_me;
+static void free_in_cb(void *ud, sbx_sandbox *sb, const sbx_err *err) {
+    struct acb *a = ud;
+    a->calls++;
+    if (err)
+        a->err = *err;
+    sbx_sandbox_free(sb);
+    sbx_async_free(free_me);
+    free_me = NULL;
+}
+
+TEST(async_standalone_free_inside_a_callback) {
+    sbx_client *c = NULL;
+    CHECK_EQ(sbx_client_new("unix:/nonexistent-sbx-test/a.sock", &c, NULL), SBX_OK);
+    sbx_async *as = NULL;
+    CHECK_EQ(sbx_async_new_standalone(c, &as, NULL), SBX_OK); /* (libuv's first loop opens */
+    sbx_async_free(as);                                       /* descriptors it keeps) */
+    int before = open_fds();
+    CHECK_EQ(sbx_async_new_standalone(c, &as, NULL), SBX_OK);
+    free_me = as;
+    struct acb a[2] = {0};
+    CHECK_EQ(sbx_async_create(as, NULL, free_in_cb, &a[0]), SBX_OK);
+    CHECK_EQ(sbx_async_create(as, NULL, on_create, &a[1]), SBX_OK);
+    for (int i = 0; i < 5000 && free_me; i++) {
+        struct pollfd pfd = {.fd = sbx_async_fd(as), .events = POLLIN};
+        poll(&pfd, 1, 10);
+        sbx_async_run(as);
+    }
+    CHECK_MSG(free_me == NULL, "the first create was never called back");
+    CHECK_EQ(a[0].calls, 1);
+    CHECK_EQ(a[0].err.code, SBX_E_CONNECT);
+    CHECK_EQ(a[1].calls, 1); /* failed as well, or cancelled by the free */
+    CHECK_MSG(open_fds() == before, "%d descriptors more than before the handle",
+              open_fds() - before);
+    sbx_client_free(c);
 }

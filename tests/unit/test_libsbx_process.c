@@ -9,7 +9,9 @@
 #include "client/lib/ws.h"
 #include "tests/lib/test.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +32,8 @@ typedef struct peer {
     uint8_t *stdin_data;
     size_t stdin_len;
     int pongs_ok, eofs, resizes, signals, closes, unmasked;
+    int port;         /* the TCP peer's (peer_start_tcp) */
+    char moved[4096]; /* the request answered with a redirect */
     bool saw_resize_24x100, saw_sigint;
 } peer;
 
@@ -107,6 +111,7 @@ static void serve(int fd) {
     sbxi_ws_parser_init(&c.parser, 1 << 20, peer_message, &c);
     c.parser.require_masked = true;
     size_t n = 0;
+    P.request[0] = 0;
     while (n < sizeof(P.request) - 1 && !strstr(P.request, "\r\n\r\n")) {
         ssize_t r = read(fd, P.request + n, sizeof(P.request) - 1 - n);
         if (r <= 0)
@@ -125,6 +130,17 @@ static void serve(int fd) {
         send_all(fd, body, strlen(body));
         goto out;
     }
+    if (strstr(P.request, "/sb-away/")) { /* another node's: 307 to the one that holds it */
+        memcpy(P.moved, P.request, sizeof(P.moved));
+        char h[256];
+        int hl = snprintf(h, sizeof(h),
+                          "HTTP/1.1 307 Temporary Redirect\r\nLocation: "
+                          "http://127.0.0.1:%d/v1/sandboxes/sb-test/exec/attach\r\n"
+                          "Content-Length: 0\r\n\r\n",
+                          P.port);
+        send_all(fd, h, (size_t)hl);
+        goto out;
+    }
     char key[64] = "", acc[29], resp[256];
     const char *k = strcasestr(P.request, "Sec-WebSocket-Key: ");
     if (k)
@@ -136,6 +152,20 @@ static void serve(int fd) {
                       acc);
     send_all(fd, resp, (size_t)rl);
     read_until(&c, &c.got_first);
+    if (strstr(P.request, "/sb-burst/")) { /* start, output and the end in one write */
+        sbxi_buf b = {0};
+        const char *st = "{\"type\":\"start\",\"pid\":42}",
+                   *ex = "{\"type\":\"exit\",\"exit_code\":0,\"reason\":\"exited\"}";
+        sbxi_ws_frame(&b, SBXI_WS_TEXT, true, NULL, st, strlen(st), NULL, 0);
+        sbxi_ws_frame(&b, SBXI_WS_BINARY, true, NULL, "\x01x", 2, NULL, 0);
+        sbxi_ws_frame(&b, SBXI_WS_BINARY, true, NULL, "\x01y", 2, NULL, 0);
+        sbxi_ws_frame(&b, SBXI_WS_TEXT, true, NULL, ex, strlen(ex), NULL, 0);
+        sbxi_ws_frame(&b, SBXI_WS_CLOSE, true, NULL, "\x03\xe8", 2, NULL, 0);
+        send_all(fd, b.data, b.len);
+        sbxi_buf_free(&b);
+        read_until(&c, &c.got_close);
+        goto out;
+    }
     send_frame(&c, SBXI_WS_PING, true, "pp", 2);
     send_frame(&c, SBXI_WS_TEXT, true, "{\"type\":\"start\",\"pid\":42}", 25);
     read_until(&c, &c.got_eof);
@@ -180,6 +210,21 @@ static pthread_t peer_start(int conns) {
     CHECK(P.lfd >= 0);
     CHECK_OK(bind(P.lfd, (struct sockaddr *)&sa, sizeof(sa)));
     CHECK_OK(listen(P.lfd, 4));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, peer_main, (void *)(intptr_t)conns) == 0);
+    return t;
+}
+
+/* The same peer on 127.0.0.1 (P.port), for http:// endpoints. */
+static pthread_t peer_start_tcp(int conns) {
+    memset(&P, 0, sizeof(P));
+    P.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    CHECK_OK(bind(P.lfd, (struct sockaddr *)&sa, sizeof(sa)));
+    CHECK_OK(listen(P.lfd, 4));
+    CHECK_OK(getsockname(P.lfd, (struct sockaddr *)&sa, &sl));
+    P.port = ntohs(sa.sin_port);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, peer_main, (void *)(intptr_t)conns) == 0);
     return t;
@@ -389,6 +434,159 @@ TEST(process_https_not_supported) {
     CHECK_EQ(sbx_process_start(sb, &o, &po, &p, NULL),
              SBX_E_INVALID); /* refused before connecting */
     CHECK_EQ(sbx_sandbox_process_start(sb, &o, &po, NULL, NULL, NULL), SBX_E_INVALID);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+/* A node of a fleet answers the upgrade for a sandbox another node holds with 307 (docs/FLEET.md
+ * "Routing"): the stream goes to the Location on a new connection with the token, in the sync
+ * and the async form (the socket keeps its number under the uv_poll). It was an error, "HTTP
+ * 307". */
+TEST(process_follows_a_redirect) {
+    for (int async = 0; async < 2; async++) {
+        pthread_t t = peer_start_tcp(2);
+        char host[64];
+        snprintf(host, sizeof(host), "http://127.0.0.1:%d", P.port);
+        sbx_client *c;
+        sbx_err err = {0};
+        CHECK_EQ(sbx_client_new(host, &c, &err), SBX_OK);
+        CHECK_EQ(sbx_client_set_token(c, "fleet-tok"), SBX_OK);
+        sbx_sandbox *sb = sbxi_sandbox_new(c, "sb-away", 0);
+        static const char *const argv[] = {"cat", NULL};
+        got g = {0};
+        sbx_exec_opts o;
+        sbx_process_opts po;
+        fill_opts(&o, &po, argv, &g);
+        sbx_process *p = NULL;
+        uint8_t *in = big_input();
+        if (async) {
+            uv_loop_t loop;
+            uv_loop_init(&loop);
+            sbx_async *as = NULL;
+            CHECK_EQ(sbx_async_new(c, &loop, &as, &err), SBX_OK);
+            sbx_process_cbs cbs = {
+                .on_start = a_start, .on_output = on_output, .on_exit = a_exit, .userdata = &g};
+            CHECK_EQ(sbx_async_process_start(as, sb, &o, &po, &cbs, &p, &err), SBX_OK);
+            uv_run(&loop, UV_RUN_DEFAULT);
+            CHECK_EQ(g.start_pid, 42);
+            CHECK_EQ(g.exits, 1);
+            CHECK_EQ(g.exit_code, 3);
+            sbx_async_free(as);
+            uv_run(&loop, UV_RUN_DEFAULT);
+            CHECK_EQ(uv_loop_close(&loop), 0);
+        } else {
+            CHECK_MSG(sbx_process_start(sb, &o, &po, &p, &err) == SBX_OK, "start: %s", err.message);
+            CHECK_EQ(sbx_process_pid(p), 42);
+            CHECK_EQ(sbx_process_write(p, in, BIG, &err), SBX_OK);
+            CHECK_EQ(sbx_process_close_stdin(p, &err), SBX_OK);
+            sbx_exec_result r = {0};
+            CHECK_EQ(sbx_process_wait(p, &r, &err), SBX_OK);
+            CHECK_EQ(r.exit_code, 3);
+            sbx_process_free(p);
+        }
+        pthread_join(t, NULL);
+        CHECK(g.out_len == 4 && memcmp(g.out, "abcd", 4) == 0);
+        CHECK(strstr(P.moved, "GET /v1/sandboxes/sb-away/exec/attach HTTP/1.1\r\n") == P.moved);
+        CHECK(strstr(P.request, "GET /v1/sandboxes/sb-test/exec/attach HTTP/1.1\r\n") == P.request);
+        snprintf(host, sizeof(host), "\r\nHost: 127.0.0.1:%d\r\n", P.port);
+        CHECK(strstr(P.request, host));
+        CHECK(strstr(P.request, "\r\nAuthorization: Bearer fleet-tok\r\n")); /* kept */
+        CHECK_EQ(P.stdin_len, BIG); /* written on the stream the command got */
+        CHECK(memcmp(P.stdin_data, in, BIG) == 0);
+        CHECK_EQ(P.unmasked, 0);
+        free(in);
+        free(P.stdin_data);
+        close(P.lfd);
+        sbx_sandbox_free(sb);
+        sbx_client_free(c);
+    }
+}
+
+/* sbx_process_free inside on_output, with the rest of the stream (more output, the exit record)
+ * in the same read: no callback after it (on_output and on_exit ran on a freed handle). */
+typedef struct burst {
+    sbx_process *p;
+    int outputs, exits, starts;
+} burst;
+
+static void b_output(void *ud, enum sbx_stream s, const char *d, size_t n) {
+    burst *b = ud;
+    if (b->outputs++ == 0)
+        sbx_process_free(b->p);
+}
+
+static void b_start(void *ud, sbx_process *p, long pid, const sbx_err *e) {
+    ((burst *)ud)->starts++;
+}
+
+static void b_exit(void *ud, sbx_process *p, const sbx_exec_result *res, const sbx_err *e) {
+    ((burst *)ud)->exits++;
+}
+
+TEST(process_async_free_inside_a_callback) {
+    pthread_t t = peer_start(1);
+    sbx_client *c;
+    sbx_sandbox *sb;
+    client_setup(&c, &sb);
+    sbx_sandbox *bsb = sbxi_sandbox_new(c, "sb-burst", 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    sbx_async *as = NULL;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_async_new(c, &loop, &as, &err), SBX_OK);
+    static const char *const argv[] = {"true", NULL};
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    o.argv = argv;
+    burst b = {0};
+    sbx_process_cbs cbs = {
+        .on_start = b_start, .on_output = b_output, .on_exit = b_exit, .userdata = &b};
+    CHECK_EQ(sbx_async_process_start(as, bsb, &o, NULL, &cbs, &b.p, &err), SBX_OK);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(t, NULL); /* the peer saw the client's close */
+    CHECK_EQ(b.starts, 1);
+    CHECK_MSG(b.outputs == 1 && b.exits == 0,
+              "%d output and %d exit callbacks after sbx_process_free in the first", b.outputs - 1,
+              b.exits);
+    CHECK_EQ(P.closes, 1);
+    close(P.lfd);
+    sbx_async_free(as);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ(uv_loop_close(&loop), 0);
+    sbx_sandbox_free(bsb);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+/* A node that does not answer the SYN (down, or a full backlog here): the connect gives up as
+ * libcurl's requests do (after 10 s) instead of waiting minutes for the kernel, inside the
+ * call (the async start blocks its loop while it connects). */
+TEST_T(process_connect_gives_up, 45) {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    CHECK_OK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)));
+    CHECK_OK(listen(lfd, 0));
+    CHECK_OK(getsockname(lfd, (struct sockaddr *)&sa, &sl));
+    int filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* the backlog's one place */
+    CHECK_OK(connect(filler, (struct sockaddr *)&sa, sizeof(sa)));
+    char host[64];
+    snprintf(host, sizeof(host), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    sbx_client *c;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(host, &c, &err), SBX_OK);
+    sbx_sandbox *sb = sbxi_sandbox_new(c, "sb-test", 0);
+    static const char *const argv[] = {"true", NULL};
+    sbx_exec_opts o;
+    sbx_exec_opts_init(&o);
+    o.argv = argv;
+    sbx_process *p = NULL;
+    CHECK_EQ(sbx_process_start(sb, &o, NULL, &p, &err), SBX_E_CONNECT);
+    CHECK(p == NULL);
+    CHECK_MSG(strstr(err.message, host) && strstr(err.message, "timed out"), "message: %s",
+              err.message);
+    close(filler);
+    close(lfd);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
 }
