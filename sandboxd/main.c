@@ -3,7 +3,6 @@
  * directory, serves the API on the libuv loop and tells systemd it is ready. SIGTERM/SIGINT
  * stop serving and exit 0, leaving sandboxes (and their shims) running for the next start. */
 #include "common/fdutil.h"
-#include "policy/limits.h"
 #include "policy/seccomp.h"
 #include "sandboxd/api/api.h"
 #include "sandboxd/api/listen.h"
@@ -15,6 +14,7 @@
 #include "sandboxd/core/exec.h"
 #include "sandboxd/core/process.h"
 #include "sandboxd/core/commit.h"
+#include "sandboxd/core/create.h"
 #include "sandboxd/core/fork.h"
 #include "sandboxd/core/gpu.h"
 #include "sandboxd/core/gvisor.h"
@@ -100,12 +100,8 @@ static void host_limits(sd_daemon *d) {
 /* The config's "defaults" against this host: values no create here could have (e.g. more CPUs
  * than the host has) stop the start, instead of a 400 for every create that sets none. */
 static int check_defaults(sd_daemon *d, error_rec *err) {
-    json_t *none = json_object();
     policy_create c = {0};
-    int r = none ? policy_limits_parse_create(none, d->cfg.defaults, &d->host, &c, err)
-                 : error_set(err, -ENOMEM, "out of memory");
-    json_decref(none);
-    if (r < 0)
+    if (sd_create_defaults(d, &c, err) < 0)
         return error_prefix(err, "config defaults");
     policy_create_done(&c);
     return 0;

@@ -108,3 +108,11 @@ int sd_create(sd_daemon *d, policy_create *c, const sd_idem *idem, sd_sandbox **
     policy_egress_free(eg);
     return r;
 }
+
+int sd_create_defaults(sd_daemon *d, policy_create *ret, error_rec *err) {
+    json_t *none = json_object();
+    int r = none ? policy_limits_parse_create(none, d->cfg.defaults, &d->host, ret, err)
+                 : error_set(err, -ENOMEM, "out of memory");
+    json_decref(none);
+    return r;
+}

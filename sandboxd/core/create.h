@@ -14,3 +14,6 @@
  * record could not be saved), else internal. */
 int sd_create(sd_daemon *d, policy_create *c, const sd_idem *idem, sd_sandbox **ret,
               bool *ret_starting, bool *ret_new, error_rec *err);
+/* What a create that sets nothing gets here: the config's "defaults" parsed as a create on
+ * this host (-EINVAL naming the field when no create here could have them). */
+int sd_create_defaults(sd_daemon *d, policy_create *ret, error_rec *err);

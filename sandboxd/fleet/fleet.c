@@ -6,6 +6,7 @@
 #include "common/macro.h"
 #include "common/poolshape.h"
 #include "common/timeutil.h"
+#include "sandboxd/core/create.h"
 #include "sandboxd/core/gpu.h"
 #include "sandboxd/core/leases.h"
 #include "sandboxd/core/pool.h"
@@ -288,11 +289,8 @@ static void async_cb(uv_async_t *a) {
 
 /* The pool shape of a create that sets nothing here (the node record's "defaults"). */
 static int defaults_shape(sd_daemon *d, json_t **ret, error_rec *err) {
-    json_t *none = json_object();
     policy_create defs = {0};
-    int r = none ? policy_limits_parse_create(none, d->cfg.defaults, &d->host, &defs, err)
-                 : error_set(err, -ENOMEM, "out of memory");
-    json_decref(none);
+    int r = sd_create_defaults(d, &defs, err);
     if (r < 0)
         return r;
     *ret = shape_of(&defs);
