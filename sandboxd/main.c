@@ -133,7 +133,8 @@ static void raise_nofile(void) {
  * listeners hear news in the order they were added). */
 static int wire(sd_daemon *d, error_rec *err) {
     int r;
-    sd_network_init(d);
+    if ((r = sd_network_init(d, err)) < 0) /* egress: "network" in the config file */
+        return r;
     if ((r = sd_gvisor_init(d, err)) < 0) /* the gvisor class: runsc found and checked */
         return r;
     if ((r = sd_gpu_init(d, err)) < 0) /* GPUs: before restore claims them back */

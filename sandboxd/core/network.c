@@ -12,10 +12,10 @@ static const char *str(json_t *o, const char *k) {
     return json_string_value(json_object_get(o, k));
 }
 
-void sd_network_init(sd_daemon *d) {
+int sd_network_init(sd_daemon *d, error_rec *err) {
     json_t *c = d->cfg.network;
     if (!json_is_true(json_object_get(c, "enabled")))
-        return;
+        return 0;
     const char *dns[POLICY_EGRESS_MAX_DNS + 1] = {0};
     json_t *arr = json_object_get(c, "dns"), *v;
     size_t i;
@@ -30,11 +30,10 @@ void sd_network_init(sd_daemon *d) {
                          .uplink = str(c, "uplink"),
                          .dns = dns,
                          .no_guard = json_is_false(json_object_get(c, "guard"))};
-    error_rec err = {0};
-    if (sd_net_init(&d->net, &cfg, &err) < 0)
-        log_error("networking disabled: %s", err.message);
-    else
-        log_info("networking enabled table=inet/%s", cfg.table ? cfg.table : "sandboxd");
+    if (sd_net_init(&d->net, &cfg, err) < 0)
+        return error_prefix(err, "config network");
+    log_info("networking enabled table=inet/%s", cfg.table ? cfg.table : "sandboxd");
+    return 0;
 }
 
 static json_t *network_value(const policy_create *c) {

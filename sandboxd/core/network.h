@@ -9,8 +9,9 @@
 
 #include <stdio.h>
 
-/* At start-up: sd_net_init from cfg.network (a failure is logged, networking stays off). */
-void sd_network_init(sd_daemon *d);
+/* At start-up: sd_net_init from cfg.network when it says "enabled": true. A failure (a bad
+ * value, no nftables) is the start's: the operator asked for networking. */
+int sd_network_init(sd_daemon *d, error_rec *err);
 /* After a restart: re-adopt the running networked sandboxes' rules; lost(sb, why) for each one
  * whose network could not be restored (why: NULL when not known). */
 void sd_network_restore(sd_daemon *d, void (*lost)(sd_sandbox *sb, const char *why));
