@@ -60,7 +60,9 @@ int shim_gpu_dev(const shim_spec *spec, const char *dev, uid_t root_uid, error_r
         _cleanup_close_ int fd = open(dst, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
         if (fd < 0)
             return error_set_errno(err, negative_errno(), "gpus: create %s", dst);
-        if ((r = shim_rootfs_bind(path, dst, MS_NOSUID | MS_NOEXEC, err)) < 0)
+        /* read-only, as the other nodes (shim/rootfs.c): opened for writing as ever, but the
+         * host's inode gets no new times from the sandbox */
+        if ((r = shim_rootfs_bind(path, dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC, err)) < 0)
             return r;
         struct stat st; /* the node bound is the one the daemon allocated */
         if (stat(dst, &st) < 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != rule.major ||

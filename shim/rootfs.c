@@ -513,7 +513,9 @@ static int dev_nodes(const char *dev, uid_t root_uid, error_rec *err) {
         _cleanup_close_ int fd = open(dst, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
         if (fd < 0)
             return error_set_errno(err, negative_errno(), "create %s", dst);
-        if ((r = bind(src, dst, MS_NOSUID | MS_NOEXEC, err)) < 0)
+        /* read-only: a node stays readable and writable (a device's open takes no write on
+         * its mount), but its inode, the host's own, gets no new times from touch */
+        if ((r = bind(src, dst, MS_RDONLY | MS_NOSUID | MS_NOEXEC, err)) < 0)
             return r;
     }
     static const char *const links[][2] = {

@@ -218,6 +218,25 @@ test_fork_with_planted_links() {
   check_standins "fork seeds"
 }
 
+# The six nodes are the host's own inodes (bound from /dev): a sandbox may read and write them
+# but not change them, not even their times (`touch` needs only write access to a 0666 node).
+TEST_TIMEOUT_dev_nodes_unchanged=60
+test_dev_nodes_unchanged() {
+  private_ns dev_nodes_unchanged
+  local n
+  for n in null zero full random urandom tty; do touch -d '2001-02-03 04:05:06' "$SN/$n"; done
+  stat -c '%n %X %Y %Z' "$SN"/{null,zero,full,random,urandom,tty} >"$SN/.times"
+  sleep 1 # (a ctime set in this second would match a ctime set by the sandbox in it)
+  start_daemon
+  create; local id=$ID
+  run_ok "$id" 'echo x >/dev/null && [ "$(head -c 3 /dev/zero | wc -c)" = 3 ] &&
+    ! echo x >/dev/full && head -c 1 /dev/urandom >/dev/null
+    for n in null zero full random urandom tty; do touch /dev/$n 2>/dev/null; done; true'
+  stat -c '%n %X %Y %Z' "$SN"/{null,zero,full,random,urandom,tty} >"$SN/.times2"
+  diff "$SN/.times" "$SN/.times2" >&2 || fail "a sandbox changed a host node's times"
+  check_standins "touch of the nodes"
+}
+
 gvisor() { # CASE: the case with gvisor sandboxes
   command -v runsc >/dev/null || skip "runsc (gVisor) is not installed: apt-get install runsc"
   ISO='{"isolation":"gvisor"}'
