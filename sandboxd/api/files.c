@@ -230,8 +230,9 @@ static files_job *files_prologue(sd_request *req, sd_sandbox *sb, const char **r
                        "path: must be an absolute path without \"..\" components");
         return NULL;
     }
-    if (sb->state != SD_RUNNING || sb->init_pid <= 0) {
-        sd_reply_error(req, 409, "conflict", "sandbox %s is not running", sb->id);
+    if (sb->state != SD_RUNNING || sb->init_pid <= 0 || sb->pausing) { /* (see exec.c) */
+        sd_reply_error(req, 409, "conflict", "sandbox %s is %s", sb->id,
+                       sb->pausing ? "pausing" : "not running");
         return NULL;
     }
     files_job *j = job_new(req);

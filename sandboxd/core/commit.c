@@ -326,11 +326,12 @@ static int admit(sd_sandbox *sb, const char *raw, sd_commit *c, error_rec *err) 
         return r;
     if (strcmp(c->name, "host:latest") == 0 || strcmp(c->name, "host") == 0)
         return error_set(err, -EINVAL, "name: host is not a name an image can take");
-    if (sb->state != SD_RUNNING)
+    if (sb->state != SD_RUNNING || sb->pausing)
         return error_set(err, -EBUSY, "sandbox %s is %s: only a running sandbox can be committed",
                          sb->id,
                          sb->state == SD_ENDED    ? "ended"
                          : sb->state == SD_PAUSED ? "paused (resume it first)"
+                         : sb->pausing            ? "pausing"
                                                   : "still starting");
     for (sd_commit *o = d->commits; o; o = o->next)
         if (strcmp(o->sb_id, sb->id) == 0) /* one freeze at a time: its thaw would end ours */

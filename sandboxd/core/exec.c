@@ -482,10 +482,11 @@ int sd_exec_start(sd_sandbox *sb, policy_exec *pe, bool live, const sd_exec_ops 
 
 int sd_exec_start_opts(sd_sandbox *sb, policy_exec *pe, const sd_exec_opts *opts, bool live,
                        const sd_exec_ops *ops, void *ud, sd_exec **ret, error_rec *err) {
-    if (sb->state != SD_RUNNING || !sb->shim)
+    if (sb->state != SD_RUNNING || !sb->shim || sb->pausing) /* (a pause would not carry it) */
         return error_set(err, -EBUSY, "sandbox %s is %s", sb->id,
                          sb->state == SD_ENDED    ? "ended"
                          : sb->state == SD_PAUSED ? "paused (resume it first)"
+                         : sb->pausing            ? "pausing"
                                                   : "not running yet");
     sd_exec *e = calloc(1, sizeof(*e));
     if (!e)

@@ -393,10 +393,11 @@ static int net_ok(sd_daemon *d, const policy_create *c, error_rec *err) {
 /* The checks before anything is copied; c gets the forks' create. */
 static int admit(sd_sandbox *src, json_t *overrides, unsigned n, policy_create *c, error_rec *err) {
     sd_daemon *d = src->d;
-    if (src->state != SD_RUNNING)
+    if (src->state != SD_RUNNING || src->pausing)
         return error_set(err, -EBUSY, "sandbox %s is %s: only a running sandbox forks", src->id,
                          src->state == SD_ENDED    ? "ended"
                          : src->state == SD_PAUSED ? "paused (resume it first)"
+                         : src->pausing            ? "pausing"
                                                    : "still starting");
     int r = fork_spec(d, src, overrides, c, err);
     if (r < 0 || (r = net_ok(d, c, err)) < 0)

@@ -663,4 +663,38 @@ test_pause_network_interrupted() {
   done
 }
 
+# While a pause runs (here a stand-in CRIU holds the sandbox's dump until told to go, in a
+# private mount namespace as above), what the checkpoint might not carry is refused at once (409
+# pausing): a file PUT was answered 204 (lost when it landed after the files were saved) and a
+# command hung until the shim exited, then 500 "the shim went away".
+TEST_TIMEOUT_pause_busy=120
+test_pause_busy() {
+  need_criu
+  daemon_dirs
+  local real=$D/real-criu fake=$D/fake-criu
+  cp "$(command -v criu)" "$real"
+  printf '#!/bin/sh\nif [ "$1" = dump ]; then case "$*" in *checkpoints/*/images*) touch %s/dumping; while [ ! -e %s/go ]; do sleep 0.1; done;; esac; fi\nexec %s "$@"\n' \
+    "$D" "$D" "$real" >"$fake"
+  chmod 755 "$fake"
+  DAEMON_WRAP=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
+  start_daemon
+  create '{"pausable":true}'; local id=$ID
+  curl -s --max-time 60 --unix-socket "$SOCK" -X POST -o "$D/pause.body" -w '%{http_code}' \
+    "http://sd/v1/sandboxes/$id/pause" >"$D/pause.code" &
+  local bg=$! i
+  for i in $(seq 100); do [ -e "$D/dumping" ] && break; sleep 0.1; done
+  [ -e "$D/dumping" ] || { touch "$D/go"; fail "the dump did not start"; }
+  req PUT "/v1/sandboxes/$id/files?path=/workspace/late" -H 'Content-Type: application/octet-stream' --data-binary late
+  local put=$CODE putb=$BODY
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'
+  local ex=$CODE exb=$BODY
+  touch "$D/go"
+  wait "$bg"
+  [ "$(cat "$D/pause.code")" == 200 ] || fail "the pause: $(cat "$D/pause.code") $(cat "$D/pause.body")"
+  [ "$put" == 409 ] && [[ "$putb" == *pausing* ]] || fail "a file PUT while pausing: $put $putb"
+  [ "$ex" == 409 ] && [[ "$exb" == *pausing* ]] || fail "a command while pausing: $ex $exb"
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  [ ! -e "$D/state/checkpoints/$id" ] || fail "the checkpoint outlived the sandbox"
+}
+
 source "$(dirname "$0")/../lib/lib.sh" "$@"
