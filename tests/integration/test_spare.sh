@@ -290,6 +290,9 @@ test_parked_passed_over() {
   s2=$(wait_spare "$s")
   init2=$(parked_init "$s2")
   kill -KILL "$init2"
+  # dead, not dying: a create in the few ms a SIGKILLed init takes to exit (longer under ASan)
+  # can still be handed to it, and then fails "init went away"
+  gone_within "$init2" 5 || fail "the parked init $init2 did not die"
   create
   req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["true"]}'; expect 200 '.exit_code == 0'
   assert_eq "$(cat "$D/run/sandboxes/$ID/shim.pid")" "$s2" "the create's shim is the second spare"
