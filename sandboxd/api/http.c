@@ -664,6 +664,9 @@ static int tls_load(sd_daemon *d, error_rec *err) {
     return 0;
 }
 
+/* GnuTLS's defaults less TLS 1.0 and 1.1 (deprecated, RFC 8996): TLS 1.2 and 1.3 only. */
+#define TLS_PRIORITIES "NORMAL:-VERS-TLS1.0:-VERS-TLS1.1"
+
 static struct MHD_Daemon *mhd_start(sd_http *h, http_inst *in, int fd, bool tls) {
     unsigned flags =
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG;
@@ -673,7 +676,8 @@ static struct MHD_Daemon *mhd_start(sd_http *h, http_inst *in, int fd, bool tls)
             mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED,
             completed_cb, in, MHD_OPTION_CONNECTION_LIMIT, connection_limit(),
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_HTTPS_MEM_CERT, h->tls_cert,
-            MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_END);
+            MHD_OPTION_HTTPS_MEM_KEY, h->tls_key, MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES,
+            MHD_OPTION_END);
     return MHD_start_daemon(flags, 0, NULL, NULL, access_cb, in, MHD_OPTION_EXTERNAL_LOGGER,
                             mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_NOTIFY_COMPLETED, completed_cb, in,

@@ -275,6 +275,30 @@ PY
   req GET /healthz; expect 200
 }
 
+# The --tls-cert listener speaks TLS 1.2 and 1.3 only: 1.0 and 1.1 (RFC 8996) are refused by the
+# server (the client offers them at its lowest security level, so any refusal is the daemon's).
+TEST_TIMEOUT_tls_versions=60
+test_tls_versions() {
+  command -v openssl >/dev/null || skip "openssl is needed"
+  local port=$(free_port) tok="tok-$RANDOM-$RANDOM" v out
+  daemon_init
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -keyout "$DAEMON_ROOT/key.pem" -out "$DAEMON_ROOT/cert.pem" -subj /CN=127.0.0.1 2>/dev/null ||
+    fail "openssl could not make a certificate"
+  start_daemon --tcp "127.0.0.1:$port" --token "$tok" --tls-cert "$DAEMON_ROOT/cert.pem" \
+    --tls-key "$DAEMON_ROOT/key.pem"
+  for v in 1 1_1 1_2 1_3; do
+    out=$(timeout 10 openssl s_client -brief -connect "127.0.0.1:$port" "-tls$v" \
+      -cipher 'DEFAULT:@SECLEVEL=0' </dev/null 2>&1) || true
+    case $v in
+      1 | 1_1) ! echo "$out" | grep -q '^Protocol version' || fail "TLS $v was accepted: $out" ;;
+      *) echo "$out" | grep -qx "Protocol version: TLSv${v/_/.}" || fail "TLS $v was refused: $out" ;;
+    esac
+  done
+  curl -s --cacert "$DAEMON_ROOT/cert.pem" -k -H "Authorization: Bearer $tok" \
+    "https://127.0.0.1:$port/healthz" | grep -q '"ok"' || fail "HTTPS /healthz"
+}
+
 # A command that starts when the sandbox is at its pids limit: 409 pids_limit (the sandbox's
 # own limit, like docker exec in a container at its pids limit), not 500 internal; the sandbox
 # keeps running and commands start again once processes have exited.
