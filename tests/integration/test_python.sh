@@ -226,12 +226,12 @@ test_sandboxfusion_store_image() {
 # language is refused by name, as SandboxError.
 TEST_TIMEOUT_sandboxfusion_missing_toolchain=60
 test_sandboxfusion_missing_toolchain() {
-  IMG=$(mktemp -d /tmp/sbx-pyimg.XXXXXX)
-  local img=$IMG
+  local img
+  img=$(mktemp -d /tmp/sbx-pyimg.XXXXXX)
+  daemon_at_exit rm -rf "$img" "$img.json" # (before the start: a start that fails removes it too)
   mkdir -p "$img/usr/bin"
   printf '{"images":{"bare":"%s"},"defaults":{"image":"bare"}}' "$img" >"$img.json"
   start_daemon --config "$img.json"
-  trap 'daemon_cleanup; rm -rf "$IMG" "$IMG.json"' EXIT
   local lang prog
   for lang in python:python3 cpp:g++ bash:bash java:javac; do
     req POST /run_code -d "{\"code\":\"x\",\"language\":\"${lang%%:*}\"}"
