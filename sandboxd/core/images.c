@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #define DEFAULT_MAX_ARCHIVE (8ull << 30)
 #define DEFAULT_MAX_UNPACKED (32ull << 30)
@@ -256,9 +257,11 @@ static int probe_root(const char *root, const char *path, bool exec) {
 }
 
 bool sd_images_has_path(sd_daemon *d, const char *name, const char *path, bool exec) {
-    sd_image *im = strcmp(name, "host") ? sd_images_find(d, name) : NULL;
+    if (strcmp(name, "host") == 0) /* the host's own files, its links too: /run_code's default */
+        return access(path, exec ? X_OK : F_OK) == 0;
+    sd_image *im = sd_images_find(d, name);
     if (!im)
-        return strcmp(name, "host") != 0 || probe_root("/", path, exec) == 1;
+        return true;
     if (im->dir_path)
         return probe_root(im->dir_path, path, exec) == 1;
     json_t *layers = json_object_get(im->meta, "layers");
