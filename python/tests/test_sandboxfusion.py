@@ -253,6 +253,49 @@ def test_bad_fields_are_422_naming_them(body, message):
     assert r.status_code == 422 and r.json()["message"].startswith(message), r.text
 
 
+def test_numbers_as_sandboxfusion_takes_them():
+    # SandboxFusion's pydantic (v2, lax mode) takes for an int field a float with no fractional
+    # part, a string of an int ("1024", " 1_024.00 "), true/false; for a float field a string of
+    # a number ("5", "1e1"), true/false (each was a 422 here). The value is the one used.
+    out = run_code(code="print(1)", language="python", memory_limit_MB=1024.0, run_timeout="5",
+                   compile_timeout=" 1e1 ")
+    assert out["status"] == "Success", out
+    out = run_code(code="import time; time.sleep(5)", language="python", run_timeout="0.5")
+    assert out["run_result"]["status"] == "TimeLimitExceeded", out
+    out = run_code(code="x = bytearray(400 << 20)\nprint(len(x))", language="python",
+                   memory_limit_MB=" 1_28.00 ")
+    assert out["status"] == "Failed" and out["run_result"]["return_code"] != 0, out
+    out = run_code(code="sleep 3; echo done", language="bash", memory_limit_MB=False,
+                   run_timeout=True)  # 1 s, the default memory
+    assert out["run_result"]["status"] == "TimeLimitExceeded", out
+
+
+@pytest.mark.parametrize("body,message", [
+    # what SandboxFusion's pydantic refuses is still a 422
+    ({"memory_limit_MB": 1024.5}, "memory_limit_MB: must be an integer"),
+    ({"memory_limit_MB": "1e3"}, "memory_limit_MB: must be an integer"),
+    ({"memory_limit_MB": "1024."}, "memory_limit_MB: must be an integer"),
+    ({"memory_limit_MB": "0x10"}, "memory_limit_MB: must be an integer"),
+    ({"memory_limit_MB": "1__0"}, "memory_limit_MB: must be an integer"),
+    ({"memory_limit_MB": None}, "memory_limit_MB: must be an integer"),
+    ({"memory_limit_MB": [1]}, "memory_limit_MB: must be an integer"),
+    ({"run_timeout": "abc"}, "run_timeout: must be a number of seconds"),
+    ({"run_timeout": ""}, "run_timeout: must be a number of seconds"),
+    ({"run_timeout": "0x10"}, "run_timeout: must be a number of seconds"),
+    ({"run_timeout": "_1"}, "run_timeout: must be a number of seconds"),
+    ({"run_timeout": "5e"}, "run_timeout: must be a number of seconds"),
+    ({"compile_timeout": None}, "compile_timeout: must be a number of seconds"),
+    # taken as a number, then out of this daemon's range as before
+    ({"run_timeout": "inf"}, "run_timeout: must be a number of seconds in 0..259200"),
+    ({"memory_limit_MB": True}, "memory_limit_MB: must be 16.."),
+    ({"run_timeout": "-1"}, "run_timeout: must be a number of seconds in 0..259200"),
+])
+def test_numbers_sandboxfusion_refuses_are_422(body, message):
+    r = requests.post(f"{URL}/run_code", json={"code": "print(1)", "language": "python", **body},
+                      timeout=30)
+    assert r.status_code == 422 and r.json()["message"].startswith(message), r.text
+
+
 def test_content_encoding_is_415():
     # no endpoint decodes a Content-Encoding: refused by name, not parsed as it came
     r = requests.post(f"{URL}/run_code", data=b"\x1f\x8b not json",
@@ -346,3 +389,21 @@ def test_jupyter_timeout_is_failed():
     body = {"cells": ["import time; time.sleep(30)"], "cell_timeout": 1, "total_timeout": 20}
     out = requests.post(f"{URL}/run_jupyter", json=body, timeout=120).json()
     assert out["status"] == "Failed"
+
+
+def test_jupyter_numbers_as_sandboxfusion_takes_them():
+    try:
+        import jupyter_client  # noqa: F401
+    except ImportError:
+        pytest.skip("SKIP (prerequisite missing): python3-jupyter-client")
+    # the driver gets the body: it sees the numbers (strings were a 422 here)
+    body = {"cells": ["print(6 * 7)"], "cell_timeout": "0", "total_timeout": " 60.0 ",
+            "memory_limit_MB": 1024.0}
+    r = requests.post(f"{URL}/run_jupyter", json=body, timeout=120)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["status"] == "Success", out
+    assert out["cells"][0]["stdout"] == "42\n", out
+    body = {"cells": ["import time; time.sleep(30)"], "cell_timeout": "1", "total_timeout": "20"}
+    r = requests.post(f"{URL}/run_jupyter", json=body, timeout=120)
+    assert r.status_code == 200 and r.json()["status"] == "Failed", r.text

@@ -12,6 +12,7 @@
 #include "policy/limits.h"
 #include "sandboxd/core/images.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -108,6 +109,91 @@ static bool program_present(sd_daemon *d, const char *prog) {
 /* A timeout in seconds: 0..3 days, so that a request's sum (compile + run, or total, plus the
  * sandbox's 120 s of margin) stays within a sandbox's timeout (POLICY_MAX_DURATION_MS). */
 #define SF_MAX_TIMEOUT_S (3 * 86400)
+
+/* A string of an int as pydantic's lax mode reads one: blanks around it, a sign, digits with
+ * single '_' between them, then optionally '.' and only zeros ("1024.0"; not "1e3", "1024.").
+ * Saturates (a value that large is out of every range here). */
+static int int_from_str(const char *s, json_int_t *ret) {
+    json_int_t n = 0;
+    while (isspace((unsigned char)*s))
+        s++;
+    bool neg = *s == '-';
+    if (*s == '-' || *s == '+')
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return -EINVAL;
+    for (; isdigit((unsigned char)*s) || (*s == '_' && isdigit((unsigned char)s[1])); s++)
+        if (*s != '_')
+            n = n > (INT64_MAX - 9) / 10 ? INT64_MAX : n * 10 + (*s - '0');
+    if (*s == '.') {
+        if (*++s != '0')
+            return -EINVAL;
+        while (*s == '0')
+            s++;
+    }
+    while (isspace((unsigned char)*s))
+        s++;
+    if (*s)
+        return -EINVAL;
+    *ret = neg ? -n : n;
+    return 0;
+}
+
+/* A string of a float as pydantic's lax mode reads one, in decimal ("5", " 2.5 ", "1e3"; no
+ * hex, and "inf" or "nan", out of every range here, are refused): blanks around it, single '_'
+ * between other characters. */
+static int float_from_str(const char *s, double *ret) {
+    char buf[64], *end;
+    size_t n = 0;
+    while (isspace((unsigned char)*s))
+        s++;
+    const char *last = s + strlen(s);
+    while (last > s && isspace((unsigned char)last[-1]))
+        last--;
+    for (const char *p = s; p < last; p++) {
+        if (*p == '_' && (p == s || p + 1 == last || p[-1] == '_' || p[1] == '_'))
+            return -EINVAL;
+        if (*p == '_')
+            continue;
+        if (!strchr("0123456789+-.eE", *p) || n + 1 >= sizeof(buf))
+            return -EINVAL; /* what strtod takes beyond decimal: hex, inf, nan */
+        buf[n++] = *p;
+    }
+    buf[n] = 0;
+    double d = strtod(buf, &end);
+    if (end == buf || *end)
+        return -EINVAL;
+    *ret = d;
+    return 0;
+}
+
+/* b's key, when given, as SandboxFusion's pydantic (v2, lax mode) takes an int (integer) or a
+ * float field: a JSON number, true or false (1, 0), or a string of one; an int field also takes
+ * a real with no fractional part (1024.0, not 1024.5). The value is replaced by its number, so
+ * what follows (and the Jupyter driver, which gets the body) sees numbers only. Returns false
+ * when it is none of these. */
+static bool coerce_number(json_t *b, const char *key, bool integer) {
+    json_t *v = json_object_get(b, key), *num;
+    const char *s = json_string_value(v);
+    json_int_t i;
+    double d = json_real_value(v);
+    if (!v || json_is_integer(v) || (json_is_real(v) && !integer))
+        return true;
+    if (json_is_boolean(v))
+        num = json_integer(json_is_true(v));
+    else if (json_is_real(v) && d > -0x1p63 && d < 0x1p63 && (double)(json_int_t)d == d)
+        num = json_integer((json_int_t)d);
+    else if (!s || strlen(s) != json_string_length(v))
+        return false; /* (a string with a NUL is no number) */
+    else if (integer && int_from_str(s, &i) == 0)
+        num = json_integer(i);
+    else if (!integer && float_from_str(s, &d) == 0)
+        num = json_real(d);
+    else
+        return false;
+    return num && json_object_set_new(b, key, num) == 0;
+}
+
 static bool is_num(json_t *v) {
     return json_is_number(v) && json_number_value(v) >= 0 &&
            json_number_value(v) <= SF_MAX_TIMEOUT_S;
@@ -162,8 +248,9 @@ const char *sd_sf_check_common(json_t *b, uint64_t host_memory) {
     }
     if (json_array_size(fetch) > SF_MAX_FILES)
         return "fetch_files: too many files";
-    if (mem && !json_is_integer(mem))
+    if (!coerce_number(b, "memory_limit_MB", true))
         return "memory_limit_MB: must be an integer";
+    mem = json_object_get(b, "memory_limit_MB");
     static char bad_mem[160]; /* a limit is a sandbox's memory: POLICY_MIN_MEMORY..the host's */
     json_int_t mb = json_integer_value(mem);
     if (mb > 0 &&
@@ -191,8 +278,9 @@ const char *sd_sf_check_run_code(json_t *b, const char **ret_refusal, const sf_l
         return "stdin: must be a string";
     const char *fields[] = {"compile_timeout", "run_timeout"};
     for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
-        json_t *v = json_object_get(b, fields[i]);
-        if (v && !is_num(v))
+        bool given = json_object_get(b, fields[i]); /* (coerce_number replaces it) */
+        if (given &&
+            (!coerce_number(b, fields[i], false) || !is_num(json_object_get(b, fields[i]))))
             return fields[i][0] == 'c' ? "compile_timeout: must be a number of seconds in 0..259200"
                                        : "run_timeout: must be a number of seconds in 0..259200";
     }
@@ -231,6 +319,8 @@ const char *sd_sf_check_jupyter(json_t *b) {
     }
     if (kernel && !(json_is_string(kernel) && strcmp(json_string_value(kernel), "python3") == 0))
         return "kernel: only python3 is supported";
+    if (!coerce_number(b, "cell_timeout", false) || !coerce_number(b, "total_timeout", false))
+        return "cell_timeout, total_timeout: must be numbers of seconds in 0..259200";
     json_t *ct = json_object_get(b, "cell_timeout"), *tt = json_object_get(b, "total_timeout");
     if ((ct && !is_num(ct)) || (tt && !is_num(tt)))
         return "cell_timeout, total_timeout: must be numbers of seconds in 0..259200";

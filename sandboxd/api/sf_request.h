@@ -26,7 +26,8 @@ json_t *sd_sf_lossy_string(const char *s, size_t n);
  * -EINVAL naming the field (a 400, as on every endpoint). */
 int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err);
 /* Checks the fields both endpoints share (files' base64, a memory_limit_MB the host can give);
- * NULL when fine, else what is wrong. */
+ * NULL when fine, else what is wrong. Here and below, a numeric field given as SandboxFusion's
+ * pydantic takes it (1024.0 for an int, "5" for a float, true) is replaced in b by its number. */
 const char *sd_sf_check_common(json_t *b, uint64_t host_memory);
 /* /run_code's fields: NULL when fine (*ret_lang the language, or *ret_refusal the SandboxError
  * message for a language SandboxFusion knows and this node does not run), else what is wrong. */
