@@ -123,6 +123,16 @@ def test_files_in_wrapped_base64():
     assert out["run_result"]["stdout"] == hashlib.sha256(data).hexdigest() + " two lines\n", out
 
 
+def test_fetch_file_named_dash():
+    # "-" is the file of that name in the working directory, as SandboxFusion's os.path.join
+    # reads it (it was returned empty: `cat -- -` read cat's empty stdin)
+    out = run_code(code="open('-','w').write('dash')\nopen('/tmp/-','w').write('abs')\n",
+                   language="python", fetch_files=["-", "/tmp/-"])
+    assert out["status"] == "Success", out
+    assert base64.b64decode(out["files"]["-"]) == b"dash", out
+    assert base64.b64decode(out["files"]["/tmp/-"]) == b"abs", out
+
+
 # with the run command as its exec's "file" (up to 48 KiB once escaped as JSON) / by a write of
 # its own first: 47,000 '#' go with the run; 33,000 newlines (66,000 bytes escaped: more than
 # the shim's whole request may hold) or 70 KiB not

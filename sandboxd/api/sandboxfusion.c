@@ -513,7 +513,8 @@ static void step_fetch(sf_job *j) {
         return;
     }
     const char *path = json_string_value(json_array_get(fetch, j->index++));
-    job_exec_argv(j, json_pack("[sss]", "cat", "--", path), NULL, NULL, 0, 60);
+    const char *dir = path[0] == '/' ? "" : "./"; /* cat reads its stdin for "-", even after -- */
+    job_exec_argv(j, json_pack("[sss+]", "cat", "--", dir, path), NULL, NULL, 0, 60);
 }
 
 static void finish_jupyter(sf_job *j) {
