@@ -133,6 +133,22 @@ def test_fetch_file_named_dash():
     assert base64.b64decode(out["files"]["/tmp/-"]) == b"abs", out
 
 
+def test_files_named_ignore_this_file_are_skipped():
+    # SandboxFusion's restore_files skips every path with IGNORE_THIS_FILE in it, before
+    # decoding it (they were written, and one that was not base64 was a 422)
+    files = {"IGNORE_THIS_FILE": base64.b64encode(b"x").decode(),
+             "d/a_IGNORE_THIS_FILE.txt": base64.b64encode(b"y").decode(),
+             "ignore_this_file": base64.b64encode(b"lower case is written").decode()}
+    code = ("import os\n"
+            "print(os.path.exists('IGNORE_THIS_FILE'), os.path.exists('d'),"
+            " open('ignore_this_file').read())\n")
+    out = run_code(code=code, language="python", files=files)
+    assert out["status"] == "Success", out
+    assert out["run_result"]["stdout"] == "False False lower case is written\n", out
+    out = run_code(code="print(1)", language="python", files={"x/IGNORE_THIS_FILE": "not base64!"})
+    assert out["status"] == "Success", out
+
+
 # with the run command as its exec's "file" (up to 48 KiB once escaped as JSON) / by a write of
 # its own first: 47,000 '#' go with the run; 33,000 newlines (66,000 bytes escaped: more than
 # the shim's whole request may hold) or 70 KiB not

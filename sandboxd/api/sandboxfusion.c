@@ -455,7 +455,7 @@ static bool next_file(sf_job *j, const char **ret_path, unsigned char **ret_data
     json_t *v;
     *ret_bad = false;
     json_object_foreach(files, k, v) {
-        if (i++ < j->index || json_is_null(v))
+        if (i++ < j->index || json_is_null(v) || sd_sf_file_ignored(k))
             continue;
         j->index = i;
         *ret_path = k;

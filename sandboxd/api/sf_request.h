@@ -25,6 +25,9 @@ json_t *sd_sf_lossy_string(const char *s, size_t n);
 /* Fields the daemon does not know, or knows and does not implement ("args" other than []):
  * -EINVAL naming the field (a 400, as on every endpoint). */
 int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err);
+/* A files entry SandboxFusion's restore_files skips, as it does: a path with IGNORE_THIS_FILE
+ * anywhere in it is neither decoded nor written. */
+bool sd_sf_file_ignored(const char *path);
 /* Checks the fields both endpoints share (files' base64, a memory_limit_MB the host can give);
  * NULL when fine, else what is wrong. Here and below, a numeric field given as SandboxFusion's
  * pydantic takes it (1024.0 for an int, "5" for a float, true) is replaced in b by its number. */
