@@ -5,6 +5,7 @@ import hashlib
 import concurrent.futures
 import os
 import shutil
+import time
 
 import pytest
 import requests
@@ -131,6 +132,20 @@ def test_fetch_file_named_dash():
     assert out["status"] == "Success", out
     assert base64.b64decode(out["files"]["-"]) == b"dash", out
     assert base64.b64decode(out["files"]["/tmp/-"]) == b"abs", out
+
+
+def test_fetch_files_regular_files_only():
+    # SandboxFusion returns only what os.path.isfile takes (links followed); a FIFO hung the
+    # fetch for its 60 s and was then left out, /dev/zero made the request a SandboxError
+    code = ("import os\nos.mkfifo('fifo')\nos.mkdir('dir')\nopen('f','w').write('reg')\n"
+            "os.symlink('f','link')\n")
+    t0 = time.monotonic()
+    out = run_code(code=code, language="python",
+                   fetch_files=["fifo", "dir", "/dev/zero", "f", "link", "missing"])
+    assert out["status"] == "Success", out
+    assert sorted(out["files"]) == ["f", "link"], out
+    assert base64.b64decode(out["files"]["link"]) == b"reg", out
+    assert time.monotonic() - t0 < 30, "the fetch waited on the FIFO"
 
 
 def test_files_named_ignore_this_file_are_skipped():
