@@ -368,6 +368,13 @@ static la_ssize_t raw_read(struct archive *a, void *ud, const void **ret) {
     return n;
 }
 
+/* AUFS's own metadata at the layer's root, ".wh..wh.plnk/", ".wh..wh.aufs", ".wh..wh.orph/" and
+ * what is below them (docker's pkg/archive skips every path under a ".wh..wh." name at the root but
+ * the opaque marker ".wh..wh..opq"): left out, as docker does, not written nor refused. */
+static bool aufs_meta(const char *rel) {
+    return strncmp(rel, ".wh..wh.", 8) == 0 && strcmp(rel, ".wh..wh..opq") != 0;
+}
+
 static int unpack_entries(layer_ctx *c, struct archive *t) {
     for (;;) {
         struct archive_entry *e;
@@ -388,7 +395,7 @@ static int unpack_entries(layer_ctx *c, struct archive *t) {
         if ((c->b->unpacked += 512) > c->b->unpacked_max)
             return error_set(c->err, -EFBIG, "image: unpacks to more than %llu bytes (the limit)",
                              (unsigned long long)c->b->unpacked_max);
-        if (!c->path[0] || c->root < 0) {
+        if (!c->path[0] || c->root < 0 || aufs_meta(c->path)) {
             if (sz > 0 && (r = copy_data(c, t, -1)) < 0)
                 return r;
             continue;

@@ -171,6 +171,12 @@ GOOD_LAYERS = {
         l.file(".wh.opq", ""), l.dir("opq"), l.file("opq/fresh", "fresh\n"),  # opq recreated
         l.file("data/keep3", "k3\n"), l.file("data/.wh.keep3", ""),  # a file, then its whiteout
         l.file("data/sub/s", "s\n"), l.file("data/.wh.sub", "")),  # a directory, then its whiteout
+    # AUFS's metadata at the root, as docker on aufs left it in layers (docker skips it): its
+    # hard-link directory with a file, its own file, the orphans' directory (named with "./")
+    "aufs-meta": lambda l: (
+        l.dir(".wh..wh.plnk", 0o700), l.file(".wh..wh.plnk/1234.5678", "linked\n"),
+        l.file(".wh..wh.aufs", ""), l.dir("./.wh..wh.orph", 0o700),
+        l.file(".wh..wh.orph/o", "orphan\n"), l.file("data/aufs", "aufs\n")),
 }
 # two good layers on top: the WorkingDir w/s/deep (the fourth), hidden by the opaque w/ that
 # the fifth has (with only its own w/s/)

@@ -228,6 +228,21 @@ test_same_layer_whiteouts() {
   echo "$BODY" | jq -e '.stdout == "fresh\nhard\nkeep\nkeep2\nkeep3\nsub\nk3\ns\n"' >/dev/null || fail "merged view: $BODY"
 }
 
+# AUFS's metadata at a layer's root (".wh..wh.plnk/", ".wh..wh.aufs", ".wh..wh.orph/": what
+# docker on aufs left in layers) is left out, as docker's pkg/archive does: the import was
+# refused (400 "image: .wh..wh.plnk: unsupported whiteout").
+TEST_TIMEOUT_aufs_metadata=90
+test_aufs_metadata() {
+  start_daemon
+  import a:v1 "$(img oci aufs-meta)"; expect 201 '(.layers | length) == 3'
+  create '{"image":"a:v1"}'
+  run_in "$ID" 'cat /data/aufs; ls -A /'
+  echo "$BODY" | jq -e '.stdout | startswith("aufs\n") and (contains(".wh.") | not)' >/dev/null ||
+    fail "merged view: $BODY"
+  [ -z "$(find "$D/state/images/layers" -name '.wh.*')" ] ||
+    fail "stored: $(find "$D/state/images/layers" -name '.wh.*')"
+}
+
 # A WorkingDir below a directory that a higher layer made opaque is gone, even where that layer
 # has the directories above it: it was found in the lower layer (workdir_exists true), and every
 # command without a cwd then failed (400 "exec chdir /w/s/deep: No such file or directory").
