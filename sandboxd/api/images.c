@@ -70,6 +70,7 @@ void sd_api_images_import(sd_daemon *d, sd_request *req) {
         if (!j && err.code == -EBUSY) {
             req->retry_after = 5;
             sd_reply_error(req, 429, "too_many_requests", "%s", err.message);
+            return;
         }
         if (!j) {
             reply_err(req, err.code, &err);

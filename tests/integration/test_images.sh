@@ -255,6 +255,49 @@ test_workdir_under_opaque() {
   run_in "$ID" 'pwd'; expect 200 '.stdout == "/workspace\n"'
 }
 
+# A third import while two run is answered 429 once: it was answered 429 and then 409 "conflict"
+# (dropped by the daemon as a second answer, its "request failed" line logged all the same).
+TEST_TIMEOUT_too_many_imports=120
+test_too_many_imports() {
+  start_daemon
+  python3 - "$D/many.tar.gz" <<'EOF'
+import gzip, sys, tarfile
+with gzip.open(sys.argv[1], "wb") as g, tarfile.open(fileobj=g, mode="w") as t:
+    for d in range(40):  # 12000 empty files: an import that takes a while
+        i = tarfile.TarInfo(f"d{d}"); i.type, i.mode = tarfile.DIRTYPE, 0o755
+        t.addfile(i)
+        for f in range(300):
+            t.addfile(tarfile.TarInfo(f"d{d}/f{f}"))
+EOF
+  local n round pids
+  for round in 1 2 3; do # (the two may be done before the third comes: three tries)
+    pids=()
+    for n in a b; do
+      curl -s --max-time 100 --unix-socket "$SOCK" -o "$D/$n.out" -w '%{http_code}' -X POST \
+        -H 'Content-Type: application/x-tar' --data-binary @"$D/many.tar.gz" \
+        "http://sd/v1/images?name=$n$round" >"$D/$n.code" &
+      pids+=($!)
+    done
+    for _ in $(seq 200); do # both imports started (each has its work directory)
+      [ "$(ls "$D/state/images/tmp" | grep -c '^import-')" == 2 ] && break
+      sleep 0.05
+    done
+    import c "$(img rootfs)"
+    wait "${pids[@]}" || true
+    [ "$(cat "$D/a.code") $(cat "$D/b.code")" == "201 201" ] ||
+      fail "imports: $(cat "$D/a.code" "$D/a.out" "$D/b.code" "$D/b.out")"
+    [ "$CODE" == 429 ] && break
+    expect 201
+    req DELETE /v1/images/c; expect 204
+  done
+  expect 429 '.code == "too_many_requests" and (.message | contains("2 imports are running"))'
+  grep -qi '^Retry-After: 5' "$D/headers" || fail "no Retry-After: $(cat "$D/headers")"
+  grep 'msg=request failed path=/v1/images ' "$D/log" | grep 'imports are running' >"$D/answers"
+  [ "$(wc -l <"$D/answers")" == 1 ] && grep -q 'status=429 code=too_many_requests' "$D/answers" ||
+    fail "answered more than once: $(cat "$D/answers")"
+  import c "$(img rootfs)"; expect 201 # and once they are done, it is taken
+}
+
 TEST_TIMEOUT_limits_and_full_disk=120
 test_limits_and_full_disk() {
   start_daemon
