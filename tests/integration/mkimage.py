@@ -183,8 +183,17 @@ GOOD_LAYERS = {
 GOOD_TWO = {
     "workdir-hidden": (lambda l: l.dir("w/s/deep"),
                        lambda l: (l.dir("w"), l.file("w/.wh..wh..opq", ""), l.dir("w/s"))),
+    # the WorkingDir /wl/deep through symlinks of the third layer (wl -> srv/wdl, relative;
+    # srv/wdl -> /srv/../srv/wd, absolute) into the fourth's directory srv/wd/deep
+    "workdir-link": (lambda l: (l.link("wl", tarfile.SYMTYPE, "srv/wdl"),
+                                l.link("srv/wdl", tarfile.SYMTYPE, "/srv/../srv/wd")),
+                     lambda l: l.dir("srv/wd/deep")),
+    # and through a loop of symlinks (wl -> wm -> wl): none
+    "workdir-loop": (lambda l: (l.link("wl", tarfile.SYMTYPE, "wm"),
+                                l.link("wm", tarfile.SYMTYPE, "/wl")),
+                     lambda l: l.dir("srv/wd/deep")),
 }
-WORKDIR = {"workdir-hidden": "/w/s/deep"}
+WORKDIR = {"workdir-hidden": "/w/s/deep", "workdir-link": "/wl/deep", "workdir-loop": "/wl/deep"}
 
 
 HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), "unknown")

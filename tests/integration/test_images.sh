@@ -298,6 +298,19 @@ EOF
   import c "$(img rootfs)"; expect 201 # and once they are done, it is taken
 }
 
+# A WorkingDir reached through symlinks (of another layer than the directory's) is the image's:
+# the links are followed inside the image. It counted as absent (workdir_exists false), and
+# commands without a cwd ran in /workspace.
+TEST_TIMEOUT_workdir_through_links=90
+test_workdir_through_links() {
+  start_daemon
+  import l:v1 "$(img oci workdir-link)"
+  expect 201 '(.layers | length) == 4 and .workdir == "/wl/deep" and .workdir_exists == true'
+  create '{"image":"l:v1"}'
+  run_in "$ID" 'pwd -P'; expect 200 '.stdout == "/srv/wd/deep\n"'
+  import loop:v1 "$(img oci workdir-loop)"; expect 201 '.workdir_exists == false' # 40 links at most
+}
+
 TEST_TIMEOUT_limits_and_full_disk=120
 test_limits_and_full_disk() {
   start_daemon
