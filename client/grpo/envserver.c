@@ -4,6 +4,7 @@
  * env_* hooks (run.c sets them), so that no call goes back up into this file. */
 #include "client/grpo/envserver.h"
 #include "client/grpo/runner.h"
+#include "client/lib/internal.h"
 
 #include "common/timeutil.h"
 
@@ -35,6 +36,7 @@ static void on_poll(void *ud, long status, const void *body, size_t len, const s
         return env_reset(ep);
     bool later = strcmp(err->api_code, "port_unreachable") == 0 ||
                  strcmp(err->api_code, "port_timeout") == 0 ||
+                 strcmp(err->api_code, "request_timeout") == 0 ||
                  strcmp(err->api_code, "sandbox_not_running") == 0;
     if (later && now_mono_ms() < ep->env_deadline_ms)
         return grpo_episode_later(ep, 100);
@@ -42,9 +44,17 @@ static void on_poll(void *ud, long status, const void *body, size_t len, const s
               later ? " within " : " (", s->wait_ms / 1000.0, err->message);
 }
 
+/* The shortest time a probe is given, even when the wait's time is (nearly) up. */
+#define ENV_PROBE_MIN_MS 100
+
+/* One GET / given only the wait's time left: a server that accepts and never answers does not
+ * hold the episode past its wait (each probe had the daemon's 30 s). */
 void grpo_env_poll(grpo_episode *ep) {
-    sbx_code rc = sbx_async_port_request(ep->run->sbx, ep->agent, ep->task->env_server->port, "GET",
-                                         "/", NULL, NULL, 0, on_poll, ep);
+    uint64_t now = now_mono_ms(), end = ep->env_deadline_ms;
+    uint64_t left = end > now + ENV_PROBE_MIN_MS ? end - now : ENV_PROBE_MIN_MS;
+    sbx_code rc =
+        sbxi_async_port_request_within(ep->run->sbx, ep->agent, ep->task->env_server->port, "GET",
+                                       "/", NULL, NULL, 0, left, on_poll, ep);
     if (rc != SBX_OK)
         env_infra(ep, "environment server: cannot send a request (%s)", sbx_code_name(rc));
 }

@@ -8,6 +8,7 @@
 #include "common/timeutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ typedef struct op {
     size_t ep;
     void (*fn)(void); /* the caller's callback, of the type its kind says (CB) */
     void *ud;
+    long timeout_ms; /* the request's own limit (sbxi_async_port_request_within); 0: none */
     /* create */
     char *body, *idem;
     size_t *order, k, n_order, info_pending;
@@ -260,6 +262,7 @@ static sbx_code submit(op *o, const char *method, const char *path, const char *
         .content_type = ctype,
         .accept = accept,
         .extra_header = o->idem,
+        .timeout_ms = o->timeout_ms,
         .connect_timeout_ms = 10000,
     };
     if (o->streaming && cb == on_done) {
@@ -446,7 +449,8 @@ static void on_done(void *ud, const sbxi_http_result *res) {
     sbx_code rc = sbxi_err_from_response(&c->eps[o->ep], res->detail, &e);
     if (rc == SBX_OK && c->fleet)
         c->eps[o->ep].down_until_ms = 0;
-    rc = sbxi_fleet_failed(c, o->ep, rc, &e);
+    if (!res->detail->timed_out) /* the caller's own limit says nothing of the node */
+        rc = sbxi_fleet_failed(c, o->ep, rc, &e);
     if (o->kind == OP_CREATE) {
         create_result(o, res, rc, &e);
         return;
@@ -638,17 +642,30 @@ sbx_code sbx_async_inspect(sbx_async *as, sbx_sandbox *sb, sbx_data_cb cb, void 
     return sb_op(as, sb, OP_INSPECT, FN(cb), ud, "GET", "", NULL, NULL, NULL, 0);
 }
 
-sbx_code sbx_async_port_request(sbx_async *as, sbx_sandbox *sb, unsigned port, const char *method,
-                                const char *path, const char *content_type, const void *body,
-                                size_t len, sbx_port_cb cb, void *ud) {
+sbx_code sbxi_async_port_request_within(sbx_async *as, sbx_sandbox *sb, unsigned port,
+                                        const char *method, const char *path,
+                                        const char *content_type, const void *body, size_t len,
+                                        uint64_t timeout_ms, sbx_port_cb cb, void *ud) {
     ASYNC_CHECK(as, sb, cb);
     char sub[48 + 1024];
-    if (port < 1 || port > 65535 || !method || !path || strlen(path) > 1000)
+    if (port < 1 || port > 65535 || !method || !path || strlen(path) > 1000 ||
+        timeout_ms > LONG_MAX)
         return REFUSE(as, SBX_E_INVALID,
                       "port must be 1..65535, method and path (at most 1000 bytes) given");
     snprintf(sub, sizeof(sub), "/ports/%u/%s", port, path[0] == '/' ? path + 1 : path);
-    return sb_op(as, sb, OP_PORT, FN(cb), ud, method, sub, body ? content_type : NULL, NULL, body,
-                 body ? len : 0);
+    op *o = op_new(as, OP_PORT, sb, FN(cb), ud);
+    if (!o)
+        return SBX_E_NOMEM;
+    o->timeout_ms = (long)timeout_ms;
+    _cleanup_free_ char *p = sbxi_sandbox_path(sb, sub);
+    return start(as, o, method, p, body ? content_type : NULL, NULL, body, body ? len : 0);
+}
+
+sbx_code sbx_async_port_request(sbx_async *as, sbx_sandbox *sb, unsigned port, const char *method,
+                                const char *path, const char *content_type, const void *body,
+                                size_t len, sbx_port_cb cb, void *ud) {
+    return sbxi_async_port_request_within(as, sb, port, method, path, content_type, body, len, 0,
+                                          cb, ud);
 }
 
 sbx_code sbx_async_get_status(sbx_async *as, sbx_sandbox *sb, sbx_status_cb cb, void *ud) {

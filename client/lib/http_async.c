@@ -18,7 +18,8 @@ typedef struct areq {
     sbxi_response resp;
     sbxi_http_cb cb;
     void *ud;
-    bool doomed; /* sbxi_http_async_cancel picked it */
+    bool doomed;   /* sbxi_http_async_cancel picked it */
+    bool deadline; /* opts.timeout_ms was given: its expiry is resp.timed_out */
 } areq;
 
 typedef struct pollctx {
@@ -115,6 +116,7 @@ static void check_done(sbxi_http_async *e) {
         curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
         curl_multi_remove_handle(e->multi, h);
         sbxi_response_finish(h, rc, &r->resp);
+        r->resp.timed_out = r->deadline && rc == CURLE_OPERATION_TIMEDOUT;
         complete(e, r, false);
     }
     if (e->free_requested && e->in_dispatch == 0 && !e->freeing)
@@ -265,8 +267,10 @@ int sbxi_http_async_request_ex(sbxi_http_async *e, const char *method, const cha
     sbxi_easy_setup(r->easy, method, url, opts ? opts->unix_path : NULL, r->hdrs, r->body, len,
                     &r->resp);
     curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
-    if (opts && opts->timeout_ms > 0)
+    if (opts && opts->timeout_ms > 0) {
         curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, opts->timeout_ms);
+        r->deadline = true;
+    }
     if (opts && opts->connect_timeout_ms > 0)
         curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, opts->connect_timeout_ms);
     if (curl_multi_add_handle(e->multi, r->easy) != CURLM_OK)

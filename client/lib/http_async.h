@@ -57,7 +57,7 @@ typedef struct sbxi_http_opts {
     /* When set, the body of a 2xx answer is handed over as it arrives instead of collected. */
     void (*on_chunk)(void *chunk_ud, const char *data, size_t len);
     void *chunk_ud;
-    long timeout_ms;         /* whole-transfer timeout; 0: none */
+    long timeout_ms;         /* whole-transfer timeout (its expiry: detail->timed_out); 0: none */
     long connect_timeout_ms; /* 0: libcurl's default */
 } sbxi_http_opts;
 

@@ -187,6 +187,13 @@ sbx_code sbxi_request(sbx_client *c, size_t ep, const char *method, const char *
 
 /* ---- async.c ---- */
 struct uv_loop_s *sbxi_async_loop(const sbx_async *as);
+/* sbx_async_port_request given at most timeout_ms (0: no limit of its own) for its whole
+ * answer: past it, cb gets the error "request_timeout" (a node of a fleet is not marked down
+ * for it). */
+sbx_code sbxi_async_port_request_within(sbx_async *as, sbx_sandbox *sb, unsigned port,
+                                        const char *method, const char *path,
+                                        const char *content_type, const void *body, size_t len,
+                                        uint64_t timeout_ms, sbx_port_cb cb, void *ud);
 
 /* ---- unixhttp.c: HTTP/1.1 over the daemon's Unix socket, without libcurl ---- */
 /* A connected, close-on-exec stream socket to path (blocking; a full backlog times out after

@@ -5,7 +5,8 @@
 # grpo` with the scripted trainer: the runner waits for the port, POSTs /reset, sends each turn's
 # command as /step's action through libsbx's port proxy, ends the agent on "done", and the
 # grading sandbox (a separate one) scores /state (written to /grader/env_state.json). A server
-# whose port never opens is an infrastructure failure naming the port, after the task's wait.
+# whose port never opens, or that accepts and never answers, is an infrastructure failure naming
+# the port, after the task's wait.
 source "$(dirname "$0")/grpo_lib.sh"
 
 TEST_TIMEOUT_server_env=150
@@ -37,10 +38,16 @@ print(json.dumps({"id": "closed", "prompt": "play", "image": "openenv:v1", "max_
                   "max_completion_tokens": 16, "limits": lim, "grader": grader,
                   "env_server": {"port": 8000, "wait": "2s",
                                  "entrypoint": ["python3", "-c", "import time; time.sleep(60)"]}}))
+# a server that accepts and never answers: the wait ends after its 2 s all the same (each probe
+# is given only the time left; a probe had the daemon's 30 s, and the episode took 30 s more)
+silent = "import socket\ns = socket.create_server(('0.0.0.0', 8000))\nc = []\nwhile True: c.append(s.accept())"
+print(json.dumps({"id": "silent", "prompt": "play", "image": "openenv:v1", "max_turns": 3,
+                  "max_completion_tokens": 16, "limits": lim, "grader": grader,
+                  "env_server": {"port": 8000, "wait": "2s", "entrypoint": ["python3", "-c", silent]}}))
 PY
   printf 'blue\nit is red\nnever sent\n' >"$T/script.txt"
   grpo_start_trainer --scripted "$T/script.txt"
-  grpo_run --tasks "$T/env.jsonl" --out "$T/out" --steps 1 --tasks-per-step 3 --group-size 2 \
+  grpo_run --tasks "$T/env.jsonl" --out "$T/out" --steps 1 --tasks-per-step 4 --group-size 2 \
     --no-train --json >"$T/run.txt" || { cat "$T/run.txt"; fail "sbx grpo failed"; }
   /usr/bin/python3 - "$T/out/step-0001.jsonl" <<'PY'
 import json, sys
@@ -48,7 +55,8 @@ eps = [json.loads(l) for l in open(sys.argv[1])]
 word = [e for e in eps if e["task"] == "word"]
 closed = [e for e in eps if e["task"] == "closed"]
 long = [e for e in eps if e["task"] == "long"]
-assert len(word) == 2 and len(closed) == 2 and len(long) == 2, eps
+silent = [e for e in eps if e["task"] == "silent"]
+assert len(word) == 2 and len(closed) == 2 and len(long) == 2 and len(silent) == 2, eps
 for e in word:
     assert e["status"] == "scored" and e["reward"] == 1.0, e
     t = e["trace"]
@@ -64,6 +72,10 @@ for e in long:
 for e in closed:
     assert e["status"] == "infrastructure_failure", e
     assert "port 8000 did not answer within 2.0 s" in e["message"], e["message"]
+for e in silent:
+    assert e["status"] == "infrastructure_failure", e
+    assert "port 8000 did not answer within 2.0 s" in e["message"], e["message"]
+    assert e["durations"]["total"] < 15, ("waited past the 2 s", e["durations"], e["message"])
 print("server env episodes: scored 1.0 through /step; the closed port is an infrastructure failure")
 PY
   assert_eq "$(grpo_running_sandboxes)" 0 "sandboxes left running"
