@@ -9,14 +9,19 @@
 #include "common/error.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct grpo_env_server {
     unsigned port;
-    uint64_t wait_ms;  /* until the port answers (default 30 s) */
-    char *create_json; /* the create fields: {"ports":[port],"entrypoint":...} */
+    uint64_t wait_ms;      /* until the port answers (default 30 s) */
+    bool image_entrypoint; /* entrypoint true (the default): the image's Entrypoint + Cmd */
+    char *create_json;     /* the create fields: {"ports":[port],"entrypoint":...} */
 } grpo_env_server;
 
 /* v: the task's "env_server" (NULL: none, *ret NULL). Errors name the field. */
 int grpo_env_server_parse(json_t *v, grpo_env_server **ret, error_rec *err);
+/* Whether s (NULL: none) can start in the task's image (NULL: host): "entrypoint": true needs an
+ * image with an Entrypoint or Cmd, which host never has (each create was refused). */
+int grpo_env_server_check_image(const grpo_env_server *s, const char *image, error_rec *err);
 void grpo_env_server_free(grpo_env_server *s);

@@ -62,6 +62,7 @@ int grpo_env_server_parse(json_t *v, grpo_env_server **ret, error_rec *err) {
     if (!s)
         return -ENOMEM;
     s->port = (unsigned)json_integer_value(p);
+    s->image_entrypoint = !e || json_is_true(e);
     if ((r = parse_wait(json_object_get(v, "wait"), &s->wait_ms, err)) < 0) {
         free(s);
         return r;
@@ -75,6 +76,14 @@ int grpo_env_server_parse(json_t *v, grpo_env_server **ret, error_rec *err) {
     }
     *ret = s;
     return 0;
+}
+
+int grpo_env_server_check_image(const grpo_env_server *s, const char *image, error_rec *err) {
+    if (!s || !s->image_entrypoint || (image && strcmp(image, "host") != 0))
+        return 0;
+    return error_set(err, -EINVAL,
+                     "env_server.entrypoint: true starts the image's Entrypoint and Cmd, which the "
+                     "host image has not: give the task an \"image\" that has them, or an argv");
 }
 
 void grpo_env_server_free(grpo_env_server *s) {

@@ -397,6 +397,8 @@ static int parse_task(json_t *o, grpo_task *t, error_rec *err) {
         r = parse_failure_reward(json_object_get(o, "failure_reward"), t, err);
     if (r >= 0) /* a server environment: client/grpo/envserver_task.c */
         r = grpo_env_server_parse(json_object_get(o, "env_server"), &t->env_server, err);
+    if (r >= 0)
+        r = grpo_env_server_check_image(t->env_server, t->image, err);
     if (r < 0 && t->id)
         error_prefix(err, "task \"%s\"", t->id);
     return r;

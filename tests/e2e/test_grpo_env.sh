@@ -85,7 +85,10 @@ test_bad_env_server() { # the task file's env_server is checked when it loads
   require_root
   grpo_tmp
   local b
-  for b in '{"port":0}' '{"port":8000,"x":1}' '{"port":8000,"entrypoint":"yes"}' '{"port":8000,"wait":"soon"}' '3'; do
+  # (the last two: the image's Entrypoint and Cmd in the host image, the task's default, which has
+  # neither: refused here, where each episode failed at its create)
+  for b in '{"port":0}' '{"port":8000,"x":1}' '{"port":8000,"entrypoint":"yes"}' '{"port":8000,"wait":"soon"}' '3' \
+    '{"port":8000}' '{"port":8000,"entrypoint":true}'; do
     printf '%s\n%s\n' '{"task_set":"b@1","split":{"seed":0,"held_out":0}}' \
       "{\"id\":\"a\",\"prompt\":\"p\",\"grader\":{\"command\":\"true\"},\"env_server\":$b}" >"$T/b.jsonl"
     "$SBX_BUILD_DIR/sbx" grpo --tasks "$T/b.jsonl" --trainer http://127.0.0.1:1 --host /nonexistent.sock \

@@ -1,5 +1,6 @@
 /* GRPO task sets: parsing (bad lines -> errors naming the line), the reward rules, and the seeded
  * deterministic train / held-out split. */
+#include "client/grpo/envserver.h"
 #include "client/grpo/runner.h"
 #include "client/grpo/taskset.h"
 #include "common/fdutil.h"
@@ -209,6 +210,27 @@ TEST(grpo_tasks_strict_fields) {
     }
     ts = parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"env_server\":{\"port\":8000,"
                       "\"entrypoint\":[\"python3\",\"/srv/env.py\"]}," GRADER "}\n");
+    grpo_taskset_free(ts);
+}
+
+/* An env_server that starts the image's Entrypoint and Cmd (entrypoint true, the default) in the
+ * host image, which has neither, is refused at load naming the task: it loaded, and each of its
+ * episodes failed (the create refused, 400 "entrypoint: image host has no Entrypoint or Cmd"). */
+TEST(grpo_tasks_env_server_host_entrypoint) {
+    static const char want[] = "t.jsonl:2: task \"a\": env_server.entrypoint: true starts the "
+                               "image's Entrypoint and Cmd, which the host image has not";
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"env_server\":{\"port\":8000}," GRADER "}\n",
+              want);
+    parse_bad(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"image\":\"host\",\"env_server\":{\"port\":"
+                  "8000,\"entrypoint\":true}," GRADER "}\n",
+              want);
+    grpo_taskset *ts =
+        parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"image\":\"openenv:v1\","
+                     "\"env_server\":{\"port\":8000,\"entrypoint\":true}," GRADER "}\n");
+    CHECK(ts->tasks[0].env_server && ts->tasks[0].env_server->image_entrypoint);
+    grpo_taskset_free(ts);
+    ts = parse_ok(HDR "{\"id\":\"a\",\"prompt\":\"p\",\"image\":\"host\",\"env_server\":{"
+                      "\"port\":8000,\"entrypoint\":[\"python3\",\"/srv/env.py\"]}," GRADER "}\n");
     grpo_taskset_free(ts);
 }
 
