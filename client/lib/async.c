@@ -54,6 +54,7 @@ typedef struct op {
     char *body, *idem;
     size_t *order, k, n_order, info_pending;
     sbx_err last;
+    bool retried; /* the keyed create went once more to the same endpoint (sbxi_create_failed) */
     /* exec */
     bool streaming;
     sbxi_exec_stream st;
@@ -324,7 +325,7 @@ static void create_next(op *o) {
     }
 }
 
-static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const sbx_err *e) {
+static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, sbx_err *e) {
     sbx_client *c = o->as->client;
     if (rc == SBX_OK) {
         sbx_sandbox *sb = NULL;
@@ -342,10 +343,19 @@ static void create_result(op *o, const sbxi_http_result *res, sbx_code rc, const
         create_next(o);
         return;
     }
-    if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE) {
+    sbxi_create_next next =
+        sbxi_create_failed(&c->eps[o->ep], res->detail, rc, o->idem, o->retried, e);
+    if (next == SBXI_CREATE_AGAIN) {
+        o->retried = true;
+        o->k--;
+        create_next(o); /* the same endpoint: o->order[o->k] is o->ep */
+        return;
+    }
+    if (next == SBXI_CREATE_FAIL) {
         op_fail(o, e);
         return;
     }
+    o->retried = false;
     c->eps[o->ep].free_slots = rc == SBX_E_UNAVAILABLE ? 0 : -1;
     if (o->last.code != SBX_E_UNAVAILABLE) {
         o->last = *e;

@@ -210,3 +210,40 @@ sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r,
         return SBX_OK;
     return err_from_api(r, err);
 }
+
+/* Whether a request certainly never reached the daemon: none was made (a node gone from the
+ * fleet), or no connection was: refused, a name not resolved, the connect timed out (without the
+ * client's own time limit only the connect has one), the TLS handshake failed. Everything else
+ * (a send or receive error, an empty or cut answer) may have come after the daemon read it. */
+static bool request_unsent(const sbxi_response *r) {
+    switch (r->curl_code) {
+    case CURLE_OK:
+        return r->status == 0;
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return true;
+    case CURLE_OPERATION_TIMEDOUT:
+        return !r->timed_out && r->status == 0;
+    default:
+        return false;
+    }
+}
+
+sbxi_create_next sbxi_create_failed(const sbxi_endpoint *ep, const sbxi_response *r, sbx_code rc,
+                                    bool keyed, bool retried, sbx_err *e) {
+    if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE)
+        return SBXI_CREATE_FAIL;
+    if (!retried && (r->curl_code == CURLE_OK || request_unsent(r)))
+        return SBXI_CREATE_NEXT; /* (after a lost answer, this endpoint may hold the sandbox) */
+    if (keyed && !retried && !r->timed_out && r->redirects == 0)
+        return SBXI_CREATE_AGAIN;
+    char why[400];
+    snprintf(why, sizeof(why), "%s", e->message);
+    sbxi_err_set(e, SBX_E_CONNECT, e->http_status, e->api_code,
+                 "%s (the create may have been made on %s: it was not sent to another endpoint)",
+                 why, ep->display);
+    return SBXI_CREATE_FAIL;
+}

@@ -216,6 +216,18 @@ sbx_code sbxi_code_from_status(long status, const char *api_code);
 /* Map a finished response into SBX_OK (2xx) or an error filled in from the API's JSON or
  * libcurl's error. */
 sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r, sbx_err *err);
+/* A create that failed (rc, e, its response r) and what comes next (sync and async alike):
+ * SBXI_CREATE_NEXT: the daemon answered and refused it (503, a node gone), or the request
+ * certainly never reached it (no connection was made): the next endpoint may take it.
+ * SBXI_CREATE_AGAIN: the answer was lost after the request may have been received, and the
+ * create carries an Idempotency-Key (keyed) and was not redirected: once more to the same
+ * endpoint, whose record of the key replays it (retried: that retry failed too, however).
+ * SBXI_CREATE_FAIL: hand e back (rewritten, when
+ * the create may have been made, to say so): never on to another endpoint, which could leave
+ * two sandboxes (keys are remembered per node). */
+typedef enum { SBXI_CREATE_NEXT, SBXI_CREATE_AGAIN, SBXI_CREATE_FAIL } sbxi_create_next;
+sbxi_create_next sbxi_create_failed(const sbxi_endpoint *ep, const sbxi_response *r, sbx_code rc,
+                                    bool keyed, bool retried, sbx_err *e);
 
 /* ---- ports.c ---- */
 /* An error answer on a port path is the daemon's own (port_*, the sandbox-level refusals), not

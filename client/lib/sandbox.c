@@ -1,6 +1,7 @@
 /* libsbx's synchronous sandbox API: create (placed across endpoints by free capacity, falling
- * back on 503 or connection failure), open, inspect and status, fork, timeout, files, archives,
- * exec (JSON or streamed NDJSON) and terminate; the answer parsers the async API shares. */
+ * back on 503 or a connection never made, never after the request may have been received), open,
+ * inspect and status, fork, timeout, files, archives, exec (JSON or streamed NDJSON) and terminate;
+ * the answer parsers the async API shares. */
 #include "client/lib/internal.h"
 
 #include "common/timeutil.h"
@@ -143,8 +144,14 @@ sbx_code sbx_sandbox_create_with(sbx_client *c, const sbx_create_opts *opts, con
         size_t ep = order[k];
         sbxi_response r = {0};
         sbx_err e;
-        sbx_code rc = sbxi_request(c, ep, "POST", "/v1/sandboxes", "application/json", NULL, idem,
-                                   body, strlen(body), &r, &e);
+        sbxi_create_next next = SBXI_CREATE_AGAIN;
+        sbx_code rc = SBX_OK;
+        for (bool retried = false; next == SBXI_CREATE_AGAIN; retried = true) {
+            rc = sbxi_request(c, ep, "POST", "/v1/sandboxes", "application/json", NULL, idem, body,
+                              strlen(body), &r, &e);
+            next = rc == SBX_OK ? SBXI_CREATE_FAIL
+                                : sbxi_create_failed(&c->eps[ep], &r, rc, idem, retried, &e);
+        }
         if (rc == SBX_OK) {
             rc = sbxi_sandbox_from_body(c, ep, r.body, r.len, ret, err);
             if (rc == SBX_OK && c->eps[ep].free_slots > 0)
@@ -157,10 +164,10 @@ sbx_code sbx_sandbox_create_with(sbx_client *c, const sbx_create_opts *opts, con
             c->eps[ep].gpus_free = 0;
             continue;
         }
-        if (rc != SBX_E_UNAVAILABLE && rc != SBX_E_CONNECT && rc != SBX_E_NODE_UNAVAILABLE) {
+        if (next == SBXI_CREATE_FAIL) {
             if (err)
                 *err = e;
-            return rc;
+            return e.code;
         }
         c->eps[ep].free_slots = rc == SBX_E_UNAVAILABLE ? 0 : -1;
         if (rc == SBX_E_NODE_UNAVAILABLE)
