@@ -22,7 +22,7 @@ import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import _lib
-from .errors import InvalidArgument, SandboxdError, from_err
+from .errors import InvalidArgument, SandboxdError, _cleanup_failed, from_err
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
 from .args import (Duration, Size, _check, _check_port, _create_request, _exec_args, _exec_opts,
                    _fork_request, _info, _port_body)
@@ -563,9 +563,12 @@ class AsyncSandbox:
     async def __aenter__(self) -> "AsyncSandbox":
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        """As Sandbox's: a failed terminate is a note on the block's own exception."""
         try:
             await self.terminate()
+        except Exception as e:
+            _cleanup_failed(exc, f"terminating sandbox {self.id}", e)
         finally:
             await self.close()
 

@@ -125,3 +125,21 @@ def from_err(rc: int, err) -> SandboxdError:
     if rc == E_UNAVAILABLE and api not in ("node_full", "") and err.http_status == 503:
         cls = InfrastructureFailure if api != "shutting_down" else NodeFull
     return cls(msg, api, int(err.http_status), rc)
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    """Attach note to exc (PEP 678: printed under its traceback). Before Python 3.11 it goes to
+    ``__notes__`` all the same, which that interpreter does not print."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
+
+
+def _cleanup_failed(exc: Optional[BaseException], what: str, err: Exception) -> None:
+    """A context manager's cleanup on leaving its block raised err. Raise it when the block
+    ended normally (exc None); when the block raised exc, exc goes on (err must not replace it:
+    it is what went wrong first) and err is attached to it as a note naming what failed."""
+    if exc is None:
+        raise err
+    _add_note(exc, f"{what} on leaving the with block failed too: {type(err).__name__}: {err}")

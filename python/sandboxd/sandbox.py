@@ -18,7 +18,7 @@ import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
-from .errors import InvalidArgument, NotFound, SandboxdError, Unauthorized
+from .errors import InvalidArgument, NotFound, SandboxdError, Unauthorized, _cleanup_failed
 from .objects import CommandResult, Process, RemoteFile, SandboxInfo, _result
 from .args import (Duration, Egress, Size, _call, _check, _check_port, _create_request,
                    _data_member, _exec_args, _exec_opts, _fork_request, _info, _port_body,
@@ -285,14 +285,17 @@ class Lease:
     def __enter__(self) -> "Lease":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        """Stop renewing and delete the lease (its sandboxes end with it)."""
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        """Stop renewing and delete the lease (its sandboxes end with it). When the block
+        raised, that exception goes on, with a failed delete as a note on it."""
         self.stop()
         if hasattr(_lib.lib(), "sbx_lease_delete"):
             try:
                 self.delete()
             except NotFound:
                 pass
+            except Exception as e:
+                _cleanup_failed(exc, f"deleting lease {self.id}", e)
 
     def __repr__(self) -> str:
         return f"Lease({self.id!r})"
@@ -667,9 +670,13 @@ class Sandbox:
     def __enter__(self) -> "Sandbox":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        """Terminate and close. When the block raised, that exception goes on, with a failed
+        terminate as a note on it (it does not replace it)."""
         try:
             self.terminate()
+        except Exception as e:
+            _cleanup_failed(exc, f"terminating sandbox {self.id}", e)
         finally:
             self.close()
 

@@ -1,8 +1,9 @@
 """The SDK's object lifetimes against a real daemon (tests/integration/test_python.sh
 `sdk_lifecycle`): a KeyboardInterrupt right after libsbx made a sandbox (a Ctrl-C during create
 or fork is raised there) ends what it made, a child of os.fork() talks over connections and
-worker threads of its own, a lease's renew_every is checked as durations are, and exec through
-a closed Client raises SandboxdError ("closed") as every other call does."""
+worker threads of its own, a lease's renew_every is checked as durations are, exec through
+a closed Client raises SandboxdError ("closed") as every other call does, and a terminate that
+fails on leaving a with block that raised does not replace the block's exception."""
 import math
 import os
 import signal
@@ -132,3 +133,55 @@ def test_exec_through_a_closed_client_raises_closed():
     finally:
         with sandboxd.Client() as c2:
             Sandbox.open(sb.id, client=c2).terminate()
+
+
+def test_a_failed_terminate_on_leaving_a_with_block_does_not_replace_its_exception(monkeypatch,
+                                                                                  client):
+    """The block's own exception goes on (it is what went wrong first) with the terminate's
+    failure as a note; after a block that ended normally the terminate's failure is raised.
+    Sandbox and AsyncSandbox alike, and a Lease's delete."""
+    import asyncio
+    from sandboxd.aio import AsyncSandbox
+    L = _lib.lib()
+    made = []
+    try:
+        sb = Sandbox.create(client=client, **SMALL)
+        made.append(sb.id)
+        with monkeypatch.context() as m:
+            m.setattr(L, "sbx_sandbox_terminate", lambda *a: 8)  # SBX_E_SERVER
+            with pytest.raises(ValueError, match="the block's own") as ei:
+                with sb:
+                    raise ValueError("the block's own")
+            notes = getattr(ei.value, "__notes__", [])
+            assert any(f"terminating sandbox {sb.id} on leaving the with block failed too"
+                       in n for n in notes), notes
+            sb = Sandbox.open(sb.id, client=client)
+            with pytest.raises(SandboxdError):
+                with sb:
+                    pass
+
+        async def in_async():
+            asb = await AsyncSandbox.create(client=client, **SMALL)
+            made.append(asb.id)
+            with monkeypatch.context() as m:
+                m.setattr(L, "sbx_async_terminate", lambda *a: 8)
+                with pytest.raises(KeyError) as ei:
+                    async with asb:
+                        raise KeyError("the async block's own")
+            notes = getattr(ei.value, "__notes__", [])
+            assert any(f"terminating sandbox {asb.id} on leaving the with block" in n
+                       for n in notes), notes
+        asyncio.run(in_async())
+        lease = Lease.create("60s", client=client)
+        with monkeypatch.context() as m:
+            m.setattr(L, "sbx_lease_delete", lambda *a: 8)
+            with pytest.raises(ValueError) as ei:
+                with lease:
+                    raise ValueError("the lease block's own")
+        notes = getattr(ei.value, "__notes__", [])
+        assert any(f"deleting lease {lease.id} on leaving the with block" in n
+                   for n in notes), notes
+        lease.delete()
+    finally:
+        for sid in made:
+            Sandbox.open(sid, client=client).terminate()

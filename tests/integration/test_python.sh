@@ -66,7 +66,7 @@ test_sdk_fork() {
 # The SDK's object lifetimes (python/tests/test_sdk_lifecycle.py): a KeyboardInterrupt right
 # after a create or fork ends the sandboxes it made, a child of os.fork() gets connections and
 # worker threads of its own, a lease's renew_every is checked, exec through a closed Client
-# raises "closed".
+# raises "closed", and a failed terminate on leaving a with block does not replace its exception.
 TEST_TIMEOUT_sdk_lifecycle=120
 test_sdk_lifecycle() {
   need_pytest
