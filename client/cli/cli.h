@@ -44,6 +44,11 @@ int cli_parse_common(const char *cmd, int argc, char **argv, void (*help)(void))
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "sbx CMD: message (see sbx CMD --help)" on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* getopt_long's answer opt that no case took, as one usage error naming the flag: ':' a flag
+ * without its value, '?' a flag not known (or a value given to one that takes none), else an
+ * option the command does not take. optstring: the one getopt_long had (it starts "+:"; main
+ * sets opterr to 0, so getopt itself prints nothing). */
+int cli_bad_option(const char *cmd, int opt, const char *optstring, char **argv);
 /* Print an sbx_err as one line; returns CLI_EXIT_ERROR. */
 int cli_sbx_error(const sbx_err *err);
 /* Connect to the endpoints from --host / SBX_HOST. Prints the error itself. */

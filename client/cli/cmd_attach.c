@@ -41,7 +41,7 @@ int cmd_attach(int argc, char **argv) {
     unsigned flags = SBX_ATTACH_STDIN;
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (cli_common_opt(opt, optarg))
             continue;
         if (opt == 'h') {
@@ -52,7 +52,7 @@ int cmd_attach(int argc, char **argv) {
         else if (opt == OPT_REPLAY)
             flags |= SBX_ATTACH_REPLAY;
         else
-            return cli_usage_error("attach", "unknown option");
+            return cli_bad_option("attach", opt, "+:h", argv);
     }
     if (argc - optind != 2)
         return cli_usage_error("attach", "want ID PID");

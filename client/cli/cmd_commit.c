@@ -24,14 +24,14 @@ int cmd_commit(int argc, char **argv) {
     unsigned flags = 0;
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             help();
             return 0;
         } else if (opt == OPT_STRIP) {
             flags |= SBX_IMAGE_STRIP_SETUID;
         } else if (!cli_common_opt(opt, optarg)) {
-            return cli_usage_error("commit", "unknown option");
+            return cli_bad_option("commit", opt, "+:h", argv);
         }
     }
     if (argc - optind != 2)

@@ -37,7 +37,7 @@ int cmd_create(int argc, char **argv) {
     cli_create_flags_init(&f);
     int opt, rc = 0;
     optind = 0;
-    while (rc == 0 && (opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while (rc == 0 && (opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             help();
             cli_create_flags_free(&f);
@@ -49,7 +49,7 @@ int cmd_create(int argc, char **argv) {
         if (r < 0)
             rc = CLI_EXIT_USAGE;
         else if (r == 0)
-            rc = cli_usage_error("create", "unknown option");
+            rc = cli_bad_option("create", opt, "+:h", argv);
     }
     if (rc == 0 && optind < argc)
         rc = cli_usage_error("create", "unexpected argument \"%s\"", argv[optind]);

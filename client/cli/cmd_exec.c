@@ -230,7 +230,7 @@ int cmd_exec(int argc, char **argv) {
     const char *id = NULL;
     /* options may come before and after the id: `sbx exec [opts] ID [opts] -- CMD...` */
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
-        while (rc == 0 && (opt = getopt_long(argc, argv, "+hitde:", longopts, NULL)) != -1) {
+        while (rc == 0 && (opt = getopt_long(argc, argv, "+:hitde:", longopts, NULL)) != -1) {
             if (cli_common_opt(opt, optarg))
                 continue;
             switch (opt) {
@@ -271,7 +271,7 @@ int cmd_exec(int argc, char **argv) {
                 o.user = optarg;
                 break;
             default:
-                rc = cli_usage_error("exec", "unknown option");
+                rc = cli_bad_option("exec", opt, "+:hitde:", argv);
             }
         }
         bool dashdash = optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") == 0;

@@ -227,7 +227,7 @@ static int parse_args(grpo_cli *c, int argc, char **argv) {
     opts[n] = (struct option){0};
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         int r = ch == 'h'                        ? 1
                 : ch >= 256 && ch < 256 + (int)n ? apply_flag(&flags[ch - 256], optarg)
                                                  : -2;
@@ -236,7 +236,7 @@ static int parse_args(grpo_cli *c, int argc, char **argv) {
             return 1;
         }
         if (r == -2)
-            usage(stderr);
+            return cli_bad_option("grpo", ch, ":h", argv), -1;
         if (r < 0)
             return -1;
     }

@@ -33,14 +33,14 @@ static int import(int argc, char **argv) {
     unsigned flags = 0;
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             help();
             return 0;
         } else if (opt == OPT_STRIP) {
             flags |= SBX_IMAGE_STRIP_SETUID;
         } else if (!cli_common_opt(opt, optarg)) {
-            return cli_usage_error("image import", "unknown option");
+            return cli_bad_option("image import", opt, "+:h", argv);
         }
     }
     if (argc - optind != 2)

@@ -21,16 +21,17 @@ int cmd_logs(int argc, char **argv) {
     uint64_t tail = 0;
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+hn:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:hn:", longopts, NULL)) != -1) {
         if (cli_common_opt(opt, optarg))
             continue;
         if (opt == 'h') {
             help();
             return 0;
         }
-        if (opt != 'n' || sbx_parse_size(optarg, &tail) != SBX_OK || tail == 0)
-            return cli_usage_error("logs", opt == 'n' ? "--tail wants a size like 4096 or 1Mi"
-                                                      : "unknown option");
+        if (opt != 'n')
+            return cli_bad_option("logs", opt, "+:hn:", argv);
+        if (sbx_parse_size(optarg, &tail) != SBX_OK || tail == 0)
+            return cli_usage_error("logs", "--tail wants a size like 4096 or 1Mi");
     }
     if (argc - optind != 2)
         return cli_usage_error("logs", "want ID PID");

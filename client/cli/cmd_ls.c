@@ -51,7 +51,7 @@ int cmd_ls(int argc, char **argv) {
     const char *label = NULL;
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+hl:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:hl:", longopts, NULL)) != -1) {
         if (opt == 'h') {
             help();
             return 0;
@@ -60,7 +60,7 @@ int cmd_ls(int argc, char **argv) {
                 return cli_usage_error("ls", "--label wants k=v, not \"%s\"", optarg);
             label = optarg;
         } else if (!cli_common_opt(opt, optarg))
-            return cli_usage_error("ls", "unknown option");
+            return cli_bad_option("ls", opt, "+:hl:", argv);
     }
     if (optind < argc)
         return cli_usage_error("ls", "unexpected argument \"%s\"", argv[optind]);

@@ -49,7 +49,7 @@ static int move(const char *cmd, int argc, char **argv) {
     const char *node = NULL;
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             help(cmd);
             return 0;
@@ -57,7 +57,7 @@ static int move(const char *cmd, int argc, char **argv) {
         if (opt == 'n' && !pause)
             node = optarg;
         else if (!cli_common_opt(opt, optarg))
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, opt, "+:h", argv);
     }
     if (argc - optind != 1)
         return cli_usage_error(cmd, "want ID");

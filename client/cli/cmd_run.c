@@ -101,7 +101,7 @@ static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, r
     };
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+hit", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:hit", longopts, NULL)) != -1) {
         if (cli_common_opt(opt, optarg))
             continue;
         int r = cli_create_flag(f, "run", opt, optarg);
@@ -124,7 +124,7 @@ static int parse(int argc, char **argv, cli_create_flags *f, sbx_exec_opts *o, r
             if (sbx_parse_duration(optarg, &o->timeout_ms) != SBX_OK || o->timeout_ms == 0)
                 return cli_usage_error("run", "--cmd-timeout wants a duration, not \"%s\"", optarg);
         } else
-            return cli_usage_error("run", "unknown option");
+            return cli_bad_option("run", opt, "+:hit", argv);
     }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;

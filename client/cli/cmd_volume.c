@@ -32,7 +32,7 @@ static int create(int argc, char **argv) {
     uint64_t size = 0;
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             help();
             return 0;
@@ -41,7 +41,7 @@ static int create(int argc, char **argv) {
                 return cli_usage_error("volume create", "--size wants a size like 1Gi, not \"%s\"",
                                        optarg);
         } else if (!cli_common_opt(opt, optarg)) {
-            return cli_usage_error("volume create", "unknown option");
+            return cli_bad_option("volume create", opt, "+:h", argv);
         }
     }
     if (argc - optind != 1)

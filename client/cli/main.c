@@ -84,6 +84,7 @@ int main(int argc, char **argv) {
     /* A reader that goes away (`sbx run ... | head`) is an EPIPE, not a death: sbx run's exit
      * handler must still end its sandbox (stream.c exits 141 for it). sbx starts no programs. */
     signal(SIGPIPE, SIG_IGN);
+    opterr = 0; /* the subcommands say what is wrong with a flag, once (cli_bad_option) */
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
@@ -102,6 +103,9 @@ int main(int argc, char **argv) {
         } else if ((strcmp(a, "--cacert") == 0 && i + 1 < argc) ||
                    strncmp(a, "--cacert=", 9) == 0) {
             cli_common_opt(CLI_OPT_CACERT, a[8] == '=' ? a + 9 : argv[++i]);
+        } else if (strcmp(a, "--host") == 0 || strcmp(a, "--cacert") == 0) {
+            fprintf(stderr, "sbx: flag needs an argument: %s (see sbx --help)\n", a);
+            return CLI_EXIT_USAGE;
         } else {
             fprintf(stderr, "sbx: unknown option %s (see sbx --help)\n", a);
             return CLI_EXIT_USAGE;

@@ -30,15 +30,32 @@ int cli_parse_common(const char *cmd, int argc, char **argv, void (*help)(void))
     static const struct option longopts[] = {CLI_COMMON_LONGOPTS, {0}};
     int opt;
     optind = 0;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             help();
             return -1;
         }
         if (!cli_common_opt(opt, optarg))
-            return cli_usage_error(cmd, "unknown option");
+            return cli_bad_option(cmd, opt, "+:h", argv);
     }
     return 0;
+}
+
+int cli_bad_option(const char *cmd, int opt, const char *optstring, char **argv) {
+    const char *arg = optind > 0 ? argv[optind - 1] : ""; /* the element getopt just took */
+    int name_len = (int)strcspn(arg, "=");
+    bool is_long = strncmp(arg, "--", 2) == 0;
+    if (opt == ':' && is_long) /* (getopt moved past the flag: arg is it) */
+        return cli_usage_error(cmd, "flag needs an argument: %s", arg);
+    if (opt == ':')
+        return cli_usage_error(cmd, "flag needs an argument: '%c' in %s", optopt, arg);
+    if (opt != '?')
+        return cli_usage_error(cmd, "unknown flag: %s", arg);
+    if (optopt == 0) /* a long flag not known */
+        return cli_usage_error(cmd, "unknown flag: %.*s", name_len, arg);
+    if (is_long && (optopt >= 256 || strchr(optstring, optopt)))
+        return cli_usage_error(cmd, "flag takes no argument: %.*s", name_len, arg);
+    return cli_usage_error(cmd, "unknown shorthand flag: '%c'", optopt); /* (maybe in a group) */
 }
 
 int cli_error(const char *fmt, ...) {

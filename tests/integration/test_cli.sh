@@ -5,7 +5,7 @@
 # when the daemon is not running, usage errors exit 2, run removes its sandbox, run -i streams
 # stdin (3 MiB) and keeps the rest of run, placement across two daemons (one full) falls back on
 # 503, pause and resume of a pausable sandbox, output to a non-blocking or closed stdout, sbx
-# started with stdin/stdout/stderr closed, bad numbers refused, volume rm / inspect going on past
+# started with stdin/stdout/stderr closed, bad numbers refused, one clear line for a bad flag, volume rm / inspect going on past
 # a failure, and create --json terminating a sandbox it cannot read back.
 
 DAEMON_TAG=cli
@@ -469,6 +469,31 @@ test_usage_errors() {
     assert_eq "$rc/$(wc -c <"$o")" "2/0" "sbx $args: exit 2, nothing on stdout"
     grep -q "^usage: sbx $args" "$e" || fail "sbx $args: no usage on stderr"
     "$SBX" $args --help 2>/dev/null | grep -q "^usage: sbx $args" || fail "sbx $args --help"
+  done
+}
+
+# A flag without its value, an unknown flag, a value for a flag that takes none: exit 2 and one
+# line naming the flag, as docker's "flag needs an argument: 'e' in -e" (before, getopt's own
+# line and then "unknown option", which named nothing), for every kind of subcommand parser.
+test_flag_errors() {
+  set +e
+  SBX=$(bin sbx)
+  local rc args want e=$SBX_CASE_DIR/err
+  for args in "exec sb-x -e|flag needs an argument: 'e' in -e" \
+    "exec sb-x -ite|flag needs an argument: 'e' in -ite" \
+    "exec sb-x --env|flag needs an argument: --env" "ls -l|flag needs an argument: 'l' in -l" \
+    "create --memory|flag needs an argument: --memory" "logs --tail|flag needs an argument: --tail" \
+    "run --cmd-timeout|flag needs an argument: --cmd-timeout" "rm --host|flag needs an argument: --host" \
+    "grpo --tasks|flag needs an argument: --tasks" "--host|flag needs an argument: --host" \
+    "exec sb-x --bogus|unknown flag: --bogus" "exec sb-x -x|unknown shorthand flag: 'x'" \
+    "rm --bogus=1 sb-x|unknown flag: --bogus" "grpo --bogus|unknown flag: --bogus" \
+    "exec sb-x --sh=1|flag takes no argument: --sh"; do
+    want=${args#*|} args=${args%%|*}
+    # shellcheck disable=SC2086 # the words are meant to split
+    SBX_HOST=/nonexistent.sock "$SBX" $args </dev/null >/dev/null 2>"$e"; rc=$?
+    assert_eq "$rc" 2 "sbx $args"
+    assert_eq "$(wc -l <"$e")" 1 "sbx $args: one line on stderr: $(cat "$e")"
+    grep -qF -- "$want" "$e" || fail "sbx $args: wanted \"$want\", got: $(cat "$e")"
   done
 }
 
