@@ -148,6 +148,9 @@ int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *opts, const sbx_process_op
 /* The process options of an attached command: with tty, a terminal of term's type (NULL: $TERM)
  * and the local window's size. */
 void cli_tty_process_opts(bool tty, const char *term, sbx_process_opts *ret);
+/* -i with -t wants sbx's stdin to be a terminal, as docker's: 0, or "the input device is not a
+ * TTY" printed and CLI_EXIT_ERROR (before any request). */
+int cli_tty_check(bool with_stdin, bool tty);
 /* Build the argv to send from the words after the sandbox id: with sh, one script of the words
  * joined by spaces. *script (malloc'd) must be freed. Returns 0 or -ENOMEM. */
 int cli_command_argv(char **words, int n, bool sh, const char ***ret_argv, char **script);

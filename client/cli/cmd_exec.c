@@ -113,6 +113,10 @@ typedef struct exec_mode {
     const char *term;
 } exec_mode;
 
+int cli_tty_check(bool with_stdin, bool tty) {
+    return with_stdin && tty && !isatty(0) ? cli_error("the input device is not a TTY") : 0;
+}
+
 void cli_tty_process_opts(bool tty, const char *term, sbx_process_opts *po) {
     sbx_process_opts_init(po);
     po->tty = tty;
@@ -301,6 +305,8 @@ int cmd_exec(int argc, char **argv) {
     sbx_err err = {0};
     if (mode.detach && mode.in)
         rc = cli_usage_error("exec", "-d and -i do not go together (attach later with sbx attach)");
+    if (rc == 0)
+        rc = cli_tty_check(mode.in, mode.tty);
     if (rc == 0)
         rc = cli_command_prepare(&cmd, argv + optind, argc - optind, sh, &o);
     if (rc == 0)

@@ -177,7 +177,9 @@ int cmd_run(int argc, char **argv) {
         return rc < 0 ? 0 : rc;
     }
     cli_command cmd = {0};
-    rc = cli_command_prepare(&cmd, argv + optind, argc - optind, m.sh, &o);
+    rc = cli_tty_check(m.in, m.tty);
+    if (rc == 0)
+        rc = cli_command_prepare(&cmd, argv + optind, argc - optind, m.sh, &o);
     static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);

@@ -5,7 +5,7 @@
 # prompt, `stty size` after a resize, Ctrl-C interrupts `sleep` but not the shell, `exit 3`,
 # the local terminal sane afterwards), in both isolation classes; `sbx run -it`; background
 # commands: -d, ps, logs, kill, attach; SIGINT/SIGTERM/SIGHUP to `sbx exec -i/-t` reach the
-# command.
+# command; -it with a stdin that is no terminal refused as docker refuses it.
 
 DAEMON_TAG=cli-it
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -321,13 +321,14 @@ test_attach() {
 }
 
 # SIGINT (Ctrl-C where stdin is no terminal: no raw mode), SIGTERM or SIGHUP to `sbx exec -i/-t`
+# (-it wants a terminal for stdin: test_it_without_a_terminal)
 # goes to the command, and sbx exits with the command's status once it ended (sbx died alone,
 # and the command went on in the sandbox). `env --default-signal=INT` undoes the SIGINT that bash
 # ignores for background jobs.
 test_signals_reach_the_command() {
   setup
   local each flag sig want pid rc remote= n=0
-  for each in "-i:INT:2" "-t:INT:2" "-i:TERM:15" "-it:HUP:1"; do
+  for each in "-i:INT:2" "-t:INT:2" "-i:TERM:15" "-t:HUP:1"; do
     IFS=: read -r flag sig want <<<"$each"
     n=$((n + 1))
     env --default-signal=INT "$SBX" exec "$flag" "$ID" -- sleep "30$n" </dev/null >/dev/null 2>&1 &
@@ -345,6 +346,24 @@ test_signals_reach_the_command() {
     assert_eq "$(proc_field "$remote" "['signal']")/$rc" "$want/$((128 + want))" \
       "sbx exec $flag: SIG$sig ended the command and sbx exited with its status"
   done
+}
+
+# -i with -t and a stdin that is no terminal (a pipe, /dev/null): "the input device is not a TTY",
+# exit 1, nothing started in the sandbox, as docker exec/run -it (before, a remote terminal was
+# started and fed the pipe). -t alone and -i alone still run there, as docker's.
+test_it_without_a_terminal() {
+  setup
+  local args rc
+  for args in "exec -it $ID" "exec -i -t $ID" "run --memory 128Mi --label cli=it-no-tty -ti"; do
+    # shellcheck disable=SC2086 # the words are meant to split
+    echo 'echo MADE >/tmp/it-no-tty' | "$SBX" $args -- sh >"$T/out" 2>"$T/err"; rc=$?
+    assert_eq "$rc/$(cat "$T/err")/$(cat "$T/out")" "1/sbx: the input device is not a TTY/" \
+      "sbx $args with a pipe for stdin"
+  done
+  "$SBX" exec "$ID" -- test ! -e /tmp/it-no-tty || fail "sbx exec -it ran the command anyway"
+  assert_eq "$("$SBX" ls --json --label cli=it-no-tty | json "len(d)")" 0 "sbx run -ti made no sandbox"
+  assert_eq "$(echo hi | "$SBX" exec -i "$ID" -- cat)" "hi" "-i alone with a pipe"
+  assert_eq "$("$SBX" exec -t "$ID" -- echo hi </dev/null | tr -d '\r')" "hi" "-t alone with /dev/null"
 }
 
 # Usage errors exit 2 before any request (no daemon needed).
