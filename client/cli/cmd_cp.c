@@ -274,19 +274,17 @@ static int upload(sbx_sandbox *sb, const char *local, const char *path) {
     return rc;
 }
 
+/* One request, whatever path is: a file, or a directory's tar unpacked into local (read_file
+ * and then get_archive fetched a directory's tar twice). */
 static int download(sbx_sandbox *sb, const char *path, const char *local) {
     void *data = NULL;
     size_t len = 0;
     sbx_err err = {0};
-    int rc;
-    if (sbx_sandbox_read_file(sb, path, &data, &len, &err) == SBX_OK)
-        rc = write_local_file(local, path, data, len);
-    else if (strcmp(err.api_code, "is_a_directory") != 0)
-        rc = cli_sbx_error(&err);
-    else if (sbx_sandbox_get_archive(sb, path, &data, &len, &err) != SBX_OK)
+    int dir = 0, rc;
+    if (sbx_sandbox_read_path(sb, path, &data, &len, &dir, &err) != SBX_OK)
         rc = cli_sbx_error(&err);
     else
-        rc = unpack_into(data, len, local);
+        rc = dir ? unpack_into(data, len, local) : write_local_file(local, path, data, len);
     free(data);
     return rc;
 }
@@ -390,13 +388,9 @@ static int download_tar(sbx_sandbox *sb, const char *path) {
     void *data = NULL;
     size_t len = 0;
     sbx_err err = {0};
-    bool dir = false;
-    int rc = cli_archive_load();
-    if (rc == 0 && sbx_sandbox_read_file(sb, path, &data, &len, &err) != SBX_OK) {
-        dir = strcmp(err.api_code, "is_a_directory") == 0;
-        if (!dir || sbx_sandbox_get_archive(sb, path, &data, &len, &err) != SBX_OK)
-            rc = cli_sbx_error(&err);
-    }
+    int dir = 0, rc = cli_archive_load();
+    if (rc == 0 && sbx_sandbox_read_path(sb, path, &data, &len, &dir, &err) != SBX_OK)
+        rc = cli_sbx_error(&err);
     char *copy = rc == 0 ? strdup(path) : NULL;
     const char *name = copy ? basename(copy) : NULL;
     if (rc == 0 && !copy)

@@ -239,6 +239,11 @@ sbx_code sbx_sandbox_put_archive(sbx_sandbox *sb, const char *path, const void *
                                  sbx_err *err);
 sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
                                  sbx_err *err);
+/* GET path whatever it is, in one request: a file's bytes (*ret_is_archive 0) or a
+ * directory as a tar (1). read_file on a directory fails with "is_a_directory" after the
+ * tar came (and get_archive on a file after the file came): this fetches either once. */
+sbx_code sbx_sandbox_read_path(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
+                               int *ret_is_archive, sbx_err *err);
 /* Inbound ports (docs/API.md "Ports"): open TCP port 1..65535 of the sandbox (idempotent; also
  * "ports" at create) and return the daemon's URL that proxies HTTP to it (free() it), e.g.
  * "http://host:7070/v1/sandboxes/ID/ports/8000/"; over a Unix socket the host is localhost

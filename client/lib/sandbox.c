@@ -336,9 +336,11 @@ static sbx_code put_files(sbx_sandbox *sb, const char *path, const char *ctype, 
     return sb_request(sb, "PUT", p, ctype, data ? data : "", len, NULL, NULL, NULL, 0, err);
 }
 
-/* GET .../files; want_tar says which kind of answer the caller asked for. */
-static sbx_code get_files(sbx_sandbox *sb, const char *path, bool want_tar, void **ret,
-                          size_t *ret_len, sbx_err *err) {
+/* GET .../files; want says which kind of answer the caller asked for: GET_FILE, GET_TAR, or
+ * GET_ANY (either, and *ret_is_tar says which came). */
+enum get_want { GET_FILE, GET_TAR, GET_ANY };
+static sbx_code get_files(sbx_sandbox *sb, const char *path, enum get_want want, void **ret,
+                          size_t *ret_len, bool *ret_is_tar, sbx_err *err) {
     if (!sb || !path || !ret || !ret_len)
         return sbxi_err_set(err, SBX_E_INVALID, 0, "", "sandbox, path or ret missing");
     _cleanup_free_ char *p = sbxi_files_path(sb->id, path, 0);
@@ -350,7 +352,7 @@ static sbx_code get_files(sbx_sandbox *sb, const char *path, bool want_tar, void
     if (rc != SBX_OK)
         return rc;
     bool is_tar = strncmp(ctype, "application/x-tar", 17) == 0;
-    if (is_tar != want_tar) {
+    if (want != GET_ANY && is_tar != (want == GET_TAR)) {
         free(data);
         return sbxi_err_set(err, SBX_E_INVALID, 200, is_tar ? "is_a_directory" : "not_a_directory",
                             "%s in sandbox %s is %s", path, sb->id,
@@ -358,6 +360,8 @@ static sbx_code get_files(sbx_sandbox *sb, const char *path, bool want_tar, void
     }
     *ret = data;
     *ret_len = len;
+    if (ret_is_tar)
+        *ret_is_tar = is_tar;
     return SBX_OK;
 }
 
@@ -373,7 +377,7 @@ sbx_code sbx_sandbox_write_file_mode(sbx_sandbox *sb, const char *path, const vo
 
 sbx_code sbx_sandbox_read_file(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
                                sbx_err *err) {
-    return get_files(sb, path, false, ret, ret_len, err);
+    return get_files(sb, path, GET_FILE, ret, ret_len, NULL, err);
 }
 
 sbx_code sbx_sandbox_put_archive(sbx_sandbox *sb, const char *path, const void *tar, size_t len,
@@ -383,7 +387,18 @@ sbx_code sbx_sandbox_put_archive(sbx_sandbox *sb, const char *path, const void *
 
 sbx_code sbx_sandbox_get_archive(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
                                  sbx_err *err) {
-    return get_files(sb, path, true, ret, ret_len, err);
+    return get_files(sb, path, GET_TAR, ret, ret_len, NULL, err);
+}
+
+sbx_code sbx_sandbox_read_path(sbx_sandbox *sb, const char *path, void **ret, size_t *ret_len,
+                               int *ret_is_archive, sbx_err *err) {
+    bool is_tar = false;
+    if (!ret_is_archive)
+        return sbxi_err_set(err, SBX_E_INVALID, 0, "", "ret_is_archive is NULL");
+    sbx_code rc = get_files(sb, path, GET_ANY, ret, ret_len, &is_tar, err);
+    if (rc == SBX_OK)
+        *ret_is_archive = is_tar;
+    return rc;
 }
 
 sbx_code sbx_sandbox_terminate(sbx_sandbox *sb, sbx_err *err) {

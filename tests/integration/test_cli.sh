@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout), output
-# streams before the command exits, -i forwards stdin, cp both ways for a file and a directory
-# (a file into a directory), --json output parses (binary output as base64), a helpful error
-# when the daemon is not running, usage errors exit 2, run removes its sandbox, run -i streams
-# stdin (3 MiB) and keeps the rest of run, placement across two daemons (one full) falls back on
-# 503, pause and resume of a pausable sandbox, output to a non-blocking or closed stdout, sbx
-# started with stdin/stdout/stderr closed, bad numbers refused, one clear line for a bad flag, volume rm / inspect going on past
-# a failure, and create --json terminating a sandbox it cannot read back.
+# streams before the command exits, -i forwards stdin, cp both ways for a file and a directory (a
+# file into a directory; a directory out fetched once), --json output parses (binary output as
+# base64), a helpful error when the daemon is not running, usage errors exit 2, run removes its
+# sandbox, run -i streams stdin (3 MiB) and keeps the rest of run, placement across two daemons (one
+# full) falls back on 503, pause and resume of a pausable sandbox, output to a non-blocking or
+# closed stdout, sbx started with stdin/stdout/stderr closed, bad numbers refused, one clear line
+# for a bad flag, volume rm / inspect going on past a failure, and create --json terminating a
+# sandbox it cannot read back.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -472,6 +473,27 @@ test_usage_errors() {
   done
 }
 
+# sbx cp ID:DIR LOCAL and sbx cp ID:DIR - fetch the directory's tar once, as the daemon's request
+# log (debug) counts the GETs of .../files (before: read_file's GET, whose tar was refused as a
+# directory's once it had come whole, then get_archive's); a file is one GET too.
+test_cp_dir_fetched_once() {
+  one_daemon
+  local id dst n before log=${DAEMON_DIR[a]}/log
+  id=$(new_sandbox) || fail "create failed"
+  "$SBX" exec "$id" --sh -- 'mkdir -p /workspace/d/sub && echo hi >/workspace/d/sub/f' ||
+    fail "prepare dir"
+  gets() { grep -c "request method=GET path=/v1/sandboxes/$id/files status=200 " "$log"; }
+  for dst in "$id:/workspace/d|$T/out" "$id:/workspace/d|-" "$id:/workspace/d/sub/f|$T/f"; do
+    before=$(gets)
+    "$SBX" cp "${dst%%|*}" "${dst#*|}" >"$T/stdout" || fail "sbx cp ${dst/|/ }"
+    for _ in $(seq 1 50); do [ "$(gets)" -gt "$before" ] && break; sleep 0.1; done
+    sleep 0.3 # a second GET would be logged by now
+    n=$(($(gets) - before))
+    assert_eq "$n" 1 "sbx cp ${dst/|/ }: GETs of the path"
+  done
+  assert_eq "$(cat "$T/out/sub/f")/$(cat "$T/f")" "hi/hi" "what was copied"
+}
+
 # A flag without its value, an unknown flag, a value for a flag that takes none: exit 2 and one
 # line naming the flag, as docker's "flag needs an argument: 'e' in -e" (before, getopt's own
 # line and then "unknown option", which named nothing), for every kind of subcommand parser.
@@ -536,6 +558,7 @@ test_create_json_inspect_fails() {
 }
 
 TEST_TIMEOUT_cp=90
+TEST_TIMEOUT_cp_dir_fetched_once=60
 TEST_TIMEOUT_multi_endpoint=90
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"

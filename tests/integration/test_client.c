@@ -157,6 +157,19 @@ static void sync_files(sbx_sandbox *sb) {
     CHECK_STREQ(err.api_code, "is_a_directory");
     CHECK_EQ(sbx_sandbox_get_archive(sb, "/workspace/in/a.txt", &back, &len, &err), SBX_E_INVALID);
     CHECK(back == NULL);
+    /* read_path takes either, and says which came */
+    int is_tar = -1;
+    CHECK_EQ(sbx_sandbox_read_path(sb, "/workspace/t", &back, &len, &is_tar, &err), SBX_OK);
+    CHECK(is_tar == 1 && tar_has(back, len, "sub/hello.txt", "tar content\n"));
+    free(back);
+    CHECK_EQ(sbx_sandbox_read_path(sb, "/workspace/t/sub/hello.txt", &back, &len, &is_tar, &err),
+             SBX_OK);
+    CHECK(is_tar == 0 && len == 12 && memcmp(back, "tar content\n", 12) == 0);
+    free(back);
+    back = NULL;
+    CHECK_EQ(sbx_sandbox_read_path(sb, "/workspace/missing", &back, &len, &is_tar, &err),
+             SBX_E_NOT_FOUND);
+    CHECK(back == NULL && is_tar == 0);
 }
 
 static void sync_exec(sbx_sandbox *sb) {
