@@ -652,13 +652,29 @@ static void on_create_finished(void *ud, sd_sandbox *sb, const error_rec *err) {
     tell(sb, err);
 }
 
-/* A sandbox that ends takes its checkpoint along (a pause or resume in flight hears it). */
-static void on_ended(void *ud, sd_sandbox *sb) {
-    (void)ud;
+static void remove_checkpoint(sd_sandbox *sb) {
     char dir[PATH_MAX];
     sd_checkpoint_dir(sb, dir, sizeof(dir));
     if (access(dir, F_OK) == 0)
         rm_rf(dir);
+}
+
+/* The answer to a request sent behind the pause of a sandbox that ended, or its shim's end
+ * (NULL): the shim serves one request at a time, so its pause, CRIU's dump included, is over. */
+static void pause_over(void *ud, json_t *reply) {
+    (void)reply;
+    remove_checkpoint(ud);
+}
+
+/* A sandbox that ends takes its checkpoint along (a pause or resume in flight hears it). While
+ * its shim pauses it (this daemon's pause, or one a restart adopted), CRIU writes into the
+ * checkpoint: it goes once the pause is over (removed at once, it lost what CRIU wrote during
+ * the removal, and what CRIU wrote after, until the next start's sweep). */
+static void on_ended(void *ud, sd_sandbox *sb) {
+    (void)ud;
+    if (!(sb->pausing && sb->shim &&
+          sd_shim_request(sb->shim, "hello", NULL, NULL, 0, pause_over, sb) == 0))
+        remove_checkpoint(sb);
     sb->pausing = sb->resuming = false;
     error_rec err = {0};
     error_set(&err, -EBUSY, "sandbox %s ended: %s", sb->id, sb->end_message);

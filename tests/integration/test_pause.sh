@@ -667,23 +667,34 @@ test_pause_network_interrupted() {
 # private mount namespace as above), what the checkpoint might not carry is refused at once (409
 # pausing): a file PUT was answered 204 (lost when it landed after the files were saved) and a
 # command hung until the shim exited, then 500 "the shim went away".
-TEST_TIMEOUT_pause_busy=120
-test_pause_busy() {
+# A daemon whose stand-in CRIU holds a sandbox's dump until $D/go (with "write": writing into
+# the images directory meanwhile, as CRIU writes its images: $D/writes counts them, and
+# $D/write-failed says one failed), and a pause of a new sandbox that runs in the background ->
+# ID, BG (curl's pid: $D/pause.code, $D/pause.body).
+held_pause() { # [write]
   need_criu
   daemon_dirs
-  local real=$D/real-criu fake=$D/fake-criu
+  local real=$D/real-criu fake=$D/fake-criu hold='sleep 0.1'
+  [ "${1:-}" != write ] || # (`true`: a failed redirection of a special built-in, `:`, ends sh)
+    hold="true >\"\$5/standin-\$((i % 4))\" 2>/dev/null || { touch $D/write-failed; break; }; i=\$((i + 1)); echo \$i >$D/writes"
   cp "$(command -v criu)" "$real"
-  printf '#!/bin/sh\nif [ "$1" = dump ]; then case "$*" in *checkpoints/*/images*) touch %s/dumping; while [ ! -e %s/go ]; do sleep 0.1; done;; esac; fi\nexec %s "$@"\n' \
-    "$D" "$D" "$real" >"$fake"
+  printf '#!/bin/sh\nif [ "$1" = dump ]; then case "$*" in *checkpoints/*/images*) touch %s/dumping; i=0; while [ ! -e %s/go ]; do %s; done;; esac; fi\nexec %s "$@"\n' \
+    "$D" "$D" "$hold" "$real" >"$fake"
   chmod 755 "$fake"
   DAEMON_WRAP=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
   start_daemon
-  create '{"pausable":true}'; local id=$ID
+  create '{"pausable":true}'
   curl -s --max-time 60 --unix-socket "$SOCK" -X POST -o "$D/pause.body" -w '%{http_code}' \
-    "http://sd/v1/sandboxes/$id/pause" >"$D/pause.code" &
-  local bg=$! i
+    "http://sd/v1/sandboxes/$ID/pause" >"$D/pause.code" &
+  BG=$!
+  local i
   for i in $(seq 100); do [ -e "$D/dumping" ] && break; sleep 0.1; done
   [ -e "$D/dumping" ] || { touch "$D/go"; fail "the dump did not start"; }
+}
+
+TEST_TIMEOUT_pause_busy=120
+test_pause_busy() {
+  held_pause; local id=$ID bg=$BG
   req PUT "/v1/sandboxes/$id/files?path=/workspace/late" -H 'Content-Type: application/octet-stream' --data-binary late
   local put=$CODE putb=$BODY
   req POST "/v1/sandboxes/$id/exec" -d '{"argv":["true"]}'
@@ -695,6 +706,34 @@ test_pause_busy() {
   [ "$ex" == 409 ] && [[ "$exb" == *pausing* ]] || fail "a command while pausing: $ex $exb"
   req DELETE "/v1/sandboxes/$id"; expect 204
   [ ! -e "$D/state/checkpoints/$id" ] || fail "the checkpoint outlived the sandbox"
+}
+
+# A DELETE while CRIU dumps: the sandbox ends at once, and its checkpoint directory goes once the
+# dump is over. It was removed at the DELETE while CRIU wrote into it: CRIU's writes failed, or
+# (a write between the removal's last unlink and its rmdir) the directory stayed, and what CRIU
+# wrote after stayed on disk until the next daemon start's sweep.
+TEST_TIMEOUT_pause_delete=120
+test_pause_delete() {
+  held_pause write; local id=$ID bg=$BG i n
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  # two more writes (the second begun after the DELETE's answer), or one that failed
+  n=$(cat "$D/writes" 2>/dev/null) || true
+  for i in $(seq 100); do
+    [ -e "$D/write-failed" ] || [ "$(cat "$D/writes" 2>/dev/null)" -ge $((${n:-0} + 2)) ] 2>/dev/null && break
+    sleep 0.1
+  done
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "ended" and .end.reason == "terminated"'
+  wait "$bg" || true
+  [ "$(cat "$D/pause.code")" == 409 ] || fail "the pause: $(cat "$D/pause.code") $(cat "$D/pause.body")"
+  touch "$D/go"
+  [ ! -e "$D/write-failed" ] || fail "a write into the images directory failed: removed during the dump"
+  for i in $(seq 300); do [ -z "$(pgrep -f "sbx-shim .*$id")" ] && break; sleep 0.1; done
+  [ -z "$(pgrep -f "sbx-shim .*$id")" ] || fail "the shim is still there 30 s after the DELETE"
+  for i in $(seq 50); do [ -e "$D/state/checkpoints/$id" ] || break; sleep 0.1; done
+  [ ! -e "$D/state/checkpoints/$id" ] ||
+    fail "the checkpoint outlived the sandbox: $(cd "$D/state/checkpoints/$id" && find . | head -5 | tr '\n' ' ')"
+  [ -z "$(pgrep -f "$D/real-criu")" ] || fail "CRIU still runs"
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "ended"'
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
