@@ -81,6 +81,20 @@ static void check_running(sd_sandbox *sb, uint64_t now, bool stats) {
         sd_sandbox_refresh_stats(sb);
 }
 
+/* A start that takes too long fails. Its cost runs from the create (queued, or its shim slow),
+ * so its cap ends it as it ends a running sandbox (a pool entry costs nothing, a resume's cost
+ * stands still until it runs). */
+static void check_starting(sd_sandbox *sb) {
+    double cap = sb->spec.max_cost_usd;
+    if (!sb->queued && now_mono_us() > sb->start_mono_us + START_TIMEOUT_MS * 1000ull)
+        sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox did not start in %ds",
+                       START_TIMEOUT_MS / 1000);
+    else if (!sb->pool && !sb->resuming && cap > 0 && sd_sandbox_cost(sb) >= cap)
+        sd_sandbox_end(sb, END_COST_LIMIT,
+                       "the sandbox reached its cost cap of $%g before it started%s", cap,
+                       sb->queued ? " (queued)" : "");
+}
+
 /* An ended sandbox: hidden after 10 minutes, forgotten once torn down and its key expired (a
  * moved one: once its lifetime is over, core/checkpoint.c). */
 static void check_ended(sd_sandbox *sb, uint64_t now) {
@@ -110,10 +124,8 @@ void sd_timers_tick(sd_daemon *d) {
             continue; /* a warm pool entry: its timers and cost start at hand-out */
         } else if (sb->state == SD_RUNNING) {
             check_running(sb, now, stats);
-        } else if (sb->state == SD_STARTING && !sb->queued &&
-                   now_mono_us() > sb->start_mono_us + START_TIMEOUT_MS * 1000ull) {
-            sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox did not start in %ds",
-                           START_TIMEOUT_MS / 1000);
+        } else if (sb->state == SD_STARTING) {
+            check_starting(sb);
         } else if (sb->state == SD_ENDED) {
             check_ended(sb, now);
         }

@@ -2,7 +2,7 @@
 # What a failed create, an interrupted fork, a huge exec answer or an abandoned stream may hold
 # of the daemon, against a real daemon and real sandboxes (root): an Idempotency-Key is given
 # back by a create that never ran (deleted while queued, or the daemon killed -9 before it
-# started) and the keys kept are bounded; a daemon stopped (SIGTERM or kill -9) during a fork's
+# started) and the keys kept are bounded; the cost cap ends a create that waits to start; a daemon stopped (SIGTERM or kill -9) during a fork's
 # copy leaves no frozen source and no snapshot tmpfs once restarted; JSON exec answers stay
 # within the daemon's output budget (memory read from /proc/PID/status, generous bounds) and
 # /healthz answers while they are built; an abandoned stream (its client gone while the stream
@@ -60,6 +60,35 @@ test_idem_deleted_queued_create() {
   local fresh; fresh=$(echo "$BODY" | jq -r .id)
   req POST /v1/sandboxes -H 'Idempotency-Key: del-1' -d '{}'; expect 201 ".id == \"$fresh\""
   wait "${CURLS[@]}" || true
+}
+
+# The cost cap holds from the create on, as the cost does (cost_usd counts from created_at): a
+# sandbox whose start waits (its shim held) and one queued behind it (--max-starting 1) end
+# cost_limit at their cap, and their creates say so. Both were checked only once running: they
+# went on costing past their cap for as long as the start took.
+TEST_TIMEOUT_cost_cap_while_starting=120
+test_cost_cap_while_starting() {
+  start_held_daemon
+  touch "$D/hold"
+  local cap='"max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"' i # reached after ~0.1 s
+  for i in 1 2; do
+    curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/c$i" -w '%{http_code}' -X POST \
+      -d "{$cap,\"labels\":{\"capped\":\"$i\"}}" http://sd/v1/sandboxes >"$D/code$i" &
+    CURLS+=($!)
+    wait_listed "capped=$i" '.state == "starting"' 10
+  done
+  wait_listed capped=1 '.state == "ended"' 5
+  wait_listed capped=2 '.state == "ended"' 5
+  for i in 1 2; do
+    req GET "/v1/sandboxes?label=capped=$i"
+    expect 200 '.[0].end.reason == "cost_limit" and .[0].end.cost_usd == 0.000001'
+  done
+  wait "${CURLS[@]}" || true
+  for i in 1 2; do
+    [ "$(cat "$D/code$i")" == 409 ] && grep -q 'cost cap' "$D/c$i" ||
+      fail "create $i: $(cat "$D/code$i") $(cat "$D/c$i")"
+  done
+  rm -f "$D/hold"
 }
 
 TEST_TIMEOUT_idem_daemon_killed_mid_create=120
