@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SPEC_FILE_MAX (1u << 20)
 #define SPEC_LIST_MAX 4096
 
 bool shim_spec_id_valid(const char *s) {

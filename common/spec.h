@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #define SHIM_ID_MAX 64
+#define SPEC_FILE_MAX (1u << 20) /* the largest spec.json read */
 /* images: a store image's init keeps its overlay's upper directory open on this descriptor
  * (O_PATH), so the daemon can commit the writable layer through /proc/<init>/fd/N (core/commit.c).
  */

@@ -76,13 +76,30 @@ static bool parked_alive(shim_parked *p) {
     return false;
 }
 
+/* Whether pid, a child, is exiting (killed, say): PF_EXITING in its kernel flags, set before it
+ * closes its files; or a zombie already, or reaped. */
+static bool exiting(pid_t pid) {
+    char path[64], stat[512], state = 0;
+    unsigned long flags = 0;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, stat, sizeof(stat) - 1);
+    if (n <= 0)
+        return true;
+    stat[n] = 0;
+    const char *s = strrchr(stat, ')'); /* after the command's name: state, 5 ids, flags */
+    if (!s || sscanf(s + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+        return false;
+    return state == 'Z' || state == 'X' || (flags & 0x4 /* PF_EXITING */);
+}
+
 /* A parked init serves a native sandbox without GPUs in the same cgroup tree, while it lives
  * (a grading sandbox's agent socket is made before the hand-off, and init binds it by path);
  * any other build (gvisor, GPUs, pausable) starts its own. */
 static bool parked_fits(shim_parked *p, const shim_spec *s) {
     return p && !s->runsc && !s->gpus && !s->pausable && s->cgroup_version == p->cgroup_version &&
            strcmp(s->cgroup_parent ? s->cgroup_parent : "", p->cgroup_parent) == 0 &&
-           parked_alive(p);
+           parked_alive(p) && !exiting(p->init_pid);
 }
 
 /* The parked cgroup becomes the sandbox's: renamed to its id, its limits set. */
@@ -118,9 +135,10 @@ static int step_handoff(shim_sandbox *sb, error_rec *err) {
     if (r < 0)
         return r;
     r = shim_ipc_send(sb->parked->ipc, SHIM_IPC_BUILD, 0, 0, 0, sb->dir, strlen(sb->dir), NULL, 0);
-    if (r < 0)
-        return error_set_errno(err, r, "hand the sandbox to the parked init");
-    sb->handed = true;
+    if (r < 0) /* it died since (EPIPE): step_cgroup frees it, this build forks its own */
+        log_warn("the spare's parked init cannot take the sandbox: %s", strerror(-r));
+    else
+        sb->handed = true;
     return 0;
 }
 
@@ -433,7 +451,10 @@ static const struct {
     {"ready", step_ready},
 };
 
-int shim_sandbox_build(const char *dir, shim_parked *parked, shim_sandbox **ret, error_rec *err) {
+/* One build of dir. *parked_lost, on failure: the parked init it was handed (step_handoff) is
+ * exiting (killed after the hand-off), so another build with an init of its own may succeed. */
+static int build_once(const char *dir, shim_parked *parked, shim_sandbox **ret, bool *parked_lost,
+                      error_rec *err) {
     _cleanup_(shim_parked_freep) shim_parked *p = parked;
     _cleanup_(shim_sandbox_freep) shim_sandbox *sb = calloc(1, sizeof(*sb));
     if (!sb || !(sb->dir = strdup(dir)))
@@ -452,12 +473,37 @@ int shim_sandbox_build(const char *dir, shim_parked *parked, shim_sandbox **ret,
         else if (r < 0)
             error_prefix(err, "step %s", host_steps[i].name);
         if (r < 0) {
+            *parked_lost = sb->handed && sb->init_pid > 0 && exiting(sb->init_pid);
             shim_sandbox_teardown(sb, NULL);
             return r;
         }
     }
     *ret = TAKE_PTR(sb);
     return 0;
+}
+
+/* A parked init killed after the hand-off fails the build, whose teardown removes dir: dir and
+ * its spec.json (kept from before) are made again, as the daemon made them, for a second build
+ * with an init of its own. */
+int shim_sandbox_build(const char *dir, shim_parked *parked, shim_sandbox **ret, error_rec *err) {
+    _cleanup_(shim_parked_freep) shim_parked *p = parked;
+    _cleanup_free_ char *spec = NULL;
+    char path[4200];
+    size_t len = 0;
+    bool lost = false;
+    snprintf(path, sizeof(path), "%s/spec.json", dir);
+    if (p && file_read_all(path, SPEC_FILE_MAX, &spec, &len) < 0)
+        spec = NULL; /* (its own build fails on it) */
+    int r = build_once(dir, TAKE_PTR(p), ret, &lost, err);
+    if (r >= 0 || !lost || !spec)
+        return r;
+    log_warn("the spare's parked init went away during the build (%s): building again with an "
+             "init of its own",
+             err->message);
+    if ((mkdir(dir, 0711) < 0 && errno != EEXIST) || file_replace_nosync(path, spec, len, 0600) < 0)
+        return r;
+    *err = (error_rec){0};
+    return build_once(dir, NULL, ret, &lost, err);
 }
 
 /* Wait (bounded) for init to exit and reap it. When a pid namespace's init exits the kernel

@@ -57,7 +57,8 @@ typedef struct shim_sandbox {
 } shim_sandbox;
 
 /* Run every build step; on failure err says "step <name>: ..." and everything made is undone.
- * parked (may be NULL) is taken. */
+ * parked (may be NULL) is taken; when its init dies after the hand-off, the build goes again
+ * with an init of its own (dir and its spec.json made again). */
 int shim_sandbox_build(const char *dir, shim_parked *parked, shim_sandbox **ret, error_rec *err);
 /* Kill every process (cgroup-wide), reap init, remove the cgroup and the directory. Idempotent. */
 int shim_sandbox_teardown(shim_sandbox *sb, error_rec *err);

@@ -9,7 +9,8 @@
 # (same init, same network namespace, the cgroup renamed with the create's limits, the shim,
 # init and commands back at the daemon's priority, a mount namespace made after the hand-off
 # that sees the daemon's later mounts; a grading create too); a gvisor create, a parked init
-# that died, and the daemon's end or a kill leave no parked cgroup. The parked init also builds
+# that died, and the daemon's end or a kill leave no parked cgroup; a create handed to a parked
+# init that is dying builds with an init of its own. The parked init also builds
 # a host image's root ahead in a mount namespace of its own: a plain or grading create takes it
 # (the same root, owners and sizes as one built at the create), one with a volume does not.
 # Each case starts its own daemon and removes everything it made (trap on EXIT).
@@ -305,6 +306,32 @@ test_parked_passed_over() {
   create
   for _ in $(seq 50); do [ -d "$(cg_dir "spare-$s3")" ] || break; sleep 0.1; done
   [ ! -d "$(cg_dir "spare-$s3")" ] || fail "the killed spare's cgroup is left after a create passed it over"
+}
+
+# A parked init killed right before a create, 20 times: the create may be handed to it in the
+# few ms a SIGKILLed init takes to exit (longer under ASan); the spare then builds the sandbox
+# with an init of its own. Each create succeeds, its shim is the spare, and no parked cgroup is
+# left (it failed "init went away" when the hand-off came before the init's exit).
+TEST_TIMEOUT_parked_killed_at_create=180
+test_parked_killed_at_create() {
+  start_daemon
+  local s="" init round failed=0 why=""
+  for round in $(seq 20); do
+    s=$(wait_spare "$s")
+    init=$(parked_init "$s")
+    kill -KILL "$init"
+    req POST /v1/sandboxes -d '{}'
+    if [ "$CODE" != 201 ]; then
+      failed=$((failed + 1)) why="$why; $CODE $(echo "$BODY" | jq -r .message)"
+      continue
+    fi
+    ID=$(echo "$BODY" | jq -r .id)
+    assert_eq "$(cat "$D/run/sandboxes/$ID/shim.pid")" "$s" "round $round: the create's shim is the spare"
+    req POST "/v1/sandboxes/$ID/exec" -d '{"argv":["true"]}'; expect 200 '.exit_code == 0'
+    req DELETE "/v1/sandboxes/$ID"; expect 204
+    [ ! -d "$(cg_dir "spare-$s")" ] || fail "round $round: the killed parked init's cgroup is left"
+  done
+  [ "$failed" == 0 ] || fail "$failed of 20 creates failed with the parked init killed${why}"
 }
 
 TEST_TIMEOUT_parked_cleanup=90
