@@ -137,7 +137,8 @@ int cli_print_json_text(const char *text);
 int cli_exit_status(const sbx_exec_result *r);
 
 /* Run a command and report it: streams output live (human mode) or prints the result as JSON
- * (--json). Returns the exit status for sbx (cli_exit_status) or CLI_EXIT_ERROR. */
+ * (--json). Returns the exit status for sbx (cli_exit_status), 127 when the command's program
+ * was not found and 126 when it could not be run (as docker exec/run), or CLI_EXIT_ERROR. */
 int cli_exec(sbx_sandbox *sb, sbx_exec_opts *opts);
 /* The same attached (`exec -i/-t`, `run -i`; cli_stream_run): with_stdin streams sbx's stdin to
  * the command as it arrives (no size limit; its end closes the command's stdin); popts (NULL: no

@@ -1,6 +1,7 @@
 /* `sbx exec [-i] [-t] [-d] [--env K=V] [--cwd D] [--timeout 30s] [--sh] ID -- CMD ARGS...`: run a
  * command in a sandbox, streaming its output live, and exit with the command's status (128+signal
- * when it was killed, 124 on command_timeout, 137 when OOM-killed). Plain: the NDJSON exec.
+ * when it was killed, 124 on command_timeout, 137 when OOM-killed; 127/126 when it could not
+ * start: not found / not runnable). Plain: the NDJSON exec.
  * `-i`/`-t`: attached over a WebSocket (stdin streamed as it arrives, a terminal with raw mode
  * and resizes; stream.c). `-d`: in the background, printing the pid. Also cli_exec (plain) and
  * cli_exec_attached (-i/-t), shared with `sbx run`. */
@@ -22,8 +23,10 @@ static void help(void) {
         "Run CMD in sandbox ID. Output streams live (up to 64 MiB of each stream, with a note\n"
         "on stderr past that; -i and -t have none); sbx exits with the command's exit code,\n"
         "128+N when it was killed by signal N, 124 when --timeout expired, 137 when it was\n"
-        "OOM-killed, 1 when sbx itself failed. With -i or -t, Ctrl-C (SIGINT), SIGTERM and\n"
-        "SIGHUP sent to sbx go to the command (with -it on a terminal Ctrl-C is a keystroke).\n\n"
+        "OOM-killed, 127 when CMD was not found, 126 when it was found but could not be run\n"
+        "(as docker exec), 1 when sbx itself failed. With -i or -t, Ctrl-C (SIGINT), SIGTERM\n"
+        "and SIGHUP sent to sbx go to the command (with -it on a terminal Ctrl-C is a\n"
+        "keystroke).\n\n"
         "  -i, --interactive     stream sbx's stdin to the command as it arrives (no size\n"
         "                        limit; end of input closes the command's stdin)\n"
         "  -t, --tty             give the command a terminal; window changes are forwarded;\n"
@@ -81,6 +84,22 @@ static void note_cut(const char *name, uint64_t bytes, uint64_t max) {
                   name, (unsigned long long)max, (unsigned long long)bytes);
 }
 
+/* A command the daemon refused to start: its message on stderr, then 127 when its program was
+ * not found and 126 when it was found but could not be run, as docker exec/run and a shell exit
+ * (the answer is 400 invalid_argument "exec PROGRAM: STRERROR", PROGRAM as the shim names it, cut
+ * short; docs/API.md); otherwise sbx's own error (CLI_EXIT_ERROR), as for a --cwd not there. */
+static int start_error(const sbx_exec_opts *o, const sbx_err *err) {
+    cli_sbx_error(err);
+    const char *program = o->shell ? "/bin/sh" : o->argv[0];
+    const char *m = err->message, *sep = strrchr(m, ':');
+    if (err->code != SBX_E_INVALID || strncmp(m, "exec ", 5) != 0 || !sep || sep[1] != ' ')
+        return CLI_EXIT_ERROR;
+    size_t n = (size_t)(sep - (m + 5)); /* the program's name, a prefix when it was cut */
+    if (n == 0 || strncmp(m + 5, program, n) != 0)
+        return CLI_EXIT_ERROR;
+    return strcmp(sep + 2, "No such file or directory") == 0 ? 127 : 126;
+}
+
 int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
     sbx_exec_result r = {0};
     sbx_err err = {0};
@@ -90,7 +109,7 @@ int cli_exec(sbx_sandbox *sb, sbx_exec_opts *o) {
         o->max_output = CLI_STREAM_MAX_OUTPUT;
     }
     if (sbx_sandbox_exec(sb, o, &r, &err) != SBX_OK)
-        return cli_sbx_error(&err);
+        return start_error(o, &err);
     int status = cli_exit_status(&r);
     if (cli_opts.json) {
         status = print_result_json(&r, status);
@@ -135,7 +154,7 @@ static int exec_detached(sbx_sandbox *sb, sbx_exec_opts *o, const exec_mode *m) 
     char *json = NULL;
     sbx_err err = {0};
     if (sbx_sandbox_process_start(sb, o, &po, &pid, &json, &err) != SBX_OK)
-        return cli_sbx_error(&err);
+        return start_error(o, &err);
     int rc = 0;
     if (cli_opts.json)
         rc = cli_print_json_text(json);
@@ -182,7 +201,7 @@ int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const sbx_process_opts 
         rc = CLI_EXIT_ERROR;
     } else if (sbx_process_start(sb, o, po, &p, &err) != SBX_OK) {
         cli_signals_unwatch();
-        rc = cli_sbx_error(&err);
+        rc = start_error(o, &err);
     } else {
         if (raw)
             cli_tty_raw();

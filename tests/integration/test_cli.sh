@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout), output
-# streams before the command exits, -i forwards stdin, cp both ways for a file and a directory (a
-# file into a directory; a directory out fetched once), --json output parses (binary output as
-# base64), a helpful error when the daemon is not running, usage errors exit 2, run removes its
-# sandbox, run -i streams stdin (3 MiB) and keeps the rest of run, placement across two daemons (one
-# full) falls back on 503, pause and resume of a pausable sandbox, output to a non-blocking or
-# closed stdout, sbx started with stdin/stdout/stderr closed, bad numbers refused, one clear line
-# for a bad flag, volume rm / inspect going on past a failure, and create --json terminating a
-# sandbox it cannot read back.
+# The sbx CLI against real daemons: exit codes pass through (128+signal, 124 on timeout, 127/126 for
+# a command that cannot start), output streams before the command exits, -i forwards stdin, cp both
+# ways for a file and a directory (a file into a directory; a directory out fetched once), --json
+# output parses (binary output as base64), a helpful error when the daemon is not running, usage
+# errors exit 2, run removes its sandbox, run -i streams stdin (3 MiB) and keeps the rest of run,
+# placement across two daemons (one full) falls back on 503, pause and resume of a pausable sandbox,
+# output to a non-blocking or closed stdout, sbx started with stdin/stdout/stderr closed, bad
+# numbers refused, one clear line for a bad flag, volume rm / inspect going on past a failure, and
+# create --json terminating a sandbox it cannot read back.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -69,6 +69,41 @@ test_exit_codes() {
   "$SBX" exec "$id" -- true 2>"$T/err"; rc=$?
   assert_eq $rc 1 "exec on a removed sandbox is an error"
   [ "$(wc -l <"$T/err")" -eq 1 ] || fail "error message is not one line: $(cat "$T/err")"
+}
+
+# A command that cannot start exits as docker exec/run and a shell do: 127 when its program is not
+# found, 126 when it is found but cannot be run (a directory, a file without x), in every way
+# sbx starts one (plain, -i, -d, --json; run plain and -i, which still removes its sandbox); a
+# missing --cwd stays sbx's own error (1), and a command's own 126/127 pass through. (Before,
+# sbx exited 1 for all of them.)
+test_cannot_start() {
+  one_daemon
+  local id rc args want flags cmd
+  id=$(new_sandbox) || fail "create failed"
+  "$SBX" exec "$id" --sh -- 'printf "echo hi\n" >plain.sh && chmod 644 plain.sh' || fail "plain.sh"
+  # WANT:FLAGS:COMMAND
+  for args in "127::/nonexistent/binary" "127::no-such-program-anywhere" "126::/etc" \
+    "126::./plain.sh" "127:-i:/nonexistent/binary" "126:-i:/etc" "127:-d:/nonexistent/binary" \
+    "126:-d:./plain.sh" "127:--json:/nonexistent/binary" "126:--json:./plain.sh" \
+    "127:-t:/nonexistent/binary" "1:--cwd /nope:true" "127:--sh:exit 127" "126:--sh:exit 126"; do
+    want=${args%%:*} args=${args#*:} flags=${args%%:*} cmd=${args#*:}
+    # shellcheck disable=SC2086 # the words are meant to split
+    "$SBX" exec $flags "$id" -- $cmd </dev/null >"$T/out" 2>"$T/err"; rc=$?
+    assert_eq "$rc" "$want" "sbx exec ${flags:+$flags }ID -- $cmd: $(cat "$T/err")"
+    [[ "$flags" == --sh ]] || [ "$(wc -l <"$T/err")" -eq 1 ] ||
+      fail "sbx exec ${flags:+$flags }ID -- $cmd: not one line: $(cat "$T/err")"
+  done
+  grep -q "exec /nonexistent/binary: No such file or directory" <("$SBX" exec "$id" -- \
+    /nonexistent/binary 2>&1) || fail "the daemon's reason is not shown"
+  for args in "127::/nonexistent/binary" "126::/etc" "127:-i:/nonexistent/binary" "126:-i:/etc"; do
+    want=${args%%:*} args=${args#*:} flags=${args%%:*} cmd=${args#*:}
+    # shellcheck disable=SC2086 # the words are meant to split
+    "$SBX" run --memory 128Mi --label cli=nostart $flags -- $cmd </dev/null >"$T/out" 2>"$T/err"
+    rc=$?
+    assert_eq "$rc" "$want" "sbx run ${flags:+$flags }-- $cmd: $(cat "$T/err")"
+  done
+  assert_eq "$("$SBX" ls --json --label cli=nostart | json "[s['state'] for s in d]")" \
+    "['ended', 'ended', 'ended', 'ended']" "run removed its sandboxes"
 }
 
 test_run_interrupted() {
