@@ -10,6 +10,9 @@
 
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
+/* `sbx run`'s own failures once its flags are taken, as docker run's: apart from its command's
+ * statuses (cli_exit_failure). */
+#define CLI_EXIT_RUN_FAILED 125
 /* What a plain (streamed) exec asks to pass of each stream: the API's most (docs/API.md). */
 #define CLI_STREAM_MAX_OUTPUT (64ull << 20)
 
@@ -18,6 +21,10 @@ typedef struct cli_global {
     bool json;        /* --json: machine-readable output */
 } cli_global;
 extern cli_global cli_opts;
+/* The status of sbx's own failure, which cli_error returns: CLI_EXIT_ERROR, or
+ * CLI_EXIT_RUN_FAILED once `sbx run` has taken its flags (as gnulib's exit_failure, which
+ * timeout(1) and env(1) set to 125). Usage errors stay CLI_EXIT_USAGE. */
+extern int cli_exit_failure;
 
 /* Long option ids shared by every subcommand's getopt_long table. */
 enum {
@@ -40,7 +47,7 @@ bool cli_common_opt(int opt, const char *arg);
  * or CLI_EXIT_USAGE after a usage error. */
 int cli_parse_common(const char *cmd, int argc, char **argv, void (*help)(void));
 
-/* "sbx: message" on stderr; returns CLI_EXIT_ERROR. */
+/* "sbx: message" on stderr; returns cli_exit_failure. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "sbx CMD: message (see sbx CMD --help)" on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -49,7 +56,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * option the command does not take. optstring: the one getopt_long had (it starts "+:"; main
  * sets opterr to 0, so getopt itself prints nothing). */
 int cli_bad_option(const char *cmd, int opt, const char *optstring, char **argv);
-/* Print an sbx_err as one line; returns CLI_EXIT_ERROR. */
+/* Print an sbx_err as one line; returns cli_exit_failure. */
 int cli_sbx_error(const sbx_err *err);
 /* Connect to the endpoints from --host / SBX_HOST. Prints the error itself. */
 int cli_client(sbx_client **ret);
@@ -138,7 +145,7 @@ int cli_exit_status(const sbx_exec_result *r);
 
 /* Run a command and report it: streams output live (human mode) or prints the result as JSON
  * (--json). Returns the exit status for sbx (cli_exit_status), 127 when the command's program
- * was not found and 126 when it could not be run (as docker exec/run), or CLI_EXIT_ERROR. */
+ * was not found and 126 when it could not be run (as docker exec/run), or cli_exit_failure. */
 int cli_exec(sbx_sandbox *sb, sbx_exec_opts *opts);
 /* The same attached (`exec -i/-t`, `run -i`; cli_stream_run): with_stdin streams sbx's stdin to
  * the command as it arrives (no size limit; its end closes the command's stdin); popts (NULL: no

@@ -58,7 +58,7 @@ static int set_data(json_t *o, const char *name, const char *d, size_t n) {
     return r;
 }
 
-/* The result as one JSON object (--json); returns status or CLI_EXIT_ERROR. */
+/* The result as one JSON object (--json); returns status or cli_exit_failure. */
 static int print_result_json(const sbx_exec_result *r, int status) {
     json_t *j = json_pack("{si so ss sf}", "exit_code", r->exit_code, "signal",
                           r->signal ? json_integer(r->signal) : json_null(), "reason", r->reason,
@@ -69,7 +69,7 @@ static int print_result_json(const sbx_exec_result *r, int status) {
     if (!j || !counts || set_data(j, "stdout", r->stdout_data, r->stdout_len) < 0 ||
         set_data(j, "stderr", r->stderr_data, r->stderr_len) < 0 ||
         json_object_update(j, counts) < 0 || cli_print_json(j) != 0)
-        status = CLI_EXIT_ERROR;
+        status = cli_exit_failure;
     json_decref(counts);
     json_decref(j);
     return status;
@@ -87,16 +87,16 @@ static void note_cut(const char *name, uint64_t bytes, uint64_t max) {
 /* A command the daemon refused to start: its message on stderr, then 127 when its program was
  * not found and 126 when it was found but could not be run, as docker exec/run and a shell exit
  * (the answer is 400 invalid_argument "exec PROGRAM: STRERROR", PROGRAM as the shim names it, cut
- * short; docs/API.md); otherwise sbx's own error (CLI_EXIT_ERROR), as for a --cwd not there. */
+ * short; docs/API.md); otherwise sbx's own error (cli_exit_failure), as for a --cwd not there. */
 static int start_error(const sbx_exec_opts *o, const sbx_err *err) {
-    cli_sbx_error(err);
+    int own = cli_sbx_error(err);
     const char *program = o->shell ? "/bin/sh" : o->argv[0];
     const char *m = err->message, *sep = strrchr(m, ':');
     if (err->code != SBX_E_INVALID || strncmp(m, "exec ", 5) != 0 || !sep || sep[1] != ' ')
-        return CLI_EXIT_ERROR;
+        return own;
     size_t n = (size_t)(sep - (m + 5)); /* the program's name, a prefix when it was cut */
     if (n == 0 || strncmp(m + 5, program, n) != 0)
-        return CLI_EXIT_ERROR;
+        return own;
     return strcmp(sep + 2, "No such file or directory") == 0 ? 127 : 126;
 }
 
@@ -198,7 +198,7 @@ int cli_exec_attached(sbx_sandbox *sb, sbx_exec_opts *o, const sbx_process_opts 
      * terminal either way (they went only with -i). */
     bool raw = tty && with_stdin && isatty(0);
     if (cli_signals_watch(tty, !raw) != 0) {
-        rc = CLI_EXIT_ERROR;
+        rc = cli_exit_failure;
     } else if (sbx_process_start(sb, o, po, &p, &err) != SBX_OK) {
         cli_signals_unwatch();
         rc = start_error(o, &err);

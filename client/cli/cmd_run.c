@@ -1,7 +1,8 @@
 /* `sbx run [create flags] [-i] [-t] [--sh] [--cwd D] [--cmd-timeout DUR] -- CMD...`: create a
  * sandbox, run one command in it and remove it, even when the command fails or sbx gets
  * Ctrl-C/SIGTERM (a signal thread terminates the sandbox, which ends the running command) or sbx
- * exits because it cannot write the output (an atexit handler). Exits like exec. Plain: cli_exec;
+ * exits because it cannot write the output (an atexit handler). Exits like exec, but 125 for its
+ * own failures after its flags (as docker run; 2 for a usage error). Plain: cli_exec;
  * -i/-t: attached as `sbx exec -i/-t`, stdin streamed as it arrives, a terminal
  * (cli_exec_attached). */
 #include "client/cli/cli.h"
@@ -18,7 +19,8 @@
 static void help(void) {
     printf("usage: sbx run [FLAGS] -- CMD [ARGS...]\n\n"
            "Create a sandbox, run CMD in it, remove it (also on failure or Ctrl-C). Exits with\n"
-           "the command's status like sbx exec (130 when interrupted).\n\n" CLI_CREATE_HELP
+           "the command's status like sbx exec (130 when interrupted), 125 when sbx itself\n"
+           "failed (no daemon, a refused create...), as docker run.\n\n" CLI_CREATE_HELP
            "  -i, --stdin           stream sbx's stdin to the command as it arrives (no size\n"
            "                        limit; end of input closes the command's stdin)\n"
            "  -t, --tty             give the command a terminal (raw mode with -i: -it)\n"
@@ -177,9 +179,11 @@ int cmd_run(int argc, char **argv) {
         return rc < 0 ? 0 : rc;
     }
     cli_command cmd = {0};
-    rc = cli_tty_check(m.in, m.tty);
-    if (rc == 0)
+    rc = cli_tty_check(m.in, m.tty); /* 1, as docker run -it says it */
+    if (rc == 0) {
+        cli_exit_failure = CLI_EXIT_RUN_FAILED; /* from here sbx's own failures, as docker run */
         rc = cli_command_prepare(&cmd, argv + optind, argc - optind, m.sh, &o);
+    }
     static sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);

@@ -91,7 +91,7 @@ void cli_stream_output(void *ud, enum sbx_stream s, const char *data, size_t len
     if (r < 0) {
         if (fd == 1) /* else there is nowhere to say it */
             cli_error("cannot write the command's output: %s", strerror(-r));
-        exit(CLI_EXIT_ERROR); /* the stream closes with us; the command goes on */
+        exit(cli_exit_failure); /* the stream closes with us; the command goes on */
     }
 }
 
@@ -183,7 +183,7 @@ static int forward_stdin(sbx_process *p, bool *open) {
 int cli_stream_run(sbx_process *p, sbx_sandbox *sig_to, bool with_stdin, bool tty,
                    sbx_exec_result *ret) {
     if (cli_signals_watch(tty, sig_to) != 0)
-        return CLI_EXIT_ERROR;
+        return cli_exit_failure;
     bool in_open = with_stdin;
     int rc = 0;
     sbx_err err = {0};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 cli_global cli_opts;
+int cli_exit_failure = CLI_EXIT_ERROR;
 
 bool cli_common_opt(int opt, const char *arg) {
     if (opt == CLI_OPT_HOST)
@@ -65,7 +66,7 @@ int cli_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    return CLI_EXIT_ERROR;
+    return cli_exit_failure;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {

@@ -6,8 +6,8 @@
 # errors exit 2, run removes its sandbox, run -i streams stdin (3 MiB) and keeps the rest of run,
 # placement across two daemons (one full) falls back on 503, pause and resume of a pausable sandbox,
 # output to a non-blocking or closed stdout, sbx started with stdin/stdout/stderr closed, bad
-# numbers refused, one clear line for a bad flag, volume rm / inspect going on past a failure, and
-# create --json terminating a sandbox it cannot read back.
+# numbers refused, one clear line for a bad flag, volume rm / inspect going on past a failure,
+# create --json terminating a sandbox it cannot read back, and sbx run's own failures exiting 125.
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -104,6 +104,39 @@ test_cannot_start() {
   done
   assert_eq "$("$SBX" ls --json --label cli=nostart | json "[s['state'] for s in d]")" \
     "['ended', 'ended', 'ended', 'ended']" "run removed its sandboxes"
+}
+
+# sbx run's own failures exit 125, as docker run's, so that they differ from its command's 1: no
+# daemon, a create refused, a command it could not start for a reason not the command's (a --cwd
+# not there; plain, -i, --json), output it cannot write (a full device), removing its sandbox; the
+# command's 1 stays 1, a usage error 2 and sbx exec's own failure 1. (Before, all of them but the
+# usage error exited 1.)
+test_run_failures_exit_125() {
+  one_daemon
+  local rc args
+  SBX_HOST=$T/none.sock "$SBX" run -- true 2>"$T/err"; rc=$?
+  assert_eq "$rc/$(wc -l <"$T/err")" "125/1" "run with no daemon: $(cat "$T/err")"
+  grep -q "cannot reach sandboxd" "$T/err" || fail "run with no daemon: $(cat "$T/err")"
+  "$SBX" run --image no-such-image --label cli=fail125 -- true 2>"$T/err"; rc=$?
+  assert_eq "$rc" 125 "run with an unknown image: $(cat "$T/err")"
+  for args in "" "-i" "--json"; do
+    # shellcheck disable=SC2086 # the words are meant to split
+    "$SBX" run --memory 128Mi --label cli=fail125 $args --cwd /nope -- true </dev/null \
+      >/dev/null 2>"$T/err"; rc=$?
+    assert_eq "$rc" 125 "run $args --cwd /nope: $(cat "$T/err")"
+    grep -q "chdir /nope" "$T/err" || fail "run $args --cwd /nope: $(cat "$T/err")"
+  done
+  "$SBX" run --memory 128Mi --label cli=fail125 -- head -c 100 /dev/zero >/dev/full 2>"$T/err"
+  rc=$?
+  assert_eq "$rc" 125 "run to a full device: $(cat "$T/err")"
+  assert_eq "$("$SBX" ls --json --label cli=fail125 | json "[s['state'] for s in d]")" \
+    "['ended', 'ended', 'ended', 'ended']" "run removed its sandboxes"
+  "$SBX" run --memory 128Mi -- false; rc=$?
+  assert_eq "$rc" 1 "the command's own 1"
+  "$SBX" run --bogus -- true 2>/dev/null; rc=$?
+  assert_eq "$rc" 2 "a usage error"
+  SBX_HOST=$T/none.sock "$SBX" exec sb-x -- true 2>/dev/null; rc=$?
+  assert_eq "$rc" 1 "sbx exec's own failure"
 }
 
 test_run_interrupted() {
