@@ -669,11 +669,15 @@ static void pause_over(void *ud, json_t *reply) {
 /* A sandbox that ends takes its checkpoint along (a pause or resume in flight hears it). While
  * its shim pauses it (this daemon's pause, or one a restart adopted), CRIU writes into the
  * checkpoint: it goes once the pause is over (removed at once, it lost what CRIU wrote during
- * the removal, and what CRIU wrote after, until the next start's sweep). */
+ * the removal, and what CRIU wrote after, until the next start's sweep). While a resume's shim
+ * builds (no connection to it yet) or a failed resume's is cleaned up, its CRIU may restore
+ * from it, writing restore.log: it goes once the `sbx-shim cleanup` the end runs (or the one
+ * running) has killed that shim and CRIU (on_cleaned). */
 static void on_ended(void *ud, sd_sandbox *sb) {
     (void)ud;
-    if (!(sb->pausing && sb->shim &&
-          sd_shim_request(sb->shim, "hello", NULL, NULL, 0, pause_over, sb) == 0))
+    bool restoring = sb->cleaning || (sb->resuming && !sb->shim); /* on_cleaned removes it */
+    if (!restoring && !(sb->pausing && sb->shim &&
+                        sd_shim_request(sb->shim, "hello", NULL, NULL, 0, pause_over, sb) == 0))
         remove_checkpoint(sb);
     sb->pausing = sb->resuming = false;
     error_rec err = {0};
@@ -709,10 +713,17 @@ static void on_shim_gone(void *ud, sd_sandbox *sb) {
     sd_checkpoint_shim_gone(sb);
 }
 
+static void on_cleaned(void *ud, sd_sandbox *sb) {
+    (void)ud;
+    if (sb->state == SD_ENDED)
+        remove_checkpoint(sb);
+}
+
 static const sd_listener listener = {.create_finished = on_create_finished,
                                      .ended = on_ended,
                                      .adopted = on_adopted,
-                                     .shim_gone = on_shim_gone};
+                                     .shim_gone = on_shim_gone,
+                                     .cleaned = on_cleaned};
 
 int sd_checkpoint_init(sd_daemon *d) {
     return sd_listener_add(d, &listener, NULL);

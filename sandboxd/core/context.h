@@ -38,6 +38,9 @@ typedef struct sd_listener {
      * saved; what reaches into it from outside (a port's proxied connection) cannot be
      * carried and is cut now. */
     void (*pausing)(void *ud, sd_sandbox *sb);
+    /* A `sbx-shim cleanup` run for sb (ended without its shim's answer, or a failed resume) is
+     * over: what its shim left is gone, its processes (a resume's CRIU) included. */
+    void (*cleaned)(void *ud, sd_sandbox *sb);
 } sd_listener;
 
 #define SD_LISTENERS_MAX 12

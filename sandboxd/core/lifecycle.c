@@ -48,23 +48,31 @@ int sd_listener_add(sd_daemon *d, const sd_listener *ops, void *ud) {
 
 static void start_queued(sd_daemon *d);
 
-/* A `sbx-shim cleanup` run: the uid slot it frees when it is done, or (a failed resume, which
- * keeps its slot) the sandbox that waits for it. */
+/* A `sbx-shim cleanup` run: the uid slot it frees when it is done, and the sandbox it cleans
+ * up after (kept: a failed resume, which keeps its slot and waits for it). */
 typedef struct cleanup_run {
     sd_daemon *d;
     int slot;
-    char resumer[64];
+    bool kept;
+    char id[64];
 } cleanup_run;
+
+/* The run is over (or never ran): what the shim left is gone, its processes (CRIU's) too. */
+static void cleanup_over(sd_daemon *d, const char *id, bool kept) {
+    sd_sandbox *sb = sd_registry_find(d, id);
+    if (sb && kept)
+        sb->cleaning = false;
+    if (sb && kept && sb->state == SD_ENDED) /* it ended while this ran: its slot is free now */
+        sd_registry_release_slot(sb);
+    if (sb)
+        TELL(d, cleaned, sb);
+}
 
 static void cleanup_exited(void *ud, int status) {
     (void)status;
     cleanup_run *c = ud;
     sd_slot_release(c->d, c->slot);
-    sd_sandbox *sb = c->resumer[0] ? sd_registry_find(c->d, c->resumer) : NULL;
-    if (sb)
-        sb->cleaning = false;
-    if (sb && sb->state == SD_ENDED) /* it ended while this ran: its slot is free now */
-        sd_registry_release_slot(sb);
+    cleanup_over(c->d, c->id, c->kept);
     /* a shim killed in its build before it renamed what its spare parked left that cgroup */
     sd_cgroup_remove_stale(c->d);
     free(c);
@@ -76,18 +84,18 @@ static void run_cleanup(sd_sandbox *sb, bool keep_slot) {
     char *args[] = {d->cfg.shim_path, "cleanup", sb->dir, NULL};
     cleanup_run *c = malloc(sizeof(*c));
     int slot = keep_slot ? -1 : sd_registry_take_slot(sb); /* freed when the cleanup is done */
-    if (c)
-        *c = (cleanup_run){.d = d, .slot = slot};
-    if (c && keep_slot) {
-        snprintf(c->resumer, sizeof(c->resumer), "%s", sb->id);
-        sb->cleaning = true;
+    if (c) {
+        *c = (cleanup_run){.d = d, .slot = slot, .kept = keep_slot};
+        snprintf(c->id, sizeof(c->id), "%s", sb->id);
     }
+    if (keep_slot)
+        sb->cleaning = true;
     if (!c || sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL, 0, cleanup_exited, c,
                        NULL) < 0) {
         log_error("cannot run sbx-shim cleanup sandbox=%s", sb->id);
         rm_rf(sb->dir);
-        sb->cleaning = false;
         sd_slot_release(d, slot);
+        cleanup_over(d, sb->id, keep_slot);
         free(c);
     }
 }

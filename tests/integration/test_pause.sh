@@ -667,29 +667,39 @@ test_pause_network_interrupted() {
 # private mount namespace as above), what the checkpoint might not carry is refused at once (409
 # pausing): a file PUT was answered 204 (lost when it landed after the files were saved) and a
 # command hung until the shim exited, then 500 "the shim went away".
-# A daemon whose stand-in CRIU holds a sandbox's dump until $D/go (with "write": writing into
-# the images directory meanwhile, as CRIU writes its images: $D/writes counts them, and
-# $D/write-failed says one failed), and a pause of a new sandbox that runs in the background ->
-# ID, BG (curl's pid: $D/pause.code, $D/pause.body).
-held_pause() { # [write]
+# A daemon whose stand-in CRIU holds its ACTION (dump or restore) of a checkpoint until $D/go
+# (with "write": writing into the images directory meanwhile, as CRIU writes its images and its
+# log: $D/writes counts them, and $D/write-failed says one failed); $D/holding once it holds.
+held_criu() { # ACTION [write]
   need_criu
   daemon_dirs
   local real=$D/real-criu fake=$D/fake-criu hold='sleep 0.1'
-  [ "${1:-}" != write ] || # (`true`: a failed redirection of a special built-in, `:`, ends sh)
-    hold="true >\"\$5/standin-\$((i % 4))\" 2>/dev/null || { touch $D/write-failed; break; }; i=\$((i + 1)); echo \$i >$D/writes"
+  [ "${2:-}" != write ] || # (`true`: a failed redirection of a special built-in, `:`, ends sh)
+    hold="true >\"\$dir/standin-\$((i % 4))\" 2>/dev/null || { touch $D/write-failed; break; }; i=\$((i + 1)); echo \$i >$D/writes"
   cp "$(command -v criu)" "$real"
-  printf '#!/bin/sh\nif [ "$1" = dump ]; then case "$*" in *checkpoints/*/images*) touch %s/dumping; i=0; while [ ! -e %s/go ]; do %s; done;; esac; fi\nexec %s "$@"\n' \
-    "$D" "$D" "$hold" "$real" >"$fake"
+  printf '#!/bin/sh\nif [ "$1" = %s ]; then case "$*" in *checkpoints/*/images*) for a; do [ "$p" = -D ] && dir=$a; p=$a; done; touch %s/holding; i=0; while [ ! -e %s/go ]; do %s; done;; esac; fi\nexec %s "$@"\n' \
+    "$1" "$D" "$D" "$hold" "$real" >"$fake"
   chmod 755 "$fake"
+  daemon_at_exit touch "$D/go" # (a stand-in left holding goes on, whatever the case did)
   DAEMON_WRAP=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
   start_daemon
+}
+
+wait_holding() { # WHAT
+  local i
+  for i in $(seq 100); do [ -e "$D/holding" ] && break; sleep 0.1; done
+  [ -e "$D/holding" ] || { touch "$D/go"; fail "$1 did not start"; }
+}
+
+# held_criu dump [write], and a pause of a new sandbox that runs in the background -> ID, BG
+# (curl's pid: $D/pause.code, $D/pause.body).
+held_pause() { # [write]
+  held_criu dump "${1:-}"
   create '{"pausable":true}'
   curl -s --max-time 60 --unix-socket "$SOCK" -X POST -o "$D/pause.body" -w '%{http_code}' \
     "http://sd/v1/sandboxes/$ID/pause" >"$D/pause.code" &
   BG=$!
-  local i
-  for i in $(seq 100); do [ -e "$D/dumping" ] && break; sleep 0.1; done
-  [ -e "$D/dumping" ] || { touch "$D/go"; fail "the dump did not start"; }
+  wait_holding "the dump"
 }
 
 TEST_TIMEOUT_pause_busy=120
@@ -734,6 +744,34 @@ test_pause_delete() {
     fail "the checkpoint outlived the sandbox: $(cd "$D/state/checkpoints/$id" && find . | head -5 | tr '\n' ' ')"
   [ -z "$(pgrep -f "$D/real-criu")" ] || fail "CRIU still runs"
   req GET "/v1/sandboxes/$id"; expect 200 '.state == "ended"'
+}
+
+# A DELETE while CRIU restores a resume (a stand-in holds it, writing into the images directory
+# as CRIU writes its restore.log): the sandbox ends at once, the resume's shim and CRIU are
+# killed, and the checkpoint goes once they are. It was removed at the DELETE while CRIU wrote
+# into it: a write failed, or the directory stayed until the next daemon start's sweep.
+TEST_TIMEOUT_resume_delete=120
+test_resume_delete() {
+  held_criu restore write
+  create '{"pausable":true}'; local id=$ID i crius
+  req POST "/v1/sandboxes/$id/pause"; expect 200 '.state == "paused"'
+  curl -s --max-time 60 --unix-socket "$SOCK" -X POST -o "$D/resume.body" -w '%{http_code}' \
+    "http://sd/v1/sandboxes/$id/resume" >"$D/resume.code" &
+  local bg=$!
+  wait_holding "the restore"
+  req DELETE "/v1/sandboxes/$id"; expect 204
+  req GET "/v1/sandboxes/$id"; expect 200 '.state == "ended" and .end.reason == "terminated"'
+  wait "$bg" || true
+  [ "$(cat "$D/resume.code")" == 409 ] || fail "the resume: $(cat "$D/resume.code") $(cat "$D/resume.body")"
+  crius="criu restore -D $D/state/checkpoints/$id/"
+  for i in $(seq 100); do [ -z "$(pgrep -f "$crius")" ] && break; sleep 0.1; done
+  [ -z "$(pgrep -f "$crius")" ] || fail "CRIU still runs 10 s after the DELETE"
+  [ -e "$D/writes" ] || fail "the stand-in CRIU wrote nothing"
+  [ ! -e "$D/write-failed" ] || fail "a write into the images directory failed: removed during the restore"
+  for i in $(seq 50); do [ -e "$D/state/checkpoints/$id" ] || [ -e "$D/run/sandboxes/$id" ] || break; sleep 0.1; done
+  [ ! -e "$D/state/checkpoints/$id" ] ||
+    fail "the checkpoint outlived the sandbox: $(cd "$D/state/checkpoints/$id" && find . | head -5 | tr '\n' ' ')"
+  [ ! -e "$D/run/sandboxes/$id" ] || fail "the sandbox's directory outlived it"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
