@@ -81,18 +81,24 @@ static void check_running(sd_sandbox *sb, uint64_t now, bool stats) {
         sd_sandbox_refresh_stats(sb);
 }
 
-/* A start that takes too long fails. Its cost runs from the create (queued, or its shim slow),
- * so its cap ends it as it ends a running sandbox (a pool entry costs nothing, a resume's cost
- * stands still until it runs). */
-static void check_starting(sd_sandbox *sb) {
+/* A start that takes too long fails. Its cost and its lifetime run from the create (queued, or
+ * its shim slow: expires_at is created_at plus its timeout), so its cap and its timeout end it
+ * as they end a running sandbox (a pool entry's start at hand-out, a resume's stand still until
+ * it runs). */
+static void check_starting(sd_sandbox *sb, uint64_t now) {
     double cap = sb->spec.max_cost_usd;
+    const char *queued = sb->queued ? " (queued)" : "";
     if (!sb->queued && now_mono_us() > sb->start_mono_us + START_TIMEOUT_MS * 1000ull)
         sd_sandbox_end(sb, END_INFRASTRUCTURE_FAILURE, "the sandbox did not start in %ds",
                        START_TIMEOUT_MS / 1000);
-    else if (!sb->pool && !sb->resuming && cap > 0 && sd_sandbox_cost(sb) >= cap)
+    else if (sb->pool || sb->resuming)
+        return;
+    else if (cap > 0 && sd_sandbox_cost(sb) >= cap)
         sd_sandbox_end(sb, END_COST_LIMIT,
-                       "the sandbox reached its cost cap of $%g before it started%s", cap,
-                       sb->queued ? " (queued)" : "");
+                       "the sandbox reached its cost cap of $%g before it started%s", cap, queued);
+    else if (now >= sb->expires_ms)
+        sd_sandbox_end(sb, END_LIFETIME_EXCEEDED,
+                       "the sandbox reached the end of its lifetime before it started%s", queued);
 }
 
 /* An ended sandbox: hidden after 10 minutes, forgotten once torn down and its key expired (a
@@ -125,7 +131,7 @@ void sd_timers_tick(sd_daemon *d) {
         } else if (sb->state == SD_RUNNING) {
             check_running(sb, now, stats);
         } else if (sb->state == SD_STARTING) {
-            check_starting(sb);
+            check_starting(sb, now);
         } else if (sb->state == SD_ENDED) {
             check_ended(sb, now);
         }

@@ -2,7 +2,8 @@
 # What a failed create, an interrupted fork, a huge exec answer or an abandoned stream may hold
 # of the daemon, against a real daemon and real sandboxes (root): an Idempotency-Key is given
 # back by a create that never ran (deleted while queued, or the daemon killed -9 before it
-# started) and the keys kept are bounded; the cost cap ends a create that waits to start; a daemon stopped (SIGTERM or kill -9) during a fork's
+# started) and the keys kept are bounded; the cost cap and the lifetime end a create that waits
+# to start; a daemon stopped (SIGTERM or kill -9) during a fork's
 # copy leaves no frozen source and no snapshot tmpfs once restarted; JSON exec answers stay
 # within the daemon's output budget (memory read from /proc/PID/status, generous bounds) and
 # /healthz answers while they are built; an abandoned stream (its client gone while the stream
@@ -62,6 +63,20 @@ test_idem_deleted_queued_create() {
   wait "${CURLS[@]}" || true
 }
 
+# With the shim held, two creates of FIELDS labelled LABEL=1 and LABEL=2: the first starts (and
+# waits), the second queues behind it (--max-starting 1); each answer in $D/cN, its code in
+# $D/codeN.
+held_creates() { # LABEL FIELDS
+  local i
+  touch "$D/hold"
+  for i in 1 2; do
+    curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/c$i" -w '%{http_code}' -X POST \
+      -d "{$2,\"labels\":{\"$1\":\"$i\"}}" http://sd/v1/sandboxes >"$D/code$i" &
+    CURLS+=($!)
+    wait_listed "$1=$i" '.state == "starting"' 10
+  done
+}
+
 # The cost cap holds from the create on, as the cost does (cost_usd counts from created_at): a
 # sandbox whose start waits (its shim held) and one queued behind it (--max-starting 1) end
 # cost_limit at their cap, and their creates say so. Both were checked only once running: they
@@ -69,14 +84,8 @@ test_idem_deleted_queued_create() {
 TEST_TIMEOUT_cost_cap_while_starting=120
 test_cost_cap_while_starting() {
   start_held_daemon
-  touch "$D/hold"
-  local cap='"max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"' i # reached after ~0.1 s
-  for i in 1 2; do
-    curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/c$i" -w '%{http_code}' -X POST \
-      -d "{$cap,\"labels\":{\"capped\":\"$i\"}}" http://sd/v1/sandboxes >"$D/code$i" &
-    CURLS+=($!)
-    wait_listed "capped=$i" '.state == "starting"' 10
-  done
+  local i
+  held_creates capped '"max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"' # reached after ~0.1 s
   wait_listed capped=1 '.state == "ended"' 5
   wait_listed capped=2 '.state == "ended"' 5
   for i in 1 2; do
@@ -86,6 +95,29 @@ test_cost_cap_while_starting() {
   wait "${CURLS[@]}" || true
   for i in 1 2; do
     [ "$(cat "$D/code$i")" == 409 ] && grep -q 'cost cap' "$D/c$i" ||
+      fail "create $i: $(cat "$D/code$i") $(cat "$D/c$i")"
+  done
+  rm -f "$D/hold"
+}
+
+# The lifetime runs from the create on (expires_at is created_at plus timeout): a sandbox whose
+# start waits (its shim held) and one queued behind it end lifetime_exceeded at their
+# expires_at, and their creates say so. Both were checked only once running: a start that
+# waited past its expires_at went on (the held one until the start's 60 s timeout).
+TEST_TIMEOUT_lifetime_while_starting=120
+test_lifetime_while_starting() {
+  start_held_daemon
+  local i
+  held_creates brief '"timeout":"1s"'
+  wait_listed brief=1 '.state == "ended"' 5
+  wait_listed brief=2 '.state == "ended"' 5
+  for i in 1 2; do
+    req GET "/v1/sandboxes?label=brief=$i"
+    expect 200 '.[0].end.reason == "lifetime_exceeded" and .[0].end.ended_at >= .[0].expires_at'
+  done
+  wait "${CURLS[@]}" || true
+  for i in 1 2; do
+    [ "$(cat "$D/code$i")" == 409 ] && grep -q 'end of its lifetime' "$D/c$i" ||
       fail "create $i: $(cat "$D/code$i") $(cat "$D/c$i")"
   done
   rm -f "$D/hold"
