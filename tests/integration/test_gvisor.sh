@@ -122,8 +122,9 @@ test_gvisor_daemon_killed_and_timeouts() { # a daemon killed with SIGKILL: the n
   echo "$BODY" | jq -e --arg k "$(uname -r)" '(.stdout | startswith("state\n")) and (.stdout | contains($k) | not)' \
     >/dev/null || fail "after the restart: $BODY"
   create '{"isolation":"gvisor","idle_timeout":"1s"}'; local idle=$ID
-  create '{"isolation":"gvisor","timeout":"2s","idle_timeout":"1m"}'; local life=$ID
-  create '{"isolation":"gvisor","max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"}'; local cost=$ID
+  create '{"isolation":"gvisor","timeout":"3s","idle_timeout":"1m"}'; local life=$ID # (past the start)
+  # (reached after ~3 s, past a gvisor start: one reached while starting ends the start)
+  create '{"isolation":"gvisor","max_cost_usd":0.00003,"cpu":2,"memory":"4Gi"}'; local cost=$ID
   ended() { # ID REASON: the list (a GET of the sandbox itself would be activity)
     req_until 6 "any(.[]; .id == \"$1\" and .state == \"ended\")" GET /v1/sandboxes
     echo "$BODY" | jq -e --arg i "$1" --arg r "$2" '.[] | select(.id == $i) | .end.reason == $r' \

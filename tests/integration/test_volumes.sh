@@ -106,11 +106,11 @@ test_writable_one_at_a_time() { # the data outlives sandboxes and restarts; one 
   req DELETE "/v1/sandboxes/$f"; expect 204
   req DELETE "/v1/sandboxes/$a"; expect 204
   # released by a timeout too
-  create '{"volumes":[{"name":"cache","path":"/c"}],"timeout":1}'; local t=$ID
+  create '{"volumes":[{"name":"cache","path":"/c"}],"timeout":2}'; local t=$ID # (past the start)
   req_until 10 '.state == "ended"' GET "/v1/sandboxes/$t"
   expect 200 '.end.reason == "lifetime_exceeded"'
-  # and by the cost cap
-  create '{"volumes":[{"name":"cache","path":"/c"}],"max_cost_usd":0.000001}'; t=$ID
+  # and by the cost cap (reached after ~2 s, past the start: one reached while starting ends it)
+  create '{"volumes":[{"name":"cache","path":"/c"}],"max_cost_usd":0.00001}'; t=$ID
   req_until 10 '.state == "ended"' GET "/v1/sandboxes/$t"
   expect 200 '.end.reason == "cost_limit"'
   # b holds it across a kill -9 of the daemon
