@@ -70,6 +70,37 @@ def test_cpp_runs():
     assert out["compile_result"]["return_code"] == 0 and out["run_result"]["stdout"] == "5\n"
 
 
+def test_cpp_is_compiled_as_sandboxfusion_compiles_it():
+    # SandboxFusion runs g++ -std=c++17 without -O: optimization changes what a program with
+    # undefined behaviour does (a signed-overflow loop that ends at -O0 runs forever at -O2)
+    code = ("#include <cstdio>\nint main(){\n#ifdef __OPTIMIZE__\nstd::puts(\"optimized\");\n"
+            "#else\nstd::puts(\"not optimized\");\n#endif\nstd::printf(\"%ld\\n\", __cplusplus);}\n")
+    out = run_code(code=code, language="cpp")
+    assert out["status"] == "Success", out
+    assert out["run_result"]["stdout"] == "not optimized\n201703\n", out
+
+
+def test_cpp_links_openssl_and_pthread_as_sandboxfusion_does():
+    # SandboxFusion links -lcrypto -lssl -lpthread, each when the image has it; the test image
+    # is the host's /usr, which has them (libssl-dev, tests/deps.sh)
+    if not shutil.which("g++") or not os.path.exists("/usr/include/openssl/ssl.h"):
+        pytest.skip("SKIP (prerequisite missing): g++ and libssl-dev (tests/deps.sh)")
+    code = """#include <openssl/sha.h>
+#include <openssl/ssl.h>
+#include <cstdio>
+#include <thread>
+int main() {
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    std::thread t([&] { SHA256(reinterpret_cast<const unsigned char *>("abc"), 3, d); });
+    t.join();
+    std::printf("%d %02x%02x\\n", OPENSSL_init_ssl(0, nullptr), d[0], d[1]);
+}
+"""
+    out = run_code(code=code, language="cpp", compile_timeout=60)
+    assert out["status"] == "Success", out
+    assert out["run_result"]["stdout"] == "1 ba78\n", out
+
+
 def test_runtime_error():
     out = run_code(code="raise ValueError('boom')", language="python")
     assert out["status"] == "Failed"

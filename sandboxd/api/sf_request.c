@@ -30,7 +30,14 @@ static const sf_lang langs[] = {
      {"python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_main.py"},
      {"python3", "/usr/lib/python3/dist-packages/pytest"}},
     {"bash", "main.sh", NULL, {"bash", "main.sh"}, {"bash"}},
-    {"cpp", "main.cpp", "g++ -O2 -std=c++17 -o main main.cpp", {"./main"}, {"g++"}},
+    /* As SandboxFusion: C++17 without optimization, and -lcrypto -lssl -lpthread each when the
+     * image has it (decided in the sandbox: g++ finds the library in its search path). */
+    {"cpp",
+     "main.cpp",
+     "l=; for f in crypto ssl pthread; do for s in so a; do case $(g++ -print-file-name=lib$f.$s) "
+     "in /*) l=\"$l -l$f\"; break;; esac; done; done; exec g++ -std=c++17 -o main main.cpp $l",
+     {"./main"},
+     {"g++"}},
     {"c", "main.c", "gcc -O2 -o main main.c -lm", {"./main"}, {"gcc"}},
     {"nodejs", "main.js", NULL, {"node", "main.js"}, {"node"}},
     {"go",
