@@ -2,10 +2,13 @@
 reward and tool send them (POST {url}/run_code with a JSON body)."""
 import base64
 import hashlib
+import io
 import concurrent.futures
 import os
 import shutil
+import subprocess
 import time
+import zipfile
 
 import pytest
 import requests
@@ -264,6 +267,25 @@ def test_java_assertions_are_enabled():
     assert out["status"] == "Failed", out
     rr = out["run_result"]
     assert rr["return_code"] == 1 and "java.lang.AssertionError: bad" in rr["stderr"], out
+
+
+def test_java_class_path_has_the_jars_in_files(tmp_path):
+    # SandboxFusion compiles and runs java with -cp ".:<every files entry named *.jar>": a
+    # program using a library sent as a jar builds and runs
+    if not shutil.which("javac"):
+        pytest.skip("SKIP (prerequisite missing): javac is not installed (tests/deps.sh)")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "Helper.java").write_text("package lib; public class Helper { "
+                                                  "public static int answer() { return 42; } }")
+    subprocess.run(["javac", "lib/Helper.java"], cwd=tmp_path, check=True)
+    jar = io.BytesIO()
+    with zipfile.ZipFile(jar, "w") as z:
+        z.write(tmp_path / "lib" / "Helper.class", "lib/Helper.class")
+    files = {"deps/helper.jar": base64.b64encode(jar.getvalue()).decode(), "notes.txt": ""}
+    code = "public class Main { public static void main(String[] a){ System.out.println(lib.Helper.answer()); } }"
+    out = run_code(code=code, language="java", files=files, compile_timeout=120, memory_limit_MB=2048)
+    assert out["status"] == "Success", out
+    assert out["run_result"]["stdout"] == "42\n", out
 
 
 def test_pytest_language():

@@ -394,16 +394,6 @@ static void job_exec_code(sf_job *j, json_t *argv, const void *in, size_t in_len
     }
 }
 
-static json_t *lang_run_argv(const sf_lang *lang) {
-    json_t *argv = json_array();
-    for (size_t i = 0; argv && lang->run[i]; i++)
-        if (json_array_append_new(argv, json_string(lang->run[i])) < 0) {
-            json_decref(argv);
-            return NULL;
-        }
-    return argv;
-}
-
 /* ---- creating the sandbox ---- */
 
 static int create_spec(sf_job *j, policy_create *c, error_rec *err) {
@@ -571,8 +561,7 @@ static void job_step(sf_job *j) {
                           in ? strlen(in) : 0, t + 60);
             free(in);
         } else if (j->lang->compile) {
-            job_exec_code(j, json_pack("[sss]", "sh", "-c", j->lang->compile), NULL, 0,
-                          j->compile_timeout);
+            job_exec_code(j, sd_sf_compile_argv(j->lang, j->body), NULL, 0, j->compile_timeout);
         } else {
             job_step(j);
         }
@@ -600,7 +589,7 @@ static void job_step(sf_job *j) {
         j->index = 0;
         {
             json_t *in = json_object_get(j->body, "stdin");
-            job_exec_code(j, lang_run_argv(j->lang), json_string_value(in),
+            job_exec_code(j, sd_sf_run_argv(j->lang, j->body), json_string_value(in),
                           json_is_string(in) ? json_string_length(in) : 0, j->run_timeout);
         }
         return;

@@ -23,13 +23,14 @@
 #define SF_MAX_FILES 256
 
 static const sf_lang langs[] = {
-    {"python", "main.py", NULL, {"python3", "main.py"}, {"python3"}},
+    {"python", "main.py", NULL, {"python3", "main.py"}, {"python3"}, false},
     {"pytest",
      "test_main.py",
      NULL,
      {"python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_main.py"},
-     {"python3", "/usr/lib/python3/dist-packages/pytest"}},
-    {"bash", "main.sh", NULL, {"bash", "main.sh"}, {"bash"}},
+     {"python3", "/usr/lib/python3/dist-packages/pytest"},
+     false},
+    {"bash", "main.sh", NULL, {"bash", "main.sh"}, {"bash"}, false},
     /* As SandboxFusion: C++17 without optimization, and -lcrypto -lssl -lpthread each when the
      * image has it (decided in the sandbox: g++ finds the library in its search path). */
     {"cpp",
@@ -37,20 +38,24 @@ static const sf_lang langs[] = {
      "l=; for f in crypto ssl pthread; do for s in so a; do case $(g++ -print-file-name=lib$f.$s) "
      "in /*) l=\"$l -l$f\"; break;; esac; done; done; exec g++ -std=c++17 -o main main.cpp $l",
      {"./main"},
-     {"g++"}},
-    {"c", "main.c", "gcc -O2 -o main main.c -lm", {"./main"}, {"gcc"}},
-    {"nodejs", "main.js", NULL, {"node", "main.js"}, {"node"}},
+     {"g++"},
+     false},
+    {"c", "main.c", "gcc -O2 -o main main.c -lm", {"./main"}, {"gcc"}, false},
+    {"nodejs", "main.js", NULL, {"node", "main.js"}, {"node"}, false},
     {"go",
      "main.go",
      "GOCACHE=/tmp/gocache GOPATH=/tmp/gopath go build -o main main.go",
      {"./main"},
-     {"go"}},
+     {"go"},
+     false},
+    /* As SandboxFusion: the class path is "." and every files entry named *.jar */
     {"java",
      "Main.java",
-     "javac Main.java",
-     {"java", "-ea", "-cp", ".", "Main"},
-     {"javac", "java"}},
-    {"rust", "main.rs", "rustc -O -o main main.rs", {"./main"}, {"rustc"}},
+     "exec javac -cp \"$1\" Main.java",
+     {"java", "-ea", "Main"},
+     {"javac", "java"},
+     true},
+    {"rust", "main.rs", "rustc -O -o main main.rs", {"./main"}, {"rustc"}, false},
 };
 
 /* The languages SandboxFusion knows that this node does not run: refused as SandboxError. */
@@ -61,6 +66,58 @@ static const char *const known_elsewhere[] = {
 
 const sf_lang *sd_sf_lang_python(void) {
     return &langs[0];
+}
+
+/* "." and each files key ending in .jar, joined with ':' (SandboxFusion's java class path: every
+ * such key, as given, in the request's order). */
+static char *java_classpath(json_t *body) {
+    json_t *files = json_object_get(body, "files");
+    const char *k;
+    json_t *v;
+    size_t n = 2, len;
+    json_object_foreach(files, k, v) {
+        if ((len = strlen(k)) >= 4 && strcmp(k + len - 4, ".jar") == 0)
+            n += len + 1;
+    }
+    char *cp = malloc(n), *p = cp;
+    if (!cp)
+        return NULL;
+    *p++ = '.';
+    json_object_foreach(files, k, v) {
+        if ((len = strlen(k)) >= 4 && strcmp(k + len - 4, ".jar") == 0) {
+            *p++ = ':';
+            memcpy(p, k, len);
+            p += len;
+        }
+    }
+    *p = '\0';
+    return cp;
+}
+
+json_t *sd_sf_compile_argv(const sf_lang *l, json_t *body) {
+    if (!l->classpath)
+        return json_pack("[sss]", "sh", "-c", l->compile);
+    _cleanup_free_ char *cp = java_classpath(body);
+    return cp ? json_pack("[sssss]", "sh", "-c", l->compile, "sh", cp) : NULL;
+}
+
+json_t *sd_sf_run_argv(const sf_lang *l, json_t *body) {
+    _cleanup_free_ char *cp = l->classpath ? java_classpath(body) : NULL;
+    json_t *argv = json_array();
+    if (!argv || (l->classpath && !cp))
+        goto fail;
+    for (size_t i = 0; l->run[i]; i++) {
+        if (json_array_append_new(argv, json_string(l->run[i])) < 0)
+            goto fail;
+        if (i == 0 && cp &&
+            (json_array_append_new(argv, json_string("-cp")) < 0 ||
+             json_array_append_new(argv, json_string(cp)) < 0))
+            goto fail;
+    }
+    return argv;
+fail:
+    json_decref(argv);
+    return NULL;
 }
 
 /* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */

@@ -16,10 +16,15 @@ typedef struct sf_lang {
     const char *name, *file, *compile;
     const char *run[8];
     const char *need[3];
+    bool classpath; /* java: "." and the request's files named *.jar as -cp (compile's $1) */
 } sf_lang;
 
 /* The python3 language (what /run_jupyter's kernel needs too). */
 const sf_lang *sd_sf_lang_python(void);
+/* The argv that compiles the request's code (sh -c with the language's compile) and the one that
+ * runs it; NULL when out of memory. */
+json_t *sd_sf_compile_argv(const sf_lang *l, json_t *body);
+json_t *sd_sf_run_argv(const sf_lang *l, json_t *body);
 /* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */
 json_t *sd_sf_lossy_string(const char *s, size_t n);
 /* Fields the daemon does not know, or knows and does not implement ("args" other than []):
