@@ -4,8 +4,9 @@
  * and P/members/NAME, and runs the jobs the loop queues; results go back to the loop with
  * uv_async. With --fleet-read poll (the old way, kept to measure it against the watch) it also
  * reads P/nodes/, P/drain/, P/leases/ and P/members/ each second and re-puts the record on each
- * keepalive. etcd unreachable: it retries with backoff (0.5 s doubling to 5 s) and registers
- * again (a new lease if needed) when etcd is back; then it tells the watch to reopen. */
+ * keepalive. etcd unreachable: it retries with backoff (0.5 s doubling to TTL/3, 5 s at most)
+ * and registers again (a new lease if needed) when etcd is back; then it tells the watch to
+ * reopen. */
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
@@ -25,6 +26,13 @@
 
 static uint64_t beat_ms(sd_fleet *f) {
     return f->d->cfg.fleet_ttl * 1000ull / 3;
+}
+
+/* The retries' spacing at most: the keepalives' (TTL/3), so that a node whose etcd comes back
+ * registers again within TTL/3 of it (the spacing grew to 5 s whatever the TTL: with a TTL of a
+ * few seconds, a node stayed out of the node list, its ids 503 elsewhere, up to 5 s more). */
+static uint64_t backoff_max_ms(sd_fleet *f) {
+    return MIN((uint64_t)BACKOFF_MAX_MS, beat_ms(f));
 }
 
 /* How often the record is put when nothing changed, and at most when it does. */
@@ -145,7 +153,7 @@ static void set_ok(sd_fleet *f, bool ok, uint64_t now, const error_rec *err) {
     if (ok)
         f->backoff_ms = 0;
     else {
-        f->backoff_ms = f->backoff_ms ? MIN(f->backoff_ms * 2, BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
+        f->backoff_ms = f->backoff_ms ? MIN(f->backoff_ms * 2, backoff_max_ms(f)) : BACKOFF_MIN_MS;
         f->t_retry = now + f->backoff_ms;
     }
     if (ok != f->etcd_ok_thread) {

@@ -5,7 +5,10 @@
 # dropped); its socket stays open. Connections made later are relayed as before. Prints
 # "frozen N" on stderr for each SIGUSR1. On SIGUSR2 the next `/v3/kv/put` request is answered
 # 503 here (not relayed) and its connection closed: an etcd call that fails once; prints "armed"
-# and then "failed a put". Standard library only.
+# and then "failed a put". On SIGHUP etcd goes away for the daemons and, on the next SIGHUP, comes
+# back: every connection open is closed and those made meanwhile are closed at once, unrelayed (an
+# etcd call fails at once, as with etcd stopped, while etcd itself runs on and expires leases on
+# its clock); prints "down N" (the connections closed) and then "up". Standard library only.
 import selectors
 import signal
 import socket
@@ -16,6 +19,8 @@ sel = selectors.DefaultSelector()
 pairs = {}  # socket -> its peer
 state = {}  # client socket -> {"watch": bool, "frozen": bool}
 fail_puts = [0]  # puts still to fail (SIGUSR2)
+down = [False]  # etcd unreachable through the relay (SIGHUP toggles)
+toggles = [0]  # SIGHUPs not yet acted on (the loop closes the connections, not the handler)
 
 
 def freeze(*_):
@@ -32,6 +37,21 @@ def arm(*_):
     print("armed", file=sys.stderr, flush=True)
 
 
+def hup(*_):
+    toggles[0] += 1
+
+
+def outage():
+    down[0] = not down[0]
+    if not down[0]:
+        print("up", file=sys.stderr, flush=True)
+        return
+    clients = list(state)
+    for c in clients:
+        close(c)
+    print("down %d" % len(clients), file=sys.stderr, flush=True)
+
+
 def close(s):
     for x in (s, pairs.get(s)):
         if x is None or x not in pairs:
@@ -44,6 +64,8 @@ def close(s):
 
 def accept(ls):
     c, _ = ls.accept()
+    if down[0]:
+        return c.close()
     u = socket.create_connection(("127.0.0.1", UP))
     pairs[c], pairs[u] = u, c
     state[c] = {"watch": False, "frozen": False}
@@ -75,6 +97,7 @@ def relay(s):
 
 signal.signal(signal.SIGUSR1, freeze)
 signal.signal(signal.SIGUSR2, arm)
+signal.signal(signal.SIGHUP, hup)
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", LISTEN))
@@ -82,5 +105,8 @@ ls.listen(64)
 sel.register(ls, selectors.EVENT_READ, accept)
 print("listening", file=sys.stderr, flush=True)
 while True:
-    for key, _ in sel.select():
+    for key, _ in sel.select(0.05):
         key.data(key.fileobj)
+    while toggles[0]:
+        toggles[0] -= 1
+        outage()

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The daemon side of the fleet (docs/FLEET.md), small and fast: a real etcd (Debian's
-# etcd-server) and two or three real daemons in one private network namespace the case makes
-# (loopback only: nothing leaves it), each on its own TCP port with TLS (a certificate made here
-# with openssl) and the shared fleet token. Checked: registration with capacity, 307 routing
-# (curl --location-trusted with the token), placement away from a full node, the 503 when all
-# are full, drain and undrain (a create with volumes or GPU uuids is not run or sent on from a
-# drained node), a re-registration whose first put fails, a kill -9 (the node leaves within its
-# TTL, its ids answer 503 node_unavailable, a restart re-registers and serves its sandboxes
-# again), etcd stopped and
-# restarted, leases across nodes, a sandbox's port proxy reached through another node (307 to
-# the owner, the server's answer and headers back). The bigger world: test_fleet.sh.
+# The daemon side of the fleet (docs/FLEET.md), small and fast: a real etcd (Debian's etcd-server)
+# and two or three real daemons in one private network namespace the case makes (loopback only:
+# nothing leaves it), each on its own TCP port with TLS (a certificate made here with openssl) and
+# the shared fleet token. Checked: registration with capacity, 307 routing (curl --location-trusted
+# with the token), placement away from a full node, the 503 when all are full, drain and undrain (a
+# create with volumes or GPU uuids is not run or sent on from a drained node), a re-registration
+# whose first put fails, a re-registration within TTL/3 of etcd's return after an outage longer than
+# the TTL (etcd_freeze_proxy.py), a kill -9 (the node leaves within its TTL, its ids answer 503
+# node_unavailable, a restart re-registers and serves its sandboxes again), etcd stopped and
+# restarted, leases across nodes, a sandbox's port proxy reached through another node (307 to the
+# owner, the server's answer and headers back). The bigger world: test_fleet.sh.
 DAEMON_TAG=fleetd
 source "$(dirname "$0")/../lib/daemon.sh"
 source "$(dirname "$0")/fleetd_world.sh"
@@ -284,6 +284,47 @@ test_reregister_after_a_failed_put() { # a node whose lease expired registers ag
   # a is back in the node list (well before its 30 s heartbeat), and a member
   wait_view b "$(node a) | .url == \"https://127.0.0.1:7441\"" 10
   assert_eq "$(etcd_key "$PREFIX/members/a")" "https://127.0.0.1:7441" "P/members/a"
+}
+
+now_ms() { local t=${EPOCHREALTIME//[.,]/}; echo $((t / 1000)); }
+
+TEST_TIMEOUT_reregister_soon_after_an_outage=90
+test_reregister_soon_after_an_outage() { # a node whose etcd was away for longer than its
+  # retries take to space out registers again within TTL/3 of etcd's return (its retries grew to
+  # 5 s apart whatever the TTL: it stayed out of the node list, its ids 503 elsewhere, for up
+  # to 5 s more)
+  world
+  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
+  local proxy=$! i id t0 up took
+  daemon_at_exit kill "$proxy"
+  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view b "[$(node a), $(node b)] | length == 2"
+  freq a POST /v1/sandboxes -d '{}'
+  fexpect 201 '.id | endswith(".a")'
+  id=$(jq -r .id <<<"$BODY")
+  kill -HUP "$proxy" # etcd away for a: each call fails at once, and its retries space out
+  wait_view a '.etcd == "unreachable"' 5
+  t0=$(now_ms) # a's first failure (within 0.2 s): the retries count from it
+  grep -q '^down' "$DAEMON_ROOT/proxy.log" || fail "the relay did not go down: $(cat "$DAEMON_ROOT/proxy.log")"
+  wait_view b "[$(node a)] | length == 0" $((TTL * 3)) # a's lease expired
+  freq b GET "/v1/sandboxes/$id"
+  fexpect 503 '.code == "node_unavailable"'
+  # back 8.5 s after the first failure: retries doubling from 0.5 s to 5 s were made at 0.5,
+  # 1.5, 3.5 and 7.5 s, the next at 12.5 s; spaced TTL/3 (1 s) at most, one comes within 1 s
+  i=$((t0 + 8500 - $(now_ms)))
+  [ "$i" -gt 0 ] || fail "a's lease took $((8500 - i)) ms to expire (TTL $TTL s)"
+  sleep "$((i / 1000)).$(printf %03d $((i % 1000)))"
+  kill -HUP "$proxy"
+  up=$(now_ms)
+  wait_view b "$(node a) | .url == \"https://127.0.0.1:7441\"" 15
+  took=$(($(now_ms) - up))
+  echo "a back in b's node list $took ms after etcd came back" >&2
+  [ "$took" -le 2500 ] || fail "a was in b's node list again only $took ms after etcd came back (TTL ${TTL} s: within 2500 ms expected)"
+  freq b GET "/v1/sandboxes/$id"
+  fexpect 200 '.state == "running"'
 }
 
 TEST_TIMEOUT_kill9=90
