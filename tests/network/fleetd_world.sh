@@ -96,3 +96,13 @@ etcd_key() { # KEY: its value, or nothing
     jq -r '.kvs[0].value // empty' | base64 -d
 }
 
+
+freeze_proxy() { # a relay to etcd on 127.0.0.1:2479 in the world (etcd_freeze_proxy.py: SIGUSR1,
+  # SIGUSR2 and SIGHUP, as it says); PROXY its pid, killed at the case's end
+  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
+  PROXY=$!
+  daemon_at_exit kill "$PROXY"
+  local i
+  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
+  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+}

@@ -261,11 +261,8 @@ TEST_TIMEOUT_reregister_after_a_failed_put=60
 test_reregister_after_a_failed_put() { # a node whose lease expired registers again in full,
   # even when a call fails halfway (its lease granted, the put after it not made)
   world
-  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
-  local proxy=$! i lease
-  daemon_at_exit kill "$proxy"
-  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
-  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  freeze_proxy
+  local proxy=$PROXY i lease
   fleet_daemon a --fleet-etcd http://127.0.0.1:2479
   fleet_daemon b
   wait_view b "[$(node a), $(node b)] | length == 2"
@@ -294,11 +291,8 @@ test_reregister_soon_after_an_outage() { # a node whose etcd was away for longer
   # 5 s apart whatever the TTL: it stayed out of the node list, its ids 503 elsewhere, for up
   # to 5 s more)
   world
-  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
-  local proxy=$! i id t0 up took
-  daemon_at_exit kill "$proxy"
-  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
-  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  freeze_proxy
+  local proxy=$PROXY i id t0 up took
   fleet_daemon a --fleet-etcd http://127.0.0.1:2479
   fleet_daemon b
   wait_view b "[$(node a), $(node b)] | length == 2"

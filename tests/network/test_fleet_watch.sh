@@ -123,11 +123,8 @@ TEST_TIMEOUT_watch_silent_stream=90
 test_watch_silent_stream() { # a stream that stays open but brings nothing is given up and read again
   world
   # a's etcd is reached through a relay that can make its watch stream go silent, still open
-  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
-  local proxy=$! i
-  daemon_at_exit kill "$proxy"
-  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
-  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  freeze_proxy
+  local proxy=$PROXY i
   fleet_daemon a --fleet-etcd http://127.0.0.1:2479
   fleet_daemon b
   wait_view a "([$(node a), $(node b)] | length == 2) and .watch.reads == 1 and .watch.streams == 1 and .watch.stale == 0"
@@ -155,11 +152,8 @@ test_watch_silent_stream() { # a stream that stays open but brings nothing is gi
 TEST_TIMEOUT_watch_own_drain_holds=60
 test_watch_own_drain_holds() { # a node's own drain is not undone by a view read before it
   world
-  "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
-  local proxy=$! i
-  daemon_at_exit kill "$proxy"
-  for i in $(seq 50); do grep -q listening "$DAEMON_ROOT/proxy.log" && break; sleep 0.1; done
-  grep -q listening "$DAEMON_ROOT/proxy.log" || fail "the relay did not start: $(cat "$DAEMON_ROOT/proxy.log")"
+  freeze_proxy
+  local proxy=$PROXY i
   fleet_daemon a --fleet-etcd http://127.0.0.1:2479
   fleet_daemon b
   wait_view a "([$(node a), $(node b)] | length == 2) and .watch.reads == 1 and .watch.streams == 1"
