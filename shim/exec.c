@@ -608,7 +608,8 @@ static void kill_exec(shim_ipc_msg *m) {
 }
 
 /* No subreaper here (gVisor's kernel: PR_SET_CHILD_SUBREAPER is EINVAL): what a command leaves
- * behind comes to init while it runs, so every ordinary end of a reaper keeps init's orphans. */
+ * behind comes to init while it runs, so every ordinary end of a reaper keeps init's orphans
+ * (but those of the commands still running: proctree.h). */
 static bool no_subreaper;
 
 static bool is_reaper(pid_t p) {

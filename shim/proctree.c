@@ -85,11 +85,13 @@ static size_t proc_table(pid_t *pids, pid_t *ppids, pid_t *sids, size_t max) {
 static pid_t pids[MAX_PROCS], ppids[MAX_PROCS], sids[MAX_PROCS];
 static bool in[MAX_PROCS];
 
-/* The sessions of root's tree (shim_proctree_signal), the caller's own left out. Where there is
- * no subreaper (gVisor's kernel answers PR_SET_CHILD_SUBREAPER with EINVAL) a process whose
- * parent ends while the command runs goes to init at once, out of the reaper's tree: it is
- * still the command's by its session (each command leads one), unless it left it (setsid). */
-#define MAX_SESSIONS 256
+/* The sessions of root's tree (shim_proctree_signal), or of the running commands
+ * (running_sessions), the caller's own left out. Where there is no subreaper (gVisor's kernel
+ * answers PR_SET_CHILD_SUBREAPER with EINVAL) a process whose parent ends while the command
+ * runs goes to init at once, out of the reaper's tree: it is still the command's by its session
+ * (each command leads one), unless it left it (setsid). As many as there can be commands among
+ * the processes read (a reaper and its command each). */
+#define MAX_SESSIONS (MAX_PROCS / 2)
 static pid_t sessions[MAX_SESSIONS];
 static size_t n_sessions;
 static bool follow;   /* sessions are followed (not by shim_proctree_kill_orphans) */
@@ -103,7 +105,7 @@ static bool in_sessions(pid_t sid) {
 }
 
 static void add_session(pid_t sid) {
-    if (follow && sid > 0 && sid != own_sid && n_sessions < MAX_SESSIONS && !in_sessions(sid))
+    if (sid > 0 && sid != own_sid && n_sessions < MAX_SESSIONS && !in_sessions(sid))
         sessions[n_sessions++] = sid;
 }
 
@@ -124,7 +126,8 @@ static size_t signal_marked(size_t n, pid_t root, int sig) {
                 parent_in = in[k] && pids[k] == ppids[i];
             if (parent_in) {
                 in[i] = grew = true;
-                add_session(sids[i]);
+                if (follow)
+                    add_session(sids[i]);
             }
         }
     }
@@ -172,6 +175,18 @@ static struct kept_proc { pid_t pid, sid; } * kept;
 static size_t n_kept, cap_kept;
 static bool kept_lost; /* one could not be recorded: kill none (shim_proctree_kill_orphans) */
 
+/* The sessions of the running commands among the n read, into sessions[]: a reaper's child's
+ * (its command leads one) and a reaper's own (a relaying reaper leads its command's). Where
+ * there is no subreaper, what such a command double-forks is init's child while the command
+ * runs: its command's still, neither kept nor killed with another command's tree. */
+static void running_sessions(size_t n, bool (*is_reaper)(pid_t)) {
+    n_sessions = 0;
+    own_sid = getsid(0);
+    for (size_t i = 0; i < n; i++)
+        if (ppids[i] > 0 && sids[i] != own_sid && (is_reaper(pids[i]) || is_reaper(ppids[i])))
+            add_session(sids[i]);
+}
+
 static bool is_kept(pid_t pid, pid_t sid) {
     for (size_t i = 0; i < n_kept; i++)
         if (kept[i].pid == pid || (sid > 0 && kept[i].sid == sid))
@@ -182,8 +197,9 @@ static bool is_kept(pid_t pid, pid_t sid) {
 void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t)) {
     size_t n = proc_table(pids, ppids, sids, MAX_PROCS);
     pid_t self = getpid();
+    running_sessions(n, is_reaper);
     for (size_t i = 0; i < n; i++) {
-        if (ppids[i] != self || is_reaper(pids[i]) || is_kept(pids[i], 0))
+        if (ppids[i] != self || is_reaper(pids[i]) || is_kept(pids[i], 0) || in_sessions(sids[i]))
             continue;
         if (n_kept == cap_kept) {
             size_t nc = cap_kept ? cap_kept * 2 : 16;
@@ -213,8 +229,10 @@ void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t)) {
     follow = false;
     for (int round = 0; round < 500 && !kept_lost; round++) {
         size_t n = proc_table(pids, ppids, sids, MAX_PROCS);
+        running_sessions(n, is_reaper);
         for (size_t i = 0; i < n; i++)
-            in[i] = ppids[i] == self && !is_reaper(pids[i]) && !is_kept(pids[i], sids[i]);
+            in[i] = ppids[i] == self && !is_reaper(pids[i]) && !is_kept(pids[i], sids[i]) &&
+                    !in_sessions(sids[i]);
         if (signal_marked(n, 0, SIGKILL) == 0)
             return;
         struct timespec ts = {0, 1000000};

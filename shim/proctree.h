@@ -21,8 +21,13 @@ void shim_proctree_signal(pid_t root, int sig);
  * has reaped (true when it was kept: its children are init's now, to keep in turn). After a
  * reaper was killed (by its own command: same user), its command's tree:
  * shim_proctree_kill_orphans kills every tree below init whose top is neither a reaper, nor
- * kept, nor in a kept one's session (a kept process's descendant that came to init later),
- * round after round until none is left (a killed process's children come to init too).
+ * kept, nor in a kept one's session (a kept process's descendant that came to init later), nor
+ * in a running command's session, round after round until none is left (a killed process's
+ * children come to init too). Without a subreaper a running command's orphans are init's
+ * children from the start: both leave what is in a running command's session (a live reaper's
+ * child's, or a live reaper's own) to that command, neither kept nor killed until it ends. (A
+ * reaper killed in the same batch as another's ordinary end is dead when the leftovers are kept:
+ * its command's tree is kept with them.)
  * Init's only, not async-signal-safe (keep_orphans allocates). */
 void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t));
 bool shim_proctree_forget(pid_t pid);

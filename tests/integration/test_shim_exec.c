@@ -6,6 +6,7 @@
 #include "tests/lib/test.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -238,6 +239,63 @@ TEST(shim_kill_takes_orphans) {
 
 TEST_T(gvisor_shim_kill_takes_orphans, 90) {
     kill_takes_orphans(shimdrv_runsc());
+}
+
+/* Without a subreaper a running command's orphans are init's children from the start, beside
+ * what ended commands left: they stay their command's while it runs. Another command that kills
+ * its own reaper does not take them, another's ordinary end does not keep them, and their own
+ * command's end by its reaper's kill takes them with the rest of its tree. */
+static void orphans_of_a_running_command(const char *runsc) {
+    shimdrv *d = start_class(runsc);
+    shimdrv_result res;
+    CHECK_EQ(shimdrv_sh(d, "mkfifo /tmp/go", &res), 0);
+    shimdrv_result_free(&res);
+    const char *argv[] = {"sh", "-c",
+                          "(sleep 1000 </dev/null >/dev/null 2>&1 &); echo up; read x </tmp/go; "
+                          "sleep 1; kill -9 $PPID; sleep 5; echo still-here",
+                          NULL};
+    shimdrv_pending pe;
+    CHECK_OK(shimdrv_exec_start(d, argv, NULL, &pe));
+    char up[4] = "";
+    for (size_t got = 0; got < 3;) { /* (sleep 1000 is init's or about to be) */
+        struct pollfd pf = {.fd = pe.out, .events = POLLIN};
+        ssize_t k = poll(&pf, 1, 10000) == 1 ? read(pe.out, up + got, 3 - got) : 0;
+        CHECK_MSG(k > 0, "no 'up' from the command: %s", up);
+        got += (size_t)k;
+    }
+    const char *killer[] = {"sh", "-c", "sleep 0.2; kill -9 $PPID; sleep 5", NULL};
+    CHECK_OK(shimdrv_exec(d, killer, NULL, &res));
+    CHECK_EQ(res.signal, SIGKILL);
+    shimdrv_result_free(&res);
+    char *out = NULL;
+    for (int i = 0; i < 40; i++) { /* (until it runs sleep: it may not have yet) */
+        free(out);
+        out = sleeps(d);
+        if (strcmp(out, "sleep 1000 \n") == 0)
+            break;
+        usleep(50 * 1000);
+    }
+    CHECK_MSG(strcmp(out, "sleep 1000 \n") == 0, "after another's reaper was killed: %s", out);
+    free(out);
+    /* an ordinary end, then (not in the same instant: proctree.h) it kills its reaper */
+    CHECK_EQ(shimdrv_sh(d, "echo go >/tmp/go", &res), 0);
+    shimdrv_result_free(&res);
+    CHECK_OK(shimdrv_exec_finish(d, &pe, &res));
+    CHECK_EQ(res.signal, SIGKILL);
+    CHECK_STREQ(res.message, "the command's reaper was killed");
+    CHECK_MSG(!strstr(res.out, "still-here"), "out: %s", res.out);
+    shimdrv_result_free(&res);
+    out = sleeps(d);
+    CHECK_MSG(strcmp(out, "") == 0, "after its own reaper was killed: %s", out);
+    free(out);
+}
+
+TEST(shim_orphans_of_a_running_command) {
+    orphans_of_a_running_command(NULL);
+}
+
+TEST_T(gvisor_shim_orphans_of_a_running_command, 90) {
+    orphans_of_a_running_command(shimdrv_runsc());
 }
 
 /* A command that kills its own reaper (same user) ends with it: its tree, reparented to init,
