@@ -42,6 +42,7 @@
 struct reaper {
     uint64_t id;
     pid_t pid;
+    pid_t sid;   /* its command's session where init knows it, else 0 (is_cmd_session) */
     void *stack; /* a reaper on init's memory (spawn_shared): its stack; NULL when forked */
 };
 
@@ -566,7 +567,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
             r = -ENOMEM;
     }
     exec_type = SHIM_IPC_EXEC_KIND(m->type);
-    pid_t pid = -1;
+    pid_t pid = -1, sid = 0;
     void *stack = NULL;
 #ifdef SHIM_RAW_SYSCALL
     /* Forked as before: a grading sandbox's reaper, which takes another user's credentials (its
@@ -584,12 +585,15 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
                                 .prog = prog};
         if (spawn_shared(&a, &pid, &stack) < 0) /* e.g. a profile without CLONE_VM: fork */
             pid = -1;
+        else
+            sid = start_cmd; /* (the command leads its session; 0 when it did not start) */
     }
 #endif
     if (r == 0 && pid < 0 && (pid = fork()) == 0) {
         close(sfd);
         reaper_main(ipc, m->id, fds, cwd, argv, envp, prog);
-    }
+    } else if (r == 0 && !stack && tty_rows && shim_exec_tty_relay)
+        sid = pid; /* a relaying reaper leads its command's session (another forked one: 0) */
     if (r == 0 && pid < 0)
         r = -errno;
     for (size_t i = 0; i < nf; i++)
@@ -598,7 +602,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
         shim_ipc_send(ipc, SHIM_IPC_EXECFAIL, m->id, -r, 0, "start", 5, NULL, 0);
         return;
     }
-    reapers[n_reapers++] = (struct reaper){.id = m->id, .pid = pid, .stack = stack};
+    reapers[n_reapers++] = (struct reaper){.id = m->id, .pid = pid, .sid = sid, .stack = stack};
 }
 
 static void kill_exec(shim_ipc_msg *m) {
@@ -619,10 +623,25 @@ static bool is_reaper(pid_t p) {
     return false;
 }
 
+/* The sessions of the commands whose reapers were killed in the batch reap_all keeps from:
+ * theirs to kill, not to keep (reap_all). */
+static pid_t killed_sids[8];
+static size_t n_killed;
+
+/* A session init knows to be a command's still (proctree.h): a reaper's not reaped yet (alive,
+ * or ended and reaped in a later batch), or, while reap_all keeps, one killed in its batch. */
+static bool is_cmd_session(pid_t sid) {
+    for (size_t i = 0; i < n_reapers + n_killed && sid > 0; i++)
+        if ((i < n_reapers ? reapers[i].sid : killed_sids[i - n_reapers]) == sid)
+            return true;
+    return false;
+}
+
 /* Reap what has ended. A reaper that left children (REAPER_LEFT) gave init its command's
  * leftovers, kept (and so did a kept process that ended); one that did not exit 0/1 died before
  * reporting (killed by its command): its command's tree, init's now, is killed first (proctree.h),
- * then init reports for it. The leftovers of a batch are kept before any tree is killed. */
+ * then init reports for it. The leftovers of a batch are kept before any tree is killed, but
+ * those in the sessions of the batch's killed commands. */
 static void reap_all(int ipc) {
     for (bool full = true; full;) {
         uint64_t dead[8];
@@ -644,6 +663,7 @@ static void reap_all(int ipc) {
                     ((WEXITSTATUS(st) & REAPER_LEFT) || (no_subreaper && (code == 0 || code == 1)));
             if (code != 0 && code != 1) {
                 dead_st[n_dead] = code == 2 ? 2 << 8 : st; /* (REAPER_LEFT off) */
+                killed_sids[n_killed++] = reapers[i].sid;
                 dead[n_dead++] = reapers[i].id;
             }
 #ifdef SHIM_RAW_SYSCALL
@@ -653,9 +673,10 @@ static void reap_all(int ipc) {
             reapers[i] = reapers[--n_reapers];
         }
         if (left)
-            shim_proctree_keep_orphans(is_reaper);
+            shim_proctree_keep_orphans(is_reaper, is_cmd_session);
+        n_killed = 0; /* (theirs to kill now) */
         if (n_dead)
-            shim_proctree_kill_orphans(is_reaper);
+            shim_proctree_kill_orphans(is_reaper, is_cmd_session);
         for (size_t k = 0; k < n_dead; k++)
             shim_ipc_send(ipc, SHIM_IPC_EXIT, dead[k], dead_st[k], 1, NULL, 0, NULL, 0);
         full = n_dead == ARRAY_SIZE(dead);
@@ -677,7 +698,7 @@ static int accept_shim(int lfd, int sfd) {
             for (pid_t c; (c = waitpid(-1, NULL, WNOHANG)) > 0;)
                 left |= shim_proctree_forget(c);
             if (left)
-                shim_proctree_keep_orphans(is_reaper);
+                shim_proctree_keep_orphans(is_reaper, is_cmd_session);
         }
         if (!p[0].revents)
             continue;

@@ -194,12 +194,13 @@ static bool is_kept(pid_t pid, pid_t sid) {
     return false;
 }
 
-void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t)) {
+void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t), bool (*is_cmd_session)(pid_t)) {
     size_t n = proc_table(pids, ppids, sids, MAX_PROCS);
     pid_t self = getpid();
     running_sessions(n, is_reaper);
     for (size_t i = 0; i < n; i++) {
-        if (ppids[i] != self || is_reaper(pids[i]) || is_kept(pids[i], 0) || in_sessions(sids[i]))
+        if (ppids[i] != self || is_reaper(pids[i]) || is_kept(pids[i], 0) || in_sessions(sids[i]) ||
+            is_cmd_session(sids[i]))
             continue;
         if (n_kept == cap_kept) {
             size_t nc = cap_kept ? cap_kept * 2 : 16;
@@ -224,7 +225,7 @@ bool shim_proctree_forget(pid_t pid) {
     return false;
 }
 
-void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t)) {
+void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t), bool (*is_cmd_session)(pid_t)) {
     pid_t self = getpid();
     follow = false;
     for (int round = 0; round < 500 && !kept_lost; round++) {
@@ -232,7 +233,7 @@ void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t)) {
         running_sessions(n, is_reaper);
         for (size_t i = 0; i < n; i++)
             in[i] = ppids[i] == self && !is_reaper(pids[i]) && !is_kept(pids[i], sids[i]) &&
-                    !in_sessions(sids[i]);
+                    !in_sessions(sids[i]) && !is_cmd_session(sids[i]);
         if (signal_marked(n, 0, SIGKILL) == 0)
             return;
         struct timespec ts = {0, 1000000};

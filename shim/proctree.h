@@ -25,10 +25,12 @@ void shim_proctree_signal(pid_t root, int sig);
  * in a running command's session, round after round until none is left (a killed process's
  * children come to init too). Without a subreaper a running command's orphans are init's
  * children from the start: both leave what is in a running command's session (a live reaper's
- * child's, or a live reaper's own) to that command, neither kept nor killed until it ends. (A
- * reaper killed in the same batch as another's ordinary end is dead when the leftovers are kept:
- * its command's tree is kept with them.)
+ * child's, or a live reaper's own) to that command, neither kept nor killed until it ends. Both
+ * also leave alone what is in a session is_cmd_session names: one init knows to be a command's
+ * still (a reaper's not reaped yet, alive or not; for keep_orphans, one killed in the same batch
+ * too: a reaper's death and another's ordinary end reaped together, when the dead reaper's
+ * command is init's child already and the kernel tells it from a leftover by nothing).
  * Init's only, not async-signal-safe (keep_orphans allocates). */
-void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t));
+void shim_proctree_keep_orphans(bool (*is_reaper)(pid_t), bool (*is_cmd_session)(pid_t));
 bool shim_proctree_forget(pid_t pid);
-void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t));
+void shim_proctree_kill_orphans(bool (*is_reaper)(pid_t), bool (*is_cmd_session)(pid_t));

@@ -5,6 +5,7 @@
 #include "tests/lib/shim_driver.h"
 #include "tests/lib/test.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -344,6 +345,76 @@ TEST(shim_killed_reaper_takes_its_command_down) {
 /* (without a subreaper: what the earlier commands left came to init while they ran) */
 TEST_T(gvisor_shim_killed_reaper_takes_its_command_down, 90) {
     killed_reaper_takes_its_command_down(shimdrv_runsc());
+}
+
+/* Whether a child of the host's process ppid has a command line holding needle (its arguments
+ * joined by NULs, as needle may be). */
+static bool has_child(int ppid, const char *needle, size_t len) {
+    DIR *dir = opendir("/proc");
+    bool found = false;
+    for (struct dirent *e; dir && !found && (e = readdir(dir));) {
+        char path[300], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        if (!p || atoi(p + 4) != ppid) /* ") S PPID" */
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        f = fopen(path, "r");
+        n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+        if (f)
+            fclose(f);
+        found = memmem(buf, n, needle, len) != NULL;
+    }
+    if (dir)
+        closedir(dir);
+    return found;
+}
+
+/* A command's ordinary end and another's reaper's death reaped together (init stopped while
+ * both happen): the first one's leftovers are kept, and the second one's tree, init's too by
+ * then, is killed all the same (it was kept with them: 'sleep 1004' and 'sleep 5' stayed). */
+TEST(shim_killed_reaper_beside_an_ordinary_end) {
+    shimdrv *d = start();
+    const char *argv_a[] = {"sh", "-c",
+                            "(sleep 1003 </dev/null >/dev/null 2>&1 &); "
+                            "until grep -q '^State:.T' /proc/1/status; do sleep 0.01; done",
+                            NULL};
+    const char *argv_b[] = {"sh", "-c",
+                            "sleep 1004 & until grep -q '^State:.T' /proc/1/status; do sleep "
+                            "0.01; done; kill -9 $PPID; sleep 5; echo still-here",
+                            NULL};
+    shimdrv_exec_opts o = {.timeout_ms = 10000};
+    shimdrv_pending pa, pb;
+    CHECK_OK(shimdrv_exec_start(d, argv_a, &o, &pa));
+    CHECK_OK(shimdrv_exec_start(d, argv_b, &o, &pb));
+    CHECK(kill(d->init_pid, SIGSTOP) == 0);
+    bool both = false; /* a's leftover and b's command are init's children, unreaped */
+    for (int i = 0; i < 500 && !both; i++) {
+        usleep(10 * 1000);
+        both = has_child(d->init_pid,
+                         "sleep\0"
+                         "1003",
+                         11) &&
+               has_child(d->init_pid, "kill -9 $PPID", 13);
+    }
+    kill(d->init_pid, SIGCONT);
+    CHECK_MSG(both, "the two ends did not come while init was stopped");
+    shimdrv_result res;
+    CHECK_OK(shimdrv_exec_finish(d, &pa, &res));
+    CHECK_STREQ(res.reason, "exited");
+    shimdrv_result_free(&res);
+    CHECK_OK(shimdrv_exec_finish(d, &pb, &res));
+    CHECK_STREQ(res.message, "the command's reaper was killed");
+    CHECK_MSG(!strstr(res.out, "still-here"), "out: %s", res.out);
+    shimdrv_result_free(&res);
+    char *out = sleeps(d);
+    CHECK_MSG(strcmp(out, "sleep 1003 \n") == 0, "sleeps left: %s", out);
+    free(out);
 }
 
 /* command_timeout only for a command the timeout's kill ended: one that exited as it fired
