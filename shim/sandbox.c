@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -424,8 +425,36 @@ static int step_ready(shim_sandbox *sb, error_rec *err) {
     return fd_set_nonblock(sb->ipc, 1);
 }
 
+/* dir opened and locked (flock) against `sbx-shim cleanup`, which holds the lock from before it
+ * reads shim.pid until it has removed dir (shim_sandbox_cleanup). */
+static int lock_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return negative_errno();
+    int r;
+    while ((r = flock(fd, LOCK_EX)) < 0 && errno == EINTR) {
+    }
+    if (r < 0) {
+        r = negative_errno();
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+/* shim.pid, under the lock of dir: a cleanup that ran first (its marker is there, or dir is
+ * gone) did not find this shim to kill, so the build stops here. Unlocked, a cleanup could read
+ * no shim.pid, then remove dir while this shim went on writing into it (rm_rf: "Directory not
+ * empty") and building a sandbox nobody owned, its uid slot given to the next one. */
 static int step_pidfile(shim_sandbox *sb, error_rec *err) {
     char p[4200], buf[32];
+    _cleanup_close_ int dfd = lock_dir(sb->dir);
+    if (dfd < 0)
+        return error_set_errno(err, dfd, "lock %s", sb->dir);
+    struct stat st;
+    if (fstat(dfd, &st) < 0 || st.st_nlink == 0 ||
+        faccessat(dfd, SHIM_CLEANED_MARK, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+        return error_set(err, -ECANCELED, "sbx-shim cleanup ran for %s", sb->dir);
     snprintf(p, sizeof(p), "%s/shim.pid", sb->dir);
     int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
     int r = file_replace_nosync(p, buf, (size_t)n, 0600); /* run dir: no fsync */
@@ -659,6 +688,11 @@ int shim_sandbox_cleanup(const char *dir, error_rec *err) {
     char p[4200];
     snprintf(p, sizeof(p), "%s/spec.json", dir);
     _cleanup_(shim_spec_freep) shim_spec *spec = NULL;
+    /* held until dir is gone: a shim not yet at its shim.pid sees the mark (step_pidfile) */
+    _cleanup_close_ int dfd = lock_dir(dir);
+    if (dfd >= 0)
+        safe_close(
+            openat(dfd, SHIM_CLEANED_MARK, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     kill_old_shim(dir);
     int ret = 0;
     if (shim_spec_load(p, &spec, NULL) == 0) {

@@ -66,7 +66,11 @@ void shim_sandbox_free(shim_sandbox *sb);
 static inline void shim_sandbox_freep(shim_sandbox **sb) {
     shim_sandbox_free(*sb);
 }
-/* Reclaim what a killed shim left behind in dir: its processes, cgroup and the directory. */
+/* The mark `sbx-shim cleanup` leaves in dir (under the dir's flock) before it looks for
+ * shim.pid: a shim that comes to write shim.pid after it fails its build instead. */
+#define SHIM_CLEANED_MARK "cleaned"
+/* Reclaim what a killed shim left behind in dir: its processes, cgroup and the directory; a
+ * shim still building in dir either is killed (its shim.pid written) or stops at shim.pid. */
 int shim_sandbox_cleanup(const char *dir, error_rec *err);
 /* Bytes used in the sandbox's writable layer. */
 int shim_sandbox_disk_used(shim_sandbox *sb, uint64_t *ret);

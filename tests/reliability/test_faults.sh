@@ -459,5 +459,36 @@ PY
   req GET /healthz; expect 200
 }
 
+# `sbx-shim cleanup DIR` (what the daemon runs for a sandbox DELETEd while it starts) raced with
+# the shim building DIR, the cleanup started 0-2 ms after the shim, SBX_RACE_ROUNDS times: the
+# shim is killed or stops its build (gone within 5 s), and nothing is left. A cleanup that came before the shim's
+# shim.pid found no shim to kill, and its removal of DIR failed ("Directory not empty") when the
+# shim wrote into it meanwhile: the shim went on to serve a whole sandbox that nobody owned.
+TEST_TIMEOUT_cleanup_races_shim_start=300
+test_cleanup_races_shim_start() {
+  rel_setup
+  start_daemon --spare-shims 0
+  create; local spec; spec=$(cat "$D/run/sandboxes/$ID/spec.json")
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  wait_no_leaks 20
+  local i sid dir pid
+  for i in $(seq "${SBX_RACE_ROUNDS:-100}"); do
+    sid=$(printf 'sb-%016x' $((0x7ace0000 + i))) && dir="$D/run/sandboxes/$sid"
+    mkdir "$dir" && touch "$dir"/pad{1..2000} # (slow to remove: the race's window is wider)
+    echo "$spec" | jq --arg id "$sid" '.id = $id | .hostname = $id' >"$dir/spec.json"
+    "$(bin sbx-shim)" "$dir" 3>/dev/null 2>>"$D/race.log" &
+    pid=$!
+    sleep "$(printf '0.%06d' $((i * 997 % 2000)))"
+    "$(bin sbx-shim)" cleanup "$dir" 2>>"$D/race.log" || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done # (it may stop)
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+      fail "round $i: the shim outlived the cleanup of its directory: $(grep -v ready "$D/race.log" | tail -3)"
+    fi
+    wait "$pid" 2>/dev/null || true
+  done
+  wait_no_leaks 20
+}
+
 export HERE
 source "$(dirname "$0")/../lib/lib.sh" "$@"
