@@ -459,6 +459,52 @@ PY
   req GET /healthz; expect 200
 }
 
+# DELETE while a create is starting, at once or a few ms later (before or after its shim wrote
+# shim.pid, which `sbx-shim cleanup` kills it by), 30 times with spare shims and 30 without:
+# no shim, init, cgroup or run dir of those sandboxes is left, and the whole capacity is free
+# again (--max-sandboxes creates succeed).
+TEST_TIMEOUT_delete_while_starting=240
+test_delete_while_starting() {
+  rel_setup
+  local spares
+  for spares in 1 0; do
+    start_daemon --spare-shims "$spares" --max-sandboxes 4
+    "$PY" - "$SOCK" "$spares" <<'PY' || fail "spares=$spares: the create/delete driver failed"
+import os, sys, threading, time
+sys.path.insert(0, os.environ["HERE"])
+import sdclient
+sock, spares = sys.argv[1], sys.argv[2]
+deleted = 0
+for i in range(30):
+    label = "dws-%s-%d" % (spares, i)
+    out = {}
+    def post():
+        out["r"] = sdclient.request(sock, "POST", "/v1/sandboxes", {"labels": {"t": label}})
+    t = threading.Thread(target=post)
+    t.start()
+    sid, deadline = None, time.monotonic() + 20
+    while not sid and time.monotonic() < deadline:
+        for s in sdclient.request(sock, "GET", "/v1/sandboxes").json():
+            if s.get("labels", {}).get("t") == label:
+                sid = s["id"]
+    assert sid, "sandbox %s never listed" % label
+    time.sleep((i % 4) * 0.001)
+    r = sdclient.request(sock, "DELETE", "/v1/sandboxes/" + sid)
+    assert r.status == 204, "DELETE %s: %d %s" % (sid, r.status, r.body)
+    t.join()
+    deleted += out["r"].status != 201
+print("spares=%s: %d of 30 creates ended while starting" % (spares, deleted))
+PY
+    wait_no_leaks 20
+    local i ids=()
+    for i in 1 2 3 4; do create; ids+=("$ID"); done
+    check_alive "${ids[@]}"
+    delete_all
+    wait_no_leaks 20
+    stop_daemon
+  done
+}
+
 # `sbx-shim cleanup DIR` (what the daemon runs for a sandbox DELETEd while it starts) raced with
 # the shim building DIR, the cleanup started 0-2 ms after the shim, SBX_RACE_ROUNDS times: the
 # shim is killed or stops its build (gone within 5 s), and nothing is left. A cleanup that came before the shim's
