@@ -510,7 +510,7 @@ PY
 # shim is killed or stops its build (gone within 5 s), and nothing is left. A cleanup that came before the shim's
 # shim.pid found no shim to kill, and its removal of DIR failed ("Directory not empty") when the
 # shim wrote into it meanwhile: the shim went on to serve a whole sandbox that nobody owned.
-TEST_TIMEOUT_cleanup_races_shim_start=300
+TEST_TIMEOUT_cleanup_races_shim_start=300 TEST_PASS_cleanup_races_shim_start=plain # (once: tests/README.md)
 test_cleanup_races_shim_start() {
   rel_setup
   start_daemon --spare-shims 0
