@@ -82,19 +82,25 @@ held_creates() { # LABEL FIELDS
 # cost_limit at their cap, and their creates say so. Both were checked only once running: they
 # went on costing past their cap for as long as the start took.
 TEST_TIMEOUT_cost_cap_while_starting=120
-test_cost_cap_while_starting() {
+test_cost_cap_while_starting() { # (reached after ~0.1 s)
+  ended_while_starting capped '"max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"' \
+    '.end.reason == "cost_limit" and .end.cost_usd == 0.000001' 'cost cap'
+}
+
+ended_while_starting() { # LABEL BODY-FIELDS JQ-OF-THE-END CREATE-ANSWER-TEXT: the two held
+  # creates of held_creates end, as the jq says, and their creates are 409 with the text
   start_held_daemon
   local i
-  held_creates capped '"max_cost_usd":0.000001,"cpu":2,"memory":"4Gi"' # reached after ~0.1 s
-  wait_listed capped=1 '.state == "ended"' 5
-  wait_listed capped=2 '.state == "ended"' 5
+  held_creates "$1" "$2"
+  wait_listed "$1=1" '.state == "ended"' 5
+  wait_listed "$1=2" '.state == "ended"' 5
   for i in 1 2; do
-    req GET "/v1/sandboxes?label=capped=$i"
-    expect 200 '.[0].end.reason == "cost_limit" and .[0].end.cost_usd == 0.000001'
+    req GET "/v1/sandboxes?label=$1=$i"
+    expect 200 ".[0] | $3"
   done
   wait "${CURLS[@]}" || true
   for i in 1 2; do
-    [ "$(cat "$D/code$i")" == 409 ] && grep -q 'cost cap' "$D/c$i" ||
+    [ "$(cat "$D/code$i")" == 409 ] && grep -q "$4" "$D/c$i" ||
       fail "create $i: $(cat "$D/code$i") $(cat "$D/c$i")"
   done
   rm -f "$D/hold"
@@ -106,21 +112,8 @@ test_cost_cap_while_starting() {
 # waited past its expires_at went on (the held one until the start's 60 s timeout).
 TEST_TIMEOUT_lifetime_while_starting=120
 test_lifetime_while_starting() {
-  start_held_daemon
-  local i
-  held_creates brief '"timeout":"1s"'
-  wait_listed brief=1 '.state == "ended"' 5
-  wait_listed brief=2 '.state == "ended"' 5
-  for i in 1 2; do
-    req GET "/v1/sandboxes?label=brief=$i"
-    expect 200 '.[0].end.reason == "lifetime_exceeded" and .[0].end.ended_at >= .[0].expires_at'
-  done
-  wait "${CURLS[@]}" || true
-  for i in 1 2; do
-    [ "$(cat "$D/code$i")" == 409 ] && grep -q 'end of its lifetime' "$D/c$i" ||
-      fail "create $i: $(cat "$D/code$i") $(cat "$D/c$i")"
-  done
-  rm -f "$D/hold"
+  ended_while_starting brief '"timeout":"1s"' \
+    '.end.reason == "lifetime_exceeded" and .end.ended_at >= .expires_at' 'end of its lifetime'
 }
 
 TEST_TIMEOUT_idem_daemon_killed_mid_create=120
