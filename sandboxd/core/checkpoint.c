@@ -26,6 +26,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,20 +51,18 @@ static struct {
 
 #define TRIAL_MS 15000 /* a dump of one sleeping process takes ~40 ms */
 
-/* How run_logged starts a program. RUN_SESSION: in a session of its own (the trial's sleeper:
- * CRIU dumps a session leader without --shell-job). RUN_GROUP (CRIU itself): in a process group
- * of its own in the worker's session (check_run): when the worker dies with the daemon, that
- * group becomes orphaned and the kernel sends SIGHUP and SIGCONT to it if it has a stopped member
- * (a child `criu check` stopped for a feature test would otherwise stay stopped forever; a group in
- * its own session is orphaned from the start, so it gets no such signal). RUN_GROUP_PID_NS: as
- * RUN_GROUP, and the program the first process of a pid namespace of its own (in_namespaces). */
-typedef enum { RUN_SESSION, RUN_GROUP, RUN_GROUP_PID_NS } run_mode;
+static _Noreturn void in_namespaces(char *const argv[], char *sleeper);
 
-static _Noreturn void in_namespaces(char *const argv[]);
-
-/* Run argv (the host's PATH) with its output appended to log (none: /dev/null), as mode says;
- * its pid, or -errno. */
-static pid_t run_logged(char *const argv[], int log, run_mode mode) {
+/* Run argv (the host's PATH) with its output appended to log (none: /dev/null) as the first
+ * process of a pid namespace of its own (in_namespaces), under a process of its own in a
+ * process group of its own in the worker's session (check_run): when the worker dies with the
+ * daemon, that process dies (PR_SET_PDEATHSIG), the namespace's first process with it, and the
+ * kernel kills all that is left in the namespace. The group becomes orphaned, too, and the
+ * kernel sends SIGHUP and SIGCONT to it if it has a stopped member (a group in its own session
+ * is orphaned from the start, so it gets no such signal). sleeper: NULL, or the trial's: the
+ * namespace's first process starts a sleeping process first and writes its pid there (an
+ * argument of argv) before it runs argv. Its pid, or -errno. */
+static pid_t run_logged(char *const argv[], int log, char *sleeper) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -83,22 +82,17 @@ static pid_t run_logged(char *const argv[], int log, run_mode mode) {
             dup2(log, STDOUT_FILENO), dup2(log, STDERR_FILENO);
         if (null > STDERR_FILENO)
             close(null);
-        if (mode == RUN_SESSION)
-            setsid();
-        else
-            setpgid(0, 0);
-        if (mode == RUN_GROUP_PID_NS)
-            in_namespaces(argv);
-        execvpe(argv[0], argv, (char **)spec_host_env);
-        _exit(127);
+        setpgid(0, 0);
+        in_namespaces(argv, sleeper);
     }
-    if (pid > 0 && mode != RUN_SESSION)
+    if (pid > 0)
         setpgid(pid, pid); /* (either comes first: its group exists before a kill(-pid)) */
     return pid < 0 ? negative_errno() : pid;
 }
 
-/* Wait for pid (a process group's leader) at most ms; false (its group killed) when it took
- * longer. */
+/* Wait for pid (run_logged's) at most ms; false when it took longer: its group killed, and the
+ * first process of its pid namespace, which the worker adopts (check_run), waited for too (it
+ * ends once the kernel has ended the rest of its namespace). */
 static bool wait_at_most(pid_t pid, int ms, int *ret_status) {
     for (int waited = 0;; waited += 10) {
         pid_t r = waitpid(pid, ret_status, WNOHANG);
@@ -108,6 +102,8 @@ static bool wait_at_most(pid_t pid, int ms, int *ret_status) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, ret_status, 0);
+            while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
             return false;
         }
         usleep(10000);
@@ -115,25 +111,21 @@ static bool wait_at_most(pid_t pid, int ms, int *ret_status) {
 }
 
 /* `criu check` passes where a dump still hangs (CRIU 4.1.1 on 6.18.44: its parasite never
- * traps at the end of its rt_sigreturn), so a sleeping process is dumped once for real. */
+ * traps at the end of its rt_sigreturn), so a sleeping process is dumped once for real, CRIU
+ * and the sleeping process in one pid namespace (run_logged). */
 static int trial_dump(int log, error_rec *err) {
-    char dir[PATH_MAX], pidstr[16];
+    char dir[PATH_MAX], pidstr[16] = "";
     snprintf(dir, sizeof(dir), "%s.trial", probe.log);
     rm_rf(dir);
     if (mkdir(dir, 0700) < 0)
         return error_set_errno(err, negative_errno(), "mkdir %s", dir);
-    pid_t sleeper = run_logged((char *const[]){"sleep", "600.5", NULL}, -1, RUN_SESSION);
-    if (sleeper < 0)
-        return error_set_errno(err, sleeper, "start a process to dump");
-    usleep(20000); /* sleeping, not still being exec'd */
-    snprintf(pidstr, sizeof(pidstr), "%d", (int)sleeper);
     pid_t criu =
-        run_logged((char *const[]){"criu", "dump", "-t", pidstr, "-D", dir, NULL}, log, RUN_GROUP);
+        run_logged((char *const[]){"criu", "dump", "-t", pidstr, "-D", dir, NULL}, log, pidstr);
     int st = 0;
     bool done = criu > 0 && wait_at_most(criu, TRIAL_MS, &st);
-    kill(sleeper, SIGKILL);
-    waitpid(sleeper, NULL, 0);
     rm_rf(dir);
+    if (criu < 0)
+        return error_set_errno(err, criu, "start a process to dump");
     if (!done)
         return error_set(err, -EOPNOTSUPP,
                          "pause: criu check passes, but a trial dump of a sleeping process did "
@@ -146,42 +138,91 @@ static int trial_dump(int log, error_rec *err) {
     return 0;
 }
 
-/* argv (`criu check`) as the first process of a pid namespace of its own, with its own /proc in
- * a mount namespace of its own: when it ends, however (killed with the worker, or by
- * wait_at_most), the kernel kills whatever it left, a child in a ptrace stop included (seen
- * once, TracerPid 1, after a daemon killed mid-check). This process (run_logged's child, in
- * CRIU's group) waits for it and exits as it did. */
-static _Noreturn void in_namespaces(char *const argv[]) {
-    if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0 ||
-        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        _exit(126);
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* (its parent dying before this: CRIU, as the namespace's first process, still takes
-         * whatever it started with it when it ends) */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-            _exit(126);
-        execvpe(argv[0], argv, (char **)spec_host_env);
-        _exit(127);
-    }
+/* pid's end as an exit status (128 + the signal that killed it), after waiting for it. */
+static _Noreturn void exit_as(pid_t pid) {
     int st = 0;
     while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     _exit(pid < 0 ? 126 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }
 
+/* The trial's sleeping process, in a session of its own (CRIU dumps a session leader without
+ * --shell-job), its pid written into buf (16 bytes); then argv (`criu dump -t <buf>`). In the
+ * namespace's first process: async-signal-safe only. */
+static _Noreturn void trial_in_namespace(char *const argv[], char *buf) {
+    pid_t sleeper = fork();
+    if (sleeper == 0) {
+        setsid();
+        /* a /dev/null of this mount namespace (CRIU fails on a file whose mount is not in it) */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        for (int fd = STDIN_FILENO; null >= 0 && fd <= STDERR_FILENO; fd++)
+            dup2(null, fd);
+        execvpe("sleep", (char *const[]){"sleep", "600.5", NULL}, (char **)spec_host_env);
+        _exit(127);
+    }
+    if (sleeper < 0)
+        _exit(126);
+    char digits[16];
+    int n = 0;
+    for (pid_t v = sleeper; v > 0 && n < 15; v /= 10)
+        digits[n++] = (char)('0' + v % 10);
+    for (int i = 0; i < n; i++)
+        buf[i] = digits[n - 1 - i];
+    buf[n] = 0;
+    poll(NULL, 0, 20); /* sleeping, not still being exec'd */
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvpe(argv[0], argv, (char **)spec_host_env);
+        _exit(127);
+    }
+    exit_as(pid); /* (the kernel kills the sleeping process as this one ends) */
+}
+
+/* argv as the first process of a pid namespace of its own (or, with sleeper, the trial's first
+ * process: trial_in_namespace), with its own /proc in a mount namespace of its own: when it
+ * ends, however (killed with the worker, or by wait_at_most), the kernel kills whatever it
+ * left, a child in a ptrace stop included (seen once, TracerPid 1, after a daemon killed
+ * mid-check; and CRIU's children, which its PR_SET_PDEATHSIG does not reach). This process
+ * (run_logged's child, in CRIU's group) waits for it and exits as it did. */
+static _Noreturn void in_namespaces(char *const argv[], char *sleeper) {
+    int alive[2];
+    if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        pipe2(alive, O_CLOEXEC | O_NONBLOCK) < 0)
+        _exit(126);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(alive[1]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char c;
+        if (read(alive[0], &c, 1) == 0) /* its parent died before the line above: no writer */
+            _exit(126);
+        close(alive[0]);
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            _exit(126);
+        if (sleeper)
+            trial_in_namespace(argv, sleeper);
+        execvpe(argv[0], argv, (char **)spec_host_env);
+        _exit(127);
+    }
+    close(alive[0]);
+    exit_as(pid); /* (alive[1] open until this one ends) */
+}
+
 /* In the files worker. Its own session first: CRIU's groups (run_logged) are then orphaned
  * when it dies, whatever adopts them (a subreaper in the daemon's session would otherwise keep
- * them connected, and a stopped child of CRIU stopped). */
+ * them connected, and a stopped child of CRIU stopped). A subreaper itself: a pid namespace's
+ * first process whose parent wait_at_most killed is its child then. */
 static int check_run(void *ud, error_rec *err) {
     (void)ud;
     if (setsid() < 0)
         return error_set_errno(err, negative_errno(), "setsid");
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        return error_set_errno(err, negative_errno(), "prctl PR_SET_CHILD_SUBREAPER");
     _cleanup_close_ int fd = open(probe.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return error_set_errno(err, negative_errno(), "open %s", probe.log);
-    pid_t pid = run_logged((char *const[]){"criu", "check", NULL}, fd, RUN_GROUP_PID_NS);
+    pid_t pid = run_logged((char *const[]){"criu", "check", NULL}, fd, NULL);
     int st = 0;
     if (pid < 0)
         return error_set_errno(err, pid, "cannot run criu");

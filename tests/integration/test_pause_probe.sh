@@ -3,7 +3,8 @@
 # (sandboxd/core/checkpoint.c: `criu check` and a trial dump of a sleeping process, once, at the
 # first pause; docs/DAEMON.md "Paused sandboxes"), with CRIU 4 (tests/deps_criu.sh) and stand-ins
 # for it in a private mount namespace: a dump that hangs is found; a daemon killed during
-# `criu check` leaves no process behind. The pauses themselves: test_pause.sh.
+# `criu check` or during the trial dump leaves no process behind. The pauses themselves:
+# test_pause.sh.
 
 DAEMON_TAG=pausep
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -104,6 +105,56 @@ test_pause_probe_killed() {
     wait "$wrapper" 2>/dev/null || true
     stop_daemon
   done
+}
+
+# The daemon killed while its first pause's probe runs the trial dump, held where CRIU has the
+# sleeping process frozen (a stand-in runs the real CRIU with an action script that waits at
+# "post-dump", the sleeper in a ptrace stop): none of CRIU (the stand-in execs it), its script
+# or the sleeper may outlive the daemon. They ran in the host's pid namespace: CRIU and the
+# sleeper died with the worker (PR_SET_PDEATHSIG), but what CRIU had started (its script here,
+# a child it stopped for a feature test, ...) stayed, unreaped; now the trial's pid namespace
+# ends with the worker.
+TEST_TIMEOUT_pause_trial_killed=90
+test_pause_trial_killed() {
+  need_criu
+  daemon_dirs
+  local real=$D/real-criu fake=$D/fake-criu hold=$D/hold.sh bg criu script sleeper left p i
+  cp "$(command -v criu)" "$real"
+  printf '#!/bin/sh\n[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] || exit 0\ntouch %s/holding\nwhile [ -d %s ] && [ ! -e %s/go ]; do sleep 0.1; done\n' \
+    "$D" "$D" "$D" >"$hold"
+  printf '#!/bin/sh\ncase "$*" in dump*.trial) exec %s "$@" --action-script %s;; esac\nexec %s "$@"\n' \
+    "$real" "$hold" "$real" >"$fake"
+  chmod 755 "$hold" "$fake"
+  daemon_at_exit touch "$D/go" # (a script left holding ends)
+  DAEMON_WRAP=(unshare -m --propagation private sh -c 'mount --bind "$0" "$(command -v criu)" && exec "$@"' "$fake")
+  start_daemon
+  create '{"pausable":true}'
+  curl -s --max-time 30 --unix-socket "$SOCK" -X POST "http://sd/v1/sandboxes/$ID/pause" >/dev/null &
+  bg=$!
+  for i in $(seq 200); do [ -e "$D/holding" ] && break; sleep 0.05; done
+  [ -e "$D/holding" ] || { cat "$D/run/criu-check.log" >&2; fail "the trial dump did not reach its post-dump script"; }
+  criu=$(pgrep -f "^$real dump " || true) script=$(pgrep -f "^(/bin/)?sh (-c )?$hold\$" | head -1)
+  sleeper=$(pgrep -P "$(ps -o ppid= -p "${criu:-0}" | tr -d ' ')" -fx 'sleep 600\.5' || true)
+  [ -n "$criu" ] && [ -n "$script" ] && [ -n "$sleeper" ] ||
+    fail "the trial's processes: criu ${criu:-none}, script ${script:-none}, sleeper ${sleeper:-none}"
+  [ "$(awk '{print $3}' "/proc/$sleeper/stat")" == t ] || fail "CRIU does not hold the sleeper frozen"
+  kill -9 "$DPID"
+  wait "$DPID" 2>/dev/null || true
+  wait "$bg" 2>/dev/null || true
+  for i in $(seq 50); do
+    left=''
+    for p in $criu $script $sleeper; do pid_alive "$p" && left+="$p "; done
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  if [ -n "$left" ]; then
+    p=$( (ps -o pid=,ppid=,stat=,args= -p "$(echo $left | tr ' ' ,)" || true) | tr -s ' ' | paste -sd ';')
+    kill -9 $left 2>/dev/null || true # this case's own processes
+    fail "the trial outlived the daemon by 5 s: $p"
+  fi
+  start_daemon # the next daemon ends the sandbox the killed one left
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  stop_daemon
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
