@@ -46,6 +46,9 @@ typedef enum sbx_code {
     /* fleet: the node that holds the sandbox (its id's node part) left the fleet or stopped
      * answering; the sandbox is lost with it (the GRPO runner: infrastructure_failure) */
     SBX_E_NODE_UNAVAILABLE,
+    /* a synchronous call stopped waiting for its answer: the signal it was told to watch for
+     * came (sbx_client_set_interrupt_fd) */
+    SBX_E_INTERRUPTED,
 } sbx_code;
 
 typedef struct sbx_err {
@@ -73,6 +76,17 @@ void sbx_client_free(sbx_client *client); /* accepts NULL */
  * SBX_E_INVALID for one with a control character (e.g. a token file's trailing newline): the
  * client keeps the token it had. */
 sbx_code sbx_client_set_token(sbx_client *client, const char *token);
+/* Ctrl-C for a program whose signal handler cannot end a blocking call itself (Python's
+ * KeyboardInterrupt, which its interpreter raises only after the call returns): while fd >= 0,
+ * a synchronous call on a Unix-socket endpoint that waits for the daemon's answer also watches
+ * fd, a signal handler's non-blocking self-pipe that gets one byte per signal, the signal's
+ * number (as Python's signal.set_wakeup_fd writes it). A byte equal to signo ends the call at
+ * once with SBX_E_INTERRUPTED (api_code "interrupted") and closes its connection (the next call
+ * opens another); other bytes, and those already there when the call starts, are read and
+ * dropped. What was asked goes on at the daemon as for a client that went away: an exec's
+ * command runs on (docs/API.md). fd -1 (the default): not watched. TCP endpoints and the time
+ * spent sending are not watched. */
+void sbx_client_set_interrupt_fd(sbx_client *client, int fd, int signo);
 /* GET /v1/info of the first endpoint (or all, as a JSON array, when several; an endpoint that
  * fails is an entry with "error"). SBX_E_PROTOCOL when one endpoint's answer is not an object. */
 sbx_code sbx_client_info(sbx_client *client, char **ret_json, sbx_err *err);

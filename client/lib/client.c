@@ -123,6 +123,7 @@ sbx_code sbx_client_new(const char *hosts, sbx_client **ret, sbx_err *err) {
     if (!c)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
     c->ufd = -1;
+    c->intr_fd = -1;
     sbx_code rc = sbxi_fleet_addr(hosts) ? sbxi_fleet_open(c, hosts, err)
                                          : sbxi_hosts_parse(hosts, &c->eps, &c->n_eps, err);
     if (rc == SBX_OK && (rc = sbx_client_set_token(c, NULL)) != SBX_OK)
@@ -169,6 +170,13 @@ sbx_code sbx_client_set_token(sbx_client *c, const char *token) {
     free(c->token);
     c->token = t;
     return SBX_OK;
+}
+
+void sbx_client_set_interrupt_fd(sbx_client *c, int fd, int signo) {
+    if (!c)
+        return;
+    c->intr_fd = fd < 0 ? -1 : fd;
+    c->intr_signo = signo;
 }
 
 /* ---- placement ---- */

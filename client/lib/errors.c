@@ -23,6 +23,7 @@ const char *sbx_code_name(sbx_code code) {
         [SBX_E_NOMEM] = "out_of_memory",
         [SBX_E_IO] = "io_error",
         [SBX_E_NODE_UNAVAILABLE] = "node_unavailable",
+        [SBX_E_INTERRUPTED] = "interrupted",
     };
     if ((unsigned)code < sizeof(names) / sizeof(names[0]) && names[code])
         return names[code];
@@ -172,6 +173,9 @@ static sbx_code err_connect(const sbxi_endpoint *ep, const sbxi_response *r, sbx
 }
 
 sbx_code sbxi_err_from_response(const sbxi_endpoint *ep, const sbxi_response *r, sbx_err *err) {
+    if (r->interrupted) /* sbx_client_set_interrupt_fd's signal */
+        return sbxi_err_set(err, SBX_E_INTERRUPTED, 0, "interrupted",
+                            "interrupted while waiting for sandboxd at %s", ep->display);
     if (r->timed_out) /* the client's own limit (sbx_client.timeout_ms) */
         return sbxi_err_set(err, SBX_E_CONNECT, r->status, "request_timeout",
                             "no whole answer from sandboxd at %s within the time given (%s)",

@@ -47,8 +47,9 @@ struct sbx_client {
     CURL *easy; /* the synchronous API's handle for TCP endpoints (keeps connections alive) */
     int ufd;    /* the synchronous API's kept-alive Unix-socket connection, or -1 */
     size_t ufd_ep;
-    sbxi_fleet *fleet;   /* etcd:// addresses only */
-    uint64_t timeout_ms; /* the sync API's limit on one whole request, 0: none (port_wait's) */
+    sbxi_fleet *fleet;       /* etcd:// addresses only */
+    uint64_t timeout_ms;     /* the sync API's limit on one whole request, 0: none (port_wait's) */
+    int intr_fd, intr_signo; /* sbx_client_set_interrupt_fd's; intr_fd -1: none */
 };
 
 struct sbx_sandbox {
@@ -147,8 +148,9 @@ typedef struct sbxi_response {
     char final_url[200];    /* where the last attempt went, when redirected */
     sbxi_chunk_fn on_chunk; /* when set and status is 2xx, body bytes go here instead */
     void *chunk_ud;
-    CURL *easy;     /* during the transfer */
-    bool timed_out; /* no whole answer within the client's timeout_ms */
+    CURL *easy;       /* during the transfer */
+    bool timed_out;   /* no whole answer within the client's timeout_ms */
+    bool interrupted; /* the client's interrupt signal came (sbx_client_set_interrupt_fd) */
 } sbxi_response;
 
 /* Set up an easy handle for one request; the response collects into resp. headers is owned by

@@ -153,21 +153,46 @@ static int send_fd_body(int sock, int fd, int64_t size) {
 typedef struct reader {
     int fd;
     size_t off, end;
-    bool got_any;         /* a byte of the answer arrived */
-    uint64_t deadline_ms; /* monotonic; 0: none */
+    bool got_any;            /* a byte of the answer arrived */
+    uint64_t deadline_ms;    /* monotonic; 0: none */
+    int intr_fd, intr_signo; /* sbx_client_set_interrupt_fd's (-1: none) */
     char buf[65536];
 } reader;
 
-/* 0 once fd is readable, -ETIMEDOUT at the deadline, -errno. */
-static int wait_readable(int fd, uint64_t deadline_ms) {
+/* Whether the bytes waiting on the (non-blocking) interrupt pipe hold signo; all that is there
+ * is read. */
+static bool interrupt_came(int fd, int signo) {
+    unsigned char b[64];
+    bool hit = false;
     for (;;) {
-        uint64_t now = now_mono_ms();
-        if (now >= deadline_ms)
-            return -ETIMEDOUT;
-        uint64_t left = deadline_ms - now;
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, left > INT32_MAX ? INT32_MAX : (int)left);
-        if (r > 0)
+        ssize_t n = read(fd, b, sizeof(b));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return hit;
+        hit = hit || memchr(b, signo, (size_t)n) != NULL;
+    }
+}
+
+/* 0 once rd's socket is readable, -ETIMEDOUT at the deadline, -EINTR when the interrupt signal
+ * came, -errno. */
+static int wait_readable(const reader *rd) {
+    for (;;) {
+        int ms = -1;
+        if (rd->deadline_ms) {
+            uint64_t now = now_mono_ms();
+            if (now >= rd->deadline_ms)
+                return -ETIMEDOUT;
+            uint64_t left = rd->deadline_ms - now;
+            ms = left > INT32_MAX ? INT32_MAX : (int)left;
+        }
+        struct pollfd pfd[2] = {{.fd = rd->fd, .events = POLLIN},
+                                {.fd = rd->intr_fd, .events = POLLIN}};
+        int r = poll(pfd, rd->intr_fd >= 0 ? 2 : 1, ms);
+        if (r > 0 && pfd[1].revents && rd->intr_fd >= 0 &&
+            interrupt_came(rd->intr_fd, rd->intr_signo))
+            return -EINTR;
+        if (r > 0 && pfd[0].revents)
             return 0;
         if (r < 0 && errno != EINTR)
             return -errno;
@@ -175,9 +200,9 @@ static int wait_readable(int fd, uint64_t deadline_ms) {
 }
 
 /* More bytes into the buffer: > 0, 0 at the end of the stream, -errno (-ETIMEDOUT past the
- * deadline). */
+ * deadline, -EINTR for the interrupt signal). */
 static ssize_t fill(reader *rd) {
-    int w = rd->deadline_ms ? wait_readable(rd->fd, rd->deadline_ms) : 0;
+    int w = rd->deadline_ms || rd->intr_fd >= 0 ? wait_readable(rd) : 0;
     if (w < 0)
         return w;
     if (rd->off == rd->end)
@@ -349,6 +374,7 @@ typedef struct req {
     int body_fd;
     int64_t fd_size;
     uint64_t deadline_ms; /* monotonic; 0: none */
+    int intr_fd, intr_signo;
 } req;
 
 /* Send the request and read the answer on fd. 0, 1 (the connection must not be reused), or -1
@@ -378,9 +404,12 @@ static int exchange(int fd, const req *q, sbxi_response *resp, bool *retryable) 
     rd->off = rd->end = 0;
     rd->got_any = false;
     rd->deadline_ms = q->deadline_ms;
+    rd->intr_fd = q->intr_fd;
+    rd->intr_signo = q->intr_signo;
     head_info hi;
     if (read_head(rd, resp, &hi) < 0) {
-        *retryable = !rd->got_any && q->body_fd < 0 && resp->os_errno != ETIMEDOUT;
+        *retryable = !rd->got_any && q->body_fd < 0 && resp->os_errno != ETIMEDOUT &&
+                     resp->os_errno != EINTR;
         return -1;
     }
     bool no_body = strcmp(q->method, "HEAD") == 0 || resp->status == 204 || resp->status == 304;
@@ -397,11 +426,14 @@ void sbxi_unix_request(sbx_client *c, size_t ep, const char *method, const char 
                        const struct curl_slist *hdrs, const void *body, size_t len, int body_fd,
                        int64_t fd_size, sbxi_response *resp) {
     uint64_t deadline = c->timeout_ms ? now_mono_ms() + c->timeout_ms : 0;
-    const req q = {method, path, hdrs, body, len, body_fd, fd_size, deadline};
+    const req q = {method,  path,    hdrs,     body,       len,
+                   body_fd, fd_size, deadline, c->intr_fd, c->intr_signo};
     if (c->ufd >= 0 && c->ufd_ep != ep) {
         close(c->ufd);
         c->ufd = -1;
     }
+    if (c->intr_fd >= 0) /* signals from before this call (handled by then) are not for it */
+        (void)interrupt_came(c->intr_fd, c->intr_signo);
     for (int attempt = 0;; attempt++) {
         bool reused = c->ufd >= 0;
         if (!reused) {
@@ -421,6 +453,7 @@ void sbxi_unix_request(sbx_client *c, size_t ep, const char *method, const char 
             snprintf(resp->curl_error, sizeof(resp->curl_error), "timed out after %llu ms",
                      (unsigned long long)c->timeout_ms);
         }
+        resp->interrupted = r < 0 && resp->os_errno == EINTR; /* (only fill's -EINTR says it) */
         if (r != 0) {
             close(c->ufd);
             c->ufd = -1;

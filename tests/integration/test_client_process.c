@@ -1,16 +1,21 @@
 /* libsbx's attached and background processes against a real sandboxd: stdin streamed byte-exact
  * while output comes back (sync, poll loop), a terminal's size and device, a signal to a running
  * command, a background command attached later with replay and the one-writer rule, several
- * attached commands at once on one libuv loop, and an attached command refused at the pids
- * limit (the class a plain exec's 409 pids_limit has). */
+ * attached commands at once on one libuv loop, an attached command refused at the pids
+ * limit (the class a plain exec's 409 pids_limit has), and a plain exec ended by a signal
+ * handler's byte on the client's interrupt fd (Ctrl-C in the Python SDK). */
 #include "client/lib/internal.h"
+#include "common/timeutil.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sbx.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -363,6 +368,82 @@ TEST_T(process_refused_at_pids_limit, 120) {
     CHECK_STREQ(err.api_code, "pids_limit");
     CHECK(p == NULL);
     CHECK_EQ(sbx_sandbox_terminate(sb, &err), SBX_OK);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+/* sbx_client_set_interrupt_fd: a SIGALRM handler 0.3 s into the exec writes intr_byte to the
+ * pipe the client watches, as Python's wakeup fd gets a signal's number. */
+static int intr_pipe[2] = {-1, -1};
+static volatile sig_atomic_t intr_byte;
+
+static void on_alarm(int sig) {
+    unsigned char b = (unsigned char)intr_byte;
+    if (write(intr_pipe[1], &b, 1) < 0) {
+        /* (a full pipe holds bytes enough) */
+    }
+    (void)sig;
+}
+
+static sbx_code exec_alarmed(sbx_sandbox *sb, const char *script, int byte, sink *k,
+                             sbx_exec_result *r, uint64_t *took_ms, sbx_err *err) {
+    const char *const argv[] = {"sh", "-c", script, NULL};
+    sbx_exec_opts o;
+    exec_opts(&o, argv, k);
+    if (!k)
+        o.on_output = NULL; /* the JSON answer */
+    intr_byte = byte;
+    struct itimerval it = {.it_value = {.tv_usec = 300000}};
+    CHECK_EQ(setitimer(ITIMER_REAL, &it, NULL), 0);
+    uint64_t t0 = now_mono_ms();
+    sbx_code rc = sbx_sandbox_exec(sb, &o, r, err);
+    *took_ms = now_mono_ms() - t0;
+    return rc;
+}
+
+TEST_T(exec_interrupted_by_its_signal, 120) {
+    sbx_client *c;
+    sbx_sandbox *sb = sandbox(&c);
+    sbx_err err = {0};
+    sbx_exec_result r = {0};
+    uint64_t took;
+    CHECK_EQ(pipe2(intr_pipe, O_NONBLOCK | O_CLOEXEC), 0);
+    struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART, as Python's handlers */
+    CHECK_EQ(sigaction(SIGALRM, &sa, NULL), 0);
+    sbx_client_set_interrupt_fd(c, intr_pipe[0], SIGINT);
+    /* the JSON answer and the NDJSON stream: the wait ends at the byte, not at the command's end */
+    sbx_code rc = exec_alarmed(sb, "sleep 30", SIGINT, NULL, &r, &took, &err);
+    CHECK_MSG(rc == SBX_E_INTERRUPTED && took < 1500, "JSON exec: %s after %llu ms (%s)",
+              sbx_code_name(rc), (unsigned long long)took, err.message);
+    CHECK(strcmp(err.api_code, "interrupted") == 0);
+    sink k = {0};
+    rc = exec_alarmed(sb, "echo up; sleep 30", SIGINT, &k, &r, &took, &err);
+    CHECK_MSG(rc == SBX_E_INTERRUPTED && took < 1500, "NDJSON exec: %s after %llu ms (%s)",
+              sbx_code_name(rc), (unsigned long long)took, err.message);
+    CHECK(has(&k, "up"));
+    /* another signal's byte is read and dropped: the exec goes on to its end */
+    rc = exec_alarmed(sb, "sleep 1; echo done", SIGCHLD, NULL, &r, &took, &err);
+    CHECK_MSG(rc == SBX_OK, "a SIGCHLD byte: %s (%s)", sbx_code_name(rc), err.message);
+    CHECK(took >= 1000 && r.stdout_data && strcmp(r.stdout_data, "done\n") == 0);
+    sbx_exec_result_free(&r);
+    /* a SIGINT byte already there when a call starts is an old one: dropped, not this call's */
+    unsigned char old_int = SIGINT;
+    CHECK_EQ(write(intr_pipe[1], &old_int, 1), 1);
+    rc = exec_alarmed(sb, "sleep 1; echo done", SIGCHLD, NULL, &r, &took, &err);
+    CHECK_MSG(rc == SBX_OK, "an old SIGINT byte: %s (%s)", sbx_code_name(rc), err.message);
+    sbx_exec_result_free(&r);
+    /* the next call after an interrupted one (whose connection was closed) works; and the fd is
+     * no longer watched after sbx_client_set_interrupt_fd(c, -1, 0) */
+    sbx_client_set_interrupt_fd(c, -1, 0);
+    rc = exec_alarmed(sb, "sleep 1; echo done", SIGINT, NULL, &r, &took, &err);
+    CHECK_MSG(rc == SBX_OK, "not watched: %s (%s)", sbx_code_name(rc), err.message);
+    CHECK(took >= 1000 && r.stdout_data && strcmp(r.stdout_data, "done\n") == 0);
+    sbx_exec_result_free(&r);
+    signal(SIGALRM, SIG_DFL);
+    close(intr_pipe[0]);
+    close(intr_pipe[1]);
+    free(k.out);
+    sbx_sandbox_terminate(sb, &err);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
 }

@@ -312,6 +312,7 @@ TEST(error_mapping) {
         CHECK_MSG(sbxi_code_from_status(cases[i].status, cases[i].code) == cases[i].want,
                   "status %ld code %s", cases[i].status, cases[i].code);
     CHECK_STREQ(sbx_code_name(SBX_E_CONNECT), "connect_failed");
+    CHECK_STREQ(sbx_code_name(SBX_E_INTERRUPTED), "interrupted");
     CHECK_STREQ(sbx_code_name((sbx_code)999), "unknown");
 }
 
