@@ -5,9 +5,12 @@ package, then by ctypes.util.find_library("sbx"), then as the plain soname "libs
 """
 from __future__ import annotations
 
+import _signal
 import ctypes
 import ctypes.util
 import os
+import signal
+import socket
 import threading
 from typing import Any, Optional
 
@@ -254,12 +257,74 @@ def lib() -> ctypes.CDLL:
         if hasattr(cdll, "sbx_async_resume_on"):
             cdll.sbx_async_resume_on.restype = c_int
             cdll.sbx_async_resume_on.argtypes = [c_void_p, c_void_p, c_char_p, DATA_CB, c_void_p]
+        if hasattr(cdll, "sbx_client_set_interrupt_fd"):  # Ctrl-C during run() (below)
+            cdll.sbx_client_set_interrupt_fd.restype = None
+            cdll.sbx_client_set_interrupt_fd.argtypes = [c_void_p, c_int, c_int]
         for name, args in _VOLUME_SIGNATURES.items():  # volumes (client/lib/volumes.c)
             if hasattr(cdll, name):
                 getattr(cdll, name).restype = c_int
                 getattr(cdll, name).argtypes = args
         _lib = cdll
         return cdll
+
+
+# Ctrl-C during a synchronous run(): Python raises KeyboardInterrupt only once a ctypes call
+# returns, and libsbx goes on waiting through the signal. So the main thread's libsbx clients
+# watch the read end of a socket pair (sbx_client_set_interrupt_fd) whose write end is the
+# interpreter's wakeup fd during run()'s call (Python's signal handler writes the signal's number
+# there; Sandbox._exec_raw sets and unsets it), and the call returns SBX_E_INTERRUPTED at a
+# SIGINT. libsbx drops what the pair holds when a call starts. One pair per process (a child of
+# os.fork() makes its own: the parent's would be read by both).
+_wake: Optional["tuple[socket.socket, socket.socket]"] = None
+_MAIN = threading.main_thread().ident
+# (signal.getsignal's enum conversion costs more than the rest of the watch together)
+_getsignal = getattr(_signal, "getsignal", signal.getsignal)
+
+
+def _wake_pair() -> "tuple[socket.socket, socket.socket]":
+    global _wake
+    if _wake is None:
+        _wake = socket.socketpair()
+        for s in _wake:
+            s.setblocking(False)
+    return _wake
+
+
+def _forget_wake_in_child() -> None:
+    """In a child of os.fork(): the parent's pair is closed here (left to the parent)."""
+    global _wake
+    if _wake is not None:
+        for s in _wake:
+            s.close()
+    _wake = None
+
+
+os.register_at_fork(after_in_child=_forget_wake_in_child)
+
+
+def watch_interrupts(h: c_void_p) -> None:
+    """A new libsbx client: made in the main thread (where Python runs signal handlers), it
+    watches this process's pair for SIGINT (a libsbx without the call: nothing)."""
+    L = lib()
+    if threading.get_ident() == _MAIN and hasattr(L, "sbx_client_set_interrupt_fd"):
+        L.sbx_client_set_interrupt_fd(h, _wake_pair()[0].fileno(), int(signal.SIGINT))
+
+
+def interrupt_fd() -> int:
+    """The wakeup fd for a call a SIGINT may end now: the pair's write end in the main thread
+    with Python's own SIGINT handler (KeyboardInterrupt); -1 otherwise (a handler of the
+    program's, none, or SIGINT ignored: the call waits as before)."""
+    if threading.get_ident() != _MAIN or _wake is None or \
+            _getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return -1
+    return _wake[1].fileno()
+
+
+def raise_interrupt() -> None:
+    """A call ended by SIGINT (SBX_E_INTERRUPTED): its KeyboardInterrupt, raised now by the
+    pending handler (here, should the handler no longer be Python's own)."""
+    ctypes.pythonapi.PyErr_CheckSignals()
+    raise KeyboardInterrupt
 
 
 def take_string(p: c_void_p) -> str:

@@ -7,7 +7,7 @@ from typing import Optional
 
 # sbx_code values (client/include/sbx.h)
 OK, E_INVALID, E_NOT_FOUND, E_CONFLICT, E_TOO_LARGE, E_UNAVAILABLE, E_CONNECT, E_AUTH, \
-    E_SERVER, E_PROTOCOL, E_NOMEM, E_IO, E_NODE_UNAVAILABLE = range(13)
+    E_SERVER, E_PROTOCOL, E_NOMEM, E_IO, E_NODE_UNAVAILABLE, E_INTERRUPTED = range(14)
 
 
 class SandboxdError(Exception):

@@ -13,12 +13,14 @@ import ctypes
 import io
 import json
 import os
+import signal
 import tarfile
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
-from .errors import InvalidArgument, NotFound, SandboxdError, Unauthorized, _cleanup_failed
+from .errors import (E_INTERRUPTED, InvalidArgument, NotFound, SandboxdError, Unauthorized,
+                     _cleanup_failed)
 from .objects import CommandResult, Process, RemoteFile, SandboxInfo, _result
 from .args import (Duration, Egress, Size, _call, _check, _check_port, _create_request,
                    _data_member, _exec_args, _exec_opts, _fork_request, _info, _port_body,
@@ -84,6 +86,7 @@ class Client:
         if h is not None:
             return h
         h = self._new_handle()
+        _lib.watch_interrupts(h)
         self._local.h = h
         with self._lock:
             self._all.append(h)
@@ -438,8 +441,20 @@ class Sandbox:
         o, keep = _exec_opts(a, cb)
         res = _lib.ExecResult()
         err = _lib.SbxErr()
-        rc = L.sbx_sandbox_exec(self._handle(), ctypes.byref(o), ctypes.byref(res), ctypes.byref(err))
+        h = self._handle()
+        wfd, old = _lib.interrupt_fd(), -1  # Ctrl-C ends the wait (KeyboardInterrupt, below)
         try:
+            if wfd >= 0:  # set inside the try, unset first thing after: never left behind
+                old = signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
+                if old != -1:  # the program's own (an event loop's): kept, the call waits
+                    signal.set_wakeup_fd(old)
+            rc = L.sbx_sandbox_exec(h, ctypes.byref(o), ctypes.byref(res), ctypes.byref(err))
+        finally:
+            if wfd >= 0:
+                signal.set_wakeup_fd(old)
+        try:
+            if rc == E_INTERRUPTED:
+                _lib.raise_interrupt()
             _check(rc, err)
             return _result(res, text)
         finally:

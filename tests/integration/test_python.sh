@@ -74,6 +74,17 @@ test_sdk_lifecycle() {
   pytest_run test_sdk_lifecycle.py
 }
 
+# Ctrl-C in a synchronous Sandbox.run() (python/tests/test_sdk_interrupt.py): a child Python
+# sent SIGINT while it waits raises KeyboardInterrupt within a second (libsbx watches the
+# interpreter's wakeup fd: sbx_client_set_interrupt_fd), the command goes on until its sandbox
+# ends (a with block ends it), the Sandbox still works. Both passes: short.
+TEST_TIMEOUT_sdk_interrupt=120
+test_sdk_interrupt() {
+  need_pytest
+  start_daemon
+  pytest_run test_sdk_interrupt.py
+}
+
 TEST_TIMEOUT_sandboxfusion=500 TEST_PASS_sandboxfusion=plain
 test_sandboxfusion() {
   need_pytest
