@@ -7,7 +7,8 @@
 # placement across two daemons (one full) falls back on 503, pause and resume of a pausable sandbox,
 # output to a non-blocking or closed stdout, sbx started with stdin/stdout/stderr closed, bad
 # numbers refused, one clear line for a bad flag, volume rm / inspect going on past a failure,
-# create --json terminating a sandbox it cannot read back, and sbx run's own failures exiting 125.
+# create --json terminating a sandbox it cannot read back, sbx run's own failures exiting 125,
+# and a plain sbx exec's Ctrl-C ending sbx at once while the command goes on (as docker exec).
 
 DAEMON_TAG=cli
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -155,6 +156,37 @@ test_run_interrupted() {
   assert_eq $rc 130 "Ctrl-C exits 130"
   state=$("$SBX" ls --json --label cli=int | json "','.join(s['state'] for s in d)")
   assert_eq "$state" "ended" "the sandbox was removed after Ctrl-C"
+}
+
+# Ctrl-C (SIGINT) to a plain `sbx exec` (no -i, -t: no raw mode, nothing forwarded): sbx exits at
+# once, by the signal (130), with nothing on stderr, and the command goes on in the sandbox, as
+# `docker exec` and `kubectl exec` without -t leave it; its --timeout, `sbx kill` or the sandbox's
+# end stop it. `env --default-signal=INT` undoes the SIGINT that bash ignores for background jobs.
+test_exec_interrupted() {
+  one_daemon
+  local id pid rc i t0 took
+  id=$(new_sandbox) || fail "create failed"
+  env --default-signal=INT "$SBX" exec "$id" -- \
+    sh -c 'echo started; sleep 1; touch /tmp/after; exec sleep 1000' >"$T/out" 2>"$T/err" &
+  pid=$!
+  for i in $(seq 100); do
+    [ "$(cat "$T/out")" == started ] && break
+    sleep 0.1
+  done
+  assert_eq "$(cat "$T/out")" "started" "the command started"
+  t0=$(date +%s%N)
+  kill -INT $pid
+  wait $pid; rc=$?
+  took=$((($(date +%s%N) - t0) / 1000000))
+  assert_eq "$rc/$(cat "$T/err")" "130/" "sbx exec: Ctrl-C exits 130 without a word"
+  [ "$took" -lt 1000 ] || fail "sbx exec exited ${took} ms after SIGINT"
+  for i in $(seq 50); do
+    "$SBX" exec "$id" -- test -e /tmp/after && break
+    sleep 0.1
+  done
+  "$SBX" exec "$id" -- test -e /tmp/after || fail "the command stopped at sbx exec's Ctrl-C"
+  "$SBX" exec "$id" -- sh -c 'cat /proc/[0-9]*/cmdline | tr "\0" " "' >"$T/ps"
+  grep -q "sleep 1000" "$T/ps" || fail "the command no longer runs: $(cat "$T/ps")"
 }
 
 # sbx run -i streams stdin as sbx exec -i does (it read all of it first and sent it in the
