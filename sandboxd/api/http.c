@@ -1,7 +1,7 @@
 /* libmicrohttpd on the libuv loop (see http.h). Each listening socket gets its own MHD daemon in
  * external-epoll mode; the loop polls MHD's epoll fd and runs MHD_run when it is readable or
- * when MHD's timeout expires. Suspended connections are resumed through MHD's ITC, which makes
- * the epoll fd readable again. */
+ * when MHD's timeout expires. A resumed connection does not make the epoll fd readable (MHD
+ * signals no resume there in this mode): http_kick runs MHD again at once (inst_run). */
 #include "sandboxd/api/http.h"
 
 #include "common/grow.h"
@@ -28,6 +28,7 @@ typedef struct http_inst {
     uv_poll_t poll;
     uv_timer_t timer;
     bool tcp, active;
+    bool kicked;        /* a connection resumed (http_kick) since MHD_run began */
     bool sandboxfusion; /* the --sandboxfusion-listen socket: only those endpoints, no token */
 } http_inst;
 
@@ -48,23 +49,32 @@ static void poll_cb(uv_poll_t *p, int status, int events) {
     inst_run(p->data);
 }
 
+/* A connection resumed during this MHD_run (a DELETE's handler answering the create of the
+ * sandbox it ended) is served by the next MHD_run, which neither MHD's timeout nor its epoll fd
+ * asks for: kicked runs it at once. (The kick's 0 ms timer was restarted here with MHD's
+ * timeout: the create was answered by the 1 s fallback, or up to 60 s later with an idle
+ * connection open, unless another request came first.) */
 static void inst_run(http_inst *in) {
     if (!in->mhd)
         return;
+    in->kicked = false;
     MHD_run(in->mhd);
     MHD_UNSIGNED_LONG_LONG to;
-    if (MHD_get_timeout(in->mhd, &to) == MHD_YES)
-        uv_timer_start(&in->timer, timer_cb, MIN(to, 60000), 0);
-    else
-        uv_timer_start(&in->timer, timer_cb, 1000, 0);
+    if (in->kicked)
+        to = 0;
+    else if (MHD_get_timeout(in->mhd, &to) != MHD_YES)
+        to = 1000;
+    uv_timer_start(&in->timer, timer_cb, MIN(to, 60000), 0);
 }
 
 static void http_kick(sd_daemon *d) {
     if (!d->http)
         return;
     for (int i = 0; i < 3; i++)
-        if (d->http->inst[i].mhd)
+        if (d->http->inst[i].mhd) {
+            d->http->inst[i].kicked = true;
             uv_timer_start(&d->http->inst[i].timer, timer_cb, 0, 0);
+        }
 }
 
 static void req_resume(sd_request *req) {

@@ -2,12 +2,13 @@
 # What a failed create, an interrupted fork, a huge exec answer or an abandoned stream may hold
 # of the daemon, against a real daemon and real sandboxes (root): an Idempotency-Key is given
 # back by a create that never ran (deleted while queued, or the daemon killed -9 before it
-# started) and the keys kept are bounded; the cost cap and the lifetime end a create that waits
-# to start; a daemon stopped (SIGTERM or kill -9) during a fork's
-# copy leaves no frozen source and no snapshot tmpfs once restarted; JSON exec answers stay
-# within the daemon's output budget (memory read from /proc/PID/status, generous bounds) and
-# /healthz answers while they are built; an abandoned stream (its client gone while the stream
-# waits past max_output) is not read. Each case starts its own daemon and removes what it made.
+# started) and the keys kept are bounded; the cost cap, the lifetime and a DELETE end a create
+# that waits to start, and the create is answered at once; a daemon stopped (SIGTERM or kill -9)
+# during a fork's copy leaves no frozen source and no snapshot tmpfs once restarted; JSON exec
+# answers stay within the daemon's output budget (memory read from /proc/PID/status, generous
+# bounds) and /healthz answers while they are built; an abandoned stream (its client gone while
+# the stream waits past max_output) is not read. Each case starts its own daemon and removes
+# what it made.
 
 DAEMON_TAG=hold CURLS=()
 source "$(dirname "$0")/../lib/daemon.sh"
@@ -65,16 +66,29 @@ test_idem_deleted_queued_create() {
 
 # With the shim held, two creates of FIELDS labelled LABEL=1 and LABEL=2: the first starts (and
 # waits), the second queues behind it (--max-starting 1); each answer in $D/cN, its code in
-# $D/codeN.
+# $D/codeN, the time (epoch ms) it came in $D/doneN.
 held_creates() { # LABEL FIELDS
   local i
   touch "$D/hold"
+  rm -f "$D"/done[12]
   for i in 1 2; do
-    curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/c$i" -w '%{http_code}' -X POST \
-      -d "{$2,\"labels\":{\"$1\":\"$i\"}}" http://sd/v1/sandboxes >"$D/code$i" &
+    { curl -s --max-time 60 --unix-socket "$SOCK" -o "$D/c$i" -w '%{http_code}' -X POST \
+      -d "{$2,\"labels\":{\"$1\":\"$i\"}}" http://sd/v1/sandboxes >"$D/code$i"
+      date +%s%3N >"$D/done$i.tmp" && mv "$D/done$i.tmp" "$D/done$i"; } &
     CURLS+=($!)
     wait_listed "$1=$i" '.state == "starting"' 10
   done
+}
+
+# Create N of held_creates is answered within 300 ms (generous for ASan) of its sandbox's end at
+# epoch ms T. Answers that came ~1 s late (the create resumed by the 1 s fallback run of
+# libmicrohttpd, not at once: sandboxd/api/http.c inst_run) fail it.
+answered_at_once() { # N T WHAT
+  local i done
+  for i in $(seq 500); do [ -e "$D/done$1" ] && break; sleep 0.01; done
+  done=$(cat "$D/done$1" 2>/dev/null) || fail "$3: create $1 not answered in 5 s"
+  echo "$3: create $1 answered $((done - $2)) ms after its end"
+  [ $((done - $2)) -lt 300 ] || fail "$3: create $1 answered $((done - $2)) ms after its end"
 }
 
 # The cost cap holds from the create on, as the cost does (cost_usd counts from created_at): a
@@ -102,7 +116,43 @@ ended_while_starting() { # LABEL BODY-FIELDS JQ-OF-THE-END CREATE-ANSWER-TEXT: t
   for i in 1 2; do
     [ "$(cat "$D/code$i")" == 409 ] && grep -q "$4" "$D/c$i" ||
       fail "create $i: $(cat "$D/code$i") $(cat "$D/c$i")"
+    req GET "/v1/sandboxes?label=$1=$i"
+    answered_at_once "$i" "$(date -d "$(echo "$BODY" | jq -r '.[0].end.ended_at')" +%s%3N)" "$1"
   done
+  rm -f "$D/hold"
+}
+
+# A DELETE of a sandbox whose start waits (its shim held), and of one queued behind it
+# (--max-starting 1), answers its create (409) at once, 10 times each, the DELETE's connection
+# closed after its answer (Connection: close, as sdclient's): rounds 6-10 with an idle
+# connection open too. The creates were answered 1 s after the DELETE, 60 s with the idle
+# connection: the create's connection, resumed inside the libmicrohttpd run that served the
+# DELETE, was run again only by the fallback timer (or MHD's timeout for the idle one, at most
+# 60 s), or by the next request.
+TEST_TIMEOUT_delete_while_starting_answered=120
+test_delete_while_starting_answered() {
+  start_held_daemon
+  local r i t idle=''
+  for r in $(seq 10); do
+    if [ "$r" == 6 ]; then
+      # (it ends when the daemon closes the connection: also when the case fails)
+      /usr/bin/python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(90); s.connect(sys.argv[1]); s.recv(1)' \
+        "$SOCK" 2>/dev/null &
+      idle=$!
+    fi
+    held_creates "del$r" '"cpu":1'
+    for i in 2 1; do # the queued one, then the one whose start waits
+      wait_listed "del$r=$i" '.state == "starting"' 5
+      req DELETE "/v1/sandboxes/$ID" -H 'Connection: close'; expect 204
+      t=$(date +%s%3N)
+      answered_at_once "$i" "$t" "round $r"
+      [ "$(cat "$D/code$i")" == 409 ] && grep -q 'terminated by a DELETE' "$D/c$i" ||
+        fail "round $r: create $i: $(cat "$D/code$i") $(cat "$D/c$i")"
+    done
+  done
+  kill "$idle" && wait "$idle" 2>/dev/null || true
+  wait "${CURLS[@]}" || true
   rm -f "$D/hold"
 }
 
