@@ -33,8 +33,9 @@ static void sandboxes(sd_daemon *d, FILE *f) {
     }
     fprintf(f,
             "# TYPE sandboxd_sandboxes gauge\nsandboxd_sandboxes{state=\"running\"} %u\n"
-            "sandboxd_sandboxes{state=\"starting\"} %u\n",
-            running, starting);
+            "sandboxd_sandboxes{state=\"starting\"} %u\n"
+            "# TYPE sandboxd_uid_slots_quarantined gauge\nsandboxd_uid_slots_quarantined %u\n",
+            running, starting, d->n_quarantined); /* core/quarantine.h */
     const sd_metrics *m = &d->m;
     fprintf(f,
             "# TYPE sandboxd_sandbox_creates_total counter\n"

@@ -39,13 +39,14 @@ void sd_api_info(sd_daemon *d, sd_request *req) {
     }
     active -= pool;
     unsigned free_slots = active < d->cfg.max_sandboxes ? d->cfg.max_sandboxes - active : 0;
-    json_t *info =
-        json_pack("{s:s,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version", SBX_VERSION,
-                  "max_sandboxes", (int)d->cfg.max_sandboxes, "active_sandboxes", (int)running,
-                  "starting", (int)(active - running), "cpus", d->host.cpus, "memory_bytes",
-                  (json_int_t)d->host.memory_bytes, "free_slots", (int)free_slots, "cgroup_mode",
-                  d->cgroup_version == 2 ? "v2" : "v1", "price", "vcpu_hour_usd",
-                  d->cfg.price.vcpu_hour_usd, "gib_hour_usd", d->cfg.price.gib_hour_usd);
+    unsigned q = d->n_quarantined; /* counted in active (core/quarantine.h), not starting */
+    json_t *info = json_pack(
+        "{s:s,s:i,s:i,s:i,s:i,s:f,s:I,s:i,s:s,s:{s:f,s:f}}", "version", SBX_VERSION,
+        "max_sandboxes", (int)d->cfg.max_sandboxes, "active_sandboxes", (int)running, "starting",
+        (int)(active - running - q), "quarantined_slots", (int)q, "cpus", d->host.cpus,
+        "memory_bytes", (json_int_t)d->host.memory_bytes, "free_slots", (int)free_slots,
+        "cgroup_mode", d->cgroup_version == 2 ? "v2" : "v1", "price", "vcpu_hour_usd",
+        d->cfg.price.vcpu_hour_usd, "gib_hour_usd", d->cfg.price.gib_hour_usd);
     if (info) { /* GPUs: core/gpu.c */
         json_object_set_new(info, "gpus", sd_gpu_info_json(d));
         json_object_set_new(info, "isolation", sd_gvisor_info_json(d)); /* core/gvisor.c */

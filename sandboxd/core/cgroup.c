@@ -13,6 +13,7 @@
 #include "sandboxd/core/registry.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,6 +202,60 @@ void sd_cgroup_release(const sd_daemon *d) {
         (void)rmdir(path); /* fails, as it should, while sandboxes still live in it */
     }
     closedir(root);
+}
+
+/* Whether /proc/<pid>/status names a uid in [lo, lo + n) (a zombie leader's too: its threads
+ * may live on). */
+static bool status_uid_in(const char *pid, uid_t lo, uid_t n) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%s/status", pid);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (len <= 0)
+        return false; /* gone */
+    buf[len] = 0;
+    const char *u = strstr(buf, "\nUid:");
+    unsigned ids[4];
+    if (!u || sscanf(u + 5, "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
+        return false;
+    for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
+        if (ids[i] >= lo && ids[i] - lo < n)
+            return true;
+    return false;
+}
+
+/* Whether /proc/<pid>/cgroup puts it under the daemon's parent (a line ":<rel>/..."). */
+static bool in_our_tree(const char *pid, const char *rel) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%s/cgroup", pid);
+    _cleanup_free_ char *s = NULL;
+    if (file_read_all(path, 65536, &s, NULL) < 0)
+        return false; /* gone */
+    size_t rl = strlen(rel);
+    for (const char *p = strchr(s, ':'); p; p = strchr(p + 1, ':'))
+        if (strncmp(p + 1, rel, rl) == 0 && p[1 + rl] == '/')
+            return true;
+    return false;
+}
+
+bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n) {
+    char rel[PATH_MAX];
+    const char *p = d->cgroup_parent;
+    if (d->cgroup_version == 2) /* as /proc/<pid>/cgroup names it: below the cgroup root */
+        snprintf(rel, sizeof(rel), "%s",
+                 strncmp(p, CG_ROOT "/", sizeof(CG_ROOT)) == 0 ? p + strlen(CG_ROOT) : p);
+    else
+        snprintf(rel, sizeof(rel), "/%s", d->cgroup_parent);
+    DIR *dir = opendir("/proc");
+    if (!dir)
+        return true; /* cannot tell: in use */
+    bool used = false;
+    struct dirent *de;
+    while (!used && (de = readdir(dir)))
+        if (de->d_name[0] >= '1' && de->d_name[0] <= '9')
+            used = status_uid_in(de->d_name, lo, n) && in_our_tree(de->d_name, rel);
+    closedir(dir);
+    return used;
 }
 
 void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t len) {

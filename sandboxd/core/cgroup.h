@@ -12,6 +12,10 @@ void sd_cgroup_remove_stale(const sd_daemon *d);
 void sd_cgroup_release(const sd_daemon *d);
 /* The memory cgroup directory of sandbox id (v2: its cgroup; v1: the memory controller's). */
 void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t len);
+/* Whether a process in the daemon's cgroup subtree (where every sandbox's processes stay) has a
+ * uid, real, effective, saved or filesystem, in [lo, lo + n): a uid slot's range still in use.
+ * Other daemons' sandboxes on the host, with the same ranges, are not counted. */
+bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n);
 /* Freeze (or thaw) sandbox id's cgroup, best effort. Returns 0 or -errno. */
 int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen);
 /* A copy's hold on sandbox id's freeze (hold) or its release (!hold): holds nest, so that a

@@ -59,6 +59,9 @@ struct sd_daemon {
     struct sd_lease *leases; /* core/leases.c */
     unsigned char *slots;    /* core/registry.c: uid slot in use (allocated by main.c) */
     unsigned n_slots;
+    /* core/quarantine.c: slots whose cleanup failed, held until their uids are free */
+    struct sd_quarantine *quarantined;
+    unsigned n_quarantined;     /* (each takes room: core/registry.c) */
     unsigned n_starting;        /* core/lifecycle.c */
     bool shutting_down;         /* main.c */
     sd_metrics m;               /* core/metrics.c (pool.c: pool counters) */

@@ -13,6 +13,7 @@
 #include "common/spec.h"
 #include "common/timeutil.h"
 #include "sandboxd/core/network.h"
+#include "sandboxd/core/quarantine.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/shim_client.h"
 #include "sandboxd/core/spare.h"
@@ -55,24 +56,25 @@ typedef struct cleanup_run {
     int slot;
     bool kept;
     char id[64];
+    char dir[PATH_MAX];
 } cleanup_run;
 
-/* The run is over (or never ran): what the shim left is gone, its processes (CRIU's) too. */
-static void cleanup_over(sd_daemon *d, const char *id, bool kept) {
+/* The run is over (or never ran, status -1): what the shim left is gone, its processes (CRIU's)
+ * too, unless it failed; a slot it failed to clean is quarantined (core/quarantine.h). */
+static void cleanup_over(sd_daemon *d, const char *id, bool kept, int status) {
     sd_sandbox *sb = sd_registry_find(d, id);
     if (sb && kept)
         sb->cleaning = false;
-    if (sb && kept && sb->state == SD_ENDED) /* it ended while this ran: its slot is free now */
-        sd_registry_release_slot(sb);
+    if (sb && kept && sb->state == SD_ENDED) /* it ended while this ran: its slot is done */
+        sd_slot_cleaned(d, sd_registry_take_slot(sb), status, sb->id, sb->dir);
     if (sb)
         TELL(d, cleaned, sb);
 }
 
 static void cleanup_exited(void *ud, int status) {
-    (void)status;
     cleanup_run *c = ud;
-    sd_slot_release(c->d, c->slot);
-    cleanup_over(c->d, c->id, c->kept);
+    sd_slot_cleaned(c->d, c->slot, status, c->id, c->dir);
+    cleanup_over(c->d, c->id, c->kept, status);
     /* a shim killed in its build before it renamed what its spare parked left that cgroup */
     sd_cgroup_remove_stale(c->d);
     free(c);
@@ -87,6 +89,7 @@ static void run_cleanup(sd_sandbox *sb, bool keep_slot) {
     if (c) {
         *c = (cleanup_run){.d = d, .slot = slot, .kept = keep_slot};
         snprintf(c->id, sizeof(c->id), "%s", sb->id);
+        snprintf(c->dir, sizeof(c->dir), "%s", sb->dir);
     }
     if (keep_slot)
         sb->cleaning = true;
@@ -94,8 +97,8 @@ static void run_cleanup(sd_sandbox *sb, bool keep_slot) {
                        NULL) < 0) {
         log_error("cannot run sbx-shim cleanup sandbox=%s", sb->id);
         rm_rf(sb->dir);
-        sd_slot_release(d, slot);
-        cleanup_over(d, sb->id, keep_slot);
+        sd_slot_cleaned(d, slot, -1, sb->id, sb->dir);
+        cleanup_over(d, sb->id, keep_slot, -1);
         free(c);
     }
 }

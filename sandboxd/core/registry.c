@@ -86,6 +86,7 @@ static void idem_bound(sd_daemon *d) {
 
 unsigned sd_registry_count_active(sd_daemon *d) {
     unsigned n = d->fork_slots; /* admitted forks not made yet: their room is taken */
+    n += d->n_quarantined;      /* what a failed cleanup left may still run (core/quarantine.h) */
     for (sd_sandbox *sb = d->sandboxes; sb; sb = sb->next)
         n += sb->state != SD_ENDED && sb->state != SD_PAUSED; /* a paused one takes no room */
     return n;

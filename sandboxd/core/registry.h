@@ -19,7 +19,8 @@ void sd_registry_insert(sd_daemon *d, sd_sandbox *sb);
 /* Take sb out of the table (the caller frees it). */
 void sd_registry_unlink(sd_daemon *d, sd_sandbox *sb);
 /* Sandboxes that take room on the node: not ended, not paused (warm pool entries included),
- * and the forks admitted but not made yet (core/fork.c holds their room through its copy). */
+ * the forks admitted but not made yet (core/fork.c holds their room through its copy), and
+ * the uid slots quarantined after a failed cleanup (core/quarantine.h). */
 unsigned sd_registry_count_active(sd_daemon *d);
 
 #define SLOTS_MAX 4096 /* uid slots a node has at most (sd_uid_base: 100000 + 65536 * slot) */

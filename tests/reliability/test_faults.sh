@@ -536,5 +536,73 @@ test_cleanup_races_shim_start() {
   wait_no_leaks 20
 }
 
+# A `sbx-shim cleanup` that fails while a process of its sandbox lives on (a stand-in shim fails
+# the cleanup of one run dir, doing nothing, after the sandbox's shim was killed; the survivor is
+# a `sleep` the test runs under a uid of the sandbox's range in the sandbox's cgroups, as one that
+# outlived its pid namespace would be): the uid slot is quarantined. No later sandbox gets that
+# uid range while the survivor lives, the slot takes room (/v1/info quarantined_slots and
+# free_slots, a create past it answers 503, the metric), and once the survivor is gone the slot
+# comes back: the whole capacity is free and the next sandbox gets that range again. Before,
+# the slot was given to the next sandbox at once.
+SURVIVOR=''
+kill_survivor() { [ -z "$SURVIVOR" ] || { kill -9 "$SURVIVOR"; wait "$SURVIVOR" || true; } 2>/dev/null; SURVIVOR=""; }
+TEST_TIMEOUT_failed_cleanup_quarantines_slot=90
+test_failed_cleanup_quarantines_slot() {
+  rel_setup
+  local real; real=$(cd "$(dirname "$(bin sbx-shim)")" && pwd)/sbx-shim
+  cat >"$D/shim-wrap" <<EOF
+#!/bin/sh
+if [ "\$1" = cleanup ] && [ "\${2##*/}" = "\$(cat "$D/fail-cleanup" 2>/dev/null)" ]; then
+  echo "\$2" >>"$D/cleanups-failed"; exit 1
+fi
+exec "$real" "\$@"
+EOF
+  chmod +x "$D/shim-wrap"
+  DAEMON_SHIM=$D/shim-wrap start_daemon --max-sandboxes 3 --spare-shims 0
+  uid_base() { # ID -> the host uid its uid 0 maps to
+    req POST "/v1/sandboxes/$1/exec" -d '{"argv":["cat","/proc/self/uid_map"]}'; expect 200
+    echo "$BODY" | jq -r .stdout | awk '{print $2}'
+  }
+  create; local a=$ID base; base=$(uid_base "$a")
+  local shim init; shim=$(jq .shim_pid "$D/state/sandboxes/$a.json"); init=$(jq .init_pid "$D/state/sandboxes/$a.json")
+  daemon_at_exit kill_survivor
+  setpriv --reuid $((base + 1000)) --regid $((base + 1000)) --clear-groups sleep 300 &
+  SURVIVOR=$!
+  local ctl path n=0
+  while IFS=: read -r _ ctl path; do # init's cgroups (v1: one per controller; v2: "0::path")
+    [[ "$path" == */"$CG"/* && "$ctl" != name=* ]] || continue
+    echo "$SURVIVOR" >"/sys/fs/cgroup/${ctl:+$ctl}$path/cgroup.procs" && n=$((n + 1))
+  done <"/proc/$init/cgroup"
+  [ $n -gt 0 ] || fail "no cgroup of $a's init to put the survivor in: $(cat "/proc/$init/cgroup")"
+  echo "$a" >"$D/fail-cleanup"
+  kill -9 "$shim"
+  req_until 10 '.state == "ended"' GET "/v1/sandboxes/$a"; expect 200 '.state == "ended"'
+  for _ in $(seq 100); do [ -s "$D/cleanups-failed" ] && break; sleep 0.1; done
+  [ -s "$D/cleanups-failed" ] || fail "the daemon ran no sbx-shim cleanup for $a"
+  pid_alive "$SURVIVOR" || fail "the survivor ($SURVIVOR) should outlive the failed cleanup"
+  req_until 5 '.quarantined_slots == 1' GET /v1/info # (without the quarantine: the slot is free by then)
+  local b c id
+  create; b=$ID; create; c=$ID
+  for id in "$b" "$c"; do
+    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a, whose cleanup failed while its process $SURVIVOR (uid $((base + 1000))) lives"
+  done
+  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0 and .active_sandboxes == 2 and .starting == 0'
+  [ "$(metric sandboxd_uid_slots_quarantined)" == 1 ] || fail "sandboxd_uid_slots_quarantined is not 1"
+  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
+  grep -q "uid slot .* quarantined: sbx-shim cleanup of sandbox=$a failed" "$D/log" || fail "no log line for the quarantine"
+  sleep 2 # the retries (the stand-in fails again) hold it while the survivor lives
+  req GET /v1/info; expect 200 '.quarantined_slots == 1'
+  kill_survivor
+  req_until 15 '.quarantined_slots == 0' GET /v1/info; expect 200 '.quarantined_slots == 0 and .free_slots == 1'
+  [ "$(metric sandboxd_uid_slots_quarantined)" == 0 ] || fail "sandboxd_uid_slots_quarantined is not 0"
+  req DELETE "/v1/sandboxes/$b"; expect 204; req DELETE "/v1/sandboxes/$c"; expect 204
+  req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3'
+  create; [ "$(uid_base "$ID")" == "$base" ] || fail "uid range $base was not handed out again once it was free"
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  rm -f "$D/fail-cleanup"
+  "$real" cleanup "$D/run/sandboxes/$a" || fail "the real cleanup of $a's run dir failed"
+  wait_no_leaks 20
+}
+
 export HERE
 source "$(dirname "$0")/../lib/lib.sh" "$@"

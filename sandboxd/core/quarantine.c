@@ -1,0 +1,127 @@
+/* uid slots held back after a failed `sbx-shim cleanup` (core/quarantine.h). */
+#include "sandboxd/core/quarantine.h"
+
+#include "common/log.h"
+#include "common/spec.h"
+#include "sandboxd/core/cgroup.h"
+#include "sandboxd/core/registry.h"
+#include "sandboxd/core/spawn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define UIDS_PER_SLOT 65536u
+#define RETRY_FIRST_MS 250
+#define RETRY_MAX_MS 5000
+
+typedef struct sd_quarantine {
+    struct sd_quarantine *next;
+    sd_daemon *d;
+    uv_timer_t timer;
+    int slot;
+    unsigned delay_ms; /* until the next check (doubles up to RETRY_MAX_MS) */
+    unsigned tries;    /* cleanups run again */
+    char id[64];
+    char dir[PATH_MAX];
+} sd_quarantine;
+
+static bool slot_in_use(const sd_daemon *d, int slot) {
+    return sd_cgroup_uids_in_use(d, (uid_t)sd_uid_base(slot), UIDS_PER_SLOT);
+}
+
+static void status_text(int status, char *buf, size_t len) {
+    if (status < 0)
+        snprintf(buf, len, "it could not run");
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(buf, len, "exit status %d", WEXITSTATUS(status));
+}
+
+static void timer_closed(uv_handle_t *h) {
+    free(h->data);
+}
+
+/* Nothing runs under q's uids any more: the slot is free again. */
+static void release(sd_quarantine *q) {
+    sd_daemon *d = q->d;
+    for (sd_quarantine **pp = &d->quarantined; *pp; pp = &(*pp)->next)
+        if (*pp == q) {
+            *pp = q->next;
+            break;
+        }
+    d->n_quarantined--;
+    sd_slot_release(d, q->slot);
+    log_info("uid slot %d free again: nothing runs under uids %d-%d any more sandbox=%s tries=%u",
+             q->slot, sd_uid_base(q->slot), sd_uid_base(q->slot) + (int)UIDS_PER_SLOT - 1, q->id,
+             q->tries);
+    uv_close((uv_handle_t *)&q->timer, timer_closed);
+}
+
+static void check(uv_timer_t *t);
+
+static void check_later(sd_quarantine *q) {
+    uv_timer_start(&q->timer, check, q->delay_ms, 0);
+    q->delay_ms = MIN(q->delay_ms * 2, RETRY_MAX_MS);
+}
+
+static void retry_exited(void *ud, int status) {
+    sd_quarantine *q = ud;
+    char why[64];
+    status_text(status, why, sizeof(why));
+    log_debug("sbx-shim cleanup retried sandbox=%s slot=%d: %s", q->id, q->slot, why);
+    if (slot_in_use(q->d, q->slot))
+        check_later(q);
+    else
+        release(q);
+}
+
+/* Free when nothing runs under the slot's uids; else the cleanup again while its run dir is
+ * there (it kills what is left in the sandbox's cgroup), and another check later. */
+static void check(uv_timer_t *t) {
+    sd_quarantine *q = t->data;
+    sd_daemon *d = q->d;
+    if (!slot_in_use(d, q->slot)) {
+        release(q);
+        return;
+    }
+    char *args[] = {d->cfg.shim_path, "cleanup", q->dir, NULL};
+    if (access(q->dir, F_OK) == 0 && sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL,
+                                              0, retry_exited, q, NULL) == 0) {
+        q->tries++;
+        return;
+    }
+    check_later(q);
+}
+
+static void quarantine(sd_daemon *d, int slot, int status, const char *id, const char *dir) {
+    sd_quarantine *q = calloc(1, sizeof(*q));
+    char why[64];
+    status_text(status, why, sizeof(why));
+    log_warn("uid slot %d quarantined: sbx-shim cleanup of sandbox=%s failed (%s) and processes "
+             "still run under uids %d-%d; not handed out again until none does",
+             slot, id, why, sd_uid_base(slot), sd_uid_base(slot) + (int)UIDS_PER_SLOT - 1);
+    d->n_quarantined++;
+    if (!q) /* held for good: never handed out while its processes may live */
+        return;
+    *q = (sd_quarantine){.next = d->quarantined, .d = d, .slot = slot, .delay_ms = RETRY_FIRST_MS};
+    snprintf(q->id, sizeof(q->id), "%s", id);
+    snprintf(q->dir, sizeof(q->dir), "%s", dir);
+    uv_timer_init(d->loop, &q->timer);
+    uv_unref((uv_handle_t *)&q->timer); /* a stopping daemon does not wait for it */
+    q->timer.data = q;
+    d->quarantined = q;
+    check_later(q);
+}
+
+void sd_slot_cleaned(sd_daemon *d, int slot, int status, const char *id, const char *dir) {
+    if (slot < 0)
+        return;
+    bool ok = status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok || !slot_in_use(d, slot))
+        sd_slot_release(d, slot);
+    else
+        quarantine(d, slot, status, id, dir);
+}

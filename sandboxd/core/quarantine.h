@@ -1,0 +1,15 @@
+/* uid slots held back after a failed `sbx-shim cleanup`: the sandbox's processes, under that
+ * slot's uid range, may have outlived it, and a sandbox given the same uids could signal,
+ * ptrace or read them (and they it). Such a slot is handed out again only once no process of
+ * the daemon's cgroup subtree has a uid of its range; meanwhile the cleanup is retried with a
+ * backoff, and the slot takes room on the node (sd_registry_count_active). */
+#pragma once
+
+#include "sandboxd/core/context.h"
+
+#include <stdbool.h>
+
+/* slot (< 0: none) is done with: `sbx-shim cleanup` of sandbox id's run dir ended, ok or not
+ * (status as waitpid's; -1: it could not run). Freed at once when it succeeded or nothing runs
+ * under the slot's uids; else quarantined until nothing does. */
+void sd_slot_cleaned(sd_daemon *d, int slot, int status, const char *id, const char *dir);
