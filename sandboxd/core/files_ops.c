@@ -7,6 +7,7 @@
 #include "common/grow.h"
 #include "common/fdutil.h"
 #include "common/macro.h"
+#include "common/spec.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -24,8 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define UID_RANGE 65536u
-
 int sd_files_safepath(int root, uid_t uid_base, safepath *ret) {
     /* /grader: grading sandboxes only (absent elsewhere, so left out) */
     static const char *const writable[] = {"/", "/workspace", "/tmp", "/grader"};
@@ -35,7 +34,7 @@ int sd_files_safepath(int root, uid_t uid_base, safepath *ret) {
         return r;
     sp.read_ro_mounts = true;
     sp.uid_lo = uid_base;
-    sp.uid_hi = uid_base + UID_RANGE;
+    sp.uid_hi = uid_base + SHIM_UID_RANGE;
     *ret = sp;
     return 0;
 }

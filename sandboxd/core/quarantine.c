@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define UIDS_PER_SLOT 65536u
 #define RETRY_FIRST_MS 250
 #define RETRY_MAX_MS 5000
 
@@ -28,7 +27,7 @@ typedef struct sd_quarantine {
 } sd_quarantine;
 
 static bool slot_in_use(const sd_daemon *d, int slot) {
-    return sd_cgroup_uids_in_use(d, (uid_t)sd_uid_base(slot), UIDS_PER_SLOT);
+    return sd_cgroup_uids_in_use(d, (uid_t)sd_uid_base(slot), SHIM_UID_RANGE);
 }
 
 static void status_text(int status, char *buf, size_t len) {
@@ -55,7 +54,7 @@ static void release(sd_quarantine *q) {
     d->n_quarantined--;
     sd_slot_release(d, q->slot);
     log_info("uid slot %d free again: nothing runs under uids %d-%d any more sandbox=%s tries=%u",
-             q->slot, sd_uid_base(q->slot), sd_uid_base(q->slot) + (int)UIDS_PER_SLOT - 1, q->id,
+             q->slot, sd_uid_base(q->slot), sd_uid_base(q->slot) + (int)SHIM_UID_RANGE - 1, q->id,
              q->tries);
     uv_close((uv_handle_t *)&q->timer, timer_closed);
 }
@@ -102,7 +101,7 @@ static void quarantine(sd_daemon *d, int slot, int status, const char *id, const
     status_text(status, why, sizeof(why));
     log_warn("uid slot %d quarantined: sbx-shim cleanup of sandbox=%s failed (%s) and processes "
              "still run under uids %d-%d; not handed out again until none does",
-             slot, id, why, sd_uid_base(slot), sd_uid_base(slot) + (int)UIDS_PER_SLOT - 1);
+             slot, id, why, sd_uid_base(slot), sd_uid_base(slot) + (int)SHIM_UID_RANGE - 1);
     d->n_quarantined++;
     if (!q) /* held for good: never handed out while its processes may live */
         return;
