@@ -394,8 +394,20 @@ static int merged_lookup(img_job *j, const char *rel, char link[PATH_MAX]) {
     return WD_NONE;
 }
 
+/* What a sandbox has at rel where it mounts its own directories over the image's, /workspace and
+ * /tmp (shim/rootfs.c shim_rootfs_prepare, shim/gvisor_oci.c), whatever the image has there:
+ * WD_DIR for them, WD_NONE below them (they are empty: an imported image has no seed); -1
+ * elsewhere, where the layers say. */
+static int sandbox_lookup(const char *rel) {
+    size_t n = strcspn(rel, "/");
+    if ((n != 9 || strncmp(rel, "workspace", n)) && (n != 3 || strncmp(rel, "tmp", n)))
+        return -1;
+    return rel[n] ? WD_NONE : WD_DIR;
+}
+
 /* Whether dir (absolute) is a directory of the merged layers, its symlinks followed inside the
- * image (at most 40, as the kernel's; ".." stops at the root), as the sandbox's chdir sees it. */
+ * image (at most 40, as the kernel's; ".." stops at the root), as the sandbox's chdir sees it
+ * (sandbox_lookup). */
 static bool workdir_exists(img_job *j, const char *wd) {
     char todo[PATH_MAX], cur[PATH_MAX] = "", link[PATH_MAX], next[PATH_MAX];
     if (snprintf(todo, sizeof(todo), "%s", wd) >= (int)sizeof(todo))
@@ -418,7 +430,9 @@ static bool workdir_exists(img_job *j, const char *wd) {
         if (n > NAME_MAX || len + n + 2 > sizeof(cur))
             return false;
         snprintf(cur + len, sizeof(cur) - len, "%s%.*s", len ? "/" : "", (int)n, comp);
-        int t = merged_lookup(j, cur, link);
+        int t = sandbox_lookup(cur);
+        if (t < 0)
+            t = merged_lookup(j, cur, link);
         if (t == WD_DIR)
             continue;
         cur[len] = 0; /* a relative target starts from the link's directory */

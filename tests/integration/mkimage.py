@@ -177,6 +177,10 @@ GOOD_LAYERS = {
         l.dir(".wh..wh.plnk", 0o700), l.file(".wh..wh.plnk/1234.5678", "linked\n"),
         l.file(".wh..wh.aufs", ""), l.dir("./.wh..wh.orph", 0o700),
         l.file(".wh..wh.orph/o", "orphan\n"), l.file("data/aufs", "aufs\n")),
+    # the WorkingDir /tmp deleted (the sandbox's own /tmp is there all the same), or below
+    # /workspace (the sandbox's own empty /workspace hides it)
+    "workdir-tmp": lambda l: l.file(".wh.tmp", ""),
+    "workdir-in-workspace": lambda l: l.dir("workspace/app"),
 }
 # two good layers on top: the WorkingDir w/s/deep (the fourth), hidden by the opaque w/ that
 # the fifth has (with only its own w/s/)
@@ -193,7 +197,9 @@ GOOD_TWO = {
                                 l.link("wm", tarfile.SYMTYPE, "/wl")),
                      lambda l: l.dir("srv/wd/deep")),
 }
-WORKDIR = {"workdir-hidden": "/w/s/deep", "workdir-link": "/wl/deep", "workdir-loop": "/wl/deep"}
+WORKDIR = {"workdir-hidden": "/w/s/deep", "workdir-link": "/wl/deep", "workdir-loop": "/wl/deep",
+           "workdir-workspace": "/workspace", "workdir-tmp": "/tmp",
+           "workdir-in-workspace": "/workspace/app"}
 
 
 HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), "unknown")

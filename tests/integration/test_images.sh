@@ -311,6 +311,27 @@ test_workdir_through_links() {
   import loop:v1 "$(img oci workdir-loop)"; expect 201 '.workdir_exists == false' # 40 links at most
 }
 
+# A sandbox mounts its own /workspace and /tmp, empty, over the image's: a WorkingDir of them is
+# there where the image lacks it (it counted as absent, workdir_exists false, and commands ran
+# in /workspace, not in /tmp), and one below them is not, even where the image has it (it
+# counted as present, and every command without a cwd failed: "exec chdir /workspace/app").
+TEST_TIMEOUT_workdir_sandbox_dirs=120
+test_workdir_sandbox_dirs() {
+  start_daemon
+  import ws:v1 "$(img oci workdir-workspace)"
+  expect 201 '.workdir == "/workspace" and .workdir_exists == true'
+  create '{"image":"ws:v1"}'
+  run_in "$ID" 'pwd'; expect 200 '.stdout == "/workspace\n"'
+  import tmp:v1 "$(img oci workdir-tmp)"
+  expect 201 '(.layers | length) == 3 and .workdir == "/tmp" and .workdir_exists == true'
+  create '{"image":"tmp:v1"}'
+  run_in "$ID" 'pwd'; expect 200 '.stdout == "/tmp\n"'
+  import in:v1 "$(img oci workdir-in-workspace)"
+  expect 201 '(.layers | length) == 3 and .workdir == "/workspace/app" and .workdir_exists == false'
+  create '{"image":"in:v1"}'
+  run_in "$ID" 'pwd'; expect 200 '.stdout == "/workspace\n"'
+}
+
 TEST_TIMEOUT_limits_and_full_disk=120
 test_limits_and_full_disk() {
   start_daemon
