@@ -362,6 +362,13 @@ def test_numbers_as_sandboxfusion_takes_them():
     out = run_code(code="sleep 3; echo done", language="bash", memory_limit_MB=False,
                    run_timeout=True)  # 1 s, the default memory
     assert out["run_result"]["status"] == "TimeLimitExceeded", out
+    # blanks around a number are str::trim's, Unicode's too (U+3000, U+00A0, U+2003, U+0085),
+    # and a float's string has any length (each was a 422 here: ASCII blanks only, a float in
+    # 63 characters at most)
+    out = run_code(code="import time; time.sleep(5)", language="python",
+                   run_timeout="\u3000" + "0" * 70 + ".5\u00a0",
+                   compile_timeout="1" + "0" * 70 + "e-70", memory_limit_MB="\u2003 256\u0085")
+    assert out["run_result"]["status"] == "TimeLimitExceeded", out
 
 
 @pytest.mark.parametrize("body,message", [
@@ -378,6 +385,13 @@ def test_numbers_as_sandboxfusion_takes_them():
     ({"run_timeout": "0x10"}, "run_timeout: must be a number of seconds"),
     ({"run_timeout": "_1"}, "run_timeout: must be a number of seconds"),
     ({"run_timeout": "5e"}, "run_timeout: must be a number of seconds"),
+    # pydantic-core trims as Rust does (not U+001C..U+001F, which Python's str.strip takes), and
+    # a float's underscores only where there are no blanks around it (it tries the untrimmed
+    # text without them); " 1_0" was taken here
+    ({"run_timeout": "\x1c5"}, "run_timeout: must be a number of seconds"),
+    ({"memory_limit_MB": "256\x1f"}, "memory_limit_MB: must be an integer"),
+    ({"run_timeout": " 1_0"}, "run_timeout: must be a number of seconds"),
+    ({"run_timeout": "1_0\u3000"}, "run_timeout: must be a number of seconds"),
     ({"compile_timeout": None}, "compile_timeout: must be a number of seconds"),
     # taken as a number, then out of this daemon's range as before
     ({"run_timeout": "inf"}, "run_timeout: must be a number of seconds in 0..259200"),

@@ -174,13 +174,48 @@ static bool program_present(sd_daemon *d, const char *prog) {
  * sandbox's 120 s of margin) stays within a sandbox's timeout (POLICY_MAX_DURATION_MS). */
 #define SF_MAX_TIMEOUT_S (3 * 86400)
 
-/* A string of an int as pydantic's lax mode reads one: blanks around it, a sign, digits with
- * single '_' between them, then optionally '.' and only zeros ("1024.0"; not "1e3", "1024.").
- * Saturates (a value that large is out of every range here). */
+/* The length of the whitespace character at s as pydantic-core's str::trim (Rust's
+ * char::is_whitespace) has it: ASCII's (isspace), U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028,
+ * U+2029, U+202F, U+205F and U+3000 (not U+001C..U+001F, which Python's str.strip takes); 0 for
+ * another character. s is valid UTF-8 (jansson's). */
+static size_t space_len(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (isspace(u[0]))
+        return 1;
+    if (u[0] == 0xc2 && (u[1] == 0x85 || u[1] == 0xa0))
+        return 2;
+    if ((u[0] == 0xe1 && u[1] == 0x9a && u[2] == 0x80) ||
+        (u[0] == 0xe2 && u[1] == 0x80 &&
+         ((u[2] >= 0x80 && u[2] <= 0x8a) || u[2] == 0xa8 || u[2] == 0xa9 || u[2] == 0xaf)) ||
+        (u[0] == 0xe2 && u[1] == 0x81 && u[2] == 0x9f) ||
+        (u[0] == 0xe3 && u[1] == 0x80 && u[2] == 0x80))
+        return 3;
+    return 0;
+}
+
+/* s without the whitespace (space_len) around it: its first character, *ret_len its length. */
+static const char *trim_space(const char *s, size_t *ret_len) {
+    for (size_t k; (k = space_len(s)) > 0;)
+        s += k;
+    size_t n = strlen(s);
+    for (size_t k = 1; k <= 3 && k <= n;) /* the character that ends at n: 1 to 3 bytes */
+        if (space_len(s + n - k) == k) {
+            n -= k;
+            k = 1;
+        } else
+            k++;
+    *ret_len = n;
+    return s;
+}
+
+/* A string of an int as pydantic's lax mode reads one: blanks around it (trim_space), a sign,
+ * digits with single '_' between them, then optionally '.' and only zeros ("1024.0"; not "1e3",
+ * "1024."). Saturates (a value that large is out of every range here). */
 static int int_from_str(const char *s, json_int_t *ret) {
     json_int_t n = 0;
-    while (isspace((unsigned char)*s))
-        s++;
+    size_t len;
+    s = trim_space(s, &len);
+    const char *end = s + len; /* (what follows is blanks: no digit, '_' or '.') */
     bool neg = *s == '-';
     if (*s == '-' || *s == '+')
         s++;
@@ -195,31 +230,30 @@ static int int_from_str(const char *s, json_int_t *ret) {
         while (*s == '0')
             s++;
     }
-    while (isspace((unsigned char)*s))
-        s++;
-    if (*s)
+    if (s != end)
         return -EINVAL;
     *ret = neg ? -n : n;
     return 0;
 }
 
-/* A string of a float as pydantic's lax mode reads one, in decimal ("5", " 2.5 ", "1e3"; no
- * hex, and "inf" or "nan", out of every range here, are refused): blanks around it, single '_'
- * between other characters. */
+/* A string of a float as pydantic's lax mode reads one, in decimal ("5", " 2.5 ", "1e3", any
+ * length; no hex, and "inf" or "nan", out of every range here, are refused): blanks around it
+ * (trim_space), or single '_' between other characters and then no blanks (pydantic-core
+ * parses the trimmed text, else the untrimmed text without its underscores). */
 static int float_from_str(const char *s, double *ret) {
-    char buf[64], *end;
-    size_t n = 0;
-    while (isspace((unsigned char)*s))
-        s++;
-    const char *last = s + strlen(s);
-    while (last > s && isspace((unsigned char)last[-1]))
-        last--;
-    for (const char *p = s; p < last; p++) {
-        if (*p == '_' && (p == s || p + 1 == last || p[-1] == '_' || p[1] == '_'))
+    size_t len, n = 0;
+    const char *t = trim_space(s, &len);
+    bool blanks = t != s || t[len];
+    _cleanup_free_ char *buf = malloc(len + 1); /* (a body is at most SD_SF_BODY_MAX) */
+    char *end;
+    if (!buf)
+        return -ENOMEM;
+    for (const char *p = t; p < t + len; p++) {
+        if (*p == '_' && (blanks || p == t || p + 1 == t + len || p[-1] == '_' || p[1] == '_'))
             return -EINVAL;
         if (*p == '_')
             continue;
-        if (!strchr("0123456789+-.eE", *p) || n + 1 >= sizeof(buf))
+        if (!strchr("0123456789+-.eE", *p))
             return -EINVAL; /* what strtod takes beyond decimal: hex, inf, nan */
         buf[n++] = *p;
     }
