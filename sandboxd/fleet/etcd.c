@@ -13,11 +13,14 @@
 
 #define ETCD_ENDPOINTS_MAX 8
 #define ETCD_ANSWER_MAX (8u << 20)
+#define ETCD_CONNECT_MS 1000
 
 struct etcd_client {
     CURL *curl;
     char *endpoints[ETCD_ENDPOINTS_MAX];
-    unsigned n, cur; /* cur: the endpoint that answered last */
+    unsigned n, cur;   /* cur: the endpoint that answered last */
+    long timeout_ms;   /* each try's */
+    unsigned n_redone; /* calls answered on a new connection after a dead one */
 };
 
 typedef struct answer {
@@ -32,6 +35,7 @@ int etcd_new(const char *endpoints, etcd_client **ret, error_rec *err) {
         etcd_free(c);
         return error_set(err, -ENOMEM, "out of memory");
     }
+    c->timeout_ms = ETCD_TIMEOUT_MS;
     char *save = NULL;
     for (char *e = strtok_r(copy, ",", &save); e && c->n < ETCD_ENDPOINTS_MAX;
          e = strtok_r(NULL, ",", &save)) {
@@ -47,6 +51,14 @@ int etcd_new(const char *endpoints, etcd_client **ret, error_rec *err) {
     }
     *ret = c;
     return 0;
+}
+
+void etcd_set_timeout(etcd_client *c, unsigned ms) {
+    c->timeout_ms = ms;
+}
+
+unsigned etcd_redone(const etcd_client *c) {
+    return c->n_redone;
 }
 
 unsigned etcd_endpoints(const etcd_client *c) {
@@ -79,8 +91,11 @@ static size_t write_cb(char *data, size_t size, size_t n, void *ud) {
     return len;
 }
 
-/* One POST to one endpoint: 0 with the parsed answer, -EHOSTUNREACH when it did not answer. */
-static int post_one(etcd_client *c, const char *url, const char *body, json_t **ret) {
+/* One POST to one endpoint (on a new connection when fresh): 0 with the parsed answer,
+ * -EHOSTUNREACH when it did not answer; *reused: it was tried on a connection kept from a call
+ * before. */
+static int post_one(etcd_client *c, const char *url, const char *body, bool fresh, json_t **ret,
+                    bool *reused) {
     answer a = {0};
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
     CURL *k = c->curl;
@@ -90,13 +105,16 @@ static int post_one(etcd_client *c, const char *url, const char *body, json_t **
     curl_easy_setopt(k, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(k, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(k, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(k, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-    curl_easy_setopt(k, CURLOPT_TIMEOUT_MS, 3000L);
+    curl_easy_setopt(k, CURLOPT_CONNECTTIMEOUT_MS, MIN((long)ETCD_CONNECT_MS, c->timeout_ms));
+    curl_easy_setopt(k, CURLOPT_TIMEOUT_MS, c->timeout_ms);
     curl_easy_setopt(k, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(k, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(k, CURLOPT_FRESH_CONNECT, fresh ? 1L : 0L);
     CURLcode rc = curl_easy_perform(k);
-    long status = 0;
+    long status = 0, connects = 0;
     curl_easy_getinfo(k, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(k, CURLINFO_NUM_CONNECTS, &connects);
+    *reused = connects == 0;
     curl_slist_free_all(h);
     json_t *j = rc == CURLE_OK && a.buf ? json_loads(a.buf, 0, NULL) : NULL;
     free(a.buf);
@@ -108,8 +126,10 @@ static int post_one(etcd_client *c, const char *url, const char *body, json_t **
     return 0;
 }
 
-/* POST body (stolen) to path on the first endpoint that answers. An answer carrying an error
- * is -ENOENT for gRPC code 5 (not found), -EPROTO otherwise. */
+/* POST body (stolen) to path on the first endpoint that answers; a try that failed on a
+ * connection kept from a call before is made again at once on a new one (the kept one may be
+ * dead, a relay or a NAT in between having lost it, while etcd answers new ones). An answer
+ * carrying an error is -ENOENT for gRPC code 5 (not found), -EPROTO otherwise. */
 static int call(etcd_client *c, const char *path, json_t *body, json_t **ret, error_rec *err) {
     _cleanup_free_ char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -121,7 +141,11 @@ static int call(etcd_client *c, const char *path, json_t *body, json_t **ret, er
         unsigned e = (c->cur + i) % c->n;
         char url[1024];
         snprintf(url, sizeof(url), "%s%s", c->endpoints[e], path);
-        if ((r = post_one(c, url, s, &j)) == 0)
+        bool reused = false;
+        r = post_one(c, url, s, false, &j, &reused);
+        if (r == -EHOSTUNREACH && reused && (r = post_one(c, url, s, true, &j, &reused)) == 0)
+            c->n_redone++;
+        if (r == 0)
             c->cur = e;
     }
     if (r == -EHOSTUNREACH)

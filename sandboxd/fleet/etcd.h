@@ -11,9 +11,16 @@
 
 typedef struct etcd_client etcd_client;
 
-/* endpoints: "http://h:2379[,http://h2:2379...]"; tried in order, the next one on failure. */
+#define ETCD_TIMEOUT_MS 3000 /* a call's tries wait this long each, unless set otherwise */
+
+/* endpoints: "http://h:2379[,http://h2:2379...]"; tried in order, the next one on failure. A
+ * try that fails on a connection kept from a call before is made again on a new one. */
 int etcd_new(const char *endpoints, etcd_client **ret, error_rec *err);
 void etcd_free(etcd_client *c);
+/* How long each try of a call waits for its answer (connecting: 1 s at most of it). */
+void etcd_set_timeout(etcd_client *c, unsigned ms);
+/* How many calls were answered on a new connection after failing on a kept one. */
+unsigned etcd_redone(const etcd_client *c);
 
 /* Errors: -EHOSTUNREACH (no endpoint answered), -ENOENT (the lease or key does not exist),
  * -EPROTO (an answer that is not the gateway's), -ENOMEM. */

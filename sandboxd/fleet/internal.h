@@ -54,7 +54,8 @@ typedef struct sd_fleet {
     json_t *record;
     int64_t node_lease;
     uint64_t t_retry, t_keepalive, t_put, t_poll, backoff_ms;
-    unsigned t_nodes; /* n_nodes as last seen */
+    unsigned t_nodes;  /* n_nodes as last seen */
+    unsigned t_redone; /* etcd_redone as last seen */
     bool record_dirty, etcd_ok_thread;
     bool member_due, record_due; /* a lease was granted: P/members/NAME and the record go next */
     /* the watch thread (fleet/watch.c) */

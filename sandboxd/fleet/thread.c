@@ -4,9 +4,10 @@
  * and P/members/NAME, and runs the jobs the loop queues; results go back to the loop with
  * uv_async. With --fleet-read poll (the old way, kept to measure it against the watch) it also
  * reads P/nodes/, P/drain/, P/leases/ and P/members/ each second and re-puts the record on each
- * keepalive. etcd unreachable: it retries with backoff (0.5 s doubling to TTL/3, 5 s at most)
- * and registers again (a new lease if needed) when etcd is back; then it tells the watch to
- * reopen. */
+ * keepalive. Each call waits TTL/3 (3 s at most) for its answer, and is made again at once on a
+ * new connection when the one it was kept on failed (fleet/etcd.c). etcd unreachable: it
+ * retries with backoff (0.5 s doubling to TTL/3, 5 s at most) and registers again (a new lease
+ * if needed) when etcd is back; then it tells the watch to reopen. */
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
@@ -72,6 +73,15 @@ static void run_job(sd_fleet *f, fleet_job *j) {
         j->r = etcd_lease_revoke(f->etcd, j->lease, &err);
         break;
     }
+}
+
+/* Tell the watch (mu taken here) to reopen its stream. */
+static void watch_kick(sd_fleet *f) {
+    uv_mutex_lock(&f->mu);
+    f->kick = true;
+    uv_mutex_unlock(&f->mu);
+    if (f->stream)
+        etcd_stream_wakeup(f->stream);
 }
 
 /* Register (grant a lease) when needed, keep the lease alive, put the record. */
@@ -160,11 +170,15 @@ static void set_ok(sd_fleet *f, bool ok, uint64_t now, const error_rec *err) {
         f->etcd_ok_thread = ok;
         uv_mutex_lock(&f->mu);
         f->snap_ok = ok, f->ok_new = true;
-        f->kick = f->kick || ok; /* the watch's stream may be a dead one: reopen it */
         snprintf(f->snap_err, sizeof(f->snap_err), "%s", ok ? "" : err->message);
         uv_mutex_unlock(&f->mu);
-        if (ok && f->stream)
-            etcd_stream_wakeup(f->stream);
+        if (ok) /* the watch's stream may be a dead one: reopen it */
+            watch_kick(f);
+    }
+    unsigned redone = etcd_redone(f->etcd);
+    if (redone != f->t_redone) { /* a call found its connection dead: the stream's may be too */
+        f->t_redone = redone;
+        watch_kick(f);
     }
 }
 
@@ -232,6 +246,9 @@ static void thread_main(void *arg) {
 
 int fleet_thread_start(sd_fleet *f, error_rec *err) {
     f->etcd_ok_thread = true; /* until a call fails */
+    /* a call stuck on a dead connection must not outlive the lease: a keepalive due TTL/3
+     * after the last gives up on it at 2 TTL/3 and is answered on a new one before the TTL */
+    etcd_set_timeout(f->etcd, (unsigned)MIN((uint64_t)ETCD_TIMEOUT_MS, beat_ms(f)));
     int r = f->poll ? 0 : fleet_watch_start(f, err);
     if (r < 0)
         return r;

@@ -8,7 +8,12 @@
 # and then "failed a put". On SIGHUP etcd goes away for the daemons and, on the next SIGHUP, comes
 # back: every connection open is closed and those made meanwhile are closed at once, unrelayed (an
 # etcd call fails at once, as with etcd stopped, while etcd itself runs on and expires leases on
-# its clock); prints "down N" (the connections closed) and then "up". Standard library only.
+# its clock); prints "down N" (the connections closed) and then "up". On SIGWINCH etcd stops
+# answering and, on the next SIGWINCH, answers again on new connections only: every connection
+# open at the first, and those made until the second, go dead for good (kept open, their bytes
+# read and dropped both ways: etcd never sees their requests), as when a relay or a NAT in
+# between loses its connections; prints "stalled N" (the connections open) and then "unstalled".
+# Standard library only.
 import selectors
 import signal
 import socket
@@ -17,10 +22,11 @@ import sys
 LISTEN, UP = int(sys.argv[1]), int(sys.argv[2])
 sel = selectors.DefaultSelector()
 pairs = {}  # socket -> its peer
-state = {}  # client socket -> {"watch": bool, "frozen": bool}
+state = {}  # client socket -> {"watch": bool, "frozen": bool, "dead": bool}
 fail_puts = [0]  # puts still to fail (SIGUSR2)
 down = [False]  # etcd unreachable through the relay (SIGHUP toggles)
 toggles = [0]  # SIGHUPs not yet acted on (the loop closes the connections, not the handler)
+stalled = [False]  # new connections go dead (SIGWINCH toggles)
 
 
 def freeze(*_):
@@ -39,6 +45,16 @@ def arm(*_):
 
 def hup(*_):
     toggles[0] += 1
+
+
+def stall(*_):
+    stalled[0] = not stalled[0]
+    if not stalled[0]:
+        print("unstalled", file=sys.stderr, flush=True)
+        return
+    for st in state.values():
+        st["dead"] = True
+    print("stalled %d" % len(state), file=sys.stderr, flush=True)
 
 
 def outage():
@@ -68,7 +84,7 @@ def accept(ls):
         return c.close()
     u = socket.create_connection(("127.0.0.1", UP))
     pairs[c], pairs[u] = u, c
-    state[c] = {"watch": False, "frozen": False}
+    state[c] = {"watch": False, "frozen": False, "dead": stalled[0]}
     sel.register(c, selectors.EVENT_READ, relay)
     sel.register(u, selectors.EVENT_READ, relay)
 
@@ -81,6 +97,8 @@ def relay(s):
     if not data:
         return close(s)
     if s in state:  # from the client
+        if state[s]["dead"]:
+            return
         if fail_puts[0] and b"/v3/kv/put" in data:
             fail_puts[0] -= 1
             s.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
@@ -91,13 +109,14 @@ def relay(s):
         pairs[s].sendall(data)
     else:  # from etcd
         c = pairs[s]
-        if not state[c]["frozen"]:
+        if not state[c]["frozen"] and not state[c]["dead"]:
             c.sendall(data)
 
 
 signal.signal(signal.SIGUSR1, freeze)
 signal.signal(signal.SIGUSR2, arm)
 signal.signal(signal.SIGHUP, hup)
+signal.signal(signal.SIGWINCH, stall)
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", LISTEN))

@@ -96,9 +96,18 @@ etcd_key() { # KEY: its value, or nothing
     jq -r '.kvs[0].value // empty' | base64 -d
 }
 
+etcd_lease_of() { # KEY: the etcd lease its value is attached to
+  "${NS[@]}" curl -s http://127.0.0.1:2379/v3/kv/range -d "{\"key\":\"$(printf %s "$1" | base64 -w0)\"}" |
+    jq -r '.kvs[0].lease // empty'
+}
+proxy_says() { # REGEX: until the relay's log has a line matching it (5 s)
+  local i
+  for i in $(seq 50); do grep -qE "$1" "$DAEMON_ROOT/proxy.log" && return 0; sleep 0.1; done
+  fail "the relay never said /$1/: $(cat "$DAEMON_ROOT/proxy.log")"
+}
 
 freeze_proxy() { # a relay to etcd on 127.0.0.1:2479 in the world (etcd_freeze_proxy.py: SIGUSR1,
-  # SIGUSR2 and SIGHUP, as it says); PROXY its pid, killed at the case's end
+  # SIGUSR2, SIGHUP and SIGWINCH, as it says); PROXY its pid, killed at the case's end
   "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
   PROXY=$!
   daemon_at_exit kill "$PROXY"

@@ -6,7 +6,8 @@
 # with the token), placement away from a full node, the 503 when all are full, drain and undrain (a
 # create with volumes or GPU uuids is not run or sent on from a drained node), a re-registration
 # whose first put fails, a re-registration within TTL/3 of etcd's return after an outage longer than
-# the TTL (etcd_freeze_proxy.py), a kill -9 (the node leaves within its TTL, its ids answer 503
+# the TTL (etcd_freeze_proxy.py), a node with a TTL of 2 s whose connections to etcd went dead
+# keeping its lease, a kill -9 (the node leaves within its TTL, its ids answer 503
 # node_unavailable, a restart re-registers and serves its sandboxes again), etcd stopped and
 # restarted, leases across nodes, a sandbox's port proxy reached through another node (307 to the
 # owner, the server's answer and headers back). The bigger world: test_fleet.sh.
@@ -319,6 +320,39 @@ test_reregister_soon_after_an_outage() { # a node whose etcd was away for longer
   [ "$took" -le 2500 ] || fail "a was in b's node list again only $took ms after etcd came back (TTL ${TTL} s: within 2500 ms expected)"
   freq b GET "/v1/sandboxes/$id"
   fexpect 200 '.state == "running"'
+}
+
+TEST_TIMEOUT_lease_kept_over_a_dead_connection=60
+test_lease_kept_over_a_dead_connection() { # a node with the shortest TTL (2 s) whose connection
+  # to etcd went dead (a relay or a NAT that lost it; etcd away for 0.5 s, then answering new
+  # connections) keeps its etcd lease and its place in the node list, and never finds etcd
+  # unreachable: its keepalive gives up on the dead connection within TTL/3 and is sent again at
+  # once on a new one, and its watch reopens its stream (each etcd call waited up to 3 s whatever the TTL: the keepalive stuck on
+  # the dead connection outlived the lease, a left the node list and registered again)
+  world
+  freeze_proxy
+  local proxy=$PROXY i lease
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479 --fleet-ttl 2
+  fleet_daemon b
+  wait_view b "[$(node a), $(node b)] | length == 2"
+  lease=$(etcd_lease_of "$PREFIX/nodes/a")
+  [[ "$lease" =~ ^[0-9]+$ ]] || fail "P/nodes/a's lease: $lease"
+  kill -WINCH "$proxy"
+  proxy_says '^stalled [1-9]'
+  sleep 0.5
+  kill -WINCH "$proxy"
+  proxy_says '^unstalled'
+  for i in $(seq 40); do # 4 s or more: two TTLs
+    freq b GET /v1/fleet
+    fexpect 200 "[$(node a)] | length == 1"
+    sleep 0.1
+  done
+  assert_eq "$(etcd_lease_of "$PREFIX/nodes/a")" "$lease" "a's etcd lease"
+  ! grep -q 'etcd unreachable' "${DAEMON_DIR[a]}/log" || fail "a found etcd unreachable: $(grep fleet "${DAEMON_DIR[a]}/log")"
+  # a's watch stream was on a dead connection too: it was reopened with the keepalive's
+  freq b POST /v1/fleet/nodes/b/drain
+  fexpect 204
+  wait_view a "$(node b) | .draining == true" 3
 }
 
 TEST_TIMEOUT_kill9=90
