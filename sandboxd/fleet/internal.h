@@ -88,6 +88,15 @@ typedef struct sd_fleet {
     char url_buf[1024];
 } sd_fleet;
 
+/* The retries' spacing at most, the fleet thread's and the watch's: the keepalives' (TTL/3),
+ * 5 s at most, so that a node whose etcd comes back registers again, and its watch resumes,
+ * within TTL/3 of it (the spacing grew to 5 s whatever the TTL: with a TTL of a few seconds, a
+ * node stayed out of the node list, its ids 503 elsewhere, or its view behind, up to 5 s more). */
+static inline uint64_t fleet_backoff_max_ms(const sd_fleet *f) {
+    uint64_t third = f->d->cfg.fleet_ttl * 1000ull / 3;
+    return third < 5000 ? third : 5000;
+}
+
 /* thread.c */
 int fleet_thread_start(sd_fleet *f, error_rec *err);
 void fleet_thread_stop(sd_fleet *f); /* join */

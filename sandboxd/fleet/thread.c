@@ -23,17 +23,9 @@
 #define HEARTBEAT_MS 30000
 #define POLL_MS 1000
 #define BACKOFF_MIN_MS 500
-#define BACKOFF_MAX_MS 5000
 
 static uint64_t beat_ms(sd_fleet *f) {
     return f->d->cfg.fleet_ttl * 1000ull / 3;
-}
-
-/* The retries' spacing at most: the keepalives' (TTL/3), so that a node whose etcd comes back
- * registers again within TTL/3 of it (the spacing grew to 5 s whatever the TTL: with a TTL of a
- * few seconds, a node stayed out of the node list, its ids 503 elsewhere, up to 5 s more). */
-static uint64_t backoff_max_ms(sd_fleet *f) {
-    return MIN((uint64_t)BACKOFF_MAX_MS, beat_ms(f));
 }
 
 /* How often the record is put when nothing changed, and at most when it does. */
@@ -163,7 +155,8 @@ static void set_ok(sd_fleet *f, bool ok, uint64_t now, const error_rec *err) {
     if (ok)
         f->backoff_ms = 0;
     else {
-        f->backoff_ms = f->backoff_ms ? MIN(f->backoff_ms * 2, backoff_max_ms(f)) : BACKOFF_MIN_MS;
+        f->backoff_ms =
+            f->backoff_ms ? MIN(f->backoff_ms * 2, fleet_backoff_max_ms(f)) : BACKOFF_MIN_MS;
         f->t_retry = now + f->backoff_ms;
     }
     if (ok != f->etcd_ok_thread) {

@@ -22,7 +22,6 @@
 #define WAIT_MS 1000
 #define ECHO_MS 5000
 #define BACKOFF_MIN_MS 500
-#define BACKOFF_MAX_MS 5000
 
 /* The node records' values parsed (a value that is not a JSON object is left out). */
 static json_t *parse_nodes(json_t *kvs, size_t plen) {
@@ -223,7 +222,7 @@ static void watch_main(void *arg) {
                  f->wrev + 1);
         note(f, why);
         endpoint = (endpoint + 1) % etcd_endpoints(f->wetcd); /* the next one, next time */
-        backoff = backoff ? MIN(backoff * 2, (uint64_t)BACKOFF_MAX_MS) : BACKOFF_MIN_MS;
+        backoff = backoff ? MIN(backoff * 2, fleet_backoff_max_ms(f)) : BACKOFF_MIN_MS;
         sleep_ms(f, backoff);
     }
 }

@@ -13,7 +13,10 @@
 # open at the first, and those made until the second, go dead for good (kept open, their bytes
 # read and dropped both ways: etcd never sees their requests), as when a relay or a NAT in
 # between loses its connections; prints "stalled N" (the connections open) and then "unstalled".
-# Standard library only.
+# On SIGALRM watches are refused and, on the next SIGALRM, allowed again: every open connection
+# whose client sent a `/v3/watch` request is closed, and each `/v3/watch` request meanwhile is
+# answered 503 and its connection closed (the other calls go through); prints "watches refused N"
+# and then "watches allowed". Standard library only.
 import selectors
 import signal
 import socket
@@ -27,6 +30,8 @@ fail_puts = [0]  # puts still to fail (SIGUSR2)
 down = [False]  # etcd unreachable through the relay (SIGHUP toggles)
 toggles = [0]  # SIGHUPs not yet acted on (the loop closes the connections, not the handler)
 stalled = [False]  # new connections go dead (SIGWINCH toggles)
+no_watch = [False]  # watch requests refused (SIGALRM toggles)
+wtoggles = [0]  # SIGALRMs not yet acted on
 
 
 def freeze(*_):
@@ -55,6 +60,21 @@ def stall(*_):
     for st in state.values():
         st["dead"] = True
     print("stalled %d" % len(state), file=sys.stderr, flush=True)
+
+
+def alarm(*_):
+    wtoggles[0] += 1
+
+
+def refuse_watches():
+    no_watch[0] = not no_watch[0]
+    if not no_watch[0]:
+        print("watches allowed", file=sys.stderr, flush=True)
+        return
+    watches = [c for c, st in state.items() if st["watch"]]
+    for c in watches:
+        close(c)
+    print("watches refused %d" % len(watches), file=sys.stderr, flush=True)
 
 
 def outage():
@@ -106,6 +126,9 @@ def relay(s):
             return close(s)
         if b"/v3/watch" in data:
             state[s]["watch"] = True
+            if no_watch[0]:
+                s.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return close(s)
         pairs[s].sendall(data)
     else:  # from etcd
         c = pairs[s]
@@ -117,6 +140,7 @@ signal.signal(signal.SIGUSR1, freeze)
 signal.signal(signal.SIGUSR2, arm)
 signal.signal(signal.SIGHUP, hup)
 signal.signal(signal.SIGWINCH, stall)
+signal.signal(signal.SIGALRM, alarm)
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", LISTEN))
@@ -129,3 +153,6 @@ while True:
     while toggles[0]:
         toggles[0] -= 1
         outage()
+    while wtoggles[0]:
+        wtoggles[0] -= 1
+        refuse_watches()

@@ -107,7 +107,7 @@ proxy_says() { # REGEX: until the relay's log has a line matching it (5 s)
 }
 
 freeze_proxy() { # a relay to etcd on 127.0.0.1:2479 in the world (etcd_freeze_proxy.py: SIGUSR1,
-  # SIGUSR2, SIGHUP and SIGWINCH, as it says); PROXY its pid, killed at the case's end
+  # SIGUSR2, SIGHUP, SIGWINCH and SIGALRM, as it says); PROXY its pid, killed at the case's end
   "${NS[@]}" python3 "$(dirname "$0")/etcd_freeze_proxy.py" 2479 2379 2>"$DAEMON_ROOT/proxy.log" &
   PROXY=$!
   daemon_at_exit kill "$PROXY"

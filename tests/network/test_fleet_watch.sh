@@ -8,7 +8,8 @@
 # resumes from its revision and brings the changes made while it was down; a resume point
 # etcd compacted away makes the node read everything again; a stream that stays open but goes
 # silent (etcd_freeze_proxy.py) is given up once the node's own put has not come back in 5 s;
-# a node's own drain holds while its view is older than the drain.
+# a node's own drain holds while its view is older than the drain; a watch refused for a while
+# resumes within TTL/3 of etcd taking watches again.
 DAEMON_TAG=fleetw
 source "$(dirname "$0")/../lib/daemon.sh"
 source "$(dirname "$0")/fleetd_world.sh"
@@ -117,6 +118,37 @@ test_watch_resume_and_compaction() { # a broken stream resumes from its revision
   fexpect 204
   wait_view b "$(node a) | .draining == true"
   wait_view a "$(node a) | .state == \"draining\""
+}
+
+now_ms() { local t=${EPOCHREALTIME//[.,]/}; echo $((t / 1000)); }
+
+TEST_TIMEOUT_watch_resumes_within_the_ttl=60
+test_watch_resumes_within_the_ttl() { # a watch broken for longer than its retries take to space
+  # out resumes within TTL/3 of etcd taking watches again (its retries grew to 5 s apart
+  # whatever the TTL: the node's view stayed behind for up to 5 s more)
+  world
+  freeze_proxy
+  local proxy=$PROXY i t0 up took
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view a "([$(node a), $(node b)] | length == 2) and .watch.streams == 1"
+  kill -ALRM "$proxy" # a's stream is closed and reopening it fails; its other calls go through
+  t0=$(now_ms)
+  proxy_says '^watches refused 1$'
+  # back 8 s after the break: retries doubling from 0.5 s to 5 s were made at 0.5, 1.5, 3.5 and
+  # 7.5 s, the next at 12.5 s; spaced TTL/3 (1 s) at most, one comes within 1 s
+  i=$((t0 + 8000 - $(now_ms)))
+  sleep "$((i / 1000)).$(printf %03d $((i % 1000)))"
+  kill -ALRM "$proxy"
+  up=$(now_ms)
+  proxy_says '^watches allowed'
+  freq b POST /v1/fleet/nodes/b/drain
+  fexpect 204
+  wait_view a "$(node b) | .draining == true" 15
+  took=$(($(now_ms) - up))
+  echo "a saw b's drain $took ms after etcd took watches again" >&2
+  [ "$took" -le 2500 ] || fail "a saw b's drain only $took ms after etcd took watches again (TTL ${TTL} s: within 2500 ms expected)"
+  wait_view a '.watch.reads == 1' # resumed from its revision
 }
 
 TEST_TIMEOUT_watch_silent_stream=90
