@@ -47,6 +47,7 @@ typedef struct sd_fleet {
     int64_t put_rev;     /* the revision of this node's last record put (thread), and */
     uint64_t put_ms;     /* when it was made: the watch must bring it back (the echo check) */
     bool kick;           /* the fleet thread saw etcd come back: the watch reopens its stream */
+    bool reread;         /* the fleet thread's lease was gone: the watch reads everything again */
     char watch_err[256]; /* why the watch stream broke ("" while it runs) */
     bool watch_err_new;  /* watch_err changed since the loop last looked */
     unsigned w_reads, w_streams, w_compacted, w_stale; /* the watch's counts (GET /v1/fleet) */

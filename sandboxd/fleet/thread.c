@@ -7,7 +7,8 @@
  * keepalive. Each call waits TTL/3 (3 s at most) for its answer, and is made again at once on a
  * new connection when the one it was kept on failed (fleet/etcd.c). etcd unreachable: it
  * retries with backoff (0.5 s doubling to TTL/3, 5 s at most) and registers again (a new lease
- * if needed) when etcd is back; then it tells the watch to reopen. */
+ * if needed) when etcd is back; then it tells the watch to reopen (to read everything again
+ * when the lease was gone). */
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
@@ -67,13 +68,24 @@ static void run_job(sd_fleet *f, fleet_job *j) {
     }
 }
 
-/* Tell the watch (mu taken here) to reopen its stream. */
-static void watch_kick(sd_fleet *f) {
+/* Tell the watch (mu taken here) to reopen its stream (kick), and with reread to read
+ * everything again first. */
+static void watch_renew(sd_fleet *f, bool reread) {
     uv_mutex_lock(&f->mu);
     f->kick = true;
+    f->reread = f->reread || reread;
     uv_mutex_unlock(&f->mu);
     if (f->stream)
         etcd_stream_wakeup(f->stream);
+}
+
+/* The node's etcd lease is gone (expired while etcd or this node was away, or etcd lost its
+ * data): it registers again, and the watch reads everything again, since what it resumes from
+ * may be another store's revision (a wiped etcd's revisions begin at 1 again: once they are
+ * past the node's, a stream from its revision misses every put made before). */
+static void lease_lost(sd_fleet *f) {
+    f->node_lease = 0;
+    watch_renew(f, true);
 }
 
 /* Register (grant a lease) when needed, keep the lease alive, put the record. */
@@ -87,7 +99,7 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
     } else if (now >= f->t_keepalive) {
         r = etcd_lease_keepalive(f->etcd, f->node_lease, err);
         if (r == -ENOENT) /* expired while etcd or this node was away: register again */
-            f->node_lease = 0;
+            lease_lost(f);
         if (r < 0)
             return r == -ENOENT && !again ? beat(f, now, err, true) : r;
         f->t_keepalive = now + beat_ms(f);
@@ -111,7 +123,7 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
     int64_t rev = 0;
     r = etcd_put(f->etcd, key, s, f->node_lease, &rev, err);
     if (r == -ENOENT) { /* the lease expired between the keepalive and the put */
-        f->node_lease = 0;
+        lease_lost(f);
         return again ? r : beat(f, now, err, true);
     }
     if (r >= 0) {
@@ -166,12 +178,12 @@ static void set_ok(sd_fleet *f, bool ok, uint64_t now, const error_rec *err) {
         snprintf(f->snap_err, sizeof(f->snap_err), "%s", ok ? "" : err->message);
         uv_mutex_unlock(&f->mu);
         if (ok) /* the watch's stream may be a dead one: reopen it */
-            watch_kick(f);
+            watch_renew(f, false);
     }
     unsigned redone = etcd_redone(f->etcd);
     if (redone != f->t_redone) { /* a call found its connection dead: the stream's may be too */
         f->t_redone = redone;
-        watch_kick(f);
+        watch_renew(f, false);
     }
 }
 

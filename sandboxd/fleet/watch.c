@@ -150,6 +150,16 @@ static bool stale(sd_fleet *f, uint64_t now, uint64_t opened_ms) {
     return kick || echo;
 }
 
+/* Whether the fleet thread asked for everything to be read again (its lease was gone); it
+ * kicks the stream with it, so that the read comes next. */
+static bool take_reread(sd_fleet *f) {
+    uv_mutex_lock(&f->mu);
+    bool reread = f->reread;
+    f->reread = false;
+    uv_mutex_unlock(&f->mu);
+    return reread;
+}
+
 /* When the copy is handed to the loop next: PUBLISH_MS after the last hand-over when it
  * changed since, else REFRESH_MS after it. */
 static uint64_t publish_due(sd_fleet *f) {
@@ -209,6 +219,7 @@ static void watch_main(void *arg) {
     while (!stopping(f)) {
         error_rec err = {0};
         bool up = false;
+        need_read = take_reread(f) || need_read;
         int r = need_read ? read_all(f, &err) : 0;
         need_read = r < 0;
         if (r >= 0 && (r = stream(f, endpoint, &up, &err)) >= 0)

@@ -9,7 +9,8 @@
 # etcd compacted away makes the node read everything again; a stream that stays open but goes
 # silent (etcd_freeze_proxy.py) is given up once the node's own put has not come back in 5 s;
 # a node's own drain holds while its view is older than the drain; a watch refused for a while
-# resumes within TTL/3 of etcd taking watches again.
+# resumes within TTL/3 of etcd taking watches again; a wiped etcd (a new store, its revisions
+# behind or past the nodes') has every node back in every node's view.
 DAEMON_TAG=fleetw
 source "$(dirname "$0")/../lib/daemon.sh"
 source "$(dirname "$0")/fleetd_world.sh"
@@ -149,6 +150,50 @@ test_watch_resumes_within_the_ttl() { # a watch broken for longer than its retri
   echo "a saw b's drain $took ms after etcd took watches again" >&2
   [ "$took" -le 2500 ] || fail "a saw b's drain only $took ms after etcd took watches again (TTL ${TTL} s: within 2500 ms expected)"
   wait_view a '.watch.reads == 1' # resumed from its revision
+}
+
+TEST_TIMEOUT_etcd_wiped=120
+test_etcd_wiped() { # etcd restarted empty (its data lost: revisions from 1 again, the nodes' leases
+  # gone): every node registers again, every node's view has every node's new record, ids
+  # route. Twice: the new etcd's revision still behind the one the nodes had reached when their
+  # streams reopen, and past it (a's watch kept away until another application's writes took
+  # it there: the stream from a's old revision brought nothing of what was put before; a never
+  # saw b's new record)
+  world
+  freeze_proxy
+  local proxy=$PROXY id rev round i t both
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq b POST /v1/sandboxes -d '{}'
+  fexpect 201 '.id | endswith(".b")'
+  id=$(jq -r .id <<<"$BODY")
+  for round in behind ahead; do
+    wait_view a "[$(node a), $(node b)] | length == 2" 30
+    rev=$(etcd_post 2379 /v3/kv/range "{\"key\":\"$(b64 /)\"}" | jq -r .header.revision)
+    t=$EPOCHREALTIME
+    [ "$round" == behind ] || { kill -ALRM "$proxy" && proxy_says '^watches refused 1$'; }
+    etcd_stop
+    rm -rf "$ETCD_DIR/data"
+    etcd_start
+    if [ "$round" == ahead ]; then # both registered again, then the store is busy elsewhere
+      for i in $(seq 100); do
+        [ -n "$(etcd_key "$PREFIX/nodes/a")" ] && [ -n "$(etcd_key "$PREFIX/nodes/b")" ] && break
+        sleep 0.1
+      done
+      for i in $(seq $((rev + 5))); do etcd_put_at 2379 "/other/k$i" v; done
+      kill -ALRM "$proxy"
+      proxy_says '^watches allowed'
+    fi
+    echo "round $round: revision $rev before the wipe, $(etcd_post 2379 /v3/kv/range "{\"key\":\"$(b64 /)\"}" | jq -r .header.revision) now" >&2
+    both="([$(node a), $(node b)] | length == 2) and ($(node a) | .heartbeat > $t) and ($(node b) | .heartbeat > $t)"
+    wait_view a "$both" $((TTL * 4))
+    wait_view b "$both" $((TTL * 4))
+    freq a GET "/v1/sandboxes/$id"
+    fexpect 200 '.state == "running" and .node == "b"'
+    [ -n "$(etcd_key "$PREFIX/members/a")" ] && [ -n "$(etcd_key "$PREFIX/members/b")" ] ||
+      fail "round $round: P/members/ not put again"
+  done
 }
 
 TEST_TIMEOUT_watch_silent_stream=90
