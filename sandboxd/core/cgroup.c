@@ -258,6 +258,40 @@ bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n) {
     return used;
 }
 
+bool sd_cgroup_sandbox_left(const sd_daemon *d, const char *id) {
+    static const char *const v1[] = {"memory", "pids"}; /* every sandbox process is in both */
+    char path[PATH_MAX];
+    for (size_t i = 0; i < (d->cgroup_version == 2 ? 1 : ARRAY_SIZE(v1)); i++) {
+        if (d->cgroup_version == 2)
+            snprintf(path, sizeof(path), "%s/%s", d->cgroup_parent, id);
+        else
+            snprintf(path, sizeof(path), CG_ROOT "/%s/%s/%s", v1[i], d->cgroup_parent, id);
+        if (access(path, F_OK) == 0 || errno != ENOENT)
+            return true; /* (cannot tell: left) */
+    }
+    return false;
+}
+
+bool sd_cgroup_sandbox_remove(const sd_daemon *d, const char *id) {
+    char path[PATH_MAX];
+    if (d->cgroup_version == 2) {
+        snprintf(path, sizeof(path), "%s/%s", d->cgroup_parent, id);
+        return rmdir(path) == 0 || errno == ENOENT;
+    }
+    DIR *root = opendir(CG_ROOT);
+    if (!root)
+        return false;
+    bool gone = true;
+    struct dirent *de;
+    while ((de = readdir(root))) /* each controller's (a co-mounted one's link: ENOENT then) */
+        if (de->d_name[0] != '.') {
+            snprintf(path, sizeof(path), CG_ROOT "/%s/%s/%s", de->d_name, d->cgroup_parent, id);
+            gone &= rmdir(path) == 0 || errno == ENOENT || errno == ENOTDIR;
+        }
+    closedir(root);
+    return gone;
+}
+
 void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t len) {
     if (d->cgroup_version == 2)
         snprintf(buf, len, "%s/%s", d->cgroup_parent, id);

@@ -16,6 +16,13 @@ void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t l
  * uid, real, effective, saved or filesystem, in [lo, lo + n): a uid slot's range still in use.
  * Other daemons' sandboxes on the host, with the same ranges, are not counted. */
 bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n);
+/* Whether a cgroup directory of sandbox id is still there (v2: its one; v1: its memory or pids
+ * controller's, which hold each of its processes): one or two access(2). A populated cgroup
+ * cannot be removed and a sandbox's processes cannot leave theirs, so after its shim's teardown
+ * none is there unless something of the sandbox may still run. */
+bool sd_cgroup_sandbox_left(const sd_daemon *d, const char *id);
+/* rmdir sandbox id's cgroup directories (v1: each controller's); true when none is left. */
+bool sd_cgroup_sandbox_remove(const sd_daemon *d, const char *id);
 /* Freeze (or thaw) sandbox id's cgroup, best effort. Returns 0 or -errno. */
 int sd_cgroup_freeze(const sd_daemon *d, const char *id, bool frozen);
 /* A copy's hold on sandbox id's freeze (hold) or its release (!hold): holds nest, so that a

@@ -439,14 +439,14 @@ static void shutdown_reply(void *ud, json_t *reply) {
         sd_shim_close(TAKE_PTR(sb->shim));
         run_cleanup(sb, false);
     }
-    /* else: the shim tears down and exits; on_shim_lost frees the slot */
+    /* else: the shim tears down and exits; on_shim_lost frees the slot (or quarantines it) */
 }
 
 static void on_shim_lost(void *ud) {
     sd_sandbox *sb = ud;
     sd_shim_close(TAKE_PTR(sb->shim)); /* a pending pause hears it first (core/checkpoint.c) */
-    if (sb->state == SD_ENDED) {
-        sd_registry_release_slot(sb);
+    if (sb->state == SD_ENDED) {       /* its teardown is done (core/quarantine.h) */
+        sd_slot_torn_down(sb->d, sd_registry_take_slot(sb), sb->id, sb->dir);
         return;
     }
     if (sb->state == SD_PAUSED || shim_gone(sb))

@@ -1,4 +1,4 @@
-/* uid slots held back after a failed `sbx-shim cleanup` (core/quarantine.h). */
+/* uid slots held back after a failed `sbx-shim cleanup` or shim teardown (core/quarantine.h). */
 #include "sandboxd/core/quarantine.h"
 
 #include "common/log.h"
@@ -78,10 +78,13 @@ static void retry_exited(void *ud, int status) {
 }
 
 /* Free when nothing runs under the slot's uids; else the cleanup again while its run dir is
- * there (it kills what is left in the sandbox's cgroup), and another check later. */
+ * there (it kills what is left in the sandbox's cgroup), and another check later. Without a run
+ * dir (the shim's teardown removed it) the cgroups its teardown left go once they are empty. */
 static void check(uv_timer_t *t) {
     sd_quarantine *q = t->data;
     sd_daemon *d = q->d;
+    if (access(q->dir, F_OK) < 0)
+        (void)sd_cgroup_sandbox_remove(d, q->id);
     if (!slot_in_use(d, q->slot)) {
         release(q);
         return;
@@ -95,13 +98,12 @@ static void check(uv_timer_t *t) {
     check_later(q);
 }
 
-static void quarantine(sd_daemon *d, int slot, int status, const char *id, const char *dir) {
+/* what: why the slot may still be in use (it names sandbox id). */
+static void quarantine(sd_daemon *d, int slot, const char *what, const char *id, const char *dir) {
     sd_quarantine *q = calloc(1, sizeof(*q));
-    char why[64];
-    status_text(status, why, sizeof(why));
-    log_warn("uid slot %d quarantined: sbx-shim cleanup of sandbox=%s failed (%s) and processes "
-             "still run under uids %d-%d; not handed out again until none does",
-             slot, id, why, sd_uid_base(slot), sd_uid_base(slot) + (int)SHIM_UID_RANGE - 1);
+    log_warn("uid slot %d quarantined: %s and processes still run under uids %d-%d; not handed "
+             "out again until none does",
+             slot, what, sd_uid_base(slot), sd_uid_base(slot) + (int)SHIM_UID_RANGE - 1);
     d->n_quarantined++;
     if (!q) /* held for good: never handed out while its processes may live */
         return;
@@ -119,8 +121,24 @@ void sd_slot_cleaned(sd_daemon *d, int slot, int status, const char *id, const c
     if (slot < 0)
         return;
     bool ok = status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (ok || !slot_in_use(d, slot))
+    if (ok || !slot_in_use(d, slot)) {
         sd_slot_release(d, slot);
-    else
-        quarantine(d, slot, status, id, dir);
+        return;
+    }
+    char why[64], what[192];
+    status_text(status, why, sizeof(why));
+    snprintf(what, sizeof(what), "sbx-shim cleanup of sandbox=%s failed (%s)", id, why);
+    quarantine(d, slot, what, id, dir);
+}
+
+void sd_slot_torn_down(sd_daemon *d, int slot, const char *id, const char *dir) {
+    /* the usual end: its cgroups are gone, one or two access(2) and no /proc scan */
+    if (slot < 0 || !sd_cgroup_sandbox_left(d, id) || sd_cgroup_sandbox_remove(d, id) ||
+        !slot_in_use(d, slot)) {
+        sd_slot_release(d, slot);
+        return;
+    }
+    char what[192];
+    snprintf(what, sizeof(what), "the shim's teardown of sandbox=%s left its cgroup", id);
+    quarantine(d, slot, what, id, dir);
 }

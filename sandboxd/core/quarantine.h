@@ -1,7 +1,7 @@
-/* uid slots held back after a failed `sbx-shim cleanup`: the sandbox's processes, under that
- * slot's uid range, may have outlived it, and a sandbox given the same uids could signal,
- * ptrace or read them (and they it). Such a slot is handed out again only once no process of
- * the daemon's cgroup subtree has a uid of its range; meanwhile the cleanup is retried with a
+/* uid slots held back after a failed `sbx-shim cleanup` or shim teardown: the sandbox's processes,
+ * under that slot's uid range, may have outlived it, and a sandbox given the same uids could
+ * signal, ptrace or read them (and they it). Such a slot is handed out again only once no process
+ * of the daemon's cgroup subtree has a uid of its range; meanwhile the cleanup is retried with a
  * backoff, and the slot takes room on the node (sd_registry_count_active). */
 #pragma once
 
@@ -13,3 +13,8 @@
  * (status as waitpid's; -1: it could not run). Freed at once when it succeeded or nothing runs
  * under the slot's uids; else quarantined until nothing does. */
 void sd_slot_cleaned(sd_daemon *d, int slot, int status, const char *id, const char *dir);
+/* slot (< 0: none) is done with: the shim of sandbox id (run dir dir) tore it down and exited.
+ * Freed at once unless its teardown left a cgroup of the sandbox (sd_cgroup_sandbox_left: a
+ * populated one stays) that cannot be removed now while a process runs under the slot's uids;
+ * then quarantined as above, the cgroups removed once they are empty. */
+void sd_slot_torn_down(sd_daemon *d, int slot, const char *id, const char *dir);

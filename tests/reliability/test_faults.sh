@@ -546,6 +546,10 @@ test_cleanup_races_shim_start() {
 # the slot was given to the next sandbox at once.
 SURVIVOR=''
 kill_survivor() { [ -z "$SURVIVOR" ] || { kill -9 "$SURVIVOR"; wait "$SURVIVOR" || true; } 2>/dev/null; SURVIVOR=""; }
+uid_base() { # ID -> the host uid its uid 0 maps to
+  req POST "/v1/sandboxes/$1/exec" -d '{"argv":["cat","/proc/self/uid_map"]}'; expect 200
+  echo "$BODY" | jq -r .stdout | awk '{print $2}'
+}
 TEST_TIMEOUT_failed_cleanup_quarantines_slot=90
 test_failed_cleanup_quarantines_slot() {
   rel_setup
@@ -559,10 +563,6 @@ exec "$real" "\$@"
 EOF
   chmod +x "$D/shim-wrap"
   DAEMON_SHIM=$D/shim-wrap start_daemon --max-sandboxes 3 --spare-shims 0
-  uid_base() { # ID -> the host uid its uid 0 maps to
-    req POST "/v1/sandboxes/$1/exec" -d '{"argv":["cat","/proc/self/uid_map"]}'; expect 200
-    echo "$BODY" | jq -r .stdout | awk '{print $2}'
-  }
   create; local a=$ID base; base=$(uid_base "$a")
   local shim init; shim=$(jq .shim_pid "$D/state/sandboxes/$a.json"); init=$(jq .init_pid "$D/state/sandboxes/$a.json")
   daemon_at_exit kill_survivor
@@ -601,6 +601,78 @@ EOF
   req DELETE "/v1/sandboxes/$ID"; expect 204
   rm -f "$D/fail-cleanup"
   "$real" cleanup "$D/run/sandboxes/$a" || fail "the real cleanup of $a's run dir failed"
+  wait_no_leaks 20
+}
+
+# The same after an ordinary DELETE whose shim's teardown fails with a process of the sandbox left
+# in its cgroup (a `sleep` the test runs under a uid of the sandbox's range; v1: in a cgroup `keep`
+# the test makes inside each of the sandbox's, which the shim's kill, reading the sandbox's own
+# cgroup.procs, does not see, and whose rmdir fails with EBUSY; v2, whose cgroup.kill reaches
+# `keep`: `keep` stays empty, only failing the rmdir, and the sleep runs in a cgroup beside the
+# sandbox's). The shim logs it, removes its run dir and exits; the slot is quarantined as the
+# sleep lives, and once it is gone the sandbox's cgroups are removed and the slot comes back.
+# Before, on_shim_lost freed the slot at once and the next sandbox got the sleep's uid range.
+# Ordinary ends, native and gVisor, leave no cgroup and quarantine nothing.
+TEST_TIMEOUT_teardown_left_cgroup_quarantines_slot=150
+test_teardown_left_cgroup_quarantines_slot() {
+  rel_setup
+  start_daemon --max-sandboxes 3 --spare-shims 0
+  create; local a=$ID base; base=$(uid_base "$a")
+  local shim init; shim=$(jq .shim_pid "$D/state/sandboxes/$a.json"); init=$(jq .init_pid "$D/state/sandboxes/$a.json")
+  daemon_at_exit kill_survivor
+  setpriv --reuid $((base + 1000)) --regid $((base + 1000)) --clear-groups sleep 300 &
+  SURVIVOR=$!
+  local ctl path dirs=() dir beside=''
+  while IFS=: read -r _ ctl path; do # init's cgroups (v1: one per controller; v2: "0::path")
+    [[ "$path" == */"$CG"/* && "$ctl" != name=* ]] && dirs+=("/sys/fs/cgroup/${ctl:+$ctl}$path")
+  done <"/proc/$init/cgroup"
+  [ ${#dirs[@]} -gt 0 ] || fail "no cgroup of $a's init: $(cat "/proc/$init/cgroup")"
+  for dir in "${dirs[@]}"; do mkdir "$dir/keep"; done
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    beside=${dirs[0]}.left; mkdir "$beside"; echo "$SURVIVOR" >"$beside/cgroup.procs"
+  else
+    for dir in "${dirs[@]}"; do echo "$SURVIVOR" >"$dir/keep/cgroup.procs"; done
+  fi
+  req DELETE "/v1/sandboxes/$a"; expect 204
+  for _ in $(seq 300); do pid_alive "$shim" || break; sleep 0.1; done # (2 s of rmdir tries a cgroup)
+  pid_alive "$shim" && fail "the shim ($shim) of $a did not exit"
+  grep -q "teardown: cgroup: rmdir" "$D/log" || fail "the shim's teardown did not fail: $(grep teardown "$D/log")"
+  [ ! -d "$D/run/sandboxes/$a" ] || fail "the shim left its run dir"
+  pid_alive "$SURVIVOR" || fail "the survivor ($SURVIVOR) should outlive the teardown"
+  req_until 5 '.quarantined_slots == 1' GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 2'
+  grep -q "uid slot .* quarantined: the shim's teardown of sandbox=$a left its cgroup" "$D/log" || fail "no log line for the quarantine"
+  local b c id
+  create; b=$ID; create; c=$ID
+  for id in "$b" "$c"; do
+    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a, whose teardown left its process $SURVIVOR (uid $((base + 1000)))"
+  done
+  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
+  sleep 1 # its checks hold it while the survivor lives
+  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0'
+  if [ -n "$beside" ]; then
+    rmdir "${dirs[0]}/keep"; kill_survivor; rmdir "$beside"
+  else # the survivor into the sandbox's own cgroups, so that they stay populated until it ends
+    for dir in "${dirs[@]}"; do echo "$SURVIVOR" >"$dir/cgroup.procs"; rmdir "$dir/keep"; done
+    kill_survivor
+  fi
+  req_until 15 '.quarantined_slots == 0' GET /v1/info; expect 200 '.quarantined_slots == 0 and .free_slots == 1'
+  for dir in "${dirs[@]}"; do [ ! -d "$dir" ] || fail "$a's cgroup $dir was not removed"; done
+  req DELETE "/v1/sandboxes/$b"; expect 204; req DELETE "/v1/sandboxes/$c"; expect 204
+  req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3 and .quarantined_slots == 0'
+  create; [ "$(uid_base "$ID")" == "$base" ] || fail "uid range $base was not handed out again once it was free"
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  # gVisor's (runsc --ignore-cgroups: its processes stay in the cgroups of the sandbox's init)
+  # ordinary end leaves none of them either
+  create '{"isolation":"gvisor"}'; shim=$(jq .shim_pid "$D/state/sandboxes/$ID.json"); init=$(jq .init_pid "$D/state/sandboxes/$ID.json")
+  dirs=(); while IFS=: read -r _ ctl path; do
+    [[ "$path" == */"$CG"/* && "$ctl" != name=* ]] && dirs+=("/sys/fs/cgroup/${ctl:+$ctl}$path")
+  done <"/proc/$init/cgroup"
+  [[ ${#dirs[@]} -gt 0 && "${dirs[0]}" == */"$ID" ]] || fail "no cgroup of $ID's init: $(cat "/proc/$init/cgroup")"
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  for _ in $(seq 100); do pid_alive "$shim" || break; sleep 0.1; done
+  for dir in "${dirs[@]}"; do [ ! -d "$dir" ] || fail "$ID's ordinary end left its cgroup $dir"; done
+  req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3 and .quarantined_slots == 0'
+  [ "$(grep -c "uid slot .* quarantined" "$D/log")" == 1 ] || fail "an ordinary end quarantined a slot: $(grep quarantined "$D/log")"
   wait_no_leaks 20
 }
 
