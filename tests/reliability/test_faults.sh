@@ -546,6 +546,17 @@ test_cleanup_races_shim_start() {
 # the slot was given to the next sandbox at once.
 SURVIVOR=''
 kill_survivor() { [ -z "$SURVIVOR" ] || { kill -9 "$SURVIVOR"; wait "$SURVIVOR" || true; } 2>/dev/null; SURVIVOR=""; }
+start_survivor() { # UID: a `sleep 300` as SURVIVOR, returned once it runs under UID (before
+  # setpriv's setreuid it is root's, and a check of the slot's uids then rightly finds none)
+  setpriv --reuid "$1" --regid "$1" --clear-groups sleep 300 &
+  SURVIVOR=$!
+  local _
+  for _ in $(seq 200); do
+    [ "$(awk '/^Uid:/ {print $2}' "/proc/$SURVIVOR/status" 2>/dev/null)" == "$1" ] && return 0
+    sleep 0.05
+  done
+  fail "the survivor ($SURVIVOR) never ran under uid $1"
+}
 uid_base() { # ID -> the host uid its uid 0 maps to
   req POST "/v1/sandboxes/$1/exec" -d '{"argv":["cat","/proc/self/uid_map"]}'; expect 200
   echo "$BODY" | jq -r .stdout | awk '{print $2}'
@@ -566,8 +577,7 @@ EOF
   create; local a=$ID base; base=$(uid_base "$a")
   local shim init; shim=$(jq .shim_pid "$D/state/sandboxes/$a.json"); init=$(jq .init_pid "$D/state/sandboxes/$a.json")
   daemon_at_exit kill_survivor
-  setpriv --reuid $((base + 1000)) --regid $((base + 1000)) --clear-groups sleep 300 &
-  SURVIVOR=$!
+  start_survivor $((base + 1000))
   local ctl path n=0
   while IFS=: read -r _ ctl path; do # init's cgroups (v1: one per controller; v2: "0::path")
     [[ "$path" == */"$CG"/* && "$ctl" != name=* ]] || continue
@@ -620,8 +630,7 @@ test_teardown_left_cgroup_quarantines_slot() {
   create; local a=$ID base; base=$(uid_base "$a")
   local shim init; shim=$(jq .shim_pid "$D/state/sandboxes/$a.json"); init=$(jq .init_pid "$D/state/sandboxes/$a.json")
   daemon_at_exit kill_survivor
-  setpriv --reuid $((base + 1000)) --regid $((base + 1000)) --clear-groups sleep 300 &
-  SURVIVOR=$!
+  start_survivor $((base + 1000))
   local ctl path dirs=() dir beside=''
   while IFS=: read -r _ ctl path; do # init's cgroups (v1: one per controller; v2: "0::path")
     [[ "$path" == */"$CG"/* && "$ctl" != name=* ]] && dirs+=("/sys/fs/cgroup/${ctl:+$ctl}$path")
