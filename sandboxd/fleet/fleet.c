@@ -142,16 +142,43 @@ static void timer_cb(uv_timer_t *t) {
     revoke_gone(f);
 }
 
-/* Leases of other nodes adopted here whose key is gone from a view complete up to (at least)
- * the revision their lookup read the key at: their sandboxes here end. (A view older than the
- * lookup may not have the key yet.) Lookups of leases gone from here are forgotten. */
+static json_int_t ival(json_t *o, const char *k) {
+    return json_integer_value(json_object_get(o, k));
+}
+
+/* Whether the key of adopted lease l is gone, in a view complete up to rev of epoch f->view_epoch;
+ * a (its lookup: fleet.h) is updated. Within one store, gone from a view complete up to (at
+ * least) the revision its lookup read it at, or from any view once one had it (an older view
+ * may not have it yet). In a view of a store the lookup may not be of (a wiped etcd: its
+ * revisions begin again, its keys are gone until their owners put them again when they
+ * register again), gone only after the owner had its chance: the lease's TTL and two of the
+ * fleet's from the first such view (as long as its etcd lease would have lived unrenewed). */
+static bool remote_gone(sd_fleet *f, json_t *a, bool present, int64_t rev, uint64_t now) {
+    if (present) {
+        json_object_set_new(a, "rev", json_integer(0));
+        json_object_set_new(a, "epoch", json_integer(f->view_epoch));
+        return false;
+    }
+    if (!a || ival(a, "epoch") == f->view_epoch) /* (no lookup: restored after a restart) */
+        return rev >= ival(a, "rev");
+    if (ival(a, "grace_epoch") != f->view_epoch || !json_object_get(a, "until")) {
+        uint64_t grace = (uint64_t)ival(a, "ttl_ms") + f->d->cfg.fleet_ttl * 2000ull;
+        json_object_set_new(a, "until", json_integer((json_int_t)(now + grace)));
+        json_object_set_new(a, "grace_epoch", json_integer(f->view_epoch));
+    }
+    return now >= (uint64_t)ival(a, "until");
+}
+
+/* Leases of other nodes adopted here whose key is gone (remote_gone): their sandboxes here
+ * end. Lookups of leases gone from here are forgotten. */
 static void end_remote_leases(sd_fleet *f, int64_t rev) {
     char key[512], ids[64][64];
     unsigned n = 0;
+    uint64_t now = now_mono_ms();
     for (sd_lease *l = f->d->leases; l && n < ARRAY_SIZE(ids); l = l->next) {
         lease_key(f->d, l->id, key, sizeof(key));
-        json_t *seen = json_object_get(f->adopted, key);
-        if (l->remote && rev >= json_integer_value(seen) && !json_object_get(f->leases, key))
+        if (l->remote && remote_gone(f, json_object_get(f->adopted, key),
+                                     json_object_get(f->leases, key) != NULL, rev, now))
             snprintf(ids[n++], sizeof(ids[0]), "%s", l->id);
     }
     for (unsigned i = 0; i < n; i++)
@@ -177,10 +204,11 @@ static void apply_members(sd_fleet *f, json_t *members) {
     json_decref(members);
 }
 
-static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *leases, int64_t rev) {
+static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *leases, int64_t rev,
+                           unsigned epoch) {
     json_decref(f->nodes);
     json_decref(f->leases);
-    f->nodes = nodes, f->leases = leases, f->rev = rev;
+    f->nodes = nodes, f->leases = leases, f->rev = rev, f->view_epoch = epoch;
     f->snap_mono_ms = now_mono_ms();
     f->nodes_real_ms = now_real_ms();
     f->have_snap = true;
@@ -201,7 +229,13 @@ static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *le
  * etcd lease gone publishes the lease again (it expired while etcd or this node was away). */
 static void job_settle(sd_fleet *f, fleet_job *j) {
     if (j->op == JOB_GET && j->r >= 0) {
-        json_object_set_new(f->adopted, j->key, json_integer(j->rev));
+        json_t *rec = json_loads(j->value ? j->value : "", 0, NULL);
+        double ttl = json_number_value(json_object_get(rec, "ttl"));
+        json_decref(rec);
+        json_object_set_new(f->adopted, j->key,
+                            json_pack("{s:I,s:I,s:I}", "rev", (json_int_t)j->rev, "epoch",
+                                      (json_int_t)j->epoch, "ttl_ms",
+                                      (json_int_t)(ttl > 0 ? ttl * 1000.0 : 0)));
     } else if (j->op == JOB_LEASE_PUT && j->r >= 0) {
         char id[32];
         snprintf(id, sizeof(id), "%lld", (long long)j->lease);
@@ -247,11 +281,35 @@ static void take_watch(sd_fleet *f) {
         log_info("fleet: etcd watch open again");
 }
 
+/* This node's leases put in etcd again. At start (renew false), those read back after a
+ * restart: their etcd leases were granted by the daemon before, whose ids are gone with it;
+ * each gets a new one now, so that a delete or an expiry here revokes it at once (the old one
+ * went on for up to its TTL, and other nodes' sandboxes of a deleted lease with it) and a renew
+ * keeps it alive. When the node registers again (renew true: its etcd lease was gone, it
+ * expired or etcd lost its data), each is renewed: put again with a new etcd lease where its
+ * own is gone too (sd_fleet_lease_renewed), so that a wiped etcd has them back before the
+ * other nodes holding sandboxes of them take them for ended (end_remote_leases). */
+static void own_leases_again(sd_daemon *d, bool renew) {
+    char suffix[128];
+    snprintf(suffix, sizeof(suffix), ".%s", d->cfg.node_name);
+    size_t n = strlen(suffix);
+    for (sd_lease *l = d->leases; l; l = l->next) {
+        size_t k = strlen(l->id);
+        if (l->remote || k <= n || strcmp(l->id + k - n, suffix) != 0)
+            continue;
+        if (renew)
+            sd_fleet_lease_renewed(d, l->id, l->ttl_ms);
+        else if (sd_fleet_lease_publish(d, l->id, l->ttl_ms, NULL, NULL) < 0)
+            log_warn("fleet: cannot publish lease %s again: out of memory", l->id);
+    }
+}
+
 static void take_done(sd_fleet *f) {
     fleet_job *done = NULL;
     json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
     bool ok_new, ok, snap_new;
     int64_t rev = 0;
+    unsigned epoch = 0, regs;
     char why[256];
     uv_mutex_lock(&f->mu);
     snprintf(why, sizeof(why), "%s", f->snap_err);
@@ -260,15 +318,19 @@ static void take_done(sd_fleet *f) {
     f->ok_new = f->snap_new = false;
     if (snap_new) {
         nodes = TAKE_PTR(f->snap_nodes), drain = TAKE_PTR(f->snap_drain);
-        leases = TAKE_PTR(f->snap_leases), rev = f->snap_rev;
+        leases = TAKE_PTR(f->snap_leases), rev = f->snap_rev, epoch = f->snap_epoch;
         members = TAKE_PTR(f->snap_members);
     }
+    regs = f->regs;
     take_watch(f);
     uv_mutex_unlock(&f->mu);
     if (snap_new) { /* a read that came through: etcd was reachable when it was taken */
-        apply_snapshot(f, nodes, drain, leases, rev);
+        apply_snapshot(f, nodes, drain, leases, rev, epoch);
         apply_members(f, members);
     }
+    if (regs != f->regs_seen && f->regs_seen) /* registered again: its leases may be lost */
+        own_leases_again(f->d, true);
+    f->regs_seen = regs;
     /* A snapshot says etcd answered only until the fleet thread has spoken: the watch hands its
      * copy over each second, also after etcd went away and before its stream saw it go. */
     bool was = f->etcd_ok;
@@ -296,22 +358,6 @@ static int defaults_shape(sd_daemon *d, json_t **ret, error_rec *err) {
     *ret = shape_of(&defs);
     policy_create_done(&defs);
     return *ret ? 0 : error_set(err, -ENOMEM, "out of memory");
-}
-
-/* This node's leases read back after a restart: their etcd leases were granted by the daemon
- * before, whose ids are gone with it; each gets a new one now, so that a delete or an expiry
- * here revokes it at once (the old one went on for up to its TTL, and other nodes' sandboxes of
- * a deleted lease with it) and a renew keeps it alive. */
-static void republish_own(sd_daemon *d) {
-    char suffix[128];
-    snprintf(suffix, sizeof(suffix), ".%s", d->cfg.node_name);
-    size_t n = strlen(suffix);
-    for (sd_lease *l = d->leases; l; l = l->next) {
-        size_t k = strlen(l->id);
-        if (!l->remote && k > n && strcmp(l->id + k - n, suffix) == 0 &&
-            sd_fleet_lease_publish(d, l->id, l->ttl_ms, NULL, NULL) < 0)
-            log_warn("fleet: cannot publish lease %s again: out of memory", l->id);
-    }
 }
 
 int sd_fleet_init(sd_daemon *d, error_rec *err) {
@@ -349,7 +395,7 @@ int sd_fleet_init(sd_daemon *d, error_rec *err) {
     uv_timer_start(&f->timer, timer_cb, RECORD_MS, RECORD_MS);
     if ((r = fleet_thread_start(f, err)) < 0)
         return r;
-    republish_own(d);
+    own_leases_again(d, false);
     log_info("fleet: node %s (%s) in %s at %s, ttl %us, %s", d->cfg.node_name, d->cfg.advertise_url,
              d->cfg.fleet_prefix, d->cfg.fleet_etcd, d->cfg.fleet_ttl,
              f->poll ? "polling each second" : "watching");

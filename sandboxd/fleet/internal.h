@@ -20,6 +20,7 @@ typedef struct fleet_job {
     int r;             /* thread: the result */
     char lease_id[64]; /* the sandboxd lease a LEASE_PUT or KEEPALIVE is for */
     bool self_drain;   /* a PUT/DELETE of this node's own P/drain key */
+    unsigned epoch;    /* the store epoch (sd_fleet.epoch) the thread made it in */
     sd_fleet_cb cb;    /* loop; NULL: cancelled or none */
     void *ud;
 } fleet_job;
@@ -48,6 +49,11 @@ typedef struct sd_fleet {
     uint64_t put_ms;     /* when it was made: the watch must bring it back (the echo check) */
     bool kick;           /* the fleet thread saw etcd come back: the watch reopens its stream */
     bool reread;         /* the fleet thread's lease was gone: the watch reads everything again */
+    unsigned epoch;      /* the store's epoch: bumped when etcd may be another store (the node's
+                          * etcd lease was gone, or etcd's revisions went back); revisions of
+                          * different epochs are not compared */
+    unsigned snap_epoch; /* the snapshot's (the epoch it was read in) */
+    unsigned regs;       /* registrations made (a lease granted, P/members/NAME put) */
     char watch_err[256]; /* why the watch stream broke ("" while it runs) */
     bool watch_err_new;  /* watch_err changed since the loop last looked */
     unsigned w_reads, w_streams, w_compacted, w_stale; /* the watch's counts (GET /v1/fleet) */
@@ -67,6 +73,8 @@ typedef struct sd_fleet {
     json_t *wkv;          /* every key under P/ -> its value, complete up to wrev */
     int64_t wrev, wstart; /* the last revision applied; the open stream's start revision */
     bool wdirty, wend, wreread, wcreated;
+    bool wnewstore;  /* the stream's etcd is behind the resume point: another store */
+    unsigned wepoch; /* the epoch wkv was read in */
     uint64_t wpublished_ms;
     /* loop */
     fleet_job *all;
@@ -74,8 +82,10 @@ typedef struct sd_fleet {
     json_t *nodes;         /* name -> record (the last node list) */
     json_t *seen;          /* name -> true: every node seen since start or in P/members/ */
     json_t *leases;        /* P/leases/ keys present in the last read */
-    json_t *adopted;       /* P/leases/ key -> the revision its lookup read it at */
+    json_t *adopted;       /* P/leases/ key -> its lookup ({rev, epoch, ttl_ms}: fleet.c) */
     int64_t rev;           /* the last read's revision */
+    unsigned view_epoch;   /* the last read's epoch (snap_epoch) */
+    unsigned regs_seen;    /* regs as last seen: more is a registration again */
     int64_t drain_rev;     /* this node's own drain or undrain was written at: no older view
                             * undoes it */
     json_t *watch;         /* the watch's counts, as GET /v1/fleet shows them */
@@ -109,5 +119,5 @@ void fleet_set_record(sd_fleet *f, json_t *record /* stolen */);
 int fleet_watch_start(sd_fleet *f, error_rec *err);
 void fleet_watch_stop(sd_fleet *f); /* after f->stop is set: wake and join */
 /* Hand every key under P/ ({"key": "value"}, borrowed), complete up to revision rev, to the
- * loop as the fleet's view (mu taken here) and wake the loop. */
-void fleet_publish(sd_fleet *f, json_t *kvs, int64_t rev);
+ * loop as the fleet's view, read in store epoch epoch (mu taken here), and wake the loop. */
+void fleet_publish(sd_fleet *f, json_t *kvs, int64_t rev, unsigned epoch);

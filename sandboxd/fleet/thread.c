@@ -7,8 +7,9 @@
  * keepalive. Each call waits TTL/3 (3 s at most) for its answer, and is made again at once on a
  * new connection when the one it was kept on failed (fleet/etcd.c). etcd unreachable: it
  * retries with backoff (0.5 s doubling to TTL/3, 5 s at most) and registers again (a new lease
- * if needed) when etcd is back; then it tells the watch to reopen (to read everything again
- * when the lease was gone). */
+ * if needed) when etcd is back; then it tells the watch to reopen (to read everything again,
+ * in a new store epoch, when the lease was gone: etcd may have lost its data), and the loop
+ * that it registered again (fleet.c puts the node's leases there again). */
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
@@ -85,7 +86,25 @@ static void watch_renew(sd_fleet *f, bool reread) {
  * past the node's, a stream from its revision misses every put made before). */
 static void lease_lost(sd_fleet *f) {
     f->node_lease = 0;
+    uv_mutex_lock(&f->mu); /* etcd may be another store now */
+    f->epoch++;
+    uv_mutex_unlock(&f->mu);
     watch_renew(f, true);
+}
+
+/* P/members/NAME put (a member for good: its ids answer 503 once it is gone, never 404); the
+ * loop hears of it (fleet.c: it puts the node's leases again). */
+static int register_member(sd_fleet *f, error_rec *err) {
+    char mkey[512];
+    key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
+    int r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, NULL, err);
+    if (r < 0)
+        return r;
+    f->member_due = false;
+    uv_mutex_lock(&f->mu);
+    f->regs++;
+    uv_mutex_unlock(&f->mu);
+    return 0;
 }
 
 /* Register (grant a lease) when needed, keep the lease alive, put the record. */
@@ -104,13 +123,8 @@ static int beat(sd_fleet *f, uint64_t now, error_rec *err, bool again) {
             return r == -ENOENT && !again ? beat(f, now, err, true) : r;
         f->t_keepalive = now + beat_ms(f);
     }
-    if (f->member_due) { /* a member for good: its ids answer 503 once it is gone, never 404 */
-        char mkey[512];
-        key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
-        if ((r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, NULL, err)) < 0)
-            return r;
-        f->member_due = false;
-    }
+    if (f->member_due && (r = register_member(f, err)) < 0)
+        return r;
     bool force = f->record_due || now >= f->t_put + heartbeat_ms(f);
     if (!f->record || (!force && (!f->record_dirty || now < f->t_put + put_min_ms(f))))
         return 0;
@@ -155,8 +169,11 @@ static int poll_all(sd_fleet *f, uint64_t now, error_rec *err) {
             json_object_update(all, part);
         json_decref(part);
     }
+    uv_mutex_lock(&f->mu);
+    unsigned epoch = f->epoch; /* (only this thread moves it in poll mode) */
+    uv_mutex_unlock(&f->mu);
     if (r >= 0)
-        fleet_publish(f, all, rev);
+        fleet_publish(f, all, rev, epoch);
     json_decref(all);
     if (r >= 0)
         f->t_poll = now + MIN((uint64_t)POLL_MS, beat_ms(f));
@@ -209,8 +226,12 @@ static void take_work(sd_fleet *f, fleet_job **jobs) {
 
 static void cycle(sd_fleet *f, fleet_job *jobs) {
     fleet_job *done = NULL, **tail = &done;
+    uv_mutex_lock(&f->mu);
+    unsigned epoch = f->epoch;
+    uv_mutex_unlock(&f->mu);
     for (fleet_job *j = jobs, *next; j; j = next) { /* in the order they were queued */
         next = j->next;
+        j->epoch = epoch;
         run_job(f, j);
         j->next = NULL;
         *tail = j, tail = &j->next;

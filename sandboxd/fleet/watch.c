@@ -37,7 +37,7 @@ static json_t *parse_nodes(json_t *kvs, size_t plen) {
     return out;
 }
 
-void fleet_publish(sd_fleet *f, json_t *kvs, int64_t rev) {
+void fleet_publish(sd_fleet *f, json_t *kvs, int64_t rev, unsigned epoch) {
     static const char *const kinds[] = {"nodes", "drain", "leases", "members"};
     json_t *part[4] = {json_object(), json_object(), json_object(), json_object()}, *v;
     char pre[4][512];
@@ -61,7 +61,7 @@ void fleet_publish(sd_fleet *f, json_t *kvs, int64_t rev) {
     f->snap_nodes = nodes, f->snap_drain = part[1], f->snap_leases = part[2];
     f->snap_members = part[3];
     f->snap_new = true;
-    f->snap_rev = rev;
+    f->snap_rev = rev, f->snap_epoch = epoch;
     f->n_nodes = (unsigned)json_object_size(nodes);
     uv_mutex_unlock(&f->mu);
     uv_async_send(&f->async);
@@ -83,7 +83,7 @@ static void on_result(void *ud, json_t *res) {
     if (json_is_true(json_object_get(res, "created"))) {
         f->wcreated = true;
         if (hrev > 0 && hrev + 1 < f->wstart) /* a new etcd: its revisions are below ours */
-            f->wend = f->wreread = true;
+            f->wend = f->wreread = f->wnewstore = true;
         return;
     }
     json_t *events = json_object_get(res, "events"), *ev;
@@ -119,7 +119,9 @@ static void prefix_of(sd_fleet *f, char *buf, size_t len) {
     snprintf(buf, len, "%s/", f->d->cfg.fleet_prefix);
 }
 
-static int read_all(sd_fleet *f, error_rec *err) {
+/* Read everything, in the store's epoch; new_store: the watch saw etcd's revisions go back
+ * (another store: a new epoch). */
+static int read_all(sd_fleet *f, bool new_store, error_rec *err) {
     char prefix[512];
     json_t *kvs = NULL;
     int64_t rev = 0;
@@ -131,8 +133,10 @@ static int read_all(sd_fleet *f, error_rec *err) {
     f->wkv = kvs, f->wrev = rev;
     uv_mutex_lock(&f->mu);
     f->w_reads++;
+    f->epoch += new_store;
+    f->wepoch = f->epoch;
     uv_mutex_unlock(&f->mu);
-    fleet_publish(f, f->wkv, f->wrev);
+    fleet_publish(f, f->wkv, f->wrev, f->wepoch);
     f->wdirty = false, f->wpublished_ms = now_mono_ms();
     return 0;
 }
@@ -171,7 +175,7 @@ static int stream(sd_fleet *f, unsigned endpoint, bool *ret_up, error_rec *err) 
     char prefix[512];
     prefix_of(f, prefix, sizeof(prefix));
     f->wstart = f->wrev + 1;
-    f->wend = f->wreread = f->wcreated = false;
+    f->wend = f->wreread = f->wcreated = f->wnewstore = false;
     int r = etcd_stream_open(f->stream, f->wetcd, endpoint, prefix, f->wstart, on_result, f, err);
     uint64_t opened_ms = now_mono_ms();
     uv_mutex_lock(&f->mu);
@@ -186,7 +190,7 @@ static int stream(sd_fleet *f, unsigned endpoint, bool *ret_up, error_rec *err) 
             note(f, "");
         }
         if ((f->wdirty && (r < 0 || f->wend)) || now >= publish_due(f)) {
-            fleet_publish(f, f->wkv, f->wrev);
+            fleet_publish(f, f->wkv, f->wrev, f->wepoch);
             f->wdirty = false, f->wpublished_ms = now;
         }
         if (r >= 0 && (f->wend || stale(f, now, opened_ms)))
@@ -215,15 +219,16 @@ static void watch_main(void *arg) {
     sd_fleet *f = arg;
     uint64_t backoff = 0;
     unsigned endpoint = 0;
-    bool need_read = true;
+    bool need_read = true, new_store = false; /* (a read that failed is owed as it was) */
     while (!stopping(f)) {
         error_rec err = {0};
         bool up = false;
-        need_read = take_reread(f) || need_read;
-        int r = need_read ? read_all(f, &err) : 0;
+        need_read = take_reread(f) || need_read; /* (the fleet thread moved the epoch on) */
+        int r = need_read ? read_all(f, new_store, &err) : 0;
         need_read = r < 0;
+        new_store = new_store && r < 0;
         if (r >= 0 && (r = stream(f, endpoint, &up, &err)) >= 0)
-            need_read = f->wreread;
+            need_read = f->wreread, new_store = f->wnewstore;
         if (up)
             backoff = 0;
         if (r >= 0 || stopping(f))

@@ -10,7 +10,8 @@
 # silent (etcd_freeze_proxy.py) is given up once the node's own put has not come back in 5 s;
 # a node's own drain holds while its view is older than the drain; a watch refused for a while
 # resumes within TTL/3 of etcd taking watches again; a wiped etcd (a new store, its revisions
-# behind or past the nodes') has every node back in every node's view.
+# behind or past the nodes') has every node back in every node's view, ends no sandbox of a
+# lease that lives on its owner (which puts the key again).
 DAEMON_TAG=fleetw
 source "$(dirname "$0")/../lib/daemon.sh"
 source "$(dirname "$0")/fleetd_world.sh"
@@ -194,6 +195,81 @@ test_etcd_wiped() { # etcd restarted empty (its data lost: revisions from 1 agai
     [ -n "$(etcd_key "$PREFIX/members/a")" ] && [ -n "$(etcd_key "$PREFIX/members/b")" ] ||
       fail "round $round: P/members/ not put again"
   done
+}
+
+TEST_TIMEOUT_etcd_wiped_lease_lives=120
+test_etcd_wiped_lease_lives() { # a wiped etcd lost a's lease keys; b holds sandboxes of them.
+  # b keeps its sandbox of a live lease while a, cut off, is not back yet (b read the key gone
+  # in the new store, at a revision past the one its lookup had read it at in the old one, and
+  # ended the sandbox while the lease lived on a), and a puts the key again when it registers
+  # again; a lease that ended on a meanwhile ends on b within its TTL and two of the fleet's;
+  # a delete of the live lease then ends it on b at once, as before a wipe
+  world
+  freeze_proxy
+  local proxy=$PROXY lease short sb sb2 rev t both i
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  wait_view b "[$(node a), $(node b)] | length == 2"
+  freq a POST /v1/leases -d '{"ttl":60}'
+  fexpect 201 '.fleet == true'
+  lease=$(jq -r .id <<<"$BODY")
+  freq a POST /v1/leases -d '{"ttl":4}' # not renewed: it ends on a while a is cut off
+  fexpect 201 '.fleet == true'
+  short=$(jq -r .id <<<"$BODY")
+  freq b POST /v1/sandboxes -d "{\"lease\":\"$lease\"}"
+  fexpect 201 '.id | endswith(".b")'
+  sb=$(jq -r .id <<<"$BODY")
+  freq b POST /v1/sandboxes -d "{\"lease\":\"$short\"}"
+  fexpect 201 '.id | endswith(".b")'
+  sb2=$(jq -r .id <<<"$BODY")
+  rev=$(etcd_post 2379 /v3/kv/range "{\"key\":\"$(b64 /)\"}" | jq -r .header.revision)
+  t=$EPOCHREALTIME
+  kill -HUP "$proxy" # a is cut off from etcd until the next SIGHUP
+  proxy_says '^down'
+  etcd_stop
+  rm -rf "$ETCD_DIR/data"
+  etcd_start
+  wait_view b "([$(node b)] | length == 1) and ($(node b) | .heartbeat > $t)" $((TTL * 4))
+  # the new store's revisions pass the old one's (keys under P/ that no node reads)
+  for i in $(seq $((rev + 5))); do etcd_put_at 2379 "$PREFIX/other/k$i" v; done
+  wait_view b ".watch.revision > $rev" 10
+  sleep $((TTL + 1)) # b's view has the new store without a's lease keys
+  freq b GET "/v1/sandboxes/$sb"
+  fexpect 200
+  [ "$(jq -r .state <<<"$BODY")" == running ] ||
+    fail "b's sandbox of a's live lease $lease is $(jq -c '[.state, .["end"].message]' <<<"$BODY") after the wipe: $(grep 'lease' "${DAEMON_DIR[b]}/log" | tail -3)"
+  kill -HUP "$proxy" # a is back
+  proxy_says '^up'
+  both="([$(node a), $(node b)] | length == 2) and ($(node a) | .heartbeat > $t) and ($(node b) | .heartbeat > $t)"
+  wait_view a "$both" $((TTL * 4))
+  wait_view b "$both" $((TTL * 4))
+  for i in $(seq 30); do
+    [ -n "$(etcd_key "$PREFIX/leases/$lease")" ] && break
+    sleep 0.1
+  done
+  [ -n "$(etcd_key "$PREFIX/leases/$lease")" ] || fail "a did not put $PREFIX/leases/$lease again after the wipe"
+  [ -z "$(etcd_key "$PREFIX/leases/$short")" ] || fail "a put its ended lease $short again"
+  # the short lease ended on a: b ends its sandbox once the grace (4 s + 2 TTLs) is over
+  for i in $(seq 150); do
+    freq b GET "/v1/sandboxes/$sb2"
+    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
+    sleep 0.1
+  done
+  fexpect 200 '.state == "ended" and .end.message == "lease ended in the fleet"'
+  freq b GET "/v1/sandboxes/$sb"
+  fexpect 200 '.state == "running"'
+  freq a POST "/v1/leases/$lease/renew"
+  fexpect 200
+  # the lease really ends: b ends its sandbox at once, as before a wipe
+  freq a DELETE "/v1/leases/$lease"
+  [[ "$CODE" == 20* ]] || fail "delete the lease on a: $CODE $BODY"
+  for i in $(seq 50); do
+    freq b GET "/v1/sandboxes/$sb"
+    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
+    sleep 0.1
+  done
+  fexpect 200 '.state == "ended"'
 }
 
 TEST_TIMEOUT_watch_silent_stream=90
