@@ -217,7 +217,9 @@ static void apply_snapshot(sd_fleet *f, json_t *nodes, json_t *drain, json_t *le
     json_object_foreach(nodes, name, v) json_object_set_new(f->seen, name, json_true());
     char key[512];
     snprintf(key, sizeof(key), "%s/drain/%s", f->d->cfg.fleet_prefix, f->d->cfg.node_name);
-    bool drained = rev >= f->drain_rev ? json_object_get(drain, key) != NULL : f->draining;
+    bool drained = epoch == f->drain_epoch && rev >= f->drain_rev
+                       ? json_object_get(drain, key) != NULL
+                       : f->draining;
     if (drained != f->draining)
         log_info("fleet: node %s %s", f->d->cfg.node_name, drained ? "drained" : "undrained");
     f->draining = drained;
@@ -243,6 +245,7 @@ static void job_settle(sd_fleet *f, fleet_job *j) {
     } else if ((j->op == JOB_PUT || j->op == JOB_DELETE) && j->r >= 0 && j->self_drain) {
         f->draining = j->op == JOB_PUT; /* at once: no create slips in before the next read, */
         f->drain_rev = j->rev;          /* nor one read before the write */
+        f->drain_epoch = j->epoch;
     } else if (j->op == JOB_KEEPALIVE && j->r == -ENOENT) {
         json_object_del(f->own, j->lease_id);
         if (sd_lease_exists(f->d, j->lease_id))
@@ -304,12 +307,28 @@ static void own_leases_again(sd_daemon *d, bool renew) {
     }
 }
 
+/* The node registered (again: not the first time since start) in store epoch epoch; lost: the
+ * store had lost P/members/NAME (a wiped etcd). Its leases are put again where their keys are
+ * gone; its own drain, which a view of this epoch is not yet taken for, is put again when the
+ * store lost it, or else the views of this epoch decide it from now on. */
+static void registered(sd_fleet *f, unsigned epoch, bool lost, bool again) {
+    if (again)
+        own_leases_again(f->d, true);
+    if (again && lost && f->draining &&
+        sd_fleet_drain(f->d, f->d->cfg.node_name, true, NULL, NULL) >= 0)
+        return; /* (its settle sets drain_rev and drain_epoch) */
+    if (again && lost)
+        f->drain_rev = 0; /* a revision of a store that is gone */
+    f->drain_epoch = epoch;
+}
+
 static void take_done(sd_fleet *f) {
     fleet_job *done = NULL;
     json_t *nodes = NULL, *drain = NULL, *leases = NULL, *members = NULL;
     bool ok_new, ok, snap_new;
     int64_t rev = 0;
-    unsigned epoch = 0, regs;
+    unsigned epoch = 0, regs, reg_epoch;
+    bool reg_lost;
     char why[256];
     uv_mutex_lock(&f->mu);
     snprintf(why, sizeof(why), "%s", f->snap_err);
@@ -321,15 +340,15 @@ static void take_done(sd_fleet *f) {
         leases = TAKE_PTR(f->snap_leases), rev = f->snap_rev, epoch = f->snap_epoch;
         members = TAKE_PTR(f->snap_members);
     }
-    regs = f->regs;
+    regs = f->regs, reg_epoch = f->reg_epoch, reg_lost = f->reg_lost;
     take_watch(f);
     uv_mutex_unlock(&f->mu);
     if (snap_new) { /* a read that came through: etcd was reachable when it was taken */
         apply_snapshot(f, nodes, drain, leases, rev, epoch);
         apply_members(f, members);
     }
-    if (regs != f->regs_seen && f->regs_seen) /* registered again: its leases may be lost */
-        own_leases_again(f->d, true);
+    if (regs != f->regs_seen)
+        registered(f, reg_epoch, reg_lost, f->regs_seen != 0);
     f->regs_seen = regs;
     /* A snapshot says etcd answered only until the fleet thread has spoken: the watch hands its
      * copy over each second, also after etcd went away and before its stream saw it go. */

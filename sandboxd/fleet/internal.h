@@ -53,7 +53,10 @@ typedef struct sd_fleet {
                           * etcd lease was gone, or etcd's revisions went back); revisions of
                           * different epochs are not compared */
     unsigned snap_epoch; /* the snapshot's (the epoch it was read in) */
-    unsigned regs;       /* registrations made (a lease granted, P/members/NAME put) */
+    unsigned regs;       /* registrations made (a lease granted, P/members/NAME put), */
+    unsigned reg_epoch;  /* the epoch of the last, and */
+    bool reg_lost;       /* whether the store had lost P/members/NAME then (a wiped etcd) */
+    bool reg_due;        /* the watch began a new epoch: the thread registers again */
     char watch_err[256]; /* why the watch stream broke ("" while it runs) */
     bool watch_err_new;  /* watch_err changed since the loop last looked */
     unsigned w_reads, w_streams, w_compacted, w_stale; /* the watch's counts (GET /v1/fleet) */
@@ -85,6 +88,8 @@ typedef struct sd_fleet {
     json_t *adopted;       /* P/leases/ key -> its lookup ({rev, epoch, ttl_ms}: fleet.c) */
     int64_t rev;           /* the last read's revision */
     unsigned view_epoch;   /* the last read's epoch (snap_epoch) */
+    unsigned drain_epoch;  /* the epoch drain_rev is of: a view of another epoch leaves the
+                            * node's own drain state as it is, until the node registered again */
     unsigned regs_seen;    /* regs as last seen: more is a registration again */
     int64_t drain_rev;     /* this node's own drain or undrain was written at: no older view
                             * undoes it */

@@ -9,7 +9,7 @@
  * retries with backoff (0.5 s doubling to TTL/3, 5 s at most) and registers again (a new lease
  * if needed) when etcd is back; then it tells the watch to reopen (to read everything again,
  * in a new store epoch, when the lease was gone: etcd may have lost its data), and the loop
- * that it registered again (fleet.c puts the node's leases there again). */
+ * that it registered again (fleet.c puts what the node owns there again). */
 #include "sandboxd/fleet/internal.h"
 
 #include "common/macro.h"
@@ -93,16 +93,21 @@ static void lease_lost(sd_fleet *f) {
 }
 
 /* P/members/NAME put (a member for good: its ids answer 503 once it is gone, never 404); the
- * loop hears of it (fleet.c: it puts the node's leases again). */
+ * loop hears of it (fleet.c: it puts the node's leases again, and its drain when the store had
+ * lost the key: a wiped etcd). */
 static int register_member(sd_fleet *f, error_rec *err) {
     char mkey[512];
+    _cleanup_free_ char *was = NULL;
     key_of(f, mkey, sizeof(mkey), "members", f->d->cfg.node_name);
+    int lost = etcd_get(f->etcd, mkey, &was, NULL, err);
+    if (lost < 0 && lost != -ENOENT)
+        return lost;
     int r = etcd_put(f->etcd, mkey, f->d->cfg.advertise_url, 0, NULL, err);
     if (r < 0)
         return r;
     f->member_due = false;
     uv_mutex_lock(&f->mu);
-    f->regs++;
+    f->regs++, f->reg_epoch = f->epoch, f->reg_lost = lost == -ENOENT;
     uv_mutex_unlock(&f->mu);
     return 0;
 }
@@ -216,6 +221,8 @@ static uint64_t wait_ms(sd_fleet *f, uint64_t now) {
 
 static void take_work(sd_fleet *f, fleet_job **jobs) {
     *jobs = TAKE_PTR(f->queue);
+    if (f->reg_due) /* a new epoch the watch saw: the loop hears of a registration in it */
+        f->member_due = f->record_due = true, f->reg_due = false;
     f->t_nodes = f->n_nodes;
     if (f->record_next) {
         json_decref(f->record);
@@ -261,7 +268,7 @@ static void thread_main(void *arg) {
         uv_async_send(&f->async);
         uv_mutex_lock(&f->mu);
         uint64_t ms = wait_ms(f, now_mono_ms());
-        if (!f->stop && !f->queue && !f->record_next && ms > 0)
+        if (!f->stop && !f->queue && !f->record_next && !f->reg_due && ms > 0)
             uv_cond_timedwait(&f->cond, &f->mu, ms * 1000000ull);
     }
     uv_mutex_unlock(&f->mu);

@@ -135,6 +135,10 @@ static int read_all(sd_fleet *f, bool new_store, error_rec *err) {
     f->w_reads++;
     f->epoch += new_store;
     f->wepoch = f->epoch;
+    if (new_store) { /* (the fleet thread's lease may live on: a store restored from a backup) */
+        f->reg_due = true;
+        uv_cond_signal(&f->cond);
+    }
     uv_mutex_unlock(&f->mu);
     fleet_publish(f, f->wkv, f->wrev, f->wepoch);
     f->wdirty = false, f->wpublished_ms = now_mono_ms();

@@ -11,7 +11,8 @@
 # a node's own drain holds while its view is older than the drain; a watch refused for a while
 # resumes within TTL/3 of etcd taking watches again; a wiped etcd (a new store, its revisions
 # behind or past the nodes') has every node back in every node's view, ends no sandbox of a
-# lease that lives on its owner (which puts the key again).
+# lease that lives on its owner (which puts the key again), and keeps a drained node drained;
+# an etcd restored from a backup (the node's etcd lease lives on) has the node follow its drain.
 DAEMON_TAG=fleetw
 source "$(dirname "$0")/../lib/daemon.sh"
 source "$(dirname "$0")/fleetd_world.sh"
@@ -270,6 +271,83 @@ test_etcd_wiped_lease_lives() { # a wiped etcd lost a's lease keys; b holds sand
     sleep 0.1
   done
   fexpect 200 '.state == "ended"'
+}
+
+TEST_TIMEOUT_etcd_wiped_drain_kept=120
+test_etcd_wiped_drain_kept() { # a wiped etcd lost P/drain/a: a, still drained, puts it again
+  # when it registers again and stays drained (it took the new store's view without the key
+  # for an undrain); an undrain made while a was only cut off (the store kept its member key)
+  # is not undone when a is back
+  world
+  freeze_proxy
+  local proxy=$PROXY rev t both i
+  fleet_daemon a --fleet-etcd http://127.0.0.1:2479
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq b POST /v1/fleet/nodes/a/drain
+  fexpect 204
+  wait_view a "$(node a) | .state == \"draining\""
+  rev=$(etcd_post 2379 /v3/kv/range "{\"key\":\"$(b64 /)\"}" | jq -r .header.revision)
+  t=$EPOCHREALTIME
+  etcd_stop
+  rm -rf "$ETCD_DIR/data"
+  etcd_start
+  both="([$(node a), $(node b)] | length == 2) and ($(node a) | .heartbeat > $t) and ($(node b) | .heartbeat > $t)"
+  wait_view a "$both" $((TTL * 4))
+  wait_view b "$both" $((TTL * 4))
+  for i in $(seq $((rev + 5))); do etcd_put_at 2379 "$PREFIX/other/k$i" v; done
+  wait_view a ".watch.revision > $rev" 10
+  sleep 2
+  ! grep -q "node a undrained" "${DAEMON_DIR[a]}/log" || fail "a took the wiped etcd for an undrain: $(grep 'node a' "${DAEMON_DIR[a]}/log")"
+  [ "$(etcd_key "$PREFIX/drain/a")" == 1 ] || fail "a did not put $PREFIX/drain/a again after the wipe"
+  wait_view b "$(node a) | .draining == true"
+  freq0 a POST /v1/sandboxes -d '{}'
+  fexpect 307
+  # cut off longer than its TTL (its etcd lease expires), a is undrained through b meanwhile
+  kill -HUP "$proxy"
+  proxy_says '^down'
+  freq b POST /v1/fleet/nodes/a/undrain
+  fexpect 204
+  wait_view b "[$(node a)] | length == 0" $((TTL * 3))
+  t=$EPOCHREALTIME
+  kill -HUP "$proxy"
+  proxy_says '^up'
+  wait_view b "$both" $((TTL * 4))
+  wait_view a "$(node a) | .state == \"ready\"" 10
+  sleep 2
+  [ -z "$(etcd_key "$PREFIX/drain/a")" ] || fail "a put its drain again over the undrain made while it was away"
+  wait_view b "$(node a) | .draining == false"
+}
+
+TEST_TIMEOUT_etcd_restored_drain_follows=90
+test_etcd_restored_drain_follows() { # etcd restored from a backup that still holds a's etcd
+  # lease (a's keepalives go on: a does not register again on its own): a's watch sees the
+  # revisions go back and begins a new store epoch; a registers again in it, and from then on
+  # takes the store's word on its own drain (it kept its drain state for good, deaf to an
+  # undrain)
+  world
+  local snaprev i
+  fleet_daemon a
+  fleet_daemon b
+  wait_view a "[$(node a), $(node b)] | length == 2"
+  freq b POST /v1/fleet/nodes/a/drain
+  fexpect 204
+  wait_view a "$(node a) | .state == \"draining\""
+  "${NS[@]}" env ETCDCTL_API=3 etcdctl --endpoints http://127.0.0.1:2379 snapshot save "$DAEMON_ROOT/snap.db" >/dev/null ||
+    fail "etcdctl snapshot save"
+  snaprev=$(etcd_post 2379 /v3/kv/range "{\"key\":\"$(b64 /)\"}" | jq -r .header.revision)
+  for i in $(seq 20); do etcd_put_at 2379 "$PREFIX/other/k$i" v; done
+  wait_view a ".watch.revision >= $((snaprev + 20))"
+  etcd_stop
+  rm -rf "$ETCD_DIR/data"
+  env ETCDCTL_API=3 etcdctl snapshot restore "$DAEMON_ROOT/snap.db" --data-dir "$ETCD_DIR/data" \
+    --name t --initial-cluster t=http://127.0.0.1:2380 \
+    --initial-advertise-peer-urls http://127.0.0.1:2380 >/dev/null 2>&1 || fail "etcdctl snapshot restore"
+  etcd_start
+  wait_view a ".watch.reads >= 2 and ($(node a) | .draining == true)" 15
+  freq b POST /v1/fleet/nodes/a/undrain
+  fexpect 204
+  wait_view a "$(node a) | .state == \"ready\"" 10
 }
 
 TEST_TIMEOUT_watch_silent_stream=90
