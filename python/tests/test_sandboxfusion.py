@@ -118,6 +118,27 @@ def test_timeout():
     assert rr["status"] == "TimeLimitExceeded" and rr["stdout"] == "started\n"
 
 
+def test_run_output_kept_up_to_1_mib_per_stream_as_sandboxfusion():
+    # SandboxFusion's run_command_bare keeps the first MiB of stdout and of stderr, each, for the
+    # compile and for the run, and reads the rest (the program is not stopped); 64 MiB were kept
+    code = ("import sys\nsys.stdout.write('a' * (3 << 20)); sys.stdout.flush()\n"
+            "sys.stderr.write('b' * ((1 << 20) + 7)); sys.stderr.flush()\nprint('end', file=sys.stderr)")
+    out = run_code(code=code, language="python")
+    rr = out["run_result"]
+    assert out["status"] == "Success" and rr["return_code"] == 0, {k: rr[k] for k in ("status", "return_code")}
+    assert (len(rr["stdout"]), len(rr["stderr"])) == (1 << 20, 1 << 20)
+    assert rr["stdout"] == "a" * (1 << 20) and rr["stderr"] == "b" * (1 << 20)
+
+
+def test_compile_output_kept_up_to_1_mib_as_sandboxfusion():
+    # the compile's streams too: g++ echoes each #warning line twice, some 2.4 MiB of warnings
+    code = "".join(f"#warning {i} {'w' * 1000}\n" for i in range(1200)) + "int main() { return 0; }\n"
+    out = run_code(code=code, language="cpp", compile_timeout=60)
+    cr = out["compile_result"]
+    assert out["status"] == "Success" and cr["return_code"] == 0, {k: cr[k] for k in ("status", "return_code")}
+    assert len(cr["stderr"]) == 1 << 20 and cr["stderr"].count("warning: #warning") > 100
+
+
 def test_memory_limit_exceeded():
     out = run_code(code="x = bytearray(400 << 20)\nprint(len(x))", language="python", memory_limit_MB=128)
     assert out["status"] == "Failed"

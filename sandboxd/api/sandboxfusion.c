@@ -314,10 +314,13 @@ static const sd_exec_ops sf_exec_ops = {.exited = cmd_exited, .failed = cmd_fail
 
 /* Run argv (a reference taken) in the job's sandbox, with file (a reference taken; NULL: none)
  * as the exec's "file", written by the command's own process before its exec; its callbacks
- * continue the job. Returns 0, or SD_EXEC_E_TOO_BIG with a file whose request was too large
- * (the job goes on: the caller writes the file first), or -1 when the job failed. */
+ * continue the job. program: the request's compile or run, whose stdout and stderr each keep
+ * their first MiB, the rest read and dropped, as SandboxFusion's run_command_bare keeps them
+ * (other commands: 64 MiB, a fetched file or the Jupyter driver's answer). Returns 0, or
+ * SD_EXEC_E_TOO_BIG with a file whose request was too large (the job goes on: the caller writes
+ * the file first), or -1 when the job failed. */
 static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, size_t in_len,
-                         double timeout_s) {
+                         double timeout_s, bool program) {
     bool with_file = file;
     _cleanup_(json_decrefp) json_t *own_file = file;
     sd_sandbox *sb = sd_registry_find(j->d, j->sb_id);
@@ -327,9 +330,11 @@ static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, 
                  sb ? ": " : "", sb ? sb->end_message : "");
         return -1;
     }
-    json_t *body = argv ? json_pack("{s:o,s:s,s:{s:s},s:s}", "argv", argv, "cwd", "/workspace",
-                                    "env", "PWD", "/workspace", "max_output", "64Mi")
-                        : NULL; /* PWD: as the shell that used to start each command set it */
+    /* PWD: as the shell that used to start each command set it */
+    json_t *body =
+        argv ? json_pack("{s:o,s:s,s:{s:s},s:s}", "argv", argv, "cwd", "/workspace", "env", "PWD",
+                         "/workspace", "max_output", program ? "1Mi" : "64Mi")
+             : NULL;
     if (body) /* 0 as SandboxFusion's asyncio.wait_for takes it: out of time at once */
         json_object_set_new(body, "timeout", json_real(timeout_s < 0.001 ? 0.001 : timeout_s));
     policy_exec pe = {0};
@@ -364,7 +369,7 @@ static int job_exec_argv(sf_job *j, json_t *argv, json_t *file, const void *in, 
 static int job_exec(sf_job *j, const char *script, const char *arg, const void *in, size_t in_len,
                     double timeout_s) {
     json_t *argv = json_pack("[sssss]", "sh", "-c", script, "sh", arg ? arg : "");
-    return job_exec_argv(j, argv, NULL, in, in_len, timeout_s);
+    return job_exec_argv(j, argv, NULL, in, in_len, timeout_s, false);
 }
 
 /* Run argv (a reference taken: the language's compile or run command); with code_inline the
@@ -385,7 +390,7 @@ static void job_exec_code(sf_job *j, json_t *argv, const void *in, size_t in_len
             return;
         }
     }
-    if (job_exec_argv(j, argv, file, in, in_len, timeout_s) == SD_EXEC_E_TOO_BIG) {
+    if (job_exec_argv(j, argv, file, in, in_len, timeout_s, true) == SD_EXEC_E_TOO_BIG) {
         log_debug("sandboxfusion: the code of %s goes first (too large with the environment)",
                   j->sb_id);
         set_step(j, SF_FILES);
@@ -558,7 +563,7 @@ static void job_step(sf_job *j) {
             char *in = json_dumps(j->body, JSON_COMPACT);
             double t = json_number_value(json_object_get(j->body, "total_timeout"));
             job_exec_argv(j, json_pack("[sss]", "python3", "-c", jupyter_driver), NULL, in,
-                          in ? strlen(in) : 0, t + 60);
+                          in ? strlen(in) : 0, t + 60, false);
             free(in);
         } else if (j->lang->compile) {
             job_exec_code(j, sd_sf_compile_argv(j->lang, j->body), NULL, 0, j->compile_timeout);

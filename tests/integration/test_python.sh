@@ -188,20 +188,22 @@ $pad"
   expect 200 '.status == "Success" and .run_result.stdout == "42\n"'
 }
 
-# A request whose program fills the daemon's output budget (64 MiB buffered for all commands)
-# and holds it: another request's output is cut to nothing by it, which must be SandboxError (a
-# platform fault), never Success with an empty stdout (a wrong answer to verl). A fetched file
-# larger than the 64 MiB a command's output keeps is SandboxError naming it, never returned cut.
+# A command that fills the daemon's output budget (64 MiB buffered for all commands) and holds
+# it: a request's output is cut to nothing by it, which must be SandboxError (a platform fault),
+# never Success with an empty stdout (a wrong answer to verl). The hog is an exec of the API's
+# (a request's program keeps 1 MiB a stream, as SandboxFusion's: it cannot fill the budget). A
+# fetched file larger than the 64 MiB a command's output keeps is SandboxError naming it, never
+# returned cut.
 TEST_TIMEOUT_sandboxfusion_output_budget=120
 test_sandboxfusion_output_budget() {
   start_daemon
-  curl -s --max-time 90 --unix-socket "$SOCK" -o "$D/hog.json" http://sd/run_code -d '{"language":"python",
-    "run_timeout":40,"code":"import sys, time\nsys.stdout.write(\"x\" * (64 << 20)); sys.stdout.flush()\nopen(\"/workspace/full\", \"w\").close(); time.sleep(60)"}' &
-  local hog=$! i sb=''
+  create; local sb=$ID i
+  curl -s --max-time 90 --unix-socket "$SOCK" -o "$D/hog.json" "http://sd/v1/sandboxes/$sb/exec" \
+    -d '{"argv":["python3","-c","import sys, time\nsys.stdout.write(\"x\" * (64 << 20)); sys.stdout.flush()\nopen(\"/tmp/full\", \"w\").close(); time.sleep(60)"],
+    "max_output":"64Mi","timeout":"40s"}' &
+  local hog=$!
   for i in $(seq 300); do # until the hog has written its 64 MiB (its file says so)
-    req GET '/v1/sandboxes?label=sandboxfusion=run_code'
-    sb=$(echo "$BODY" | jq -r '[.[] | select(.state == "running")][0].id // empty')
-    [ -n "$sb" ] && req GET "/v1/sandboxes/$sb/files?path=/workspace/full" && [ "$CODE" == 200 ] && break
+    req GET "/v1/sandboxes/$sb/files?path=/tmp/full" && [ "$CODE" == 200 ] && break
     sleep 0.1
   done
   [ "$CODE" == 200 ] || fail "the hog did not write its output: $BODY"
