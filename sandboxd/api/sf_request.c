@@ -421,6 +421,11 @@ const char *sd_sf_check_jupyter(json_t *b) {
     }
     if (kernel && !(json_is_string(kernel) && strcmp(json_string_value(kernel), "python3") == 0))
         return "kernel: only python3 is supported";
+    const char *k;
+    json_object_foreach(json_object_get(b, "files"), k, v) { /* RunJupyterRequest: Dict[str, str] */
+        if (json_is_null(v))
+            return "files: each value must be a base64 string (null only on /run_code)";
+    }
     if (!coerce_number(b, "cell_timeout", false) || !coerce_number(b, "total_timeout", false))
         return "cell_timeout, total_timeout: must be numbers of seconds in 0..259200";
     json_t *ct = json_object_get(b, "cell_timeout"), *tt = json_object_get(b, "total_timeout");
