@@ -55,7 +55,8 @@ static const sf_lang langs[] = {
      {"java", "-ea", "Main"},
      {"javac", "java"},
      true},
-    {"rust", "main.rs", "rustc -O -o main main.rs", {"./main"}, {"rustc"}, false},
+    /* As SandboxFusion: no -O (integer overflow panics, as in a debug build) */
+    {"rust", "main.rs", "rustc main.rs -o main", {"./main"}, {"rustc"}, false},
 };
 
 /* The languages SandboxFusion knows that this node does not run: refused as SandboxError. */

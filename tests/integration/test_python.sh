@@ -256,6 +256,29 @@ test_sandboxfusion_missing_toolchain() {
   req GET /v1/sandboxes; expect 200 'length == 0'
 }
 
+# Rust is compiled as SandboxFusion compiles it (sandbox/runners/major.py): `rustc FILE -o test`,
+# without -O (with it, an integer overflow wraps where SandboxFusion's build panics, exit 101).
+# The test image has no rustc: a stand-in in a directory image (mkimage.py's runnable root)
+# records its argv and builds a main that prints; fetch_files returns the argv (was -O).
+TEST_TIMEOUT_sandboxfusion_rust_command=60
+test_sandboxfusion_rust_command() {
+  daemon_init
+  local img=$DAEMON_ROOT/rustimg
+  mkdir -p "$img"
+  MKIMAGE_EXTRA_BINS=chmod python3 "$(dirname "$0")/mkimage.py" rootfs "$DAEMON_ROOT/root.tar" ||
+    fail "mkimage"
+  tar -xf "$DAEMON_ROOT/root.tar" -C "$img" || fail "extract the image"
+  printf '%s\n' '#!/usr/bin/sh' 'for a; do printf "%s\n" "$a"; done >rustc.argv' \
+    'printf "#!/usr/bin/sh\necho stand-in\n" >main && chmod +x main' >"$img/usr/bin/rustc"
+  chmod 755 "$img/usr/bin/rustc"
+  printf '{"images":{"rustimg":"%s"},"defaults":{"image":"rustimg"}}' "$img" >"$DAEMON_ROOT/cfg.json"
+  start_daemon --config "$DAEMON_ROOT/cfg.json"
+  req POST /run_code -d '{"code":"fn main() {}","language":"rust","fetch_files":["rustc.argv"]}'
+  expect 200 '.status == "Success" and .compile_result.return_code == 0 and .run_result.stdout == "stand-in\n"'
+  local argv; argv=$(echo "$BODY" | jq -r '.files["rustc.argv"]' | base64 -d)
+  [ "$argv" == $'main.rs\n-o\nmain' ] || fail "rustc's argv: $(echo "$argv" | tr '\n' ' ')"
+}
+
 # SIGTERM with a request running: the daemon stops cleanly (exit 0), the request's sandbox is
 # ended (not left running like API sandboxes are), and the client gets SandboxError or, when the
 # listener closed first, no answer (never Failed).
