@@ -204,28 +204,31 @@ void sd_cgroup_release(const sd_daemon *d) {
     closedir(root);
 }
 
-/* Whether /proc/<pid>/status names a uid in [lo, lo + n) (a zombie leader's too: its threads
- * may live on). */
-static bool status_uid_in(const char *pid, uid_t lo, uid_t n) {
+/* The uid, real, effective, saved or filesystem, that /proc/<pid>/status names in [lo, lo + n)
+ * (a zombie leader's too: its threads may live on): 0 and *ret_uid, or -ENOENT (none, or gone). */
+static int status_uid_in(const char *pid, uid_t lo, uid_t n, uid_t *ret_uid) {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%s/status", pid);
     _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
     if (len <= 0)
-        return false; /* gone */
+        return -ENOENT; /* gone */
     buf[len] = 0;
     const char *u = strstr(buf, "\nUid:");
     unsigned ids[4];
     if (!u || sscanf(u + 5, "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
-        return false;
+        return -ENOENT;
     for (size_t i = 0; i < ARRAY_SIZE(ids); i++)
-        if (ids[i] >= lo && ids[i] - lo < n)
-            return true;
-    return false;
+        if (ids[i] >= lo && ids[i] - lo < n) {
+            *ret_uid = ids[i];
+            return 0;
+        }
+    return -ENOENT;
 }
 
-/* Whether /proc/<pid>/cgroup puts it under the daemon's parent (a line ":<rel>/..."). */
-static bool in_our_tree(const char *pid, const char *rel) {
+/* Whether /proc/<pid>/cgroup puts it under the daemon's parent (a line ":<rel>/<name>..."), and
+ * then the cgroup right under the parent in name (the first such line's). */
+static bool in_our_tree(const char *pid, const char *rel, char *name, size_t len) {
     char path[64];
     snprintf(path, sizeof(path), "/proc/%s/cgroup", pid);
     _cleanup_free_ char *s = NULL;
@@ -233,13 +236,17 @@ static bool in_our_tree(const char *pid, const char *rel) {
         return false; /* gone */
     size_t rl = strlen(rel);
     for (const char *p = strchr(s, ':'); p; p = strchr(p + 1, ':'))
-        if (strncmp(p + 1, rel, rl) == 0 && p[1 + rl] == '/')
+        if (strncmp(p + 1, rel, rl) == 0 && p[1 + rl] == '/') {
+            const char *c = p + 2 + rl;
+            snprintf(name, len, "%.*s", (int)strcspn(c, "/\n"), c);
             return true;
+        }
     return false;
 }
 
-bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n) {
-    char rel[PATH_MAX];
+int sd_cgroup_each_uid_user(const sd_daemon *d, uid_t lo, uid_t n, sd_cgroup_uid_user_fn fn,
+                            void *ud) {
+    char rel[PATH_MAX], name[256];
     const char *p = d->cgroup_parent;
     if (d->cgroup_version == 2) /* as /proc/<pid>/cgroup names it: below the cgroup root */
         snprintf(rel, sizeof(rel), "%s",
@@ -248,13 +255,28 @@ bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n) {
         snprintf(rel, sizeof(rel), "/%s", d->cgroup_parent);
     DIR *dir = opendir("/proc");
     if (!dir)
-        return true; /* cannot tell: in use */
-    bool used = false;
+        return negative_errno();
     struct dirent *de;
-    while (!used && (de = readdir(dir)))
-        if (de->d_name[0] >= '1' && de->d_name[0] <= '9')
-            used = status_uid_in(de->d_name, lo, n) && in_our_tree(de->d_name, rel);
+    uid_t uid;
+    while ((de = readdir(dir)))
+        if (de->d_name[0] >= '1' && de->d_name[0] <= '9' &&
+            status_uid_in(de->d_name, lo, n, &uid) == 0 &&
+            in_our_tree(de->d_name, rel, name, sizeof(name)) && fn(ud, uid, name))
+            break;
     closedir(dir);
+    return 0;
+}
+
+static bool found(void *ud, uid_t uid, const char *name) {
+    (void)uid, (void)name;
+    *(bool *)ud = true;
+    return true; /* one is enough */
+}
+
+bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n) {
+    bool used = false;
+    if (sd_cgroup_each_uid_user(d, lo, n, found, &used) < 0)
+        return true; /* cannot tell: in use */
     return used;
 }
 

@@ -16,6 +16,13 @@ void sd_cgroup_memcg_dir(const sd_daemon *d, const char *id, char *buf, size_t l
  * uid, real, effective, saved or filesystem, in [lo, lo + n): a uid slot's range still in use.
  * Other daemons' sandboxes on the host, with the same ranges, are not counted. */
 bool sd_cgroup_uids_in_use(const sd_daemon *d, uid_t lo, uid_t n);
+/* One pass over /proc: fn(ud, uid, name) for each process of the daemon's cgroup subtree with a
+ * uid in [lo, lo + n) (the first of its real, effective, saved and filesystem uids that is),
+ * name the cgroup right under the parent it is in (a sandbox's id, or spare-<pid>); fn returns
+ * true to stop. Returns 0, or -errno when /proc cannot be read. */
+typedef bool (*sd_cgroup_uid_user_fn)(void *ud, uid_t uid, const char *name);
+int sd_cgroup_each_uid_user(const sd_daemon *d, uid_t lo, uid_t n, sd_cgroup_uid_user_fn fn,
+                            void *ud);
 /* Whether a cgroup directory of sandbox id is still there (v2: its one; v1: its memory or pids
  * controller's, which hold each of its processes): one or two access(2). A populated cgroup
  * cannot be removed and a sandbox's processes cannot leave theirs, so after its shim's teardown

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,19 +80,21 @@ static void retry_exited(void *ud, int status) {
 
 /* Free when nothing runs under the slot's uids; else the cleanup again while its run dir is
  * there (it kills what is left in the sandbox's cgroup), and another check later. Without a run
- * dir (the shim's teardown removed it) the cgroups its teardown left go once they are empty. */
+ * dir (the shim's teardown removed it) the cgroups its teardown left go once they are empty. A
+ * slot found at start-up in use by no sandbox's cgroup (no id) has neither. */
 static void check(uv_timer_t *t) {
     sd_quarantine *q = t->data;
     sd_daemon *d = q->d;
-    if (access(q->dir, F_OK) < 0)
+    if (q->id[0] && access(q->dir, F_OK) < 0)
         (void)sd_cgroup_sandbox_remove(d, q->id);
     if (!slot_in_use(d, q->slot)) {
         release(q);
         return;
     }
     char *args[] = {d->cfg.shim_path, "cleanup", q->dir, NULL};
-    if (access(q->dir, F_OK) == 0 && sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL,
-                                              0, retry_exited, q, NULL) == 0) {
+    bool dir_left = q->dir[0] && access(q->dir, F_OK) == 0;
+    if (dir_left && sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL, 0, retry_exited,
+                             q, NULL) == 0) {
         q->tries++;
         return;
     }
@@ -141,4 +144,29 @@ void sd_slot_torn_down(sd_daemon *d, int slot, const char *id, const char *dir) 
     char what[192];
     snprintf(what, sizeof(what), "the shim's teardown of sandbox=%s left its cgroup", id);
     quarantine(d, slot, what, id, dir);
+}
+
+/* A process of cgroup name under the parent runs under uid: its slot, unless a sandbox holds it
+ * (re-adopted, paused, or its cleanup running), is quarantined. */
+static bool left_user(void *ud, uid_t uid, const char *name) {
+    sd_daemon *d = ud;
+    int slot = (int)((uid - (uid_t)sd_uid_base(0)) / SHIM_UID_RANGE);
+    if (sd_slot_taken(d, slot))
+        return false;
+    bool sandbox = strncmp(name, "sb-", 3) == 0; /* else no run dir or cgroup of its own to go */
+    char what[192], dir[PATH_MAX] = "";
+    if (sandbox)
+        snprintf(dir, sizeof(dir), "%s/sandboxes/%s", d->cfg.run_dir, name);
+    snprintf(what, sizeof(what), "the daemon restarted with the cgroup %s of an earlier run left",
+             name);
+    sd_slot_claim(d, slot);
+    quarantine(d, slot, what, sandbox ? name : "", dir);
+    return false;
+}
+
+void sd_slots_quarantine_left(sd_daemon *d) {
+    uid_t lo = (uid_t)sd_uid_base(0);
+    if (sd_cgroup_each_uid_user(d, lo, (uid_t)d->n_slots * SHIM_UID_RANGE, left_user, d) < 0)
+        log_warn("cannot read /proc: the uid slots of an earlier run's processes that may still "
+                 "run are handed out");
 }

@@ -18,3 +18,8 @@ void sd_slot_cleaned(sd_daemon *d, int slot, int status, const char *id, const c
  * populated one stays) that cannot be removed now while a process runs under the slot's uids;
  * then quarantined as above, the cgroups removed once they are empty. */
 void sd_slot_torn_down(sd_daemon *d, int slot, const char *id, const char *dir);
+/* At start-up, once the restored sandboxes hold their slots: one pass over /proc quarantines, as
+ * above, each other slot under whose uids a process of the daemon's cgroup subtree runs (left by
+ * sandboxes of an earlier run whose cleanup or teardown failed, or whose slot was quarantined,
+ * when the daemon was killed or stopped: it forgot them). */
+void sd_slots_quarantine_left(sd_daemon *d);

@@ -10,6 +10,7 @@
 #include "sandboxd/core/lifecycle.h"
 #include "sandboxd/core/network.h"
 #include "sandboxd/core/pool.h"
+#include "sandboxd/core/quarantine.h"
 #include "sandboxd/core/registry.h"
 #include "sandboxd/core/state.h"
 
@@ -68,4 +69,5 @@ void sd_restore(sd_daemon *d) {
     sd_checkpoint_sweep(d);
     sd_fork_recover(d);
     sd_network_restore(d, network_lost);
+    sd_slots_quarantine_left(d); /* after every restored sandbox has claimed its slot */
 }

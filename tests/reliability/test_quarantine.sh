@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # uid slots held back (quarantined) while a process of an ended sandbox may still run under its
-# uid range, against a real daemon and real sandboxes (root): after a failed `sbx-shim cleanup`
-# and after a shim teardown that left the sandbox's cgroup (docs/DAEMON.md "Restarts"). The
-# survivor is a `sleep` the test runs under a uid of the sandbox's range; each case ends it by its
-# pid (kill_survivor, also at exit).
+# uid range, against a real daemon and real sandboxes (root): after a failed `sbx-shim cleanup`,
+# after a shim teardown that left the sandbox's cgroup, and across a daemon killed and restarted
+# meanwhile (docs/DAEMON.md "Restarts"). The survivor is a `sleep` the test runs under a uid of
+# the sandbox's range; each case ends it by its pid (kill_survivor, also at exit).
 # Helpers: rel.sh (daemon, HTTP, leak_counts).
 
 source "$(dirname "$0")/rel.sh"
@@ -162,6 +162,42 @@ test_teardown_left_cgroup_quarantines_slot() {
   for dir in "${dirs[@]}"; do [ ! -d "$dir" ] || fail "$ID's ordinary end left its cgroup $dir"; done
   req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3 and .quarantined_slots == 0'
   [ "$(grep -c "uid slot .* quarantined" "$D/log")" == 1 ] || fail "an ordinary end quarantined a slot: $(grep quarantined "$D/log")"
+  wait_no_leaks 20
+}
+
+# The same across a restart: the daemon is killed (SIGKILL) while the slot is quarantined and
+# started again. The restarted daemon knew nothing of the quarantine (the sandbox's record is
+# ended, with no slot); it finds the survivor under the slot's uids, in the sandbox's cgroup left
+# in its subtree (one scan of /proc at start), and quarantines the slot again: no later sandbox
+# gets that range while the survivor lives, and the slot comes back once the survivor is gone.
+# Before, the restarted daemon handed the slot to its next sandbox.
+TEST_TIMEOUT_restart_keeps_quarantine=120
+test_restart_keeps_quarantine() {
+  rel_setup
+  wrap_shim
+  DAEMON_SHIM=$D/shim-wrap start_daemon --max-sandboxes 3 --spare-shims 0
+  failed_cleanup_survivor; local a=$A base=$BASE
+  kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
+  DAEMON_SHIM=$D/shim-wrap start_daemon --max-sandboxes 3 --spare-shims 0
+  pid_alive "$SURVIVOR" || fail "the survivor ($SURVIVOR) should outlive the daemon's restart"
+  local b c id
+  create; b=$ID; create; c=$ID
+  for id in "$b" "$c"; do
+    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a after the daemon's restart, while $a's process $SURVIVOR (uid $((base + 1000))) lives in its cgroup"
+  done
+  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0 and .active_sandboxes == 2'
+  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
+  grep -q "uid slot .* quarantined: the daemon restarted with the cgroup $a of an earlier run left" "$D/log" || fail "no log line for the quarantine after the restart"
+  sleep 1 # its checks (the stand-in's cleanup fails again) hold it while the survivor lives
+  req GET /v1/info; expect 200 '.quarantined_slots == 1'
+  kill_survivor
+  req_until 15 '.quarantined_slots == 0' GET /v1/info; expect 200 '.quarantined_slots == 0 and .free_slots == 1'
+  req DELETE "/v1/sandboxes/$b"; expect 204; req DELETE "/v1/sandboxes/$c"; expect 204
+  req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3'
+  create; [ "$(uid_base "$ID")" == "$base" ] || fail "uid range $base was not handed out again once it was free"
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  rm -f "$D/fail-cleanup"
+  "$REAL" cleanup "$D/run/sandboxes/$a" || fail "the real cleanup of $a's run dir failed"
   wait_no_leaks 20
 }
 
