@@ -78,14 +78,15 @@ void sbx_client_free(sbx_client *client); /* accepts NULL */
 sbx_code sbx_client_set_token(sbx_client *client, const char *token);
 /* Ctrl-C for a program whose signal handler cannot end a blocking call itself (Python's
  * KeyboardInterrupt, which its interpreter raises only after the call returns): while fd >= 0,
- * a synchronous call on a Unix-socket endpoint that waits for the daemon's answer also watches
- * fd, a signal handler's non-blocking self-pipe that gets one byte per signal, the signal's
- * number (as Python's signal.set_wakeup_fd writes it). A byte equal to signo ends the call at
- * once with SBX_E_INTERRUPTED (api_code "interrupted") and closes its connection (the next call
- * opens another); other bytes, and those already there when the call starts, are read and
- * dropped. What was asked goes on at the daemon as for a client that went away: an exec's
- * command runs on (docs/API.md). fd -1 (the default): not watched. TCP endpoints and the time
- * spent sending are not watched. */
+ * a synchronous call that waits for the daemon's answer also watches fd, a signal handler's
+ * non-blocking self-pipe that gets one byte per signal, the signal's number (as Python's
+ * signal.set_wakeup_fd writes it). A byte equal to signo ends the call at once with
+ * SBX_E_INTERRUPTED (api_code "interrupted") and closes its connection (the next call opens
+ * another); the request is not sent again, to any endpoint. Other bytes, and those already
+ * there when the call starts, are read and dropped. What was asked goes on at the daemon as for
+ * a client that went away: an exec's command runs on (docs/API.md). fd -1 (the default): not
+ * watched. On a Unix socket the time spent sending is not watched; on TCP the whole transfer
+ * is (a fleet's lookups in etcd are not). */
 void sbx_client_set_interrupt_fd(sbx_client *client, int fd, int signo);
 /* GET /v1/info of the first endpoint (or all, as a JSON array, when several; an endpoint that
  * fails is an entry with "error"). SBX_E_PROTOCOL when one endpoint's answer is not an object. */

@@ -140,6 +140,8 @@ sbx_code sbx_client_new(const char *hosts, sbx_client **ret, sbx_err *err) {
 void sbx_client_free(sbx_client *c) {
     if (!c)
         return;
+    if (c->multi) /* (its kept-alive connections; c->easy is never left in it) */
+        curl_multi_cleanup(c->multi);
     if (c->easy)
         curl_easy_cleanup(c->easy);
     if (c->ufd >= 0)

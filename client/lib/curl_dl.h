@@ -23,6 +23,8 @@
     X(curl_multi_cleanup)                                                                          \
     X(curl_multi_info_read)                                                                        \
     X(curl_multi_init)                                                                             \
+    X(curl_multi_perform)                                                                          \
+    X(curl_multi_poll)                                                                             \
     X(curl_multi_remove_handle)                                                                    \
     X(curl_multi_setopt)                                                                           \
     X(curl_multi_socket_action)
@@ -64,6 +66,8 @@ char *sbxi_curl_escape(CURL *unused, const char *s, int len);
 #define curl_multi_cleanup sbxi_cu.curl_multi_cleanup
 #define curl_multi_info_read sbxi_cu.curl_multi_info_read
 #define curl_multi_init sbxi_curl_multi_init
+#define curl_multi_perform sbxi_cu.curl_multi_perform
+#define curl_multi_poll sbxi_cu.curl_multi_poll
 #define curl_multi_remove_handle sbxi_cu.curl_multi_remove_handle
 #define curl_multi_setopt sbxi_cu.curl_multi_setopt
 #define curl_multi_socket_action sbxi_cu.curl_multi_socket_action

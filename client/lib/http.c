@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     sbxi_response *r = ud;
@@ -123,6 +124,66 @@ void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r) {
     r->easy = NULL;
 }
 
+bool sbxi_interrupt_came(int fd, int signo) {
+    unsigned char b[64];
+    bool hit = false;
+    for (;;) {
+        ssize_t n = read(fd, b, sizeof(b));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return hit;
+        hit = hit || memchr(b, signo, (size_t)n) != NULL;
+    }
+}
+
+static CURLcode multi_failed(CURLMcode m) {
+    return m == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_RECV_ERROR;
+}
+
+/* curl_easy_perform's own loop (poll, then perform, until the transfer is done) on the client's
+ * multi handle, whose poll also watches the interrupt fd. At the signal's byte the unfinished
+ * transfer is removed, which closes its connection: CURLE_ABORTED_BY_CALLBACK. */
+static CURLcode perform_watched(sbx_client *c, sbxi_response *resp) {
+    if (!c->multi && !(c->multi = curl_multi_init()))
+        return CURLE_OUT_OF_MEMORY;
+    CURLMcode m = curl_multi_add_handle(c->multi, c->easy);
+    if (m != CURLM_OK)
+        return multi_failed(m);
+    (void)sbxi_interrupt_came(c->intr_fd, c->intr_signo); /* from before this call: not for it */
+    CURLcode rc = CURLE_OK;
+    for (bool done = false; !done;) {
+        struct curl_waitfd w = {.fd = c->intr_fd, .events = CURL_WAIT_POLLIN};
+        int running = 0, left;
+        if ((m = curl_multi_poll(c->multi, &w, 1, 1000, NULL)) != CURLM_OK) {
+            rc = multi_failed(m);
+            break;
+        }
+        if (w.revents && sbxi_interrupt_came(c->intr_fd, c->intr_signo)) {
+            resp->interrupted = true;
+            snprintf(resp->curl_error, sizeof(resp->curl_error), "interrupted by signal %d",
+                     c->intr_signo);
+            rc = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+        if ((m = curl_multi_perform(c->multi, &running)) != CURLM_OK) {
+            rc = multi_failed(m);
+            break;
+        }
+        CURLMsg *msg = running ? NULL : curl_multi_info_read(c->multi, &left);
+        if (msg && msg->msg == CURLMSG_DONE) {
+            rc = msg->data.result;
+            done = true;
+        }
+    }
+    curl_multi_remove_handle(c->multi, c->easy);
+    return rc;
+}
+
+CURLcode sbxi_easy_perform(sbx_client *c, sbxi_response *resp) {
+    return c->intr_fd >= 0 ? perform_watched(c, resp) : curl_easy_perform(c->easy);
+}
+
 /* line appended to *l (left as it was on OOM). */
 static bool append(struct curl_slist **l, const char *line) {
     struct curl_slist *n = curl_slist_append(*l, line); /* (copies line) */
@@ -215,7 +276,7 @@ sbx_code sbxi_request_ep(sbx_client *c, const sbxi_endpoint *e, const char *meth
     sbxi_easy_setup(c->easy, method, url, e->unix_path, hdrs, body, len, resp);
     if (c->timeout_ms)
         curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
-    CURLcode rc = curl_easy_perform(c->easy);
+    CURLcode rc = sbxi_easy_perform(c, resp);
     sbxi_response_finish(c->easy, rc, resp);
     resp->timed_out = c->timeout_ms && rc == CURLE_OPERATION_TIMEDOUT;
     curl_slist_free_all(hdrs);

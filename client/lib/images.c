@@ -84,7 +84,7 @@ sbx_code sbx_image_import(sbx_client *c, const char *name, int fd, unsigned flag
     curl_easy_setopt(c->easy, CURLOPT_READFUNCTION, read_fd);
     curl_easy_setopt(c->easy, CURLOPT_READDATA, &fd);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, size);
-    CURLcode rc = curl_easy_perform(c->easy);
+    CURLcode rc = sbxi_easy_perform(c, &r);
     sbxi_response_finish(c->easy, rc, &r);
     curl_slist_free_all(hdrs);
     return finish_import(c, &r, ret_json, err);

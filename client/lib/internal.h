@@ -44,8 +44,9 @@ struct sbx_client {
     sbxi_endpoint *eps; /* in fleet mode only ever appended to: handles keep their index */
     size_t n_eps;
     char *token;
-    CURL *easy; /* the synchronous API's handle for TCP endpoints (keeps connections alive) */
-    int ufd;    /* the synchronous API's kept-alive Unix-socket connection, or -1 */
+    CURL *easy;   /* the synchronous API's handle for TCP endpoints (keeps connections alive) */
+    CURLM *multi; /* easy's transfers while intr_fd is watched (its own kept-alive connections) */
+    int ufd;      /* the synchronous API's kept-alive Unix-socket connection, or -1 */
     size_t ufd_ep;
     sbxi_fleet *fleet;       /* etcd:// addresses only */
     uint64_t timeout_ms;     /* the sync API's limit on one whole request, 0: none (port_wait's) */
@@ -174,6 +175,13 @@ char *sbxi_escape(const char *s);
 /* "/v1/sandboxes/<id>/files?path=<escaped>" (with &mode=<octal> when mode != 0). */
 char *sbxi_files_path(const char *id, const char *path, unsigned mode);
 void sbxi_response_reset(sbxi_response *r);
+/* The bytes waiting on a non-blocking interrupt pipe (sbx_client_set_interrupt_fd's) are read:
+ * whether they held signo. */
+bool sbxi_interrupt_came(int fd, int signo);
+/* The synchronous API's transfer on c->easy, set up: curl_easy_perform, or while the client
+ * watches an interrupt fd the same loop on c->multi whose poll watches it too; at the signal's
+ * byte the transfer ends unfinished, its connection closed (resp->interrupted). */
+CURLcode sbxi_easy_perform(sbx_client *c, sbxi_response *resp);
 /* After curl_easy_perform or a multi completion: fill status, content type and errno. */
 void sbxi_response_finish(CURL *h, CURLcode rc, sbxi_response *r);
 /* The same to an endpoint that is not one of the client's (a node of GET /v1/fleet). */

@@ -159,21 +159,6 @@ typedef struct reader {
     char buf[65536];
 } reader;
 
-/* Whether the bytes waiting on the (non-blocking) interrupt pipe hold signo; all that is there
- * is read. */
-static bool interrupt_came(int fd, int signo) {
-    unsigned char b[64];
-    bool hit = false;
-    for (;;) {
-        ssize_t n = read(fd, b, sizeof(b));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return hit;
-        hit = hit || memchr(b, signo, (size_t)n) != NULL;
-    }
-}
-
 /* 0 once rd's socket is readable, -ETIMEDOUT at the deadline, -EINTR when the interrupt signal
  * came, -errno. */
 static int wait_readable(const reader *rd) {
@@ -190,7 +175,7 @@ static int wait_readable(const reader *rd) {
                                 {.fd = rd->intr_fd, .events = POLLIN}};
         int r = poll(pfd, rd->intr_fd >= 0 ? 2 : 1, ms);
         if (r > 0 && pfd[1].revents && rd->intr_fd >= 0 &&
-            interrupt_came(rd->intr_fd, rd->intr_signo))
+            sbxi_interrupt_came(rd->intr_fd, rd->intr_signo))
             return -EINTR;
         if (r > 0 && pfd[0].revents)
             return 0;
@@ -433,7 +418,7 @@ void sbxi_unix_request(sbx_client *c, size_t ep, const char *method, const char 
         c->ufd = -1;
     }
     if (c->intr_fd >= 0) /* signals from before this call (handled by then) are not for it */
-        (void)interrupt_came(c->intr_fd, c->intr_signo);
+        (void)sbxi_interrupt_came(c->intr_fd, c->intr_signo);
     for (int attempt = 0;; attempt++) {
         bool reused = c->ufd >= 0;
         if (!reused) {

@@ -3,7 +3,8 @@ a child Python waits in run("... sleep 1000") and gets SIGINT. KeyboardInterrupt
 once (before, Python raised it only when libsbx's call returned: after the command's end, 1000
 s later); the command goes on in the sandbox, as for any client that went away, until the
 sandbox ends: with a ``with`` block, at once. The Sandbox object works after it. And run()
-leaves the interpreter's wakeup fd as it found it (none, or the program's own)."""
+leaves the interpreter's wakeup fd as it found it (none, or the program's own). test_python.sh
+runs it on the Unix socket and on a TCP port ($SBX_HOST)."""
 import os
 import signal
 import socket

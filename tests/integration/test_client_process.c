@@ -3,18 +3,22 @@
  * command, a background command attached later with replay and the one-writer rule, several
  * attached commands at once on one libuv loop, an attached command refused at the pids
  * limit (the class a plain exec's 409 pids_limit has), and a plain exec ended by a signal
- * handler's byte on the client's interrupt fd (Ctrl-C in the Python SDK). */
+ * handler's byte on the client's interrupt fd (Ctrl-C in the Python SDK), on a Unix socket and
+ * on TCP. */
 #include "client/lib/internal.h"
 #include "common/timeutil.h"
 #include "tests/lib/daemon.h"
 #include "tests/lib/test.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sbx.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -47,16 +51,21 @@ static bool has(const sink *k, const char *s) {
     return k->out && memmem(k->out, k->out_len, s, strlen(s));
 }
 
-static sbx_sandbox *sandbox(sbx_client **c) {
-    const char *sock = test_daemon_up("d", &(test_daemon_opts){.log_level = ""})->sock;
+static sbx_sandbox *created(sbx_client *c) {
     sbx_err err = {0};
-    CHECK_EQ(sbx_client_new(sock, c, &err), SBX_OK);
     sbx_create_opts o;
     sbx_create_opts_init(&o);
     o.memory = 256u << 20;
     sbx_sandbox *sb = NULL;
-    CHECK_MSG(sbx_sandbox_create(*c, &o, &sb, &err) == SBX_OK, "create: %s", err.message);
+    CHECK_MSG(sbx_sandbox_create(c, &o, &sb, &err) == SBX_OK, "create: %s", err.message);
     return sb;
+}
+
+static sbx_sandbox *sandbox(sbx_client **c) {
+    const char *sock = test_daemon_up("d", &(test_daemon_opts){.log_level = ""})->sock;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(sock, c, &err), SBX_OK);
+    return created(*c);
 }
 
 static char *pattern(void) {
@@ -401,9 +410,15 @@ static sbx_code exec_alarmed(sbx_sandbox *sb, const char *script, int byte, sink
     return rc;
 }
 
-TEST_T(exec_interrupted_by_its_signal, 120) {
-    sbx_client *c;
-    sbx_sandbox *sb = sandbox(&c);
+/* The new connections libcurl made for the client's last TCP request (0: a kept-alive one). */
+static long tcp_connects(sbx_client *c) {
+    long n = -1;
+    CHECK(c->easy && curl_easy_getinfo(c->easy, CURLINFO_NUM_CONNECTS, &n) == CURLE_OK);
+    return n;
+}
+
+/* c's interrupt fd watched through sb's execs (c on a Unix socket or, tcp, on TCP). */
+static void interrupt_checks(sbx_client *c, sbx_sandbox *sb, bool tcp) {
     sbx_err err = {0};
     sbx_exec_result r = {0};
     uint64_t took;
@@ -426,12 +441,16 @@ TEST_T(exec_interrupted_by_its_signal, 120) {
     CHECK_MSG(rc == SBX_OK, "a SIGCHLD byte: %s (%s)", sbx_code_name(rc), err.message);
     CHECK(took >= 1000 && r.stdout_data && strcmp(r.stdout_data, "done\n") == 0);
     sbx_exec_result_free(&r);
+    if (tcp) /* the interrupted call's connection was closed, not used again */
+        CHECK_MSG(tcp_connects(c) == 1, "%ld new connections", tcp_connects(c));
     /* a SIGINT byte already there when a call starts is an old one: dropped, not this call's */
     unsigned char old_int = SIGINT;
     CHECK_EQ(write(intr_pipe[1], &old_int, 1), 1);
     rc = exec_alarmed(sb, "sleep 1; echo done", SIGCHLD, NULL, &r, &took, &err);
     CHECK_MSG(rc == SBX_OK, "an old SIGINT byte: %s (%s)", sbx_code_name(rc), err.message);
     sbx_exec_result_free(&r);
+    if (tcp) /* a watched call keeps its connection alive for the next one */
+        CHECK_MSG(tcp_connects(c) == 0, "%ld new connections", tcp_connects(c));
     /* the next call after an interrupted one (whose connection was closed) works; and the fd is
      * no longer watched after sbx_client_set_interrupt_fd(c, -1, 0) */
     sbx_client_set_interrupt_fd(c, -1, 0);
@@ -444,6 +463,47 @@ TEST_T(exec_interrupted_by_its_signal, 120) {
     close(intr_pipe[1]);
     free(k.out);
     sbx_sandbox_terminate(sb, &err);
+}
+
+TEST_T(exec_interrupted_by_its_signal, 120) {
+    sbx_client *c;
+    sbx_sandbox *sb = sandbox(&c);
+    interrupt_checks(c, sb, false);
+    sbx_sandbox_free(sb);
+    sbx_client_free(c);
+}
+
+/* A loopback port nothing listens on, below the ephemeral range (as daemon.sh's free_port). */
+static unsigned free_port(void) {
+    for (int i = 0; i < 50; i++) {
+        unsigned p = 20000 + (unsigned)(now_mono_ms() * 7919 + (uint64_t)i * 104729) % 12000;
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)p),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        if (fd >= 0)
+            close(fd);
+        if (ok)
+            return p;
+    }
+    test_fail(__FILE__, __LINE__, "no free TCP port in 20000-31999");
+}
+
+/* The same over a TCP endpoint (libcurl's path: a remote daemon, a fleet's nodes): the wait
+ * ends at the byte there too, the interrupted connection is not used again. */
+TEST_T(exec_interrupted_by_its_signal_tcp, 120) {
+    char hostport[32], url[48];
+    snprintf(hostport, sizeof(hostport), "127.0.0.1:%u", free_port());
+    snprintf(url, sizeof(url), "http://%s", hostport);
+    const char *const flags[] = {"--tcp", hostport, "--token", "intr-tok", NULL};
+    test_daemon_up("d", &(test_daemon_opts){.log_level = "", .flags = flags});
+    sbx_client *c;
+    sbx_err err = {0};
+    CHECK_EQ(sbx_client_new(url, &c, &err), SBX_OK);
+    CHECK_EQ(sbx_client_set_token(c, "intr-tok"), SBX_OK);
+    sbx_sandbox *sb = created(c);
+    interrupt_checks(c, sb, true);
     sbx_sandbox_free(sb);
     sbx_client_free(c);
 }

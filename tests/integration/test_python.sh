@@ -17,9 +17,9 @@ need_pytest() {
   "$PY" -c 'import pytest' 2>/dev/null || skip "python3-pytest is needed"
 }
 
-pytest_run() { # FILE [pytest args...]
+pytest_run() { # FILE [pytest args...] ($PYTEST_SBX_HOST: the SDK's SBX_HOST, else the socket)
   local f=$1; shift
-  env $(asan_env) SBX_HOST="unix:$SOCK" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
+  env $(asan_env) SBX_HOST="${PYTEST_SBX_HOST:-unix:$SOCK}" SANDBOXD_LIBSBX="$SBX_BUILD_DIR/libsbx.so.0" \
     PYTHONPATH="$SBX_SRC_DIR/python" PYTHONDONTWRITEBYTECODE=1 \
     "$PY" -m pytest -q -p no:cacheprovider -rfEs "$SBX_SRC_DIR/python/tests/$f" "$@" >"$D/pytest.out" 2>&1 \
     || { tail -20 "$D/log" >&2; echo "---- pytest ----" >&2; grep -E '^(E |FAILED|ERROR|>)' "$D/pytest.out" | tail -30 >&2
@@ -77,12 +77,15 @@ test_sdk_lifecycle() {
 # Ctrl-C in a synchronous Sandbox.run() (python/tests/test_sdk_interrupt.py): a child Python
 # sent SIGINT while it waits raises KeyboardInterrupt within a second (libsbx watches the
 # interpreter's wakeup fd: sbx_client_set_interrupt_fd), the command goes on until its sandbox
-# ends (a with block ends it), the Sandbox still works. Both passes: short.
-TEST_TIMEOUT_sdk_interrupt=120
+# ends (a with block ends it), the Sandbox still works. On the Unix socket and on a TCP port
+# (libcurl's path: a remote daemon, a fleet's nodes). Both passes: short.
+TEST_TIMEOUT_sdk_interrupt=180
 test_sdk_interrupt() {
   need_pytest
-  start_daemon
+  local port token="intr-$$"; port=$(free_port)
+  start_daemon --tcp "127.0.0.1:$port" --token "$token"
   pytest_run test_sdk_interrupt.py
+  PYTEST_SBX_HOST="http://127.0.0.1:$port" SBX_TOKEN=$token pytest_run test_sdk_interrupt.py
 }
 
 TEST_TIMEOUT_sandboxfusion=500 TEST_PASS_sandboxfusion=plain

@@ -2,13 +2,17 @@
  * servers in threads): a create whose answer is cut off after the request was sent is never sent
  * to the next endpoint (it may have made a sandbox there), sync and async; one that carries an
  * Idempotency-Key goes once more to the same endpoint (the daemon replays it); a connection
- * refused still goes on to the next endpoint. */
+ * refused still goes on to the next endpoint; a create interrupted by the client's interrupt fd
+ * (sbx_client_set_interrupt_fd) is sent nowhere again. */
 #include "client/lib/internal.h"
+#include "common/timeutil.h"
 #include "tests/lib/test.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +25,7 @@ typedef struct fake {
     int free_slots;
     int cut_first;       /* creates cut before one is answered (-1: every one) */
     bool die_after_info; /* stops listening once it answered GET /v1/info: connects refused */
+    int hold_ms;         /* a create is held this long before it is answered or cut */
     atomic_int creates, keyed;
 } fake;
 
@@ -75,6 +80,8 @@ static void serve(fake *f, int c) {
     int k = atomic_fetch_add(&f->creates, 1);
     if (strcasestr(req, "\r\nIdempotency-Key: key-1\r\n"))
         atomic_fetch_add(&f->keyed, 1);
+    if (f->hold_ms)
+        usleep((useconds_t)f->hold_ms * 1000);
     if (f->cut_first < 0 || k < f->cut_first)
         return; /* received whole, and no answer: the connection closes */
     snprintf(body, sizeof(body), "{\"id\":\"sb-fake%d\",\"state\":\"running\"}", f->port);
@@ -190,6 +197,46 @@ TEST(sync_refused_goes_to_the_next_endpoint) {
     CHECK_EQ(atomic_load(&a.creates), 0);
     CHECK_EQ(atomic_load(&b.creates), 1);
     sbx_client_free(c);
+}
+
+/* A SIGINT byte 0.3 s into the create on the pipe the client watches (a signal handler's). */
+static void *interrupt_soon(void *arg) {
+    usleep(300000);
+    unsigned char b = SIGINT;
+    CHECK(write(*(int *)arg, &b, 1) == 1);
+    return NULL;
+}
+
+/* A keyed create to a (b second) with a SIGINT byte 0.3 s into it: SBX_E_INTERRUPTED soon. */
+static sbx_code create_interrupted(fake *a, fake *b, sbx_err *e) {
+    sbx_client *c = client_of(a->port, b->port);
+    int p[2];
+    CHECK_OK(pipe2(p, O_NONBLOCK | O_CLOEXEC));
+    sbx_client_set_interrupt_fd(c, p[0], SIGINT);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, interrupt_soon, &p[1]) == 0);
+    char id[64];
+    uint64_t t0 = now_mono_ms();
+    sbx_code rc = create_sync(c, "key-1", id, sizeof(id), e); /* (a keyed one is retried if cut) */
+    uint64_t took = now_mono_ms() - t0;
+    pthread_join(t, NULL);
+    CHECK_MSG(rc == SBX_E_INTERRUPTED && took < 2000, "%s after %llu ms: %s", sbx_code_name(rc),
+              (unsigned long long)took, e->message);
+    sbx_client_free(c);
+    close(p[0]);
+    close(p[1]);
+    return rc;
+}
+
+TEST(sync_interrupted_create_not_sent_again) {
+    static fake a = {.hold_ms = 3000}, b;
+    fake_start(&a, 10, -1); /* holds the create, then cuts it */
+    fake_start(&b, 5, 0);
+    sbx_err e = {0};
+    CHECK_EQ(create_interrupted(&a, &b, &e), SBX_E_INTERRUPTED);
+    CHECK_STREQ(e.api_code, "interrupted");
+    CHECK_EQ(atomic_load(&a.creates), 1); /* not again to a, */
+    CHECK_EQ(atomic_load(&b.creates), 0); /* nor to b */
 }
 
 /* ---- the same through the async API ---- */
