@@ -97,17 +97,27 @@ sbx_code sbxi_status_parse(const char *body, size_t len, sbx_sandbox_status *ret
     return SBX_OK;
 }
 
-static void refresh_info(sbx_client *c) {
+/* Each endpoint's free slots (its GET /v1/info): SBX_OK, or SBX_E_INTERRUPTED when the client's
+ * interrupt signal ended a request (sbx_client_set_interrupt_fd): no create is made then. */
+static sbx_code refresh_info(sbx_client *c, sbx_err *err) {
     if (c->fleet) {
         sbxi_fleet_refresh(c, false, NULL); /* the capacity every node publishes */
-        return;
+        return SBX_OK;
     }
     for (size_t i = 0; i < c->n_eps; i++) {
         sbxi_response r = {0};
-        sbx_code rc = sbxi_request(c, i, "GET", "/v1/info", NULL, NULL, NULL, NULL, 0, &r, NULL);
-        sbxi_info_record(c, i, r.body, r.len, rc == SBX_OK);
+        sbx_err e = {0};
+        sbx_code rc = sbxi_request(c, i, "GET", "/v1/info", NULL, NULL, NULL, NULL, 0, &r, &e);
+        if (rc != SBX_E_INTERRUPTED)
+            sbxi_info_record(c, i, r.body, r.len, rc == SBX_OK);
         free(r.body);
+        if (rc == SBX_E_INTERRUPTED) {
+            if (err)
+                *err = e;
+            return rc;
+        }
     }
+    return SBX_OK;
 }
 
 /* Try endpoints in placement order; remember the last error, preferring "full" over others. */
@@ -130,8 +140,11 @@ sbx_code sbx_sandbox_create_with(sbx_client *c, const sbx_create_opts *opts, con
     if (opts && opts->idempotency_key &&
         asprintf(&idem, "Idempotency-Key: %s", opts->idempotency_key) < 0)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
+    sbx_code irc = SBX_OK;
     if ((c->n_eps > 1 || c->fleet) && sbxi_info_stale(c, now_mono_ms()))
-        refresh_info(c);
+        irc = refresh_info(c, err);
+    if (irc != SBX_OK)
+        return irc;
     _cleanup_free_ size_t *order = calloc(c->n_eps, sizeof(size_t));
     if (!order)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");

@@ -3,7 +3,8 @@
  * to the next endpoint (it may have made a sandbox there), sync and async; one that carries an
  * Idempotency-Key goes once more to the same endpoint (the daemon replays it); a connection
  * refused still goes on to the next endpoint; a create interrupted by the client's interrupt fd
- * (sbx_client_set_interrupt_fd) is sent nowhere again. */
+ * (sbx_client_set_interrupt_fd) is sent nowhere again, and one interrupted while it asks for the
+ * endpoints' free slots is not made. */
 #include "client/lib/internal.h"
 #include "common/timeutil.h"
 #include "tests/lib/test.h"
@@ -26,6 +27,7 @@ typedef struct fake {
     int cut_first;       /* creates cut before one is answered (-1: every one) */
     bool die_after_info; /* stops listening once it answered GET /v1/info: connects refused */
     int hold_ms;         /* a create is held this long before it is answered or cut */
+    int hold_info_ms;    /* GET /v1/info is held this long before it is answered */
     atomic_int creates, keyed;
 } fake;
 
@@ -67,6 +69,8 @@ static void serve(fake *f, int c) {
     if (!read_request(c, req, sizeof(req)))
         return;
     if (strncmp(req, "GET /v1/info ", 13) == 0) {
+        if (f->hold_info_ms)
+            usleep((useconds_t)f->hold_info_ms * 1000);
         snprintf(body, sizeof(body), "{\"max_sandboxes\":20,\"free_slots\":%d}", f->free_slots);
         answer(c, 200, body);
         if (f->die_after_info)
@@ -237,6 +241,17 @@ TEST(sync_interrupted_create_not_sent_again) {
     CHECK_STREQ(e.api_code, "interrupted");
     CHECK_EQ(atomic_load(&a.creates), 1); /* not again to a, */
     CHECK_EQ(atomic_load(&b.creates), 0); /* nor to b */
+}
+
+/* The same while the create asks the endpoints for their free slots first: none is made. */
+TEST(sync_interrupted_before_the_create_makes_none) {
+    static fake a = {.hold_info_ms = 3000}, b;
+    fake_start(&a, 10, 0);
+    fake_start(&b, 5, 0);
+    sbx_err e = {0};
+    CHECK_EQ(create_interrupted(&a, &b, &e), SBX_E_INTERRUPTED);
+    CHECK_EQ(atomic_load(&a.creates), 0);
+    CHECK_EQ(atomic_load(&b.creates), 0); /* was 1: the create went on after the Ctrl-C */
 }
 
 /* ---- the same through the async API ---- */
