@@ -219,6 +219,11 @@ sbx_code sbx_sandbox_open(sbx_client *c, const char *id, sbx_sandbox **ret, sbx_
             *ret = sbxi_sandbox_new(c, id, ep);
             return *ret ? SBX_OK : sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
         }
+        if (rc == SBX_E_INTERRUPTED) { /* Ctrl-C (sbx_client_set_interrupt_fd): no other asked */
+            if (err)
+                *err = e;
+            return rc;
+        }
         if (rc != SBX_E_NOT_FOUND || last.code == SBX_OK)
             last = e;
     }

@@ -4,7 +4,7 @@
  * Idempotency-Key goes once more to the same endpoint (the daemon replays it); a connection
  * refused still goes on to the next endpoint; a create interrupted by the client's interrupt fd
  * (sbx_client_set_interrupt_fd) is sent nowhere again, and one interrupted while it asks for the
- * endpoints' free slots is not made. */
+ * endpoints' free slots is not made; an open interrupted at one endpoint asks no other. */
 #include "client/lib/internal.h"
 #include "common/timeutil.h"
 #include "tests/lib/test.h"
@@ -28,7 +28,8 @@ typedef struct fake {
     bool die_after_info; /* stops listening once it answered GET /v1/info: connects refused */
     int hold_ms;         /* a create is held this long before it is answered or cut */
     int hold_info_ms;    /* GET /v1/info is held this long before it is answered */
-    atomic_int creates, keyed;
+    int hold_get_ms;     /* GET /v1/sandboxes/ID is held this long, then answered 404 */
+    atomic_int creates, keyed, gets;
 } fake;
 
 /* The request on c (head and Content-Length body) into req; false when it ended early. */
@@ -75,6 +76,12 @@ static void serve(fake *f, int c) {
         answer(c, 200, body);
         if (f->die_after_info)
             shutdown(f->fd, SHUT_RDWR); /* accept fails: fake_main returns */
+        return;
+    }
+    if (strncmp(req, "GET /v1/sandboxes/", 18) == 0) {
+        atomic_fetch_add(&f->gets, 1);
+        usleep((useconds_t)f->hold_get_ms * 1000);
+        answer(c, 404, "{\"code\":\"not_found\",\"message\":\"no such sandbox\"}");
         return;
     }
     if (strncmp(req, "POST /v1/sandboxes ", 19) != 0) {
@@ -211,8 +218,9 @@ static void *interrupt_soon(void *arg) {
     return NULL;
 }
 
-/* A keyed create to a (b second) with a SIGINT byte 0.3 s into it: SBX_E_INTERRUPTED soon. */
-static sbx_code create_interrupted(fake *a, fake *b, sbx_err *e) {
+/* A keyed create to a (b second), or with open an open of a sandbox neither has, with a SIGINT
+ * byte 0.3 s into it: SBX_E_INTERRUPTED soon. */
+static sbx_code call_interrupted(fake *a, fake *b, bool open, sbx_err *e) {
     sbx_client *c = client_of(a->port, b->port);
     int p[2];
     CHECK_OK(pipe2(p, O_NONBLOCK | O_CLOEXEC));
@@ -220,12 +228,15 @@ static sbx_code create_interrupted(fake *a, fake *b, sbx_err *e) {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, interrupt_soon, &p[1]) == 0);
     char id[64];
+    sbx_sandbox *sb = NULL;
     uint64_t t0 = now_mono_ms();
-    sbx_code rc = create_sync(c, "key-1", id, sizeof(id), e); /* (a keyed one is retried if cut) */
+    sbx_code rc = open ? sbx_sandbox_open(c, "sb-0123456789abcdef", &sb, e)
+                       : create_sync(c, "key-1", id, sizeof(id), e); /* (retried if cut) */
     uint64_t took = now_mono_ms() - t0;
     pthread_join(t, NULL);
     CHECK_MSG(rc == SBX_E_INTERRUPTED && took < 2000, "%s after %llu ms: %s", sbx_code_name(rc),
               (unsigned long long)took, e->message);
+    sbx_sandbox_free(sb);
     sbx_client_free(c);
     close(p[0]);
     close(p[1]);
@@ -237,7 +248,7 @@ TEST(sync_interrupted_create_not_sent_again) {
     fake_start(&a, 10, -1); /* holds the create, then cuts it */
     fake_start(&b, 5, 0);
     sbx_err e = {0};
-    CHECK_EQ(create_interrupted(&a, &b, &e), SBX_E_INTERRUPTED);
+    CHECK_EQ(call_interrupted(&a, &b, false, &e), SBX_E_INTERRUPTED);
     CHECK_STREQ(e.api_code, "interrupted");
     CHECK_EQ(atomic_load(&a.creates), 1); /* not again to a, */
     CHECK_EQ(atomic_load(&b.creates), 0); /* nor to b */
@@ -249,9 +260,20 @@ TEST(sync_interrupted_before_the_create_makes_none) {
     fake_start(&a, 10, 0);
     fake_start(&b, 5, 0);
     sbx_err e = {0};
-    CHECK_EQ(create_interrupted(&a, &b, &e), SBX_E_INTERRUPTED);
+    CHECK_EQ(call_interrupted(&a, &b, false, &e), SBX_E_INTERRUPTED);
     CHECK_EQ(atomic_load(&a.creates), 0);
     CHECK_EQ(atomic_load(&b.creates), 0); /* was 1: the create went on after the Ctrl-C */
+}
+
+/* An open interrupted while it asks the first endpoint asks no other: it ends there. */
+TEST(sync_interrupted_open_asks_no_other_endpoint) {
+    static fake a = {.hold_get_ms = 3000}, b;
+    fake_start(&a, 10, 0);
+    fake_start(&b, 5, 0);
+    sbx_err e = {0};
+    CHECK_EQ(call_interrupted(&a, &b, true, &e), SBX_E_INTERRUPTED);
+    CHECK_EQ(atomic_load(&a.gets), 1);
+    CHECK_EQ(atomic_load(&b.gets), 0); /* was 1: the open went on to b after the Ctrl-C */
 }
 
 /* ---- the same through the async API ---- */
