@@ -520,6 +520,28 @@ def test_jupyter_timeout_is_failed():
     assert out["status"] == "Failed"
 
 
+def test_jupyter_driver_ends_without_traceback():
+    try:
+        import jupyter_client  # noqa: F401
+    except ImportError:
+        pytest.skip("SKIP (prerequisite missing): python3-jupyter-client")
+    # the driver ends the client's channels, the kernel and the client's context itself (left to
+    # the interpreter's teardown, their __del__ wrote "'NoneType' object is not callable"
+    # tracebacks); driver is SandboxFusion's CommandRunResult, as for a run_result
+    out = requests.post(f"{URL}/run_jupyter", json={"cells": ["print(1)"]}, timeout=120).json()
+    assert out["status"] == "Success" and out["cells"][0]["stdout"] == "1\n", out
+    drv = out["driver"]
+    assert set(drv) == {"status", "execution_time", "return_code", "stdout", "stderr"}, drv
+    assert drv["status"] == "Finished" and drv["return_code"] == 0, drv
+    assert isinstance(drv["execution_time"], float) and drv["execution_time"] > 0, drv
+    assert "Traceback" not in drv["stderr"], drv["stderr"]
+    # a cell past its timeout: the kernel is still busy when the driver ends it
+    body = {"cells": ["import time; time.sleep(30)"], "cell_timeout": 1, "total_timeout": 20}
+    out = requests.post(f"{URL}/run_jupyter", json=body, timeout=120).json()
+    assert out["status"] == "Failed" and out["driver"]["return_code"] == 0, out
+    assert "Traceback" not in out["driver"]["stderr"], out["driver"]["stderr"]
+
+
 def test_jupyter_numbers_as_sandboxfusion_takes_them():
     try:
         import jupyter_client  # noqa: F401

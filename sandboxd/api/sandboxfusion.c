@@ -38,7 +38,9 @@
 #define SF_INLINE_MAX (48u << 10)
 
 /* Runs the cells in a python3 kernel (jupyter_client over ipc sockets: no network needed) and
- * prints {"status","cells":[{stdout,stderr,display,error}]} as JSON. Input: the request. */
+ * prints {"status","cells":[{stdout,stderr,display,error}]} as JSON. Input: the request. The
+ * client's channels and zmq context end before the interpreter does (left to its teardown, their
+ * __del__ ran on cleared globals: "'NoneType' object is not callable" tracebacks on stderr). */
 static const char jupyter_driver[] =
     "import json, sys, time\n"
     "from jupyter_client.manager import KernelManager\n"
@@ -77,7 +79,9 @@ static const char jupyter_driver[] =
     "        break\n"
     "print(json.dumps({'status': status, 'cells': cells}))\n"
     "sys.stdout.flush()\n"
-    "km.shutdown_kernel(now=True)\n";
+    "kc.stop_channels()\n"
+    "km.shutdown_kernel(now=True)\n"
+    "kc.context.destroy()\n";
 
 typedef enum { SF_QUEUED, SF_CREATING, SF_FILES, SF_COMPILE, SF_RUN, SF_FETCH, SF_N_STEPS } sf_step;
 /* What the time in each step is spent on (SF_RUN waits for the compile's answer, SF_FETCH for
