@@ -65,6 +65,24 @@ failed_cleanup_survivor() { # -> A: a sandbox whose failed cleanup (the daemon r
   pid_alive "$SURVIVOR" || fail "the survivor ($SURVIVOR) should outlive the failed cleanup"
   req_until 5 '.quarantined_slots == 1' GET /v1/info # (without the quarantine: the slot is free by then)
 }
+
+# A BASE B C: the end of a failed cleanup's quarantine (A's survivor, under BASE's range, killed
+# while B and C run): the slot comes back, the whole capacity is free once B and C are gone, and
+# the next sandbox gets BASE's range again; then A's run dir cleaned for real, nothing left.
+survivor_gone_slot_back() {
+  local a=$1 base=$2 b=$3 c=$4
+  kill_survivor
+  req_until 15 '.quarantined_slots == 0' GET /v1/info; expect 200 '.quarantined_slots == 0 and .free_slots == 1'
+  [ "$(metric sandboxd_uid_slots_quarantined)" == 0 ] || fail "sandboxd_uid_slots_quarantined is not 0"
+  req DELETE "/v1/sandboxes/$b"; expect 204; req DELETE "/v1/sandboxes/$c"; expect 204
+  req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3'
+  create; [ "$(uid_base "$ID")" == "$base" ] || fail "uid range $base was not handed out again once it was free"
+  req DELETE "/v1/sandboxes/$ID"; expect 204
+  rm -f "$D/fail-cleanup"
+  "$REAL" cleanup "$D/run/sandboxes/$a" || fail "the real cleanup of $a's run dir failed"
+  wait_no_leaks 20
+}
+
 TEST_TIMEOUT_failed_cleanup_quarantines_slot=90
 test_failed_cleanup_quarantines_slot() {
   rel_setup
@@ -82,16 +100,7 @@ test_failed_cleanup_quarantines_slot() {
   grep -q "uid slot .* quarantined: sbx-shim cleanup of sandbox=$a failed" "$D/log" || fail "no log line for the quarantine"
   sleep 2 # the retries (the stand-in fails again) hold it while the survivor lives
   req GET /v1/info; expect 200 '.quarantined_slots == 1'
-  kill_survivor
-  req_until 15 '.quarantined_slots == 0' GET /v1/info; expect 200 '.quarantined_slots == 0 and .free_slots == 1'
-  [ "$(metric sandboxd_uid_slots_quarantined)" == 0 ] || fail "sandboxd_uid_slots_quarantined is not 0"
-  req DELETE "/v1/sandboxes/$b"; expect 204; req DELETE "/v1/sandboxes/$c"; expect 204
-  req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3'
-  create; [ "$(uid_base "$ID")" == "$base" ] || fail "uid range $base was not handed out again once it was free"
-  req DELETE "/v1/sandboxes/$ID"; expect 204
-  rm -f "$D/fail-cleanup"
-  "$REAL" cleanup "$D/run/sandboxes/$a" || fail "the real cleanup of $a's run dir failed"
-  wait_no_leaks 20
+  survivor_gone_slot_back "$a" "$base" "$b" "$c"
 }
 
 # The same after an ordinary DELETE whose shim's teardown fails with a process of the sandbox left
@@ -190,15 +199,7 @@ test_restart_keeps_quarantine() {
   grep -q "uid slot .* quarantined: the daemon restarted with the cgroup $a of an earlier run left" "$D/log" || fail "no log line for the quarantine after the restart"
   sleep 1 # its checks (the stand-in's cleanup fails again) hold it while the survivor lives
   req GET /v1/info; expect 200 '.quarantined_slots == 1'
-  kill_survivor
-  req_until 15 '.quarantined_slots == 0' GET /v1/info; expect 200 '.quarantined_slots == 0 and .free_slots == 1'
-  req DELETE "/v1/sandboxes/$b"; expect 204; req DELETE "/v1/sandboxes/$c"; expect 204
-  req_until 10 '.free_slots == 3' GET /v1/info; expect 200 '.free_slots == 3'
-  create; [ "$(uid_base "$ID")" == "$base" ] || fail "uid range $base was not handed out again once it was free"
-  req DELETE "/v1/sandboxes/$ID"; expect 204
-  rm -f "$D/fail-cleanup"
-  "$REAL" cleanup "$D/run/sandboxes/$a" || fail "the real cleanup of $a's run dir failed"
-  wait_no_leaks 20
+  survivor_gone_slot_back "$a" "$base" "$b" "$c"
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
