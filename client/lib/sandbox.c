@@ -108,14 +108,14 @@ static sbx_code refresh_info(sbx_client *c, sbx_err *err) {
         sbxi_response r = {0};
         sbx_err e = {0};
         sbx_code rc = sbxi_request(c, i, "GET", "/v1/info", NULL, NULL, NULL, NULL, 0, &r, &e);
-        if (rc != SBX_E_INTERRUPTED)
-            sbxi_info_record(c, i, r.body, r.len, rc == SBX_OK);
-        free(r.body);
-        if (rc == SBX_E_INTERRUPTED) {
+        if (rc == SBX_E_INTERRUPTED) { /* (its slots not recorded as unknown) */
+            free(r.body);
             if (err)
                 *err = e;
             return rc;
         }
+        sbxi_info_record(c, i, r.body, r.len, rc == SBX_OK);
+        free(r.body);
     }
     return SBX_OK;
 }
@@ -140,10 +140,9 @@ sbx_code sbx_sandbox_create_with(sbx_client *c, const sbx_create_opts *opts, con
     if (opts && opts->idempotency_key &&
         asprintf(&idem, "Idempotency-Key: %s", opts->idempotency_key) < 0)
         return sbxi_err_set(err, SBX_E_NOMEM, 0, "", "out of memory");
-    sbx_code irc = SBX_OK;
-    if ((c->n_eps > 1 || c->fleet) && sbxi_info_stale(c, now_mono_ms()))
-        irc = refresh_info(c, err);
-    if (irc != SBX_OK)
+    sbx_code irc;
+    if ((c->n_eps > 1 || c->fleet) && sbxi_info_stale(c, now_mono_ms()) &&
+        (irc = refresh_info(c, err)) != SBX_OK)
         return irc;
     _cleanup_free_ size_t *order = calloc(c->n_eps, sizeof(size_t));
     if (!order)

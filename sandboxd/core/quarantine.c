@@ -85,14 +85,14 @@ static void retry_exited(void *ud, int status) {
 static void check(uv_timer_t *t) {
     sd_quarantine *q = t->data;
     sd_daemon *d = q->d;
-    if (q->id[0] && access(q->dir, F_OK) < 0)
+    bool dir_left = q->dir[0] && access(q->dir, F_OK) == 0;
+    if (q->id[0] && !dir_left)
         (void)sd_cgroup_sandbox_remove(d, q->id);
     if (!slot_in_use(d, q->slot)) {
         release(q);
         return;
     }
     char *args[] = {d->cfg.shim_path, "cleanup", q->dir, NULL};
-    bool dir_left = q->dir[0] && access(q->dir, F_OK) == 0;
     if (dir_left && sd_spawn(d->loop, d->cfg.shim_path, args, spec_host_env, NULL, 0, retry_exited,
                              q, NULL) == 0) {
         q->tries++;
