@@ -82,8 +82,10 @@ sbx_code sbx_client_set_token(sbx_client *client, const char *token);
  * non-blocking self-pipe that gets one byte per signal, the signal's number (as Python's
  * signal.set_wakeup_fd writes it). A byte equal to signo ends the call at once with
  * SBX_E_INTERRUPTED (api_code "interrupted") and closes its connection (the next call opens
- * another); the request is not sent again, to any endpoint. Other bytes, and those already
- * there when the call starts, are read and dropped. What was asked goes on at the daemon as for
+ * another); the request is not sent again, to any endpoint. Other bytes are read and dropped.
+ * A signo byte already there when a call starts ends it too, before anything is sent (a signal
+ * that came just before the call is not lost): the program reads out the bytes of the signals
+ * it has handled itself before its next call. What was asked goes on at the daemon as for
  * a client that went away: an exec's command runs on (docs/API.md). fd -1 (the default): not
  * watched. On a Unix socket the time spent sending is not watched; on TCP the whole transfer
  * is (a fleet's lookups in etcd are not). */

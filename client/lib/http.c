@@ -150,7 +150,6 @@ static CURLcode perform_watched(sbx_client *c, sbxi_response *resp) {
     CURLMcode m = curl_multi_add_handle(c->multi, c->easy);
     if (m != CURLM_OK)
         return multi_failed(m);
-    (void)sbxi_interrupt_came(c->intr_fd, c->intr_signo); /* from before this call: not for it */
     CURLcode rc = CURLE_OK;
     for (bool done = false; !done;) {
         struct curl_waitfd w = {.fd = c->intr_fd, .events = CURL_WAIT_POLLIN};

@@ -417,9 +417,12 @@ void sbxi_unix_request(sbx_client *c, size_t ep, const char *method, const char 
         close(c->ufd);
         c->ufd = -1;
     }
-    if (c->intr_fd >= 0) /* signals from before this call (handled by then) are not for it */
-        (void)sbxi_interrupt_came(c->intr_fd, c->intr_signo);
-    for (int attempt = 0;; attempt++) {
+    if (c->intr_fd >= 0 && sbxi_interrupt_came(c->intr_fd, c->intr_signo)) {
+        /* the signal came just before the call: nothing is sent */
+        fail(resp, CURLE_RECV_ERROR, EINTR, "interrupted before sending");
+        resp->interrupted = true;
+    }
+    for (int attempt = 0; !resp->interrupted; attempt++) {
         bool reused = c->ufd >= 0;
         if (!reused) {
             int fd = sbxi_unix_connect(c->eps[ep].unix_path);

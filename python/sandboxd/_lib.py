@@ -273,8 +273,9 @@ def lib() -> ctypes.CDLL:
 # watch the read end of a socket pair (sbx_client_set_interrupt_fd) whose write end is the
 # interpreter's wakeup fd during run()'s call (Python's signal handler writes the signal's number
 # there; Sandbox._exec_raw sets and unsets it), and the call returns SBX_E_INTERRUPTED at a
-# SIGINT. libsbx drops what the pair holds when a call starts. One pair per process (a child of
-# os.fork() makes its own: the parent's would be read by both).
+# SIGINT, one that came between the set and the call too (libsbx counts what the pair holds when
+# a call starts: interrupt_fd() empties it first). One pair per process (a child of os.fork()
+# makes its own: the parent's would be read by both).
 _wake: Optional["tuple[socket.socket, socket.socket]"] = None
 _MAIN = threading.main_thread().ident
 # (signal.getsignal's enum conversion costs more than the rest of the watch together)
@@ -311,12 +312,17 @@ def watch_interrupts(h: c_void_p) -> None:
 
 
 def interrupt_fd() -> int:
-    """The wakeup fd for a call a SIGINT may end now: the pair's write end in the main thread
-    with Python's own SIGINT handler (KeyboardInterrupt); -1 otherwise (a handler of the
-    program's, none, or SIGINT ignored: the call waits as before)."""
+    """The wakeup fd for a call a SIGINT may end now: the pair's write end (the pair emptied) in
+    the main thread with Python's own SIGINT handler (KeyboardInterrupt); -1 otherwise (a
+    handler of the program's, none, or SIGINT ignored: the call waits as before)."""
     if threading.get_ident() != _MAIN or _wake is None or \
             _getsignal(signal.SIGINT) is not signal.default_int_handler:
         return -1
+    try:  # what an earlier call left (signals that came as it ended): not for this one
+        while _wake[0].recv(64):
+            pass
+    except BlockingIOError:
+        pass
     return _wake[1].fileno()
 
 

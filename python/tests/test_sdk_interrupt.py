@@ -131,3 +131,58 @@ def test_run_leaves_the_wakeup_fd_as_it_found_it():
         signal.signal(signal.SIGINT, old)
         r.close()
         w.close()
+
+
+def test_sigint_between_the_wakeup_fd_and_the_call_is_not_lost(monkeypatch):
+    """A SIGINT whose byte reaches the pair after run() set the wakeup fd but before libsbx's
+    call began ends that call at once, before the command is sent (before, libsbx read the byte
+    as an old one and the KeyboardInterrupt came only with the command's end). The byte is put
+    there as Python's C handler writes it, from inside run()'s set_wakeup_fd."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    real = signal.set_wakeup_fd
+    wfd = []
+
+    def set_and_signal(fd, **kw):
+        prev = real(fd, **kw)
+        if fd >= 0 and wfd == [fd]:
+            os.write(fd, bytes([signal.SIGINT]))
+        return prev
+
+    try:
+        with Sandbox.create(cpu=0.25, memory="64Mi") as sb:
+            assert sb.run("echo", "x").stdout == "x\n"  # (the client and its pair exist now)
+            from sandboxd import _lib
+            wfd.append(_lib.interrupt_fd())
+            assert wfd[0] >= 0, "run() would watch no wakeup fd here"
+            monkeypatch.setattr(signal, "set_wakeup_fd", set_and_signal)
+            t0 = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                r = sb.run("touch /tmp/early; sleep 3", shell=True)
+                pytest.fail(f"run() returned {r.exit_code} after {time.monotonic() - t0:.1f} s:"
+                            f" the SIGINT before its call was lost")
+            assert time.monotonic() - t0 < 1.0
+            monkeypatch.setattr(signal, "set_wakeup_fd", real)
+            assert sb.run("test -e /tmp/early || echo absent", shell=True).stdout == \
+                "absent\n", "the interrupted call's command ran"
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_a_byte_left_in_the_pair_before_run_does_not_end_it():
+    """What reached the pair outside run()'s call (a signal as an earlier call ended) is not
+    for the next call: run() empties the pair before it sets the wakeup fd."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with Sandbox.create(cpu=0.25, memory="64Mi") as sb:
+            assert sb.run("echo", "x").stdout == "x\n"
+            from sandboxd import _lib
+            wfd = _lib.interrupt_fd()
+            assert wfd >= 0, "run() would watch no wakeup fd here"
+            os.write(wfd, bytes([signal.SIGINT]) * 3)
+            try:
+                out = sb.run("sleep 0.2; echo done", shell=True).stdout
+            except KeyboardInterrupt:
+                pytest.fail("run() was interrupted by bytes left in the pair before it")
+            assert out == "done\n"
+    finally:
+        signal.signal(signal.SIGINT, old)

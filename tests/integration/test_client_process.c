@@ -443,11 +443,21 @@ static void interrupt_checks(sbx_client *c, sbx_sandbox *sb, bool tcp) {
     sbx_exec_result_free(&r);
     if (tcp) /* the interrupted call's connection was closed, not used again */
         CHECK_MSG(tcp_connects(c) == 1, "%ld new connections", tcp_connects(c));
-    /* a SIGINT byte already there when a call starts is an old one: dropped, not this call's */
-    unsigned char old_int = SIGINT;
-    CHECK_EQ(write(intr_pipe[1], &old_int, 1), 1);
+    /* a SIGINT byte already there when a call starts (the signal came just before it) ends the
+     * call at once, before anything is sent: the command never runs */
+    unsigned char early = SIGINT;
+    CHECK_EQ(write(intr_pipe[1], &early, 1), 1);
+    rc = exec_alarmed(sb, "touch /tmp/early; sleep 30", SIGCHLD, NULL, &r, &took, &err);
+    CHECK_MSG(rc == SBX_E_INTERRUPTED && took < 1000,
+              "a SIGINT byte there at the start: %s after %llu ms (%s)", sbx_code_name(rc),
+              (unsigned long long)took, err.message);
+    rc = exec_alarmed(sb, "test -e /tmp/early || echo absent", SIGCHLD, NULL, &r, &took, &err);
+    CHECK_MSG(rc == SBX_OK && r.stdout_data && strcmp(r.stdout_data, "absent\n") == 0,
+              "after the early interrupt: %s, stdout %s (the command ran)", sbx_code_name(rc),
+              r.stdout_data ? r.stdout_data : "(none)");
+    sbx_exec_result_free(&r);
     rc = exec_alarmed(sb, "sleep 1; echo done", SIGCHLD, NULL, &r, &took, &err);
-    CHECK_MSG(rc == SBX_OK, "an old SIGINT byte: %s (%s)", sbx_code_name(rc), err.message);
+    CHECK_MSG(rc == SBX_OK, "a SIGCHLD byte: %s (%s)", sbx_code_name(rc), err.message);
     sbx_exec_result_free(&r);
     if (tcp) /* a watched call keeps its connection alive for the next one */
         CHECK_MSG(tcp_connects(c) == 0, "%ld new connections", tcp_connects(c));
