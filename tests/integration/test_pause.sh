@@ -383,11 +383,6 @@ test_pause_restore_fails() {
   check_resumed "$id" "$before" "$pids"
 }
 
-# What CRIU cannot checkpoint on this kernel (docs/API.md "Pause and resume"): a sandbox holding
-# a TCP socket (a server on 127.0.0.1). CRIU 4.1.1 on Linux >= 6.16 cannot dump an inet socket:
-# the pause is refused with CRIU's words and what they mean, and the sandbox runs on, its server
-# answering. A CRIU that can (another kernel) pauses it, and the server answers after the resume.
-
 # A WebSocket through the daemon's port proxy (raw, over its Unix socket): the 101, one echo,
 # "open" on stdout, then it waits for the connection to end: "closed" (a pause cuts it).
 WS_HOLD='
