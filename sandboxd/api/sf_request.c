@@ -1,12 +1,11 @@
 /* SandboxFusion's side of a request (api/sandboxfusion.c runs the job): the languages this node
- * runs and those it refuses, the checks of a /run_code or /run_jupyter body, whether the image
- * has a language's toolchain, and an answer's pieces (a command's result object, the lossy UTF-8
- * strings). Calls nothing in sandboxfusion.c. */
+ * runs and those it refuses, the checks of a /run_code or /run_jupyter body and whether the
+ * image has a language's toolchain (the answer's pieces are api/sf_answer.c's). Calls nothing in
+ * sandboxfusion.c or sf_job.c. */
 #include "sandboxd/api/sf_request.h"
 
 #include "common/b64.h"
 #include "common/jsonkeys.h"
-#include "common/end_reason.h"
 #include "common/macro.h"
 #include "policy/image_name.h"
 #include "policy/limits.h"
@@ -119,39 +118,6 @@ json_t *sd_sf_run_argv(const sf_lang *l, json_t *body) {
 fail:
     json_decref(argv);
     return NULL;
-}
-
-/* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */
-json_t *sd_sf_lossy_string(const char *s, size_t n) {
-    json_t *j = json_stringn(s ? s : "", s ? n : 0);
-    if (j)
-        return j;
-    char *out = malloc(n * 3 + 1);
-    if (!out)
-        return json_string("");
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80             ? 1
-                     : (c & 0xE0) == 0xC0 ? 2
-                     : (c & 0xF0) == 0xE0 ? 3
-                     : (c & 0xF8) == 0xF0 ? 4
-                                          : 0;
-        json_t *probe = len && i + len <= n ? json_stringn(s + i, len) : NULL;
-        if (probe) {
-            memcpy(out + o, s + i, len);
-            o += len;
-            i += len;
-            json_decref(probe);
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    j = json_stringn(out, o);
-    free(out);
-    return j ? j : json_string("");
 }
 
 /* The image a /run_code sandbox gets: the operator's default, normalized as a create does. */
@@ -438,45 +404,4 @@ const char *sd_sf_check_jupyter(json_t *b) {
 double sd_sf_num_or(json_t *b, const char *key, double dflt) {
     json_t *v = json_object_get(b, key);
     return json_is_number(v) ? json_number_value(v) : dflt;
-}
-
-json_t *sd_sf_command_result(const sd_exec_result *r, bool *ret_ok) {
-    const char *status = "Finished";
-    int sig = json_is_integer(r->signal) ? (int)json_integer_value(r->signal) : 0;
-    int code = json_is_integer(r->exit_code) ? (int)json_integer_value(r->exit_code) : -1;
-    json_t *rc;
-    if (r->reason == END_COMMAND_TIMEOUT) {
-        status = "TimeLimitExceeded";
-        rc = json_null();
-    } else if (sig) {
-        rc = json_integer(-sig);
-    } else {
-        rc = json_integer(code);
-    }
-    json_t *res =
-        json_pack("{s:s,s:f,s:o,s:o,s:o}", "status", status, "execution_time", r->duration,
-                  "return_code", rc, "stdout", sd_sf_lossy_string(r->data[0], r->len[0]), "stderr",
-                  sd_sf_lossy_string(r->data[1], r->len[1]));
-    if (r->reason == END_OOM_KILLED) {
-        json_t *err = json_object_get(res, "stderr");
-        char *s;
-        if (asprintf(&s, "%sKilled: out of memory (memory_limit_MB)\n", json_string_value(err)) >=
-            0) {
-            json_object_set_new(res, "stderr", json_string(s));
-            free(s);
-        }
-    }
-    *ret_ok = r->reason == END_EXITED && code == 0;
-    return res;
-}
-
-/* A command that could not start for a reason of its own (the core's -EINVAL: its program
- * missing or not executable, its file not writable): the result a shell in front of it gave,
- * 127 or 126 and the reason on stderr, so the request is Failed, not SandboxError. */
-json_t *sd_sf_start_failure_result(const error_rec *err) {
-    char line[sizeof(err->message) + 8];
-    snprintf(line, sizeof(line), "sh: %s\n", err->message);
-    return json_pack("{s:s,s:f,s:i,s:s,s:s}", "status", "Finished", "execution_time", 0.0,
-                     "return_code", strstr(err->message, strerror(ENOENT)) ? 127 : 126, "stdout",
-                     "", "stderr", line);
 }

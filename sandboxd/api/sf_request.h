@@ -1,8 +1,7 @@
 /* SandboxFusion's languages and the checks of its request bodies (api/sf_request.c), below
- * api/sandboxfusion.c that runs the jobs. */
+ * api/sandboxfusion.c that checks the requests and api/sf_job.c that runs the jobs. */
 #pragma once
 
-#include "sandboxd/core/exec.h"
 #include "sandboxd/core/sandbox.h"
 
 #include <jansson.h>
@@ -25,8 +24,6 @@ const sf_lang *sd_sf_lang_python(void);
  * runs it; NULL when out of memory. */
 json_t *sd_sf_compile_argv(const sf_lang *l, json_t *body);
 json_t *sd_sf_run_argv(const sf_lang *l, json_t *body);
-/* A JSON string of bytes that may not be UTF-8: invalid bytes become U+FFFD. */
-json_t *sd_sf_lossy_string(const char *s, size_t n);
 /* Fields the daemon does not know, or knows and does not implement ("args" other than []):
  * -EINVAL naming the field (a 400, as on every endpoint). */
 int sd_sf_check_known(json_t *b, bool jupyter, error_rec *err);
@@ -47,10 +44,3 @@ const char *sd_sf_check_jupyter(json_t *b);
 const char *sd_sf_missing_program(sd_daemon *d, const sf_lang *l);
 /* b's number at key, else dflt. */
 double sd_sf_num_or(json_t *b, const char *key, double dflt);
-/* A command's result object (status, execution_time, return_code, stdout, stderr);
- * *ret_ok: it exited 0. */
-json_t *sd_sf_command_result(const sd_exec_result *r, bool *ret_ok);
-/* A command that could not start for a reason of its own (the core's -EINVAL: its program
- * missing or not executable, its file not writable): the result a shell in front of it gave,
- * 127 or 126 and the reason on stderr, so the request is Failed, not SandboxError. */
-json_t *sd_sf_start_failure_result(const error_rec *err);
