@@ -542,6 +542,27 @@ def test_jupyter_driver_ends_without_traceback():
     assert "Traceback" not in out["driver"]["stderr"], out["driver"]["stderr"]
 
 
+def test_jupyter_kernel_that_cannot_start_leaves_one_traceback():
+    try:
+        import jupyter_client  # noqa: F401
+    except ImportError:
+        pytest.skip("SKIP (prerequisite missing): python3-jupyter-client")
+    # the kernel runs `python3 -m ipykernel_launcher` in /workspace: a file of that name there is
+    # what it runs, and it exits at once; the driver's answer is the real error, then nothing
+    # (its cleanup stops only what started: before, the client left to the interpreter's
+    # teardown added "Exception ignored in ... __del__" tracebacks after it)
+    launcher = base64.b64encode(b"raise SystemExit('no kernel here')\n").decode()
+    body = {"cells": ["print(1)"], "files": {"ipykernel_launcher.py": launcher}}
+    out = requests.post(f"{URL}/run_jupyter", json=body, timeout=120).json()
+    assert out["status"] == "SandboxError" and out["cells"] == [], out
+    err = out["driver"]["stderr"]
+    assert out["driver"]["return_code"] == 1, out["driver"]
+    assert "no kernel here" in err, err
+    assert err.rstrip().endswith("RuntimeError: Kernel died before replying to kernel_info"), err
+    assert err.count("Traceback") == 1 and "Exception ignored" not in err, err
+    assert out["message"].startswith("the Jupyter driver failed: "), out["message"]
+
+
 def test_jupyter_numbers_as_sandboxfusion_takes_them():
     try:
         import jupyter_client  # noqa: F401
