@@ -109,11 +109,12 @@ $(AS_AGENT): $(AS_AGENT_SRC) common/shimproto.h common/fdpass.h common/macro.h
 
 # sbx-gvisor-init is the command runner inside gvisor-class sandboxes (shim/gvisor.h), whatever
 # their image: static like sbx-as-agent, the shim's own exec service; unused code is dropped.
-GV_INIT_SRC := shim/gvinit/sbx_gvisor_init.c shim/gvinit/tty_relay.c shim/exec.c shim/exec_path.c \
+GV_INIT_SRC := shim/gvinit/sbx_gvisor_init.c shim/gvinit/tty_relay.c shim/gvinit/cmd_cgroup.c \
+               shim/exec.c shim/exec_path.c \
                shim/proctree.c \
                shim/sigdisp.c shim/ipc.c shim/grading.c shim/seccomp.c common/fdpass.c \
                common/fdutil.c policy/seccomp.c
-$(GV_INIT): $(GV_INIT_SRC) $(wildcard shim/*.h common/*.h policy/*.h)
+$(GV_INIT): $(GV_INIT_SRC) $(wildcard shim/*.h shim/gvinit/*.h common/*.h policy/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE $(WARN) -O2 -g -I. $(PKG_CFLAGS) -static -ffunction-sections \
 	  -fdata-sections -Wl,--gc-sections -o $@ $(GV_INIT_SRC)

@@ -61,8 +61,7 @@ static size_t str_len(const char *s) {
     return n;
 }
 
-/* A terminal's size for the next command (SHIM_IPC_TTY), 0 for none: set by init before
- * it starts the reaper. */
+/* The next command's terminal size (SHIM_IPC_TTY), 0 for none: set by init before its reaper. */
 static unsigned tty_rows, tty_cols;
 
 /* The command being started, for init while it waits on a reaper of its memory (wait_release):
@@ -171,6 +170,7 @@ static bool reaped(void) {
 }
 
 void (*shim_exec_tty_relay)(int, int, int, pid_t, const sigset_t *, bool (*)(void));
+const struct shim_exec_track *shim_exec_track;
 
 /* The slave side of master m: TIOCGPTPEER, or (gVisor has no TIOCGPTPEER) /dev/pts/<TIOCGPTN>. */
 static int tty_peer(int m) {
@@ -217,8 +217,7 @@ static int tty_open(int ipc, uint64_t id, int fds[3], int *relay) {
     return m;
 }
 
-/* The "what" of a command that did not start (exec_failed_at): "chdir CWD", "write NAME" or
- * argv[0], cut to fit buf. Returns its length. */
+/* What did not start (exec_failed_at): "chdir CWD", "write NAME" or argv[0] cut to buf; length. */
 static size_t failed_what(char *buf, size_t size, const char *cwd, const char *argv0) {
     const char *pre = exec_failed_at == FAILED_CWD    ? "chdir "
                       : exec_failed_at == FAILED_FILE ? "write "
@@ -352,8 +351,7 @@ static _Noreturn void reaper_main(int ipc, uint64_t id, int fds[3], const char *
  * therefore waits (wait_release) while the reaper starts the command with ordinary calls; then
  * the reaper closes `release`, and from there on it makes only raw system calls (rawsys.h),
  * which write no memory of init's: it reaps, and reports the command's end. */
-/* The start needs ~64 KiB (48 of them the command's stack, reaper_start); the lowest page of a
- * reaper's stack is a guard. */
+/* The start needs ~64 KiB (48 the command's stack, reaper_start); a stack's lowest page guards. */
 #define REAPER_STACK (128 * 1024)
 #define START_LIMIT_S 5 /* wait_release */
 
@@ -446,9 +444,8 @@ __attribute__((no_sanitize_address)) static void wait_release(int fd, pid_t pid)
     }
 }
 
-/* Stacks of reapers that have ended, kept for the next ones: mapping a stack and its guard and
- * unmapping it (which shoots down the TLBs of a memory two processes share) cost more than the
- * rest of the spawn. */
+/* Ended reapers' stacks, kept for the next: mapping a stack and its guard and unmapping it (a TLB
+ * shootdown on a memory two processes share) cost more than the rest of the spawn. */
 static void *spare_stacks[4];
 static size_t n_spare_stacks;
 
@@ -516,8 +513,7 @@ static int spawn_shared(struct shared_args *a, pid_t *ret_pid, void **ret_stack)
 
 /* ---- init's loop ---- */
 
-/* Split "cwd\0argv...\0env...\0" into vectors (pointing into data); with SHIM_IPC_FILE, the
- * file's name and bytes after them go to file_*. */
+/* "cwd\0argv...\0env...\0" split into vectors into data; SHIM_IPC_FILE's name and bytes: file_*. */
 static int unpack(shim_ipc_msg *m, char **cwd, char **argv, char **envp) {
     bool file = m->type & SHIM_IPC_FILE;
     size_t want = 1 + (size_t)m->a + (size_t)m->b + file, got = 0, off = 0;
@@ -569,6 +565,7 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
     exec_type = SHIM_IPC_EXEC_KIND(m->type);
     pid_t pid = -1, sid = 0;
     void *stack = NULL;
+    bool track = r == 0 && shim_exec_track && (r = shim_exec_track->enter(m->id)) == 0;
 #ifdef SHIM_RAW_SYSCALL
     /* Forked as before: a grading sandbox's reaper, which takes another user's credentials (its
      * memory is then no longer init's: SECURITY.md, "Commands and their process trees"); the
@@ -596,6 +593,8 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
         sid = pid; /* a relaying reaper leads its command's session (another forked one: 0) */
     if (r == 0 && pid < 0)
         r = -errno;
+    if (track)
+        shim_exec_track->leave();
     for (size_t i = 0; i < nf; i++)
         close(fds[i]);
     if (r < 0) {
@@ -607,8 +606,11 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
 
 static void kill_exec(shim_ipc_msg *m) {
     for (size_t i = 0; i < n_reapers; i++)
-        if (reapers[i].id == m->id && m->a > 0 && m->a < NSIG)
+        if (reapers[i].id == m->id && m->a > 0 && m->a < NSIG) {
             shim_proctree_signal(reapers[i].pid, m->a);
+            if (shim_exec_track)
+                shim_exec_track->signal(m->id, reapers[i].pid, m->a);
+        }
 }
 
 /* No subreaper here (gVisor's kernel: PR_SET_CHILD_SUBREAPER is EINVAL): what a command leaves
@@ -623,8 +625,7 @@ static bool is_reaper(pid_t p) {
     return false;
 }
 
-/* The sessions of the commands whose reapers were killed in the batch reap_all keeps from:
- * theirs to kill, not to keep (reap_all). */
+/* The sessions of the commands whose reapers reap_all's batch found killed: to kill, not keep. */
 static pid_t killed_sids[8];
 static size_t n_killed;
 
@@ -661,6 +662,8 @@ static void reap_all(int ipc) {
             int code = WIFEXITED(st) ? WEXITSTATUS(st) & ~REAPER_LEFT : -1;
             left |= WIFEXITED(st) &&
                     ((WEXITSTATUS(st) & REAPER_LEFT) || (no_subreaper && (code == 0 || code == 1)));
+            if (shim_exec_track)
+                shim_exec_track->end(reapers[i].id, code != 0 && code != 1);
             if (code != 0 && code != 1) {
                 dead_st[n_dead] = code == 2 ? 2 << 8 : st; /* (REAPER_LEFT off) */
                 killed_sids[n_killed++] = reapers[i].sid;

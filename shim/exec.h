@@ -22,5 +22,20 @@ extern bool shim_exec_grading;
 extern void (*shim_exec_tty_relay)(int master, int tty, int sock, pid_t cmd, const sigset_t *chld,
                                    bool (*reaped)(void));
 
+/* Set by the gvisor class's runner (shim/gvinit/cmd_cgroup.h): gVisor's kernel has no subreaper,
+ * so a command's whole tree is a cgroup of its own, whatever its sessions. enter puts init in
+ * the command's new cgroup before its reaper is made (the reaper and everything below it are
+ * born there; -errno refuses the exec), leave takes init out again; signal signals every process
+ * of the cgroup but the reaper (SIGKILL: until none is left); end follows the reaper's end:
+ * killed (by its command), the rest of the cgroup is killed; otherwise what the command left is
+ * kept, out of the cgroup. */
+struct shim_exec_track {
+    int (*enter)(uint64_t id);
+    void (*leave)(void);
+    void (*signal)(uint64_t id, pid_t reaper, int sig);
+    void (*end)(uint64_t id, bool killed);
+};
+extern const struct shim_exec_track *shim_exec_track;
+
 /* Serve SHIM_IPC_EXEC/KILL on ipc forever; exits when the shim goes away. */
 _Noreturn void shim_exec_serve(int ipc, const struct sock_fprog *prog, shim_ipc_msg *buf);

@@ -2,7 +2,8 @@
  * init, the sandbox's /tmp and /workspace as shared binds (files the host writes are seen at
  * once), gVisor's own /proc, /dev and /sys, and the runner bound read-only at
  * SHIM_GVISOR_INIT_PATH. The runner starts as gVisor's root with the few capabilities it needs
- * to make its pids cgroup and drop to the sandbox user (shim/gvinit/sbx_gvisor_init.c). */
+ * to make its cgroups, chroot their keeper (shim/gvinit/cmd_cgroup.h) and drop to the sandbox
+ * user (shim/gvinit/sbx_gvisor_init.c). */
 #include "shim/gvisor.h"
 
 #include <stdio.h>
@@ -40,8 +41,8 @@ static json_t *mounts(const char *staging) {
 json_t *shim_gvisor_oci(const shim_spec *spec, const char *staging) {
     char root[4200];
     snprintf(root, sizeof(root), "%s/root", staging);
-    json_t *caps = json_pack("[s,s,s,s,s]", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
-                             "CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE");
+    json_t *caps = json_pack("[s,s,s,s,s,s]", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+                             "CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_SYS_CHROOT");
     json_t *process =
         json_pack("{s:b,s:{s:i,s:i},s:[s],s:[s],s:s,s:{s:O,s:O,s:O},s:b}", "terminal", 0, "user",
                   "uid", 0, "gid", 0, "args", SHIM_GVISOR_INIT_PATH, "env",

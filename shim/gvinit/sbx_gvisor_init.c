@@ -2,14 +2,17 @@
  * process of gVisor's sandbox. Its standard input is the host socket to the sandbox's init,
  * which relays the shim's exec channel (shim/ipc.h) unchanged, descriptors included. It
  * unmounts its own binary, joins gVisor's pids cgroup with the sandbox's process limit (init
- * sends it with the seccomp program), becomes the sandbox user (uid/gid 1000, no capability,
- * no_new_privs, not dumpable), installs the sandbox's seccomp program (sent by init first) as
- * its last step and then serves commands exactly as the native init does (shim/exec.c): a
- * reaper per command, whole-tree kills, the same exits. Built statically (make:
+ * sends it with the seccomp program), mounts a cgroup hierarchy with a cgroup per command and
+ * starts its keeper (shim/gvinit/cmd_cgroup.h: gVisor has no subreaper), becomes the sandbox user
+ * (uid/gid 1000, no capability, no_new_privs, not dumpable), installs the sandbox's seccomp
+ * program (sent by init first) as its last step and then serves commands exactly as the native
+ * init does (shim/exec.c): a reaper per command, whole-tree kills (and its cgroup's), the same
+ * exits. Built statically (make:
  * build/sbx-gvisor-init), bound read-only into the sandbox at start and unmounted by itself. */
 #include "common/macro.h"
 #include "shim/exec.h"
 #include "shim/grading.h"
+#include "shim/gvinit/cmd_cgroup.h"
 #include "shim/gvisor.h"
 #include "shim/ipc.h"
 #include "shim/seccomp.h"
@@ -117,6 +120,8 @@ int main(void) {
     if (umount2(SHIM_GVISOR_INIT_PATH, MNT_DETACH) < 0 || remove(SHIM_GVISOR_INIT_PATH) < 0)
         fail("unmount " SHIM_GVISOR_INIT_PATH, errno);
     pids_limit((uint32_t)buf.m.b);
+    if ((r = sbx_cmd_cgroup_start(&prog)) < 0)
+        fail("a cgroup per command (" CG_ROOT "/cmd) and its keeper", -r);
     credentials();
     if ((r = shim_seccomp_apply_bpf(prog.filter, buf.m.len)) < 0)
         fail("install the seccomp filter", -r);
@@ -125,5 +130,6 @@ int main(void) {
     if (shim_ipc_send(IPC, SHIM_IPC_READY, 0, 0, 0, times, (size_t)n, NULL, 0) < 0)
         _exit(1);
     shim_exec_tty_relay = shim_gvisor_tty_relay; /* a terminal stays in gVisor: relayed */
+    shim_exec_track = &sbx_cmd_cgroup_track;     /* no subreaper: a cgroup per command */
     shim_exec_serve(IPC, &prog, &buf.m);
 }

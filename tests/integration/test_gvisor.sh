@@ -89,6 +89,78 @@ test_gvisor_sandbox() {
   req DELETE "/v1/sandboxes/$id"; expect 204
 }
 
+TEST_TIMEOUT_gvisor_setsid_escapee=120
+test_gvisor_setsid_escapee() { # gVisor has no subreaper: a process that left its command's
+  # session (setsid) and whose parent then ended is out of the reaper's tree and of every session
+  # of the command; the command's cgroup (shim/gvinit/cmd_cgroup.h) still holds it: a timeout, a
+  # kill and a signal take it too. What a command that ends on its own leaves is kept (as native)
+  need_runsc
+  start_daemon
+  create '{"isolation":"gvisor"}'; local id=$ID pid n
+  # N END: a child leaves the session and double-forks `sleep N`; the command then sleeps (END
+  # "sleep") or exits 0 (END "exit")
+  local prog='import os, sys
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", sys.argv[1]])
+    os._exit(0)
+os.wait()
+if sys.argv[2] == "sleep":
+    os.execvp("sleep", ["sleep", "900"])'
+  # N: "PPID SID" of each live `sleep N`, with the escapee's command's own session ("cmd SID")
+  local find='import os, sys
+for p in os.listdir("/proc"):
+    try:
+        if p.isdigit() and open(f"/proc/{p}/cmdline").read() == f"sleep\0{sys.argv[1]}\0":
+            s = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+            if s[0] != "Z":
+                print(s[1], s[3])
+    except OSError:
+        pass'
+  escapee() { # N END [extra exec fields]: start it in the background, until its sleeper has left
+    req POST "/v1/sandboxes/$id/exec" -d "$(jq -n --arg p "$prog" --arg n "$1" --arg e "$2" \
+      --argjson x "${3:-{\}}" '{argv:["python3","-c",$p,$n,$e],background:true} + $x')"
+    expect 201; pid=$(echo "$BODY" | jq -r .pid)
+    for _ in $(seq 100); do
+      live "$1"
+      # the sleeper: init's child (pid 1, the runner), in a session that is not the command's
+      [[ "$BODY" =~ ^1\ ([0-9]+)$ && "${BASH_REMATCH[1]}" != "$pid" ]] && return 0
+      sleep 0.1
+    done
+    fail "no escaped sleep $1: $BODY"
+  }
+  live() { # N -> BODY: the lines of find
+    req POST "/v1/sandboxes/$id/exec" -d "$(jq -n --arg f "$find" --arg n "$1" '{argv:["python3","-c",$f,$n]}')"
+    expect 200; BODY=$(echo "$BODY" | jq -r .stdout)
+  }
+  gone() { # N WHAT: no `sleep N` is left (the kill loop is done when the exit is reported)
+    live "$1"; [ -z "$BODY" ] || fail "$2: the escaped sleep $1 lives on: $BODY"
+  }
+  escapee 2001 sleep '{"timeout":"4s"}'
+  req_until 20 '.state == "exited" and .reason == "command_timeout"' GET "/v1/sandboxes/$id/processes/$pid"
+  gone 2001 "a timeout"
+  escapee 2002 sleep
+  req DELETE "/v1/sandboxes/$id/processes/$pid"; expect 204
+  req_until 20 '.state == "exited" and .signal == 9' GET "/v1/sandboxes/$id/processes/$pid"
+  gone 2002 "a kill"
+  escapee 2003 sleep
+  req POST "/v1/sandboxes/$id/processes/$pid/signal" -d '{"signal":"TERM"}'; expect 204
+  req_until 20 '.state == "exited" and .signal == 15' GET "/v1/sandboxes/$id/processes/$pid"
+  gone 2003 "a SIGTERM"
+  # a synchronous exec's timeout too
+  req POST "/v1/sandboxes/$id/exec" -d "$(jq -n --arg p "$prog" '{argv:["python3","-c",$p,"2004","sleep"],timeout:"3s"}')"
+  expect 200 '.reason == "command_timeout"'
+  gone 2004 "a synchronous exec's timeout"
+  # an ordinary end keeps it; so does a later command's kill
+  escapee 2005 exit
+  req_until 20 '.state == "exited" and .exit_code == 0' GET "/v1/sandboxes/$id/processes/$pid"
+  req POST "/v1/sandboxes/$id/exec" -d '{"argv":["sleep","900"],"timeout":"1s"}'
+  expect 200 '.reason == "command_timeout"'
+  live 2005; [[ "$BODY" =~ ^1\ [0-9]+$ ]] || fail "the kept sleep 2005: $BODY"
+  req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
 TEST_TIMEOUT_gvisor_out_of_memory=90
 test_gvisor_out_of_memory() { # the limit is what gVisor reports; running out of it ends the
   # whole sandbox (gVisor's own memory is in the cgroup), typed: never infrastructure_failure
