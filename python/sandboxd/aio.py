@@ -147,12 +147,15 @@ _keys = itertools.count(1)
 
 
 def _resolve(key: Optional[int], err: Any, *raw: Any) -> None:
-    """A callback: the future of key gets convert(*raw), or the error (err is a pointer)."""
+    """A callback: the future of key gets convert(*raw), or the error (err is a pointer). A
+    future nobody awaits (cancelled, or its loop closed: sbx_async_free's SBX_E_IO at the
+    engine's end) gets nothing: an exception set there would be logged as never retrieved."""
     fut, eng, convert = _ops.pop(key or 0, (None, None, None))
+    _streams.pop(key or 0, None)
     if fut is None:
         return
     try:
-        if fut.cancelled():
+        if fut.cancelled() or fut.get_loop().is_closed():
             convert(*raw, orphan=eng) if not err else None
         elif err:
             fut.set_exception(from_err(err.contents.code, err.contents))
@@ -419,8 +422,11 @@ class AsyncSandbox:
         except BaseException:
             _streams.pop(key, None)
             raise
-        p._done.add_done_callback(lambda _: (_streams.pop(key, None),
-                                             [s.finish() for s in p._raw]))
+        # (its exception retrieved: p.wait() still raises it, and one nobody waits for is
+        # not logged as never retrieved)
+        p._done.add_done_callback(lambda f: (_streams.pop(key, None),
+                                             [s.finish() for s in p._raw],
+                                             f.cancelled() or f.exception()))
         del keep
         return p
 

@@ -88,6 +88,16 @@ test_sdk_interrupt() {
   PYTEST_SBX_HOST="http://127.0.0.1:$port" SBX_TOKEN=$token pytest_run test_sdk_interrupt.py
 }
 
+# AsyncSandbox under cancellation and Ctrl-C (python/tests/test_sdk_aio_cancel.py): wait_for and
+# cancel of each call, prompt and quiet, the sandbox usable after; Ctrl-C in a long run() ends
+# the program at once; many calls on one engine, half cancelled.
+TEST_TIMEOUT_sdk_aio_cancel=180
+test_sdk_aio_cancel() {
+  need_pytest
+  start_daemon
+  pytest_run test_sdk_aio_cancel.py
+}
+
 TEST_TIMEOUT_sandboxfusion=500 TEST_PASS_sandboxfusion=plain
 test_sandboxfusion() {
   need_pytest

@@ -1,0 +1,263 @@
+"""AsyncSandbox under cancellation and Ctrl-C (tests/integration/test_python.sh `sdk_aio_cancel`):
+asyncio.wait_for and Task.cancel of every kind of call raise at once and leave the AsyncSandbox
+usable, with nothing printed ("Future exception was never retrieved" and the like) and nothing
+left in flight; a Ctrl-C while asyncio.run awaits a long run() ends the program at once with
+KeyboardInterrupt; many calls on one engine, half of them cancelled, give the others their own
+answers. The scenarios that watch stderr run in a child Python (what it prints at its exit
+counts too)."""
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import sandboxd
+from sandboxd import AsyncSandbox
+
+SMALL = dict(cpu=0.25, memory="64Mi")
+
+
+def child(code, *args):
+    """Start a child Python running code (dedented) with args; Python's own SIGINT handler."""
+    code = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + \
+        textwrap.dedent(code)
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ)
+
+
+def finish(p, timeout=30):
+    """The child's exit within timeout, and the rest of its stdout and stderr (read from the
+    pipes' own buffers: communicate() would drop what a readline() buffered ahead; the children
+    write too little to fill a pipe)."""
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        pytest.fail(f"the child still runs after {timeout} s: stdout {p.stdout.read()!r}, "
+                    f"stderr {p.stderr.read()!r}")
+    return p.stdout.read(), p.stderr.read()
+
+
+def listed(label):
+    return [s["state"] for s in sandboxd.Client().list(label)]
+
+
+def wait_listed(label, ok, what, limit=30):
+    end = time.monotonic() + limit
+    while not ok(listed(label)):
+        assert time.monotonic() < end, f"{what}: {listed(label)}"
+        time.sleep(0.05)
+
+
+def end_all(label):
+    for s in sandboxd.Client().list(label):
+        if s["state"] != "ended":
+            sb = sandboxd.Sandbox.open(s["id"])
+            sb.terminate()
+            sb.close()
+
+
+CALLS = r"""
+import asyncio, gc, time
+import sandboxd
+from sandboxd import AsyncSandbox, aio
+
+SMALL = dict(cpu=0.25, memory="64Mi")
+
+async def prompt(what, aw, cancel_after=None):
+    t0 = time.monotonic()
+    try:
+        if cancel_after is None:
+            await asyncio.wait_for(aw, 0.3)
+        else:
+            t = asyncio.ensure_future(aw)
+            await asyncio.sleep(cancel_after)
+            t.cancel()
+            await t
+    except (asyncio.TimeoutError, asyncio.CancelledError):
+        took = time.monotonic() - t0
+        assert took < 1.0, f"{what}: {took:.2f} s"
+    else:
+        raise AssertionError(f"{what}: not cancelled")
+
+async def usable(sb, i):
+    assert (await sb.run("echo", str(i))).stdout == f"{i}\n"
+
+def idle(eng):
+    return (len(aio._ops), len(aio._streams), sandboxd._lib.lib().sbx_async_pending(eng.h))
+
+async def main():
+    sb = await AsyncSandbox.create(**SMALL)
+    try:
+        await sb.write_file("/tmp/big", b"x" * (8 << 20))
+        await prompt("wait_for run", sb.run("sleep 5", shell=True)); await usable(sb, 1)
+        await prompt("cancel run", sb.run("sleep 5", shell=True), 0.2); await usable(sb, 2)
+        p = await sb.exec("sleep", "5")
+        await prompt("wait_for exec's wait", p.wait()); await usable(sb, 3)
+        await prompt("cancel read_stdout", p.read_stdout(), 0.2); await usable(sb, 4)
+        await prompt("cancel read_file", sb.read_file("/tmp/big"), 0); await usable(sb, 5)
+        await prompt("cancel write_file", sb.write_file("/tmp/w", b"y" * (8 << 20)), 0)
+        await usable(sb, 6)
+        await prompt("cancel inspect", sb.inspect(), 0); await usable(sb, 7)
+        await prompt("cancel fork", sb.fork(1, labels={"aio": "calls-fork"}), 0.01)
+        await usable(sb, 8)
+        gone = await sb.exec("sleep", "1000")  # its wait is never awaited, and it fails
+    finally:
+        await sb.terminate()
+    eng = aio._engine(sb.client)
+    for _ in range(100):  # the late answers come and go
+        if idle(eng) == (0, 0, 0):
+            break
+        await asyncio.sleep(0.05)
+    assert idle(eng) == (0, 0, 0), idle(eng)
+    await sb.close()
+    return sb.id
+
+async def left_running():
+    sb = await AsyncSandbox.create(**SMALL)
+    await sb.exec("sleep", "1000")  # in flight when the loop closes
+    return sb.id
+
+sid = asyncio.run(main())
+sid2 = asyncio.run(left_running())
+
+async def end(sid):
+    sb = AsyncSandbox(sandbox_id=sid)
+    await sb.terminate()
+    await sb.close()
+
+asyncio.run(end(sid2))  # the next loop frees the last one's engine
+gc.collect()
+assert (len(aio._ops), len(aio._streams)) == (0, 0), (aio._ops, aio._streams)
+print("done", sid, sid2, flush=True)
+"""
+
+
+def test_every_call_cancels_at_once_quietly_and_the_sandbox_still_works():
+    """wait_for and cancel of run, exec's wait and read, the file calls, inspect, fork:
+    each raises within a second and the next call works; late answers are dropped with nothing
+    printed (an exec whose wait nobody awaits failed later: "Future exception was never
+    retrieved"), nothing stays in flight, and an exec still in flight when asyncio.run ends
+    neither prints nor stays registered after the next loop frees its engine."""
+    p = child(CALLS)
+    out, err = finish(p, 90)
+    assert p.returncode == 0 and out.startswith("done "), f"stdout {out!r}, stderr {err!r}"
+    assert err == "", f"the child printed: {err}"
+    wait_listed("aio=calls-fork", lambda s: s and all(x == "ended" for x in s),
+                "the cancelled fork's sandbox")
+
+
+CTRL_C = r"""
+import asyncio, sys, time
+from sandboxd import AsyncSandbox
+
+async def main():
+    sb = await AsyncSandbox.create(cpu=0.25, memory="64Mi")
+    print(sb.id, flush=True)
+
+    async def body():
+        cmd = "touch /tmp/started; exec sleep 1000"
+        if sys.argv[1].startswith("exec"):
+            p = await sb.exec("sh", "-c", cmd)
+            await p.wait()
+        else:
+            await sb.run(cmd, shell=True)
+    try:
+        if sys.argv[1].endswith("with"):
+            async with sb:
+                await body()
+        else:
+            await body()
+    except asyncio.CancelledError:
+        print("cancelled", time.monotonic(), flush=True)
+        raise
+
+asyncio.run(main())
+"""
+
+
+def noise(err):
+    """What stderr holds besides the KeyboardInterrupt's traceback."""
+    bad = ("never retrieved", "InvalidStateError", "Exception ignored", "closed",
+           "Task was destroyed", "Error in atexit")
+    return [ln for ln in err.splitlines() if any(b in ln for b in bad)]
+
+
+@pytest.mark.parametrize("mode", ["run", "run-with", "exec-with"])
+def test_ctrl_c_in_asyncio_run_ends_the_program_at_once(mode):
+    """SIGINT while asyncio.run(main()) awaits run("sleep 1000") (or an exec's wait): main is
+    cancelled and the program ends within a second with KeyboardInterrupt, nothing else
+    printed; the command goes on in the sandbox, as for any client gone, and an async with
+    block ends the sandbox."""
+    p = child(CTRL_C, mode)
+    sb = None
+    try:
+        sid = p.stdout.readline().strip()
+        assert sid.startswith("sb-"), p.stderr.read()
+        sb = sandboxd.Sandbox.open(sid)
+        end = time.monotonic() + 30
+        while True:
+            try:
+                sb.read_file("/tmp/started")
+                break
+            except sandboxd.NotFound:
+                assert time.monotonic() < end, "the child's command never started"
+                time.sleep(0.05)
+        time.sleep(0.3)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = finish(p, 10)
+        took = time.monotonic() - sent
+        assert out.startswith("cancelled "), f"stdout {out!r}, stderr {err!r}"
+        assert p.returncode == -signal.SIGINT and "KeyboardInterrupt" in err, (p.returncode, err)
+        assert took < 2.0 and float(out.split()[1]) - sent < 1.0, took
+        assert noise(err) == [], err
+        if mode.endswith("with"):
+            assert sb.inspect().state == "ended", "the async with block did not end the sandbox"
+        else:
+            ps = sb.run("for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <$f; echo; done",
+                        shell=True).stdout
+            assert "sleep 1000" in ps, "the cancelled run's command no longer runs"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if sb is not None:
+            sb.terminate()
+            sb.close()
+
+
+def test_many_calls_on_one_engine_half_cancelled():
+    """40 runs at once on two sandboxes of one loop: the even ones cancelled (wait_for 0.2 s)
+    and followed by a run each that is in flight when the cancelled one's late answer comes;
+    every run still gets its own output, and both sandboxes work after."""
+
+    async def one(sb, i):
+        if i % 2 == 1:
+            return (await sb.run(f"sleep 1; echo {i}", shell=True)).stdout
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(sb.run(f"sleep 0.5; echo {i}", shell=True), 0.2)
+        return (await sb.run(f"sleep 0.6; echo again {i}", shell=True)).stdout
+
+    async def main():
+        sbs = [await AsyncSandbox.create(**SMALL) for _ in range(2)]
+        try:
+            t0 = time.monotonic()
+            got = await asyncio.gather(*[one(sbs[i % 4 // 2], i) for i in range(40)])
+            took = time.monotonic() - t0
+            after = [(await sb.run("echo", "after")).stdout for sb in sbs]
+            return got, took, after
+        finally:
+            for sb in sbs:
+                await sb.terminate()
+                await sb.close()
+
+    got, took, after = asyncio.run(main())
+    assert got == [f"again {i}\n" if i % 2 == 0 else f"{i}\n" for i in range(40)], got
+    assert took < 3.0, f"{took:.2f} s"
+    assert after == ["after\n"] * 2
