@@ -244,11 +244,60 @@ def _bytes(data: Optional[int], n: int, orphan: Optional[_Engine] = None) -> byt
 
 
 def _end_orphan(eng: _Engine, h: int) -> None:
-    """A sandbox nobody awaits any more (its create or fork was cancelled): end it, free it."""
+    """A sandbox nobody awaits any more (its create or fork gave up on it, see _reap): end it
+    while the engine runs, free it."""
     L = _lib.lib()
-    if L.sbx_async_terminate(eng.h, h, _DONE, None) == 0:
+    if not eng.closed and L.sbx_async_terminate(eng.h, h, _DONE, None) == 0:
         eng.kick()
     L.sbx_sandbox_free(h)
+
+
+# How long a cancelled create or fork goes on (through asyncio.run's end) to end what it makes.
+_REAP_S = 30.0
+_reapers: "set[asyncio.Task]" = set()  # (the loop holds tasks weakly)
+
+
+async def _made(fut: "asyncio.Future[T]") -> T:
+    """Await a create's or fork's future; cancelled, the request goes on and _reap ends the
+    sandboxes it makes (before: a cancel near the loop's end, asyncio.run's at a Ctrl-C
+    included, closed the loop before the answer came, and the sandbox ran on, nobody's)."""
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        t = fut.get_loop().create_task(_reap(fut))
+        _reapers.add(t)
+        t.add_done_callback(_reapers.discard)
+        raise
+
+
+async def _through(fut: asyncio.Future, end: float) -> bool:
+    """Wait for fut until the loop's time end, through cancellations (asyncio.run cancels every
+    task at its end, then runs the loop until they finish); whether it is done."""
+    loop = asyncio.get_running_loop()
+    while not fut.done() and loop.time() < end:
+        try:
+            await asyncio.wait((fut,), timeout=end - loop.time())
+        except asyncio.CancelledError:
+            pass
+    return fut.done()
+
+
+async def _reap(fut: asyncio.Future) -> None:
+    """End and free the sandboxes of a cancelled create or fork once it answers (up to _REAP_S;
+    a later answer is ended by _end_orphan if the loop still runs then)."""
+    end = asyncio.get_running_loop().time() + _REAP_S
+    if not await _through(fut, end):
+        fut.cancel()
+        return
+    if fut.cancelled() or fut.exception() is not None:
+        return  # nothing was made
+    made = fut.result()
+    for sb in made if isinstance(made, list) else [made]:
+        eng, h = sb._on()
+        t = _start(eng, _nothing, lambda k: _lib.lib().sbx_async_terminate(eng.h, h, _DONE, k))
+        if await _through(t, end) and not t.cancelled():
+            t.exception()  # (retrieved: a failed terminate is not logged)
+        await sb.close()
 
 
 # ---- processes ----
@@ -388,7 +437,7 @@ class AsyncSandbox:
         fut = _start(eng, made, lambda k: _lib.lib().sbx_async_create_with(
             eng.h, ctypes.byref(o), extra, _CREATE, k))
         del keep
-        return await fut
+        return await _made(fut)
 
     @classmethod
     async def open(cls, sandbox_id: str, client: Optional[Client] = None) -> "AsyncSandbox":
@@ -500,7 +549,7 @@ class AsyncSandbox:
 
         fut = _start(eng, made, call)
         del keep
-        return await fut
+        return await _made(fut)
 
     async def pause(self) -> Dict[str, Any]:
         """Sandbox.pause on the loop: the sandbox object, paused."""

@@ -1,10 +1,12 @@
 """AsyncSandbox under cancellation and Ctrl-C (tests/integration/test_python.sh `sdk_aio_cancel`):
 asyncio.wait_for and Task.cancel of every kind of call raise at once and leave the AsyncSandbox
 usable, with nothing printed ("Future exception was never retrieved" and the like) and nothing
-left in flight; a Ctrl-C while asyncio.run awaits a long run() ends the program at once with
-KeyboardInterrupt; many calls on one engine, half of them cancelled, give the others their own
-answers. The scenarios that watch stderr run in a child Python (what it prints at its exit
-counts too)."""
+left in flight; a create or fork cancelled as the loop ends (asyncio.run's end, a Ctrl-C
+included) still ends the sandboxes it makes; a Ctrl-C while asyncio.run awaits a long run()
+ends the program at once with KeyboardInterrupt; many calls on one engine, half of them
+cancelled, give the others their own answers. The daemon's shim waits while $SBX_AIO_HOLD
+exists: a create or fork stays in flight as long as a case needs. The scenarios that watch
+stderr run in a child Python (what it prints at its exit counts too)."""
 import asyncio
 import os
 import signal
@@ -19,6 +21,7 @@ import sandboxd
 from sandboxd import AsyncSandbox
 
 SMALL = dict(cpu=0.25, memory="64Mi")
+HOLD = os.environ["SBX_AIO_HOLD"]
 
 
 def child(code, *args):
@@ -60,6 +63,15 @@ def end_all(label):
             sb = sandboxd.Sandbox.open(s["id"])
             sb.terminate()
             sb.close()
+
+
+@pytest.fixture
+def hold():
+    """Creates and forks wait in the shim while the file exists (removed after the case)."""
+    open(HOLD, "w").close()
+    yield
+    if os.path.exists(HOLD):
+        os.unlink(HOLD)
 
 
 CALLS = r"""
@@ -152,11 +164,78 @@ def test_every_call_cancels_at_once_quietly_and_the_sandbox_still_works():
                 "the cancelled fork's sandbox")
 
 
+CREATE_AT_END = r"""
+import asyncio, sys, time
+from sandboxd import AsyncSandbox
+
+async def main():
+    sb = None
+    if sys.argv[1] == "fork":
+        sb = await AsyncSandbox.create(cpu=0.25, memory="64Mi")
+        print(sb.id, flush=True)
+        sys.stdin.readline()  # the shim is held now
+        call = sb.fork(2, labels={"aio": "end-fork"})
+    else:
+        call = AsyncSandbox.create(cpu=0.25, memory="64Mi", labels={"aio": "end-create"})
+    t0 = time.monotonic()
+    try:
+        await asyncio.wait_for(call, 0.3)
+    except asyncio.TimeoutError:
+        print("timeout", round(time.monotonic() - t0, 3), flush=True)
+    if sb is not None:
+        await sb.terminate()
+        await sb.close()
+
+asyncio.run(main())
+print("exit", flush=True)
+"""
+
+
+@pytest.mark.parametrize("what", ["create", "fork"])
+def test_a_create_or_fork_cancelled_as_asyncio_run_ends_ends_its_sandboxes(what, hold):
+    """wait_for(create or fork, 0.3) as main's last step, its shim held: TimeoutError at once;
+    asyncio.run's end waits for the answer and ends what it made (before: the loop closed
+    first and the sandboxes ran on, nobody's)."""
+    label = f"aio=end-{what}"
+    if what == "fork":
+        os.unlink(HOLD)
+    p = subprocess.Popen([sys.executable, "-c", CREATE_AT_END, what], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=os.environ)
+    try:
+        if what == "fork":
+            parent = p.stdout.readline().strip()
+            assert parent.startswith("sb-"), p.stderr.read()
+            open(HOLD, "w").close()
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        line = p.stdout.readline()
+        assert line.startswith("timeout "), f"{line!r} {p.stderr.read() if not line else ''}"
+        assert float(line.split()[1]) < 1.0, line
+        wait_listed(label, lambda s: len(s) == (2 if what == "fork" else 1),
+                    f"the {what} reached the daemon")
+        os.unlink(HOLD)
+        out, err = finish(p)
+        assert p.returncode == 0 and out == "exit\n", f"stdout {out!r}, stderr {err!r}"
+        assert err == "", err
+        wait_listed(label, lambda s: all(x == "ended" for x in s),
+                    f"the cancelled {what}'s sandboxes ended", 10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        end_all(label)
+
+
 CTRL_C = r"""
 import asyncio, sys, time
 from sandboxd import AsyncSandbox
 
 async def main():
+    if sys.argv[1] == "create":
+        print("creating", flush=True)
+        await AsyncSandbox.create(cpu=0.25, memory="64Mi", labels={"aio": sys.argv[2]})
+        return
     sb = await AsyncSandbox.create(cpu=0.25, memory="64Mi")
     print(sb.id, flush=True)
 
@@ -230,6 +309,39 @@ def test_ctrl_c_in_asyncio_run_ends_the_program_at_once(mode):
         if sb is not None:
             sb.terminate()
             sb.close()
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_ctrl_c_in_a_create_ends_the_sandbox_it_makes(hold, twice):
+    """SIGINT while asyncio.run(main()) awaits a create (its shim held): the program waits for
+    the create's answer, ends the sandbox, then raises KeyboardInterrupt. A second SIGINT
+    while it waits ends the program at once (the sandbox is then left to its idle timeout)."""
+    label = f"ctrl-c-create-{int(twice) + 1}"
+    p = child(CTRL_C, "create", label)
+    try:
+        assert p.stdout.readline() == "creating\n", p.stderr.read()
+        wait_listed(f"aio={label}", lambda s: s == ["starting"], "the create is held")
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert p.poll() is None, "the program did not wait for the create"
+        if twice:
+            p.send_signal(signal.SIGINT)
+            out, err = finish(p, 5)
+            assert p.returncode == -signal.SIGINT and "KeyboardInterrupt" in err, err
+            return
+        os.unlink(HOLD)
+        out, err = finish(p, 30)
+        assert p.returncode == -signal.SIGINT and "KeyboardInterrupt" in err, (p.returncode, err)
+        assert noise(err) == [], err
+        wait_listed(f"aio={label}", lambda s: s == ["ended"], "the sandbox ended", 10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if os.path.exists(HOLD):
+            os.unlink(HOLD)
+        wait_listed(f"aio={label}", lambda s: "starting" not in s, "the create landed")
+        end_all(f"aio={label}")
 
 
 def test_many_calls_on_one_engine_half_cancelled():

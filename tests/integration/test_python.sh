@@ -89,13 +89,19 @@ test_sdk_interrupt() {
 }
 
 # AsyncSandbox under cancellation and Ctrl-C (python/tests/test_sdk_aio_cancel.py): wait_for and
-# cancel of each call, prompt and quiet, the sandbox usable after; Ctrl-C in a long run() ends
-# the program at once; many calls on one engine, half cancelled.
+# cancel of each call, prompt and quiet, the sandbox usable after; a create or fork cancelled as
+# asyncio.run ends (a Ctrl-C in a create included) still ends its sandboxes; Ctrl-C in a long
+# run() ends the program at once; many calls on one engine, half cancelled. The shim waits while
+# $D/hold exists (a create or fork stays in flight), with no spare shim started ahead of it.
 TEST_TIMEOUT_sdk_aio_cancel=180
 test_sdk_aio_cancel() {
   need_pytest
-  start_daemon
-  pytest_run test_sdk_aio_cancel.py
+  daemon_use sd
+  printf '#!/bin/sh\nwhile [ -e "%s/hold" ]; do sleep 0.05; done\nexec "%s" "$@"\n' \
+    "$D" "$(bin sbx-shim)" >"$D/shim.sh"
+  chmod +x "$D/shim.sh"
+  DAEMON_SHIM="$D/shim.sh" start_daemon --spare-shims 0
+  SBX_AIO_HOLD="$D/hold" pytest_run test_sdk_aio_cancel.py
 }
 
 TEST_TIMEOUT_sandboxfusion=500 TEST_PASS_sandboxfusion=plain
