@@ -4,9 +4,9 @@ running event loop itself: no thread per sandbox or per command.
 Each (Client, event loop) pair gets one standalone libsbx async handle (sbx_async_new_standalone,
 with a libuv loop of its own): the event loop watches its descriptor (add_reader) and its next
 timer (call_later) and then runs what is due (sbx_async_run); libsbx's callbacks resolve asyncio
-futures. Calls with no asynchronous form in libsbx (set_timeout, get_host, wait_for_port,
-create_lease) run the synchronous call on a small thread pool ($SANDBOXD_ASYNC_THREADS,
-default 4)."""
+futures. Calls with no asynchronous form in libsbx (set_timeout, get_host, create_lease) run
+the synchronous call on a small thread pool ($SANDBOXD_ASYNC_THREADS, default 4);
+wait_for_port is a loop of port_request probes on the event loop."""
 from __future__ import annotations
 
 import asyncio
@@ -22,10 +22,11 @@ import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import _lib
-from .errors import InvalidArgument, SandboxdError, _cleanup_failed, from_err
+from .errors import (E_CONFLICT, Conflict, InvalidArgument, SandboxdError, _cleanup_failed,
+                     from_err)
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
 from .args import (Duration, Size, _check, _check_port, _create_request, _exec_args, _exec_opts,
-                   _fork_request, _info, _port_body)
+                   _fork_request, _info, _port_body, parse_duration_ms)
 from .sandbox import Client, Lease, Sandbox, _set_token, default_client
 T = TypeVar("T")
 
@@ -389,6 +390,12 @@ class AsyncProcess:
 
 # ---- sandboxes ----
 
+# wait_for_port's probes (client/lib/ports.c): the shortest time one is given, and the daemon's
+# answers that mean "not yet" (another probe follows)
+_PROBE_MIN_S = 0.1
+_PORT_LATER = ("port_unreachable", "port_timeout", "request_timeout", "sandbox_not_running")
+
+
 class AsyncSandbox:
     """An asyncio sandbox: the calls of Sandbox, as coroutines, on the running loop."""
 
@@ -598,9 +605,32 @@ class AsyncSandbox:
     async def get_host(self, port: int) -> str:
         return await _off(self.sync.get_host, port)
 
-    async def wait_for_port(self, port: int, timeout: Any = "30s") -> None:
-        """Sandbox.wait_for_port on the thread pool."""
-        await _off(self.sync.wait_for_port, port, timeout)
+    async def wait_for_port(self, port: int, timeout: Duration = "30s") -> None:
+        """Sandbox.wait_for_port on the loop: GET / through the daemon's proxy every 0.1 s until
+        one is answered (any status), each probe given the time left; the same errors
+        (sbx_sandbox_port_wait's). Cancelled, it stops at once (before, it ran on the thread
+        pool: the thread went on waiting up to timeout, held the interpreter's exit that long,
+        and an async with block's close freed the handle under it)."""
+        _check_port(port)
+        limit = parse_duration_ms(timeout, "timeout") / 1000.0
+        loop = asyncio.get_running_loop()
+        end = loop.time() + limit
+        while True:
+            try:
+                await asyncio.wait_for(self.port_request(port, "GET", ""),
+                                       max(end - loop.time(), _PROBE_MIN_S))
+                return
+            except asyncio.TimeoutError:
+                last = "no answer within the time given"
+            except SandboxdError as e:
+                if e.code not in _PORT_LATER:
+                    raise
+                last = e.message
+            if loop.time() >= end:
+                raise Conflict(f"port {port} of sandbox {self.id} did not answer within "
+                               f"{limit:.1f} s (last: {last})", "port_wait_timeout", 0,
+                               E_CONFLICT)
+            await asyncio.sleep(0.1)
 
     async def terminate(self) -> None:
         """End the sandbox (idempotent)."""

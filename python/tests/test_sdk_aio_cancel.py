@@ -373,3 +373,93 @@ def test_many_calls_on_one_engine_half_cancelled():
     assert got == [f"again {i}\n" if i % 2 == 0 else f"{i}\n" for i in range(40)], got
     assert took < 3.0, f"{took:.2f} s"
     assert after == ["after\n"] * 2
+
+
+PORT_WAIT = r"""
+import asyncio, sys, time
+from sandboxd import AsyncSandbox
+
+async def main():
+    sb = await AsyncSandbox.create(cpu=0.25, memory="64Mi", ports=[8000])  # nothing listens
+    print(sb.id, flush=True)
+    if sys.argv[1] == "with":
+        async with sb:
+            await sb.wait_for_port(8000, timeout="60s")
+        return
+    t0 = time.monotonic()
+    try:
+        await asyncio.wait_for(sb.wait_for_port(8000, timeout="60s"), 0.5)
+    except asyncio.TimeoutError:
+        print("timeout", round(time.monotonic() - t0, 3), flush=True)
+    await sb.terminate()
+    await sb.close()
+
+asyncio.run(main())
+print("exit", flush=True)
+"""
+
+
+def test_wait_for_port_cancelled_stops_at_once():
+    """wait_for(wait_for_port(timeout=60s), 0.5) on a port nothing listens on: TimeoutError
+    at once, and the program exits at once, quietly (before, the wait ran on a thread that went
+    on for the 60 s and held the interpreter's exit)."""
+    p = child(PORT_WAIT, "bare")
+    try:
+        assert p.stdout.readline().startswith("sb-"), p.stderr.read()
+        line = p.stdout.readline()
+        assert line.startswith("timeout ") and float(line.split()[1]) < 1.0, line
+        t0 = time.monotonic()
+        out, err = finish(p, 20)
+        assert time.monotonic() - t0 < 5, "the exit waited for the wait"
+        assert p.returncode == 0 and out == "exit\n" and err == "", (p.returncode, out, err)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_ctrl_c_in_wait_for_port_in_an_async_with_block():
+    """SIGINT during wait_for_port in an async with block: KeyboardInterrupt at once, the
+    sandbox ended (before, the block's close freed the handle under the pool thread's wait: the
+    interpreter died of SIGSEGV, or its exit waited for the 60 s)."""
+    p = child(PORT_WAIT, "with")
+    sb = None
+    try:
+        sid = p.stdout.readline().strip()
+        assert sid.startswith("sb-"), p.stderr.read()
+        sb = sandboxd.Sandbox.open(sid)
+        time.sleep(1)
+        p.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = finish(p, 20)
+        assert time.monotonic() - t0 < 2, "the exit waited for the wait"
+        assert p.returncode == -signal.SIGINT and "KeyboardInterrupt" in err, (p.returncode, err)
+        assert noise(err) == [], err
+        assert sb.inspect().state == "ended"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if sb is not None:
+            sb.terminate()
+            sb.close()
+
+
+def test_async_wait_for_port_errors():
+    """The errors of Sandbox.wait_for_port: nothing listening raises Conflict
+    port_wait_timeout within the timeout (last reason named), a port not opened NotFound."""
+
+    async def main():
+        async with await AsyncSandbox.create(ports=[8000], **SMALL) as sb:
+            t0 = time.monotonic()
+            with pytest.raises(sandboxd.Conflict) as e:
+                await sb.wait_for_port(8000, timeout=1)
+            took = time.monotonic() - t0
+            with pytest.raises(sandboxd.NotFound) as nf:
+                await sb.wait_for_port(8001, timeout=5)
+            return e.value, took, nf.value
+
+    e, took, nf = asyncio.run(main())
+    assert e.code == "port_wait_timeout" and "within 1.0 s (last: " in e.message, e
+    assert 1.0 <= took < 3.0, took
+    assert nf.code == "port_not_open", nf
