@@ -50,7 +50,9 @@ int sd_listener_add(sd_daemon *d, const sd_listener *ops, void *ud) {
 static void start_queued(sd_daemon *d);
 
 /* A `sbx-shim cleanup` run: the uid slot it frees when it is done, and the sandbox it cleans
- * up after (kept: a failed resume, which keeps its slot and waits for it). */
+ * up after (kept: a failed resume, which keeps its slot and waits for it); dir: its run dir, ""
+ * when there was none when it began (removed by the shim or by a cleanup before, maybe a failed
+ * one: the run cleans nothing, core/quarantine.h). */
 typedef struct cleanup_run {
     sd_daemon *d;
     int slot;
@@ -61,12 +63,12 @@ typedef struct cleanup_run {
 
 /* The run is over (or never ran, status -1): what the shim left is gone, its processes (CRIU's)
  * too, unless it failed; a slot it failed to clean is quarantined (core/quarantine.h). */
-static void cleanup_over(sd_daemon *d, const char *id, bool kept, int status) {
+static void cleanup_over(sd_daemon *d, const char *id, const char *dir, bool kept, int status) {
     sd_sandbox *sb = sd_registry_find(d, id);
     if (sb && kept)
         sb->cleaning = false;
     if (sb && kept && sb->state == SD_ENDED) /* it ended while this ran: its slot is done */
-        sd_slot_cleaned(d, sd_registry_take_slot(sb), status, sb->id, sb->dir);
+        sd_slot_cleaned(d, sd_registry_take_slot(sb), status, sb->id, dir);
     if (sb)
         TELL(d, cleaned, sb);
 }
@@ -74,7 +76,7 @@ static void cleanup_over(sd_daemon *d, const char *id, bool kept, int status) {
 static void cleanup_exited(void *ud, int status) {
     cleanup_run *c = ud;
     sd_slot_cleaned(c->d, c->slot, status, c->id, c->dir);
-    cleanup_over(c->d, c->id, c->kept, status);
+    cleanup_over(c->d, c->id, c->dir, c->kept, status);
     /* a shim killed in its build before it renamed what its spare parked left that cgroup */
     sd_cgroup_remove_stale(c->d);
     free(c);
@@ -89,7 +91,8 @@ static void run_cleanup(sd_sandbox *sb, bool keep_slot) {
     if (c) {
         *c = (cleanup_run){.d = d, .slot = slot, .kept = keep_slot};
         snprintf(c->id, sizeof(c->id), "%s", sb->id);
-        snprintf(c->dir, sizeof(c->dir), "%s", sb->dir);
+        if (access(sb->dir, F_OK) == 0 || errno != ENOENT) /* (cannot tell: there) */
+            snprintf(c->dir, sizeof(c->dir), "%s", sb->dir);
     }
     if (keep_slot)
         sb->cleaning = true;
@@ -98,7 +101,7 @@ static void run_cleanup(sd_sandbox *sb, bool keep_slot) {
         log_error("cannot run sbx-shim cleanup sandbox=%s", sb->id);
         rm_rf(sb->dir);
         sd_slot_cleaned(d, slot, -1, sb->id, sb->dir);
-        cleanup_over(d, sb->id, keep_slot, -1);
+        cleanup_over(d, sb->id, sb->dir, keep_slot, -1);
         free(c);
     }
 }

@@ -124,13 +124,21 @@ void sd_slot_cleaned(sd_daemon *d, int slot, int status, const char *id, const c
     if (slot < 0)
         return;
     bool ok = status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (ok || !slot_in_use(d, slot)) {
+    if (!dir[0] && sd_cgroup_sandbox_left(d, id)) /* as check() does: the cgroups, once empty */
+        (void)sd_cgroup_sandbox_remove(d, id);
+    if ((ok && dir[0]) || !slot_in_use(d, slot)) {
         sd_slot_release(d, slot);
         return;
     }
     char why[64], what[192];
     status_text(status, why, sizeof(why));
-    snprintf(what, sizeof(what), "sbx-shim cleanup of sandbox=%s failed (%s)", id, why);
+    if (dir[0])
+        snprintf(what, sizeof(what), "sbx-shim cleanup of sandbox=%s failed (%s)", id, why);
+    else
+        snprintf(what, sizeof(what),
+                 "sbx-shim cleanup of sandbox=%s found no run dir to clean (%s), which an "
+                 "earlier cleanup or its shim removed",
+                 id, why);
     quarantine(d, slot, what, id, dir);
 }
 

@@ -9,8 +9,10 @@
 
 #include <stdbool.h>
 
-/* slot (< 0: none) is done with: `sbx-shim cleanup` of sandbox id's run dir ended, ok or not
- * (status as waitpid's; -1: it could not run). Freed at once when it succeeded or nothing runs
+/* slot (< 0: none) is done with: `sbx-shim cleanup` of sandbox id's run dir dir ended, ok or not
+ * (status as waitpid's; -1: it could not run). dir "": there was none when it began (its shim,
+ * or an earlier cleanup that may have failed, removed it): it cleaned nothing, and the sandbox's
+ * cgroups left are removed if empty. Freed at once when it succeeded on a run dir or nothing runs
  * under the slot's uids; else quarantined until nothing does. */
 void sd_slot_cleaned(sd_daemon *d, int slot, int status, const char *id, const char *dir);
 /* slot (< 0: none) is done with: the shim of sandbox id (run dir dir) tore it down and exited.

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # uid slots held back (quarantined) while a process of an ended sandbox may still run under its
 # uid range, against a real daemon and real sandboxes (root): after a failed `sbx-shim cleanup`,
-# after a shim teardown that left the sandbox's cgroup, and across a daemon killed and restarted
-# meanwhile (docs/DAEMON.md "Restarts"). The survivor is a `sleep` the test runs under a uid of
+# after a shim teardown that left the sandbox's cgroup, at the end of a paused sandbox whose failed
+# resume's cleanup failed, and across a daemon killed and restarted meanwhile (docs/DAEMON.md
+# "Restarts"). The survivor is a `sleep` the test runs under a uid of
 # the sandbox's range; each case ends it by its pid (kill_survivor, also at exit).
 # Helpers: rel.sh (daemon, HTTP, leak_counts).
 
 source "$(dirname "$0")/rel.sh"
+source "$(dirname "$0")/../lib/pause.sh" # need_criu
 
 # A `sbx-shim cleanup` that fails while a process of its sandbox lives on (a stand-in shim fails
 # the cleanup of one run dir, doing nothing, after the sandbox's shim was killed; the survivor is
@@ -34,13 +36,19 @@ uid_base() { # ID -> the host uid its uid 0 maps to
   echo "$BODY" | jq -r .stdout | awk '{print $2}'
 }
 wrap_shim() { # -> $D/shim-wrap: sbx-shim, whose `cleanup` of the run dir named in
-  # $D/fail-cleanup fails doing nothing (noted in $D/cleanups-failed); REAL: the real sbx-shim
+  # $D/fail-cleanup, while it is there, fails doing nothing (noted in $D/cleanups-failed), or,
+  # with $D/cleanup-removes, fails as the real one does when it cannot remove the sandbox's
+  # cgroup (it removes the run dir, exit 1); whose run of the run dir named in $D/fail-start
+  # exits 1 at once (a start that fails); REAL: the real sbx-shim
   REAL=$(cd "$(dirname "$(bin sbx-shim)")" && pwd)/sbx-shim
   cat >"$D/shim-wrap" <<EOF
 #!/bin/sh
-if [ "\$1" = cleanup ] && [ "\${2##*/}" = "\$(cat "$D/fail-cleanup" 2>/dev/null)" ]; then
-  echo "\$2" >>"$D/cleanups-failed"; exit 1
+if [ "\$1" = cleanup ] && [ -e "\$2" ] && [ "\${2##*/}" = "\$(cat "$D/fail-cleanup" 2>/dev/null)" ]; then
+  echo "\$2" >>"$D/cleanups-failed"
+  [ ! -e "$D/cleanup-removes" ] || rm -rf "\$2"
+  exit 1
 fi
+[ \$# = 1 ] && [ "\${1##*/}" = "\$(cat "$D/fail-start" 2>/dev/null)" ] && exit 1
 exec "$REAL" "\$@"
 EOF
   chmod +x "$D/shim-wrap"
@@ -198,6 +206,56 @@ test_restart_keeps_quarantine() {
   req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
   grep -q "uid slot .* quarantined: the daemon restarted with the cgroup $a of an earlier run left" "$D/log" || fail "no log line for the quarantine after the restart"
   sleep 1 # its checks (the stand-in's cleanup fails again) hold it while the survivor lives
+  req GET /v1/info; expect 200 '.quarantined_slots == 1'
+  survivor_gone_slot_back "$a" "$base" "$b" "$c"
+}
+
+# A resume that fails (the stand-in's shim exits at its start), whose `sbx-shim cleanup` fails
+# while a process of the sandbox lives on (the stand-in fails as the real one does when it cannot
+# remove the sandbox's cgroup: the run dir removed, exit 1; the survivor is a `sleep` under a uid
+# of the sandbox's range in cgroups of the sandbox's name under the daemon's parent, as a
+# restored process the cleanup could not kill would be): the sandbox stays paused with its slot.
+# When it ends (DELETE), the end's cleanup finds no run dir and succeeds having done nothing: the
+# slot is quarantined as after a failed cleanup, and comes back once the survivor is gone (the
+# cgroups it kept removed). Before, that success freed the slot at once and the next sandbox got
+# the survivor's uid range.
+TEST_TIMEOUT_failed_resume_cleanup_quarantines_slot=120
+test_failed_resume_cleanup_quarantines_slot() {
+  rel_setup
+  need_criu
+  wrap_shim
+  DAEMON_SHIM=$D/shim-wrap start_daemon --max-sandboxes 3 --spare-shims 0
+  create '{"pausable":true}'; local a=$ID base; base=$(uid_base "$a")
+  req POST "/v1/sandboxes/$a/pause"; expect 200 '.state == "paused"'
+  daemon_at_exit kill_survivor
+  start_survivor $((base + 1000))
+  local cg n=0
+  for cg in /sys/fs/cgroup/*/"$CG" /sys/fs/cgroup/"$CG"; do # v1: each controller's; v2: one
+    [ -d "$cg" ] || continue
+    mkdir -p "$cg/$a"; echo "$SURVIVOR" >"$cg/$a/cgroup.procs"; n=$((n + 1))
+  done
+  [ $n -gt 0 ] || fail "no cgroup parent $CG to put the survivor in"
+  echo "$a" >"$D/fail-start"; echo "$a" >"$D/fail-cleanup"; touch "$D/cleanup-removes"
+  req POST "/v1/sandboxes/$a/resume"; expect 500 '.message | startswith("resume:")'
+  for _ in $(seq 100); do [ -s "$D/cleanups-failed" ] && break; sleep 0.1; done
+  [ -s "$D/cleanups-failed" ] || fail "the daemon ran no sbx-shim cleanup after $a's failed resume"
+  [ ! -e "$D/run/sandboxes/$a" ] || fail "the stand-in's failed cleanup left $a's run dir"
+  pid_alive "$SURVIVOR" || fail "the survivor ($SURVIVOR) should outlive the failed cleanup"
+  req_until 5 '.state == "paused"' GET "/v1/sandboxes/$a"; expect 200 '.state == "paused"'
+  req GET /v1/info; expect 200 '.quarantined_slots == 0'
+  rm -f "$D/fail-start"
+  req DELETE "/v1/sandboxes/$a"; expect 204
+  req_until 5 '.quarantined_slots == 1' GET /v1/info
+  expect 200 '.quarantined_slots == 1 and .free_slots == 2'
+  local b c id
+  create; b=$ID; create; c=$ID
+  for id in "$b" "$c"; do
+    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a, whose failed resume's cleanup failed while its process $SURVIVOR (uid $((base + 1000))) lives"
+  done
+  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0 and .active_sandboxes == 2'
+  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
+  grep -q "uid slot .* quarantined: sbx-shim cleanup of sandbox=$a found no run dir" "$D/log" || fail "no log line for the quarantine"
+  sleep 1 # its checks hold it while the survivor lives
   req GET /v1/info; expect 200 '.quarantined_slots == 1'
   survivor_gone_slot_back "$a" "$base" "$b" "$c"
 }
