@@ -4,6 +4,7 @@
  * layer's uncompressed content against the config's diff_ids, and the layers not yet in the
  * store are unpacked into the job's work directory. */
 #include "sandboxd/core/images.h"
+#include "sandboxd/core/image_workdir.h"
 
 #include "common/fdutil.h"
 #include "policy/limits.h"
@@ -15,7 +16,6 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
-#include <sys/xattr.h>
 
 #define IMG_JSON_MAX (4u << 20)
 
@@ -338,112 +338,15 @@ static int import_rootfs(img_job *j, error_rec *err) {
     return 0;
 }
 
-/* The root of layer i (top: n_layers - 1), O_RDONLY, or -1. */
-static int layer_root(img_job *j, size_t i) {
+/* The root of layer i (top: n_layers - 1), O_RDONLY, or -1 (img_layers_view's open_root). */
+static int layer_root(void *ud, size_t i) {
+    img_job *j = ud;
     char root[PATH_MAX + 80];
     if (j->layers[i].tmp_dir)
         snprintf(root, sizeof(root), "%s", j->layers[i].tmp_dir);
     else
         snprintf(root, sizeof(root), "%s/%s", j->layers_dir, j->layers[i].diff_id);
     return open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-static bool is_opaque(int fd) {
-    char y;
-    return fgetxattr(fd, "trusted.overlay.opaque", &y, 1) == 1 && y == 'y';
-}
-
-enum { WD_NONE, WD_DIR, WD_LINK };
-
-/* What the merged layers (top first) have at rel, every component above which is a directory
- * there: WD_DIR; WD_LINK with the symlink's target in link (PATH_MAX); WD_NONE for nothing, a
- * whiteout or another file. A non-directory on the way in a layer, or an opaque directory,
- * hides what the layers below have. */
-static int merged_lookup(img_job *j, const char *rel, char link[PATH_MAX]) {
-    for (size_t i = j->n_layers; i-- > 0;) {
-        _cleanup_close_ int fd = layer_root(j, i);
-        bool opaque = false;
-        for (const char *p = rel; fd >= 0;) {
-            char comp[NAME_MAX + 1];
-            size_t n = strcspn(p, "/");
-            if (n > NAME_MAX)
-                return WD_NONE;
-            memcpy(comp, p, n);
-            comp[n] = 0;
-            p += n + (p[n] == '/');
-            struct stat st;
-            if (fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                break; /* not in this layer */
-            if (!*p && S_ISLNK(st.st_mode)) {
-                ssize_t k = readlinkat(fd, comp, link, PATH_MAX - 1);
-                link[k > 0 ? k : 0] = 0;
-                return k > 0 ? WD_LINK : WD_NONE;
-            }
-            if (!S_ISDIR(st.st_mode))
-                return WD_NONE; /* a whiteout, file or symlink hides what is below */
-            if (!*p)
-                return WD_DIR;
-            int next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            safe_close(fd);
-            fd = next;
-            opaque = opaque || (fd >= 0 && is_opaque(fd));
-        }
-        if (opaque)
-            return WD_NONE;
-    }
-    return WD_NONE;
-}
-
-/* What a sandbox has at rel where it mounts its own directories over the image's, /workspace and
- * /tmp (shim/rootfs.c shim_rootfs_prepare, shim/gvisor_oci.c), whatever the image has there:
- * WD_DIR for them, WD_NONE below them (they are empty: an imported image has no seed); -1
- * elsewhere, where the layers say. */
-static int sandbox_lookup(const char *rel) {
-    size_t n = strcspn(rel, "/");
-    if ((n != 9 || strncmp(rel, "workspace", n)) && (n != 3 || strncmp(rel, "tmp", n)))
-        return -1;
-    return rel[n] ? WD_NONE : WD_DIR;
-}
-
-/* Whether dir (absolute) is a directory of the merged layers, its symlinks followed inside the
- * image (at most 40, as the kernel's; ".." stops at the root), as the sandbox's chdir sees it
- * (sandbox_lookup). */
-static bool workdir_exists(img_job *j, const char *wd) {
-    char todo[PATH_MAX], cur[PATH_MAX] = "", link[PATH_MAX], next[PATH_MAX];
-    if (snprintf(todo, sizeof(todo), "%s", wd) >= (int)sizeof(todo))
-        return false;
-    for (size_t at = 0, links = 0;;) {
-        while (todo[at] == '/')
-            at++;
-        if (!todo[at])
-            return true;
-        const char *comp = todo + at;
-        size_t n = strcspn(comp, "/"), len = strlen(cur);
-        at += n;
-        if (n == 1 && comp[0] == '.')
-            continue;
-        if (n == 2 && comp[0] == '.' && comp[1] == '.') {
-            char *slash = strrchr(cur, '/');
-            *(slash ? slash : cur) = 0;
-            continue;
-        }
-        if (n > NAME_MAX || len + n + 2 > sizeof(cur))
-            return false;
-        snprintf(cur + len, sizeof(cur) - len, "%s%.*s", len ? "/" : "", (int)n, comp);
-        int t = sandbox_lookup(cur);
-        if (t < 0)
-            t = merged_lookup(j, cur, link);
-        if (t == WD_DIR)
-            continue;
-        cur[len] = 0; /* a relative target starts from the link's directory */
-        if (t != WD_LINK || ++links > 40 ||
-            snprintf(next, sizeof(next), "%s/%s", link, todo + at) >= (int)sizeof(next))
-            return false;
-        memcpy(todo, next, strlen(next) + 1);
-        at = 0;
-        if (link[0] == '/')
-            cur[0] = 0;
-    }
 }
 
 static int import(img_job *j, error_rec *err) {
@@ -466,8 +369,10 @@ static int import(img_job *j, error_rec *err) {
     if (r < 0)
         return r;
     const char *wd = json_string_value(json_object_get(j->meta, "workdir"));
+    /* an imported image seeds nothing: its sandboxes' /workspace and /tmp start empty */
+    img_layers_view v = {.n = j->n_layers, .open_root = layer_root, .ud = j, .seed = j->n_layers};
     json_object_set_new(j->meta, "workdir_exists",
-                        json_boolean(wd && *wd && workdir_exists(j, wd)));
+                        json_boolean(wd && *wd && img_workdir_exists(&v, wd)));
     return 0;
 }
 

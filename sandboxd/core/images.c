@@ -8,6 +8,7 @@
 #include "common/spec.h"
 #include "common/timeutil.h"
 #include "policy/image_name.h"
+#include "sandboxd/core/image_workdir.h"
 #include "sandboxd/core/registry.h"
 
 #include <dirent.h>
@@ -557,6 +558,33 @@ fail:
 
 /* ---- commits (core/commit.c) ---- */
 
+/* A store image's layers (its meta's, bottom first) for img_layers_view's open_root. */
+typedef struct {
+    const sd_images *s;
+    json_t *layers;
+} store_layers;
+
+static int store_layer_root(void *ud, size_t i) {
+    const store_layers *l = ud;
+    const char *dg = json_string_value(json_object_get(json_array_get(l->layers, i), "digest"));
+    char p[PATH_MAX + 100];
+    if (!dg || strlen(dg) < 8)
+        return -1;
+    sub(l->s, p, sizeof(p), "layers", dg + 7);
+    return open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Whether the WorkingDir of a commit's image m (its layers in the store, the top one its seed)
+ * is a directory where its sandboxes run: the new layer may have made or removed it, or (below
+ * /workspace or /tmp) the seed may hold it. */
+static bool commit_workdir_exists(const sd_images *s, json_t *m) {
+    const char *wd = json_string_value(json_object_get(m, "workdir"));
+    store_layers l = {s, json_object_get(m, "layers")};
+    size_t n = json_array_size(l.layers);
+    img_layers_view v = {.n = n, .open_root = store_layer_root, .ud = &l, .seed = n - 1};
+    return wd && *wd && n > 0 && img_workdir_exists(&v, wd);
+}
+
 int sd_images_add_commit(sd_daemon *d, const char *name, const char *base, const char *layer_dir,
                          const char *hex, uint64_t size, const char *from, error_rec *err) {
     sd_images *s = d->images;
@@ -582,7 +610,8 @@ int sd_images_add_commit(sd_daemon *d, const char *name, const char *base, const
         json_object_set_new(m, "seed", json_string(dg)) < 0 ||
         json_object_set_new(m, "committed_from", json_string(from)) < 0 ||
         json_object_set_new(m, "created", json_string(created)) < 0 ||
-        json_object_set_new(m, "size", json_integer(total)) < 0) {
+        json_object_set_new(m, "size", json_integer(total)) < 0 ||
+        json_object_set_new(m, "workdir_exists", json_boolean(commit_workdir_exists(s, m))) < 0) {
         trash_unused(d, hex); /* in the store's lock, as every removal of a layer */
         return error_set(err, -ENOMEM, "out of memory");
     }

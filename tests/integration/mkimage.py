@@ -181,6 +181,9 @@ GOOD_LAYERS = {
     # /workspace (the sandbox's own empty /workspace hides it)
     "workdir-tmp": lambda l: l.file(".wh.tmp", ""),
     "workdir-in-workspace": lambda l: l.dir("workspace/app"),
+    # the WorkingDir below /dev or /proc (the sandbox's own /dev and /proc hide it)
+    "workdir-in-dev": lambda l: l.dir("dev/app"),
+    "workdir-in-proc": lambda l: l.dir("proc/app"),
 }
 # two good layers on top: the WorkingDir w/s/deep (the fourth), hidden by the opaque w/ that
 # the fifth has (with only its own w/s/)
@@ -199,7 +202,9 @@ GOOD_TWO = {
 }
 WORKDIR = {"workdir-hidden": "/w/s/deep", "workdir-link": "/wl/deep", "workdir-loop": "/wl/deep",
            "workdir-workspace": "/workspace", "workdir-tmp": "/tmp",
-           "workdir-in-workspace": "/workspace/app"}
+           "workdir-in-workspace": "/workspace/app", "workdir-proc": "/proc",
+           "workdir-dev-pts": "/dev/pts", "workdir-in-dev": "/dev/app",
+           "workdir-in-proc": "/proc/app", "workdir-app-sub": "/app/sub"}
 
 
 HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), "unknown")

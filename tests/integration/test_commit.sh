@@ -258,6 +258,43 @@ test_commit_bad_input() {
   tmp_empty
 }
 
+# A commit's image keeps its base's WorkingDir, and whether it is there is the committed files':
+# the sandbox removed it (/app/sub, which the sandbox user owns), made it, or made it below
+# /workspace (in the seed that fills a sandbox's /workspace). Before, the image kept its base's
+# workdir_exists: every command without a cwd failed ("exec chdir /app/sub") in the first, and
+# ran in /workspace rather than the WorkingDir in the others.
+TEST_TIMEOUT_commit_workdir=120
+test_commit_workdir() {
+  start_daemon
+  local name image script wd
+  for name in app-sub-gone app-sub-made in-workspace-made; do
+    case $name in
+      app-sub-gone) image=workdir-app-sub wd=/app/sub script='rm -r /app/sub' ;;
+      app-sub-made) image=workdir-app-sub wd=/app/sub script='mkdir /app/sub' ;;
+      in-workspace-made) image=workdir-in-workspace wd=/workspace/app script='mkdir /workspace/app' ;;
+    esac
+    [ "$name" == app-sub-gone ] && export MKIMAGE_APP_SUB=1
+    python3 "$MK" oci "$D/$name.tar" "$image" || fail "mkimage $image"
+    unset MKIMAGE_APP_SUB
+    req POST "/v1/images?name=$name:v1" -H 'Content-Type: application/x-tar' --data-binary @"$D/$name.tar"
+    local had=false; [ "$name" == app-sub-gone ] && had=true
+    expect 201 ".workdir == \"$wd\" and .workdir_exists == $had"
+    create "{\"image\":\"$name:v1\"}"
+    req POST "/v1/sandboxes/$ID/exec" -d "$(jq -cn --arg s "$script" '{argv:["sh","-c",$s],cwd:"/"}')"
+    expect 200 '.exit_code == 0'
+    req POST "/v1/sandboxes/$ID/commit" -d "{\"name\":\"$name:v2\"}"
+    expect 201 ".workdir == \"$wd\" and .workdir_exists == (\"$had\" != \"true\")"
+    req GET "/v1/images/$name:v2"; expect 200 ".workdir_exists == (\"$had\" != \"true\")"
+    create "{\"image\":\"$name:v2\"}"
+    run_in "$ID" 'pwd'
+    if [ "$had" == true ]; then
+      expect 200 '.stdout == "/workspace\n"'
+    else
+      expect 200 ".stdout == \"$wd\n\""
+    fi
+  done
+}
+
 TEST_TIMEOUT_commit_cli_and_python=60
 test_commit_cli_and_python() {
   start_daemon

@@ -332,6 +332,30 @@ test_workdir_sandbox_dirs() {
   run_in "$ID" 'pwd'; expect 200 '.stdout == "/workspace\n"'
 }
 
+# A sandbox mounts its own /proc and /dev over the image's: a WorkingDir of /proc, or of /dev/pts
+# (the shim's devpts), is there where the image lacks it (it counted as absent, and commands
+# ran in /workspace, not there), and one below them that only the image has is not (it counted
+# as present, and every command without a cwd failed: "exec chdir /dev/app").
+TEST_TIMEOUT_workdir_proc_dev=120
+test_workdir_proc_dev() {
+  start_daemon
+  import p:v1 "$(img oci workdir-proc)"
+  expect 201 '(.layers | length) == 2 and .workdir == "/proc" and .workdir_exists == true'
+  create '{"image":"p:v1"}'
+  run_in "$ID" 'pwd'; expect 200 '.stdout == "/proc\n"'
+  import pts:v1 "$(img oci workdir-dev-pts)"
+  expect 201 '(.layers | length) == 2 and .workdir == "/dev/pts" and .workdir_exists == true'
+  create '{"image":"pts:v1"}'
+  run_in "$ID" 'pwd'; expect 200 '.stdout == "/dev/pts\n"'
+  local name
+  for name in dev proc; do
+    import "in$name:v1" "$(img oci "workdir-in-$name")"
+    expect 201 "(.layers | length) == 3 and .workdir == \"/$name/app\" and .workdir_exists == false"
+    create "{\"image\":\"in$name:v1\"}"
+    run_in "$ID" 'pwd'; expect 200 '.exit_code == 0 and .stdout == "/workspace\n"'
+  done
+}
+
 TEST_TIMEOUT_limits_and_full_disk=120
 test_limits_and_full_disk() {
   start_daemon
