@@ -11,9 +11,10 @@
  * client's zmq context), so a kernel that dies or cannot start leaves its error as the one
  * traceback (left to the interpreter's teardown, their __del__ ran on cleared globals: "'NoneType'
  * object is not callable" tracebacks on stderr after the real one, and after every request
- * before the driver ended them itself). */
+ * before the driver ended them itself). The kernel's debugger (debugpy) does not check for frozen
+ * modules: its four-line warning, twice, was on every answer's stderr. */
 static const char jupyter_driver[] =
-    "import json, sys, time\n"
+    "import json, os, sys, time\n"
     "from jupyter_client.manager import KernelManager\n"
     "\n"
     "def run(kc, req):\n"
@@ -48,6 +49,7 @@ static const char jupyter_driver[] =
     "            break\n"
     "    return status, cells\n"
     "\n"
+    "os.environ['PYDEVD_DISABLE_FILE_VALIDATION'] = '1'  # (for the kernel's debugpy)\n"
     "req = json.load(sys.stdin)\n"
     "km = KernelManager(kernel_name='python3', transport='ipc', ip='/tmp/kernel')\n"
     "kc = None\n"
