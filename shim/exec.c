@@ -604,13 +604,12 @@ static void start_exec(int ipc, int sfd, shim_ipc_msg *m, int fds[3], size_t nf,
     reapers[n_reapers++] = (struct reaper){.id = m->id, .pid = pid, .sid = sid, .stack = stack};
 }
 
+/* A track's cgroup holds the whole tree and its sessions: each of them is signalled once. */
 static void kill_exec(shim_ipc_msg *m) {
     for (size_t i = 0; i < n_reapers; i++)
-        if (reapers[i].id == m->id && m->a > 0 && m->a < NSIG) {
+        if (reapers[i].id == m->id && m->a > 0 && m->a < NSIG &&
+            (!shim_exec_track || shim_exec_track->signal(m->id, reapers[i].pid, m->a) < 0))
             shim_proctree_signal(reapers[i].pid, m->a);
-            if (shim_exec_track)
-                shim_exec_track->signal(m->id, reapers[i].pid, m->a);
-        }
 }
 
 /* No subreaper here (gVisor's kernel: PR_SET_CHILD_SUBREAPER is EINVAL): what a command leaves

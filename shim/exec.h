@@ -25,14 +25,16 @@ extern void (*shim_exec_tty_relay)(int master, int tty, int sock, pid_t cmd, con
 /* Set by the gvisor class's runner (shim/gvinit/cmd_cgroup.h): gVisor's kernel has no subreaper,
  * so a command's whole tree is a cgroup of its own, whatever its sessions. enter puts init in
  * the command's new cgroup before its reaper is made (the reaper and everything below it are
- * born there; -errno refuses the exec), leave takes init out again; signal signals every process
- * of the cgroup but the reaper (SIGKILL: until none is left); end follows the reaper's end:
- * killed (by its command), the rest of the cgroup is killed; otherwise what the command left is
- * kept, out of the cgroup. */
+ * born there; -errno refuses the exec), leave takes init out again; signal continues the reaper
+ * and signals every process of the cgroup but the reaper (SIGKILL: until none is left) in place
+ * of shim_proctree_signal (the cgroup holds the tree and its sessions: each gets the signal once),
+ * -errno when it cannot read the cgroup (then the tree's walk does it); end follows the reaper's
+ * end: killed (by its command), the rest of the cgroup is killed; otherwise what the command left
+ * is kept, out of the cgroup. */
 struct shim_exec_track {
     int (*enter)(uint64_t id);
     void (*leave)(void);
-    void (*signal)(uint64_t id, pid_t reaper, int sig);
+    int (*signal)(uint64_t id, pid_t reaper, int sig);
     void (*end)(uint64_t id, bool killed);
 };
 extern const struct shim_exec_track *shim_exec_track;

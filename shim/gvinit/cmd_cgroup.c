@@ -32,17 +32,20 @@ struct request {
 static int keeper_fd = -1; /* the runner's end (close-on-exec) */
 static char procs[64 * 1024];
 
-/* The pids in cgroup.procs of dfd's cgroup NAME (NULL: dfd's own) into pids; how many. */
-static size_t read_procs(int dfd, const char *name, pid_t *pids, size_t max) {
+/* The pids in cgroup.procs of dfd's cgroup NAME (NULL: dfd's own) into pids; how many, or -errno
+ * when it cannot be read. */
+static ssize_t read_procs(int dfd, const char *name, pid_t *pids, size_t max) {
     char path[96];
     snprintf(path, sizeof(path), "%s%scgroup.procs", name ? name : "", name ? "/" : "");
     int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, procs, sizeof(procs) - 1);
+    ssize_t n = fd < 0 ? -1 : read(fd, procs, sizeof(procs) - 1), k = 0;
+    int e = errno;
     if (fd >= 0)
         close(fd);
-    procs[n > 0 ? n : 0] = '\0';
-    size_t k = 0;
-    for (char *p = procs, *end; *p && k < max; p = end) {
+    if (n < 0)
+        return -e;
+    procs[n] = '\0';
+    for (char *p = procs, *end; *p && (size_t)k < max; p = end) {
         long v = strtol(p, &end, 10);
         if (end == p)
             break;
@@ -70,8 +73,8 @@ static pid_t keep_pids[8192];
 /* Every process of cgroup NAME to the root one (kept), then the cgroup gone. */
 static int empty(const char *name) {
     for (int round = 0; round < ROUNDS; round++) {
-        size_t n = read_procs(AT_FDCWD, name, keep_pids, ARRAY_SIZE(keep_pids));
-        for (size_t i = 0; i < n; i++)
+        ssize_t n = read_procs(AT_FDCWD, name, keep_pids, ARRAY_SIZE(keep_pids));
+        for (ssize_t i = 0; i < n; i++)
             move(AT_FDCWD, NULL, keep_pids[i]); /* (ESRCH: it ended meanwhile) */
         if (rmdir(name) == 0 || errno == ENOENT)
             return 0;
@@ -173,22 +176,28 @@ static void leave(void) {
 
 static pid_t sig_pids[8192];
 
-/* Signal every process of the command's cgroup but reaper (and the runner); SIGKILL until
- * none is left (a killed process forks no more; what it forked meanwhile is in the next read). */
-static void signal_cgroup(uint64_t id, pid_t reaper, int sig) {
+/* Continue reaper (> 0: one a command stopped still reports), then signal every process of the
+ * command's cgroup but it (and the runner); SIGKILL until none is left (a killed process forks no
+ * more; what it forked meanwhile is in the next read). -errno when the cgroup cannot be read. */
+static int signal_cgroup(uint64_t id, pid_t reaper, int sig) {
     char name[48];
     snprintf(name, sizeof(name), CMD_ROOT "/run/c%llu", (unsigned long long)id);
     pid_t self = getpid();
+    if (reaper > 0)
+        kill(reaper, SIGCONT);
     for (int round = 0; round < ROUNDS; round++) {
-        size_t n = read_procs(AT_FDCWD, name, sig_pids, ARRAY_SIZE(sig_pids)), hit = 0;
-        for (size_t i = 0; i < n; i++)
+        ssize_t n = read_procs(AT_FDCWD, name, sig_pids, ARRAY_SIZE(sig_pids)), hit = 0;
+        if (n < 0)
+            return round == 0 ? (int)n : 0; /* (later: the cgroup is gone, emptied) */
+        for (ssize_t i = 0; i < n; i++)
             if (sig_pids[i] != reaper && sig_pids[i] != self && kill(sig_pids[i], sig) == 0)
                 hit++;
         if (sig != SIGKILL || hit == 0)
-            return;
+            return 0;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    return 0;
 }
 
 static void end(uint64_t id, bool killed) {

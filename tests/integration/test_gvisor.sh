@@ -161,6 +161,39 @@ for p in os.listdir("/proc"):
   req DELETE "/v1/sandboxes/$id"; expect 204
 }
 
+TEST_TIMEOUT_gvisor_signal_once=90
+test_gvisor_signal_once() { # a signal request reaches each process of the command once: a
+  # real-time signal queues, so one sent twice (by the tree's walk and by the command's cgroup,
+  # shim/gvinit/cmd_cgroup.h) is received twice. The command and its child each count theirs
+  need_runsc
+  start_daemon
+  create '{"isolation":"gvisor"}'; local id=$ID pid
+  local prog='import os, signal, time
+signal.pthread_sigmask(signal.SIG_BLOCK, {40})
+child = os.fork()
+open("/tmp/ready" if child else "/tmp/ready-child", "w").close()
+signal.sigtimedwait({40}, 60)
+time.sleep(1)
+n = 1
+while signal.sigtimedwait({40}, 0):
+    n += 1
+print("child" if child == 0 else "cmd", n, flush=True)
+if child:
+    os.waitpid(child, 0)'
+  req POST "/v1/sandboxes/$id/exec" -d "$(jq -n --arg p "$prog" '{argv:["python3","-c",$p],background:true}')"
+  expect 201; pid=$(echo "$BODY" | jq -r .pid)
+  for _ in $(seq 100); do
+    x "$id" 'test -e /tmp/ready && test -e /tmp/ready-child && echo ready || true'
+    [ "$(echo "$BODY" | jq -r .stdout)" == "ready" ] && break
+    sleep 0.1
+  done
+  req POST "/v1/sandboxes/$id/processes/$pid/signal" -d '{"signal":40}'; expect 204
+  req_until 20 '.state == "exited"' GET "/v1/sandboxes/$id/processes/$pid?tail=100"
+  echo "$BODY" | jq -e '.exit_code == 0 and (.stdout | split("\n") | sort) == ["", "child 1", "cmd 1"]' \
+    >/dev/null || fail "one signal request, each process's count: $BODY"
+  req DELETE "/v1/sandboxes/$id"; expect 204
+}
+
 TEST_TIMEOUT_gvisor_out_of_memory=90
 test_gvisor_out_of_memory() { # the limit is what gVisor reports; running out of it ends the
   # whole sandbox (gVisor's own memory is in the cgroup), typed: never infrastructure_failure
