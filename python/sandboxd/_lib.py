@@ -318,12 +318,19 @@ def interrupt_fd() -> int:
     if threading.get_ident() != _MAIN or _wake is None or \
             _getsignal(signal.SIGINT) is not signal.default_int_handler:
         return -1
-    try:  # what an earlier call left (signals that came as it ended): not for this one
-        while _wake[0].recv(64):
+    drop_interrupts()  # what an earlier call left (signals that came as it ended): not for this one
+    return _wake[1].fileno()
+
+
+def drop_interrupts() -> None:
+    """Empty the pair: run() calls it after it unsets the wakeup fd, as the bytes of signals that
+    came after libsbx's call ended (their KeyboardInterrupt is Python's) are for no call: libsbx
+    counts one there when any call of its clients starts."""
+    try:
+        while _wake is not None and _wake[0].recv(64):
             pass
     except BlockingIOError:
         pass
-    return _wake[1].fileno()
 
 
 def raise_interrupt() -> None:

@@ -452,6 +452,7 @@ class Sandbox:
         finally:
             if wfd >= 0:
                 signal.set_wakeup_fd(old)
+                _lib.drop_interrupts()  # (a SIGINT after the call's end: not for the next call)
         try:
             if rc == E_INTERRUPTED:
                 _lib.raise_interrupt()

@@ -186,3 +186,34 @@ def test_a_byte_left_in_the_pair_before_run_does_not_end_it():
             assert out == "done\n"
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def test_a_sigint_as_run_ends_ends_no_later_call(monkeypatch):
+    """A SIGINT that lands as run()'s call ends, before run() unsets the wakeup fd, leaves its
+    byte in the pair (its KeyboardInterrupt is Python's handler's): no later call of the client
+    ends for it, one of another method (write_file here, the with block's terminate) neither
+    (before, only run() emptied the pair: such a call failed "interrupted before sending", and
+    a with block's end left its sandbox running). The byte is put there as Python's C handler
+    writes it, from inside run()'s unset."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    real = signal.set_wakeup_fd
+    wfd = []
+
+    def sigint_then_unset(fd, **kw):
+        if wfd and fd != wfd[0]:
+            os.write(wfd[0], bytes([signal.SIGINT]))
+        return real(fd, **kw)
+
+    try:
+        with Sandbox.create(cpu=0.25, memory="64Mi") as sb:
+            assert sb.run("echo", "x").stdout == "x\n"
+            from sandboxd import _lib
+            wfd.append(_lib.interrupt_fd())
+            assert wfd[0] >= 0, "run() would watch no wakeup fd here"
+            monkeypatch.setattr(signal, "set_wakeup_fd", sigint_then_unset)
+            assert sb.run("echo", "y").stdout == "y\n"
+            monkeypatch.setattr(signal, "set_wakeup_fd", real)
+            sb.write_file("/tmp/after", "z")
+            assert sb.read_file("/tmp/after") == b"z"
+    finally:
+        signal.signal(signal.SIGINT, old)
