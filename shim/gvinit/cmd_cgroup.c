@@ -32,12 +32,12 @@ struct request {
 static int keeper_fd = -1; /* the runner's end (close-on-exec) */
 static char procs[64 * 1024];
 
-/* The pids in cgroup.procs of dfd's cgroup NAME (NULL: dfd's own) into pids; how many, or -errno
- * when it cannot be read. */
-static ssize_t read_procs(int dfd, const char *name, pid_t *pids, size_t max) {
+/* The pids in cgroup.procs of cgroup NAME (NULL: the working directory's) into pids; how many,
+ * or -errno when it cannot be read. */
+static ssize_t read_procs(const char *name, pid_t *pids, size_t max) {
     char path[96];
     snprintf(path, sizeof(path), "%s%scgroup.procs", name ? name : "", name ? "/" : "");
-    int fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t n = fd < 0 ? -1 : read(fd, procs, sizeof(procs) - 1), k = 0;
     int e = errno;
     if (fd >= 0)
@@ -55,15 +55,21 @@ static ssize_t read_procs(int dfd, const char *name, pid_t *pids, size_t max) {
     return k;
 }
 
-/* Write pid into cgroup.procs of dfd's cgroup NAME (NULL: the root). 0 or -errno. */
-static int move(int dfd, const char *name, pid_t pid) {
+/* Write pid into cgroup.procs of cgroup NAME (NULL: the working directory's, the keeper's root).
+ * 0 or -errno. */
+static int move(const char *name, pid_t pid) {
     char path[96], v[16];
     snprintf(path, sizeof(path), "%s%scgroup.procs", name ? name : "", name ? "/" : "");
-    int n = snprintf(v, sizeof(v), "%d", (int)pid), fd = openat(dfd, path, O_WRONLY | O_CLOEXEC);
+    int n = snprintf(v, sizeof(v), "%d", (int)pid), fd = open(path, O_WRONLY | O_CLOEXEC);
     int r = fd < 0 || write(fd, v, (size_t)n) < 0 ? -errno : 0;
     if (fd >= 0)
         close(fd);
     return r;
+}
+
+static void nap(void) {
+    struct timespec ts = {0, 1000000}; /* a round of ROUNDS */
+    nanosleep(&ts, NULL);
 }
 
 /* ---- the keeper: gVisor's root, no capability, its root the hierarchy's ---- */
@@ -73,13 +79,12 @@ static pid_t keep_pids[8192];
 /* Every process of cgroup NAME to the root one (kept), then the cgroup gone. */
 static int empty(const char *name) {
     for (int round = 0; round < ROUNDS; round++) {
-        ssize_t n = read_procs(AT_FDCWD, name, keep_pids, ARRAY_SIZE(keep_pids));
+        ssize_t n = read_procs(name, keep_pids, ARRAY_SIZE(keep_pids));
         for (ssize_t i = 0; i < n; i++)
-            move(AT_FDCWD, NULL, keep_pids[i]); /* (ESRCH: it ended meanwhile) */
+            move(NULL, keep_pids[i]); /* (ESRCH: it ended meanwhile) */
         if (rmdir(name) == 0 || errno == ENOENT)
             return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        nap();
     }
     return -EBUSY;
 }
@@ -91,9 +96,9 @@ static int serve_one(const struct request *q) {
     case OP_ENTER:
         if (mkdir(name, 0755) < 0 && errno != EEXIST)
             return -errno;
-        return move(AT_FDCWD, name, getppid());
+        return move(name, getppid());
     case OP_LEAVE:
-        return move(AT_FDCWD, NULL, getppid());
+        return move(NULL, getppid());
     case OP_EMPTY:
         return empty(name);
     default:
@@ -118,7 +123,7 @@ static int confine(int sock, const struct sock_fprog *prog) {
 
 static _Noreturn void keeper_main(int sock, const struct sock_fprog *prog) {
     /* (out of the sandbox's pids limit, which it is no command's process to count against) */
-    if (move(AT_FDCWD, "/sys/fs/cgroup/pids", getpid()) < 0 || confine(sock, prog) < 0)
+    if (move("/sys/fs/cgroup/pids", getpid()) < 0 || confine(sock, prog) < 0)
         _exit(1);
     for (;;) {
         struct request q;
@@ -186,7 +191,7 @@ static int signal_cgroup(uint64_t id, pid_t reaper, int sig) {
     if (reaper > 0)
         kill(reaper, SIGCONT);
     for (int round = 0; round < ROUNDS; round++) {
-        ssize_t n = read_procs(AT_FDCWD, name, sig_pids, ARRAY_SIZE(sig_pids)), hit = 0;
+        ssize_t n = read_procs(name, sig_pids, ARRAY_SIZE(sig_pids)), hit = 0;
         if (n < 0)
             return round == 0 ? (int)n : 0; /* (later: the cgroup is gone, emptied) */
         for (ssize_t i = 0; i < n; i++)
@@ -194,8 +199,7 @@ static int signal_cgroup(uint64_t id, pid_t reaper, int sig) {
                 hit++;
         if (sig != SIGKILL || hit == 0)
             return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        nap();
     }
     return 0;
 }

@@ -6,9 +6,9 @@
  * starts its keeper (shim/gvinit/cmd_cgroup.h: gVisor has no subreaper), becomes the sandbox user
  * (uid/gid 1000, no capability, no_new_privs, not dumpable), installs the sandbox's seccomp
  * program (sent by init first) as its last step and then serves commands exactly as the native
- * init does (shim/exec.c): a reaper per command, whole-tree kills (and its cgroup's), the same
- * exits. Built statically (make:
- * build/sbx-gvisor-init), bound read-only into the sandbox at start and unmounted by itself. */
+ * init does (shim/exec.c): a reaper per command, whole-tree kills (its cgroup's), the same exits.
+ * Built statically (make: build/sbx-gvisor-init), bound read-only into the sandbox at start and
+ * unmounted by itself. */
 #include "common/macro.h"
 #include "shim/exec.h"
 #include "shim/grading.h"
