@@ -104,6 +104,7 @@ DATA_CB = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_size_t, _P(SbxErr))
 DONE_CB = ctypes.CFUNCTYPE(None, c_void_p, _P(SbxErr))
 FORK_CB = ctypes.CFUNCTYPE(None, c_void_p, _P(c_void_p), c_size_t, _P(SbxErr))
 PORT_CB = ctypes.CFUNCTYPE(None, c_void_p, ctypes.c_long, c_void_p, c_size_t, _P(SbxErr))
+LEASE_CB = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, _P(SbxErr))
 _ASYNC_SIGNATURES = {
     "sbx_async_new_standalone": (c_int, [c_void_p, _P(c_void_p), _P(SbxErr)]),
     "sbx_async_fd": (c_int, [c_void_p]),
@@ -254,6 +255,9 @@ def lib() -> ctypes.CDLL:
             if hasattr(cdll, name):
                 getattr(cdll, name).restype = c_int
                 getattr(cdll, name).argtypes = [c_void_p, c_void_p, DATA_CB, c_void_p]
+        if hasattr(cdll, "sbx_async_lease_create"):  # aio.create_lease
+            cdll.sbx_async_lease_create.restype = c_int
+            cdll.sbx_async_lease_create.argtypes = [c_void_p, c_uint64, LEASE_CB, c_void_p]
         if hasattr(cdll, "sbx_async_resume_on"):
             cdll.sbx_async_resume_on.restype = c_int
             cdll.sbx_async_resume_on.argtypes = [c_void_p, c_void_p, c_char_p, DATA_CB, c_void_p]

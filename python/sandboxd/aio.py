@@ -4,9 +4,9 @@ running event loop itself: no thread per sandbox or per command.
 Each (Client, event loop) pair gets one standalone libsbx async handle (sbx_async_new_standalone,
 with a libuv loop of its own): the event loop watches its descriptor (add_reader) and its next
 timer (call_later) and then runs what is due (sbx_async_run); libsbx's callbacks resolve asyncio
-futures. Calls with no asynchronous form in libsbx (set_timeout, get_host, create_lease) run
-the synchronous call on a small thread pool ($SANDBOXD_ASYNC_THREADS, default 4);
-wait_for_port is a loop of port_request probes on the event loop."""
+futures. Calls with no asynchronous form in libsbx (set_timeout, get_host) run the synchronous
+call on a small thread pool ($SANDBOXD_ASYNC_THREADS, default 4); wait_for_port is a loop of
+port_request probes on the event loop."""
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +27,7 @@ from .errors import (E_CONFLICT, Conflict, InvalidArgument, SandboxdError, _clea
 from .objects import CommandResult, SandboxInfo, _Pipe, _result
 from .args import (Duration, Size, _check, _check_port, _create_request, _exec_args, _exec_opts,
                    _fork_request, _info, _port_body, parse_duration_ms)
-from .sandbox import Client, Lease, Sandbox, _set_token, default_client
+from .sandbox import Client, Lease, Sandbox, _renew_seconds, _set_token, default_client
 T = TypeVar("T")
 
 _pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
@@ -194,6 +194,10 @@ def _on_port(ud: Optional[int], status: int, body: Optional[int], n: int, err: A
     _resolve(ud, err, status, body, n)
 
 
+def _on_lease(ud: Optional[int], lease_id: Optional[int], err: Any) -> None:
+    _resolve(ud, err, lease_id)
+
+
 def _on_output(ud: Optional[int], stream: int, data: Any, n: int) -> None:
     p = _streams.get(ud or 0)
     if p is not None:
@@ -207,6 +211,7 @@ _DATA = _lib.DATA_CB(_on_data)
 _DONE = _lib.DONE_CB(_on_done)
 _FORK = _lib.FORK_CB(_on_fork)
 _PORT = _lib.PORT_CB(_on_port)
+_LEASE = _lib.LEASE_CB(_on_lease)
 _OUTPUT = _lib.OUTPUT_CB(_on_output)
 
 
@@ -663,5 +668,21 @@ class AsyncSandbox:
 
 async def create_lease(ttl: Any = "60s", client: Optional[Client] = None,
                        renew_every: Optional[float] = None) -> Lease:
-    """Lease.create on the thread pool."""
-    return await _off(Lease.create, ttl, client or default_client(), renew_every)
+    """Lease.create on the loop (sbx_async_lease_create; before, on the thread pool: a
+    cancelled one's thread went on, held the program's exit until the daemon answered, and
+    Client.close() freed its client under it). A lease a cancelled create_lease still makes
+    expires after its ttl."""
+    client = client or default_client()
+    if renew_every is not None:
+        _renew_seconds(renew_every)  # (checked before the lease is made, as by Lease.create)
+    ms = parse_duration_ms(ttl, "ttl")
+    L = _lib.lib()
+    if not hasattr(L, "sbx_async_lease_create"):
+        raise SandboxdError("this libsbx has no sbx_async_lease_create", "unsupported")
+    eng = _engine(client)
+    lid = await _start(eng, lambda p, orphan=None: ctypes.string_at(p).decode("utf-8", "replace"),
+                       lambda k: L.sbx_async_lease_create(eng.h, ms, _LEASE, k))
+    lease = Lease(lid, client)
+    if renew_every is not None:
+        lease.keep_alive(renew_every)
+    return lease

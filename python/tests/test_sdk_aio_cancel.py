@@ -4,21 +4,25 @@ usable, with nothing printed ("Future exception was never retrieved" and the lik
 left in flight; a create or fork cancelled as the loop ends (asyncio.run's end, a Ctrl-C
 included) still ends the sandboxes it makes; a Ctrl-C while asyncio.run awaits a long run()
 ends the program at once with KeyboardInterrupt; many calls on one engine, half of them
-cancelled, give the others their own answers. The daemon's shim waits while $SBX_AIO_HOLD
-exists: a create or fork stays in flight as long as a case needs. The scenarios that watch
-stderr run in a child Python (what it prints at its exit counts too)."""
+cancelled, give the others their own answers; a call cancelled while a daemon is slow to answer
+(LateDaemon, a stand-in on a Unix socket) holds nothing up and has nothing freed under it. The
+daemon's shim waits while $SBX_AIO_HOLD exists: a create or fork stays in flight as long as a
+case needs. The scenarios that watch stderr run in a child Python (what it prints at its exit
+counts too)."""
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
 import sandboxd
-from sandboxd import AsyncSandbox
+from sandboxd import AsyncSandbox, create_lease
 
 SMALL = dict(cpu=0.25, memory="64Mi")
 HOLD = os.environ["SBX_AIO_HOLD"]
@@ -166,7 +170,7 @@ def test_every_call_cancels_at_once_quietly_and_the_sandbox_still_works():
 
 CREATE_AT_END = r"""
 import asyncio, sys, time
-from sandboxd import AsyncSandbox
+from sandboxd import AsyncSandbox, create_lease
 
 async def main():
     sb = None
@@ -229,7 +233,7 @@ def test_a_create_or_fork_cancelled_as_asyncio_run_ends_ends_its_sandboxes(what,
 
 CTRL_C = r"""
 import asyncio, sys, time
-from sandboxd import AsyncSandbox
+from sandboxd import AsyncSandbox, create_lease
 
 async def main():
     if sys.argv[1] == "create":
@@ -377,7 +381,7 @@ def test_many_calls_on_one_engine_half_cancelled():
 
 PORT_WAIT = r"""
 import asyncio, sys, time
-from sandboxd import AsyncSandbox
+from sandboxd import AsyncSandbox, create_lease
 
 async def main():
     sb = await AsyncSandbox.create(cpu=0.25, memory="64Mi", ports=[8000])  # nothing listens
@@ -463,3 +467,136 @@ def test_async_wait_for_port_errors():
     assert e.code == "port_wait_timeout" and "within 1.0 s (last: " in e.message, e
     assert 1.0 <= took < 3.0, took
     assert nf.code == "port_not_open", nf
+
+
+class LateDaemon:
+    """A stand-in daemon on a Unix socket: each request is answered (200, JSON) DELAY s after it
+    came, so a call cancelled meanwhile has its request still in flight when the answer comes."""
+    DELAY = 3.0
+
+    def __init__(self, path):
+        self.path, self.seen = path, []
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(path)
+        self.sock.listen(16)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:  # closed: the case is over
+                return
+            threading.Thread(target=self._answer, args=(c,), daemon=True).start()
+
+    def _answer(self, c):
+        with c:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = c.recv(65536)
+                if not got:
+                    return
+                data += got
+            line = data.split(b"\r\n", 1)[0].decode()
+            self.seen.append(line)
+            time.sleep(self.DELAY)
+            body = (b'[{"port":8000,"url":"/v1/sandboxes/sb-late/ports/8000/"}]'
+                    if "/ports" in line else b'{"id":"lease-late"}' if "/leases" in line
+                    else b"{}")
+            try:
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+            except OSError:  # the caller is gone
+                pass
+
+    def close(self):
+        self.sock.close()
+        os.unlink(self.path)
+
+
+@pytest.fixture
+def late(tmp_path):
+    d = LateDaemon(str(tmp_path / "late.sock"))
+    yield d
+    d.close()
+
+
+LATE = r"""
+import asyncio, sys, time
+import sandboxd
+from sandboxd import AsyncSandbox, create_lease
+
+what, then, path = sys.argv[1:4]
+client = sandboxd.Client("unix:" + path)
+
+async def main():
+    sb = AsyncSandbox(client=client, sandbox_id="sb-late")
+    call = {"get_host": lambda: sb.get_host(8000), "set_timeout": lambda: sb.set_timeout(60),
+            "create_lease": lambda: create_lease("60s", client)}[what]()
+    t0 = time.monotonic()
+    try:
+        await asyncio.wait_for(call, 1.0)
+    except asyncio.TimeoutError:
+        print("timeout", round(time.monotonic() - t0, 3), flush=True)
+    await sb.close()  # (as at an async with block's end)
+    return sb
+
+sb = asyncio.run(main())
+if then == "client":
+    client.close()
+print("closed", time.monotonic(), flush=True)
+if what != "create_lease":
+    time.sleep(3.5)  # the answer comes meanwhile
+    print("handles", len(sb._sync._handles), flush=True)
+"""
+
+
+def late_child(what, then, late):
+    """Run LATE: its call is cancelled after 1 s, the daemon answering at 3 s; the child's
+    stdout lines (after "timeout") and the time it took from there to its end."""
+    p = child(LATE, what, then, late.path)
+    try:
+        line = p.stdout.readline()
+        t0 = time.monotonic()
+        assert line.startswith("timeout "), f"{line!r} {p.stderr.read() if not line else ''}"
+        assert late.seen, "the request did not reach the daemon"
+        out, err = finish(p, 30)
+        assert p.returncode == 0 and err == "", (p.returncode, out, err)
+        return out.split("\n"), time.monotonic() - t0, t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_create_lease_cancelled_leaves_at_once(late):
+    """wait_for(create_lease, 1) while the daemon is slow, then Client.close(): the program
+    ends at once (before, the call ran on a thread that held the exit until the answer came,
+    its client freed under it by Client.close())."""
+    out, took, _ = late_child("create_lease", "client", late)
+    assert out[0].startswith("closed ") and took < 1.5, (out, took)
+
+
+def test_create_lease_on_the_loop():
+    """create_lease with renew_every: a Lease that renews, whose delete ends its sandboxes."""
+
+    async def main():
+        lease = await create_lease("2s", renew_every=0.3)
+        sb = await AsyncSandbox.create(lease=lease, **SMALL)
+        return lease, sb
+
+    lease, sb = asyncio.run(main())
+    try:
+        assert lease.id and lease.renewing
+        assert sb.sync.inspect().raw["lease"] == lease.id
+        time.sleep(2.5)
+        assert sb.sync.inspect().state == "running", "the lease was not renewed"
+        lease.delete()
+        assert not lease.renewing
+        end = time.monotonic() + 10
+        while sb.sync.inspect().state != "ended":
+            assert time.monotonic() < end, "the lease's delete did not end its sandbox"
+            time.sleep(0.05)
+    finally:
+        sb.sync.terminate()
+        sb.sync.close()

@@ -91,8 +91,10 @@ test_sdk_interrupt() {
 # AsyncSandbox under cancellation and Ctrl-C (python/tests/test_sdk_aio_cancel.py): wait_for and
 # cancel of each call, prompt and quiet, the sandbox usable after; a create or fork cancelled as
 # asyncio.run ends (a Ctrl-C in a create included) still ends its sandboxes; Ctrl-C in a long
-# run() ends the program at once; many calls on one engine, half cancelled. The shim waits while
-# $D/hold exists (a create or fork stays in flight), with no spare shim started ahead of it.
+# run() ends the program at once; many calls on one engine, half cancelled; a call cancelled while
+# a stand-in daemon (the test's) is slow to answer holds nothing up and has nothing freed under
+# it. The shim waits while $D/hold exists (a create or fork stays in flight), with no spare shim
+# started ahead of it.
 TEST_TIMEOUT_sdk_aio_cancel=180
 test_sdk_aio_cancel() {
   need_pytest
