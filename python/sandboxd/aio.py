@@ -5,19 +5,17 @@ Each (Client, event loop) pair gets one standalone libsbx async handle (sbx_asyn
 with a libuv loop of its own): the event loop watches its descriptor (add_reader) and its next
 timer (call_later) and then runs what is due (sbx_async_run); libsbx's callbacks resolve asyncio
 futures. Calls with no asynchronous form in libsbx (set_timeout, get_host) run the synchronous
-call on a small thread pool ($SANDBOXD_ASYNC_THREADS, default 4); wait_for_port is a loop of
+call on a worker thread of the Client (AsyncSandbox._blocking); wait_for_port is a loop of
 port_request probes on the event loop."""
 from __future__ import annotations
 
 import asyncio
 import codecs
-import concurrent.futures
 import ctypes
-import functools
 import io
 import itertools
 import json
-import os
+import threading
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar, Union
 
@@ -29,31 +27,6 @@ from .args import (Duration, Size, _check, _check_port, _create_request, _exec_a
                    _fork_request, _info, _port_body, parse_duration_ms)
 from .sandbox import Client, Lease, Sandbox, _renew_seconds, _set_token, default_client
 T = TypeVar("T")
-
-_pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
-
-
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        n = int(os.environ.get("SANDBOXD_ASYNC_THREADS", "4"))
-        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=n,
-                                                      thread_name_prefix="sandboxd-async")
-    return _pool
-
-
-def _new_pool_in_child() -> None:
-    global _pool
-    _pool = None  # a child of os.fork() has none of the parent's worker threads: it would hang
-
-
-os.register_at_fork(after_in_child=_new_pool_in_child)
-
-
-async def _off(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_executor(), functools.partial(fn, *args, **kw))
-
 
 # ---- the engine: one standalone libsbx async handle per (Client, event loop) ----
 
@@ -413,6 +386,9 @@ class AsyncSandbox:
         self._handles: Dict[_Engine, int] = {}
         if _handle is not None and _engine is not None:
             self._handles[_engine] = _handle
+        # _blocking's calls in flight: their threads, and whether close() came during the call
+        self._running: Dict[int, bool] = {}
+        self._running_lock = threading.Lock()
 
     @property
     def sync(self) -> Sandbox:
@@ -604,11 +580,33 @@ class AsyncSandbox:
             lambda k: _lib.lib().sbx_async_port_request(
                 eng.h, h, port, *args, buf, len(body or b""), _PORT, k))
 
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args), a call of self.sync with no asynchronous form in libsbx, on a worker thread
+        of the Client: Client.close() waits for it. Cancelled, the thread goes on until the
+        daemon answers; a close() meanwhile leaves the thread's handle to it, freed at its end
+        (before, on a pool of aio's own, close() freed that handle under it and Client.close()
+        its client: SIGSEGV once the answer came)."""
+        sync = self.sync
+
+        def call() -> T:
+            tid = threading.get_ident()
+            with self._running_lock:
+                self._running[tid] = False
+            try:
+                return fn(*args)
+            finally:
+                with self._running_lock:
+                    closed = self._running.pop(tid)
+                if closed:
+                    sync._close_thread()
+
+        return await asyncio.wrap_future(self.client.submit(call))
+
     async def set_timeout(self, timeout: Any) -> None:
-        await _off(self.sync.set_timeout, timeout)
+        await self._blocking(self.sync.set_timeout, timeout)
 
     async def get_host(self, port: int) -> str:
-        return await _off(self.sync.get_host, port)
+        return await self._blocking(self.sync.get_host, port)
 
     async def wait_for_port(self, port: int, timeout: Duration = "30s") -> None:
         """Sandbox.wait_for_port on the loop: GET / through the daemon's proxy every 0.1 s until
@@ -643,12 +641,16 @@ class AsyncSandbox:
         await _start(eng, _nothing, lambda k: _lib.lib().sbx_async_terminate(eng.h, h, _DONE, k))
 
     async def close(self) -> None:
-        """Free the local handles (the sandbox keeps running)."""
+        """Free the local handles (the sandbox keeps running); those of a set_timeout or
+        get_host still running on a thread (cancelled) once it ends."""
         handles, self._handles = self._handles, {}
         for h in handles.values():
             _lib.lib().sbx_sandbox_free(h)
-        if self._sync is not None:
-            self._sync.close()
+        with self._running_lock:  # (a call starting meanwhile opens a handle of its own)
+            for tid in self._running:
+                self._running[tid] = True
+            if self._sync is not None:
+                self._sync.close(_keep=self._running)
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self

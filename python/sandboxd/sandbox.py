@@ -16,7 +16,7 @@ import os
 import signal
 import tarfile
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Collection, Dict, List, Mapping, Optional, Sequence, Union
 
 from . import _lib
 from .errors import (E_INTERRUPTED, InvalidArgument, NotFound, SandboxdError, Unauthorized,
@@ -136,7 +136,8 @@ class Client:
         it waits for them. Not to be called from one of them, nor while another thread still
         calls this Client or a Sandbox made with it; those calls, and any after, raise
         SandboxdError ("closed"). A Lease's renewing thread has a client of its own, freed when
-        it stops. AsyncSandbox's are its event loop's. Also as a context manager."""
+        it stops. AsyncSandbox's are its event loop's, but for its set_timeout and get_host,
+        which run on this Client's worker threads (waited for too). Also as a context manager."""
         self._closed = True
         self._pool.shutdown(wait=True)
         with self._lock:
@@ -676,12 +677,20 @@ class Sandbox:
         """End the sandbox (idempotent)."""
         _call(_lib.lib().sbx_sandbox_terminate, self._handle())
 
-    def close(self) -> None:
-        """Free the local handles (the sandbox keeps running)."""
+    def close(self, _keep: Collection[int] = ()) -> None:
+        """Free the local handles (the sandbox keeps running); AsyncSandbox keeps those of the
+        threads in _keep (its calls still running there: each frees its own, _close_thread)."""
         with self._lock:
-            handles, self._handles = self._handles, {}
+            handles = {t: h for t, h in self._handles.items() if t not in _keep}
+            self._handles = {t: h for t, h in self._handles.items() if t in _keep}
         for h in handles.values():
             _lib.lib().sbx_sandbox_free(h)
+
+    def _close_thread(self) -> None:
+        """Free the calling thread's handle."""
+        with self._lock:
+            h = self._handles.pop(threading.get_ident(), None)
+        _lib.lib().sbx_sandbox_free(h)
 
     def __enter__(self) -> "Sandbox":
         return self

@@ -28,12 +28,12 @@ SMALL = dict(cpu=0.25, memory="64Mi")
 HOLD = os.environ["SBX_AIO_HOLD"]
 
 
-def child(code, *args):
+def child(code, *args, env=None):
     """Start a child Python running code (dedented) with args; Python's own SIGINT handler."""
     code = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n" + \
         textwrap.dedent(code)
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=os.environ)
+                            stderr=subprocess.PIPE, text=True, env=env or os.environ)
 
 
 def finish(p, timeout=30):
@@ -553,8 +553,12 @@ if what != "create_lease":
 
 def late_child(what, then, late):
     """Run LATE: its call is cancelled after 1 s, the daemon answering at 3 s; the child's
-    stdout lines (after "timeout") and the time it took from there to its end."""
-    p = child(LATE, what, then, late.path)
+    stdout lines (after "timeout"), the time it took from there to its end, and when that was.
+    Freed memory is overwritten (glibc's MALLOC_PERTURB_, without its per-thread cache, which
+    would keep a freed handle's fields): a handle freed under a thread crashes it when it goes
+    on with it (the sanitized pass's ASan reports it)."""
+    env = dict(os.environ, MALLOC_PERTURB_="165", GLIBC_TUNABLES="glibc.malloc.tcache_count=0")
+    p = child(LATE, what, then, late.path, env=env)
     try:
         line = p.stdout.readline()
         t0 = time.monotonic()
@@ -600,3 +604,39 @@ def test_create_lease_on_the_loop():
     finally:
         sb.sync.terminate()
         sb.sync.close()
+
+
+@pytest.mark.parametrize("what", ["get_host", "set_timeout"])
+@pytest.mark.parametrize("then", ["sandbox", "client"])
+def test_a_cancelled_blocking_call_keeps_its_handles(late, what, then):
+    """wait_for(get_host or set_timeout, 1) while the daemon is slow (they have no asynchronous
+    form: a worker thread waits for the answer), then the AsyncSandbox's close (an async with
+    block's end) or Client.close(): nothing is freed under the thread, which gets its answer and
+    frees the handles it kept (before: the close freed the sandbox's handle or the thread's
+    client under it and the answer crashed the interpreter: SIGSEGV). Client.close() waits for
+    the call, as for its other worker threads."""
+    out, took, t0 = late_child(what, then, late)
+    assert out[0].startswith("closed ") and out[1] == "handles 0", out
+    if then == "client":  # (the child's clock is this one's: CLOCK_MONOTONIC)
+        assert float(out[0].split()[1]) - t0 > 1.0, "Client.close() did not wait for the call"
+
+
+def test_blocking_calls_answer_and_free_their_handles():
+    """set_timeout and get_host (on the Client's worker threads) answer; close() frees every
+    handle once nothing runs, the sync Sandbox still works after."""
+
+    async def main():
+        sb = await AsyncSandbox.create(ports=[8000], **SMALL)
+        try:
+            await sb.set_timeout("20m")
+            url = await sb.get_host(8000)
+            await sb.close()
+            left = len(sb.sync._handles)
+            return sb, url, left, (await sb.inspect()).state
+        finally:
+            await sb.terminate()
+            await sb.close()
+
+    sb, url, left, state = asyncio.run(main())
+    assert url.endswith(f"/v1/sandboxes/{sb.id}/ports/8000/"), url
+    assert (left, state) == (0, "running")
