@@ -50,6 +50,16 @@ def finish(p, timeout=30):
     return p.stdout.read(), p.stderr.read()
 
 
+def stop(p, sb=None):
+    """A test's end: its child killed if it still runs, its sandbox (if any) ended and freed."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    if sb is not None:
+        sb.terminate()
+        sb.close()
+
+
 def listed(label):
     return [s["state"] for s in sandboxd.Client().list(label)]
 
@@ -225,9 +235,7 @@ def test_a_create_or_fork_cancelled_as_asyncio_run_ends_ends_its_sandboxes(what,
         wait_listed(label, lambda s: all(x == "ended" for x in s),
                     f"the cancelled {what}'s sandboxes ended", 10)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        stop(p)
         end_all(label)
 
 
@@ -307,12 +315,7 @@ def test_ctrl_c_in_asyncio_run_ends_the_program_at_once(mode):
                         shell=True).stdout
             assert "sleep 1000" in ps, "the cancelled run's command no longer runs"
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        if sb is not None:
-            sb.terminate()
-            sb.close()
+        stop(p, sb)
 
 
 @pytest.mark.parametrize("twice", [False, True])
@@ -339,9 +342,7 @@ def test_ctrl_c_in_a_create_ends_the_sandbox_it_makes(hold, twice):
         assert noise(err) == [], err
         wait_listed(f"aio={label}", lambda s: s == ["ended"], "the sandbox ended", 10)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        stop(p)
         if os.path.exists(HOLD):
             os.unlink(HOLD)
         wait_listed(f"aio={label}", lambda s: "starting" not in s, "the create landed")
@@ -417,9 +418,7 @@ def test_wait_for_port_cancelled_stops_at_once():
         assert time.monotonic() - t0 < 5, "the exit waited for the wait"
         assert p.returncode == 0 and out == "exit\n" and err == "", (p.returncode, out, err)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        stop(p)
 
 
 def test_ctrl_c_in_wait_for_port_in_an_async_with_block():
@@ -441,12 +440,7 @@ def test_ctrl_c_in_wait_for_port_in_an_async_with_block():
         assert noise(err) == [], err
         assert sb.inspect().state == "ended"
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        if sb is not None:
-            sb.terminate()
-            sb.close()
+        stop(p, sb)
 
 
 def test_async_wait_for_port_errors():
@@ -568,9 +562,7 @@ def late_child(what, then, late):
         assert p.returncode == 0 and err == "", (p.returncode, out, err)
         return out.split("\n"), time.monotonic() - t0, t0
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        stop(p)
 
 
 def test_create_lease_cancelled_leaves_at_once(late):
