@@ -442,18 +442,23 @@ static int lock_dir(const char *dir) {
     return fd;
 }
 
-/* shim.pid, under the lock of dir: a cleanup that ran first (its marker is there, or dir is
- * gone) did not find this shim to kill, so the build stops here. Unlocked, a cleanup could read
- * no shim.pid, then remove dir while this shim went on writing into it (rm_rf: "Directory not
- * empty") and building a sandbox nobody owned, its uid slot given to the next one. */
+/* Whether a cleanup ran for the dir locked as dfd: its mark is there, or the dir is gone. */
+static bool cleanup_ran(int dfd) {
+    struct stat st;
+    return fstat(dfd, &st) < 0 || st.st_nlink == 0 ||
+           faccessat(dfd, SHIM_CLEANED_MARK, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* shim.pid, under the lock of dir: a cleanup that ran first (cleanup_ran) did not find this
+ * shim to kill, so the build stops here. Unlocked, a cleanup could read no shim.pid, then remove
+ * dir while this shim went on writing into it (rm_rf: "Directory not empty") and building a
+ * sandbox nobody owned, its uid slot given to the next one. */
 static int step_pidfile(shim_sandbox *sb, error_rec *err) {
     char p[4200], buf[32];
     _cleanup_close_ int dfd = lock_dir(sb->dir);
     if (dfd < 0)
         return error_set_errno(err, dfd, "lock %s", sb->dir);
-    struct stat st;
-    if (fstat(dfd, &st) < 0 || st.st_nlink == 0 ||
-        faccessat(dfd, SHIM_CLEANED_MARK, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+    if (cleanup_ran(dfd))
         return error_set(err, -ECANCELED, "sbx-shim cleanup ran for %s", sb->dir);
     snprintf(p, sizeof(p), "%s/shim.pid", sb->dir);
     int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
@@ -480,6 +485,14 @@ static const struct {
     {"ready", step_ready},
 };
 
+/* Whether a cleanup ran for dir or runs now (dir gone, or its mark there), asked under its lock:
+ * then a failed build is not made again (a second build would make dir again, unmarked, and
+ * serve a sandbox nobody owns). */
+static bool cleaned(const char *dir) {
+    _cleanup_close_ int dfd = lock_dir(dir);
+    return dfd < 0 || cleanup_ran(dfd);
+}
+
 /* One build of dir. *parked_lost, on failure: the parked init it was handed (step_handoff) is
  * exiting (killed after the hand-off), so another build with an init of its own may succeed. */
 static int build_once(const char *dir, shim_parked *parked, shim_sandbox **ret, bool *parked_lost,
@@ -502,7 +515,8 @@ static int build_once(const char *dir, shim_parked *parked, shim_sandbox **ret, 
         else if (r < 0)
             error_prefix(err, "step %s", host_steps[i].name);
         if (r < 0) {
-            *parked_lost = sb->handed && sb->init_pid > 0 && exiting(sb->init_pid);
+            *parked_lost = sb->handed && sb->init_pid > 0 && exiting(sb->init_pid) &&
+                           !cleaned(dir); /* (a cleanup may be what killed it) */
             shim_sandbox_teardown(sb, NULL);
             return r;
         }
@@ -703,6 +717,9 @@ int shim_sandbox_cleanup(const char *dir, error_rec *err) {
             ret = shim_cgroup_destroy(cg, err);
     }
     int r = rm_rf(dir);
+    if (r < 0 && dfd >= 0) /* dir is left (a shim wrote into it meanwhile): marked again */
+        safe_close(
+            openat(dfd, SHIM_CLEANED_MARK, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (r < 0 && ret >= 0)
         ret = error_set_errno(err, r, "remove %s", dir);
     return ret;
