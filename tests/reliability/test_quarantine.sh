@@ -91,24 +91,32 @@ survivor_gone_slot_back() {
   wait_no_leaks 20
 }
 
+# slot_held A BASE WHY LOG SECONDS: while A's survivor lives under BASE's range, two creates get
+# other ranges (WHY: what happened to A), the quarantined slot is no capacity (503), the log says
+# "uid slot ... quarantined: LOG", and SECONDS later it is still held; then it comes back once
+# the survivor is gone (survivor_gone_slot_back).
+slot_held() {
+  local a=$1 base=$2 b c id
+  create; b=$ID; create; c=$ID
+  for id in "$b" "$c"; do
+    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a ($3) while its process $SURVIVOR (uid $((base + 1000))) lives"
+  done
+  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0 and .active_sandboxes == 2 and .starting == 0'
+  [ "$(metric sandboxd_uid_slots_quarantined)" == 1 ] || fail "sandboxd_uid_slots_quarantined is not 1"
+  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
+  grep -q "uid slot .* quarantined: $4" "$D/log" || fail "no log line for the quarantine: $4"
+  sleep "$5" # its checks (the stand-in's cleanup fails again) hold it while the survivor lives
+  req GET /v1/info; expect 200 '.quarantined_slots == 1'
+  survivor_gone_slot_back "$a" "$base" "$b" "$c"
+}
+
 TEST_TIMEOUT_failed_cleanup_quarantines_slot=90
 test_failed_cleanup_quarantines_slot() {
   rel_setup
   wrap_shim
   DAEMON_SHIM=$D/shim-wrap start_daemon --max-sandboxes 3 --spare-shims 0
   failed_cleanup_survivor; local a=$A base=$BASE
-  local b c id
-  create; b=$ID; create; c=$ID
-  for id in "$b" "$c"; do
-    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a, whose cleanup failed while its process $SURVIVOR (uid $((base + 1000))) lives"
-  done
-  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0 and .active_sandboxes == 2 and .starting == 0'
-  [ "$(metric sandboxd_uid_slots_quarantined)" == 1 ] || fail "sandboxd_uid_slots_quarantined is not 1"
-  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
-  grep -q "uid slot .* quarantined: sbx-shim cleanup of sandbox=$a failed" "$D/log" || fail "no log line for the quarantine"
-  sleep 2 # the retries (the stand-in fails again) hold it while the survivor lives
-  req GET /v1/info; expect 200 '.quarantined_slots == 1'
-  survivor_gone_slot_back "$a" "$base" "$b" "$c"
+  slot_held "$a" "$base" "whose cleanup failed" "sbx-shim cleanup of sandbox=$a failed" 2
 }
 
 # The same after an ordinary DELETE whose shim's teardown fails with a process of the sandbox left
@@ -197,17 +205,8 @@ test_restart_keeps_quarantine() {
   kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
   DAEMON_SHIM=$D/shim-wrap start_daemon --max-sandboxes 3 --spare-shims 0
   pid_alive "$SURVIVOR" || fail "the survivor ($SURVIVOR) should outlive the daemon's restart"
-  local b c id
-  create; b=$ID; create; c=$ID
-  for id in "$b" "$c"; do
-    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a after the daemon's restart, while $a's process $SURVIVOR (uid $((base + 1000))) lives in its cgroup"
-  done
-  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0 and .active_sandboxes == 2'
-  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
-  grep -q "uid slot .* quarantined: the daemon restarted with the cgroup $a of an earlier run left" "$D/log" || fail "no log line for the quarantine after the restart"
-  sleep 1 # its checks (the stand-in's cleanup fails again) hold it while the survivor lives
-  req GET /v1/info; expect 200 '.quarantined_slots == 1'
-  survivor_gone_slot_back "$a" "$base" "$b" "$c"
+  slot_held "$a" "$base" "after the daemon's restart" \
+    "the daemon restarted with the cgroup $a of an earlier run left" 1
 }
 
 # A resume that fails (the stand-in's shim exits at its start), whose `sbx-shim cleanup` fails
@@ -247,17 +246,8 @@ test_failed_resume_cleanup_quarantines_slot() {
   req DELETE "/v1/sandboxes/$a"; expect 204
   req_until 5 '.quarantined_slots == 1' GET /v1/info
   expect 200 '.quarantined_slots == 1 and .free_slots == 2'
-  local b c id
-  create; b=$ID; create; c=$ID
-  for id in "$b" "$c"; do
-    [ "$(uid_base "$id")" != "$base" ] || fail "$id got uid range $base of $a, whose failed resume's cleanup failed while its process $SURVIVOR (uid $((base + 1000))) lives"
-  done
-  req GET /v1/info; expect 200 '.quarantined_slots == 1 and .free_slots == 0 and .active_sandboxes == 2'
-  req POST /v1/sandboxes -d '{}'; expect 503 # the quarantined slot is no capacity
-  grep -q "uid slot .* quarantined: sbx-shim cleanup of sandbox=$a found no run dir" "$D/log" || fail "no log line for the quarantine"
-  sleep 1 # its checks hold it while the survivor lives
-  req GET /v1/info; expect 200 '.quarantined_slots == 1'
-  survivor_gone_slot_back "$a" "$base" "$b" "$c"
+  slot_held "$a" "$base" "whose failed resume's cleanup failed" \
+    "sbx-shim cleanup of sandbox=$a found no run dir" 1
 }
 
 source "$(dirname "$0")/../lib/lib.sh" "$@"
