@@ -78,6 +78,15 @@ fexpect() { # CODE [jq-expression]
   [ "$CODE" == "$1" ] || fail "expected HTTP $1, got $CODE: $BODY"
   [ -z "${2:-}" ] || echo "$BODY" | jq -e "$2" >/dev/null || fail "expected $2 in: $BODY"
 }
+freq_until() { # SECONDS NAME JQ METHOD PATH [curl args...]: freq until its answer satisfies JQ
+  local secs=$1 n=$2 cond=$3
+  shift 3
+  for _ in $(seq $((secs * 10))); do
+    freq "$n" "$@"
+    echo "$BODY" | jq -e "$cond" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+}
 header() { tr -d '\r' <<<"$HDRS" | awk -v h="$1:" 'tolower($1) == tolower(h) {print $2}' | tail -1; }
 
 # Until node NAME's /v1/fleet satisfies a jq expression (the fleet's view is a second behind).

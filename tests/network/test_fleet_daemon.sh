@@ -433,20 +433,12 @@ test_leases() { # a trainer's lease covers its sandboxes on every node
   freq b GET "/v1/sandboxes/$on_b"
   fexpect 200 '.state == "running"'
   # no longer renewed: the sandboxes end on both nodes
-  for i in $(seq 300); do
-    freq b GET "/v1/sandboxes/$on_b"
-    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
-    sleep 0.1
-  done
+  freq_until 30 b '.state == "ended"' GET "/v1/sandboxes/$on_b"
   fexpect 200 '.state == "ended"'
   grep -q "lease ended in the fleet" "${DAEMON_DIR[b]}/log" || fail "b's log does not say why"
   # a ends its own on its lease's expiry, by its own clock (250 ms ticks): it may come a little
   # after etcd removed the key that b saw go
-  for i in $(seq 50); do
-    freq a GET "/v1/sandboxes/$on_a"
-    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
-    sleep 0.1
-  done
+  freq_until 5 a '.state == "ended"' GET "/v1/sandboxes/$on_a"
   fexpect 200 '.state == "ended"'
   [ -z "$(etcd_key "$PREFIX/leases/$lease")" ] || fail "P/leases/$lease outlived its lease"
   # another node's lease that does not exist
@@ -475,11 +467,7 @@ test_lease_after_owner_restart() { # a lease deleted on its owner after the owne
   wait_view b "[$(node a)] | length == 1"
   freq a DELETE "/v1/leases/$lease"
   fexpect 204
-  for i in $(seq 100); do
-    freq b GET "/v1/sandboxes/$on_b"
-    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
-    sleep 0.1
-  done
+  freq_until 10 b '.state == "ended"' GET "/v1/sandboxes/$on_b"
   fexpect 200 '.state == "ended"'
   [ -z "$(etcd_key "$PREFIX/leases/$lease")" ] || fail "P/leases/$lease outlived its deletion"
 }

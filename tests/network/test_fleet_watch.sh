@@ -67,11 +67,7 @@ test_watch_sees_the_fleet() { # join, drain, lease end, departure: all through o
   on_a=$(jq -r .id <<<"$BODY")
   freq b DELETE "/v1/leases/$lease"
   [[ "$CODE" == 20* ]] || fail "delete the lease on b: $CODE $BODY"
-  for i in $(seq 100); do
-    freq a GET "/v1/sandboxes/$on_a"
-    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
-    sleep 0.1
-  done
+  freq_until 10 a '.state == "ended"' GET "/v1/sandboxes/$on_a"
   fexpect 200 '.state == "ended"'
   grep -q "lease ended in the fleet" "${DAEMON_DIR[a]}/log" || fail "a's log does not say why"
   # departure: b stops (SIGTERM revokes its etcd lease: the key's delete reaches a)
@@ -252,11 +248,7 @@ test_etcd_wiped_lease_lives() { # a wiped etcd lost a's lease keys; b holds sand
   [ -n "$(etcd_key "$PREFIX/leases/$lease")" ] || fail "a did not put $PREFIX/leases/$lease again after the wipe"
   [ -z "$(etcd_key "$PREFIX/leases/$short")" ] || fail "a put its ended lease $short again"
   # the short lease ended on a: b ends its sandbox once the grace (4 s + 2 TTLs) is over
-  for i in $(seq 150); do
-    freq b GET "/v1/sandboxes/$sb2"
-    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
-    sleep 0.1
-  done
+  freq_until 15 b '.state == "ended"' GET "/v1/sandboxes/$sb2"
   fexpect 200 '.state == "ended" and .end.message == "lease ended in the fleet"'
   freq b GET "/v1/sandboxes/$sb"
   fexpect 200 '.state == "running"'
@@ -265,11 +257,7 @@ test_etcd_wiped_lease_lives() { # a wiped etcd lost a's lease keys; b holds sand
   # the lease really ends: b ends its sandbox at once, as before a wipe
   freq a DELETE "/v1/leases/$lease"
   [[ "$CODE" == 20* ]] || fail "delete the lease on a: $CODE $BODY"
-  for i in $(seq 50); do
-    freq b GET "/v1/sandboxes/$sb"
-    [ "$(jq -r .state <<<"$BODY")" == ended ] && break
-    sleep 0.1
-  done
+  freq_until 5 b '.state == "ended"' GET "/v1/sandboxes/$sb"
   fexpect 200 '.state == "ended"'
 }
 
